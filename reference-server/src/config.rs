@@ -1,0 +1,360 @@
+//! What a server instance is told at start: where its store lives, who its tenants are, its
+//! timing policy, and which single fault (if any) it should exhibit.
+//!
+//! The binary builds a [`Config`] from flags; the checker builds one directly to run the server
+//! in-process. Both go through [`Config::validate`], so the two paths cannot disagree about what
+//! a valid configuration is.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::{Clock, SystemClock};
+
+/// Where the SQLite store lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DbLocation {
+    /// A database file (WAL mode). Several server processes may share one file: the claim is a
+    /// SQLite transaction, not an in-process lock.
+    File(PathBuf),
+    /// A private in-memory database, lost when the server stops. Only meaningful with
+    /// [`Fault::MemoryStore`], because it breaks restart persistence by design.
+    Memory,
+}
+
+/// A tenant and the bearer token that authenticates it. The tenant is always derived from the
+/// token, never from a header the client names, so one client cannot read another's keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tenant {
+    /// The tenant's name: part of every idempotency scope and every payment row.
+    pub name: String,
+    /// The secret sent as `Authorization: Bearer <token>`.
+    pub token: String,
+}
+
+impl Tenant {
+    /// A tenant with its token.
+    pub fn new(name: impl Into<String>, token: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            token: token.into(),
+        }
+    }
+}
+
+/// Everything a server instance needs to run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where records and payments are stored.
+    pub db: DbLocation,
+    /// Who may call the API; at least one.
+    pub tenants: Vec<Tenant>,
+    /// How long a completed key is remembered (and replayed) after completion. Published on
+    /// every idempotent response as `Idempotency-Key-Expires-At` (draft §2.3).
+    pub key_ttl: Duration,
+    /// How long a claim stays valid without a heartbeat. An owner renews it every `lease / 3`
+    /// while it works, so only a dead owner loses its claim.
+    pub lease: Duration,
+    /// Honour `X-Test-Delay-Ms` and `X-Test-Crash`. Off by default: a client must not be able to
+    /// make a production-like server hold or fail requests.
+    pub test_hooks: bool,
+    /// The one deliberate defect this instance exhibits, if any (requires `test_hooks`).
+    pub fault: Option<Fault>,
+    /// For [`Fault::Race`]: microseconds between the unlocked lookup and the insert.
+    pub race_window_us: u64,
+    /// Batch concurrent store writes into one transaction and one fsync. Off means one
+    /// transaction per operation, which exists to show what group commit buys.
+    pub group_commit: bool,
+    /// The time source for leases, expiry and `createdAt`.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Config {
+    /// The defaults: 24 h key TTL, 30 s lease, group commit on, no hooks, no fault, the system
+    /// clock, and two demo tenants (`tenant-a`/`token-a`, `tenant-b`/`token-b`) so that the
+    /// tenant-isolation probe has someone to isolate.
+    pub fn new(db: DbLocation) -> Self {
+        Self {
+            db,
+            tenants: demo_tenants(),
+            key_ttl: Duration::from_secs(24 * 60 * 60),
+            lease: Duration::from_secs(30),
+            test_hooks: false,
+            fault: None,
+            race_window_us: 0,
+            group_commit: true,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Rejects combinations that would make the server lie about what it is: a fault without
+    /// test hooks, an in-memory store without the fault that admits it, timing that cannot work.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.fault.is_some() && !self.test_hooks {
+            return Err(ConfigError::FaultWithoutTestHooks);
+        }
+        if self.db == DbLocation::Memory && self.fault != Some(Fault::MemoryStore) {
+            return Err(ConfigError::MemoryWithoutFault);
+        }
+        if self.tenants.is_empty() {
+            return Err(ConfigError::NoTenants);
+        }
+        for (i, tenant) in self.tenants.iter().enumerate() {
+            if tenant.name.is_empty() || tenant.token.is_empty() {
+                return Err(ConfigError::EmptyTenant);
+            }
+            if let Some(other) = self.tenants[..i].iter().find(|t| t.token == tenant.token) {
+                return Err(ConfigError::SharedToken(
+                    other.name.clone(),
+                    tenant.name.clone(),
+                ));
+            }
+            if self.tenants[..i].iter().any(|t| t.name == tenant.name) {
+                return Err(ConfigError::DuplicateTenant(tenant.name.clone()));
+            }
+        }
+        if self.lease < MIN_LEASE {
+            return Err(ConfigError::LeaseTooShort(self.lease));
+        }
+        if self.key_ttl < self.lease {
+            return Err(ConfigError::TtlShorterThanLease {
+                ttl: self.key_ttl,
+                lease: self.lease,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The shortest lease accepted: heartbeats run every `lease / 3`, and a lease shorter than this
+/// would turn heartbeats into a busy loop.
+const MIN_LEASE: Duration = Duration::from_millis(30);
+
+fn demo_tenants() -> Vec<Tenant> {
+    vec![
+        Tenant::new("tenant-a", "token-a"),
+        Tenant::new("tenant-b", "token-b"),
+    ]
+}
+
+/// Why a [`Config`] was rejected; each message says how to fix it.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    /// Faults exist to prove the checker can fail; they must never be switched on by accident.
+    #[error("a fault requires test hooks (add --test-hooks)")]
+    FaultWithoutTestHooks,
+    /// Memory storage loses records on restart, which is itself a fault.
+    #[error("an in-memory database is only allowed with --fault memory-store (use --db PATH)")]
+    MemoryWithoutFault,
+    /// Nobody could authenticate.
+    #[error("at least one tenant is required (--token TENANT=SECRET)")]
+    NoTenants,
+    /// A tenant needs both a name and a secret.
+    #[error("a tenant name and its token must both be non-empty (--token TENANT=SECRET)")]
+    EmptyTenant,
+    /// A token must identify exactly one tenant.
+    #[error("tenants {0:?} and {1:?} share a token; each tenant needs its own secret")]
+    SharedToken(String, String),
+    /// Tenant names are scopes and must be unique.
+    #[error("tenant {0:?} is listed twice")]
+    DuplicateTenant(String),
+    /// See [`MIN_LEASE`].
+    #[error("lease {0:?} is too short; use at least 30ms")]
+    LeaseTooShort(Duration),
+    /// A completed key must outlive the claim that produced it.
+    #[error("key TTL {ttl:?} is shorter than the lease {lease:?}; raise --key-ttl")]
+    TtlShorterThanLease {
+        /// The configured TTL.
+        ttl: Duration,
+        /// The configured lease.
+        lease: Duration,
+    },
+}
+
+macro_rules! faults {
+    ($( $(#[$doc:meta])* $variant:ident = $name:literal => [$($probe:literal),* $(,)?]; )*) => {
+        /// One deliberate defect. Each variant makes the checker probe(s) returned by
+        /// [`Fault::breaks`] fail, and only those: that is how the suite proves it can fail.
+        /// The kebab-case name is what `--fault` takes.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Fault {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl Fault {
+            /// Every fault, in the order of the checker's probe catalog.
+            pub const ALL: &[Fault] = &[$(Fault::$variant),*];
+
+            /// The `--fault` name.
+            pub fn name(self) -> &'static str {
+                match self { $(Fault::$variant => $name,)* }
+            }
+
+            /// The checker probe ids this fault is designed to make fail (first the probe whose
+            /// required or critical check fails; recommended-only effects are WARN unless
+            /// `--strict`).
+            pub fn breaks(self) -> &'static [&'static str] {
+                match self { $(Fault::$variant => &[$($probe),*],)* }
+            }
+        }
+    };
+}
+
+faults! {
+    /// A request without `Idempotency-Key` executes instead of getting 400. Breaks `missing-key`.
+    NoKeyRequired = "no-key-required" => ["missing-key"];
+    /// Errors are `text/plain` without problem+json or `Link`. Breaks the recommended checks of
+    /// `missing-key` and `payload-mismatch` (WARN, FAIL under `--strict`).
+    PlainErrors = "plain-errors" => ["missing-key", "payload-mismatch"];
+    /// Lookup and insert are not atomic: the record is read outside any transaction, then after
+    /// `race_window_us` a claim is written unconditionally, so duplicates inside the window all
+    /// execute. Breaks `concurrent-duplicates`.
+    Race = "race" => ["concurrent-duplicates"];
+    /// A duplicate that arrives while the original is processing gets 500 instead of 409.
+    /// Breaks `concurrent-duplicates`.
+    Concurrent500 = "concurrent-500" => ["concurrent-duplicates"];
+    /// 409 without `Retry-After`. Breaks the recommended check of `concurrent-duplicates`.
+    NoRetryAfter = "no-retry-after" => ["concurrent-duplicates"];
+    /// No heartbeat and no fencing: an owner held longer than the lease loses its claim to a
+    /// duplicate, and both executions commit. Breaks `concurrent-duplicates`.
+    ExpiringLock = "expiring-lock" => ["concurrent-duplicates"];
+    /// The payload fingerprint is ignored: another payload with a used key gets the old replay.
+    /// Breaks `payload-mismatch`.
+    NoFingerprint = "no-fingerprint" => ["payload-mismatch"];
+    /// A fingerprint mismatch answers 409 instead of 422. Breaks `payload-mismatch`.
+    Mismatch409 = "mismatch-409" => ["payload-mismatch"];
+    /// The 422 replaces the stored record, so a later retry of the original no longer replays.
+    /// Breaks `mismatch-no-poison`.
+    MismatchOverwrite = "mismatch-overwrite" => ["mismatch-no-poison"];
+    /// Replays are re-rendered with a new id and `createdAt` (no new payment row).
+    /// Breaks `replay-identity`.
+    ReplayNewId = "replay-new-id" => ["replay-identity"];
+    /// A retry of a completed request executes again and creates a new payment.
+    /// Breaks `replay-identity`.
+    ReplayReexecute = "replay-reexecute" => ["replay-identity"];
+    /// The raw header text is the key (no RFC 8941 parsing): anything non-empty is accepted.
+    /// Breaks `malformed-key` (and the recommended checks of `bare-token`, `key-parameters`).
+    QuotesLiteral = "quotes-literal" => ["malformed-key", "bare-token", "key-parameters"];
+    /// Only bare tokens are accepted; the draft's quoted String gets 400. Breaks `quoted-key`.
+    RejectQuoted = "reject-quoted" => ["quoted-key"];
+    /// The header is split on commas, so a String holding a comma gets 400. Breaks `escaped-key`.
+    SplitOnComma = "split-on-comma" => ["escaped-key"];
+    /// With two `Idempotency-Key` lines the first is used. Breaks `duplicate-header`.
+    DuplicateHeaderFirst = "duplicate-header-first" => ["duplicate-header"];
+    /// `""` is accepted as a key. Breaks `empty-key`.
+    AcceptEmpty = "accept-empty" => ["empty-key"];
+    /// Keys of any length are accepted and executed. Breaks `oversized-key`.
+    NoKeyLimit = "no-key-limit" => ["oversized-key"];
+    /// Parameters are part of the key, so `"k";v=1` and `"k"` are two keys.
+    /// Breaks `key-parameters`.
+    ParamsInKey = "params-in-key" => ["key-parameters"];
+    /// The scope ignores the tenant: tenant B can replay tenant A's response.
+    /// Breaks `tenant-isolation`.
+    UnscopedKeys = "unscoped-keys" => ["tenant-isolation"];
+    /// The scope ignores the operation: a payout key collides with a payment key.
+    /// Breaks `cross-endpoint`.
+    UnscopedOperation = "unscoped-operation" => ["cross-endpoint"];
+    /// Records live in process memory: lost on restart and not shared between processes.
+    /// Breaks `restart-persistence` and `cross-replica`.
+    MemoryStore = "memory-store" => ["restart-persistence", "cross-replica"];
+    /// A new key whose payload matches a completed record of the tenant gets that record's
+    /// replay instead of executing. Breaks `distinct-keys-independent`.
+    FingerprintDedupe = "fingerprint-dedupe" => ["distinct-keys-independent"];
+    /// Keys are lowercased before lookup, though an sf-string is case-sensitive.
+    /// Breaks `distinct-keys-independent`.
+    CaseInsensitiveKeys = "case-insensitive-keys" => ["distinct-keys-independent"];
+    /// The key is claimed before validation, and the 400 is stored and replayed for that key.
+    /// Breaks `error-not-cached`.
+    CacheValidationError = "cache-validation-error" => ["error-not-cached"];
+    /// A failed execution leaves the key processing forever, whatever the lease says.
+    /// Breaks `wedged-key-recovery`.
+    WedgeOnCrash = "wedge-on-crash" => ["wedged-key-recovery"];
+    /// A rejected duplicate releases the owner's claim, so the next duplicate executes.
+    /// Breaks `loser-does-not-unlock`.
+    LoserUnlocks = "loser-unlocks" => ["loser-does-not-unlock"];
+    /// A client that disconnects before its response is written makes the server delete the
+    /// record although the payment committed, so the retry executes again.
+    /// Breaks `lost-response`.
+    ReleaseOnDisconnect = "release-on-disconnect" => ["lost-response"];
+    /// A request carrying `Idempotency-Replayed: true` is answered 200 `{}` without executing
+    /// or storing anything. Breaks `spoofed-marker-headers`.
+    TrustReplayHeader = "trust-replay-header" => ["spoofed-marker-headers"];
+    /// Every POST answers 500. Breaks `first-request` (and so every probe that needs it).
+    RejectAll = "reject-all" => ["first-request"];
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown `--fault` name.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("unknown fault {name:?}; known faults: {known}")]
+pub struct UnknownFault {
+    name: String,
+    known: String,
+}
+
+impl FromStr for Fault {
+    type Err = UnknownFault;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Fault::ALL
+            .iter()
+            .copied()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| UnknownFault {
+                name: s.to_owned(),
+                known: Fault::ALL
+                    .iter()
+                    .map(|f| f.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fault_names_round_trip_and_each_breaks_a_probe() {
+        for fault in Fault::ALL {
+            assert_eq!(fault.to_string().parse::<Fault>(), Ok(*fault));
+            assert!(!fault.breaks().is_empty(), "{fault} breaks nothing");
+        }
+        assert!("no-such-fault".parse::<Fault>().is_err());
+    }
+
+    #[test]
+    fn validate_rejects_inconsistent_configs() {
+        let mut config = Config::new(DbLocation::Memory);
+        assert_eq!(config.validate(), Err(ConfigError::MemoryWithoutFault));
+        config.fault = Some(Fault::MemoryStore);
+        assert_eq!(config.validate(), Err(ConfigError::FaultWithoutTestHooks));
+        config.test_hooks = true;
+        assert_eq!(config.validate(), Ok(()));
+        config.tenants.push(Tenant::new("tenant-c", "token-a"));
+        assert!(matches!(
+            config.validate(),
+            Err(ConfigError::SharedToken(..))
+        ));
+        let mut config = Config::new(DbLocation::File("x.db".into()));
+        config.lease = Duration::from_millis(1);
+        assert!(matches!(
+            config.validate(),
+            Err(ConfigError::LeaseTooShort(_))
+        ));
+        config.lease = Duration::from_secs(30);
+        config.key_ttl = Duration::from_secs(1);
+        assert!(matches!(
+            config.validate(),
+            Err(ConfigError::TtlShorterThanLease { .. })
+        ));
+    }
+}

@@ -1,0 +1,42 @@
+//! The request fingerprint (draft §2.4): SHA-256 over the operation name and the canonical JSON
+//! of the normalised payload.
+//!
+//! Normalising first (currency upper-cased and trimmed, reference trimmed) means `usd` and
+//! `USD` are the same intent; serialising a fixed struct means field order and whitespace in
+//! the request do not matter. Including the operation keeps a payment and a payout apart even
+//! when their payloads are equal. Test-hook headers are never part of it.
+
+use sha2::{Digest, Sha256};
+
+/// The fingerprint of one request, as lowercase hex.
+pub(crate) fn fingerprint(operation: &str, canonical_payload: &[u8]) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(operation.as_bytes());
+    hasher.update(b"\n");
+    hasher.update(canonical_payload);
+    hex(&hasher.finalize())
+}
+
+/// Lowercase hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operation_is_part_of_the_fingerprint() {
+        let payload = br#"{"amountCents":1}"#;
+        assert_ne!(fingerprint("a", payload), fingerprint("b", payload));
+        assert_eq!(fingerprint("a", payload), fingerprint("a", payload));
+        assert_eq!(fingerprint("a", payload).len(), 64);
+    }
+}

@@ -1,0 +1,567 @@
+//! The request path of an idempotent POST, in the order the draft and the source article
+//! prescribe:
+//!
+//! 1. authenticate (the tenant is part of the scope);
+//! 2. parse `Idempotency-Key` ([`key`]) — a bad key is a 400 and claims nothing;
+//! 3. read and validate the payload — an invalid payload is a 400 and claims nothing;
+//! 4. fingerprint the normalised payload ([`fingerprint`]);
+//! 5. claim tenant + operation + key in one short transaction: execute, replay, 422 or 409;
+//! 6. execute while renewing the lease (heartbeat), then commit the effect and the response in
+//!    one transaction fenced by the owner token; a failed execution releases the claim.
+//!
+//! Steps 5–6 run in a spawned task: if the client disconnects, hyper drops the handler future,
+//! but the claim → execute → commit sequence must not be cut in half, or a committed payment
+//! could be left with a claim that nobody completes.
+
+pub(crate) mod fingerprint;
+pub(crate) mod key;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use tokio::task::JoinHandle;
+use tokio_util::task::TaskTracker;
+
+use crate::clock::rfc3339;
+use crate::config::Fault;
+use crate::payments::{Operation, Payload, PaymentRecord};
+use crate::problem::{storage_unavailable, ErrorStyle, Problem};
+use crate::server::App;
+use crate::store::{ClaimOutcome, Completion, NewPayment, Owner, Scope, Store, StoredResponse};
+use key::{mask, KeyError};
+
+/// The largest request body accepted (413 beyond).
+const MAX_BODY: usize = 64 * 1024;
+
+/// The longest `X-Test-Delay-Ms` honoured.
+const MAX_TEST_DELAY: Duration = Duration::from_secs(10);
+
+/// `true` on a replayed response, `false` on a first execution. Not standard: it makes replays
+/// observable (the checker reports it as information).
+const REPLAYED: HeaderName = HeaderName::from_static("idempotency-replayed");
+
+/// When the key will be forgotten (RFC 3339): the published expiry policy (draft §2.3).
+const EXPIRES_AT: HeaderName = HeaderName::from_static("idempotency-key-expires-at");
+
+/// Test hooks a client can ask for when the server runs with `--test-hooks`.
+#[derive(Debug, Default, Clone, Copy)]
+struct TestHooks {
+    /// Hold the claimed request this long before executing (heartbeats keep the lease alive).
+    delay: Option<Duration>,
+    /// Fail the execution after the claim, as a crash would.
+    crash: bool,
+}
+
+impl TestHooks {
+    fn parse(headers: &HeaderMap, enabled: bool) -> Result<Self, Problem> {
+        if !enabled {
+            return Ok(Self::default());
+        }
+        let delay = match headers.get("x-test-delay-ms") {
+            None => None,
+            Some(value) => {
+                let ms: u64 = value
+                    .to_str()
+                    .ok()
+                    .and_then(|v| v.trim().parse().ok())
+                    .ok_or_else(|| {
+                        Problem::new(
+                            StatusCode::BAD_REQUEST,
+                            "invalid-test-hook",
+                            "Invalid test hook",
+                            "X-Test-Delay-Ms must be a whole number of milliseconds",
+                        )
+                    })?;
+                Some(Duration::from_millis(ms).min(MAX_TEST_DELAY))
+            }
+        };
+        let crash = headers
+            .get("x-test-crash")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| matches!(v.trim(), "1" | "true"));
+        Ok(Self { delay, crash })
+    }
+}
+
+/// Handles `POST` on an idempotent operation.
+pub(crate) async fn handle(app: Arc<App>, operation: Operation, request: Request) -> Response {
+    let style = app.style();
+    match admit(&app, operation, request).await {
+        Ok(Admitted::Answered(response)) => response,
+        Ok(Admitted::Claim(claim)) => run_detached(&app, claim).await,
+        Err(problem) => problem.into_response(style),
+    }
+}
+
+/// A request that passed steps 1–4 and is ready to claim its key.
+struct Claim {
+    app: Arc<App>,
+    operation: Operation,
+    tenant: Arc<str>,
+    scope: Scope,
+    fingerprint: String,
+    payload: Payload,
+    hooks: TestHooks,
+}
+
+enum Admitted {
+    Answered(Response),
+    Claim(Claim),
+}
+
+/// Steps 1–4: everything that can be refused without touching a key.
+async fn admit(
+    app: &Arc<App>,
+    operation: Operation,
+    request: Request,
+) -> Result<Admitted, Problem> {
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
+    let tenant = app.tenants.authenticate(headers)?;
+    if app.is(Fault::RejectAll) {
+        return Err(internal_error(
+            "this server rejects every request (fault reject-all)",
+        ));
+    }
+    if app.is(Fault::TrustReplayHeader) && claims_to_be_replay(headers) {
+        let body = axum::Json(serde_json::json!({}));
+        return Ok(Admitted::Answered((StatusCode::OK, body).into_response()));
+    }
+    let key = match key::parse(headers, app.fault) {
+        Ok(key) => Some(key),
+        Err(KeyError::Missing) if app.is(Fault::NoKeyRequired) => None,
+        Err(e) => {
+            tracing::debug!(tenant = %tenant, cause = %e, "refused Idempotency-Key");
+            return Err(e.problem());
+        }
+    };
+    let hooks = TestHooks::parse(headers, app.test_hooks)?;
+    let body = read_body(body).await?;
+    let payload = match Payload::from_request(headers, &body) {
+        Ok(payload) => payload,
+        Err(problem) => {
+            return match key {
+                Some(key) if app.is(Fault::CacheValidationError) => {
+                    let scope = app.scope(&tenant, operation, key);
+                    let fingerprint = fingerprint::fingerprint(operation.name(), &body);
+                    Ok(Admitted::Answered(
+                        store_validation_error(app, &scope, &fingerprint, problem).await,
+                    ))
+                }
+                _ => Err(problem),
+            };
+        }
+    };
+    let Some(key) = key else {
+        return Ok(Admitted::Answered(
+            execute_unkeyed(app, operation, &tenant, &payload).await,
+        ));
+    };
+    Ok(Admitted::Claim(Claim {
+        app: Arc::clone(app),
+        operation,
+        scope: app.scope(&tenant, operation, key),
+        tenant,
+        fingerprint: fingerprint::fingerprint(operation.name(), &payload.canonical()),
+        payload,
+        hooks,
+    }))
+}
+
+async fn read_body(body: Body) -> Result<Bytes, Problem> {
+    match Limited::new(body, MAX_BODY).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body-too-large",
+            "Request body too large",
+            format!("the request body must be at most {MAX_BODY} bytes"),
+        )),
+        Err(e) => Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid-request",
+            "Invalid request",
+            format!("the request body could not be read: {e}"),
+        )),
+    }
+}
+
+fn claims_to_be_replay(headers: &HeaderMap) -> bool {
+    headers
+        .get(&REPLAYED)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+fn internal_error(detail: &str) -> Problem {
+    Problem::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal-error",
+        "Internal error",
+        detail,
+    )
+}
+
+/// Runs steps 5–6 in a task the client cannot cancel, and waits for its response.
+async fn run_detached(app: &Arc<App>, claim: Claim) -> Response {
+    let style = app.style();
+    let task = app.tasks.spawn(claim.process());
+    let mut guard = DisconnectGuard {
+        task: Some(task),
+        forget: app
+            .is(Fault::ReleaseOnDisconnect)
+            .then(|| (app.store.clone(), app.tasks.clone())),
+    };
+    guard.wait(style).await
+}
+
+/// Owns the detached task while the handler waits for it. Under the `release-on-disconnect`
+/// fault, a handler dropped before the response was written (the client went away) deletes the
+/// record once the task has finished — although the payment committed.
+struct DisconnectGuard {
+    task: Option<JoinHandle<(Response, Scope)>>,
+    forget: Option<(Store, TaskTracker)>,
+}
+
+impl DisconnectGuard {
+    async fn wait(&mut self, style: ErrorStyle) -> Response {
+        let Some(task) = self.task.as_mut() else {
+            return internal_error("request already answered").into_response(style);
+        };
+        let result = task.await;
+        self.task = None;
+        match result {
+            Ok((response, _)) => response,
+            Err(e) => {
+                tracing::error!(cause = %e, "request task failed");
+                internal_error("the request failed inside the server").into_response(style)
+            }
+        }
+    }
+}
+
+impl Drop for DisconnectGuard {
+    fn drop(&mut self) {
+        let (Some(task), Some((store, tasks))) = (self.task.take(), self.forget.take()) else {
+            return;
+        };
+        tasks.spawn(async move {
+            if let Ok((_, scope)) = task.await {
+                if let Err(e) = store.forget(&scope).await {
+                    tracing::warn!(cause = %e, "could not forget the record");
+                }
+            }
+        });
+    }
+}
+
+impl Claim {
+    /// Steps 5–6. Returns the response and the scope (which the disconnect guard needs).
+    async fn process(self) -> (Response, Scope) {
+        let store = &self.app.store;
+        let outcome = if self.app.is(Fault::Race) {
+            store
+                .racy_claim(&self.scope, &self.fingerprint, self.app.race_window)
+                .await
+        } else {
+            store.claim(&self.scope, &self.fingerprint).await
+        };
+        let response = match outcome {
+            Err(e) => {
+                tracing::error!(key = %mask(&self.scope.key), cause = %format!("{e:#}"), "claim failed");
+                storage_unavailable().into_response(self.app.style())
+            }
+            Ok(ClaimOutcome::Replay {
+                response,
+                expires_at,
+            }) => {
+                tracing::debug!(key = %mask(&self.scope.key), "replay");
+                self.replay(&response, expires_at)
+            }
+            Ok(ClaimOutcome::Mismatch) => self.mismatch().await,
+            Ok(ClaimOutcome::InProgress) => self.in_progress().await,
+            Ok(ClaimOutcome::Acquired { owner, taken_over }) => {
+                if taken_over {
+                    tracing::info!(key = %mask(&self.scope.key), "took over a claim whose lease ran out");
+                }
+                let heartbeat = !self.app.is(Fault::ExpiringLock);
+                let lease = self.app.lease;
+                let work = self.execute(&owner);
+                if heartbeat {
+                    with_heartbeat(store, &self.scope, &owner, lease, work).await
+                } else {
+                    work.await
+                }
+            }
+        };
+        (response, self.scope)
+    }
+
+    /// Executes the operation as the claim's owner and commits effect and response together.
+    async fn execute(&self, owner: &Owner) -> Response {
+        let (app, style) = (&self.app, self.app.style());
+        if let Some(delay) = self.hooks.delay {
+            tokio::time::sleep(delay).await;
+        }
+        if self.hooks.crash {
+            if !app.is(Fault::WedgeOnCrash) {
+                if let Err(e) = app.store.release(&self.scope, owner).await {
+                    tracing::warn!(cause = %format!("{e:#}"), "could not release a failed claim");
+                }
+            }
+            return internal_error("the execution failed (X-Test-Crash); retry with the same key")
+                .into_response(style);
+        }
+        let record = new_record(self.operation, &self.payload, rfc3339(app.clock.now()));
+        let response = created_response(self.operation, &record);
+        let payment = NewPayment {
+            tenant: self.tenant.to_string(),
+            operation: self.operation.name().to_owned(),
+            record,
+        };
+        let completion = app
+            .store
+            .complete(
+                &self.scope,
+                owner,
+                &self.fingerprint,
+                Some(payment),
+                response.clone(),
+            )
+            .await;
+        match completion {
+            Ok(Completion::Completed { expires_at }) => {
+                tracing::debug!(key = %mask(&self.scope.key), "executed");
+                idempotent_response(&response, false, expires_at)
+            }
+            Ok(Completion::Fenced) => {
+                tracing::warn!(key = %mask(&self.scope.key), "lease lost before completion; rolled back");
+                self.conflict(
+                    "lease-lost",
+                    "this request lost its claim on the key to a retry; retry to get that result",
+                )
+            }
+            Err(e) => {
+                tracing::error!(key = %mask(&self.scope.key), cause = %format!("{e:#}"), "commit failed");
+                if let Err(e) = app.store.release(&self.scope, owner).await {
+                    tracing::warn!(cause = %format!("{e:#}"), "could not release the claim");
+                }
+                storage_unavailable().into_response(style)
+            }
+        }
+    }
+
+    fn replay(&self, stored: &StoredResponse, expires_at: std::time::SystemTime) -> Response {
+        if self.app.is(Fault::ReplayNewId) {
+            let record = new_record(self.operation, &self.payload, rfc3339(self.app.clock.now()));
+            return idempotent_response(
+                &created_response(self.operation, &record),
+                true,
+                expires_at,
+            );
+        }
+        idempotent_response(stored, true, expires_at)
+    }
+
+    async fn mismatch(&self) -> Response {
+        let style = self.app.style();
+        let mut problem = Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "key-reused",
+            "Idempotency-Key reused",
+            "this key was already used with a different request payload; use a new key",
+        )
+        .idempotency();
+        if self.app.is(Fault::Mismatch409) {
+            problem = problem.with_status(StatusCode::CONFLICT);
+        }
+        if self.app.is(Fault::MismatchOverwrite) {
+            let (content_type, body) = problem.render(style);
+            let stored = StoredResponse {
+                status: problem.status().as_u16(),
+                content_type: content_type.to_owned(),
+                location: None,
+                body: body.into(),
+            };
+            if let Err(e) = self
+                .app
+                .store
+                .overwrite(&self.scope, &self.fingerprint, stored)
+                .await
+            {
+                tracing::warn!(cause = %format!("{e:#}"), "could not overwrite the record");
+            }
+        }
+        problem.into_response(style)
+    }
+
+    async fn in_progress(&self) -> Response {
+        if self.app.is(Fault::LoserUnlocks) {
+            if let Err(e) = self.app.store.forget(&self.scope).await {
+                tracing::warn!(cause = %format!("{e:#}"), "could not release the owner's claim");
+            }
+        }
+        if self.app.is(Fault::Concurrent500) {
+            return internal_error("the key is locked by another request")
+                .into_response(self.app.style());
+        }
+        self.conflict(
+            "request-in-progress",
+            "a request with this key is still being processed; retry after it completes",
+        )
+    }
+
+    fn conflict(&self, slug: &'static str, detail: &str) -> Response {
+        let mut problem = Problem::new(StatusCode::CONFLICT, slug, "Request in progress", detail)
+            .idempotency()
+            .retry_after();
+        if self.app.is(Fault::NoRetryAfter) {
+            problem = problem.without_retry_after();
+        }
+        problem.into_response(self.app.style())
+    }
+}
+
+/// Runs `work` while renewing the owner's lease every `lease / 3`, so that a slow but alive
+/// owner keeps its claim and only a dead one (no more heartbeats) can be taken over.
+async fn with_heartbeat<F: Future>(
+    store: &Store,
+    scope: &Scope,
+    owner: &Owner,
+    lease: Duration,
+    work: F,
+) -> F::Output {
+    let period = lease / 3;
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            output = &mut work => return output,
+            _ = ticker.tick() => match store.renew(scope, owner).await {
+                Ok(true) => {}
+                Ok(false) => tracing::warn!(key = %mask(&scope.key), "heartbeat found the claim gone"),
+                Err(e) => tracing::warn!(cause = %format!("{e:#}"), "heartbeat failed"),
+            },
+        }
+    }
+}
+
+fn new_record(operation: Operation, payload: &Payload, created_at: String) -> PaymentRecord {
+    PaymentRecord {
+        id: operation.new_id(),
+        amount_cents: payload.amount_cents,
+        currency: payload.currency.clone(),
+        reference: payload.reference.clone(),
+        created_at,
+    }
+}
+
+fn created_response(operation: Operation, record: &PaymentRecord) -> StoredResponse {
+    StoredResponse {
+        status: StatusCode::CREATED.as_u16(),
+        content_type: "application/json".to_owned(),
+        location: Some(format!("{}/{}", operation.collection(), record.id)),
+        body: record.render().into(),
+    }
+}
+
+/// A first execution or a replay: the stored status, headers and bytes, plus the replay marker
+/// and the expiry of the key.
+fn idempotent_response(
+    stored: &StoredResponse,
+    replayed: bool,
+    expires_at: std::time::SystemTime,
+) -> Response {
+    let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = (status, Body::from(stored.body.clone())).into_response();
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(&stored.content_type) {
+        headers.insert(header::CONTENT_TYPE, value);
+    }
+    if let Some(value) = stored
+        .location
+        .as_deref()
+        .and_then(|l| HeaderValue::from_str(l).ok())
+    {
+        headers.insert(header::LOCATION, value);
+    }
+    headers.insert(
+        REPLAYED,
+        HeaderValue::from_static(if replayed { "true" } else { "false" }),
+    );
+    if let Ok(value) = HeaderValue::from_str(&rfc3339(expires_at)) {
+        headers.insert(EXPIRES_AT, value);
+    }
+    response
+}
+
+/// The `no-key-required` fault: execute without any idempotency record.
+async fn execute_unkeyed(
+    app: &Arc<App>,
+    operation: Operation,
+    tenant: &str,
+    payload: &Payload,
+) -> Response {
+    let record = new_record(operation, payload, rfc3339(app.clock.now()));
+    let response = created_response(operation, &record);
+    let payment = NewPayment {
+        tenant: tenant.to_owned(),
+        operation: operation.name().to_owned(),
+        record,
+    };
+    match app.store.insert_unkeyed(payment).await {
+        Ok(()) => {
+            let mut response = idempotent_response(&response, false, app.clock.now());
+            response.headers_mut().remove(EXPIRES_AT);
+            response
+        }
+        Err(e) => {
+            tracing::error!(cause = %format!("{e:#}"), "insert failed");
+            storage_unavailable().into_response(app.style())
+        }
+    }
+}
+
+/// The `cache-validation-error` fault: the key is claimed for an invalid request and its 400
+/// stored, so that the key replays the 400 for ever after.
+async fn store_validation_error(
+    app: &Arc<App>,
+    scope: &Scope,
+    fingerprint: &str,
+    problem: Problem,
+) -> Response {
+    let style = app.style();
+    match app.store.claim(scope, fingerprint).await {
+        Ok(ClaimOutcome::Acquired { owner, .. }) => {
+            let (content_type, body) = problem.render(style);
+            let stored = StoredResponse {
+                status: problem.status().as_u16(),
+                content_type: content_type.to_owned(),
+                location: None,
+                body: body.into(),
+            };
+            match app
+                .store
+                .complete(scope, &owner, fingerprint, None, stored.clone())
+                .await
+            {
+                Ok(Completion::Completed { expires_at }) => {
+                    idempotent_response(&stored, false, expires_at)
+                }
+                _ => problem.into_response(style),
+            }
+        }
+        Ok(ClaimOutcome::Replay {
+            response,
+            expires_at,
+        }) => idempotent_response(&response, true, expires_at),
+        _ => problem.into_response(style),
+    }
+}

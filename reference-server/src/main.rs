@@ -1,0 +1,153 @@
+//! `idem-reference-server`: flags → [`Config`] → [`idem_reference_server::run`].
+
+use std::io::{IsTerminal, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
+use idem_reference_server::{Config, DbLocation, Fault, Tenant};
+
+/// A payments API that implements the Idempotency-Key contract correctly, with fault switches.
+///
+/// Serves POST /api/payments and POST /api/payouts (idempotent), GET /api/payments/{id},
+/// GET /api/payments/count (the effect counter) and GET /healthz. Prints
+/// `listening on http://ADDR` on stdout once it accepts connections.
+#[derive(Debug, Parser)]
+#[command(version, max_term_width = 98)]
+struct Opts {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+
+    /// SQLite database file (`:memory:` only with --fault memory-store).
+    #[arg(long, value_name = "PATH", default_value = "idem-reference.db")]
+    db: PathBuf,
+
+    /// A tenant and its bearer token (repeatable). Without any, the demo tenants
+    /// tenant-a/token-a and tenant-b/token-b are used.
+    #[arg(long = "token", value_name = "TENANT=SECRET", value_parser = parse_tenant)]
+    tokens: Vec<Tenant>,
+
+    /// How long a completed key is remembered, e.g. 24h, 90m.
+    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = humantime::parse_duration)]
+    key_ttl: Duration,
+
+    /// How long a claim survives without a heartbeat, e.g. 30s.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    lease: Duration,
+
+    /// Honour X-Test-Delay-Ms and X-Test-Crash (needed by the checker's concurrency probes).
+    #[arg(long)]
+    test_hooks: bool,
+
+    /// Exhibit one deliberate fault (requires --test-hooks); see the README for the list.
+    #[arg(long, value_name = "NAME")]
+    fault: Option<Fault>,
+
+    /// For --fault race: microseconds between the unlocked lookup and the insert.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    race_window_us: u64,
+
+    /// Commit each store operation in its own transaction (to measure group commit).
+    #[arg(long)]
+    no_group_commit: bool,
+}
+
+fn parse_tenant(s: &str) -> Result<Tenant, String> {
+    match s.split_once('=') {
+        Some((name, token)) if !name.is_empty() && !token.is_empty() => {
+            Ok(Tenant::new(name, token))
+        }
+        _ => Err(format!("expected TENANT=SECRET, got {s:?}")),
+    }
+}
+
+fn config_from(opts: Opts) -> Config {
+    let db = if opts.db.as_os_str() == ":memory:" {
+        DbLocation::Memory
+    } else {
+        DbLocation::File(opts.db)
+    };
+    let mut config = Config::new(db);
+    if opts.tokens.is_empty() {
+        eprintln!("no --token given: using the demo tenants tenant-a/token-a and tenant-b/token-b");
+    } else {
+        config.tenants = opts.tokens;
+    }
+    config.key_ttl = opts.key_ttl;
+    config.lease = opts.lease;
+    config.test_hooks = opts.test_hooks;
+    config.fault = opts.fault;
+    config.race_window_us = opts.race_window_us;
+    config.group_commit = !opts.no_group_commit;
+    config
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let opts = Opts::parse();
+    let listen = opts.listen;
+    let config = config_from(opts);
+    if let Err(e) = config.validate() {
+        Opts::command().error(ErrorKind::ArgumentConflict, e).exit();
+    }
+    match serve(listen, config).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("idem-reference-server: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(listen: SocketAddr, config: Config) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("binding {listen}"))?;
+    let addr = listener.local_addr().context("reading the bound address")?;
+    let mut stdout = std::io::stdout();
+    writeln!(stdout, "listening on http://{addr}").context("writing to stdout")?;
+    stdout.flush().context("flushing stdout")?;
+    idem_reference_server::run(listener, config, shutdown_signal()).await
+}
+
+/// Ctrl-C or SIGTERM: stop accepting, drain, close the store.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::warn!(cause = %e, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(cause = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+    tracing::info!("shutting down: draining in-flight requests");
+}

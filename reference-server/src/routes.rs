@@ -1,0 +1,118 @@
+//! The HTTP surface: which path goes to which handler.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Request, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::idempotency;
+use crate::payments::Operation;
+use crate::problem::{storage_unavailable, Problem};
+use crate::server::App;
+
+pub(crate) fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/api/payments", post(create_payment))
+        .route("/api/payouts", post(create_payout))
+        .route("/api/payments/count", get(count_payments))
+        .route("/api/payments/{id}", get(show_payment))
+        .route("/healthz", get(healthz))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(app)
+}
+
+async fn create_payment(State(app): State<Arc<App>>, request: Request) -> Response {
+    idempotency::handle(app, Operation::CreatePayment, request).await
+}
+
+async fn create_payout(State(app): State<Arc<App>>, request: Request) -> Response {
+    idempotency::handle(app, Operation::CreatePayout, request).await
+}
+
+/// The effect counter: how many payments the caller's tenant has. The checker reads it before
+/// and after a probe to see how many times an operation really executed.
+async fn count_payments(State(app): State<Arc<App>>, request: Request) -> Response {
+    let style = app.style();
+    let tenant = match app.tenants.authenticate(request.headers()) {
+        Ok(tenant) => tenant,
+        Err(problem) => return problem.into_response(style),
+    };
+    match app
+        .store
+        .count(&tenant, Operation::CreatePayment.name())
+        .await
+    {
+        Ok(count) => axum::Json(serde_json::json!({ "count": count })).into_response(),
+        Err(e) => {
+            tracing::error!(cause = %format!("{e:#}"), "count failed");
+            storage_unavailable().into_response(style)
+        }
+    }
+}
+
+/// One of the caller's payments, with exactly the bytes its 201 carried.
+async fn show_payment(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    request: Request,
+) -> Response {
+    let style = app.style();
+    let tenant = match app.tenants.authenticate(request.headers()) {
+        Ok(tenant) => tenant,
+        Err(problem) => return problem.into_response(style),
+    };
+    match app
+        .store
+        .payment(&tenant, Operation::CreatePayment.name(), &id)
+        .await
+    {
+        Ok(Some(record)) => (
+            [(header::CONTENT_TYPE, "application/json")],
+            record.render(),
+        )
+            .into_response(),
+        Ok(None) => Problem::new(
+            StatusCode::NOT_FOUND,
+            "not-found",
+            "Not found",
+            format!("no payment {id:?} for this tenant"),
+        )
+        .into_response(style),
+        Err(e) => {
+            tracing::error!(cause = %format!("{e:#}"), "lookup failed");
+            storage_unavailable().into_response(style)
+        }
+    }
+}
+
+async fn healthz() -> Response {
+    axum::Json(serde_json::json!({ "status": "ok" })).into_response()
+}
+
+async fn not_found(State(app): State<Arc<App>>, request: Request) -> Response {
+    Problem::new(
+        StatusCode::NOT_FOUND,
+        "not-found",
+        "Not found",
+        format!("no route for {} {}", request.method(), request.uri().path()),
+    )
+    .into_response(app.style())
+}
+
+async fn method_not_allowed(State(app): State<Arc<App>>, request: Request) -> Response {
+    Problem::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method-not-allowed",
+        "Method not allowed",
+        format!(
+            "{} is not allowed on {}",
+            request.method(),
+            request.uri().path()
+        ),
+    )
+    .into_response(app.style())
+}

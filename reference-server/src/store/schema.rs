@@ -1,0 +1,92 @@
+//! Opening the SQLite database: durability pragmas and the two tables.
+//!
+//! `journal_mode=WAL` lets readers in other processes proceed while one writer commits;
+//! `synchronous=FULL` makes every commit fsync the WAL, so a 201 that was acknowledged after its
+//! commit survives `kill -9` and power loss. `busy_timeout` makes a writer that finds another
+//! process mid-transaction wait instead of failing, which is what lets several server processes
+//! share one file safely.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use rusqlite::Connection;
+
+use crate::config::DbLocation;
+
+/// How long a transaction waits for another process's writer before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Opens the write connection and creates the schema. With `records_in_memory` (the
+/// `memory-store` fault) the idempotency records go to a connection-private TEMP table that
+/// shadows the durable one: lost on restart, invisible to other processes.
+pub(super) fn open(location: &DbLocation, records_in_memory: bool) -> anyhow::Result<Connection> {
+    let conn = match location {
+        DbLocation::File(path) => {
+            let conn = Connection::open(path)
+                .with_context(|| format!("opening database {}", path.display()))?;
+            let mode: String = conn
+                .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+                .context("enabling WAL mode")?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                bail!("database {} refused WAL mode (got {mode})", path.display());
+            }
+            conn.pragma_update(None, "synchronous", "FULL")
+                .context("setting synchronous=FULL")?;
+            conn
+        }
+        DbLocation::Memory => Connection::open_in_memory().context("opening in-memory database")?,
+    };
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .context("setting busy_timeout")?;
+    conn.execute_batch(PAYMENTS)
+        .context("creating the payments table")?;
+    let records = if records_in_memory {
+        RECORDS.replace("{schema}", "temp.")
+    } else {
+        RECORDS.replace("{schema}", "")
+    };
+    conn.execute_batch(&records)
+        .context("creating the idempotency_records table")?;
+    Ok(conn)
+}
+
+/// The effect: one row per executed payment or payout. `idem_key` is kept for audit (and for
+/// the durability test's "no key has two payments"); it is NULL only under the
+/// `no-key-required` fault.
+const PAYMENTS: &str = "
+CREATE TABLE IF NOT EXISTS payments (
+    id           TEXT PRIMARY KEY,
+    tenant       TEXT NOT NULL,
+    operation    TEXT NOT NULL,
+    idem_key     TEXT,
+    amount_cents INTEGER NOT NULL,
+    currency     TEXT NOT NULL,
+    reference    TEXT NOT NULL,
+    created_at   TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS payments_by_tenant ON payments (tenant, operation);
+";
+
+/// One row per (tenant, operation, key). A `processing` row is a claim held by `owner` until
+/// `lease_until` (ms since epoch); a `completed` row holds the exact response to replay until
+/// `expires_at`.
+const RECORDS: &str = "
+CREATE TABLE IF NOT EXISTS {schema}idempotency_records (
+    tenant          TEXT NOT NULL,
+    operation       TEXT NOT NULL,
+    idem_key        TEXT NOT NULL,
+    fingerprint     TEXT NOT NULL,
+    status          TEXT NOT NULL CHECK (status IN ('processing', 'completed')),
+    owner           TEXT NOT NULL,
+    lease_until     INTEGER NOT NULL,
+    created_at      INTEGER NOT NULL,
+    expires_at      INTEGER NOT NULL,
+    response_status INTEGER,
+    content_type    TEXT,
+    location        TEXT,
+    body            BLOB,
+    PRIMARY KEY (tenant, operation, idem_key)
+);
+CREATE INDEX IF NOT EXISTS {schema}idempotency_records_expiry
+    ON idempotency_records (expires_at);
+";
