@@ -1,0 +1,502 @@
+//! The plain-text evidence block of one probe, shared by the terminal recap and the JUnit failure
+//! body, so both say exactly the same thing (STYLE §4.2).
+//!
+//! Verdict first, proof second:
+//!
+//! ```text
+//! replay-identity  FAIL (critical)   suite ietf-draft-07 · draft-07 §2.6
+//! stimulus:    sends the same POST with one key 3 times, one after another
+//! requirement: a retry after completion gets the completed result and does not execute again
+//! effects:     counter GET /api/payments/count (/count)
+//!
+//! ✗ critical  effect count unchanged by retries           [#1 #5]
+//!     expected: 1 execution (counter)
+//!     actual:   3 executions
+//! ✓ required  same status on every attempt                [#2 #3 #4]  201 201 201
+//!
+//! exchanges
+//!  #1  +0ms     8ms  count before  GET   /api/payments/count                   → 200
+//!  #2  +11ms   38ms  original      POST  /api/payments        key "5b0c1c9e…"  → 201
+//!  #3  +51ms   35ms  retry 1/2     POST  /api/payments        key "5b0c1c9e…"  → 201
+//!
+//! #2 original (+11 ms, 38 ms)
+//! > POST /api/payments HTTP/1.1
+//! > authorization: Bearer [redacted]
+//! > idempotency-key: "5b0c1c9e-4f0e-4b7a-9a55-0d1d3c2e7f10"
+//! >
+//! > {"amountCents":1250,"currency":"EUR","reference":"idem-check-7f3a2c"}
+//! < HTTP/1.1 201
+//! < content-type: application/json
+//! <
+//! < {"id":"pay_01H8","amountCents":1250,"currency":"EUR","reference":"idem-check-7f3a2c"}
+//! (#1 #3 in full in the JSON report)
+//! reproduce #2:
+//!   curl -sS -X POST 'http://127.0.0.1:41873/api/payments' -H "authorization: Bearer $IDEM_TOKEN_A" …
+//! ```
+//!
+//! Only the exchanges that a *failed* check cites are printed in full (small counter reads
+//! excepted: the check already quotes their value); the others keep their one-line summary (the
+//! JSON report has all of them). Without this rule a 50-request concurrency
+//! probe would bury its verdict. Keys are shown in full in the dumps (a user greps server logs for
+//! them) and shortened in the summary table; tokens never appear.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use crate::check::{Check, Severity};
+use crate::http::curl::curl_line;
+use crate::http::exchange::{Exchange, Header};
+use crate::outcome::Outcome;
+use crate::redact::{
+    bytes_for_text, bytes_inline, header_value_for_text, redact, redact_bytes, sanitize_line,
+};
+use crate::report::{ProbeReport, RenderOptions};
+
+/// Bodies longer than this are cut in text renderings (the JSON report keeps them whole).
+pub const TEXT_BODY_MAX: usize = 4096;
+
+/// Bytes of an `Idempotency-Key` value kept in the one-line summary of an exchange.
+const KEY_SHORT: usize = 8;
+
+/// The severity that decided a FAIL or WARN: the worst failed check that counts (info never does).
+pub fn deciding_severity(p: &ProbeReport) -> Option<Severity> {
+    first_failed(p).map(|c| c.severity)
+}
+
+/// The first failed check of the worst severity: what a one-line summary of the probe names.
+pub fn first_failed(p: &ProbeReport) -> Option<&Check> {
+    let worst = failed(p).map(|c| c.severity).max()?;
+    failed(p).find(|c| c.severity == worst)
+}
+
+/// Failed checks that count toward the outcome (info checks are observations).
+fn failed(p: &ProbeReport) -> impl Iterator<Item = &Check> {
+    p.checks
+        .iter()
+        .filter(|c| !c.passed && c.severity != Severity::Info)
+}
+
+/// The outcome with the severity that caused it: `FAIL (critical)`, `WARN (recommended)`, `SKIP`.
+pub fn outcome_label(p: &ProbeReport) -> String {
+    match (p.outcome, deciding_severity(p)) {
+        (Outcome::Fail | Outcome::Warn, Some(s)) => {
+            format!("{} ({})", p.outcome.as_str(), s.as_str())
+        }
+        (o, _) => o.as_str().to_string(),
+    }
+}
+
+/// The numbers of the exchanges printed in full: those cited by failed checks, except small
+/// successful reads (an effect counter's `{"count":17}`), whose value the check already quotes and
+/// whose summary line suffices. An ERROR that no check explains stopped at its last exchange, so
+/// that one is shown instead.
+pub fn cited_exchanges(p: &ProbeReport) -> Vec<usize> {
+    let mut cited: BTreeSet<usize> = failed(p)
+        .flat_map(|c| c.exchanges.iter().copied())
+        .filter(|n| p.exchange(*n).is_some_and(|e| !is_small_read(e)))
+        .collect();
+    if cited.is_empty() && p.outcome == Outcome::Error {
+        cited.extend(p.exchanges.last().map(|e| e.n));
+    }
+    cited.into_iter().collect()
+}
+
+/// Bodies up to this size on a successful keyless GET count as a "small read".
+const SMALL_READ_MAX: usize = 64;
+
+fn is_small_read(e: &Exchange) -> bool {
+    e.request.method == "GET"
+        && e.request.header_values("idempotency-key").is_empty()
+        && e.response
+            .as_ref()
+            .is_some_and(|r| r.is_success() && r.body.len() <= SMALL_READ_MAX)
+}
+
+/// The cells of an exchange's one-line summary, shared by this block and the Markdown details.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExchangeLine {
+    /// `#3`
+    pub n: String,
+    /// `+51ms`
+    pub start: String,
+    /// `35ms`
+    pub duration: String,
+    pub role: String,
+    pub method: String,
+    /// Path and query of the URL.
+    pub path: String,
+    /// `key "5b0c1c9e-4…"`, empty when no key was sent.
+    pub key: String,
+    /// `→ 201`, or `→ error: connection reset`
+    pub result: String,
+}
+
+impl ExchangeLine {
+    /// Summarises `e`, sanitised and with secrets masked.
+    pub fn of(e: &Exchange, secrets: &[String]) -> Self {
+        let keys: Vec<String> = e
+            .request
+            .header_values("idempotency-key")
+            .into_iter()
+            .map(|v| short_key(&redact_bytes(v, secrets)))
+            .collect();
+        let result = match (&e.response, &e.error) {
+            (Some(r), _) => format!("→ {}", r.status),
+            (None, Some(err)) => format!("→ error: {}", sanitize_line(err)),
+            (None, None) => "→ no response".to_string(),
+        };
+        let safe = |s: &str| redact(&sanitize_line(s), secrets);
+        ExchangeLine {
+            n: format!("#{}", e.n),
+            start: format!("+{}", ms(e.start_ms)),
+            duration: ms(e.duration_ms),
+            role: safe(&e.role),
+            method: safe(&e.request.method),
+            path: safe(path_of(&e.request.url)),
+            key: if keys.is_empty() {
+                String::new()
+            } else {
+                format!("key {}", keys.join(", "))
+            },
+            result: redact(&result, secrets),
+        }
+    }
+
+    /// The cells separated by single spaces, empty ones left out (for lists, not tables).
+    pub fn joined(&self) -> String {
+        [
+            &self.n,
+            &self.start,
+            &self.duration,
+            &self.role,
+            &self.method,
+            &self.path,
+            &self.key,
+            &self.result,
+        ]
+        .into_iter()
+        .filter(|c| !c.is_empty())
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(" ")
+    }
+}
+
+/// Whole milliseconds: sub-millisecond detail is noise next to network latency.
+fn ms(v: f64) -> String {
+    format!("{:.0}ms", v.max(0.0))
+}
+
+/// Path and query of a URL (everything after the authority), or the URL itself if it has none.
+fn path_of(url: &str) -> &str {
+    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+    match after_scheme.find('/') {
+        Some(i) => &after_scheme[i..],
+        None => url,
+    }
+}
+
+/// A key recognisable at a glance: its first bytes and `…`, inside its quotes when it has them
+/// (`"5b0c1c9e…"`). Cut on raw bytes, so an escape sequence is never split.
+fn short_key(value: &[u8]) -> String {
+    let (inner, quote) = match value {
+        [b'"', inner @ .., b'"'] => (inner, "\""),
+        _ => (value, ""),
+    };
+    let cut = inner.len().min(KEY_SHORT);
+    let more = if cut < inner.len() { "…" } else { "" };
+    format!("{quote}{}{more}{quote}", bytes_inline(&inner[..cut]))
+}
+
+fn pad(s: &str, width: usize) -> String {
+    let len = s.chars().count();
+    format!("{s}{}", " ".repeat(width.saturating_sub(len)))
+}
+
+/// The evidence block of one probe (no trailing newline), sanitised and with secrets masked.
+pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
+    let secrets = &opts.secrets;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}  {}   suite {} · {}",
+        p.id,
+        outcome_label(p),
+        sanitize_line(suite),
+        p.section
+    );
+    let _ = writeln!(out, "stimulus:    {}", p.stimulus);
+    let _ = writeln!(out, "requirement: {}", p.requirement);
+    if let Some(basis) = &p.effect_basis {
+        let _ = writeln!(out, "effects:     {}", sanitize_line(basis));
+    }
+    if !matches!(p.outcome, Outcome::Pass | Outcome::Fail | Outcome::Warn) {
+        let _ = writeln!(out, "reason:      {}", sanitize_line(&p.reason));
+    }
+    if !p.checks.is_empty() {
+        out.push('\n');
+        write_checks(&mut out, &p.checks);
+    }
+    if !p.exchanges.is_empty() {
+        out.push('\n');
+        write_exchange_table(&mut out, &p.exchanges, secrets);
+    }
+    if !p.timeline.is_empty() {
+        out.push_str("\ntimeline\n");
+        for t in &p.timeline {
+            let _ = writeln!(out, "  {}", sanitize_line(t));
+        }
+    }
+    let cited = cited_exchanges(p);
+    if !cited.is_empty() {
+        for e in cited.iter().filter_map(|&n| p.exchange(n)) {
+            out.push('\n');
+            write_dump(&mut out, e, secrets);
+        }
+        let others: Vec<String> = p
+            .exchanges
+            .iter()
+            .filter(|e| !cited.contains(&e.n))
+            .map(|e| format!("#{}", e.n))
+            .collect();
+        if !others.is_empty() {
+            let _ = writeln!(out, "({} in full in the JSON report)", others.join(" "));
+        }
+        for e in cited.iter().filter_map(|&n| p.exchange(n)) {
+            let _ = writeln!(out, "reproduce #{}:", e.n);
+            let _ = writeln!(out, "  {}", curl_line(&e.request, secrets));
+        }
+    }
+    // Last line of defence: anything that slipped through above (a secret echoed in a check's
+    // `actual`, in a role, in a timeline fact) is masked here.
+    let text = redact(&out, secrets);
+    text.trim_end_matches('\n').to_string()
+}
+
+fn write_checks(out: &mut String, checks: &[Check]) {
+    let sev_width = checks
+        .iter()
+        .map(|c| c.severity.as_str().len())
+        .max()
+        .unwrap_or(0);
+    let what_width = checks
+        .iter()
+        .map(|c| sanitize_line(&c.what).chars().count())
+        .max()
+        .unwrap_or(0)
+        .min(48);
+    for c in checks {
+        let mark = match (c.passed, c.severity) {
+            (true, _) => "✓",
+            (false, Severity::Info) => "·",
+            (false, _) => "✗",
+        };
+        let refs = c
+            .exchanges
+            .iter()
+            .map(|n| format!("#{n}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut line = format!(
+            "{mark} {}  {}  [{refs}]",
+            pad(c.severity.as_str(), sev_width),
+            pad(&sanitize_line(&c.what), what_width)
+        );
+        let shows_proof = !c.passed && c.severity != Severity::Info;
+        if !shows_proof && !c.actual.is_empty() {
+            let _ = write!(line, "  {}", sanitize_line(&c.actual));
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+        if shows_proof {
+            for (i, e) in c.expected.iter().enumerate() {
+                let label = if i == 0 { "expected:" } else { "" };
+                let _ = writeln!(out, "    {label:<9} {}", sanitize_line(e));
+            }
+            let _ = writeln!(out, "    actual:   {}", sanitize_line(&c.actual));
+        }
+    }
+}
+
+fn write_exchange_table(out: &mut String, exchanges: &[Exchange], secrets: &[String]) {
+    let lines: Vec<ExchangeLine> = exchanges
+        .iter()
+        .map(|e| ExchangeLine::of(e, secrets))
+        .collect();
+    let width = |f: fn(&ExchangeLine) -> &str| {
+        lines
+            .iter()
+            .map(|l| f(l).chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let w_n = width(|l| &l.n);
+    let w_start = width(|l| &l.start);
+    let w_dur = width(|l| &l.duration);
+    let w_role = width(|l| &l.role);
+    let w_method = width(|l| &l.method);
+    let w_path = width(|l| &l.path);
+    let w_key = width(|l| &l.key);
+    out.push_str("exchanges\n");
+    for l in &lines {
+        let mut cells = vec![
+            format!("{:>w_n$}", l.n),
+            format!("{}  {:>w_dur$}", pad(&l.start, w_start), l.duration),
+            pad(&l.role, w_role),
+            pad(&l.method, w_method),
+            pad(&l.path, w_path),
+        ];
+        if w_key > 0 {
+            cells.push(pad(&l.key, w_key));
+        }
+        cells.push(l.result.clone());
+        let _ = writeln!(out, " {}", cells.join("  "));
+    }
+}
+
+fn write_headers(out: &mut String, prefix: char, headers: &[Header], secrets: &[String]) {
+    for h in headers {
+        let _ = writeln!(
+            out,
+            "{prefix} {}: {}",
+            sanitize_line(&h.name),
+            header_value_for_text(&h.name, &h.value, secrets)
+        );
+    }
+}
+
+fn write_body(out: &mut String, prefix: char, body: &[u8], secrets: &[String]) {
+    if body.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "{prefix}");
+    for line in bytes_for_text(&redact_bytes(body, secrets), TEXT_BODY_MAX).split('\n') {
+        if line.is_empty() {
+            let _ = writeln!(out, "{prefix}");
+        } else {
+            let _ = writeln!(out, "{prefix} {line}");
+        }
+    }
+}
+
+/// The full `>` / `<` transcript of one exchange, curl `-v` style.
+fn write_dump(out: &mut String, e: &Exchange, secrets: &[String]) {
+    let _ = writeln!(
+        out,
+        "#{} {} (+{:.0} ms, {:.0} ms)",
+        e.n,
+        sanitize_line(&e.role),
+        e.start_ms.max(0.0),
+        e.duration_ms.max(0.0)
+    );
+    let version = e
+        .response
+        .as_ref()
+        .map(|r| format!(" {}", sanitize_line(&r.version)))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "> {} {}{version}",
+        sanitize_line(&e.request.method),
+        redact(&sanitize_line(path_of(&e.request.url)), secrets)
+    );
+    write_headers(out, '>', &e.request.headers, secrets);
+    write_body(out, '>', &e.request.body, secrets);
+    match (&e.response, &e.error) {
+        (Some(r), _) => {
+            let _ = writeln!(out, "< {} {}", sanitize_line(&r.version), r.status);
+            write_headers(out, '<', &r.headers, secrets);
+            write_body(out, '<', &r.body, secrets);
+            if r.body_truncated {
+                let _ = writeln!(out, "< (body cut at the capture limit)");
+            }
+        }
+        (None, Some(err)) => {
+            let _ = writeln!(out, "! no response: {}", sanitize_line(err));
+        }
+        (None, None) => {
+            let _ = writeln!(out, "! no response");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::exchange::{ReceivedResponse, SentRequest};
+
+    fn ex(n: usize, method: &str, body: Vec<u8>) -> Exchange {
+        Exchange {
+            n,
+            role: "original".into(),
+            start_ms: 0.0,
+            duration_ms: 1.0,
+            release_us: None,
+            request: SentRequest {
+                method: method.into(),
+                url: "http://h/api/payments".into(),
+                headers: vec![],
+                body: vec![],
+            },
+            response: Some(ReceivedResponse {
+                status: 200,
+                version: "HTTP/1.1".into(),
+                headers: vec![],
+                body,
+                body_truncated: false,
+            }),
+            error: None,
+        }
+    }
+
+    fn probe(exchanges: Vec<Exchange>, cites: Vec<usize>) -> ProbeReport {
+        ProbeReport {
+            id: "replay-identity",
+            group: "enforcement",
+            section: "draft-07 §2.6",
+            stimulus: "sends",
+            requirement: "must",
+            outcome: Outcome::Fail,
+            reason: "r".into(),
+            effect_basis: None,
+            duration_ms: 1.0,
+            checks: vec![Check {
+                id: "c".into(),
+                what: "w".into(),
+                severity: Severity::Required,
+                passed: false,
+                expected: vec!["a".into()],
+                actual: "b".into(),
+                exchanges: cites,
+            }],
+            timeline: vec![],
+            exchanges,
+        }
+    }
+
+    #[test]
+    fn only_cited_exchanges_are_dumped_and_small_reads_are_not() {
+        let p = probe(
+            vec![
+                ex(1, "GET", b"{\"count\":1}".to_vec()),
+                ex(2, "POST", b"{}".to_vec()),
+                ex(3, "POST", b"{}".to_vec()),
+            ],
+            vec![1, 2],
+        );
+        assert_eq!(cited_exchanges(&p), vec![2]);
+    }
+
+    #[test]
+    fn bodies_are_capped_at_4_kib_in_text() {
+        let p = probe(vec![ex(1, "POST", vec![b'a'; 10_000])], vec![1]);
+        let text = block(&p, "s", &RenderOptions::default());
+        assert!(text.contains(&format!("< {}\n", "a".repeat(TEXT_BODY_MAX))));
+        assert!(text.contains("< … 5904 bytes more, sha256 "), "{text}");
+    }
+
+    #[test]
+    fn keys_are_shortened_inside_their_quotes() {
+        assert_eq!(short_key(b"\"5b0c1c9e-4f0e\""), "\"5b0c1c9e…\"");
+        assert_eq!(short_key(b"abc"), "abc");
+    }
+}

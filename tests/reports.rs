@@ -1,0 +1,732 @@
+//! Golden tests of every renderer, from hand-made `RunReport`s (so no field is volatile).
+//!
+//! Two reports go through every renderer: `mixed` has one probe of each outcome, and `hostile`
+//! carries what a misbehaving server can send back (a body with `]]>`, an ANSI escape, NUL, a
+//! bidi override, invalid UTF-8) plus the token `s3cr3t-token` in headers, URL and bodies.
+//! Goldens live in `fixtures/golden/<format>/`; run with `UPDATE_GOLDEN=1` to rewrite them after
+//! an intended change, and review the diff.
+
+use std::path::Path;
+
+use base64::Engine as _;
+use idem_check::check::{Check, Severity};
+use idem_check::http::exchange::{Exchange, Header, ReceivedResponse, SentRequest};
+use idem_check::outcome::Outcome;
+use idem_check::report::{
+    json, junit, markdown, terminal, ProbeReport, RenderOptions, RunReport, Summary, ToolInfo,
+    SCHEMA,
+};
+
+const SECRET: &str = "s3cr3t-token";
+const BASE: &str = "http://127.0.0.1:41873";
+const KEY: &str = "\"5b0c1c9e-4f0e-4b7a-9a55-0d1d3c2e7f10\"";
+
+fn opts(color: bool) -> RenderOptions {
+    RenderOptions {
+        color,
+        secrets: vec![SECRET.to_string()],
+    }
+}
+
+fn request(method: &str, path: &str, key: Option<&str>, body: &[u8]) -> SentRequest {
+    let mut headers = vec![
+        Header::new("host", "127.0.0.1:41873"),
+        Header::new("authorization", format!("Bearer {SECRET}")),
+    ];
+    if !body.is_empty() {
+        headers.push(Header::new("content-type", "application/json"));
+    }
+    if let Some(k) = key {
+        headers.push(Header::new("idempotency-key", k));
+    }
+    SentRequest {
+        method: method.into(),
+        url: format!("{BASE}{path}"),
+        headers,
+        body: body.to_vec(),
+    }
+}
+
+fn response(status: u16, content_type: &str, body: &[u8]) -> ReceivedResponse {
+    ReceivedResponse {
+        status,
+        version: "HTTP/1.1".into(),
+        headers: vec![
+            Header::new("content-type", content_type),
+            Header::new("content-length", body.len().to_string()),
+        ],
+        body: body.to_vec(),
+        body_truncated: false,
+    }
+}
+
+fn exchange(
+    n: usize,
+    role: &str,
+    start_ms: f64,
+    duration_ms: f64,
+    request: SentRequest,
+    response: Option<ReceivedResponse>,
+) -> Exchange {
+    Exchange {
+        n,
+        role: role.into(),
+        start_ms,
+        duration_ms,
+        release_us: None,
+        request,
+        response,
+        error: None,
+    }
+}
+
+fn count(n: usize, role: &str, start_ms: f64, value: u32) -> Exchange {
+    exchange(
+        n,
+        role,
+        start_ms,
+        8.0,
+        request("GET", "/api/payments/count", None, b""),
+        Some(response(
+            200,
+            "application/json",
+            format!("{{\"count\":{value}}}").as_bytes(),
+        )),
+    )
+}
+
+fn check(
+    id: &str,
+    what: &str,
+    severity: Severity,
+    passed: bool,
+    expected: &[&str],
+    actual: &str,
+    exchanges: &[usize],
+) -> Check {
+    Check {
+        id: id.into(),
+        what: what.into(),
+        severity,
+        passed,
+        expected: expected.iter().map(|s| s.to_string()).collect(),
+        actual: actual.into(),
+        exchanges: exchanges.to_vec(),
+    }
+}
+
+fn probe(id: &'static str, group: &'static str, outcome: Outcome, reason: &str) -> ProbeReport {
+    ProbeReport {
+        id,
+        group,
+        section: "draft-07 §2.6",
+        stimulus: "sends the operation",
+        requirement: "the server does what the draft says",
+        outcome,
+        reason: reason.into(),
+        effect_basis: None,
+        duration_ms: 0.0,
+        checks: vec![],
+        timeline: vec![],
+        exchanges: vec![],
+    }
+}
+
+fn run(probes: Vec<ProbeReport>) -> RunReport {
+    RunReport {
+        schema: SCHEMA,
+        tool: ToolInfo {
+            name: "idem-check",
+            version: "0.1.0",
+        },
+        target: format!("POST {BASE}/api/payments"),
+        suite: "ietf-draft-07".into(),
+        strict: false,
+        started_at: "2026-01-15T10:00:00Z".into(),
+        duration_ms: 2345.0,
+        interrupted: false,
+        context: vec![
+            "2 tenants".into(),
+            "effects counted with GET /api/payments/count".into(),
+        ],
+        summary: Summary::of(&probes),
+        probes,
+    }
+}
+
+const PAYMENT: &[u8] = br#"{"amountCents":1250,"currency":"EUR","reference":"idem-check-7f3a2c"}"#;
+
+/// One probe of each outcome, with ordinary bodies.
+fn mixed() -> RunReport {
+    let mut first = probe(
+        "first-request",
+        "enforcement",
+        Outcome::Pass,
+        "2 checks passed",
+    );
+    first.duration_ms = 41.0;
+    first.checks = vec![
+        check(
+            "status",
+            "2xx for a new key",
+            Severity::Required,
+            true,
+            &["2xx"],
+            "201",
+            &[1],
+        ),
+        check(
+            "effect",
+            "one execution",
+            Severity::Critical,
+            true,
+            &["1 execution"],
+            "1 execution",
+            &[1],
+        ),
+    ];
+    first.exchanges = vec![exchange(
+        1,
+        "original",
+        0.0,
+        38.0,
+        request("POST", "/api/payments", Some(KEY), PAYMENT),
+        Some(response(
+            201,
+            "application/json",
+            br#"{"id":"pay_01H8","amountCents":1250}"#,
+        )),
+    )];
+
+    let mut missing = probe(
+        "missing-key",
+        "key-syntax",
+        Outcome::Warn,
+        "problem+json or Link describedby: expected Content-Type: application/problem+json or Link: <…>; rel=\"describedby\", got Content-Type: text/plain, no Link",
+    );
+    missing.section = "draft-07 §2.7";
+    missing.stimulus = "sends the operation without an Idempotency-Key header";
+    missing.requirement = "a missing key on an operation that requires one gets 400";
+    missing.effect_basis = Some("counter GET /api/payments/count (/count)".into());
+    missing.duration_ms = 20.5;
+    missing.checks = vec![
+        check(
+            "status",
+            "400 for a missing key",
+            Severity::Required,
+            true,
+            &["400"],
+            "400",
+            &[2],
+        ),
+        check(
+            "no-effect",
+            "no execution",
+            Severity::Critical,
+            true,
+            &["0 executions (counter)"],
+            "0 executions",
+            &[1, 3],
+        ),
+        check(
+            "problem",
+            "problem+json or Link describedby",
+            Severity::Recommended,
+            false,
+            &[
+                "Content-Type: application/problem+json",
+                "Link: <…>; rel=\"describedby\"",
+            ],
+            "Content-Type: text/plain, no Link",
+            &[2],
+        ),
+    ];
+    missing.exchanges = vec![
+        count(1, "count before", 0.0, 17),
+        exchange(
+            2,
+            "without key",
+            9.0,
+            3.0,
+            request("POST", "/api/payments", None, PAYMENT),
+            Some(response(400, "text/plain", b"missing Idempotency-Key\n")),
+        ),
+        count(3, "count after", 12.0, 17),
+    ];
+
+    let mut replay = probe(
+        "replay-identity",
+        "enforcement",
+        Outcome::Fail,
+        "effect count unchanged by retries: expected 1 execution (counter), got 3 executions",
+    );
+    replay.stimulus = "sends the same POST with one key 3 times, one after another";
+    replay.requirement =
+        "a retry after completion gets the completed result and does not execute again";
+    replay.effect_basis = Some("counter GET /api/payments/count (/count)".into());
+    replay.duration_ms = 134.0;
+    let created = |id: &str| {
+        format!(
+            r#"{{"id":"{id}","amountCents":1250,"currency":"EUR","reference":"idem-check-7f3a2c"}}"#
+        )
+    };
+    replay.checks = vec![
+        check(
+            "effect",
+            "effect count unchanged by retries",
+            Severity::Critical,
+            false,
+            &["1 execution (counter)"],
+            "3 executions",
+            &[1, 5],
+        ),
+        check(
+            "same-body",
+            "replay body byte-identical to the original",
+            Severity::Required,
+            false,
+            &[&created("pay_01H8")],
+            &created("pay_01J2"),
+            &[2, 3],
+        ),
+        check(
+            "same-status",
+            "same status on every attempt",
+            Severity::Required,
+            true,
+            &["201"],
+            "201 201 201",
+            &[2, 3, 4],
+        ),
+        check(
+            "marker",
+            "replay marker header",
+            Severity::Info,
+            false,
+            &["a replay marker"],
+            "none",
+            &[3],
+        ),
+    ];
+    replay.exchanges = vec![
+        count(1, "count before", 0.0, 17),
+        exchange(
+            2,
+            "original",
+            11.0,
+            38.0,
+            request("POST", "/api/payments", Some(KEY), PAYMENT),
+            Some(response(
+                201,
+                "application/json",
+                created("pay_01H8").as_bytes(),
+            )),
+        ),
+        exchange(
+            3,
+            "retry 1/2",
+            51.0,
+            35.0,
+            request("POST", "/api/payments", Some(KEY), PAYMENT),
+            Some(response(
+                201,
+                "application/json",
+                created("pay_01J2").as_bytes(),
+            )),
+        ),
+        exchange(
+            4,
+            "retry 2/2",
+            88.0,
+            36.0,
+            request("POST", "/api/payments", Some(KEY), PAYMENT),
+            Some(response(
+                201,
+                "application/json",
+                created("pay_01J3").as_bytes(),
+            )),
+        ),
+        count(5, "count after", 126.0, 20),
+    ];
+
+    let mut tenant = probe(
+        "tenant-isolation",
+        "scope",
+        Outcome::Skip,
+        "needs a second tenant: add [tenants.b] to the target file",
+    );
+    tenant.section = "draft-07 §5";
+
+    let mut concurrent = probe(
+        "concurrent-duplicates",
+        "enforcement",
+        Outcome::Inconclusive,
+        "#1 completed at +35 ms, before the first duplicate started at +41 ms; raise `hold_ms` in the target file",
+    );
+    concurrent.duration_ms = 2410.0;
+    concurrent.checks = vec![check(
+        "at-most-once",
+        "at most one execution",
+        Severity::Critical,
+        true,
+        &["at most 1 execution (ids)"],
+        "1 execution",
+        &[1, 2, 3],
+    )];
+    concurrent.timeline = vec!["#1 completed at +35 ms, before #2 started at +41 ms".into()];
+    concurrent.exchanges = (1..=3)
+        .map(|n| {
+            let mut e = exchange(
+                n,
+                if n == 1 { "original" } else { "duplicate" },
+                if n == 1 { 0.0 } else { 41.0 },
+                if n == 1 { 35.0 } else { 4.0 },
+                request("POST", "/api/payments", Some(KEY), PAYMENT),
+                Some(response(
+                    201,
+                    "application/json",
+                    created("pay_01H8").as_bytes(),
+                )),
+            );
+            if n > 1 {
+                e.role = format!("duplicate {}/2", n - 1);
+                e.release_us = Some(41_000.0);
+            }
+            e
+        })
+        .collect();
+
+    let mut restart = probe(
+        "restart-persistence",
+        "durability",
+        Outcome::Error,
+        "the target did not come back after the restart hook: connection refused",
+    );
+    restart.section = "draft-07 §2.6";
+    restart.duration_ms = 10_002.0;
+    restart.exchanges = vec![Exchange {
+        error: Some("connection refused after 2 ms".into()),
+        ..exchange(
+            1,
+            "after restart",
+            10_000.0,
+            2.0,
+            request("POST", "/api/payments", Some(KEY), PAYMENT),
+            None,
+        )
+    }];
+
+    run(vec![first, missing, replay, tenant, concurrent, restart])
+}
+
+/// A server that echoes secrets and sends bytes no report format can hold as they are.
+fn hostile() -> RunReport {
+    let mut evil_text =
+        b"{\"echo\":\"Bearer s3cr3t-token\",\"x\":\"]]>\x1b[31mred\0\xE2\x80\xAEtxt\"}".to_vec();
+    evil_text.extend_from_slice(b"\n<![CDATA[ ]]> & </failure>");
+    let mut evil_binary = b"\xff\xfe]]>\x1b[31m\0s3cr3t-token".to_vec();
+    evil_binary.extend_from_slice(&[0x80; 4]);
+
+    let mut original_req = request(
+        "POST",
+        "/api/payments?access_token=s3cr3t-token",
+        Some(KEY),
+        PAYMENT,
+    );
+    original_req.headers.push(Header::new("x-api-key", SECRET));
+    original_req.headers.push(Header::new(
+        "idempotency-key",
+        b"\"caf\xe9\x1b[2J\"".to_vec(),
+    ));
+
+    let mut replay = probe(
+        "replay-identity",
+        "enforcement",
+        Outcome::Fail,
+        "replay body byte-identical to the original: expected {…}, got ]]>\x1b[31m s3cr3t-token",
+    );
+    replay.duration_ms = 77.0;
+    replay.checks = vec![check(
+        "same-body",
+        "replay body byte-identical to the original",
+        Severity::Required,
+        false,
+        &["{\"id\":\"pay_1\"}"],
+        "{\"echo\":\"Bearer s3cr3t-token\",\"x\":\"]]>\x1b[31mred\0\u{202E}txt\"}",
+        &[1, 2],
+    )];
+    replay.timeline = vec!["#2 started at +40 ms \x1b[1m".into()];
+    replay.exchanges = vec![
+        exchange(
+            1,
+            "original",
+            0.0,
+            30.0,
+            original_req,
+            Some(response(201, "application/octet-stream", &evil_binary)),
+        ),
+        exchange(
+            2,
+            "retry 1/1 \u{202E}",
+            40.0,
+            30.0,
+            request("POST", "/api/payments", Some(KEY), PAYMENT),
+            Some(ReceivedResponse {
+                headers: vec![
+                    Header::new("content-type", "application/json"),
+                    Header::new("set-cookie", "session=abc; HttpOnly"),
+                    Header::new("x-echo", format!("token {SECRET}")),
+                    Header::new("x-evil", b"a\x1b[31mb\0c".to_vec()),
+                ],
+                ..response(201, "application/json", &evil_text)
+            }),
+        ),
+    ];
+
+    let mut warn = probe(
+        "missing-key",
+        "key-syntax",
+        Outcome::Warn,
+        "problem+json: got ]]> \x1b[0m",
+    );
+    warn.checks = vec![check(
+        "problem",
+        "problem+json",
+        Severity::Recommended,
+        false,
+        &["application/problem+json"],
+        "text/html ]]> \x1b[0m <script>",
+        &[1],
+    )];
+    warn.exchanges = vec![exchange(
+        1,
+        "without key",
+        0.0,
+        5.0,
+        request("POST", "/api/payments", None, PAYMENT),
+        Some(response(400, "text/html", b"<b>]]></b>\x07")),
+    )];
+
+    let skip = probe(
+        "tenant-isolation",
+        "scope",
+        Outcome::Skip,
+        "needs a second tenant \u{202E}| `x` ]]>",
+    );
+    run(vec![replay, warn, skip])
+}
+
+/// Compares `actual` with the golden file, or rewrites it under `UPDATE_GOLDEN=1`.
+fn golden(rel: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/golden")
+        .join(rel);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; run with UPDATE_GOLDEN=1 to create it",
+            path.display()
+        )
+    });
+    if expected != actual {
+        let diff = similar::TextDiff::from_lines(&expected, actual)
+            .unified_diff()
+            .context_radius(3)
+            .header(&format!("golden {rel}"), "rendered")
+            .to_string();
+        panic!(
+            "{} does not match the rendering (rerun with UPDATE_GOLDEN=1 if the change is intended):\n{diff}",
+            path.display()
+        );
+    }
+}
+
+/// Every rendering of `report` that a run can produce, with its golden file name.
+fn renderings(name: &str, report: &RunReport) -> Vec<(String, String)> {
+    vec![
+        (
+            format!("terminal/{name}.txt"),
+            terminal::render(report, &opts(false), false),
+        ),
+        (
+            format!("terminal/{name}-color.txt"),
+            terminal::render(report, &opts(true), false),
+        ),
+        (
+            format!("junit/{name}.xml"),
+            junit::render(report, &opts(false), false).unwrap(),
+        ),
+        (
+            format!("junit/{name}-strict.xml"),
+            junit::render(report, &opts(false), true).unwrap(),
+        ),
+        (
+            format!("json/{name}.json"),
+            json::render(report, &opts(false)).unwrap(),
+        ),
+        (
+            format!("markdown/{name}.md"),
+            markdown::render(report, &opts(false)),
+        ),
+    ]
+}
+
+/// The mixed report renders exactly as its goldens, in every format.
+#[test]
+fn mixed_report_matches_goldens() {
+    for (rel, text) in renderings("mixed", &mixed()) {
+        golden(&rel, &text);
+    }
+}
+
+/// The hostile report renders exactly as its goldens, in every format.
+#[test]
+fn hostile_report_matches_goldens() {
+    for (rel, text) in renderings("hostile", &hostile()) {
+        golden(&rel, &text);
+    }
+}
+
+/// Testcases found in a JUnit document, as (name, classname); panics if it does not parse.
+fn parse_junit(xml: &str) -> (Vec<(String, String)>, String) {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_str(xml);
+    let mut cases = Vec::new();
+    let mut cdata = String::new();
+    loop {
+        match reader.read_event() {
+            Err(e) => panic!(
+                "JUnit does not parse at {}: {e}\n{xml}",
+                reader.buffer_position()
+            ),
+            Ok(Event::Eof) => break,
+            Ok(Event::Start(t) | Event::Empty(t)) if t.name().as_ref() == b"testcase" => {
+                let attr = |key: &[u8]| {
+                    t.try_get_attribute(key)
+                        .unwrap()
+                        .map(|a| a.unescape_value().unwrap().into_owned())
+                        .unwrap_or_default()
+                };
+                cases.push((attr(b"name"), attr(b"classname")));
+            }
+            Ok(Event::CData(c)) => cdata.push_str(&String::from_utf8_lossy(&c.into_inner())),
+            Ok(_) => {}
+        }
+    }
+    (cases, cdata)
+}
+
+/// The JUnit report is well-formed XML even with hostile bodies, and names every testcase.
+#[test]
+fn junit_parses_and_names_every_testcase() {
+    for report in [mixed(), hostile()] {
+        for strict in [false, true] {
+            let xml = junit::render(&report, &opts(false), strict).unwrap();
+            let (cases, cdata) = parse_junit(&xml);
+            let ids: Vec<&str> = report.probes.iter().map(|p| p.id).collect();
+            assert_eq!(cases.iter().map(|c| c.0.as_str()).collect::<Vec<_>>(), ids);
+            for (name, classname) in &cases {
+                assert!(!name.is_empty() && classname.starts_with("idem-check.ietf-draft-07."));
+            }
+            // XML 1.0 allows no C0 control but tab and newline, not even as a reference.
+            assert!(
+                !xml.chars()
+                    .any(|c| c.is_control() && c != '\n' && c != '\t'),
+                "raw control character in JUnit"
+            );
+            // The split CDATA sections join back into the original text.
+            if report.probes[0].id == "replay-identity" && report.probes.len() == 3 {
+                assert!(
+                    cdata.contains("\"x\":\"]]>\\x1B[31mred\\x00\\u{202E}txt\""),
+                    "{cdata}"
+                );
+            }
+        }
+    }
+}
+
+/// Without colour, the terminal output holds no escape byte at all; with colour, only ours.
+#[test]
+fn terminal_output_has_no_raw_escape_from_the_server() {
+    for report in [mixed(), hostile()] {
+        let plain = terminal::render(&report, &opts(false), false);
+        assert!(!plain.contains('\x1b'), "raw ESC without colour:\n{plain}");
+        assert!(!plain.contains('\0') && !plain.contains('\u{202E}'));
+        let coloured = terminal::render(&report, &opts(true), false);
+        let mut rest = coloured.as_str();
+        while let Some(i) = rest.find('\x1b') {
+            let tail = &rest[i..];
+            let ours = [
+                "\x1b[0m",
+                "\x1b[1m",
+                "\x1b[2m",
+                "\x1b[31m",
+                "\x1b[32m",
+                "\x1b[33m",
+                "\x1b[35m",
+                "\x1b[1;31m",
+            ]
+            .iter()
+            .find(|code| tail.starts_with(*code))
+            .unwrap_or_else(|| {
+                panic!("foreign escape sequence: {:?}", &tail[..tail.len().min(12)])
+            });
+            rest = &tail[ours.len()..];
+        }
+    }
+}
+
+/// The token named by the target never reaches any output, not even base64-encoded.
+#[test]
+fn the_secret_appears_in_no_output() {
+    let report = hostile();
+    let encoded = base64::engine::general_purpose::STANDARD.encode(SECRET);
+    for (rel, text) in renderings("hostile", &report) {
+        assert!(!text.contains(SECRET), "{rel} leaks the token");
+        assert!(
+            !text.contains(&encoded[..12]),
+            "{rel} leaks the token in base64"
+        );
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&json::render(&report, &opts(false)).unwrap()).unwrap();
+    let body = &json["probes"][0]["exchanges"][0]["response"]["body"]["base64"];
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(body.as_str().unwrap())
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&bytes).contains(SECRET));
+    assert!(String::from_utf8_lossy(&bytes).contains("[redacted]"));
+    for p in &report.probes {
+        assert!(!terminal::probe_line(p, &opts(true)).contains(SECRET));
+    }
+}
+
+/// The failure evidence can be replayed: the curl line uses a variable for the token.
+#[test]
+fn failure_evidence_carries_a_curl_line_with_the_token_as_a_variable() {
+    let text = terminal::render(&hostile(), &opts(false), false);
+    assert!(text.contains("reproduce #1:"), "{text}");
+    assert!(
+        text.contains("-H \"authorization: Bearer $IDEM_TOKEN_A\""),
+        "{text}"
+    );
+    assert!(text.contains("access_token=$IDEM_TOKEN_A"), "{text}");
+}
+
+/// The JSON report keeps its schema id and field names (a consumer's contract).
+#[test]
+fn json_keeps_schema_and_field_order() {
+    let text = json::render(&mixed(), &opts(false)).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["schema"], "idem-check.report/1");
+    let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+    assert_eq!(keys[0], "schema");
+    assert_eq!(
+        v["probes"][2]["exchanges"][1]["request"]["headers"][1]["value"],
+        "Bearer [redacted]"
+    );
+}
