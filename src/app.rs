@@ -1,0 +1,203 @@
+//! What each command does, from parsed options to an exit code.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+
+use crate::cli::{Command, ListArgs, Opts, RunArgs};
+use crate::config::{Config, RestartHook, RunOptions, TargetSpec};
+use crate::exit::ExitCode;
+use crate::probes;
+use crate::reference::Reference;
+use crate::report::terminal::{self, Progress};
+use crate::report::{self, ProbeReport, RenderOptions, RunReport};
+use crate::runner::{self, Observer};
+use crate::suite::Suite;
+
+/// Runs the parsed command.
+pub async fn run(opts: Opts) -> Result<ExitCode> {
+    match opts.command {
+        Command::Run(args) => run_probes(*args).await,
+        Command::List(args) => list(&args),
+        Command::Explain { id, suite } => explain(&id, &suite),
+    }
+}
+
+async fn run_probes(args: RunArgs) -> Result<ExitCode> {
+    let mut reference = None;
+    let mut hook: Option<Arc<dyn RestartHook>> = None;
+    let target = if args.reference {
+        let fault = args
+            .reference_fault
+            .as_deref()
+            .map(|f| f.parse().map_err(|e| anyhow::anyhow!("{e}")))
+            .transpose()?;
+        let r = Reference::start(fault)
+            .await
+            .context("could not start the bundled reference server")?;
+        let t = r.target();
+        hook = Some(r.restart_hook());
+        reference = Some(r);
+        t
+    } else {
+        target_from_args(&args)?
+    };
+    let opts = RunOptions {
+        suite: args.suite.clone(),
+        probes: args.probe.clone(),
+        skip: args.skip.clone(),
+        strict: args.strict,
+        timeout: args.timeout,
+    };
+    let config = Arc::new(Config::build(target, &opts, hook)?);
+    let render = RenderOptions {
+        color: terminal::use_color(args.color),
+        secrets: config.secrets.clone(),
+    };
+    let progress = Progress::new(
+        config.selection.len() as u64,
+        std::io::stderr().is_terminal(),
+        render.clone(),
+    );
+    let observer = ProgressObserver(&progress);
+    let interrupt = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let report = runner::run(config.clone(), &observer, interrupt).await?;
+    progress.finish();
+    if let Some(r) = reference {
+        r.stop().await?;
+    }
+    print!("{}", terminal::render(&report, &render, config.strict));
+    write_reports(&args, &report, &render, config.strict)?;
+    Ok(ExitCode::for_run(&report.summary, report.interrupted))
+}
+
+/// The target description from `--target` and the flags; flags win over the file.
+fn target_from_args(args: &RunArgs) -> Result<TargetSpec> {
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let mut t = match &args.target {
+        Some(path) => crate::target::load(path, &env)?,
+        None => TargetSpec::default(),
+    };
+    if let Some(url) = &args.url {
+        t.url = url.clone();
+    }
+    if args.method.is_some() {
+        t.method = args.method.clone();
+    }
+    t.headers.extend(args.headers.iter().cloned());
+    if let Some(d) = &args.data {
+        t.body = Some(match d.strip_prefix('@') {
+            Some(path) => std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the body file {path:?} (-d @FILE)"))?,
+            None => d.clone(),
+        });
+    }
+    let set = |slot: &mut Option<String>, v: &Option<String>| {
+        if v.is_some() {
+            slot.clone_from(v);
+        }
+    };
+    set(&mut t.id_pointer, &args.id_pointer);
+    set(&mut t.count_url, &args.count_url);
+    set(&mut t.count_pointer, &args.count_pointer);
+    set(&mut t.count_cmd, &args.count_cmd);
+    set(&mut t.hold_header, &args.hold_header);
+    set(&mut t.restart_cmd, &args.restart_cmd);
+    set(&mut t.ready_url, &args.ready_url);
+    t.tenant_b_headers.extend(args.tenant_b_header.iter().cloned());
+    if t.restart_timeout.is_none() {
+        t.restart_timeout = Some(args.restart_timeout);
+    }
+    if t.url.is_empty() {
+        bail!("no URL: give one, or --target FILE, or --reference");
+    }
+    Ok(t)
+}
+
+fn write_reports(args: &RunArgs, report: &RunReport, render: &RenderOptions, strict: bool) -> Result<()> {
+    if let Some(path) = &args.report_junit {
+        let xml = report::junit::render(report, render, strict)?;
+        report::file::write_atomically(path, &xml)
+            .with_context(|| format!("could not write the JUnit report {}", path.display()))?;
+    }
+    if let Some(path) = &args.report_json {
+        let json = report::json::render(report, render)?;
+        report::file::write_atomically(path, &json)
+            .with_context(|| format!("could not write the JSON report {}", path.display()))?;
+    }
+    if let Some(path) = &args.report_markdown {
+        let md = report::markdown::render(report, render);
+        report::file::write_atomically(path, &md)
+            .with_context(|| format!("could not write the Markdown report {}", path.display()))?;
+    }
+    report::markdown::append_to_step_summary(report, render)?;
+    Ok(())
+}
+
+struct ProgressObserver<'a>(&'a Progress);
+
+impl Observer for ProgressObserver<'_> {
+    fn started(&self, id: &str) {
+        self.0.start_probe(id);
+    }
+    fn finished(&self, report: &ProbeReport) {
+        self.0.finish_probe(report);
+    }
+}
+
+fn list(args: &ListArgs) -> Result<ExitCode> {
+    let suite = Suite::load(&args.suite)?;
+    println!("{:<26} {:<12} {:<32} needs", "probe", "group", "section");
+    for p in probes::catalog() {
+        let m = p.meta;
+        let needs = if m.needs.is_empty() {
+            "-".to_string()
+        } else {
+            m.needs.iter().map(|n| n.option()).collect::<Vec<_>>().join(", ")
+        };
+        let off = if suite.enabled(m.id) { "" } else { "  (not in this suite)" };
+        println!("{:<26} {:<12} {:<32} {needs}{off}", m.id, m.group.as_str(), m.section);
+        for c in m.checks {
+            let (sev, expect) = suite
+                .check(m.id, c.id)
+                .map(|s| (s.severity.as_str(), s.expect.clone()))
+                .unwrap_or(("-", Vec::new()));
+            let expect = if expect.is_empty() {
+                String::new()
+            } else {
+                format!(" (expects {})", expect.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(" or "))
+            };
+            println!("    {sev:<12} {}{expect}", c.what);
+        }
+    }
+    Ok(ExitCode::Ok)
+}
+
+fn explain(id: &str, suite: &str) -> Result<ExitCode> {
+    let Some(p) = probes::find(id) else {
+        let known: Vec<&str> = probes::catalog().iter().map(|p| p.meta.id).collect();
+        bail!("unknown probe {id:?}; known probes: {}", known.join(", "));
+    };
+    let suite = Suite::load(suite)?;
+    let m = p.meta;
+    println!("{}  ({}, {})", m.id, m.group.as_str(), m.section);
+    println!("stimulus:    {}", m.stimulus);
+    println!("requirement: {}", m.requirement);
+    println!("checks in suite {}:", suite.name);
+    for c in m.checks {
+        if let Some(s) = suite.check(m.id, c.id) {
+            let expect = s.expect.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(" or ");
+            println!("  {:<12} {:<20} {}{}", s.severity.as_str(), c.id, c.what, if expect.is_empty() { String::new() } else { format!(" (expects {expect})") });
+        }
+    }
+    for n in m.needs {
+        println!("needs: {} ({})", n.what(), n.option());
+    }
+    Ok(ExitCode::Ok)
+}

@@ -1,0 +1,530 @@
+//! Checks and the shared verifiers that produce them.
+//!
+//! A probe never writes its own failure text: it calls a verifier here, which compares what was
+//! observed with what the suite expects and returns a [`Check`] carrying `expected` (every
+//! acceptable value), `actual`, and the numbers of the exchanges it looked at. This keeps the
+//! evidence uniform across probes and renderers (h2spec's `verifier.go`, hurl's `AssertResult`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::http::exchange::Exchange;
+
+/// How much a failed check matters (CONTRACT "Severity of a check").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Observation only; never fails.
+    Info,
+    /// Good practice: WARN, or FAIL under `--strict`.
+    Recommended,
+    /// The selected suite's contract: FAIL.
+    Required,
+    /// Safety (duplicated effect, data leak, lost record): FAIL, always.
+    Critical,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Recommended => "recommended",
+            Severity::Required => "required",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+/// What the suite says about one check of one probe: its severity and, for status checks, the
+/// acceptable statuses. Probes get these from the suite, never from constants of their own, so
+/// a user's suite can change them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckSpec {
+    /// Stable id within the probe (`status`, `no-effect`, …), the key in suite files.
+    pub id: &'static str,
+    /// One line: what is checked.
+    pub what: &'static str,
+    pub severity: Severity,
+    /// Acceptable statuses, for the checks that compare one.
+    pub expect: Vec<u16>,
+}
+
+/// The result of comparing one observation with its expectation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Check {
+    pub id: String,
+    pub what: String,
+    pub severity: Severity,
+    pub passed: bool,
+    /// Every acceptable value; one line each in the evidence.
+    pub expected: Vec<String>,
+    pub actual: String,
+    /// The exchanges this check compared (`#n`).
+    pub exchanges: Vec<usize>,
+}
+
+impl Check {
+    fn from_spec(
+        spec: &CheckSpec,
+        passed: bool,
+        expected: Vec<String>,
+        actual: String,
+        exchanges: Vec<usize>,
+    ) -> Self {
+        Check {
+            id: spec.id.to_string(),
+            what: spec.what.to_string(),
+            severity: spec.severity,
+            passed,
+            expected,
+            actual,
+            exchanges,
+        }
+    }
+}
+
+fn nums(exchanges: &[&Exchange]) -> Vec<usize> {
+    exchanges.iter().map(|e| e.n).collect()
+}
+
+/// The status is one of the suite's expected statuses.
+pub fn status_in(spec: &CheckSpec, ex: &Exchange) -> Check {
+    let passed = ex.status().is_some_and(|s| spec.expect.contains(&s));
+    Check::from_spec(
+        spec,
+        passed,
+        spec.expect.iter().map(|s| s.to_string()).collect(),
+        ex.status_text(),
+        vec![ex.n],
+    )
+}
+
+/// Every exchange got a status within `lo..=hi` (e.g. 400..=499 for "a 4xx").
+pub fn statuses_within(spec: &CheckSpec, exchanges: &[&Exchange], lo: u16, hi: u16) -> Check {
+    let bad: Vec<String> = exchanges
+        .iter()
+        .filter(|e| !e.status().is_some_and(|s| (lo..=hi).contains(&s)))
+        .map(|e| format!("#{} {}", e.n, e.status_text()))
+        .collect();
+    let expected = vec![format!("every status in {lo}–{hi}")];
+    let actual = if bad.is_empty() {
+        summary_statuses(exchanges)
+    } else {
+        format!("outside: {}", bad.join(", "))
+    };
+    Check::from_spec(spec, bad.is_empty(), expected, actual, nums(exchanges))
+}
+
+/// No exchange got a 5xx (a transport error is not a 5xx and is reported by other checks).
+pub fn no_server_error(spec: &CheckSpec, exchanges: &[&Exchange]) -> Check {
+    let bad: Vec<String> = exchanges
+        .iter()
+        .filter(|e| e.status().is_some_and(|s| s >= 500))
+        .map(|e| format!("#{} {}", e.n, e.status_text()))
+        .collect();
+    let actual = if bad.is_empty() {
+        summary_statuses(exchanges)
+    } else {
+        format!("5xx: {}", bad.join(", "))
+    };
+    Check::from_spec(
+        spec,
+        bad.is_empty(),
+        vec!["no 5xx".into()],
+        actual,
+        nums(exchanges),
+    )
+}
+
+/// Every exchange got one of the given statuses (e.g. "409 or the replay's 201").
+pub fn statuses_in(spec: &CheckSpec, exchanges: &[&Exchange], allowed: &[u16]) -> Check {
+    let bad: Vec<String> = exchanges
+        .iter()
+        .filter(|e| !e.status().is_some_and(|s| allowed.contains(&s)))
+        .map(|e| format!("#{} {}", e.n, e.status_text()))
+        .collect();
+    let actual = if bad.is_empty() {
+        summary_statuses(exchanges)
+    } else {
+        format!("unexpected: {}", bad.join(", "))
+    };
+    Check::from_spec(
+        spec,
+        bad.is_empty(),
+        allowed.iter().map(|s| s.to_string()).collect(),
+        actual,
+        nums(exchanges),
+    )
+}
+
+/// The status is none of `forbidden` (e.g. a 422 that would reveal another tenant's key).
+pub fn status_not_in(spec: &CheckSpec, ex: &Exchange, forbidden: &[u16]) -> Check {
+    let passed = ex.response.is_some() && !ex.status().is_some_and(|s| forbidden.contains(&s));
+    let list = forbidden
+        .iter()
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>()
+        .join(" or ");
+    Check::from_spec(
+        spec,
+        passed,
+        vec![format!("a response other than {list}")],
+        actual_with_error(ex),
+        vec![ex.n],
+    )
+}
+
+/// The exchange got a 2xx: the operation was accepted.
+pub fn success(spec: &CheckSpec, ex: &Exchange) -> Check {
+    let passed = ex.response.as_ref().is_some_and(|r| r.is_success());
+    Check::from_spec(
+        spec,
+        passed,
+        vec!["2xx".into()],
+        actual_with_error(ex),
+        vec![ex.n],
+    )
+}
+
+/// Both exchanges got the same status.
+pub fn same_status(spec: &CheckSpec, original: &Exchange, retries: &[&Exchange]) -> Check {
+    let want = original.status_text();
+    let bad: Vec<String> = retries
+        .iter()
+        .filter(|e| e.status() != original.status())
+        .map(|e| format!("#{} {}", e.n, e.status_text()))
+        .collect();
+    let mut all = vec![original];
+    all.extend_from_slice(retries);
+    let actual = if bad.is_empty() {
+        summary_statuses(&all)
+    } else {
+        bad.join(", ")
+    };
+    Check::from_spec(spec, bad.is_empty(), vec![want], actual, nums(&all))
+}
+
+/// The bodies are byte-identical.
+pub fn same_body(spec: &CheckSpec, original: &Exchange, retry: &Exchange) -> Check {
+    let a = original.response.as_ref().map(|r| r.body.as_slice());
+    let b = retry.response.as_ref().map(|r| r.body.as_slice());
+    let passed = a.is_some() && a == b;
+    Check::from_spec(
+        spec,
+        passed,
+        vec![body_line(original)],
+        body_line(retry),
+        vec![original.n, retry.n],
+    )
+}
+
+/// A response header has the same value (or is absent on both) on the two exchanges.
+pub fn same_header(spec: &CheckSpec, name: &str, original: &Exchange, retry: &Exchange) -> Check {
+    let a = original.response.as_ref().and_then(|r| r.header(name));
+    let b = retry.response.as_ref().and_then(|r| r.header(name));
+    let show = |v: &Option<String>| match v {
+        Some(v) => format!("{name}: {v}"),
+        None => format!("no {name}"),
+    };
+    Check::from_spec(
+        spec,
+        retry.response.is_some() && a == b,
+        vec![show(&a)],
+        show(&b),
+        vec![original.n, retry.n],
+    )
+}
+
+/// The values (e.g. resource ids) read from the exchanges are all the same, or all different.
+pub fn values_relation(
+    spec: &CheckSpec,
+    label: &str,
+    values: &[(usize, Option<String>)],
+    all_equal: bool,
+) -> Check {
+    let present: Vec<&String> = values.iter().filter_map(|(_, v)| v.as_ref()).collect();
+    let distinct: std::collections::BTreeSet<&String> = present.iter().copied().collect();
+    let passed = present.len() == values.len()
+        && if all_equal {
+            distinct.len() == 1
+        } else {
+            distinct.len() == present.len()
+        };
+    let expected = if all_equal {
+        format!("one {label} on every exchange")
+    } else {
+        format!("a different {label} on every exchange")
+    };
+    let actual = values
+        .iter()
+        .map(|(n, v)| format!("#{n} {}", v.as_deref().unwrap_or("(none)")))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Check::from_spec(
+        spec,
+        passed,
+        vec![expected],
+        actual,
+        values.iter().map(|(n, _)| *n).collect(),
+    )
+}
+
+/// The number of executions observed equals what was expected (`executions` comes from
+/// [`crate::effects`], which names its basis in `basis`).
+pub fn executions(
+    spec: &CheckSpec,
+    basis: &str,
+    expected: u64,
+    observed: u64,
+    exchanges: Vec<usize>,
+) -> Check {
+    Check::from_spec(
+        spec,
+        observed == expected,
+        vec![format!(
+            "{expected} execution{} ({basis})",
+            plural(expected)
+        )],
+        format!("{observed} execution{}", plural(observed)),
+        exchanges,
+    )
+}
+
+/// At most `limit` executions were observed (used where a retry may legally have been refused).
+pub fn executions_at_most(
+    spec: &CheckSpec,
+    basis: &str,
+    limit: u64,
+    observed: u64,
+    exchanges: Vec<usize>,
+) -> Check {
+    Check::from_spec(
+        spec,
+        observed <= limit,
+        vec![format!("at most {limit} execution{} ({basis})", plural(limit))],
+        format!("{observed} execution{}", plural(observed)),
+        exchanges,
+    )
+}
+
+/// The error body is RFC 9457 problem details, or the response links its documentation.
+pub fn problem_details(spec: &CheckSpec, ex: &Exchange) -> Check {
+    let (passed, actual) = match &ex.response {
+        None => (false, actual_with_error(ex)),
+        Some(r) => {
+            let media = r.media_type().unwrap_or_default();
+            let link = r
+                .header("link")
+                .filter(|l| l.to_ascii_lowercase().contains("describedby"));
+            let passed = media == "application/problem+json" || link.is_some();
+            let actual = match (&link, media.is_empty()) {
+                (Some(l), _) => format!("Content-Type: {media}, Link: {l}"),
+                (None, true) => "no Content-Type, no Link".to_string(),
+                (None, false) => format!("Content-Type: {media}, no Link"),
+            };
+            (passed, actual)
+        }
+    };
+    Check::from_spec(
+        spec,
+        passed,
+        vec![
+            "Content-Type: application/problem+json".into(),
+            "Link: <…>; rel=\"describedby\"".into(),
+        ],
+        actual,
+        vec![ex.n],
+    )
+}
+
+/// The response carries a header (e.g. `Retry-After` on a 409).
+pub fn header_present(spec: &CheckSpec, name: &str, exchanges: &[&Exchange]) -> Check {
+    let missing: Vec<String> = exchanges
+        .iter()
+        .filter(|e| e.response.as_ref().and_then(|r| r.header(name)).is_none())
+        .map(|e| format!("#{}", e.n))
+        .collect();
+    let actual = if missing.is_empty() {
+        format!("{name} on all {}", exchanges.len())
+    } else {
+        format!("no {name} on {}", missing.join(", "))
+    };
+    Check::from_spec(
+        spec,
+        missing.is_empty(),
+        vec![format!("{name} present")],
+        actual,
+        nums(exchanges),
+    )
+}
+
+/// The response body does not contain `secret` (e.g. another tenant's resource id).
+pub fn body_excludes(spec: &CheckSpec, label: &str, secret: &str, ex: &Exchange) -> Check {
+    let leaked = ex
+        .response
+        .as_ref()
+        .is_some_and(|r| contains(&r.body, secret.as_bytes()));
+    Check::from_spec(
+        spec,
+        !leaked,
+        vec![format!("no trace of {label} ({secret})")],
+        if leaked {
+            format!("body contains {secret}")
+        } else {
+            body_line(ex)
+        },
+        vec![ex.n],
+    )
+}
+
+/// An observation that never fails by itself (severity info in the catalog): records what was
+/// seen, with `passed` saying whether it was the preferable behaviour.
+pub fn observe(spec: &CheckSpec, preferable: bool, seen: String, exchanges: Vec<usize>) -> Check {
+    Check::from_spec(spec, preferable, vec![spec.what.to_string()], seen, exchanges)
+}
+
+/// A timeline fact: at least one of `others` started while `owner` was still in flight.
+pub fn overlapped(spec: &CheckSpec, owner: &Exchange, others: &[&Exchange]) -> Check {
+    let inside: Vec<String> = others
+        .iter()
+        .filter(|e| e.start_ms < owner.end_ms())
+        .map(|e| format!("#{}", e.n))
+        .collect();
+    let mut all = vec![owner];
+    all.extend_from_slice(others);
+    Check::from_spec(
+        spec,
+        !inside.is_empty(),
+        vec![format!(
+            "a duplicate sent while #{} was in flight (until +{:.0} ms)",
+            owner.n,
+            owner.end_ms()
+        )],
+        if inside.is_empty() {
+            "none overlapped".to_string()
+        } else {
+            format!("{} overlapped", inside.join(" "))
+        },
+        nums(&all),
+    )
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+fn summary_statuses(exchanges: &[&Exchange]) -> String {
+    exchanges
+        .iter()
+        .map(|e| e.status_text())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn actual_with_error(ex: &Exchange) -> String {
+    match (&ex.response, &ex.error) {
+        (Some(r), _) => r.status.to_string(),
+        (None, Some(e)) => e.clone(),
+        (None, None) => "no response".into(),
+    }
+}
+
+/// A body on one line, cut at 160 characters, for expected/actual lines.
+fn body_line(ex: &Exchange) -> String {
+    match &ex.response {
+        None => actual_with_error(ex),
+        Some(r) => {
+            let text = String::from_utf8_lossy(&r.body);
+            let one_line: String = text.chars().filter(|c| *c != '\n' && *c != '\r').collect();
+            if one_line.chars().count() > 160 {
+                format!("{}…", one_line.chars().take(160).collect::<String>())
+            } else if one_line.is_empty() {
+                "(empty body)".into()
+            } else {
+                one_line
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::exchange::{ReceivedResponse, SentRequest};
+
+    fn ex(n: usize, status: u16, body: &str) -> Exchange {
+        Exchange {
+            n,
+            role: "original".into(),
+            start_ms: 0.0,
+            duration_ms: 1.0,
+            release_us: None,
+            request: SentRequest {
+                method: "POST".into(),
+                url: "http://127.0.0.1/x".into(),
+                headers: vec![],
+                body: vec![],
+            },
+            response: Some(ReceivedResponse {
+                status,
+                version: "HTTP/1.1".into(),
+                headers: vec![],
+                body: body.as_bytes().to_vec(),
+                body_truncated: false,
+            }),
+            error: None,
+        }
+    }
+
+    fn spec(expect: Vec<u16>) -> CheckSpec {
+        CheckSpec {
+            id: "status",
+            what: "status",
+            severity: Severity::Required,
+            expect,
+        }
+    }
+
+    #[test]
+    fn status_in_compares_with_the_suite_expectation() {
+        assert!(status_in(&spec(vec![400]), &ex(1, 400, "")).passed);
+        let c = status_in(&spec(vec![422]), &ex(2, 409, ""));
+        assert!(!c.passed);
+        assert_eq!(c.expected, vec!["422"]);
+        assert_eq!(c.actual, "409");
+        assert_eq!(c.exchanges, vec![2]);
+    }
+
+    #[test]
+    fn same_body_is_byte_exact() {
+        let s = spec(vec![]);
+        assert!(same_body(&s, &ex(1, 201, "{\"a\":1}"), &ex(2, 201, "{\"a\":1}")).passed);
+        assert!(!same_body(&s, &ex(1, 201, "{\"a\":1}"), &ex(2, 201, "{\"a\": 1}")).passed);
+    }
+
+    #[test]
+    fn no_server_error_names_the_offending_exchange() {
+        let a = ex(1, 409, "");
+        let b = ex(2, 500, "");
+        let c = no_server_error(&spec(vec![]), &[&a, &b]);
+        assert!(!c.passed);
+        assert_eq!(c.actual, "5xx: #2 500");
+    }
+
+    #[test]
+    fn values_relation_distinguishes_equal_and_distinct() {
+        let s = spec(vec![]);
+        let same = [(1, Some("p1".to_string())), (2, Some("p1".to_string()))];
+        assert!(values_relation(&s, "id", &same, true).passed);
+        assert!(!values_relation(&s, "id", &same, false).passed);
+        let missing = [(1, Some("p1".to_string())), (2, None)];
+        assert!(!values_relation(&s, "id", &missing, true).passed);
+    }
+}

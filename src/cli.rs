@@ -1,0 +1,154 @@
+//! Command-line options (clap). Only [`crate::app`] reads these; probes see the validated
+//! [`crate::config::Config`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::report::terminal::ColorChoice;
+
+/// Checks that an HTTP API really survives a retried POST: black-box probes of its
+/// Idempotency-Key support (missing key, replays, concurrent duplicates, payload mismatch, key
+/// syntax, tenant scope, persistence across restarts), with the exact exchanges as evidence.
+#[derive(Debug, Parser)]
+#[command(name = "idem-check", version, max_term_width = 98, after_long_help = crate::exit::HELP)]
+pub struct Opts {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the probes against a URL, a target file, or the bundled reference server.
+    #[command(after_long_help = crate::exit::HELP)]
+    Run(Box<RunArgs>),
+    /// List every probe: id, group, section, check severities and what it needs.
+    List(ListArgs),
+    /// Explain one probe: what it sends, what it expects, and why.
+    Explain {
+        /// The probe id (see `idem-check list`).
+        id: String,
+        /// The suite whose expectations to show.
+        #[arg(long, default_value = crate::suite::DEFAULT_SUITE, value_name = "NAME|FILE")]
+        suite: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// The suite whose expectations to show.
+    #[arg(long, default_value = crate::suite::DEFAULT_SUITE, value_name = "NAME|FILE")]
+    pub suite: String,
+}
+
+/// `idem-check run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// URL of the operation to check, e.g. https://api.example.com/v1/payments
+    #[arg(value_name = "URL", required_unless_present_any = ["reference", "target"])]
+    pub url: Option<String>,
+
+    /// Check the bundled reference server, started in-process on a free port with a temporary
+    /// database (restart included). Nothing to set up: this is what green looks like.
+    #[arg(long, conflicts_with_all = ["url", "target"])]
+    pub reference: bool,
+
+    /// Start the bundled reference server with this fault switched on (see the reference
+    /// server's README), to see a probe fail.
+    #[arg(long, value_name = "FAULT", requires = "reference", hide_short_help = true)]
+    pub reference_fault: Option<String>,
+
+    /// Read the target description from a TOML file (see fixtures/targets/).
+    #[arg(long, value_name = "FILE")]
+    pub target: Option<PathBuf>,
+
+    /// HTTP method of the operation [default: POST]
+    #[arg(short = 'X', long = "request", value_name = "METHOD")]
+    pub method: Option<String>,
+
+    /// A request header for tenant A, curl-style (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "'Name: value'")]
+    pub headers: Vec<String>,
+
+    /// The request body template, or @FILE. `{{unique}}` becomes a value unique to each probe
+    /// and payload variant, `{{uuid}}` a fresh UUID. Without a placeholder, a JSON object body
+    /// gets the unique value appended to its first string field (or an `idem_check_nonce` field),
+    /// which is also how a "different payload" is built.
+    #[arg(short = 'd', long = "data", value_name = "BODY|@FILE")]
+    pub data: Option<String>,
+
+    /// JSON pointer to the created resource's id in a 2xx body, e.g. /id
+    #[arg(long, value_name = "POINTER")]
+    pub id_pointer: Option<String>,
+
+    /// URL of an effect counter read before and after each probe (GET, JSON body).
+    #[arg(long, value_name = "URL")]
+    pub count_url: Option<String>,
+
+    /// JSON pointer to the count in the counter's body [default: /count]
+    #[arg(long, value_name = "POINTER")]
+    pub count_pointer: Option<String>,
+
+    /// A shell command that prints the effect count (instead of --count-url).
+    #[arg(long, value_name = "CMD")]
+    pub count_cmd: Option<String>,
+
+    /// A header that makes requests come from a second tenant (repeatable); replaces tenant
+    /// A's header of the same name. Needed by tenant-isolation.
+    #[arg(long, value_name = "'Name: value'")]
+    pub tenant_b_header: Vec<String>,
+
+    /// A header that makes the server hold a request in flight, added to the original of the
+    /// concurrency probes, e.g. 'X-Test-Delay-Ms: 600' on the reference server.
+    #[arg(long, value_name = "'Name: value'")]
+    pub hold_header: Option<String>,
+
+    /// A shell command that restarts the target (restart-persistence).
+    #[arg(long, value_name = "CMD")]
+    pub restart_cmd: Option<String>,
+
+    /// Polled after --restart-cmd until it answers 2xx.
+    #[arg(long, value_name = "URL")]
+    pub ready_url: Option<String>,
+
+    /// How long the restart may take.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "30s")]
+    pub restart_timeout: Duration,
+
+    /// The suite: a built-in name (ietf-draft-07) or a suite file.
+    #[arg(long, value_name = "NAME|FILE", default_value = crate::suite::DEFAULT_SUITE)]
+    pub suite: String,
+
+    /// Run only this probe (repeatable).
+    #[arg(long, value_name = "ID")]
+    pub probe: Vec<String>,
+
+    /// Do not run this probe (repeatable).
+    #[arg(long, value_name = "ID")]
+    pub skip: Vec<String>,
+
+    /// Fail on recommended checks too (WARN becomes FAIL).
+    #[arg(long)]
+    pub strict: bool,
+
+    /// Per-request timeout.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "10s")]
+    pub timeout: Duration,
+
+    /// Write a JUnit XML report.
+    #[arg(long, value_name = "FILE")]
+    pub report_junit: Option<PathBuf>,
+
+    /// Write a JSON report (schema idem-check.report/1).
+    #[arg(long, value_name = "FILE")]
+    pub report_json: Option<PathBuf>,
+
+    /// Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).
+    #[arg(long, value_name = "FILE")]
+    pub report_markdown: Option<PathBuf>,
+
+    /// When to use colour.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
+}

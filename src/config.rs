@@ -1,0 +1,406 @@
+//! The validated run configuration: what probes read, with every default decided here.
+//!
+//! [`crate::cli`] (flags) and [`crate::target`] (a TOML target file) both produce a
+//! [`TargetSpec`]; [`Config::build`] validates it, loads the suite and resolves the probe
+//! selection. Probes never see raw options.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use futures::future::BoxFuture;
+
+use crate::http::exchange::Header;
+use crate::probes::{self, ProbeDef};
+use crate::suite::Suite;
+
+/// The operation under test.
+#[derive(Debug, Clone)]
+pub struct Operation {
+    pub method: String,
+    pub url: url::Url,
+    /// Tenant A's headers (`-H`), in order.
+    pub headers: Vec<Header>,
+    pub body: BodyTemplate,
+}
+
+/// A request body template. `{{unique}}` becomes a value unique to the probe and payload
+/// variant; `{{uuid}}` a fresh UUID. A JSON object body without a placeholder gets a unique
+/// value appended to its first string field (or an `idem_check_nonce` field when it has none),
+/// so payloads still never collide across probes and a "different payload" can be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BodyTemplate {
+    pub text: String,
+}
+
+impl BodyTemplate {
+    pub fn new(text: impl Into<String>) -> Self {
+        BodyTemplate { text: text.into() }
+    }
+
+    fn has_placeholder(&self) -> bool {
+        self.text.contains("{{unique}}") || self.text.contains("{{uuid}}")
+    }
+
+    /// Whether different variants render to different payloads.
+    pub fn varies(&self) -> bool {
+        self.has_placeholder() || self.json_object().is_some()
+    }
+
+    fn json_object(&self) -> Option<serde_json::Map<String, serde_json::Value>> {
+        match serde_json::from_str(&self.text) {
+            Ok(serde_json::Value::Object(map)) => Some(map),
+            _ => None,
+        }
+    }
+
+    /// The payload for `variant` of a probe whose unique value is `unique`.
+    pub fn render(&self, unique: &str, variant: u32) -> Vec<u8> {
+        let value = if variant == 0 {
+            unique.to_string()
+        } else {
+            format!("{unique}-v{variant}")
+        };
+        if self.has_placeholder() {
+            let mut out = self.text.replace("{{unique}}", &value);
+            while out.contains("{{uuid}}") {
+                out = out.replacen("{{uuid}}", &uuid::Uuid::new_v4().to_string(), 1);
+            }
+            return out.into_bytes();
+        }
+        match self.json_object() {
+            Some(mut map) => {
+                let first_string = map
+                    .iter()
+                    .find(|(_, v)| v.is_string())
+                    .map(|(k, _)| k.clone());
+                match first_string {
+                    Some(k) => {
+                        let old = map[&k].as_str().unwrap_or_default().to_string();
+                        map.insert(k, serde_json::Value::String(format!("{old}-{value}")));
+                    }
+                    None => {
+                        map.insert("idem_check_nonce".into(), serde_json::Value::String(value));
+                    }
+                }
+                serde_json::Value::Object(map).to_string().into_bytes()
+            }
+            None => self.text.clone().into_bytes(),
+        }
+    }
+}
+
+/// Where effects are counted (CONTRACT "Observing effects").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Counter {
+    /// A GET whose JSON body holds the count at `pointer`.
+    Url { url: url::Url, pointer: String },
+    /// A shell command that prints the count.
+    Command(String),
+}
+
+impl Counter {
+    /// How the counter is named in evidence.
+    pub fn describe(&self) -> String {
+        match self {
+            Counter::Url { url, pointer } => format!("GET {url} at {pointer}"),
+            Counter::Command(cmd) => format!("command `{cmd}`"),
+        }
+    }
+}
+
+/// Restarts the target and waits until it is ready again; used by `restart-persistence`.
+pub trait RestartHook: Send + Sync {
+    /// One line for the evidence ("in-process restart of the reference server").
+    fn describe(&self) -> String;
+    fn restart(&self) -> BoxFuture<'_, Result<()>>;
+}
+
+/// The user's restart hook: a shell command, then polling a readiness URL.
+#[derive(Debug, Clone)]
+pub struct CommandRestart {
+    pub command: String,
+    pub ready_url: Option<url::Url>,
+    pub timeout: Duration,
+}
+
+/// Everything the user described about the target, before validation.
+#[derive(Debug, Clone, Default)]
+pub struct TargetSpec {
+    pub url: String,
+    pub method: Option<String>,
+    /// `Name: value` lines for tenant A.
+    pub headers: Vec<String>,
+    /// Body text (already read from a file for `-d @FILE`).
+    pub body: Option<String>,
+    pub id_pointer: Option<String>,
+    pub count_url: Option<String>,
+    pub count_pointer: Option<String>,
+    pub count_cmd: Option<String>,
+    pub tenant_b_headers: Vec<String>,
+    pub hold_header: Option<String>,
+    pub restart_cmd: Option<String>,
+    pub ready_url: Option<String>,
+    pub restart_timeout: Option<Duration>,
+    /// Values substituted from the environment or named as tokens: masked in every report.
+    pub secrets: Vec<String>,
+}
+
+/// Options that shape the run rather than describe the target.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// A suite name (`ietf-draft-07`, `stripe`) or a path to a suite file.
+    pub suite: String,
+    pub probes: Vec<String>,
+    pub skip: Vec<String>,
+    pub strict: bool,
+    pub timeout: Duration,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            suite: crate::suite::DEFAULT_SUITE.into(),
+            probes: Vec::new(),
+            skip: Vec::new(),
+            strict: false,
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The validated configuration probes run with.
+#[derive(Clone)]
+pub struct Config {
+    pub operation: Operation,
+    pub id_pointer: Option<String>,
+    pub counter: Option<Counter>,
+    /// Tenant B's header lines (replacing A's same-named ones); `None` without a second tenant.
+    pub tenant_b: Option<Vec<Header>>,
+    /// Added to an original request to hold it in flight on the server.
+    pub hold_header: Option<Header>,
+    pub restart: Option<Arc<dyn RestartHook>>,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// Response bodies are kept up to this many bytes.
+    pub max_body: usize,
+    pub strict: bool,
+    pub suite: Suite,
+    /// The probes to run, in catalog order.
+    pub selection: Vec<ProbeDef>,
+    pub secrets: Vec<String>,
+}
+
+/// Bodies larger than this are cut in evidence and never buffered whole.
+pub const MAX_BODY: usize = 1024 * 1024;
+
+impl Config {
+    /// Validates a target description and run options into a config.
+    pub fn build(
+        target: TargetSpec,
+        opts: &RunOptions,
+        restart: Option<Arc<dyn RestartHook>>,
+    ) -> Result<Config> {
+        let url = parse_url(&target.url, "the target URL")?;
+        let method = target
+            .method
+            .clone()
+            .unwrap_or_else(|| "POST".into())
+            .to_ascii_uppercase();
+        if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
+            bail!("{method:?} is not an HTTP method");
+        }
+        let headers = parse_headers(&target.headers, "-H")?;
+        let tenant_b = if target.tenant_b_headers.is_empty() {
+            None
+        } else {
+            Some(parse_headers(&target.tenant_b_headers, "--tenant-b-header")?)
+        };
+        let hold_header = target
+            .hold_header
+            .as_deref()
+            .map(|h| parse_header(h, "--hold-header"))
+            .transpose()?;
+        let counter = match (&target.count_url, &target.count_cmd) {
+            (Some(_), Some(_)) => bail!("give either --count-url or --count-cmd, not both"),
+            (Some(u), None) => Some(Counter::Url {
+                url: parse_url(u, "--count-url")?,
+                pointer: check_pointer(
+                    target.count_pointer.as_deref().unwrap_or("/count"),
+                    "--count-pointer",
+                )?,
+            }),
+            (None, Some(cmd)) => Some(Counter::Command(cmd.clone())),
+            (None, None) => {
+                if target.count_pointer.is_some() {
+                    bail!("--count-pointer needs --count-url");
+                }
+                None
+            }
+        };
+        let id_pointer = target
+            .id_pointer
+            .as_deref()
+            .map(|p| check_pointer(p, "--id-pointer"))
+            .transpose()?;
+        let restart = match (restart, &target.restart_cmd) {
+            (Some(hook), _) => Some(hook),
+            (None, Some(cmd)) => Some(Arc::new(CommandRestart {
+                command: cmd.clone(),
+                ready_url: target
+                    .ready_url
+                    .as_deref()
+                    .map(|u| parse_url(u, "--ready-url"))
+                    .transpose()?,
+                timeout: target.restart_timeout.unwrap_or(Duration::from_secs(30)),
+            }) as Arc<dyn RestartHook>),
+            (None, None) => {
+                if target.ready_url.is_some() {
+                    bail!("--ready-url needs --restart-cmd");
+                }
+                None
+            }
+        };
+        if opts.timeout.is_zero() {
+            bail!("--timeout must be more than 0");
+        }
+        let suite = Suite::load(&opts.suite)?;
+        let selection = select(&suite, &opts.probes, &opts.skip)?;
+        let mut secrets = target.secrets.clone();
+        secrets.extend(bearer_secrets(&headers));
+        secrets.extend(bearer_secrets(tenant_b.as_deref().unwrap_or_default()));
+        secrets.retain(|s| !s.is_empty());
+        secrets.sort();
+        secrets.dedup();
+        Ok(Config {
+            operation: Operation {
+                method,
+                url,
+                headers,
+                body: BodyTemplate::new(target.body.unwrap_or_default()),
+            },
+            id_pointer,
+            counter,
+            tenant_b,
+            hold_header,
+            restart,
+            timeout: opts.timeout,
+            max_body: MAX_BODY,
+            strict: opts.strict,
+            suite,
+            selection,
+            secrets,
+        })
+    }
+}
+
+/// The suite's probes, narrowed by `--probe` and `--skip`; unknown ids are errors that list the
+/// known ones.
+fn select(suite: &Suite, only: &[String], skip: &[String]) -> Result<Vec<ProbeDef>> {
+    for id in only.iter().chain(skip) {
+        if probes::find(id).is_none() {
+            let known: Vec<&str> = probes::catalog().iter().map(|p| p.meta.id).collect();
+            bail!(
+                "unknown probe {id:?}; known probes: {} (see `idem-check list`)",
+                known.join(", ")
+            );
+        }
+    }
+    Ok(probes::catalog()
+        .into_iter()
+        .filter(|p| suite.enabled(p.meta.id))
+        .filter(|p| only.is_empty() || only.iter().any(|id| id == p.meta.id))
+        .filter(|p| !skip.iter().any(|id| id == p.meta.id))
+        .collect())
+}
+
+fn parse_url(text: &str, what: &str) -> Result<url::Url> {
+    let url = url::Url::parse(text).with_context(|| format!("{what} {text:?} is not a URL"))?;
+    match url.scheme() {
+        "http" | "https" => {}
+        other => bail!("{what} {text:?}: scheme {other:?} is not supported (use http or https)"),
+    }
+    if url.host_str().is_none() {
+        bail!("{what} {text:?} has no host");
+    }
+    Ok(url)
+}
+
+fn check_pointer(p: &str, what: &str) -> Result<String> {
+    if !p.is_empty() && !p.starts_with('/') {
+        bail!("{what} {p:?} is not a JSON pointer (it must start with '/', e.g. /id)");
+    }
+    Ok(p.to_string())
+}
+
+/// Parses `Name: value`, the curl form.
+pub fn parse_header(line: &str, what: &str) -> Result<Header> {
+    let (name, value) = line
+        .split_once(':')
+        .with_context(|| format!("{what} {line:?} is not of the form 'Name: value'"))?;
+    let name = name.trim();
+    if name.is_empty() || !name.bytes().all(is_token_byte) {
+        bail!("{what} {line:?}: {name:?} is not a valid header name");
+    }
+    Ok(Header::new(name, value.trim().as_bytes().to_vec()))
+}
+
+fn parse_headers(lines: &[String], what: &str) -> Result<Vec<Header>> {
+    lines.iter().map(|l| parse_header(l, what)).collect()
+}
+
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// Credentials in `Authorization`-like headers are secrets even when the user typed them.
+fn bearer_secrets(headers: &[Header]) -> Vec<String> {
+    headers
+        .iter()
+        .filter(|h| {
+            let n = h.name.to_ascii_lowercase();
+            n == "authorization" || n == "cookie" || n.contains("api-key") || n.contains("token")
+        })
+        .map(|h| {
+            let v = h.value_str();
+            match v.split_once(' ') {
+                Some((_scheme, cred)) => cred.trim().to_string(),
+                None => v.trim().to_string(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_make_payloads_unique_per_variant() {
+        let t = BodyTemplate::new(r#"{"ref":"{{unique}}"}"#);
+        assert_ne!(t.render("u1", 0), t.render("u1", 1));
+        assert_eq!(t.render("u1", 0), br#"{"ref":"u1"}"#.to_vec());
+        assert!(t.varies());
+    }
+
+    #[test]
+    fn json_without_placeholder_is_still_varied() {
+        let t = BodyTemplate::new(r#"{"amount":5,"ref":"x"}"#);
+        let a: serde_json::Value = serde_json::from_slice(&t.render("u1", 0)).unwrap();
+        let b: serde_json::Value = serde_json::from_slice(&t.render("u1", 1)).unwrap();
+        assert_eq!(a["ref"], "x-u1");
+        assert_ne!(a, b);
+        let plain = BodyTemplate::new("amount=5");
+        assert!(!plain.varies());
+    }
+
+    #[test]
+    fn headers_parse_like_curl() {
+        let h = parse_header("Authorization: Bearer abc", "-H").unwrap();
+        assert_eq!(h.name, "Authorization");
+        assert_eq!(h.value, b"Bearer abc");
+        assert!(parse_header("no colon", "-H").is_err());
+        assert!(parse_header("bad name: x", "-H").is_err());
+        assert_eq!(bearer_secrets(&[h]), vec!["abc".to_string()]);
+    }
+}

@@ -1,0 +1,129 @@
+//! The ordinary client: HTTP/1.1 or HTTP/2 (ALPN) over reqwest, recording every exchange.
+//!
+//! Probes that need exact bytes on the wire use [`super::raw`]; everything else goes here so a
+//! target that speaks only HTTP/2, or sits behind TLS, is exercised the way real clients reach
+//! it. The recorded request is the one reqwest sends: our headers in order plus the Host and
+//! Content-Length it derives, which [`super::raw::prepare`] makes explicit.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::exchange::{Header, ReceivedResponse, SentRequest};
+use super::raw::RawResponse;
+use crate::probes::Request;
+
+/// A shared, pooled client; one per run.
+pub struct Client {
+    inner: reqwest::Client,
+    timeout: Duration,
+    max_body: usize,
+}
+
+impl Client {
+    /// A client that never follows redirects (a 3xx is an answer to judge, not to chase) and
+    /// gives up on any request after `timeout`.
+    pub fn new(timeout: Duration, max_body: usize) -> Result<Client> {
+        let inner = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(timeout)
+            .timeout(timeout)
+            .user_agent(concat!("idem-check/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .context("could not build the HTTP client")?;
+        Ok(Client {
+            inner,
+            timeout,
+            max_body,
+        })
+    }
+
+    /// Sends `req` and returns it as sent with the response or the transport error.
+    pub async fn send(&self, req: &Request) -> (SentRequest, RawResponse) {
+        let sent = req.prepare();
+        let started = Instant::now();
+        let result = self.exchange(&sent).await;
+        let finished = Instant::now();
+        (
+            sent,
+            RawResponse {
+                started,
+                released: None,
+                finished,
+                result,
+            },
+        )
+    }
+
+    async fn exchange(&self, sent: &SentRequest) -> Result<ReceivedResponse, String> {
+        let method = reqwest::Method::from_bytes(sent.method.as_bytes())
+            .map_err(|_| format!("{:?} is not an HTTP method", sent.method))?;
+        let mut builder = self.inner.request(method, &sent.url);
+        for h in &sent.headers {
+            // reqwest derives Host from the URL (and :authority on HTTP/2); sending ours too
+            // would duplicate it on HTTP/2.
+            if h.name.eq_ignore_ascii_case("host") {
+                continue;
+            }
+            let value = reqwest::header::HeaderValue::from_bytes(&h.value).map_err(|_| {
+                format!(
+                    "header {} holds bytes HTTP clients refuse; this probe must use the raw client",
+                    h.name
+                )
+            })?;
+            builder = builder.header(h.name.as_str(), value);
+        }
+        let mut resp = builder
+            .body(sent.body.clone())
+            .send()
+            .await
+            .map_err(|e| describe(&e, self.timeout))?;
+        let status = resp.status().as_u16();
+        let version = format!("{:?}", resp.version());
+        let headers = resp
+            .headers()
+            .iter()
+            .map(|(n, v)| Header::new(n.as_str(), v.as_bytes().to_vec()))
+            .collect();
+        let mut body = Vec::new();
+        let mut truncated = false;
+        while let Some(chunk) = resp
+            .chunk()
+            .await
+            .map_err(|e| format!("reading the body: {}", describe(&e, self.timeout)))?
+        {
+            let room = self.max_body.saturating_sub(body.len());
+            if chunk.len() > room {
+                body.extend_from_slice(&chunk[..room]);
+                truncated = true;
+                break;
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(ReceivedResponse {
+            status,
+            version,
+            headers,
+            body,
+            body_truncated: truncated,
+        })
+    }
+}
+
+/// One line naming what went wrong, with the causes reqwest wraps ("connection refused",
+/// "invalid peer certificate: UnknownIssuer", "timed out after 10 s").
+fn describe(e: &reqwest::Error, timeout: Duration) -> String {
+    if e.is_timeout() {
+        return format!("timed out after {} s", timeout.as_secs_f64());
+    }
+    let mut parts = vec![e.to_string()];
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    parts.join(": ")
+}

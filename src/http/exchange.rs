@@ -1,0 +1,156 @@
+//! The record of one request/response pair, as it really happened on the wire.
+//!
+//! Every probe verdict is backed by exchanges, so an `Exchange` keeps what was *sent* (not what a
+//! template said), what came back or how the transport failed, and when, relative to the start of
+//! the probe. Renderers read nothing else.
+
+use serde::{Serialize, Serializer};
+
+/// A header field exactly as sent or received. Values are bytes because the key-syntax probes put
+/// non-ASCII and control bytes on the wire on purpose.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Header {
+    pub name: String,
+    #[serde(serialize_with = "serialize_bytes")]
+    pub value: Vec<u8>,
+}
+
+impl Header {
+    pub fn new(name: impl Into<String>, value: impl Into<Vec<u8>>) -> Self {
+        Header {
+            name: name.into(),
+            value: value.into(),
+        }
+    }
+
+    /// The value as text, lossily: for comparisons and one-line summaries only.
+    pub fn value_str(&self) -> String {
+        String::from_utf8_lossy(&self.value).into_owned()
+    }
+}
+
+/// The request as it went out: headers in wire order, duplicates kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SentRequest {
+    pub method: String,
+    pub url: String,
+    pub headers: Vec<Header>,
+    #[serde(serialize_with = "serialize_bytes")]
+    pub body: Vec<u8>,
+}
+
+impl SentRequest {
+    /// All values of a header (case-insensitive name), in wire order.
+    pub fn header_values(&self, name: &str) -> Vec<&[u8]> {
+        header_values(&self.headers, name)
+    }
+}
+
+/// The response as it arrived (body already de-chunked).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReceivedResponse {
+    pub status: u16,
+    /// `HTTP/1.1`, `HTTP/2`, …: shown in evidence so users know which path was exercised.
+    pub version: String,
+    pub headers: Vec<Header>,
+    #[serde(serialize_with = "serialize_bytes")]
+    pub body: Vec<u8>,
+    /// True when the body was longer than the capture limit and was cut.
+    pub body_truncated: bool,
+}
+
+impl ReceivedResponse {
+    /// The first value of a header, as text.
+    pub fn header(&self, name: &str) -> Option<String> {
+        header_values(&self.headers, name)
+            .first()
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    }
+
+    /// The media type of the body without parameters, lower-cased.
+    pub fn media_type(&self) -> Option<String> {
+        self.header("content-type").map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase()
+        })
+    }
+
+    /// The body parsed as JSON, if it is JSON.
+    pub fn json(&self) -> Option<serde_json::Value> {
+        serde_json::from_slice(&self.body).ok()
+    }
+
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+}
+
+/// One numbered exchange of a probe.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Exchange {
+    /// 1-based number within the probe; checks cite exchanges by it (`#3`).
+    pub n: usize,
+    /// What this exchange was for: "original", "duplicate 3/8", "count before", …
+    pub role: String,
+    /// Offset of the first byte written, from the start of the probe.
+    pub start_ms: f64,
+    pub duration_ms: f64,
+    /// For synchronised bursts: when the final byte was released, from the start of the probe.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub release_us: Option<f64>,
+    pub request: SentRequest,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response: Option<ReceivedResponse>,
+    /// The transport failure, when there is no response ("connection refused", "timed out after
+    /// 10 s", "dropped by idem-check before reading — lost-response probe").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Exchange {
+    pub fn status(&self) -> Option<u16> {
+        self.response.as_ref().map(|r| r.status)
+    }
+
+    /// The status as shown in summaries: `201`, or `—` when there was no response.
+    pub fn status_text(&self) -> String {
+        match self.status() {
+            Some(s) => s.to_string(),
+            None => "no response".to_string(),
+        }
+    }
+
+    /// End of the exchange, from the start of the probe.
+    pub fn end_ms(&self) -> f64 {
+        self.start_ms + self.duration_ms
+    }
+}
+
+fn header_values<'a>(headers: &'a [Header], name: &str) -> Vec<&'a [u8]> {
+    headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case(name))
+        .map(|h| h.value.as_slice())
+        .collect()
+}
+
+/// Bytes go to JSON as a string when they are UTF-8 and as `{"base64": …}` otherwise, so a
+/// report never silently changes what was on the wire.
+fn serialize_bytes<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    use base64::Engine;
+    use serde::ser::SerializeMap;
+    match std::str::from_utf8(bytes) {
+        Ok(text) => s.serialize_str(text),
+        Err(_) => {
+            let mut map = s.serialize_map(Some(1))?;
+            map.serialize_entry(
+                "base64",
+                &base64::engine::general_purpose::STANDARD.encode(bytes),
+            )?;
+            map.end()
+        }
+    }
+}

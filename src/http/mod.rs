@@ -1,0 +1,13 @@
+//! Everything that talks to the target.
+//!
+//! [`client`] sends ordinary requests (HTTP/1.1 or HTTP/2 over reqwest) and records each one as
+//! an [`exchange::Exchange`]; [`raw`] writes exact bytes for the key-syntax probes and for
+//! dropping a connection on purpose; [`burst`] releases synchronised duplicates for the race
+//! probes; [`curl`] turns a recorded request into a command line a user can rerun.
+
+pub mod burst;
+pub mod client;
+pub mod curl;
+pub mod exchange;
+pub mod raw;
+pub mod tls;

@@ -1,0 +1,119 @@
+//! Idempotency keys on the wire: the syntax a suite expects, and the malformed corpus.
+//!
+//! Draft-07 §2.1 makes the key an RFC 8941 Item whose value is an sf-string (`"…"`); Stripe and
+//! others use a bare value. Encoding goes through the `sfv` crate so escapes are exactly RFC
+//! 8941's, never a hand-rolled approximation.
+
+use std::str::FromStr;
+
+/// How a key is written in the header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeySyntax {
+    /// An RFC 8941 sf-string: `"8e03978e-…"` (draft-07 §2.1).
+    SfString,
+    /// The bare value: `8e03978e-…` (Stripe and many others).
+    Bare,
+}
+
+impl FromStr for KeySyntax {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "sf-string" => Ok(KeySyntax::SfString),
+            "bare" => Ok(KeySyntax::Bare),
+            other => Err(format!(
+                "{other:?} is not a key syntax (sf-string or bare)"
+            )),
+        }
+    }
+}
+
+impl KeySyntax {
+    /// The header value for `key`.
+    pub fn encode(self, key: &str) -> String {
+        match self {
+            KeySyntax::SfString => sf_string(key).unwrap_or_else(|| key.to_string()),
+            KeySyntax::Bare => key.to_string(),
+        }
+    }
+}
+
+/// `key` serialised as an RFC 8941 String (`None` if it holds characters a String cannot).
+pub fn sf_string(key: &str) -> Option<String> {
+    let s = sfv::StringRef::from_str(key).ok()?;
+    Some(sfv::ItemSerializer::new().bare_item(s).finish())
+}
+
+/// A value that is a legal sf-string but exercises every escape and separator a naive parser
+/// trips on: a comma (a list separator), an escaped quote, an escaped backslash and a space.
+pub fn escaped_key(unique: &str) -> String {
+    format!("pay, \"ref\" \\ {unique}")
+}
+
+/// One malformed header value and what makes it malformed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Malformed {
+    pub label: &'static str,
+    pub value: Vec<u8>,
+}
+
+/// The malformed-key corpus of the catalog row, each made unique by `uuid` so a server that
+/// wrongly accepts one cannot replay an earlier run's record instead of executing.
+pub fn malformed_corpus(uuid: &str) -> Vec<Malformed> {
+    use base64::Engine;
+    let simple = uuid.replace('-', "");
+    let number = u64::from_str_radix(&simple[..12], 16).unwrap_or(1) % 999_999_999_999_999;
+    let bytes = base64::engine::general_purpose::STANDARD.encode(simple.as_bytes());
+    let m = |label, value: String| Malformed {
+        label,
+        value: value.into_bytes(),
+    };
+    vec![
+        m("unterminated quote", format!("\"{uuid}")),
+        m("bad escape", format!("\"{uuid}\\q\"")),
+        Malformed {
+            label: "non-ASCII",
+            value: format!("\"{uuid}-clé\"").into_bytes(),
+        },
+        Malformed {
+            label: "control character",
+            value: [
+                b"\"".as_slice(),
+                uuid.as_bytes(),
+                b"\x01\"".as_slice(),
+            ]
+            .concat(),
+        },
+        m("inner list", format!("(\"{uuid}\")")),
+        m("integer", number.to_string()),
+        m("boolean", format!("?1;n=\"{uuid}\"")),
+        m("byte sequence", format!(":{bytes}:")),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sf_string_escapes_quotes_and_backslashes() {
+        assert_eq!(sf_string("abc").unwrap(), "\"abc\"");
+        assert_eq!(
+            sf_string(&escaped_key("u")).unwrap(),
+            r#""pay, \"ref\" \\ u""#
+        );
+        assert!(sf_string("clé").is_none());
+    }
+
+    #[test]
+    fn every_malformed_value_is_rejected_by_an_rfc8941_item_parser_as_a_string() {
+        for m in malformed_corpus("0b9a2a8e-1111-4222-8333-444455556666") {
+            let parsed = sfv::Parser::new(&m.value).parse_item::<sfv::Item>();
+            let is_string = parsed
+                .as_ref()
+                .map(|i| i.bare_item.as_string().is_some())
+                .unwrap_or(false);
+            assert!(!is_string, "{} parsed as a String", m.label);
+        }
+    }
+}

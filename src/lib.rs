@@ -1,0 +1,29 @@
+//! idem-check: does this API really survive a retried POST?
+//!
+//! The pipeline, in one paragraph: [`cli`] parses the command line; [`config`] turns it, the
+//! optional target file ([`target`]) and the suite file ([`suite`]) into one validated
+//! [`config::Config`]; [`runner`] runs the selected probes from [`probes`] (one file per catalog
+//! id) in catalog order, each sending requests through [`http`] (a recording client, plus the
+//! raw wire client and the synchronised burst engine) and turning what it saw into
+//! [`check::Check`]s with the shared verifiers; [`outcome`] decides each probe's verdict; and
+//! [`report`] renders the one [`report::RunReport`] to the terminal, JUnit, JSON and Markdown.
+//! [`reference`] runs the bundled reference server in-process for `run --reference`.
+
+pub mod app;
+pub mod check;
+pub mod cli;
+pub mod config;
+pub mod diagnostic;
+pub mod effects;
+pub mod exit;
+pub mod http;
+pub mod keys;
+pub mod outcome;
+pub mod probes;
+pub mod redact;
+pub mod reference;
+pub mod report;
+pub mod restart;
+pub mod runner;
+pub mod suite;
+pub mod target;

@@ -1,0 +1,39 @@
+//! The `idem-check` binary: parse, run, print an error once, exit with a documented code.
+
+use clap::Parser;
+use idem_check::diagnostic::FileError;
+use idem_check::exit::ExitCode;
+
+fn main() {
+    let opts = match idem_check::cli::Opts::try_parse() {
+        Ok(opts) => opts,
+        Err(e) if e.use_stderr() => {
+            // A usage error is exit 1 (documented), not clap's default 2, which means a bad file.
+            let _ = e.print();
+            std::process::exit(ExitCode::Usage.into());
+        }
+        Err(e) => {
+            let _ = e.print();
+            std::process::exit(ExitCode::Ok.into());
+        }
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("idem-check: error: could not start the async runtime: {e}");
+            std::process::exit(ExitCode::Error.into());
+        }
+    };
+    let code = match runtime.block_on(idem_check::app::run(opts)) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("idem-check: error: {err:#}");
+            if err.chain().any(|e| e.downcast_ref::<FileError>().is_some()) {
+                ExitCode::BadFile
+            } else {
+                ExitCode::Usage
+            }
+        }
+    };
+    std::process::exit(code.into());
+}

@@ -1,0 +1,191 @@
+//! `concurrent-duplicates` ★ — CONTRACT "Enforcement": N duplicates released together (a
+//! synchronised burst) at the start, and further waves while the original is still held in
+//! flight, until it completes — a lock that expires before the work ends is a bug too → at most
+//! one execution (critical); the others 409 or the replay (required); no 5xx (required);
+//! Retry-After on 409 (recommended); afterwards a retry replays (required). Waiting and then
+//! replaying instead of 409 is legal (info). If none overlapped the original: INCONCLUSIVE.
+//! Draft-07 §2.6/§2.7: a request retried while the original is outstanding SHOULD get 409.
+//!
+//! The bursts catch check-then-set races: every duplicate's final byte is released back to back
+//! (see [`crate::http::burst`]), so all of them land inside a window of tens of microseconds.
+
+use futures::FutureExt;
+
+use super::shared::{count_or_stop, is_success};
+use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
+use crate::check;
+use crate::effects::Executions;
+use crate::http::exchange::Exchange;
+use crate::outcome::Stop;
+
+/// Duplicates per burst.
+pub const BURST_SIZE: usize = 16;
+/// Bursts per run, each with a fresh key; the probe stops at the first proven double execution.
+pub const BURSTS: usize = 10;
+/// Duplicates per wave while the original is held.
+const WAVE_SIZE: usize = 4;
+/// Pause between waves.
+const WAVE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(40);
+
+pub const PROBE: ProbeDef = ProbeDef {
+    meta: ProbeMeta {
+        id: "concurrent-duplicates",
+        group: Group::Enforcement,
+        section: "draft-07 §2.6 §2.7",
+        stimulus: "Sends bursts of 16 identical requests whose final bytes are released together, then holds an original in flight and sends waves of duplicates until it completes",
+        requirement: "Concurrent duplicates execute at most once; the others get 409 (with Retry-After) or the replay, never a 5xx; afterwards a retry replays",
+        checks: &[
+            CheckDecl { id: "one-execution", what: "at most one execution per key" },
+            CheckDecl { id: "conflict-or-replay", what: "duplicates get a conflict or the replay" },
+            CheckDecl { id: "no-5xx", what: "no duplicate causes a server error" },
+            CheckDecl { id: "retry-after", what: "409 responses carry Retry-After" },
+            CheckDecl { id: "replay-after", what: "a retry after completion gets the replay" },
+            CheckDecl { id: "waited-replay", what: "duplicates are answered 409 rather than held and replayed" },
+        ],
+        needs: &[],
+    },
+    run: |ctx| run(ctx).boxed(),
+};
+
+/// One key's attempts and how many times it executed.
+struct Round {
+    key: String,
+    attempts: Vec<Exchange>,
+    executions: Executions,
+}
+
+async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
+    let mut rounds = Vec::new();
+    for b in 1..=BURSTS {
+        let before = count_or_stop!(ctx, &format!("count before burst {b}"));
+        let key = ctx.fresh_key();
+        let reqs = vec![ctx.keyed(&key); BURST_SIZE];
+        let attempts = match ctx.burst(&format!("burst {b}/{BURSTS}"), &reqs).await {
+            Ok(a) => a,
+            Err(stop) => return Some(stop),
+        };
+        let after = count_or_stop!(ctx, &format!("count after burst {b}"));
+        let refs: Vec<&Exchange> = attempts.iter().collect();
+        let executions = ctx.executions(before, after, &refs);
+        ctx.note(burst_line(b, &attempts, executions.count));
+        let doubled = executions.count > 1;
+        rounds.push(Round { key, attempts, executions });
+        if doubled {
+            ctx.note(format!("stopped after burst {b}: a double execution is proven"));
+            break;
+        }
+    }
+
+    let mut inconclusive = None;
+    if let (Some(hold), false) = (ctx.config.hold_header.clone(), rounds.iter().any(|r| r.executions.count > 1)) {
+        let before = count_or_stop!(ctx, "count before held original");
+        let key = ctx.fresh_key();
+        let original = ctx.keyed(&key).with_header(&hold.name, hold.value.clone());
+        let (orig, dups) = ctx
+            .held_with_waves(original, ctx.keyed(&key), WAVE_SIZE, WAVE_INTERVAL)
+            .await;
+        let after = count_or_stop!(ctx, "count after held original");
+        let overlapping: Vec<&Exchange> = dups.iter().filter(|d| d.start_ms < orig.end_ms()).collect();
+        if overlapping.is_empty() {
+            inconclusive = Some(Stop::Inconclusive(format!(
+                "#{} completed at +{:.0} ms, before any duplicate started; raise the hold in --hold-header",
+                orig.n,
+                orig.end_ms()
+            )));
+        } else {
+            let first = overlapping.first().map_or(0, |d| d.n);
+            let last = overlapping.last().map_or(0, |d| d.n);
+            ctx.note(format!(
+                "#{first}–#{last} started while #{} was in flight (held {:.0} ms)",
+                orig.n, orig.duration_ms
+            ));
+        }
+        let mut attempts = vec![orig];
+        attempts.extend(dups);
+        let refs: Vec<&Exchange> = attempts.iter().collect();
+        let executions = ctx.executions(before, after, &refs);
+        rounds.push(Round { key, attempts, executions });
+    } else if ctx.config.hold_header.is_none() {
+        ctx.note("no --hold-header: only bursts were sent; a lock that expires while the original is still running cannot be seen");
+    }
+
+    judge(ctx, &rounds).await;
+    inconclusive
+}
+
+async fn judge(ctx: &mut ProbeCtx, rounds: &[Round]) {
+    let Some(worst) = rounds.iter().max_by_key(|r| r.executions.count) else {
+        return;
+    };
+    ctx.push(check::executions_at_most(
+        &ctx.spec("one-execution"),
+        &worst.executions.basis,
+        1,
+        worst.executions.count,
+        worst.executions.exchanges.clone(),
+    ));
+    let all: Vec<&Exchange> = rounds.iter().flat_map(|r| r.attempts.iter()).collect();
+    ctx.push(check::no_server_error(&ctx.spec("no-5xx"), &all));
+
+    let spec = ctx.spec("conflict-or-replay");
+    let mut allowed = spec.expect.clone();
+    for r in rounds {
+        if let Some(s) = r.attempts.iter().find(|e| is_success(e)).and_then(Exchange::status) {
+            allowed.push(s);
+        }
+    }
+    allowed.sort_unstable();
+    allowed.dedup();
+    ctx.push(check::statuses_in(&spec, &all, &allowed));
+
+    let conflicts: Vec<&Exchange> = all
+        .iter()
+        .copied()
+        .filter(|e| e.status().is_some_and(|s| spec.expect.contains(&s)))
+        .collect();
+    if !conflicts.is_empty() {
+        ctx.push(check::header_present(&ctx.spec("retry-after"), "retry-after", &conflicts));
+    }
+    let replays = all.iter().filter(|e| is_success(e)).count();
+    ctx.push(check::observe(
+        &ctx.spec("waited-replay"),
+        !conflicts.is_empty(),
+        format!("{} conflict{}, {replays} 2xx", conflicts.len(), if conflicts.len() == 1 { "" } else { "s" }),
+        Vec::new(),
+    ));
+
+    // After everything completed, a plain retry of the last key must get the replay.
+    let last = rounds.last().expect("rounds is not empty");
+    if let Some(winner) = last.attempts.iter().find(|e| is_success(e)).cloned() {
+        let key = last.key.clone();
+        let retry = ctx.send("retry after completion", ctx.keyed(&key)).await;
+        ctx.push(check::same_body(&ctx.spec("replay-after"), &winner, &retry));
+    }
+}
+
+/// "burst 3: 16 released within 41 µs · 201×1 409×15 · 1 execution".
+fn burst_line(b: usize, attempts: &[Exchange], executions: u64) -> String {
+    let releases: Vec<f64> = attempts.iter().filter_map(|e| e.release_us).collect();
+    let spread = match (
+        releases.iter().cloned().reduce(f64::min),
+        releases.iter().cloned().reduce(f64::max),
+    ) {
+        (Some(lo), Some(hi)) => format!("released within {:.0} µs", hi - lo),
+        _ => "release times unknown".into(),
+    };
+    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+    for e in attempts {
+        *counts.entry(e.status_text()).or_default() += 1;
+    }
+    let statuses = counts
+        .iter()
+        .map(|(s, n)| format!("{s}×{n}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    format!(
+        "burst {b}: #{}–#{} {spread} · {statuses} · {executions} execution{}",
+        attempts.first().map_or(0, |e| e.n),
+        attempts.last().map_or(0, |e| e.n),
+        if executions == 1 { "" } else { "s" }
+    )
+}

@@ -1,0 +1,31 @@
+//! `escaped-key` ★ — CONTRACT "Key syntax": a String holding `,` `\"` `\\` and a space →
+//! accepted; a retry of the same value replays (required). RFC 8941 §3.3.3: inside an sf-string
+//! only `\"` and `\\` are escapes, and commas and spaces are ordinary characters — a server that
+//! splits the field at commas, or unquotes naively, breaks here.
+
+use futures::FutureExt;
+
+use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
+use crate::keys;
+use crate::outcome::Stop;
+
+pub const PROBE: ProbeDef = ProbeDef {
+    meta: ProbeMeta {
+        id: "escaped-key",
+        group: Group::KeySyntax,
+        section: "RFC 8941 §3.3.3, draft-07 §2.1",
+        stimulus: "Sends a key String holding a comma, an escaped quote, an escaped backslash and a space, then the same again",
+        requirement: "Any legal sf-string is a usable key, and a retry with the same value replays",
+        checks: &[
+            CheckDecl { id: "accepted", what: "the request with an escaped key is accepted" },
+            CheckDecl { id: "replays", what: "the retry with the same escaped key does not execute again" },
+        ],
+        needs: &[],
+    },
+    run: |ctx| run(ctx).boxed(),
+};
+
+async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
+    let key = keys::escaped_key(&ctx.fresh_key());
+    super::accepted_then_recognised(ctx, &key, "accepted", "replays").await
+}

@@ -1,0 +1,62 @@
+//! `malformed-key` ★ — CONTRACT "Key syntax": unterminated quote, bad escape, non-ASCII, control
+//! char, inner list, integer, boolean, byte sequence → 4xx and no effect (required); 400
+//! (recommended); never 5xx (required). Draft-07 §5: keys must be validated against a published
+//! format; RFC 8941 §4.2 says a field that fails to parse is to be ignored as a whole, so none of
+//! these is a key at all. The bytes go out through the raw client, exactly as listed.
+
+use futures::FutureExt;
+
+use super::shared::{count_or_stop, is_success};
+use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
+use crate::check;
+use crate::keys;
+use crate::outcome::Stop;
+
+pub const PROBE: ProbeDef = ProbeDef {
+    meta: ProbeMeta {
+        id: "malformed-key",
+        group: Group::KeySyntax,
+        section: "draft-07 §2.1 §5, RFC 8941 §4.2",
+        stimulus: "Sends eight keys that are not RFC 8941 Strings: unterminated quote, bad escape, non-ASCII, control character, inner list, integer, boolean, byte sequence",
+        requirement: "A key that is not an sf-string is refused with a 4xx (400 preferred), never a 5xx, and executes nothing",
+        checks: &[
+            CheckDecl { id: "rejected", what: "every malformed key is refused with a 4xx" },
+            CheckDecl { id: "no-effect", what: "no malformed key executes the operation" },
+            CheckDecl { id: "no-5xx", what: "no malformed key causes a server error" },
+            CheckDecl { id: "status-400", what: "malformed keys get 400" },
+        ],
+        needs: &[],
+    },
+    run: |ctx| run(ctx).boxed(),
+};
+
+async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
+    let before = count_or_stop!(ctx, "count before");
+    let header = ctx.key_header().to_string();
+    let mut sent = Vec::new();
+    for (i, m) in keys::malformed_corpus(&ctx.fresh_key()).into_iter().enumerate() {
+        let req = ctx
+            .request_with_payload(i as u32)
+            .set_header(&header, m.value);
+        sent.push(ctx.send_raw(m.label, req).await);
+    }
+    if sent.iter().all(|e| e.response.is_none()) {
+        return Some(Stop::Error(format!(
+            "no malformed-key request got a response: {}",
+            sent[0].error.clone().unwrap_or_default()
+        )));
+    }
+    let after = count_or_stop!(ctx, "count after");
+    let refs: Vec<_> = sent.iter().collect();
+    ctx.push(check::statuses_within(&ctx.spec("rejected"), &refs, 400, 499));
+    ctx.push(check::no_server_error(&ctx.spec("no-5xx"), &refs));
+    let e = ctx.executions(before, after, &refs);
+    ctx.push(check::executions(&ctx.spec("no-effect"), &e.basis, 0, e.count, e.exchanges));
+    let refused: Vec<_> = refs.iter().copied().filter(|e| !is_success(e)).collect();
+    if !refused.is_empty() {
+        let spec = ctx.spec("status-400");
+        let expect = spec.expect.clone();
+        ctx.push(check::statuses_in(&spec, &refused, &expect));
+    }
+    None
+}

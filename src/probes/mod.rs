@@ -1,0 +1,198 @@
+//! The probe catalog: one file per CONTRACT id, registered here in catalog order.
+//!
+//! A probe is a [`ProbeDef`]: its identity ([`ProbeMeta`]: id, group, section, stimulus,
+//! requirement, the checks it makes and what it needs) plus an async `run` that sends requests
+//! through the [`ProbeCtx`] and pushes checks built by [`crate::check`]'s verifiers. Severities
+//! and expected statuses come from the suite through [`ProbeCtx::spec`], never from the probe.
+
+use futures::future::BoxFuture;
+
+use crate::outcome::Stop;
+
+mod ctx;
+mod shared;
+pub use ctx::{ProbeCtx, Request};
+use shared::accepted_then_recognised;
+
+pub mod concurrent_duplicates;
+pub mod escaped_key;
+pub mod first_request;
+pub mod malformed_key;
+pub mod missing_key;
+pub mod payload_mismatch;
+pub mod quoted_key;
+pub mod replay_identity;
+pub mod restart_persistence;
+pub mod tenant_isolation;
+
+/// The catalog's groups (CONTRACT headings); `--group` selects by these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Group {
+    KeySyntax,
+    Enforcement,
+    Scope,
+    Durability,
+}
+
+impl Group {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Group::KeySyntax => "key-syntax",
+            Group::Enforcement => "enforcement",
+            Group::Scope => "scope",
+            Group::Durability => "durability",
+        }
+    }
+}
+
+/// Something a probe needs from the target description; without it the probe SKIPs and names
+/// the option that provides it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Need {
+    /// A second identity (`--tenant-b-header`).
+    SecondTenant,
+    /// A restart hook (`--restart-cmd` + `--ready-url`).
+    RestartHook,
+    /// A way to hold the original in flight (`--hold-header`).
+    HoldHeader,
+}
+
+impl Need {
+    /// The option to pass, as shown in SKIP reasons and `idem-check list`.
+    pub fn option(self) -> &'static str {
+        match self {
+            Need::SecondTenant => "--tenant-b-header",
+            Need::RestartHook => "--restart-cmd (with --ready-url)",
+            Need::HoldHeader => "--hold-header",
+        }
+    }
+
+    pub fn what(self) -> &'static str {
+        match self {
+            Need::SecondTenant => "a second tenant",
+            Need::RestartHook => "a restart hook",
+            Need::HoldHeader => "a way to hold the original request in flight",
+        }
+    }
+}
+
+/// A check a probe makes: its id (the key in suite files) and one line saying what it checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckDecl {
+    pub id: &'static str,
+    pub what: &'static str,
+}
+
+/// A probe's identity, as listed by `idem-check list` and written into every report.
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeMeta {
+    /// Stable CONTRACT id: what `--probe` selects and what JUnit testcases are named after.
+    pub id: &'static str,
+    pub group: Group,
+    /// Where the requirement comes from ("draft-07 §2.7").
+    pub section: &'static str,
+    /// "Sends …".
+    pub stimulus: &'static str,
+    /// The normative sentence, restated.
+    pub requirement: &'static str,
+    pub checks: &'static [CheckDecl],
+    /// Preconditions; the probe SKIPs when one is missing. Soft needs (a probe that works
+    /// without, but less well) are not listed here.
+    pub needs: &'static [Need],
+}
+
+/// The async body of a probe: sends, pushes checks into the context, and returns how it stopped
+/// (`None` when it judged everything it meant to).
+pub type RunFn = for<'a> fn(&'a mut ProbeCtx) -> BoxFuture<'a, Option<Stop>>;
+
+/// A catalog entry.
+#[derive(Clone, Copy)]
+pub struct ProbeDef {
+    pub meta: ProbeMeta,
+    pub run: RunFn,
+}
+
+/// Every probe, in catalog order: the order of reports and of `idem-check list`.
+pub fn catalog() -> Vec<ProbeDef> {
+    vec![
+        first_request::PROBE,
+        missing_key::PROBE,
+        quoted_key::PROBE,
+        escaped_key::PROBE,
+        malformed_key::PROBE,
+        replay_identity::PROBE,
+        concurrent_duplicates::PROBE,
+        payload_mismatch::PROBE,
+        tenant_isolation::PROBE,
+        restart_persistence::PROBE,
+    ]
+}
+
+/// The catalog entry with this id.
+pub fn find(id: &str) -> Option<ProbeDef> {
+    catalog().into_iter().find(|p| p.meta.id == id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    /// The ids of the CONTRACT catalog that are implemented, in catalog order; a renamed or
+    /// reordered probe must be changed here on purpose.
+    const CONTRACT_ORDER: &[&str] = &[
+        "first-request",
+        "missing-key",
+        "quoted-key",
+        "escaped-key",
+        "bare-token",
+        "malformed-key",
+        "duplicate-header",
+        "empty-key",
+        "oversized-key",
+        "key-parameters",
+        "replay-identity",
+        "concurrent-duplicates",
+        "payload-mismatch",
+        "mismatch-no-poison",
+        "distinct-keys-independent",
+        "lost-response",
+        "error-not-cached",
+        "loser-does-not-unlock",
+        "spoofed-marker-headers",
+        "wedged-key-recovery",
+        "tenant-isolation",
+        "cross-endpoint",
+        "restart-persistence",
+        "cross-replica",
+    ];
+
+    #[test]
+    fn every_probe_declares_its_five_things() {
+        let mut ids = HashSet::new();
+        for p in catalog() {
+            let m = p.meta;
+            assert!(ids.insert(m.id), "duplicate id {}", m.id);
+            assert!(!m.section.is_empty(), "{}: empty section", m.id);
+            assert!(m.stimulus.starts_with("Sends"), "{}: stimulus", m.id);
+            assert!(!m.requirement.is_empty(), "{}: empty requirement", m.id);
+            assert!(!m.checks.is_empty(), "{}: no checks", m.id);
+            let mut check_ids = HashSet::new();
+            for c in m.checks {
+                assert!(check_ids.insert(c.id), "{}: duplicate check {}", m.id, c.id);
+                assert!(!c.what.is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn registry_follows_the_contract_catalog_order() {
+        let ids: Vec<&str> = catalog().iter().map(|p| p.meta.id).collect();
+        let expected: Vec<&str> = CONTRACT_ORDER
+            .iter()
+            .copied()
+            .filter(|id| ids.contains(id))
+            .collect();
+        assert_eq!(ids, expected, "registry ids must be CONTRACT ids in catalog order");
+    }
+}

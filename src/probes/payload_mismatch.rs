@@ -1,0 +1,64 @@
+//! `payload-mismatch` ★ — CONTRACT "Enforcement": same key, different payload → 422 (required);
+//! no effect (critical); problem+json or Link (recommended). Draft-07 §2.2: a key MUST NOT be
+//! reused with a different payload; §2.7: "If there is an attempt to reuse an idempotency key
+//! with a different request payload, the resource server SHOULD reply with a HTTP 422 status".
+
+use futures::FutureExt;
+
+use super::shared::{count_or_stop, is_success};
+use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
+use crate::check;
+use crate::outcome::Stop;
+
+pub const PROBE: ProbeDef = ProbeDef {
+    meta: ProbeMeta {
+        id: "payload-mismatch",
+        group: Group::Enforcement,
+        section: "draft-07 §2.2 §2.7",
+        stimulus: "Sends the operation with a key, then the same key with a different payload",
+        requirement: "A key reused with another payload is refused with 422 and executes nothing",
+        checks: &[
+            CheckDecl { id: "status", what: "the reused key with another payload is refused" },
+            CheckDecl { id: "no-effect", what: "the reused key with another payload executes nothing" },
+            CheckDecl { id: "problem-details", what: "the error is problem+json or links its documentation" },
+        ],
+        needs: &[],
+    },
+    run: |ctx| run(ctx).boxed(),
+};
+
+async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
+    if !ctx.payloads_vary() {
+        return Some(Stop::Skip(
+            "cannot build a different payload: put {{unique}} in the body template (-d)".into(),
+        ));
+    }
+    let key = ctx.fresh_key();
+    let original = ctx.send("original", ctx.keyed(&key)).await;
+    if !is_success(&original) {
+        return Some(Stop::Error(format!(
+            "the original request (#{}) got {}, so a mismatch cannot be tried",
+            original.n,
+            original.status_text()
+        )));
+    }
+    let before = count_or_stop!(ctx, "count before");
+    let other = ctx
+        .send("other payload", ctx.keyed_with_payload(&key, 1))
+        .await;
+    let after = count_or_stop!(ctx, "count after");
+    ctx.push(check::status_in(&ctx.spec("status"), &other));
+    let e = if before.is_some() {
+        ctx.executions(before, after, &[&other])
+    } else {
+        // Without a counter, an execution shows as a 2xx with a new id or body.
+        let mut e = ctx.executions(None, None, &[&original, &other]);
+        e.count = e.count.saturating_sub(1);
+        e
+    };
+    ctx.push(check::executions(&ctx.spec("no-effect"), &e.basis, 0, e.count, e.exchanges));
+    if !is_success(&other) && other.response.is_some() {
+        ctx.push(check::problem_details(&ctx.spec("problem-details"), &other));
+    }
+    None
+}

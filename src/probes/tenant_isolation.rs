@@ -1,0 +1,90 @@
+//! `tenant-isolation` ★ — CONTRACT "Scope and security": tenant B sends tenant A's key, same
+//! payload; then with another payload → B's request executes independently and never receives
+//! A's body (critical: data leak); no 422 that reveals A's key exists (required). Draft-07 §5:
+//! the lookup key SHOULD combine the client's key with client-specific attributes, otherwise one
+//! client can read another's cached responses.
+
+use futures::FutureExt;
+
+use super::shared::is_success;
+use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
+use crate::check;
+use crate::http::exchange::Exchange;
+use crate::outcome::Stop;
+
+pub const PROBE: ProbeDef = ProbeDef {
+    meta: ProbeMeta {
+        id: "tenant-isolation",
+        group: Group::Scope,
+        section: "draft-07 §5",
+        stimulus: "Sends two keys as tenant A, then the same keys as tenant B: one with A's payload, one with another payload",
+        requirement: "Keys are scoped to the authenticated client: B's requests execute on their own, never see A's response, and never learn that A used the key",
+        checks: &[
+            CheckDecl { id: "executes", what: "tenant B's request with A's key executes independently" },
+            CheckDecl { id: "no-leak", what: "tenant B never receives tenant A's response" },
+            CheckDecl { id: "no-existence-leak", what: "tenant B's other payload with A's key is not refused as a mismatch" },
+        ],
+        needs: &[Need::SecondTenant],
+    },
+    run: |ctx| run(ctx).boxed(),
+};
+
+async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
+    if let Some(skip) = ctx.missing(Need::SecondTenant) {
+        return Some(skip);
+    }
+    let same_key = ctx.fresh_key();
+    let other_key = ctx.fresh_key();
+    let a1 = ctx.send("tenant A, key 1", ctx.keyed(&same_key)).await;
+    let a2 = ctx.send("tenant A, key 2", ctx.keyed(&other_key)).await;
+    for a in [&a1, &a2] {
+        if !is_success(a) {
+            return Some(Stop::Error(format!(
+                "tenant A's request #{} got {}, so there is nothing to isolate",
+                a.n,
+                a.status_text()
+            )));
+        }
+    }
+    let b1_req = ctx.as_tenant_b(ctx.keyed(&same_key))?;
+    let b1 = ctx.send("tenant B, key 1, A's payload", b1_req).await;
+    let b2_req = ctx.as_tenant_b(ctx.keyed_with_payload(&other_key, 1))?;
+    let b2 = ctx.send("tenant B, key 2, other payload", b2_req).await;
+
+    let (a_value, b_value) = identity(ctx, &a1, &b1);
+    let executes = if is_success(&b1) {
+        check::values_relation(
+            &ctx.spec("executes"),
+            "response identity",
+            &[(a1.n, a_value.clone()), (b1.n, b_value)],
+            false,
+        )
+    } else {
+        check::success(&ctx.spec("executes"), &b1)
+    };
+    ctx.push(executes);
+    match ctx.resource_id(&a1) {
+        Some(a_id) => ctx.push(check::body_excludes(&ctx.spec("no-leak"), "tenant A's resource id", &a_id, &b1)),
+        None => {
+            let a_body = String::from_utf8_lossy(&a1.response.as_ref().map(|r| r.body.clone()).unwrap_or_default()).into_owned();
+            ctx.push(check::body_excludes(&ctx.spec("no-leak"), "tenant A's response body", &a_body, &b1));
+        }
+    }
+    ctx.push(check::status_not_in(&ctx.spec("no-existence-leak"), &b2, &[409, 422]));
+    ctx.note(format!("A's keys: {same_key}, {other_key}"));
+    None
+}
+
+/// What tells two responses apart: the resource id when `--id-pointer` is given, else the body.
+fn identity(ctx: &ProbeCtx, a: &Exchange, b: &Exchange) -> (Option<String>, Option<String>) {
+    if ctx.config.id_pointer.is_some() {
+        (ctx.resource_id(a), ctx.resource_id(b))
+    } else {
+        let body = |e: &Exchange| {
+            e.response
+                .as_ref()
+                .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        };
+        (body(a), body(b))
+    }
+}

@@ -1,0 +1,130 @@
+//! The result model every renderer reads, and the renderers.
+//!
+//! A run produces one [`RunReport`]; `terminal`, `junit`, `json` and `markdown` are pure functions
+//! of it (plus [`RenderOptions`]), so they cannot disagree about a verdict. `evidence` holds the
+//! plain-text block shared by the terminal recap and the JUnit failure body.
+
+use serde::Serialize;
+
+use crate::check::Check;
+use crate::http::exchange::Exchange;
+use crate::outcome::Outcome;
+
+pub mod evidence;
+pub mod file;
+pub mod json;
+pub mod junit;
+pub mod markdown;
+pub mod terminal;
+
+/// The JSON schema id; bumped only when a field changes meaning or disappears.
+pub const SCHEMA: &str = "idem-check.report/1";
+
+/// Everything a run found, in catalog order.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    pub schema: &'static str,
+    pub tool: ToolInfo,
+    /// The operation checked (`POST http://…/api/payments`), secrets already removed.
+    pub target: String,
+    pub suite: String,
+    pub strict: bool,
+    /// RFC 3339, UTC.
+    pub started_at: String,
+    pub duration_ms: f64,
+    /// True when Ctrl-C stopped the run: the probes listed are the ones that finished.
+    pub interrupted: bool,
+    /// One-line facts about the run shown in headers and JUnit `<system-out>` ("2 tenants").
+    pub context: Vec<String>,
+    pub summary: Summary,
+    pub probes: Vec<ProbeReport>,
+}
+
+/// Tool name and version, so a stored report says what produced it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolInfo {
+    pub name: &'static str,
+    pub version: &'static str,
+}
+
+impl Default for ToolInfo {
+    fn default() -> Self {
+        ToolInfo {
+            name: "idem-check",
+            version: env!("CARGO_PKG_VERSION"),
+        }
+    }
+}
+
+/// Counts per outcome.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub probes: usize,
+    pub passed: usize,
+    pub warned: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    pub inconclusive: usize,
+    pub errors: usize,
+}
+
+impl Summary {
+    /// Counts the outcomes of `probes`.
+    pub fn of(probes: &[ProbeReport]) -> Self {
+        let mut s = Summary {
+            probes: probes.len(),
+            ..Summary::default()
+        };
+        for p in probes {
+            match p.outcome {
+                Outcome::Pass => s.passed += 1,
+                Outcome::Warn => s.warned += 1,
+                Outcome::Fail => s.failed += 1,
+                Outcome::Skip => s.skipped += 1,
+                Outcome::Inconclusive => s.inconclusive += 1,
+                Outcome::Error => s.errors += 1,
+            }
+        }
+        s
+    }
+}
+
+/// One probe's verdict with its proof.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProbeReport {
+    pub id: &'static str,
+    pub group: &'static str,
+    /// Where the requirement comes from: "draft-07 §2.7", "RFC 8941 §3.3.3".
+    pub section: &'static str,
+    /// What is sent, in "Sends …" form.
+    pub stimulus: &'static str,
+    /// The normative sentence restated.
+    pub requirement: &'static str,
+    pub outcome: Outcome,
+    /// One line: the first failed check, or why it skipped / was inconclusive / errored.
+    pub reason: String,
+    /// How executions were counted ("counter GET …/count (/count)", "distinct ids at /id", "bodies").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effect_basis: Option<String>,
+    pub duration_ms: f64,
+    pub checks: Vec<Check>,
+    /// Timeline facts for concurrency probes ("#3–#9 started while #2 was in flight").
+    pub timeline: Vec<String>,
+    pub exchanges: Vec<Exchange>,
+}
+
+impl ProbeReport {
+    /// The exchange numbered `n`.
+    pub fn exchange(&self, n: usize) -> Option<&Exchange> {
+        self.exchanges.iter().find(|e| e.n == n)
+    }
+}
+
+/// How renderers present a report (never what it says).
+#[derive(Debug, Clone, Default)]
+pub struct RenderOptions {
+    /// ANSI colour in terminal output.
+    pub color: bool,
+    /// Secrets to mask wherever evidence goes (tokens named by the target, Authorization values).
+    pub secrets: Vec<String>,
+}

@@ -1,0 +1,141 @@
+//! Runs the selected probes and assembles the [`RunReport`].
+//!
+//! Probes run one at a time, in catalog order: most of them count effects with a counter the
+//! whole target shares, and two probes in flight at once would count each other's executions.
+//! `first-request` runs first as a pre-flight; if the baseline operation does not work, every
+//! other probe is reported as one ERROR naming that cause instead of twenty confusing FAILs.
+//! Ctrl-C stops the run between or inside probes; the finished probes are still reported.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Result;
+
+use crate::config::Config;
+use crate::http::client::Client;
+use crate::outcome::{decide, Outcome, Stop};
+use crate::probes::{ProbeCtx, ProbeDef};
+use crate::report::{ProbeReport, RunReport, Summary, ToolInfo, SCHEMA};
+
+/// Longest a single probe may run before it is stopped and reported as ERROR.
+pub const PROBE_TIME_LIMIT: Duration = Duration::from_secs(180);
+
+/// Callbacks for live progress; the runner itself prints nothing.
+pub trait Observer {
+    fn started(&self, id: &str);
+    fn finished(&self, report: &ProbeReport);
+}
+
+/// Runs `config.selection` and returns the report. `interrupt` resolves on Ctrl-C.
+pub async fn run(
+    config: Arc<Config>,
+    observer: &dyn Observer,
+    interrupt: impl Future<Output = ()>,
+) -> Result<RunReport> {
+    let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let start = Instant::now();
+    let client = Arc::new(Client::new(config.timeout, config.max_body)?);
+    let mut probes = Vec::new();
+    let mut interrupted = false;
+    let mut preflight_failure: Option<String> = None;
+    tokio::pin!(interrupt);
+
+    for def in config.selection.clone() {
+        observer.started(def.meta.id);
+        let report = if let Some(cause) = &preflight_failure {
+            skipped_report(&def, Outcome::Error, cause.clone())
+        } else {
+            let mut ctx = ProbeCtx::new(config.clone(), client.clone(), def.meta);
+            let probe_start = Instant::now();
+            let stop = tokio::select! {
+                biased;
+                _ = &mut interrupt => {
+                    interrupted = true;
+                    None
+                }
+                stop = tokio::time::timeout(PROBE_TIME_LIMIT, (def.run)(&mut ctx)) => match stop {
+                    Ok(stop) => stop,
+                    Err(_) => Some(Stop::Error(format!(
+                        "the probe did not finish within {} s; the target may be hanging (raise --timeout?)",
+                        PROBE_TIME_LIMIT.as_secs()
+                    ))),
+                },
+            };
+            if interrupted {
+                break;
+            }
+            let report = finish(&def, &config, ctx, stop.as_ref(), probe_start);
+            if def.meta.id == "first-request" && report.outcome != Outcome::Pass {
+                preflight_failure = Some(format!(
+                    "not run: the pre-flight first-request did not pass ({})",
+                    report.reason
+                ));
+            }
+            report
+        };
+        observer.finished(&report);
+        probes.push(report);
+    }
+
+    let summary = Summary::of(&probes);
+    let op = &config.operation;
+    let mut context = vec![format!("{} tenant{}", 1 + usize::from(config.tenant_b.is_some()), if config.tenant_b.is_some() { "s" } else { "" })];
+    if let Some(c) = &config.counter {
+        context.push(format!("effects counted with {}", c.describe()));
+    }
+    Ok(RunReport {
+        schema: SCHEMA,
+        tool: ToolInfo::default(),
+        target: format!("{} {}", op.method, op.url),
+        suite: config.suite.name.clone(),
+        strict: config.strict,
+        started_at,
+        duration_ms: start.elapsed().as_secs_f64() * 1000.0,
+        interrupted,
+        context,
+        summary,
+        probes,
+    })
+}
+
+fn finish(
+    def: &ProbeDef,
+    config: &Config,
+    ctx: ProbeCtx,
+    stop: Option<&Stop>,
+    started: Instant,
+) -> ProbeReport {
+    let verdict = decide(&ctx.checks, stop, config.strict);
+    ProbeReport {
+        id: def.meta.id,
+        group: def.meta.group.as_str(),
+        section: def.meta.section,
+        stimulus: def.meta.stimulus,
+        requirement: def.meta.requirement,
+        outcome: verdict.outcome,
+        reason: verdict.reason,
+        effect_basis: ctx.basis,
+        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+        checks: ctx.checks,
+        timeline: ctx.timeline,
+        exchanges: ctx.exchanges,
+    }
+}
+
+fn skipped_report(def: &ProbeDef, outcome: Outcome, reason: String) -> ProbeReport {
+    ProbeReport {
+        id: def.meta.id,
+        group: def.meta.group.as_str(),
+        section: def.meta.section,
+        stimulus: def.meta.stimulus,
+        requirement: def.meta.requirement,
+        outcome,
+        reason,
+        effect_basis: None,
+        duration_ms: 0.0,
+        checks: Vec::new(),
+        timeline: Vec::new(),
+        exchanges: Vec::new(),
+    }
+}

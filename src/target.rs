@@ -1,0 +1,203 @@
+//! Target files: the same description as the `run` flags, in TOML, for CI jobs.
+//!
+//! ```toml
+//! url = "https://api.example.com/v1/payments"
+//! method = "POST"
+//! headers = ["Authorization: Bearer ${PAYMENTS_TOKEN}", "Content-Type: application/json"]
+//! body = '{"amountCents":1250,"currency":"EUR","reference":"{{unique}}"}'
+//! id-pointer = "/id"
+//! hold-header = "X-Test-Delay-Ms: 300"
+//! [counter]
+//! url = "https://api.example.com/v1/payments/count"
+//! pointer = "/count"
+//! [tenant-b]
+//! headers = ["Authorization: Bearer ${PAYMENTS_TOKEN_B}"]
+//! [restart]
+//! command = "systemctl restart payments"
+//! ready-url = "https://api.example.com/healthz"
+//! timeout = "30s"
+//! ```
+//!
+//! `${VAR}` is replaced from the environment in every string; the substituted values are
+//! treated as secrets and masked in every report. Errors point at `file:line:col`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::config::TargetSpec;
+use crate::diagnostic::FileError;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct TargetFile {
+    url: Spanned<String>,
+    method: Option<Spanned<String>>,
+    #[serde(default)]
+    headers: Vec<Spanned<String>>,
+    body: Option<Spanned<String>>,
+    body_file: Option<Spanned<String>>,
+    id_pointer: Option<Spanned<String>>,
+    hold_header: Option<Spanned<String>>,
+    counter: Option<CounterTable>,
+    tenant_b: Option<TenantTable>,
+    restart: Option<RestartTable>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct CounterTable {
+    url: Option<Spanned<String>>,
+    pointer: Option<Spanned<String>>,
+    command: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct TenantTable {
+    headers: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RestartTable {
+    command: Spanned<String>,
+    ready_url: Option<Spanned<String>>,
+    timeout: Option<Spanned<String>>,
+}
+
+/// Reads a target file; `env` supplies `${VAR}` values (the process environment in the CLI).
+pub fn load(path: &Path, env: &BTreeMap<String, String>) -> Result<TargetSpec, FileError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        FileError::at(&shown, "", None, format!("cannot read the target file: {e}"))
+    })?;
+    parse(&shown, &text, env, path.parent().unwrap_or(Path::new(".")))
+}
+
+/// Parses target file text; `base` resolves `body-file`.
+pub fn parse(
+    path: &str,
+    text: &str,
+    env: &BTreeMap<String, String>,
+    base: &Path,
+) -> Result<TargetSpec, FileError> {
+    let file: TargetFile = toml::from_str(text)
+        .map_err(|e| FileError::at(path, text, e.span(), format!("invalid target file: {}", e.message())))?;
+    let mut secrets = Vec::new();
+    let mut sub = |s: &Spanned<String>| -> Result<String, FileError> {
+        substitute(s.get_ref(), env, &mut secrets)
+            .map_err(|m| FileError::at(path, text, Some(s.span()), m))
+    };
+    let mut spec = TargetSpec {
+        url: sub(&file.url)?,
+        ..TargetSpec::default()
+    };
+    spec.method = file.method.as_ref().map(&mut sub).transpose()?;
+    spec.headers = file.headers.iter().map(&mut sub).collect::<Result<_, _>>()?;
+    spec.body = match (&file.body, &file.body_file) {
+        (Some(_), Some(f)) => {
+            return Err(FileError::at(path, text, Some(f.span()), "give either body or body-file, not both"))
+        }
+        (Some(b), None) => Some(sub(b)?),
+        (None, Some(f)) => {
+            let p = base.join(sub(f)?);
+            Some(std::fs::read_to_string(&p).map_err(|e| {
+                FileError::at(path, text, Some(f.span()), format!("cannot read {}: {e}", p.display()))
+            })?)
+        }
+        (None, None) => None,
+    };
+    spec.id_pointer = file.id_pointer.as_ref().map(&mut sub).transpose()?;
+    spec.hold_header = file.hold_header.as_ref().map(&mut sub).transpose()?;
+    if let Some(c) = &file.counter {
+        spec.count_url = c.url.as_ref().map(&mut sub).transpose()?;
+        spec.count_pointer = c.pointer.as_ref().map(&mut sub).transpose()?;
+        spec.count_cmd = c.command.as_ref().map(&mut sub).transpose()?;
+    }
+    if let Some(b) = &file.tenant_b {
+        spec.tenant_b_headers = b.headers.iter().map(&mut sub).collect::<Result<_, _>>()?;
+    }
+    if let Some(r) = &file.restart {
+        spec.restart_cmd = Some(sub(&r.command)?);
+        spec.ready_url = r.ready_url.as_ref().map(&mut sub).transpose()?;
+        if let Some(t) = &r.timeout {
+            let d = humantime::parse_duration(t.get_ref()).map_err(|e| {
+                FileError::at(path, text, Some(t.span()), format!("{:?} is not a duration: {e}", t.get_ref()))
+            })?;
+            spec.restart_timeout = Some(d);
+        }
+    }
+    // Check the shapes the config builder would reject, here where the span is known.
+    for h in file.headers.iter().chain(file.tenant_b.iter().flat_map(|b| b.headers.iter())) {
+        if !h.get_ref().contains(':') {
+            return Err(FileError::at(path, text, Some(h.span()), "a header is written 'Name: value'"));
+        }
+    }
+    if url::Url::parse(&spec.url).is_err() {
+        return Err(FileError::at(path, text, Some(file.url.span()), format!("{:?} is not a URL", spec.url)));
+    }
+    drop(sub);
+    spec.secrets = secrets;
+    Ok(spec)
+}
+
+/// Replaces `${VAR}` with its value, collecting the values as secrets.
+fn substitute(
+    s: &str,
+    env: &BTreeMap<String, String>,
+    secrets: &mut Vec<String>,
+) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| "unterminated ${…}".to_string())?;
+        let name = &after[..end];
+        let value = env
+            .get(name)
+            .ok_or_else(|| format!("environment variable {name} is not set"))?;
+        secrets.push(value.clone());
+        out.push_str(value);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> BTreeMap<String, String> {
+        [("TOKEN".to_string(), "s3cr3t".to_string())].into()
+    }
+
+    #[test]
+    fn substitutes_and_collects_secrets() {
+        let text = "url = \"http://127.0.0.1:1/p\"\nheaders = [\"Authorization: Bearer ${TOKEN}\"]\n";
+        let t = parse("t.toml", text, &env(), Path::new(".")).unwrap();
+        assert_eq!(t.headers, vec!["Authorization: Bearer s3cr3t"]);
+        assert_eq!(t.secrets, vec!["s3cr3t"]);
+    }
+
+    #[test]
+    fn missing_variable_is_located() {
+        let text = "url = \"http://127.0.0.1:1/p\"\nheaders = [\"Authorization: Bearer ${NOPE}\"]\n";
+        let e = parse("t.toml", text, &env(), Path::new(".")).unwrap_err();
+        assert_eq!((e.line, e.col), (2, 12));
+        assert!(e.message.contains("NOPE"));
+    }
+
+    #[test]
+    fn unknown_key_is_located() {
+        let text = "url = \"http://127.0.0.1:1/p\"\nmethd = \"POST\"\n";
+        let e = parse("t.toml", text, &env(), Path::new(".")).unwrap_err();
+        assert_eq!(e.line, 2);
+    }
+}

@@ -1,0 +1,46 @@
+//! Runs the checker, as a library, against the reference server started in-process on
+//! 127.0.0.1:0 (optionally with a fault).
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use idem_check::config::{Config, RunOptions};
+use idem_check::reference::Reference;
+use idem_check::report::{ProbeReport, RunReport};
+use idem_check::runner::{self, Observer};
+use idem_reference_server::Fault;
+
+struct Quiet;
+
+impl Observer for Quiet {
+    fn started(&self, _id: &str) {}
+    fn finished(&self, _report: &ProbeReport) {}
+}
+
+/// Runs `probes` (all when empty) of the default suite against the reference server.
+pub async fn run_reference(fault: Option<Fault>, probes: &[&str], strict: bool) -> RunReport {
+    let reference = Reference::start(fault).await.expect("reference server starts");
+    let opts = RunOptions {
+        probes: probes.iter().map(|p| p.to_string()).collect(),
+        strict,
+        ..RunOptions::default()
+    };
+    let config = Config::build(reference.target(), &opts, Some(reference.restart_hook()))
+        .expect("reference target is valid");
+    let report = runner::run(Arc::new(config), &Quiet, std::future::pending())
+        .await
+        .expect("run completes");
+    reference.stop().await.expect("reference server stops");
+    report
+}
+
+/// "id OUTCOME reason" lines, for assertion messages.
+pub fn outcomes(report: &RunReport) -> String {
+    report
+        .probes
+        .iter()
+        .map(|p| format!("{} {} — {}", p.id, p.outcome.as_str(), p.reason))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
