@@ -1,0 +1,271 @@
+//! Shared by the integration tests: start the server in-process on 127.0.0.1:0, and a tiny
+//! raw HTTP/1.1 client that can send what a well-behaved client library would refuse to
+//! (two `Idempotency-Key` lines, non-ASCII bytes) and can hang up before the answer.
+
+#![allow(dead_code)] // each test binary uses a different subset of these helpers
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use idem_reference_server::{run, Config, DbLocation};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// Every request and every server run gets at most this long.
+pub const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A server running in this process.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub db: PathBuf,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+impl TestServer {
+    /// Stops the server and waits until it has closed its store.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let result = tokio::time::timeout(TIMEOUT, &mut self.task)
+            .await
+            .expect("server did not stop in time")
+            .expect("server task panicked");
+        result.expect("server returned an error");
+    }
+
+    pub fn client(&self) -> Client {
+        Client { addr: self.addr }
+    }
+}
+
+/// A fresh temporary directory for a database file; keep it alive for the test's duration.
+pub fn temp_db() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("test.db");
+    (dir, path)
+}
+
+/// Starts a server on `db` with `configure` applied to the defaults.
+pub async fn start_on(db: &Path, configure: impl FnOnce(&mut Config)) -> TestServer {
+    let mut config = Config::new(DbLocation::File(db.to_owned()));
+    configure(&mut config);
+    start_with(config, db).await
+}
+
+/// Starts a server with exactly `config`.
+pub async fn start_with(config: Config, db: &Path) -> TestServer {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(run(listener, config, async {
+        let _ = stopped.await;
+    }));
+    TestServer {
+        addr,
+        db: db.to_owned(),
+        stop: Some(stop),
+        task,
+    }
+}
+
+/// A request, kept as raw header lines so that tests can send anything.
+#[derive(Clone, Debug)]
+pub struct Req {
+    method: &'static str,
+    path: String,
+    headers: Vec<(String, Vec<u8>)>,
+    body: Vec<u8>,
+}
+
+impl Req {
+    pub fn get(path: &str) -> Self {
+        Self {
+            method: "GET",
+            path: path.to_owned(),
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
+    pub fn post(path: &str) -> Self {
+        Self {
+            method: "POST",
+            ..Self::get(path)
+        }
+    }
+
+    /// A payment creation by `token`, with `key` as the raw header value.
+    pub fn payment(token: &str, key: &str, body: &str) -> Self {
+        Self::post("/api/payments").token(token).key(key).json(body)
+    }
+
+    pub fn header(mut self, name: &str, value: impl AsRef<[u8]>) -> Self {
+        self.headers
+            .push((name.to_owned(), value.as_ref().to_vec()));
+        self
+    }
+
+    pub fn token(self, token: &str) -> Self {
+        self.header("Authorization", format!("Bearer {token}"))
+    }
+
+    /// Adds one `Idempotency-Key` line with exactly this text.
+    pub fn key(self, raw: &str) -> Self {
+        self.header("Idempotency-Key", raw)
+    }
+
+    pub fn json(mut self, body: &str) -> Self {
+        self.body = body.as_bytes().to_vec();
+        self.header("Content-Type", "application/json")
+    }
+
+    pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
+        self.body = body.into();
+        self
+    }
+
+    pub fn to_bytes(&self, close: bool) -> Vec<u8> {
+        let mut out =
+            format!("{} {} HTTP/1.1\r\nHost: test\r\n", self.method, self.path).into_bytes();
+        for (name, value) in &self.headers {
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        }
+        if close {
+            out.extend_from_slice(b"Connection: close\r\n");
+        }
+        out.extend_from_slice(format!("Content-Length: {}\r\n\r\n", self.body.len()).as_bytes());
+        out.extend_from_slice(&self.body);
+        out
+    }
+}
+
+/// A parsed response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The `id` of a JSON body.
+    pub fn id(&self) -> String {
+        self.json()["id"].as_str().unwrap_or_default().to_owned()
+    }
+
+    /// Asserts the RFC 9457 shape and returns the problem's `type`.
+    pub fn assert_problem(&self, status: u16) -> String {
+        assert_eq!(self.status, status, "body: {}", self.text());
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/problem+json")
+        );
+        let body = self.json();
+        assert_eq!(body["status"], status);
+        assert!(body["title"].is_string() && body["detail"].is_string());
+        body["type"].as_str().expect("type").to_owned()
+    }
+
+    /// Asserts a problem about the idempotency contract: problem+json and `Link` describedby.
+    pub fn assert_idempotency_problem(&self, status: u16) {
+        self.assert_problem(status);
+        let link = self.header("link").expect("Link header");
+        assert!(link.contains("rel=\"describedby\""), "{link}");
+    }
+}
+
+/// Sends requests to one server, one connection per request.
+#[derive(Clone, Copy, Debug)]
+pub struct Client {
+    pub addr: SocketAddr,
+}
+
+impl Client {
+    pub async fn send(&self, req: &Req) -> Resp {
+        tokio::time::timeout(TIMEOUT, self.exchange(req.to_bytes(true)))
+            .await
+            .expect("request timed out")
+            .expect("request failed")
+    }
+
+    async fn exchange(&self, raw: Vec<u8>) -> std::io::Result<Resp> {
+        let mut stream = TcpStream::connect(self.addr).await?;
+        stream.write_all(&raw).await?;
+        let mut buf = Vec::new();
+        stream.read_to_end(&mut buf).await?;
+        parse_response(&buf)
+            .ok_or_else(|| std::io::Error::other(format!("unparseable response: {buf:?}")))
+    }
+
+    /// Sends `req` and hangs up after `after`, before reading any answer.
+    pub async fn send_and_hang_up(&self, req: &Req, after: Duration) {
+        let mut stream = TcpStream::connect(self.addr).await.expect("connect");
+        stream.write_all(&req.to_bytes(false)).await.expect("write");
+        tokio::time::sleep(after).await;
+        drop(stream);
+    }
+
+    /// The caller's payment count (the effect counter).
+    pub async fn count(&self, token: &str) -> u64 {
+        let resp = self
+            .send(&Req::get("/api/payments/count").token(token))
+            .await;
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        resp.json()["count"].as_u64().expect("count")
+    }
+}
+
+/// Parses a complete `Connection: close` response.
+pub fn parse_response(buf: &[u8]) -> Option<Resp> {
+    let end = buf.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = std::str::from_utf8(&buf[..end]).ok()?;
+    let mut lines = head.split("\r\n");
+    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    Some(Resp {
+        status,
+        headers,
+        body: buf[end + 4..].to_vec(),
+    })
+}
+
+/// A valid payment body, unique per `reference`.
+pub fn body(reference: &str) -> String {
+    format!(r#"{{"amountCents":1250,"currency":"EUR","reference":"{reference}"}}"#)
+}
+
+/// A fresh quoted key.
+pub fn fresh_key() -> String {
+    format!("\"{}\"", uuid::Uuid::new_v4())
+}

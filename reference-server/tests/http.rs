@@ -1,0 +1,550 @@
+//! The HTTP contract of the correct server, over real HTTP on 127.0.0.1:0, in-process.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{body, fresh_key, start_on, temp_db, Req};
+
+const A: &str = "token-a";
+const B: &str = "token-b";
+
+/// A first request executes (201, Location, replay marker false, expiry header); a retry gets
+/// the same status, headers and bytes with `Idempotency-Replayed: true`; nothing executes twice.
+#[tokio::test]
+async fn first_request_executes_and_retries_replay_byte_identically() {
+    let (_dir, db) = temp_db();
+    let server = start_on(&db, |_| {}).await;
+    let client = server.client();
+    let req = Req::payment(A, &fresh_key(), &body("first"));
+
+    let first = client.send(&req).await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    assert_eq!(first.header("content-type"), Some("application/json"));
+    assert_eq!(first.header("idempotency-replayed"), Some("false"));
+    let id = first.id();
+    assert!(id.starts_with("pay_") && id.len() == 36, "{id}");
+    assert_eq!(
+        first.header("location"),
+        Some(format!("/api/payments/{id}").as_str())
+    );
+    let expires = first.header("idempotency-key-expires-at").expect("expiry");
+    assert!(humantime::parse_rfc3339(expires).is_ok(), "{expires}");
+    let created = first.json();
+    assert_eq!(created["amountCents"], 1250);
+    assert_eq!(created["currency"], "EUR");
+    assert_eq!(created["reference"], "first");
+    assert!(created["createdAt"].is_string());
+
+    for _ in 0..3 {
+        let again = client.send(&req).await;
+        assert_eq!(again.status, 201);
+        assert_eq!(again.body, first.body);
+        assert_eq!(again.header("content-type"), first.header("content-type"));
+        assert_eq!(again.header("location"), first.header("location"));
+        assert_eq!(again.header("idempotency-replayed"), Some("true"));
+        assert_eq!(again.header("idempotency-key-expires-at"), Some(expires));
+    }
+    assert_eq!(client.count(A).await, 1);
+
+    let shown = client
+        .send(&Req::get(&format!("/api/payments/{id}")).token(A))
+        .await;
+    assert_eq!(shown.status, 200);
+    assert_eq!(shown.body, first.body);
+    server.stop().await;
+}
+
+/// Payloads are normalised before fingerprinting: `usd`/`USD`, spacing and field order are the
+/// same request.
+#[tokio::test]
+async fn normalised_payloads_are_the_same_request() {
+    let (_dir, db) = temp_db();
+    let server = start_on(&db, |_| {}).await;
+    let client = server.client();
+    let key = fresh_key();
+    let first = client
+        .send(&Req::payment(
+            A,
+            &key,
+            r#"{"amountCents":5,"currency":"usd","reference":" norm "}"#,
+        ))
+        .await;
+    assert_eq!(first.status, 201);
+    let again = client
+        .send(&Req::payment(
+            A,
+            &key,
+            r#"{ "reference":"norm", "currency":" USD", "amountCents":5 }"#,
+        ))
+        .await;
+    assert_eq!(again.status, 201);
+    assert_eq!(again.body, first.body);
+    assert_eq!(client.count(A).await, 1);
+    server.stop().await;
+}
+
+/// A missing key is 400 problem+json with Link describedby, and executes nothing.
+#[tokio::test]
+async fn missing_key_is_rejected_without_effect() {
+    let (_dir, db) = temp_db();
+    let server = start_on(&db, |_| {}).await;
+    let client = server.client();
+    let resp = client
+        .send(&Req::post("/api/payments").token(A).json(&body("nokey")))
+        .await;
+    resp.assert_idempotency_problem(400);
+    assert!(resp.json()["type"]
+        .as_str()
+        .unwrap_or_default()
+        .ends_with("#key-required"));
+    assert_eq!(client.count(A).await, 0);
+    server.stop().await;
+}
+
+/// Every malformed key is a 400 (never a 5xx) and executes nothing: tokens, integers,
+/// booleans, byte sequences, inner lists, unterminated strings, bad escapes, non-ASCII,
+/// control characters, the empty string, an oversized string and two header lines.
+#[tokio::test]
+async fn malformed_keys_are_400_and_never_execute() {
+    let (_dir, db) = temp_db();
+    let server = start_on(&db, |_| {}).await;
+    let client = server.client();
+    let long = format!("\"{}\"", "k".repeat(256));
+    let cases: Vec<Vec<u8>> = vec![
+        b"bare-token".to_vec(),
+        b"42".to_vec(),
+        b"?1".to_vec(),
+        b":YWJj:".to_vec(),
+        br#"("a" "b")"#.to_vec(),
+        br#""unterminated"#.to_vec(),
+        br#""bad\escape""#.to_vec(),
+        "\"caf\u{e9}\"".as_bytes().to_vec(),
+        b"\"tab\there\"".to_vec(),
+        b"\"ctl\x01\"".to_vec(),
+        b"\"\"".to_vec(),
+        long.into_bytes(),
+        br#""a", "b""#.to_vec(),
+    ];
+    for (i, raw) in cases.iter().enumerate() {
+        let req = Req::post("/api/payments")
+            .token(A)
+            .header("Idempotency-Key", raw)
+            .json(&body(&format!("malformed-{i}")));
+        let resp = client.send(&req).await;
+        assert_eq!(
+            resp.status,
+            400,
+            "{raw:?} → {} {}",
+            resp.status,
+            resp.text()
+        );
+        if resp.header("content-type") == Some("application/problem+json") {
+            resp.assert_idempotency_problem(400);
+        }
+    }
+    let two_lines = Req::post("/api/payments")
+        .token(A)
+        .key(&fresh_key())
+        .key(&fresh_key())
+        .json(&body("two-lines"));
+    client
+        .send(&two_lines)
+        .await
+        .assert_idempotency_problem(400);
+    assert_eq!(client.count(A).await, 0);
+    server.stop().await;
+}
+
+/// A String holding a comma, an escaped quote, an escaped backslash and a space is a valid key
+/// and replays; parameters are not part of the key; a 255-character key is accepted.
+#[tokio::test]
+async fn escaped_and_parameterised_keys_are_the_same_key() {
+    let (_dir, db) = temp_db();
+    let server = start_on(&db, |_| {}).await;
+    let client = server.client();
+    let escaped = r#""a, \"b\" \\c d""#;
+    let first = client.send(&Req::payment(A, escaped, &body("esc"))).await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    let again = client.send(&Req::payment(A, escaped, &body("esc"))).await;
+    assert_eq!(again.header("idempotency-replayed"), Some("true"));
+    assert_eq!(again.body, first.body);
+
+    let uuid = uuid::Uuid::new_v4();
+    let with_params = client
+        .send(&Req::payment(
+            A,
+            &format!("\"{uuid}\";v=1"),
+            &body("params"),
+        ))
+        .await;
+    assert_eq!(with_params.status, 201);
+    let without = client
+        .send(&Req::payment(A, &format!("\"{uuid}\""), &body("params")))
+        .await;
+    assert_eq!(without.header("idempotency-replayed"), Some("true"));
+    assert_eq!(without.body, with_params.body);
+
+    let max = format!("\"{}\"", "k".repeat(255));
+    assert_eq!(
+        client
+            .send(&Req::payment(A, &max, &body("max")))
+            .await
+            .status,
+        201
+    );
+    assert_eq!(client.count(A).await, 3);
+    server.stop().await;
+}
+
+/// Keys are case-sensitive and never deduplicated by payload: two keys, two executions.
+#[tokio::test]
+async fn distinct_keys_are_independent() {
+    let (_dir, db) = temp_db();
+    let server = start_on(&db, |_| {}).await;
+    let client = server.client();
+    let upper = client
+        .send(&Req::payment(A, "\"KEY-x\"", &body("same")))
+        .await;
+    let lower = client
+        .send(&Req::payment(A, "\"key-x\"", &body("same")))
+        .await;
+    let other = client
+        .send(&Req::payment(A, &fresh_key(), &body("same")))
+        .await;
+    assert_eq!((upper.status, lower.status, other.status), (201, 201, 201));
+    assert_ne!(upper.id(), lower.id());
+    assert_ne!(lower.id(), other.id());
+    assert_eq!(client.count(A).await, 3);
+    server.stop().await;
+}
+
+/// The same key with another payload is 422 problem+json with Link, executes nothing, and
+/// leaves the record intact: the original still replays.
+#[tokio::test]
+async fn payload_mismatch_is_422_and_does_not_poison_the_key() {
+    let (_dir, db) = temp_db();
+    let server = start_on(&db, |_| {}).await;
+    let client = server.client();
+    let key = fresh_key();
+    let first = client.send(&Req::payment(A, &key, &body("orig"))).await;
+    assert_eq!(first.status, 201);
+    let other = client.send(&Req::payment(A, &key, &body("other"))).await;
+    other.assert_idempotency_problem(422);
+    let again = client.send(&Req::payment(A, &key, &body("orig"))).await;
+    assert_eq!(again.status, 201);
+    assert_eq!(again.body, first.body);
+    assert_eq!(client.count(A).await, 1);
+    server.stop().await;
+}
+
+/// While the owner is held in flight, duplicates get 409 problem+json with `Retry-After: 1`
+/// and Link, and a loser does not unlock the key; afterwards a retry replays the owner's result.
+#[tokio::test]
+async fn duplicates_while_in_flight_get_409_with_retry_after() {
+    let (_dir, db) = temp_db();
+    let server = start_on(&db, |c| c.test_hooks = true).await;
+    let client = server.client();
+    let key = fresh_key();
+    let req = Req::payment(A, &key, &body("held"));
+    let owner = tokio::spawn({
+        let req = req.clone().header("X-Test-Delay-Ms", "800");
+        async move { client.send(&req).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for _ in 0..2 {
+        let dup = client.send(&req).await;
+        dup.assert_idempotency_problem(409);
+        assert_eq!(dup.header("retry-after"), Some("1"));
+    }
+    let owner = owner.await.expect("owner task");
+    assert_eq!(owner.status, 201);
+    let after = client.send(&req).await;
+    assert_eq!(after.body, owner.body);
+    assert_eq!(after.header("idempotency-replayed"), Some("true"));
+    assert_eq!(client.count(A).await, 1);
+    server.stop().await;
+}
+
+/// An owner held longer than its lease keeps its claim because it renews the lease (heartbeat):
+/// duplicates after the first lease period still get 409, and only one payment exists.
+#[tokio::test]
+async fn heartbeats_keep_a_slow_owner_s_claim() {
+    let (_dir, db) = temp_db();
+    let server = start_on(&db, |c| {
+        c.test_hooks = true;
+        c.lease = Duration::from_millis(150);
+    })
+    .await;
+    let client = server.client();
+    let req = Req::payment(A, &fresh_key(), &body("slow"));
+    let owner = tokio::spawn({
+        let req = req.clone().header("X-Test-Delay-Ms", "700");
+        async move { client.send(&req).await }
+    });
+    for wait in [300, 200] {
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        assert_eq!(client.send(&req).await.status, 409);
+    }
+    assert_eq!(owner.await.expect("owner").status, 201);
+    assert_eq!(client.count(A).await, 1);
+    server.stop().await;
+}
+
+/// Tenant B using tenant A's key executes independently and never sees A's body; with another
+/// payload it is not told the key exists (no 422). B cannot read A's payment.
+#[tokio::test]
+async fn keys_are_scoped_to_the_tenant() {
+    let (_dir, db) = temp_db();
+    let server = start_on(&db, |_| {}).await;
+    let client = server.client();
+    let key = fresh_key();
+    let a = client.send(&Req::payment(A, &key, &body("tenant"))).await;
+    let b = client.send(&Req::payment(B, &key, &body("tenant"))).await;
+    assert_eq!((a.status, b.status), (201, 201));
+    assert_eq!(b.header("idempotency-replayed"), Some("false"));
+    assert_ne!(a.id(), b.id());
+    let key2 = fresh_key();
+    assert_eq!(
+        client
+            .send(&Req::payment(A, &key2, &body("x")))
+            .await
+            .status,
+        201
+    );
+    assert_eq!(
+        client
+            .send(&Req::payment(B, &key2, &body("y")))
+            .await
+            .status,
+        201
+    );
+    let peek = client
+        .send(&Req::get(&format!("/api/payments/{}", a.id())).token(B))
+        .await;
+    peek.assert_problem(404);
+    assert_eq!(client.count(A).await, 2);
+    assert_eq!(client.count(B).await, 2);
+    server.stop().await;
+}
+
+/// The same key on payouts is an independent operation (scope includes the operation).
+#[tokio::test]
+async fn keys_are_scoped_to_the_operation() {
+    let (_dir, db) = temp_db();
+    let server = start_on(&db, |_| {}).await;
+    let client = server.client();
+    let key = fresh_key();
+    let payment = client.send(&Req::payment(A, &key, &body("op"))).await;
+    let payout = client
+        .send(
+            &Req::post("/api/payouts")
+                .token(A)
+                .key(&key)
+                .json(&body("op")),
+        )
+        .await;
+    assert_eq!((payment.status, payout.status), (201, 201));
+    assert!(payout.id().starts_with("po_"));
+    assert_eq!(
+        payout.header("location"),
+        Some(format!("/api/payouts/{}", payout.id()).as_str())
+    );
+    assert_eq!(client.count(A).await, 1, "payouts are not payments");
+    server.stop().await;
+}
+
+/// Missing or unknown credentials are 401 problem+json; a client-named tenant header changes
+/// nothing.
+#[tokio::test]
+async fn authentication_comes_from_the_bearer_token_only() {
+    let (_dir, db) = temp_db();
+    let server = start_on(&db, |_| {}).await;
+    let client = server.client();
+    let anonymous = Req::post("/api/payments")
+        .key(&fresh_key())
+        .json(&body("anon"));
+    client.send(&anonymous).await.assert_problem(401);
+    let wrong = anonymous.clone().token("nope");
+    client.send(&wrong).await.assert_problem(401);
+    client
+        .send(&Req::get("/api/payments/count"))
+        .await
+        .assert_problem(401);
+    let spoof = Req::payment(A, &fresh_key(), &body("spoof")).header("X-Tenant", "tenant-b");
+    assert_eq!(client.send(&spoof).await.status, 201);
+    assert_eq!((client.count(A).await, client.count(B).await), (1, 0));
+    server.stop().await;
+}
+
+/// Invalid payloads are 400 problem+json and do not claim the key: the valid request that
+/// follows with the same key executes. Bodies over 64 KiB are 413.
+#[tokio::test]
+async fn invalid_requests_are_rejected_before_the_key_is_claimed() {
+    let (_dir, db) = temp_db();
+    let server = start_on(&db, |_| {}).await;
+    let client = server.client();
+    let key = fresh_key();
+    let invalid = [
+        Req::payment(
+            A,
+            &key,
+            r#"{"amountCents":-1,"currency":"EUR","reference":"r"}"#,
+        ),
+        Req::payment(A, &key, "{not json"),
+        Req::post("/api/payments")
+            .token(A)
+            .key(&key)
+            .header("Content-Type", "text/plain")
+            .body(body("r")),
+    ];
+    for req in &invalid {
+        client.send(req).await.assert_problem(400);
+    }
+    let big = Req::post("/api/payments")
+        .token(A)
+        .key(&key)
+        .header("Content-Type", "application/json")
+        .body(vec![b' '; 64 * 1024 + 1]);
+    client.send(&big).await.assert_problem(413);
+    let valid = client.send(&Req::payment(A, &key, &body("valid"))).await;
+    assert_eq!(valid.status, 201);
+    assert_eq!(valid.header("idempotency-replayed"), Some("false"));
+    assert_eq!(client.count(A).await, 1);
+    server.stop().await;
+}
+
+/// A failed execution (X-Test-Crash) is a 500 problem that releases the claim: the retry
+/// executes at once, exactly once.
+#[tokio::test]
+async fn a_crashed_execution_releases_the_claim() {
+    let (_dir, db) = temp_db();
+    let server = start_on(&db, |c| c.test_hooks = true).await;
+    let client = server.client();
+    let req = Req::payment(A, &fresh_key(), &body("crash"));
+    client
+        .send(&req.clone().header("X-Test-Crash", "1"))
+        .await
+        .assert_problem(500);
+    assert_eq!(client.count(A).await, 0);
+    let retry = client.send(&req).await;
+    assert_eq!(retry.status, 201);
+    assert_eq!(retry.header("idempotency-replayed"), Some("false"));
+    assert_eq!(client.send(&req).await.body, retry.body);
+    assert_eq!(client.count(A).await, 1);
+    server.stop().await;
+}
+
+/// Without --test-hooks the test headers are ignored; marker headers a client might spoof
+/// (`Idempotency-Replayed: true`) are ignored too.
+#[tokio::test]
+async fn test_and_marker_headers_are_ignored_by_default() {
+    let (_dir, db) = temp_db();
+    let server = start_on(&db, |_| {}).await;
+    let client = server.client();
+    let req = Req::payment(A, &fresh_key(), &body("hooks"))
+        .header("X-Test-Crash", "1")
+        .header("X-Test-Delay-Ms", "5000")
+        .header("Idempotency-Replayed", "true");
+    let resp = tokio::time::timeout(Duration::from_secs(2), client.send(&req))
+        .await
+        .expect("delay header must be ignored");
+    assert_eq!(resp.status, 201);
+    assert_eq!(client.send(&req).await.body, resp.body);
+    assert_eq!(client.count(A).await, 1);
+    server.stop().await;
+}
+
+/// A client that hangs up while its request is held does not cancel the work: the payment and
+/// its record commit, and the retry replays it.
+#[tokio::test]
+async fn a_lost_response_is_replayed_not_re_executed() {
+    let (_dir, db) = temp_db();
+    let server = start_on(&db, |c| c.test_hooks = true).await;
+    let client = server.client();
+    let req = Req::payment(A, &fresh_key(), &body("lost"));
+    client
+        .send_and_hang_up(
+            &req.clone().header("X-Test-Delay-Ms", "300"),
+            Duration::from_millis(50),
+        )
+        .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let retry = loop {
+        let resp = client.send(&req).await;
+        if resp.status != 409 || tokio::time::Instant::now() > deadline {
+            break resp;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(retry.status, 201);
+    assert_eq!(retry.header("idempotency-replayed"), Some("true"));
+    assert_eq!(client.count(A).await, 1);
+    server.stop().await;
+}
+
+/// Records survive a restart on the same file: the retry replays byte-identically.
+#[tokio::test]
+async fn completed_keys_survive_a_restart() {
+    let (_dir, db) = temp_db();
+    let server = start_on(&db, |_| {}).await;
+    let req = Req::payment(A, &fresh_key(), &body("restart"));
+    let first = server.client().send(&req).await;
+    assert_eq!(first.status, 201);
+    server.stop().await;
+    let server = start_on(&db, |_| {}).await;
+    let again = server.client().send(&req).await;
+    assert_eq!(again.status, 201);
+    assert_eq!(again.body, first.body);
+    assert_eq!(again.header("idempotency-replayed"), Some("true"));
+    assert_eq!(server.client().count(A).await, 1);
+    server.stop().await;
+}
+
+/// Two server instances on one database file (two replicas) execute a key once between them:
+/// the claim is a SQLite transaction, not an in-process lock.
+#[tokio::test]
+async fn two_instances_on_one_file_execute_once() {
+    let (_dir, db) = temp_db();
+    let one = start_on(&db, |c| c.test_hooks = true).await;
+    let two = start_on(&db, |c| c.test_hooks = true).await;
+    let req = Req::payment(A, &fresh_key(), &body("replicas")).header("X-Test-Delay-Ms", "300");
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let client = if i % 2 == 0 {
+            one.client()
+        } else {
+            two.client()
+        };
+        let req = req.clone();
+        tasks.push(tokio::spawn(async move { client.send(&req).await }));
+    }
+    let mut created = 0;
+    for task in tasks {
+        let resp = task.await.expect("task");
+        assert!(matches!(resp.status, 201 | 409), "{}", resp.status);
+        created += usize::from(resp.status == 201);
+    }
+    assert_eq!(created, 1);
+    let replay_one = one.client().send(&req).await;
+    let replay_two = two.client().send(&req).await;
+    assert_eq!(replay_one.body, replay_two.body);
+    assert_eq!(one.client().count(A).await, 1);
+    one.stop().await;
+    two.stop().await;
+}
+
+/// Unknown routes are 404 problem+json; a wrong method is 405; health is 200.
+#[tokio::test]
+async fn routing_errors_are_problems() {
+    let (_dir, db) = temp_db();
+    let server = start_on(&db, |_| {}).await;
+    let client = server.client();
+    client.send(&Req::get("/nope")).await.assert_problem(404);
+    client
+        .send(&Req::get("/api/payments").token(A))
+        .await
+        .assert_problem(405);
+    assert_eq!(client.send(&Req::get("/healthz")).await.status, 200);
+    server.stop().await;
+}
