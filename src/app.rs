@@ -110,7 +110,8 @@ fn target_from_args(args: &RunArgs) -> Result<TargetSpec> {
     set(&mut t.hold_header, &args.hold_header);
     set(&mut t.restart_cmd, &args.restart_cmd);
     set(&mut t.ready_url, &args.ready_url);
-    t.tenant_b_headers.extend(args.tenant_b_header.iter().cloned());
+    t.tenant_b_headers
+        .extend(args.tenant_b_header.iter().cloned());
     if t.restart_timeout.is_none() {
         t.restart_timeout = Some(args.restart_timeout);
     }
@@ -120,7 +121,12 @@ fn target_from_args(args: &RunArgs) -> Result<TargetSpec> {
     Ok(t)
 }
 
-fn write_reports(args: &RunArgs, report: &RunReport, render: &RenderOptions, strict: bool) -> Result<()> {
+fn write_reports(
+    args: &RunArgs,
+    report: &RunReport,
+    render: &RenderOptions,
+    strict: bool,
+) -> Result<()> {
     if let Some(path) = &args.report_junit {
         let xml = report::junit::render(report, render, strict)?;
         report::file::write_atomically(path, &xml)
@@ -159,10 +165,23 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
         let needs = if m.needs.is_empty() {
             "-".to_string()
         } else {
-            m.needs.iter().map(|n| n.option()).collect::<Vec<_>>().join(", ")
+            m.needs
+                .iter()
+                .map(|n| n.option())
+                .collect::<Vec<_>>()
+                .join(", ")
         };
-        let off = if suite.enabled(m.id) { "" } else { "  (not in this suite)" };
-        println!("{:<26} {:<12} {:<32} {needs}{off}", m.id, m.group.as_str(), m.section);
+        let off = if suite.enabled(m.id) {
+            ""
+        } else {
+            "  (not in this suite)"
+        };
+        println!(
+            "{:<26} {:<12} {:<32} {needs}{off}",
+            m.id,
+            m.group.as_str(),
+            m.section
+        );
         for c in m.checks {
             let (sev, expect) = suite
                 .check(m.id, c.id)
@@ -171,7 +190,14 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
             let expect = if expect.is_empty() {
                 String::new()
             } else {
-                format!(" (expects {})", expect.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(" or "))
+                format!(
+                    " (expects {})",
+                    expect
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                )
             };
             println!("    {sev:<12} {}{expect}", c.what);
         }
@@ -192,8 +218,23 @@ fn explain(id: &str, suite: &str) -> Result<ExitCode> {
     println!("checks in suite {}:", suite.name);
     for c in m.checks {
         if let Some(s) = suite.check(m.id, c.id) {
-            let expect = s.expect.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(" or ");
-            println!("  {:<12} {:<20} {}{}", s.severity.as_str(), c.id, c.what, if expect.is_empty() { String::new() } else { format!(" (expects {expect})") });
+            let expect = s
+                .expect
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(" or ");
+            println!(
+                "  {:<12} {:<20} {}{}",
+                s.severity.as_str(),
+                c.id,
+                c.what,
+                if expect.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (expects {expect})")
+                }
+            );
         }
     }
     for n in m.needs {

@@ -109,7 +109,7 @@ pub fn statuses_within(spec: &CheckSpec, exchanges: &[&Exchange], lo: u16, hi: u
     let actual = if bad.is_empty() {
         summary_statuses(exchanges)
     } else {
-        format!("outside: {}", bad.join(", "))
+        format!("outside: {}", capped(&bad))
     };
     Check::from_spec(spec, bad.is_empty(), expected, actual, nums(exchanges))
 }
@@ -124,7 +124,12 @@ pub fn no_server_error(spec: &CheckSpec, exchanges: &[&Exchange]) -> Check {
     let actual = if bad.is_empty() {
         summary_statuses(exchanges)
     } else {
-        format!("5xx: {}", bad.join(", "))
+        format!(
+            "{} of {} got 5xx: {}",
+            bad.len(),
+            exchanges.len(),
+            capped(&bad)
+        )
     };
     Check::from_spec(
         spec,
@@ -145,7 +150,12 @@ pub fn statuses_in(spec: &CheckSpec, exchanges: &[&Exchange], allowed: &[u16]) -
     let actual = if bad.is_empty() {
         summary_statuses(exchanges)
     } else {
-        format!("unexpected: {}", bad.join(", "))
+        format!(
+            "{} of {} unexpected: {}",
+            bad.len(),
+            exchanges.len(),
+            capped(&bad)
+        )
     };
     Check::from_spec(
         spec,
@@ -198,7 +208,7 @@ pub fn same_status(spec: &CheckSpec, original: &Exchange, retries: &[&Exchange])
     let actual = if bad.is_empty() {
         summary_statuses(&all)
     } else {
-        bad.join(", ")
+        capped(&bad)
     };
     Check::from_spec(spec, bad.is_empty(), vec![want], actual, nums(&all))
 }
@@ -300,7 +310,10 @@ pub fn executions_at_most(
     Check::from_spec(
         spec,
         observed <= limit,
-        vec![format!("at most {limit} execution{} ({basis})", plural(limit))],
+        vec![format!(
+            "at most {limit} execution{} ({basis})",
+            plural(limit)
+        )],
         format!("{observed} execution{}", plural(observed)),
         exchanges,
     )
@@ -346,7 +359,7 @@ pub fn header_present(spec: &CheckSpec, name: &str, exchanges: &[&Exchange]) -> 
     let actual = if missing.is_empty() {
         format!("{name} on all {}", exchanges.len())
     } else {
-        format!("no {name} on {}", missing.join(", "))
+        format!("no {name} on {}", capped(&missing))
     };
     Check::from_spec(
         spec,
@@ -379,7 +392,13 @@ pub fn body_excludes(spec: &CheckSpec, label: &str, secret: &str, ex: &Exchange)
 /// An observation that never fails by itself (severity info in the catalog): records what was
 /// seen, with `passed` saying whether it was the preferable behaviour.
 pub fn observe(spec: &CheckSpec, preferable: bool, seen: String, exchanges: Vec<usize>) -> Check {
-    Check::from_spec(spec, preferable, vec![spec.what.to_string()], seen, exchanges)
+    Check::from_spec(
+        spec,
+        preferable,
+        vec![spec.what.to_string()],
+        seen,
+        exchanges,
+    )
 }
 
 /// A timeline fact: at least one of `others` started while `owner` was still in flight.
@@ -408,6 +427,23 @@ pub fn overlapped(spec: &CheckSpec, owner: &Exchange, others: &[&Exchange]) -> C
     )
 }
 
+/// Joins at most [`LIST_CAP`] items, then says how many more there were, so a 200-request
+/// probe's evidence line stays readable.
+fn capped(items: &[String]) -> String {
+    if items.len() <= LIST_CAP {
+        items.join(", ")
+    } else {
+        format!(
+            "{} … and {} more",
+            items[..LIST_CAP].join(", "),
+            items.len() - LIST_CAP
+        )
+    }
+}
+
+/// How many items an expected/actual line lists before it abbreviates.
+const LIST_CAP: usize = 8;
+
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
 }
@@ -420,10 +456,22 @@ fn plural(n: u64) -> &'static str {
     }
 }
 
+/// "201 409 409" for a few exchanges; "201×1 409×15" for many.
 fn summary_statuses(exchanges: &[&Exchange]) -> String {
-    exchanges
+    if exchanges.len() <= LIST_CAP {
+        return exchanges
+            .iter()
+            .map(|e| e.status_text())
+            .collect::<Vec<_>>()
+            .join(" ");
+    }
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    for e in exchanges {
+        *counts.entry(e.status_text()).or_default() += 1;
+    }
+    counts
         .iter()
-        .map(|e| e.status_text())
+        .map(|(s, n)| format!("{s}×{n}"))
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -515,7 +563,7 @@ mod tests {
         let b = ex(2, 500, "");
         let c = no_server_error(&spec(vec![]), &[&a, &b]);
         assert!(!c.passed);
-        assert_eq!(c.actual, "5xx: #2 500");
+        assert_eq!(c.actual, "1 of 2 got 5xx: #2 500");
     }
 
     #[test]

@@ -56,7 +56,12 @@ pub struct RunArgs {
 
     /// Start the bundled reference server with this fault switched on (see the reference
     /// server's README), to see a probe fail.
-    #[arg(long, value_name = "FAULT", requires = "reference", hide_short_help = true)]
+    #[arg(
+        long,
+        value_name = "FAULT",
+        requires = "reference",
+        hide_short_help = true
+    )]
     pub reference_fault: Option<String>,
 
     /// Read the target description from a TOML file (see fixtures/targets/).

@@ -214,7 +214,10 @@ impl Config {
         let tenant_b = if target.tenant_b_headers.is_empty() {
             None
         } else {
-            Some(parse_headers(&target.tenant_b_headers, "--tenant-b-header")?)
+            Some(parse_headers(
+                &target.tenant_b_headers,
+                "--tenant-b-header",
+            )?)
         };
         let hold_header = target
             .hold_header

@@ -18,7 +18,12 @@ pub struct FileError {
 
 impl FileError {
     /// Locates `span` (byte offsets) in `src`.
-    pub fn at(path: &str, src: &str, span: Option<Range<usize>>, message: impl Into<String>) -> Self {
+    pub fn at(
+        path: &str,
+        src: &str,
+        span: Option<Range<usize>>,
+        message: impl Into<String>,
+    ) -> Self {
         let message = message.into();
         let Some(span) = span else {
             return FileError {
@@ -35,7 +40,10 @@ impl FileError {
         let line = src[..start].matches('\n').count() + 1;
         let col = src[line_start..start].chars().count() + 1;
         let text = src[line_start..line_end].trim_end_matches('\r').to_string();
-        let width = src[start..span.end.clamp(start, line_end)].chars().count().max(1);
+        let width = src[start..span.end.clamp(start, line_end)]
+            .chars()
+            .count()
+            .max(1);
         let caret = format!("{}{}", " ".repeat(col - 1), "^".repeat(width));
         FileError {
             path: path.into(),

@@ -31,12 +31,18 @@ pub fn executions(
     attempts: &[&Exchange],
 ) -> Executions {
     let exchanges: Vec<usize> = attempts.iter().map(|e| e.n).collect();
+    let mut caveat = String::new();
     if let (Some(counter), Some(b), Some(a)) = (counter, before, after) {
-        return Executions {
-            count: a.saturating_sub(b),
-            basis: format!("counter {} ({} before, {} after)", counter.describe(), b, a),
-            exchanges,
-        };
+        if a >= b {
+            return Executions {
+                count: a - b,
+                basis: format!("counter {} ({b} before, {a} after)", counter.describe()),
+                exchanges,
+            };
+        }
+        // A counter that goes backwards cannot count executions; it is itself evidence that
+        // records were lost, and the weaker bases still can count.
+        caveat = format!("; the counter went backwards from {b} to {a}: the target lost records");
     }
     let successes = attempts
         .iter()
@@ -47,7 +53,7 @@ pub fn executions(
             .collect();
         return Executions {
             count: ids.len() as u64,
-            basis: format!("distinct resource ids at {pointer} in 2xx bodies"),
+            basis: format!("distinct resource ids at {pointer} in 2xx bodies{caveat}"),
             exchanges,
         };
     }
@@ -56,7 +62,9 @@ pub fn executions(
         .collect();
     Executions {
         count: bodies.len() as u64,
-        basis: "distinct 2xx bodies (weakest basis: give --id-pointer or --count-url)".into(),
+        basis: format!(
+            "distinct 2xx bodies (weakest basis: give --id-pointer or --count-url){caveat}"
+        ),
         exchanges,
     }
 }
@@ -182,6 +190,19 @@ mod tests {
         let e = executions(Some(&counter), Some("/id"), Some(4), Some(6), &[&a]);
         assert_eq!(e.count, 2);
         assert!(e.basis.starts_with("counter"));
+    }
+
+    #[test]
+    fn a_counter_going_backwards_falls_back_to_ids() {
+        let counter = Counter::Url {
+            url: "http://127.0.0.1/count".parse().unwrap(),
+            pointer: "/count".into(),
+        };
+        let a = ex(1, 201, r#"{"id":"p1"}"#);
+        let b = ex(2, 201, r#"{"id":"p2"}"#);
+        let e = executions(Some(&counter), Some("/id"), Some(18), Some(1), &[&a, &b]);
+        assert_eq!(e.count, 2);
+        assert!(e.basis.contains("went backwards from 18 to 1"));
     }
 
     #[test]

@@ -21,9 +21,7 @@ impl FromStr for KeySyntax {
         match s {
             "sf-string" => Ok(KeySyntax::SfString),
             "bare" => Ok(KeySyntax::Bare),
-            other => Err(format!(
-                "{other:?} is not a key syntax (sf-string or bare)"
-            )),
+            other => Err(format!("{other:?} is not a key syntax (sf-string or bare)")),
         }
     }
 }
@@ -77,12 +75,7 @@ pub fn malformed_corpus(uuid: &str) -> Vec<Malformed> {
         },
         Malformed {
             label: "control character",
-            value: [
-                b"\"".as_slice(),
-                uuid.as_bytes(),
-                b"\x01\"".as_slice(),
-            ]
-            .concat(),
+            value: [b"\"".as_slice(), uuid.as_bytes(), b"\x01\"".as_slice()].concat(),
         },
         m("inner list", format!("(\"{uuid}\")")),
         m("integer", number.to_string()),

@@ -67,9 +67,11 @@ pub fn decide(checks: &[Check], stop: Option<&Stop>, strict: bool) -> Verdict {
                 Severity::Info => false,
             }
     };
+    // The first failed check of the worst severity, in the order the probe made them.
     let worst_failed = checks
         .iter()
         .filter(fails_hard)
+        .rev()
         .max_by_key(|c| c.severity);
     if let Some(c) = worst_failed {
         return Verdict {
@@ -187,7 +189,11 @@ mod tests {
     #[test]
     fn stops_carry_their_reason_and_beat_warnings() {
         let checks = [check(Severity::Recommended, false)];
-        let v = decide(&checks, Some(&Stop::Skip("needs --tenant-b-header".into())), false);
+        let v = decide(
+            &checks,
+            Some(&Stop::Skip("needs --tenant-b-header".into())),
+            false,
+        );
         assert_eq!(v.outcome, Outcome::Skip);
         assert_eq!(v.reason, "needs --tenant-b-header");
         let v = decide(&[], Some(&Stop::Inconclusive("raise hold".into())), false);

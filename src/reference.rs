@@ -112,9 +112,7 @@ impl Reference {
                 "Authorization: Bearer token-a".into(),
                 "Content-Type: application/json".into(),
             ],
-            body: Some(
-                r#"{"amountCents":1250,"currency":"EUR","reference":"{{unique}}"}"#.into(),
-            ),
+            body: Some(r#"{"amountCents":1250,"currency":"EUR","reference":"{{unique}}"}"#.into()),
             id_pointer: Some("/id".into()),
             count_url: Some(format!("{}/api/payments/count", self.base)),
             count_pointer: Some("/count".into()),

@@ -28,7 +28,12 @@ impl RestartHook for CommandRestart {
                     .status(),
             )
             .await
-            .with_context(|| format!("`{}` did not finish within {:?}", self.command, self.timeout))?
+            .with_context(|| {
+                format!(
+                    "`{}` did not finish within {:?}",
+                    self.command, self.timeout
+                )
+            })?
             .with_context(|| format!("could not run `{}`", self.command))?;
             if !status.success() {
                 bail!("`{}` exited with {status}", self.command);
@@ -48,7 +53,10 @@ impl RestartHook for CommandRestart {
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            bail!("{url} was not ready within {:?} (last: {last})", self.timeout)
+            bail!(
+                "{url} was not ready within {:?} (last: {last})",
+                self.timeout
+            )
         }
         .boxed()
     }

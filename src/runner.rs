@@ -65,7 +65,8 @@ pub async fn run(
             if interrupted {
                 break;
             }
-            let report = finish(&def, &config, ctx, stop.as_ref(), probe_start);
+            let mut report = finish(&def, &config, ctx, stop.as_ref(), probe_start);
+            defer_to_prerequisites(&mut report, &def, &probes);
             if def.meta.id == "first-request" && report.outcome != Outcome::Pass {
                 preflight_failure = Some(format!(
                     "not run: the pre-flight first-request did not pass ({})",
@@ -80,7 +81,11 @@ pub async fn run(
 
     let summary = Summary::of(&probes);
     let op = &config.operation;
-    let mut context = vec![format!("{} tenant{}", 1 + usize::from(config.tenant_b.is_some()), if config.tenant_b.is_some() { "s" } else { "" })];
+    let mut context = vec![format!(
+        "{} tenant{}",
+        1 + usize::from(config.tenant_b.is_some()),
+        if config.tenant_b.is_some() { "s" } else { "" }
+    )];
     if let Some(c) = &config.counter {
         context.push(format!("effects counted with {}", c.describe()));
     }
@@ -120,6 +125,28 @@ fn finish(
         checks: ctx.checks,
         timeline: ctx.timeline,
         exchanges: ctx.exchanges,
+    }
+}
+
+/// A non-critical FAIL that follows from a failed prerequisite becomes INCONCLUSIVE.
+fn defer_to_prerequisites(report: &mut ProbeReport, def: &ProbeDef, earlier: &[ProbeReport]) {
+    if report.outcome != Outcome::Fail
+        || report
+            .checks
+            .iter()
+            .any(|c| !c.passed && c.severity == crate::check::Severity::Critical)
+    {
+        return;
+    }
+    if let Some(pre) = earlier
+        .iter()
+        .find(|p| p.outcome == Outcome::Fail && def.meta.prerequisites.contains(&p.id))
+    {
+        report.reason = format!(
+            "prerequisite {} failed ({}), so this probe's failure ({}) says nothing new",
+            pre.id, pre.reason, report.reason
+        );
+        report.outcome = Outcome::Inconclusive;
     }
 }
 

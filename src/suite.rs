@@ -60,7 +60,11 @@ impl Suite {
     /// Loads a built-in suite by name, or a suite file by path.
     pub fn load(name_or_path: &str) -> Result<Suite> {
         if let Some((_, text)) = BUILT_IN.iter().find(|(n, _)| *n == name_or_path) {
-            return Ok(Suite::parse(&format!("suites/{name_or_path}.toml"), text, 0)?);
+            return Ok(Suite::parse(
+                &format!("suites/{name_or_path}.toml"),
+                text,
+                0,
+            )?);
         }
         let text = std::fs::read_to_string(name_or_path).with_context(|| {
             let names: Vec<&str> = BUILT_IN.iter().map(|(n, _)| *n).collect();
@@ -90,7 +94,11 @@ impl Suite {
                             format!("unknown base suite {:?}", base.get_ref()),
                         )
                     })?;
-                Suite::parse(&format!("suites/{}.toml", base.get_ref()), base_text, depth + 1)?
+                Suite::parse(
+                    &format!("suites/{}.toml", base.get_ref()),
+                    base_text,
+                    depth + 1,
+                )?
             }
             Some(base) => return Err(err(Some(base.span()), "suites extend too deeply".into())),
             None => Suite {
@@ -114,18 +122,27 @@ impl Suite {
         if let Some(h) = &file.header {
             let name = h.get_ref();
             if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
-                return Err(err(Some(h.span()), format!("{name:?} is not a header name")));
+                return Err(err(
+                    Some(h.span()),
+                    format!("{name:?} is not a header name"),
+                ));
             }
             suite.header = name.clone();
         }
         if let Some(k) = &file.key_syntax {
-            suite.key_syntax = k.get_ref().parse().map_err(|e: String| err(Some(k.span()), e))?;
+            suite.key_syntax = k
+                .get_ref()
+                .parse()
+                .map_err(|e: String| err(Some(k.span()), e))?;
         }
         for (probe_id, settings) in &file.probes {
             let Some(def) = probes::find(probe_id.get_ref()) else {
                 return Err(err(
                     Some(probe_id.span()),
-                    format!("unknown probe {:?} (see `idem-check list`)", probe_id.get_ref()),
+                    format!(
+                        "unknown probe {:?} (see `idem-check list`)",
+                        probe_id.get_ref()
+                    ),
                 ));
             };
             let id = def.meta.id.to_string();
@@ -199,7 +216,10 @@ impl Suite {
 
 /// A check setting is a severity (`"required"`) or a table `{ severity = …, expect = [422] }`;
 /// a table may leave out what the base suite already says.
-fn parse_setting(value: &toml::Value, previous: Option<CheckSetting>) -> Result<CheckSetting, String> {
+fn parse_setting(
+    value: &toml::Value,
+    previous: Option<CheckSetting>,
+) -> Result<CheckSetting, String> {
     let parse_severity = |v: &toml::Value| -> Result<Severity, String> {
         match v.as_str() {
             Some("critical") => Ok(Severity::Critical),
@@ -218,7 +238,9 @@ fn parse_setting(value: &toml::Value, previous: Option<CheckSetting>) -> Result<
         }),
         toml::Value::Table(t) => {
             if let Some(k) = t.keys().find(|k| *k != "severity" && *k != "expect") {
-                return Err(format!("unknown key {k:?} (a check takes severity and expect)"));
+                return Err(format!(
+                    "unknown key {k:?} (a check takes severity and expect)"
+                ));
             }
             let severity = match t.get("severity") {
                 Some(v) => parse_severity(v)?,
@@ -264,7 +286,11 @@ mod tests {
     fn the_default_suite_enables_every_probe() {
         let s = Suite::load(DEFAULT_SUITE).unwrap();
         for p in probes::catalog() {
-            assert!(s.enabled(p.meta.id), "{} not in the default suite", p.meta.id);
+            assert!(
+                s.enabled(p.meta.id),
+                "{} not in the default suite",
+                p.meta.id
+            );
         }
     }
 

@@ -72,7 +72,12 @@ struct RestartTable {
 pub fn load(path: &Path, env: &BTreeMap<String, String>) -> Result<TargetSpec, FileError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| {
-        FileError::at(&shown, "", None, format!("cannot read the target file: {e}"))
+        FileError::at(
+            &shown,
+            "",
+            None,
+            format!("cannot read the target file: {e}"),
+        )
     })?;
     parse(&shown, &text, env, path.parent().unwrap_or(Path::new(".")))
 }
@@ -84,8 +89,14 @@ pub fn parse(
     env: &BTreeMap<String, String>,
     base: &Path,
 ) -> Result<TargetSpec, FileError> {
-    let file: TargetFile = toml::from_str(text)
-        .map_err(|e| FileError::at(path, text, e.span(), format!("invalid target file: {}", e.message())))?;
+    let file: TargetFile = toml::from_str(text).map_err(|e| {
+        FileError::at(
+            path,
+            text,
+            e.span(),
+            format!("invalid target file: {}", e.message()),
+        )
+    })?;
     let mut secrets = Vec::new();
     let mut sub = |s: &Spanned<String>| -> Result<String, FileError> {
         substitute(s.get_ref(), env, &mut secrets)
@@ -96,16 +107,30 @@ pub fn parse(
         ..TargetSpec::default()
     };
     spec.method = file.method.as_ref().map(&mut sub).transpose()?;
-    spec.headers = file.headers.iter().map(&mut sub).collect::<Result<_, _>>()?;
+    spec.headers = file
+        .headers
+        .iter()
+        .map(&mut sub)
+        .collect::<Result<_, _>>()?;
     spec.body = match (&file.body, &file.body_file) {
         (Some(_), Some(f)) => {
-            return Err(FileError::at(path, text, Some(f.span()), "give either body or body-file, not both"))
+            return Err(FileError::at(
+                path,
+                text,
+                Some(f.span()),
+                "give either body or body-file, not both",
+            ))
         }
         (Some(b), None) => Some(sub(b)?),
         (None, Some(f)) => {
             let p = base.join(sub(f)?);
             Some(std::fs::read_to_string(&p).map_err(|e| {
-                FileError::at(path, text, Some(f.span()), format!("cannot read {}: {e}", p.display()))
+                FileError::at(
+                    path,
+                    text,
+                    Some(f.span()),
+                    format!("cannot read {}: {e}", p.display()),
+                )
             })?)
         }
         (None, None) => None,
@@ -125,19 +150,38 @@ pub fn parse(
         spec.ready_url = r.ready_url.as_ref().map(&mut sub).transpose()?;
         if let Some(t) = &r.timeout {
             let d = humantime::parse_duration(t.get_ref()).map_err(|e| {
-                FileError::at(path, text, Some(t.span()), format!("{:?} is not a duration: {e}", t.get_ref()))
+                FileError::at(
+                    path,
+                    text,
+                    Some(t.span()),
+                    format!("{:?} is not a duration: {e}", t.get_ref()),
+                )
             })?;
             spec.restart_timeout = Some(d);
         }
     }
     // Check the shapes the config builder would reject, here where the span is known.
-    for h in file.headers.iter().chain(file.tenant_b.iter().flat_map(|b| b.headers.iter())) {
+    for h in file
+        .headers
+        .iter()
+        .chain(file.tenant_b.iter().flat_map(|b| b.headers.iter()))
+    {
         if !h.get_ref().contains(':') {
-            return Err(FileError::at(path, text, Some(h.span()), "a header is written 'Name: value'"));
+            return Err(FileError::at(
+                path,
+                text,
+                Some(h.span()),
+                "a header is written 'Name: value'",
+            ));
         }
     }
     if url::Url::parse(&spec.url).is_err() {
-        return Err(FileError::at(path, text, Some(file.url.span()), format!("{:?} is not a URL", spec.url)));
+        return Err(FileError::at(
+            path,
+            text,
+            Some(file.url.span()),
+            format!("{:?} is not a URL", spec.url),
+        ));
     }
     drop(sub);
     spec.secrets = secrets;
@@ -180,7 +224,8 @@ mod tests {
 
     #[test]
     fn substitutes_and_collects_secrets() {
-        let text = "url = \"http://127.0.0.1:1/p\"\nheaders = [\"Authorization: Bearer ${TOKEN}\"]\n";
+        let text =
+            "url = \"http://127.0.0.1:1/p\"\nheaders = [\"Authorization: Bearer ${TOKEN}\"]\n";
         let t = parse("t.toml", text, &env(), Path::new(".")).unwrap();
         assert_eq!(t.headers, vec!["Authorization: Bearer s3cr3t"]);
         assert_eq!(t.secrets, vec!["s3cr3t"]);
@@ -188,7 +233,8 @@ mod tests {
 
     #[test]
     fn missing_variable_is_located() {
-        let text = "url = \"http://127.0.0.1:1/p\"\nheaders = [\"Authorization: Bearer ${NOPE}\"]\n";
+        let text =
+            "url = \"http://127.0.0.1:1/p\"\nheaders = [\"Authorization: Bearer ${NOPE}\"]\n";
         let e = parse("t.toml", text, &env(), Path::new(".")).unwrap_err();
         assert_eq!((e.line, e.col), (2, 12));
         assert!(e.message.contains("NOPE"));

@@ -14,6 +14,11 @@ async fn default_suite_passes_against_the_reference_server() {
     for p in &report.probes {
         assert_eq!(p.outcome, Outcome::Pass, "{summary}");
         assert!(!p.exchanges.is_empty(), "{}: no exchanges", p.id);
-        assert!(p.checks.iter().all(|c| c.passed || c.severity == idem_check::check::Severity::Info), "{summary}");
+        assert!(
+            p.checks
+                .iter()
+                .all(|c| c.passed || c.severity == idem_check::check::Severity::Info),
+            "{summary}"
+        );
     }
 }

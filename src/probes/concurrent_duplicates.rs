@@ -12,7 +12,7 @@
 use futures::FutureExt;
 
 use super::shared::{count_or_stop, is_success};
-use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
+use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta, Request};
 use crate::check;
 use crate::effects::Executions;
 use crate::http::exchange::Exchange;
@@ -43,13 +43,15 @@ pub const PROBE: ProbeDef = ProbeDef {
             CheckDecl { id: "waited-replay", what: "duplicates are answered 409 rather than held and replayed" },
         ],
         needs: &[],
+        prerequisites: &["replay-identity"],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
 /// One key's attempts and how many times it executed.
 struct Round {
-    key: String,
+    /// The request every attempt of the round repeated (without any hold header).
+    request: Request,
     attempts: Vec<Exchange>,
     executions: Executions,
 }
@@ -58,8 +60,10 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     let mut rounds = Vec::new();
     for b in 1..=BURSTS {
         let before = count_or_stop!(ctx, &format!("count before burst {b}"));
-        let key = ctx.fresh_key();
-        let reqs = vec![ctx.keyed(&key); BURST_SIZE];
+        // Each round has its own payload too, so a server that deduplicates by payload cannot
+        // answer a later round from an earlier one.
+        let request = ctx.keyed_with_payload(&ctx.fresh_key(), b as u32);
+        let reqs = vec![request.clone(); BURST_SIZE];
         let attempts = match ctx.burst(&format!("burst {b}/{BURSTS}"), &reqs).await {
             Ok(a) => a,
             Err(stop) => return Some(stop),
@@ -69,23 +73,33 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         let executions = ctx.executions(before, after, &refs);
         ctx.note(burst_line(b, &attempts, executions.count));
         let doubled = executions.count > 1;
-        rounds.push(Round { key, attempts, executions });
+        rounds.push(Round {
+            request,
+            attempts,
+            executions,
+        });
         if doubled {
-            ctx.note(format!("stopped after burst {b}: a double execution is proven"));
+            ctx.note(format!(
+                "stopped after burst {b}: a double execution is proven"
+            ));
             break;
         }
     }
 
     let mut inconclusive = None;
-    if let (Some(hold), false) = (ctx.config.hold_header.clone(), rounds.iter().any(|r| r.executions.count > 1)) {
+    if let (Some(hold), false) = (
+        ctx.config.hold_header.clone(),
+        rounds.iter().any(|r| r.executions.count > 1),
+    ) {
         let before = count_or_stop!(ctx, "count before held original");
-        let key = ctx.fresh_key();
-        let original = ctx.keyed(&key).with_header(&hold.name, hold.value.clone());
+        let request = ctx.keyed_with_payload(&ctx.fresh_key(), BURSTS as u32 + 1);
+        let original = request.clone().with_header(&hold.name, hold.value.clone());
         let (orig, dups) = ctx
-            .held_with_waves(original, ctx.keyed(&key), WAVE_SIZE, WAVE_INTERVAL)
+            .held_with_waves(original, request.clone(), WAVE_SIZE, WAVE_INTERVAL)
             .await;
         let after = count_or_stop!(ctx, "count after held original");
-        let overlapping: Vec<&Exchange> = dups.iter().filter(|d| d.start_ms < orig.end_ms()).collect();
+        let overlapping: Vec<&Exchange> =
+            dups.iter().filter(|d| d.start_ms < orig.end_ms()).collect();
         if overlapping.is_empty() {
             inconclusive = Some(Stop::Inconclusive(format!(
                 "#{} completed at +{:.0} ms, before any duplicate started; raise the hold in --hold-header",
@@ -104,7 +118,11 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         attempts.extend(dups);
         let refs: Vec<&Exchange> = attempts.iter().collect();
         let executions = ctx.executions(before, after, &refs);
-        rounds.push(Round { key, attempts, executions });
+        rounds.push(Round {
+            request,
+            attempts,
+            executions,
+        });
     } else if ctx.config.hold_header.is_none() {
         ctx.note("no --hold-header: only bursts were sent; a lock that expires while the original is still running cannot be seen");
     }
@@ -130,7 +148,12 @@ async fn judge(ctx: &mut ProbeCtx, rounds: &[Round]) {
     let spec = ctx.spec("conflict-or-replay");
     let mut allowed = spec.expect.clone();
     for r in rounds {
-        if let Some(s) = r.attempts.iter().find(|e| is_success(e)).and_then(Exchange::status) {
+        if let Some(s) = r
+            .attempts
+            .iter()
+            .find(|e| is_success(e))
+            .and_then(Exchange::status)
+        {
             allowed.push(s);
         }
     }
@@ -144,21 +167,30 @@ async fn judge(ctx: &mut ProbeCtx, rounds: &[Round]) {
         .filter(|e| e.status().is_some_and(|s| spec.expect.contains(&s)))
         .collect();
     if !conflicts.is_empty() {
-        ctx.push(check::header_present(&ctx.spec("retry-after"), "retry-after", &conflicts));
+        ctx.push(check::header_present(
+            &ctx.spec("retry-after"),
+            "retry-after",
+            &conflicts,
+        ));
     }
     let replays = all.iter().filter(|e| is_success(e)).count();
     ctx.push(check::observe(
         &ctx.spec("waited-replay"),
         !conflicts.is_empty(),
-        format!("{} conflict{}, {replays} 2xx", conflicts.len(), if conflicts.len() == 1 { "" } else { "s" }),
+        format!(
+            "{} conflict{}, {replays} 2xx",
+            conflicts.len(),
+            if conflicts.len() == 1 { "" } else { "s" }
+        ),
         Vec::new(),
     ));
 
     // After everything completed, a plain retry of the last key must get the replay.
     let last = rounds.last().expect("rounds is not empty");
     if let Some(winner) = last.attempts.iter().find(|e| is_success(e)).cloned() {
-        let key = last.key.clone();
-        let retry = ctx.send("retry after completion", ctx.keyed(&key)).await;
+        let retry = ctx
+            .send("retry after completion", last.request.clone())
+            .await;
         ctx.push(check::same_body(&ctx.spec("replay-after"), &winner, &retry));
     }
 }

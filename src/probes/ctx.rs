@@ -214,7 +214,11 @@ impl ProbeCtx {
             n: self.exchanges.len() + 1,
             role,
             start_ms: self.offset_ms(r.started),
-            duration_ms: r.finished.saturating_duration_since(r.started).as_secs_f64() * 1000.0,
+            duration_ms: r
+                .finished
+                .saturating_duration_since(r.started)
+                .as_secs_f64()
+                * 1000.0,
             release_us: r.released.map(|t| self.offset_ms(t) * 1000.0),
             request,
             response: r.result.as_ref().ok().cloned(),
@@ -297,10 +301,8 @@ impl ProbeCtx {
                 if done.load(Ordering::SeqCst) || Instant::now() >= deadline {
                     break;
                 }
-                let batch = futures::future::join_all(
-                    (0..wave).map(|_| client.send(&duplicate)),
-                )
-                .await;
+                let batch =
+                    futures::future::join_all((0..wave).map(|_| client.send(&duplicate))).await;
                 sent.extend(batch.into_iter().map(|r| (w, r)));
                 tokio::time::sleep(interval).await;
             }

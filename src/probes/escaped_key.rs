@@ -21,6 +21,7 @@ pub const PROBE: ProbeDef = ProbeDef {
             CheckDecl { id: "replays", what: "the retry with the same escaped key does not execute again" },
         ],
         needs: &[],
+        prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };

@@ -14,12 +14,20 @@ pub const PROBE: ProbeDef = ProbeDef {
         group: Group::Enforcement,
         section: "draft-07 §2.6",
         stimulus: "Sends the operation once with a fresh key and a valid payload",
-        requirement: "A first request with a new key is processed normally: 2xx and exactly one execution",
+        requirement:
+            "A first request with a new key is processed normally: 2xx and exactly one execution",
         checks: &[
-            CheckDecl { id: "status", what: "the first request is accepted (2xx)" },
-            CheckDecl { id: "one-effect", what: "exactly one execution" },
+            CheckDecl {
+                id: "status",
+                what: "the first request is accepted (2xx)",
+            },
+            CheckDecl {
+                id: "one-effect",
+                what: "exactly one execution",
+            },
         ],
         needs: &[],
+        prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
@@ -52,6 +60,12 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         Err(stop) => return Some(stop),
     };
     let e = ctx.executions(before, after, &[&original]);
-    ctx.push(check::executions(&ctx.spec("one-effect"), &e.basis, 1, e.count, e.exchanges));
+    ctx.push(check::executions(
+        &ctx.spec("one-effect"),
+        &e.basis,
+        1,
+        e.count,
+        e.exchanges,
+    ));
     None
 }

@@ -26,6 +26,7 @@ pub const PROBE: ProbeDef = ProbeDef {
             CheckDecl { id: "status-400", what: "malformed keys get 400" },
         ],
         needs: &[],
+        prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
@@ -34,7 +35,10 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     let before = count_or_stop!(ctx, "count before");
     let header = ctx.key_header().to_string();
     let mut sent = Vec::new();
-    for (i, m) in keys::malformed_corpus(&ctx.fresh_key()).into_iter().enumerate() {
+    for (i, m) in keys::malformed_corpus(&ctx.fresh_key())
+        .into_iter()
+        .enumerate()
+    {
         let req = ctx
             .request_with_payload(i as u32)
             .set_header(&header, m.value);
@@ -48,10 +52,21 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     }
     let after = count_or_stop!(ctx, "count after");
     let refs: Vec<_> = sent.iter().collect();
-    ctx.push(check::statuses_within(&ctx.spec("rejected"), &refs, 400, 499));
+    ctx.push(check::statuses_within(
+        &ctx.spec("rejected"),
+        &refs,
+        400,
+        499,
+    ));
     ctx.push(check::no_server_error(&ctx.spec("no-5xx"), &refs));
     let e = ctx.executions(before, after, &refs);
-    ctx.push(check::executions(&ctx.spec("no-effect"), &e.basis, 0, e.count, e.exchanges));
+    ctx.push(check::executions(
+        &ctx.spec("no-effect"),
+        &e.basis,
+        0,
+        e.count,
+        e.exchanges,
+    ));
     let refused: Vec<_> = refs.iter().copied().filter(|e| !is_success(e)).collect();
     if !refused.is_empty() {
         let spec = ctx.spec("status-400");

@@ -22,6 +22,7 @@ pub const PROBE: ProbeDef = ProbeDef {
             CheckDecl { id: "problem-details", what: "the error is problem+json or links its documentation" },
         ],
         needs: &[],
+        prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
@@ -35,7 +36,10 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     let req = ctx.request().without_header(&header);
     let ex = ctx.send("without key", req).await;
     if ex.response.is_none() {
-        return Some(Stop::Error(format!("no response: {}", ex.error.clone().unwrap_or_default())));
+        return Some(Stop::Error(format!(
+            "no response: {}",
+            ex.error.clone().unwrap_or_default()
+        )));
     }
     ctx.push(check::status_in(&ctx.spec("status"), &ex));
     let after = match ctx.count("count after", false).await {
@@ -43,7 +47,13 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         Err(stop) => return Some(stop),
     };
     let e = ctx.executions(before, after, &[&ex]);
-    ctx.push(check::executions(&ctx.spec("no-effect"), &e.basis, 0, e.count, e.exchanges));
+    ctx.push(check::executions(
+        &ctx.spec("no-effect"),
+        &e.basis,
+        0,
+        e.count,
+        e.exchanges,
+    ));
     if !ex.response.as_ref().is_some_and(|r| r.is_success()) {
         ctx.push(check::problem_details(&ctx.spec("problem-details"), &ex));
     }

@@ -99,6 +99,10 @@ pub struct ProbeMeta {
     /// Preconditions; the probe SKIPs when one is missing. Soft needs (a probe that works
     /// without, but less well) are not listed here.
     pub needs: &'static [Need],
+    /// Probes whose behaviour this one builds on. When one of them FAILs in the same run, this
+    /// probe's non-critical failures are reported as INCONCLUSIVE naming it, instead of a second
+    /// FAIL for the same defect; critical failures always stay FAIL.
+    pub prerequisites: &'static [&'static str],
 }
 
 /// The async body of a probe: sends, pushes checks into the context, and returns how it stopped
@@ -193,6 +197,9 @@ mod tests {
             .copied()
             .filter(|id| ids.contains(id))
             .collect();
-        assert_eq!(ids, expected, "registry ids must be CONTRACT ids in catalog order");
+        assert_eq!(
+            ids, expected,
+            "registry ids must be CONTRACT ids in catalog order"
+        );
     }
 }

@@ -18,11 +18,21 @@ pub const PROBE: ProbeDef = ProbeDef {
         stimulus: "Sends the operation with a key, then the same key with a different payload",
         requirement: "A key reused with another payload is refused with 422 and executes nothing",
         checks: &[
-            CheckDecl { id: "status", what: "the reused key with another payload is refused" },
-            CheckDecl { id: "no-effect", what: "the reused key with another payload executes nothing" },
-            CheckDecl { id: "problem-details", what: "the error is problem+json or links its documentation" },
+            CheckDecl {
+                id: "status",
+                what: "the reused key with another payload is refused",
+            },
+            CheckDecl {
+                id: "no-effect",
+                what: "the reused key with another payload executes nothing",
+            },
+            CheckDecl {
+                id: "problem-details",
+                what: "the error is problem+json or links its documentation",
+            },
         ],
         needs: &[],
+        prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
@@ -56,7 +66,13 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         e.count = e.count.saturating_sub(1);
         e
     };
-    ctx.push(check::executions(&ctx.spec("no-effect"), &e.basis, 0, e.count, e.exchanges));
+    ctx.push(check::executions(
+        &ctx.spec("no-effect"),
+        &e.basis,
+        0,
+        e.count,
+        e.exchanges,
+    ));
     if !is_success(&other) && other.response.is_some() {
         ctx.push(check::problem_details(&ctx.spec("problem-details"), &other));
     }

@@ -19,6 +19,7 @@ pub const PROBE: ProbeDef = ProbeDef {
             CheckDecl { id: "recognised", what: "the retry does not execute again" },
         ],
         needs: &[],
+        prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };

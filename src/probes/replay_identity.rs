@@ -41,6 +41,7 @@ pub const PROBE: ProbeDef = ProbeDef {
             CheckDecl { id: "replay-marker", what: "the replay is marked as such (e.g. Idempotency-Replayed: true)" },
         ],
         needs: &[],
+        prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
@@ -58,27 +59,60 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     }
     let mut retries = Vec::new();
     for i in 1..=RETRIES {
-        retries.push(ctx.send(format!("retry {i}/{RETRIES}"), ctx.keyed(&key)).await);
+        retries.push(
+            ctx.send(format!("retry {i}/{RETRIES}"), ctx.keyed(&key))
+                .await,
+        );
     }
     let after = count_or_stop!(ctx, "count after");
     let refs: Vec<_> = retries.iter().collect();
-    ctx.push(check::same_status(&ctx.spec("same-status"), &original, &refs));
+    ctx.push(check::same_status(
+        &ctx.spec("same-status"),
+        &original,
+        &refs,
+    ));
     for r in &retries {
         ctx.push(check::same_body(&ctx.spec("same-body"), &original, r));
     }
     let first = &retries[0];
-    ctx.push(check::same_header(&ctx.spec("same-content-type"), "content-type", &original, first));
-    ctx.push(check::same_header(&ctx.spec("same-location"), "location", &original, first));
-    ctx.push(check::same_header(&ctx.spec("same-etag"), "etag", &original, first));
+    ctx.push(check::same_header(
+        &ctx.spec("same-content-type"),
+        "content-type",
+        &original,
+        first,
+    ));
+    ctx.push(check::same_header(
+        &ctx.spec("same-location"),
+        "location",
+        &original,
+        first,
+    ));
+    ctx.push(check::same_header(
+        &ctx.spec("same-etag"),
+        "etag",
+        &original,
+        first,
+    ));
     if ctx.config.id_pointer.is_some() {
         let mut ids = vec![(original.n, ctx.resource_id(&original))];
         ids.extend(retries.iter().map(|r| (r.n, ctx.resource_id(r))));
-        ctx.push(check::values_relation(&ctx.spec("same-id"), "resource id", &ids, true));
+        ctx.push(check::values_relation(
+            &ctx.spec("same-id"),
+            "resource id",
+            &ids,
+            true,
+        ));
     }
     let mut attempts = vec![&original];
     attempts.extend(refs.iter().copied());
     let e = ctx.executions(before, after, &attempts);
-    ctx.push(check::executions(&ctx.spec("no-new-effect"), &e.basis, 1, e.count, e.exchanges));
+    ctx.push(check::executions(
+        &ctx.spec("no-new-effect"),
+        &e.basis,
+        1,
+        e.count,
+        e.exchanges,
+    ));
     let marker = first.response.as_ref().and_then(|r| {
         MARKERS
             .iter()

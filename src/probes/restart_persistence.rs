@@ -23,6 +23,7 @@ pub const PROBE: ProbeDef = ProbeDef {
             CheckDecl { id: "no-new-effect", what: "the retry after the restart executes nothing" },
         ],
         needs: &[Need::RestartHook],
+        prerequisites: &["replay-identity"],
     },
     run: |ctx| run(ctx).boxed(),
 };
@@ -53,9 +54,19 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     ));
     let retry = ctx.send("after restart", ctx.keyed(&key)).await;
     let after = count_or_stop!(ctx, "count after");
-    ctx.push(check::same_status(&ctx.spec("same-status"), &original, &[&retry]));
+    ctx.push(check::same_status(
+        &ctx.spec("same-status"),
+        &original,
+        &[&retry],
+    ));
     ctx.push(check::same_body(&ctx.spec("same-body"), &original, &retry));
     let e = ctx.executions(before, after, &[&original, &retry]);
-    ctx.push(check::executions(&ctx.spec("no-new-effect"), &e.basis, 1, e.count, e.exchanges));
+    ctx.push(check::executions(
+        &ctx.spec("no-new-effect"),
+        &e.basis,
+        1,
+        e.count,
+        e.exchanges,
+    ));
     None
 }

@@ -25,6 +25,7 @@ pub const PROBE: ProbeDef = ProbeDef {
             CheckDecl { id: "no-existence-leak", what: "tenant B's other payload with A's key is not refused as a mismatch" },
         ],
         needs: &[Need::SecondTenant],
+        prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
@@ -64,13 +65,33 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     };
     ctx.push(executes);
     match ctx.resource_id(&a1) {
-        Some(a_id) => ctx.push(check::body_excludes(&ctx.spec("no-leak"), "tenant A's resource id", &a_id, &b1)),
+        Some(a_id) => ctx.push(check::body_excludes(
+            &ctx.spec("no-leak"),
+            "tenant A's resource id",
+            &a_id,
+            &b1,
+        )),
         None => {
-            let a_body = String::from_utf8_lossy(&a1.response.as_ref().map(|r| r.body.clone()).unwrap_or_default()).into_owned();
-            ctx.push(check::body_excludes(&ctx.spec("no-leak"), "tenant A's response body", &a_body, &b1));
+            let a_body = String::from_utf8_lossy(
+                &a1.response
+                    .as_ref()
+                    .map(|r| r.body.clone())
+                    .unwrap_or_default(),
+            )
+            .into_owned();
+            ctx.push(check::body_excludes(
+                &ctx.spec("no-leak"),
+                "tenant A's response body",
+                &a_body,
+                &b1,
+            ));
         }
     }
-    ctx.push(check::status_not_in(&ctx.spec("no-existence-leak"), &b2, &[409, 422]));
+    ctx.push(check::status_not_in(
+        &ctx.spec("no-existence-leak"),
+        &b2,
+        &[409, 422],
+    ));
     ctx.note(format!("A's keys: {same_key}, {other_key}"));
     None
 }

@@ -20,7 +20,9 @@ impl Observer for Quiet {
 
 /// Runs `probes` (all when empty) of the default suite against the reference server.
 pub async fn run_reference(fault: Option<Fault>, probes: &[&str], strict: bool) -> RunReport {
-    let reference = Reference::start(fault).await.expect("reference server starts");
+    let reference = Reference::start(fault)
+        .await
+        .expect("reference server starts");
     let opts = RunOptions {
         probes: probes.iter().map(|p| p.to_string()).collect(),
         strict,
