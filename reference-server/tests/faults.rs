@@ -1,0 +1,444 @@
+//! Each fault, on its own, breaks the behaviour its doc comment names — shown over HTTP. The
+//! `demonstrate` match is exhaustive, so a new fault cannot be added without its proof, and
+//! `every_fault_has_a_test` checks that each has a test function of its own.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{body, fresh_key, start_on, temp_db, Client, Req, TestServer};
+use idem_reference_server::{Config, Fault};
+
+const A: &str = "token-a";
+const B: &str = "token-b";
+
+async fn server(db: &std::path::Path, fault: Fault, tune: impl FnOnce(&mut Config)) -> TestServer {
+    start_on(db, |c| {
+        c.test_hooks = true;
+        c.fault = Some(fault);
+        tune(c);
+    })
+    .await
+}
+
+/// Sends `req` held for `hold_ms` in the background, waits `after_ms`, and returns the handle.
+async fn hold(
+    client: Client,
+    req: &Req,
+    hold_ms: u64,
+    after_ms: u64,
+) -> tokio::task::JoinHandle<common::Resp> {
+    let held = req.clone().header("X-Test-Delay-Ms", hold_ms.to_string());
+    let task = tokio::spawn(async move { client.send(&held).await });
+    tokio::time::sleep(Duration::from_millis(after_ms)).await;
+    task
+}
+
+async fn demonstrate(fault: Fault) {
+    let (_dir, db) = temp_db();
+    match fault {
+        Fault::NoKeyRequired => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let resp = c
+                .send(&Req::post("/api/payments").token(A).json(&body("nokey")))
+                .await;
+            assert_eq!(resp.status, 201, "a keyless request executes");
+            assert_eq!(c.count(A).await, 1);
+            s.stop().await;
+        }
+        Fault::PlainErrors => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let missing = c
+                .send(&Req::post("/api/payments").token(A).json(&body("plain")))
+                .await;
+            assert_eq!(missing.status, 400);
+            assert_eq!(
+                missing.header("content-type"),
+                Some("text/plain; charset=utf-8")
+            );
+            assert_eq!(missing.header("link"), None);
+            let key = fresh_key();
+            c.send(&Req::payment(A, &key, &body("p1"))).await;
+            let mismatch = c.send(&Req::payment(A, &key, &body("p2"))).await;
+            assert_eq!(mismatch.status, 422);
+            assert_ne!(
+                mismatch.header("content-type"),
+                Some("application/problem+json")
+            );
+            s.stop().await;
+        }
+        Fault::Race => {
+            let s = server(&db, fault, |c| c.race_window_us = 20_000).await;
+            let c = s.client();
+            let req = Req::payment(A, &fresh_key(), &body("race"));
+            let burst: Vec<_> = (0..8)
+                .map(|_| {
+                    let req = req.clone();
+                    tokio::spawn(async move { c.send(&req).await })
+                })
+                .collect();
+            let mut created = 0;
+            for task in burst {
+                created += usize::from(task.await.expect("task").status == 201);
+            }
+            assert!(created > 1, "only {created} executed");
+            assert!(c.count(A).await > 1, "duplicates executed and stored");
+            s.stop().await;
+        }
+        Fault::Concurrent500 => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let req = Req::payment(A, &fresh_key(), &body("c500"));
+            let owner = hold(c, &req, 500, 150).await;
+            assert_eq!(c.send(&req).await.status, 500);
+            assert_eq!(owner.await.expect("owner").status, 201);
+            s.stop().await;
+        }
+        Fault::NoRetryAfter => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let req = Req::payment(A, &fresh_key(), &body("nra"));
+            let owner = hold(c, &req, 500, 150).await;
+            let dup = c.send(&req).await;
+            assert_eq!(dup.status, 409);
+            assert_eq!(dup.header("retry-after"), None);
+            owner.await.expect("owner");
+            s.stop().await;
+        }
+        Fault::ExpiringLock => {
+            let s = server(&db, fault, |c| c.lease = Duration::from_millis(100)).await;
+            let c = s.client();
+            let req = Req::payment(A, &fresh_key(), &body("lock"));
+            let owner = hold(c, &req, 600, 300).await;
+            let dup = c.send(&req).await;
+            assert_eq!(dup.status, 201, "the duplicate took over the expired lock");
+            assert_eq!(owner.await.expect("owner").status, 201, "no fencing");
+            assert_eq!(c.count(A).await, 2);
+            s.stop().await;
+        }
+        Fault::NoFingerprint => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let key = fresh_key();
+            let first = c.send(&Req::payment(A, &key, &body("nf1"))).await;
+            let other = c.send(&Req::payment(A, &key, &body("nf2"))).await;
+            assert_eq!(other.status, 201, "another payload gets the old replay");
+            assert_eq!(other.body, first.body);
+            s.stop().await;
+        }
+        Fault::Mismatch409 => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let key = fresh_key();
+            c.send(&Req::payment(A, &key, &body("m1"))).await;
+            assert_eq!(
+                c.send(&Req::payment(A, &key, &body("m2"))).await.status,
+                409
+            );
+            s.stop().await;
+        }
+        Fault::MismatchOverwrite => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let key = fresh_key();
+            let first = c.send(&Req::payment(A, &key, &body("o1"))).await;
+            assert_eq!(
+                c.send(&Req::payment(A, &key, &body("o2"))).await.status,
+                422
+            );
+            let retry = c.send(&Req::payment(A, &key, &body("o1"))).await;
+            assert_ne!(retry.body, first.body, "the original no longer replays");
+            s.stop().await;
+        }
+        Fault::ReplayNewId => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let req = Req::payment(A, &fresh_key(), &body("newid"));
+            let first = c.send(&req).await;
+            let again = c.send(&req).await;
+            assert_eq!(again.status, 201);
+            assert_ne!(again.id(), first.id());
+            assert_eq!(c.count(A).await, 1, "no new payment row");
+            s.stop().await;
+        }
+        Fault::ReplayReexecute => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let req = Req::payment(A, &fresh_key(), &body("reexec"));
+            let first = c.send(&req).await;
+            let again = c.send(&req).await;
+            assert_ne!(again.id(), first.id());
+            assert_eq!(c.count(A).await, 2);
+            s.stop().await;
+        }
+        Fault::QuotesLiteral => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            for (i, raw) in [r#""unterminated"#, "42", "?1", "bare"].iter().enumerate() {
+                let resp = c
+                    .send(&Req::payment(A, raw, &body(&format!("ql{i}"))))
+                    .await;
+                assert_eq!(resp.status, 201, "malformed {raw:?} accepted");
+            }
+            s.stop().await;
+        }
+        Fault::RejectQuoted => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            assert_eq!(
+                c.send(&Req::payment(A, &fresh_key(), &body("rq")))
+                    .await
+                    .status,
+                400
+            );
+            assert_eq!(
+                c.send(&Req::payment(A, "bare", &body("rq"))).await.status,
+                201
+            );
+            s.stop().await;
+        }
+        Fault::SplitOnComma => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let resp = c
+                .send(&Req::payment(A, r#""a, \"b\" \\c""#, &body("comma")))
+                .await;
+            assert_eq!(resp.status, 400);
+            s.stop().await;
+        }
+        Fault::DuplicateHeaderFirst => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let req = Req::payment(A, &fresh_key(), &body("dup")).key(&fresh_key());
+            assert_eq!(c.send(&req).await.status, 201);
+            s.stop().await;
+        }
+        Fault::AcceptEmpty => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            assert_eq!(
+                c.send(&Req::payment(A, "\"\"", &body("empty")))
+                    .await
+                    .status,
+                201
+            );
+            s.stop().await;
+        }
+        Fault::NoKeyLimit => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let huge = format!("\"{}\"", "k".repeat(8 * 1024));
+            assert_eq!(
+                c.send(&Req::payment(A, &huge, &body("huge"))).await.status,
+                201
+            );
+            assert_eq!(c.count(A).await, 1);
+            s.stop().await;
+        }
+        Fault::ParamsInKey => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let uuid = uuid::Uuid::new_v4();
+            let with = c
+                .send(&Req::payment(A, &format!("\"{uuid}\";v=1"), &body("pk")))
+                .await;
+            let without = c
+                .send(&Req::payment(A, &format!("\"{uuid}\""), &body("pk")))
+                .await;
+            assert_eq!(without.header("idempotency-replayed"), Some("false"));
+            assert_ne!(with.id(), without.id());
+            s.stop().await;
+        }
+        Fault::UnscopedKeys => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let key = fresh_key();
+            let a = c.send(&Req::payment(A, &key, &body("scope"))).await;
+            let b = c.send(&Req::payment(B, &key, &body("scope"))).await;
+            assert_eq!(b.body, a.body, "tenant B received tenant A's response");
+            assert_eq!(c.count(B).await, 0);
+            s.stop().await;
+        }
+        Fault::UnscopedOperation => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let key = fresh_key();
+            c.send(&Req::payment(A, &key, &body("op"))).await;
+            let payout = c
+                .send(
+                    &Req::post("/api/payouts")
+                        .token(A)
+                        .key(&key)
+                        .json(&body("op")),
+                )
+                .await;
+            assert_ne!(payout.status, 201, "the payout is not independent");
+            s.stop().await;
+        }
+        Fault::MemoryStore => {
+            let req = Req::payment(A, &fresh_key(), &body("mem"));
+            let s = server(&db, fault, |_| {}).await;
+            let first = s.client().send(&req).await;
+            s.stop().await;
+            let s = server(&db, fault, |_| {}).await;
+            let after = s.client().send(&req).await;
+            assert_eq!(after.status, 201);
+            assert_ne!(after.body, first.body, "the record was lost on restart");
+            let other = server(&db, fault, |_| {}).await;
+            let replica = other.client().send(&req).await;
+            assert_ne!(replica.body, after.body, "records are not shared");
+            assert_eq!(s.client().count(A).await, 3);
+            s.stop().await;
+            other.stop().await;
+        }
+        Fault::FingerprintDedupe => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let first = c.send(&Req::payment(A, &fresh_key(), &body("fd"))).await;
+            let second = c.send(&Req::payment(A, &fresh_key(), &body("fd"))).await;
+            assert_eq!(
+                second.body, first.body,
+                "a new key got another key's result"
+            );
+            assert_eq!(c.count(A).await, 1);
+            s.stop().await;
+        }
+        Fault::CaseInsensitiveKeys => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let upper = c.send(&Req::payment(A, "\"KEY-1\"", &body("ci"))).await;
+            let lower = c.send(&Req::payment(A, "\"key-1\"", &body("ci"))).await;
+            assert_eq!(lower.body, upper.body);
+            assert_eq!(c.count(A).await, 1);
+            s.stop().await;
+        }
+        Fault::CacheValidationError => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let key = fresh_key();
+            let invalid = r#"{"amountCents":0,"currency":"EUR","reference":"x"}"#;
+            assert_eq!(c.send(&Req::payment(A, &key, invalid)).await.status, 400);
+            let valid = c.send(&Req::payment(A, &key, &body("cve"))).await;
+            assert_eq!(valid.status, 400, "the stored 400 is replayed");
+            assert_eq!(c.count(A).await, 0);
+            s.stop().await;
+        }
+        Fault::WedgeOnCrash => {
+            let s = server(&db, fault, |c| c.lease = Duration::from_millis(100)).await;
+            let c = s.client();
+            let req = Req::payment(A, &fresh_key(), &body("wedge"));
+            assert_eq!(
+                c.send(&req.clone().header("X-Test-Crash", "1"))
+                    .await
+                    .status,
+                500
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert_eq!(c.send(&req).await.status, 409, "stuck after the lease");
+            s.stop().await;
+        }
+        Fault::LoserUnlocks => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let req = Req::payment(A, &fresh_key(), &body("loser"));
+            let owner = hold(c, &req, 600, 150).await;
+            assert_eq!(c.send(&req).await.status, 409);
+            assert_eq!(c.send(&req).await.status, 201, "the loser unlocked the key");
+            owner.await.expect("owner");
+            assert_eq!(
+                c.count(A).await,
+                1,
+                "the owner was fenced, but a duplicate executed"
+            );
+            s.stop().await;
+        }
+        Fault::ReleaseOnDisconnect => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let req = Req::payment(A, &fresh_key(), &body("disc"));
+            c.send_and_hang_up(
+                &req.clone().header("X-Test-Delay-Ms", "200"),
+                Duration::from_millis(50),
+            )
+            .await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let retry = c.send(&req).await;
+            assert_eq!(retry.header("idempotency-replayed"), Some("false"));
+            assert_eq!(c.count(A).await, 2, "the lost response was executed again");
+            s.stop().await;
+        }
+        Fault::TrustReplayHeader => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let req = Req::payment(A, &fresh_key(), &body("spoof"))
+                .header("Idempotency-Replayed", "true");
+            let resp = c.send(&req).await;
+            assert_eq!((resp.status, resp.text().as_str()), (200, "{}"));
+            assert_eq!(c.count(A).await, 0);
+            s.stop().await;
+        }
+        Fault::RejectAll => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let resp = c.send(&Req::payment(A, &fresh_key(), &body("all"))).await;
+            assert_eq!(resp.status, 500);
+            s.stop().await;
+        }
+    }
+}
+
+macro_rules! fault_tests {
+    ($($test:ident => $fault:ident),* $(,)?) => {
+        $(
+            #[doc = concat!("`", stringify!($fault), "` breaks the behaviour it names.")]
+            #[tokio::test]
+            async fn $test() {
+                demonstrate(Fault::$fault).await;
+            }
+        )*
+
+        /// Every fault in the catalog has a test above.
+        #[test]
+        fn every_fault_has_a_test() {
+            let tested = [$(Fault::$fault),*];
+            for fault in Fault::ALL {
+                assert!(tested.contains(fault), "{fault} has no test");
+            }
+            assert_eq!(tested.len(), Fault::ALL.len());
+        }
+    };
+}
+
+fault_tests! {
+    no_key_required => NoKeyRequired,
+    plain_errors => PlainErrors,
+    race => Race,
+    concurrent_500 => Concurrent500,
+    no_retry_after => NoRetryAfter,
+    expiring_lock => ExpiringLock,
+    no_fingerprint => NoFingerprint,
+    mismatch_409 => Mismatch409,
+    mismatch_overwrite => MismatchOverwrite,
+    replay_new_id => ReplayNewId,
+    replay_reexecute => ReplayReexecute,
+    quotes_literal => QuotesLiteral,
+    reject_quoted => RejectQuoted,
+    split_on_comma => SplitOnComma,
+    duplicate_header_first => DuplicateHeaderFirst,
+    accept_empty => AcceptEmpty,
+    no_key_limit => NoKeyLimit,
+    params_in_key => ParamsInKey,
+    unscoped_keys => UnscopedKeys,
+    unscoped_operation => UnscopedOperation,
+    memory_store => MemoryStore,
+    fingerprint_dedupe => FingerprintDedupe,
+    case_insensitive_keys => CaseInsensitiveKeys,
+    cache_validation_error => CacheValidationError,
+    wedge_on_crash => WedgeOnCrash,
+    loser_unlocks => LoserUnlocks,
+    release_on_disconnect => ReleaseOnDisconnect,
+    trust_replay_header => TrustReplayHeader,
+    reject_all => RejectAll,
+}
