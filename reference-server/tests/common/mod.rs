@@ -216,6 +216,14 @@ impl Client {
             .expect("request failed")
     }
 
+    /// Like [`Client::send`], but a transport failure is returned instead of failing the test
+    /// (for tests that kill the server mid-request).
+    pub async fn try_send(&self, req: &Req) -> std::io::Result<Resp> {
+        tokio::time::timeout(TIMEOUT, self.exchange(req.to_bytes(true)))
+            .await
+            .map_err(|_| std::io::Error::other("request timed out"))?
+    }
+
     async fn exchange(&self, raw: Vec<u8>) -> std::io::Result<Resp> {
         let mut stream = TcpStream::connect(self.addr).await?;
         stream.write_all(&raw).await?;
