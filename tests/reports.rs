@@ -533,7 +533,7 @@ fn golden(rel: &str, actual: &str) {
         )
     });
     if expected != actual {
-        let diff = similar::TextDiff::from_lines(&expected, actual)
+        let diff = similar::TextDiff::from_lines(expected.as_str(), actual)
             .unified_diff()
             .context_radius(3)
             .header(&format!("golden {rel}"), "rendered")
