@@ -59,7 +59,6 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
     let progress = Progress::new(
         config.selection.len() as u64,
         std::io::stderr().is_terminal(),
-        render.clone(),
     );
     let observer = ProgressObserver(&progress);
     let interrupt = async {
@@ -152,8 +151,8 @@ impl Observer for ProgressObserver<'_> {
     fn started(&self, id: &str) {
         self.0.start_probe(id);
     }
-    fn finished(&self, report: &ProbeReport) {
-        self.0.finish_probe(report);
+    fn finished(&self, _report: &ProbeReport) {
+        self.0.finish_probe();
     }
 }
 

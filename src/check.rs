@@ -213,18 +213,70 @@ pub fn same_status(spec: &CheckSpec, original: &Exchange, retries: &[&Exchange])
     Check::from_spec(spec, bad.is_empty(), vec![want], actual, nums(&all))
 }
 
-/// The bodies are byte-identical.
-pub fn same_body(spec: &CheckSpec, original: &Exchange, retry: &Exchange) -> Check {
-    let a = original.response.as_ref().map(|r| r.body.as_slice());
-    let b = retry.response.as_ref().map(|r| r.body.as_slice());
-    let passed = a.is_some() && a == b;
-    Check::from_spec(
-        spec,
-        passed,
-        vec![body_line(original)],
-        body_line(retry),
-        vec![original.n, retry.n],
-    )
+/// Every retry's body is byte-identical to the original's. On a difference, expected and
+/// actual show the first differing retry around the first differing byte, since two JSON
+/// bodies usually share a long prefix.
+pub fn same_body(spec: &CheckSpec, original: &Exchange, retries: &[&Exchange]) -> Check {
+    let body = |e: &Exchange| e.response.as_ref().map(|r| r.body.clone());
+    let a = body(original);
+    let differing: Vec<&&Exchange> = retries
+        .iter()
+        .filter(|r| a.is_none() || body(r) != a)
+        .collect();
+    let mut cited = vec![original.n];
+    cited.extend(retries.iter().map(|r| r.n));
+    let Some(first) = differing.first() else {
+        let n = retries.len();
+        return Check::from_spec(
+            spec,
+            true,
+            vec![body_line(original)],
+            format!("identical on {n} replay{}", if n == 1 { "" } else { "s" }),
+            cited,
+        );
+    };
+    let (expected, actual) = match (&a, body(first)) {
+        (Some(x), Some(y)) => {
+            let (ex, ac) = diff_window(x, &y);
+            (ex, format!("#{}: {ac}", first.n))
+        }
+        _ => (
+            body_line(original),
+            format!("#{}: {}", first.n, body_line(first)),
+        ),
+    };
+    let others = differing.len() - 1;
+    let actual = if others > 0 {
+        format!(
+            "{actual} (and {others} more replay{} differ)",
+            if others == 1 { "" } else { "s" }
+        )
+    } else {
+        actual
+    };
+    Check::from_spec(spec, false, vec![expected], actual, cited)
+}
+
+/// The two bodies around their first differing byte: `byte 57: …"createdAt":"2026-11-30T0…`.
+fn diff_window(a: &[u8], b: &[u8]) -> (String, String) {
+    let at = a
+        .iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()));
+    let show = |bytes: &[u8]| {
+        let start = at.saturating_sub(24);
+        let end = (at + 48).min(bytes.len());
+        let text = String::from_utf8_lossy(&bytes[start.min(end)..end]);
+        let text: String = text.chars().filter(|c| !c.is_control()).collect();
+        format!(
+            "byte {at}: {}{text}{} ({} bytes)",
+            if start > 0 { "…" } else { "" },
+            if end < bytes.len() { "…" } else { "" },
+            bytes.len()
+        )
+    };
+    (show(a), show(b))
 }
 
 /// A response header has the same value (or is absent on both) on the two exchanges.
@@ -551,10 +603,19 @@ mod tests {
     }
 
     #[test]
-    fn same_body_is_byte_exact() {
+    fn same_body_is_byte_exact_and_shows_the_first_difference() {
         let s = spec(vec![]);
-        assert!(same_body(&s, &ex(1, 201, "{\"a\":1}"), &ex(2, 201, "{\"a\":1}")).passed);
-        assert!(!same_body(&s, &ex(1, 201, "{\"a\":1}"), &ex(2, 201, "{\"a\": 1}")).passed);
+        let a = ex(1, 201, "{\"a\":1}");
+        assert!(same_body(&s, &a, &[&ex(2, 201, "{\"a\":1}")]).passed);
+        let c = same_body(
+            &s,
+            &a,
+            &[&ex(2, 201, "{\"a\":1}"), &ex(3, 201, "{\"a\": 1}")],
+        );
+        assert!(!c.passed);
+        assert_eq!(c.expected, vec!["byte 5: {\"a\":1} (7 bytes)"]);
+        assert_eq!(c.actual, "#3: byte 5: {\"a\": 1} (8 bytes)");
+        assert_eq!(c.exchanges, vec![1, 2, 3]);
     }
 
     #[test]

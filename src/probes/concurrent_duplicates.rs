@@ -191,7 +191,11 @@ async fn judge(ctx: &mut ProbeCtx, rounds: &[Round]) {
         let retry = ctx
             .send("retry after completion", last.request.clone())
             .await;
-        ctx.push(check::same_body(&ctx.spec("replay-after"), &winner, &retry));
+        ctx.push(check::same_body(
+            &ctx.spec("replay-after"),
+            &winner,
+            &[&retry],
+        ));
     }
 }
 

@@ -59,7 +59,11 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         &original,
         &[&retry],
     ));
-    ctx.push(check::same_body(&ctx.spec("same-body"), &original, &retry));
+    ctx.push(check::same_body(
+        &ctx.spec("same-body"),
+        &original,
+        &[&retry],
+    ));
     let e = ctx.executions(before, after, &[&original, &retry]);
     ctx.push(check::executions(
         &ctx.spec("no-new-effect"),

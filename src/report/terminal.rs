@@ -170,13 +170,13 @@ pub fn render(report: &RunReport, opts: &RenderOptions, strict: bool) -> String 
 /// second, so a burst of fast probes costs nothing.
 pub struct Progress {
     bar: ProgressBar,
-    opts: RenderOptions,
 }
 
 impl Progress {
-    /// A bar for `total` probes; `enabled` is false for `--quiet` or `--format json`. Finished
-    /// probe lines are printed above the bar with `opts` (colour, secrets).
-    pub fn new(total: u64, enabled: bool, opts: RenderOptions) -> Self {
+    /// A bar for `total` probes; `enabled` is false when nobody watches. The probe lines
+    /// themselves are printed once, by [`render`], when the run is over, so a terminal never
+    /// shows them twice.
+    pub fn new(total: u64, enabled: bool) -> Self {
         let bar = if enabled && std::io::stderr().is_terminal() {
             let bar =
                 ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr_with_hz(10));
@@ -189,7 +189,7 @@ impl Progress {
         } else {
             ProgressBar::hidden()
         };
-        Progress { bar, opts }
+        Progress { bar }
     }
 
     /// Shows which probe is running (the id comes from the catalog, never from the server).
@@ -197,11 +197,8 @@ impl Progress {
         self.bar.set_message(id.to_string());
     }
 
-    /// Prints the probe's line above the bar and advances it.
-    pub fn finish_probe(&self, p: &ProbeReport) {
-        if !self.bar.is_hidden() {
-            self.bar.println(probe_line(p, &self.opts));
-        }
+    /// Advances the bar.
+    pub fn finish_probe(&self) {
         self.bar.inc(1);
     }
 
@@ -223,13 +220,11 @@ mod tests {
 
     #[test]
     fn progress_never_draws_on_a_non_terminal() {
-        let p = Progress::new(3, true, RenderOptions::default());
+        let p = Progress::new(3, true);
         if !std::io::stderr().is_terminal() {
             assert!(p.bar.is_hidden());
         }
-        assert!(Progress::new(3, false, RenderOptions::default())
-            .bar
-            .is_hidden());
+        assert!(Progress::new(3, false).bar.is_hidden());
     }
 
     #[test]

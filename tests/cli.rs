@@ -1,0 +1,288 @@
+//! The real binary: exit codes, clear errors on bad input, reports on disk, secrets kept out.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_idem-check"));
+    c.env_remove("GITHUB_STEP_SUMMARY").env("NO_COLOR", "1");
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("the binary runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A loopback server that answers every connection with `reply` (or nothing at all when it is
+/// `None`, holding the connection open), for at most `lifetime`.
+fn fake_server(reply: Option<&'static [u8]>, lifetime: Duration) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let end = Instant::now() + lifetime;
+        let mut held = Vec::new();
+        while Instant::now() < end {
+            match listener.accept() {
+                Ok((mut s, _)) => {
+                    s.set_read_timeout(Some(Duration::from_millis(200))).ok();
+                    let mut buf = [0u8; 4096];
+                    let _ = s.read(&mut buf);
+                    match reply {
+                        Some(r) => {
+                            let _ = s.write_all(r);
+                        }
+                        None => held.push(s),
+                    }
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    });
+    format!("http://{addr}/api/payments")
+}
+
+/// `list` names every probe of the catalog.
+#[test]
+fn list_shows_every_probe() {
+    let o = run(&["list"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for p in idem_check::probes::catalog() {
+        assert!(out.contains(p.meta.id), "{} missing from list", p.meta.id);
+    }
+}
+
+/// A bad flag is a usage error: exit 1, with clap's explanation.
+#[test]
+fn bad_flag_exits_1() {
+    let o = run(&["run", "--no-such-flag"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--no-such-flag"));
+}
+
+/// An unknown probe id is a usage error that lists the known ones.
+#[test]
+fn unknown_probe_exits_1_and_lists_known_ids() {
+    let o = run(&["run", "--reference", "--probe", "replay-identitty"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("unknown probe \"replay-identitty\""), "{err}");
+    assert!(err.contains("replay-identity"), "{err}");
+}
+
+/// A broken target file is exit 2 and points at file:line:col.
+#[test]
+fn bad_target_file_exits_2_with_location() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.toml");
+    std::fs::write(&path, "url = \"http://127.0.0.1:1/p\"\nheaders = [\"Authorization: Bearer ${IDEM_NOT_SET_ANYWHERE}\"]\n").unwrap();
+    let o = bin()
+        .env_remove("IDEM_NOT_SET_ANYWHERE")
+        .args(["run", "--target", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("t.toml:2:12"), "{err}");
+    assert!(err.contains("IDEM_NOT_SET_ANYWHERE is not set"), "{err}");
+}
+
+/// A broken suite file is exit 2 too.
+#[test]
+fn bad_suite_file_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mine.toml");
+    std::fs::write(
+        &path,
+        "extends = \"ietf-draft-07\"\n[probes.missing-key]\nstatus = \"fatal\"\n",
+    )
+    .unwrap();
+    let o = run(&["run", "--reference", "--suite", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("mine.toml:3:10"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// Nothing listening: one pre-flight ERROR that names the cause, exit 3.
+#[test]
+fn unreachable_target_exits_3() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("http://127.0.0.1:{port}/api/payments");
+    let o = run(&["run", &url, "-d", "{\"a\":\"{{unique}}\"}"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("could not be reached"), "{}", text(&o));
+    assert!(
+        out.contains("not run: the pre-flight first-request did not pass"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// A server that answers garbage: ERROR, exit 3, never a panic.
+#[test]
+fn garbage_answer_exits_3() {
+    let url = fake_server(Some(b"garbage\r\n\r\n"), Duration::from_secs(20));
+    let o = run(&["run", &url, "--timeout", "2s"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("panicked"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// A server that never answers: the request timeout ends it, exit 3.
+#[test]
+fn silent_server_times_out_with_exit_3() {
+    let url = fake_server(None, Duration::from_secs(20));
+    let start = Instant::now();
+    let o = run(&["run", &url, "--timeout", "1s"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("timed out after 1 s"),
+        "{}",
+        text(&o)
+    );
+    assert!(start.elapsed() < Duration::from_secs(15));
+}
+
+/// Ctrl-C during a run: exit 130, and the reports are still written and say so.
+#[test]
+fn ctrl_c_exits_130_with_reports() {
+    let url = fake_server(None, Duration::from_secs(30));
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mut child = bin()
+        .args([
+            "run",
+            &url,
+            "--timeout",
+            "20s",
+            "--report-json",
+            json.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let end = Instant::now() + Duration::from_secs(10);
+    let code = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s.code();
+        }
+        assert!(Instant::now() < end, "no exit after Ctrl-C");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(code, Some(130));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["interrupted"], true);
+}
+
+/// The main job: the bundled reference server is all green, exit 0, and every report is
+/// written, parses, and holds no token.
+#[test]
+fn reference_run_is_green_and_writes_reports_without_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let (json, junit, md) = (p("r.json"), p("r.xml"), p("r.md"));
+    let o = run(&[
+        "run",
+        "--reference",
+        "--report-json",
+        &json,
+        "--report-junit",
+        &junit,
+        "--report-markdown",
+        &md,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains(" 0 failed, "), "{out}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["schema"], "idem-check.report/1");
+    assert!(report["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["outcome"] == "PASS"));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("<testcase") && xml.contains("name=\"replay-identity\""));
+    for file in [&json, &junit, &md] {
+        let body = std::fs::read_to_string(file).unwrap();
+        assert!(
+            !body.contains("token-a") && !body.contains("token-b"),
+            "{file} leaks a token"
+        );
+    }
+    assert!(!out.contains("token-a"));
+}
+
+/// A fault switched on: the matching probe FAILs and the exit code is 4.
+#[test]
+fn reference_fault_exits_4() {
+    let o = run(&[
+        "run",
+        "--reference",
+        "--reference-fault",
+        "no-key-required",
+        "--probe",
+        "missing-key",
+    ]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("FAIL"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// The README's usage block is the real `run -h`, so it cannot go stale.
+#[test]
+fn readme_usage_block_matches_help() {
+    let o = run(&["run", "-h"]);
+    let help = String::from_utf8_lossy(&o.stdout).replace("\r", "");
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let start = readme
+        .find("<!-- run-help-start -->")
+        .expect("README has the help markers");
+    let end = readme.find("<!-- run-help-end -->").unwrap();
+    let block = &readme[start..end];
+    let inner = block
+        .split_once("```text\n")
+        .and_then(|(_, rest)| rest.rsplit_once("```"))
+        .map(|(b, _)| b)
+        .expect("a text block between the markers");
+    assert_eq!(
+        inner.trim_end(),
+        help.trim_end(),
+        "README usage block is stale: paste `idem-check run -h`"
+    );
+}
