@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 
-use crate::cli::{Command, ListArgs, Opts, RunArgs};
+use crate::cli::{Command, ListArgs, MatrixArgs, Opts, RunArgs};
 use crate::config::{Config, RestartHook, RunOptions, TargetSpec};
 use crate::exit::ExitCode;
 use crate::probes;
@@ -21,6 +21,7 @@ pub async fn run(opts: Opts) -> Result<ExitCode> {
     match opts.command {
         Command::Run(args) => run_probes(*args).await,
         Command::List(args) => list(&args),
+        Command::Matrix(args) => matrix(&args),
         Command::Explain { id, suite } => explain(&id, &suite),
     }
 }
@@ -50,6 +51,13 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
         skip: args.skip.clone(),
         strict: args.strict,
         timeout: args.timeout,
+        label: args.label.clone().or_else(|| {
+            args.reference.then(|| match &args.reference_fault {
+                Some(f) => format!("reference+{f}"),
+                None => "reference".to_string(),
+            })
+        }),
+        reference: args.reference && args.reference_fault.is_none(),
     };
     let config = Arc::new(Config::build(target, &opts, hook)?);
     let render = RenderOptions {
@@ -91,11 +99,10 @@ fn target_from_args(args: &RunArgs) -> Result<TargetSpec> {
     }
     t.headers.extend(args.headers.iter().cloned());
     if let Some(d) = &args.data {
-        t.body = Some(match d.strip_prefix('@') {
-            Some(path) => std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read the body file {path:?} (-d @FILE)"))?,
-            None => d.clone(),
-        });
+        t.body = Some(body_arg(d, "-d @FILE")?);
+    }
+    if let Some(d) = &args.invalid_body {
+        t.invalid_body = Some(body_arg(d, "--invalid-body @FILE")?);
     }
     let set = |slot: &mut Option<String>, v: &Option<String>| {
         if v.is_some() {
@@ -109,6 +116,12 @@ fn target_from_args(args: &RunArgs) -> Result<TargetSpec> {
     set(&mut t.hold_header, &args.hold_header);
     set(&mut t.restart_cmd, &args.restart_cmd);
     set(&mut t.ready_url, &args.ready_url);
+    set(&mut t.second_url, &args.second_url);
+    set(&mut t.crash_header, &args.crash_header);
+    if args.lease_wait.is_some() {
+        t.lease_wait = args.lease_wait;
+    }
+    t.replicas.extend(args.replica.iter().cloned());
     t.tenant_b_headers
         .extend(args.tenant_b_header.iter().cloned());
     if t.restart_timeout.is_none() {
@@ -118,6 +131,15 @@ fn target_from_args(args: &RunArgs) -> Result<TargetSpec> {
         bail!("no URL: give one, or --target FILE, or --reference");
     }
     Ok(t)
+}
+
+/// A body given inline or as `@FILE`; `what` names the option in the error.
+fn body_arg(arg: &str, what: &str) -> Result<String> {
+    match arg.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the body file {path:?} ({what})")),
+        None => Ok(arg.to_string()),
+    }
 }
 
 fn write_reports(
@@ -154,6 +176,21 @@ impl Observer for ProgressObserver<'_> {
     fn finished(&self, _report: &ProbeReport) {
         self.0.finish_probe();
     }
+}
+
+fn matrix(args: &MatrixArgs) -> Result<ExitCode> {
+    let m = crate::matrix::build(crate::matrix::load(&args.reports)?);
+    let md = crate::matrix::markdown::render(&m);
+    match &args.markdown {
+        Some(path) => report::file::write_atomically(path, &md)
+            .with_context(|| format!("could not write {}", path.display()))?,
+        None => print!("{md}"),
+    }
+    if let Some(path) = &args.html {
+        report::file::write_atomically(path, &crate::matrix::html::render(&m))
+            .with_context(|| format!("could not write {}", path.display()))?;
+    }
+    Ok(ExitCode::Ok)
 }
 
 fn list(args: &ListArgs) -> Result<ExitCode> {

@@ -25,6 +25,8 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// List every probe: id, group, section, check severities and what it needs.
     List(ListArgs),
+    /// Build one table across implementations from JSON reports (files or folders).
+    Matrix(MatrixArgs),
     /// Explain one probe: what it sends, what it expects, and why.
     Explain {
         /// The probe id (see `idem-check list`).
@@ -33,6 +35,22 @@ pub enum Command {
         #[arg(long, default_value = crate::suite::DEFAULT_SUITE, value_name = "NAME|FILE")]
         suite: String,
     },
+}
+
+/// `idem-check matrix`.
+#[derive(Debug, Args)]
+pub struct MatrixArgs {
+    /// JSON reports (`run --report-json`), or folders of them; `NAME=FILE` titles a column.
+    #[arg(value_name = "REPORT", required = true)]
+    pub reports: Vec<String>,
+
+    /// Write the table as Markdown here (default: print it).
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+
+    /// Write the table as a self-contained HTML page here.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -121,7 +139,33 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "30s")]
     pub restart_timeout: Duration,
 
-    /// The suite: a built-in name (ietf-draft-07) or a suite file.
+    /// A request body the operation must refuse, or @FILE (error-not-cached). Placeholders work
+    /// as in -d. Without it, one is derived from a JSON object body by giving its first field a
+    /// value of the wrong type.
+    #[arg(long, value_name = "BODY|@FILE")]
+    pub invalid_body: Option<String>,
+
+    /// URL of a second operation that takes the same method and payload, e.g. .../payouts
+    /// (cross-endpoint: the same key there must be an independent request).
+    #[arg(long, value_name = "URL")]
+    pub second_url: Option<String>,
+
+    /// The operation's URL on another replica of the same deployment (repeatable;
+    /// cross-replica: duplicates spread over the replicas must execute once).
+    #[arg(long, value_name = "URL")]
+    pub replica: Vec<String>,
+
+    /// A header that makes the server fail after it claimed the key, as a crash would, e.g.
+    /// 'X-Test-Crash: 1' on the reference server (wedged-key-recovery).
+    #[arg(long, value_name = "'Name: value'")]
+    pub crash_header: Option<String>,
+
+    /// How long retries after a crash may keep getting 409 before the key counts as wedged;
+    /// make it longer than the target's lease [default: 60s]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub lease_wait: Option<Duration>,
+
+    /// The suite: a built-in name (ietf-draft-07, stripe) or a suite file.
     #[arg(long, value_name = "NAME|FILE", default_value = crate::suite::DEFAULT_SUITE)]
     pub suite: String,
 
@@ -140,6 +184,11 @@ pub struct RunArgs {
     /// Per-request timeout.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "10s")]
     pub timeout: Duration,
+
+    /// A short name for this implementation in reports (the column title of `idem-check
+    /// matrix`) [default: the target's host]
+    #[arg(long, value_name = "NAME")]
+    pub label: Option<String>,
 
     /// Write a JUnit XML report.
     #[arg(long, value_name = "FILE")]

@@ -42,6 +42,25 @@ impl BodyTemplate {
         self.text.contains("{{unique}}") || self.text.contains("{{uuid}}")
     }
 
+    /// A payload the operation must refuse, derived from a JSON object template by giving its
+    /// first field a value of the wrong type (a number becomes a string, anything else `null`):
+    /// almost every typed API rejects that, and the `{{unique}}` placeholder in the other fields
+    /// survives. `None` when the template is not a JSON object with a field.
+    pub fn invalid_variant(&self) -> Option<BodyTemplate> {
+        let mut map = self.json_object()?;
+        let (name, value) = map.iter_mut().next()?;
+        let broken = if value.is_number() {
+            serde_json::Value::String("not-a-number".into())
+        } else {
+            serde_json::Value::Null
+        };
+        let name = name.clone();
+        map.insert(name, broken);
+        Some(BodyTemplate::new(
+            serde_json::Value::Object(map).to_string(),
+        ))
+    }
+
     /// Whether different variants render to different payloads.
     pub fn varies(&self) -> bool {
         self.has_placeholder() || self.json_object().is_some()
@@ -109,6 +128,32 @@ impl Counter {
     }
 }
 
+/// A payload the operation must refuse (`error-not-cached`), and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidBody {
+    pub template: BodyTemplate,
+    /// How the evidence names its origin ("--invalid-body", or derived from the template).
+    pub origin: &'static str,
+}
+
+/// How a target is made to fail inside the server after claiming a key (`wedged-key-recovery`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrashHook {
+    /// Added to the first attempt only.
+    pub header: Header,
+    /// How long retries may keep getting a conflict before the key counts as wedged: longer
+    /// than the target's lease, or the probe cannot tell a wedge from a lease still running.
+    pub lease_wait: Duration,
+}
+
+/// How long `wedged-key-recovery` waits for a crashed claim's lease when `--lease-wait` is not
+/// given: more than a typical 30 s lease.
+pub const DEFAULT_LEASE_WAIT: Duration = Duration::from_secs(60);
+
+/// The longest `--lease-wait` accepted: the probe must still finish inside the runner's
+/// per-probe limit.
+pub const MAX_LEASE_WAIT: Duration = Duration::from_secs(150);
+
 /// Restarts the target and waits until it is ready again; used by `restart-persistence`.
 pub trait RestartHook: Send + Sync {
     /// One line for the evidence ("in-process restart of the reference server").
@@ -142,6 +187,15 @@ pub struct TargetSpec {
     pub restart_cmd: Option<String>,
     pub ready_url: Option<String>,
     pub restart_timeout: Option<Duration>,
+    /// A payload the operation must refuse (already read from a file for `@FILE`).
+    pub invalid_body: Option<String>,
+    /// The URL of a second operation that takes the same payload (`cross-endpoint`).
+    pub second_url: Option<String>,
+    /// The operation's URL on other replicas of the same deployment (`cross-replica`).
+    pub replicas: Vec<String>,
+    /// `Name: value` that makes the server fail after claiming the key.
+    pub crash_header: Option<String>,
+    pub lease_wait: Option<Duration>,
     /// Values substituted from the environment or named as tokens: masked in every report.
     pub secrets: Vec<String>,
 }
@@ -155,6 +209,10 @@ pub struct RunOptions {
     pub skip: Vec<String>,
     pub strict: bool,
     pub timeout: Duration,
+    /// The report's label (`--label`); the target's host by default.
+    pub label: Option<String>,
+    /// The target is the bundled reference server.
+    pub reference: bool,
 }
 
 impl Default for RunOptions {
@@ -165,6 +223,8 @@ impl Default for RunOptions {
             skip: Vec::new(),
             strict: false,
             timeout: Duration::from_secs(10),
+            label: None,
+            reference: false,
         }
     }
 }
@@ -180,6 +240,13 @@ pub struct Config {
     /// Added to an original request to hold it in flight on the server.
     pub hold_header: Option<Header>,
     pub restart: Option<Arc<dyn RestartHook>>,
+    /// `None` when neither `--invalid-body` nor a JSON object template provides one.
+    pub invalid_body: Option<InvalidBody>,
+    /// A second operation taking the same method and payload; `None` without `--second-url`.
+    pub second_url: Option<url::Url>,
+    /// The operation on other replicas; empty without `--replica`.
+    pub replicas: Vec<url::Url>,
+    pub crash: Option<CrashHook>,
     /// Per-request timeout.
     pub timeout: Duration,
     /// Response bodies are kept up to this many bytes.
@@ -189,6 +256,10 @@ pub struct Config {
     /// The probes to run, in catalog order.
     pub selection: Vec<ProbeDef>,
     pub secrets: Vec<String>,
+    /// The report's label.
+    pub label: String,
+    /// The target is the bundled reference server.
+    pub reference: bool,
 }
 
 /// Bodies larger than this are cut in evidence and never buffered whole.
@@ -264,6 +335,51 @@ impl Config {
                 None
             }
         };
+        let body = BodyTemplate::new(target.body.unwrap_or_default());
+        let invalid_body = match &target.invalid_body {
+            Some(text) => Some(InvalidBody {
+                template: BodyTemplate::new(text.clone()),
+                origin: "--invalid-body",
+            }),
+            None => body.invalid_variant().map(|template| InvalidBody {
+                template,
+                origin: "derived from the body template (its first field given the wrong type)",
+            }),
+        };
+        let second_url = target
+            .second_url
+            .as_deref()
+            .map(|u| parse_url(u, "--second-url"))
+            .transpose()?;
+        if second_url.as_ref() == Some(&url) {
+            bail!("--second-url must name another operation than the target URL");
+        }
+        let replicas = target
+            .replicas
+            .iter()
+            .map(|u| parse_url(u, "--replica"))
+            .collect::<Result<Vec<_>>>()?;
+        if replicas.contains(&url) {
+            bail!("--replica {url} is the target URL itself; name the other replicas");
+        }
+        let crash = match (&target.crash_header, target.lease_wait) {
+            (Some(h), wait) => {
+                let lease_wait = wait.unwrap_or(DEFAULT_LEASE_WAIT);
+                if lease_wait.is_zero() || lease_wait > MAX_LEASE_WAIT {
+                    bail!(
+                        "--lease-wait {} must be more than 0 and at most {}",
+                        humantime::format_duration(lease_wait),
+                        humantime::format_duration(MAX_LEASE_WAIT)
+                    );
+                }
+                Some(CrashHook {
+                    header: parse_header(h, "--crash-header")?,
+                    lease_wait,
+                })
+            }
+            (None, Some(_)) => bail!("--lease-wait needs --crash-header"),
+            (None, None) => None,
+        };
         if opts.timeout.is_zero() {
             bail!("--timeout must be more than 0");
         }
@@ -275,18 +391,28 @@ impl Config {
         secrets.retain(|s| !s.is_empty());
         secrets.sort();
         secrets.dedup();
+        let label = opts.label.clone().unwrap_or_else(|| match url.port() {
+            Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
+            None => url.host_str().unwrap_or_default().to_string(),
+        });
         Ok(Config {
+            label,
+            reference: opts.reference,
             operation: Operation {
                 method,
                 url,
                 headers,
-                body: BodyTemplate::new(target.body.unwrap_or_default()),
+                body,
             },
             id_pointer,
             counter,
             tenant_b,
             hold_header,
             restart,
+            invalid_body,
+            second_url,
+            replicas,
+            crash,
             timeout: opts.timeout,
             max_body: MAX_BODY,
             strict: opts.strict,
@@ -395,6 +521,23 @@ mod tests {
         assert_ne!(a, b);
         let plain = BodyTemplate::new("amount=5");
         assert!(!plain.varies());
+    }
+
+    #[test]
+    fn an_invalid_payload_is_derived_from_a_json_object_only() {
+        let t = BodyTemplate::new(r#"{"amountCents":5,"reference":"{{unique}}"}"#);
+        let bad = t.invalid_variant().unwrap();
+        assert_eq!(
+            bad.render("u1", 0),
+            br#"{"amountCents":"not-a-number","reference":"u1"}"#.to_vec()
+        );
+        let first_string = BodyTemplate::new(r#"{"ref":"x","n":1}"#);
+        assert_eq!(
+            first_string.invalid_variant().unwrap().text,
+            r#"{"ref":null,"n":1}"#
+        );
+        assert!(BodyTemplate::new("{}").invalid_variant().is_none());
+        assert!(BodyTemplate::new("amount=5").invalid_variant().is_none());
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod effects;
 pub mod exit;
 pub mod http;
 pub mod keys;
+pub mod matrix;
 pub mod outcome;
 pub mod probes;
 pub mod redact;

@@ -92,6 +92,8 @@ pub async fn run(
     Ok(RunReport {
         schema: SCHEMA,
         tool: ToolInfo::default(),
+        label: config.label.clone(),
+        reference: config.reference,
         target: format!("{} {}", op.method, op.url),
         suite: config.suite.name.clone(),
         strict: config.strict,

@@ -139,6 +139,8 @@ fn run(probes: Vec<ProbeReport>) -> RunReport {
             name: "idem-check",
             version: "0.1.0",
         },
+        label: "payments-api".into(),
+        reference: false,
         target: format!("POST {BASE}/api/payments"),
         suite: "ietf-draft-07".into(),
         strict: false,

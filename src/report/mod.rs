@@ -25,6 +25,10 @@ pub const SCHEMA: &str = "idem-check.report/1";
 pub struct RunReport {
     pub schema: &'static str,
     pub tool: ToolInfo,
+    /// A short name for the implementation checked: the column title in `idem-check matrix`.
+    pub label: String,
+    /// True when the target was the bundled reference server (the matrix's baseline column).
+    pub reference: bool,
     /// The operation checked (`POST http://…/api/payments`), secrets already removed.
     pub target: String,
     pub suite: String,
