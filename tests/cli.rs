@@ -263,26 +263,22 @@ fn reference_fault_exits_4() {
     );
 }
 
-/// The README's usage block is the real `run -h`, so it cannot go stale.
+/// The README's usage block is the real `run -h`, so it cannot go stale
+/// (`UPDATE_GOLDEN=1` rewrites it).
 #[test]
 fn readme_usage_block_matches_help() {
     let o = run(&["run", "-h"]);
-    let help = String::from_utf8_lossy(&o.stdout).replace("\r", "");
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let start = readme
-        .find("<!-- run-help-start -->")
-        .expect("README has the help markers");
-    let end = readme.find("<!-- run-help-end -->").unwrap();
-    let block = &readme[start..end];
-    let inner = block
-        .split_once("```text\n")
-        .and_then(|(_, rest)| rest.rsplit_once("```"))
-        .map(|(b, _)| b)
-        .expect("a text block between the markers");
-    assert_eq!(
-        inner.trim_end(),
-        help.trim_end(),
-        "README usage block is stale: paste `idem-check run -h`"
-    );
+    let help = String::from_utf8_lossy(&o.stdout).replace('\r', "");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let readme = std::fs::read_to_string(&path).unwrap();
+    let (start_marker, end_marker) = ("<!-- run-help-start -->\n", "<!-- run-help-end -->");
+    let start = readme.find(start_marker).expect("README has the help markers") + start_marker.len();
+    let end = readme.find(end_marker).unwrap();
+    let wanted = format!("```text\n{}\n```\n", help.trim_end());
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        let updated = format!("{}{wanted}{}", &readme[..start], &readme[end..]);
+        std::fs::write(&path, updated).unwrap();
+        return;
+    }
+    assert_eq!(&readme[start..end], wanted, "README usage block is stale: run with UPDATE_GOLDEN=1");
 }
