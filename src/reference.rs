@@ -3,6 +3,10 @@
 //! It binds 127.0.0.1:0 once and keeps the socket for the whole run; a restart shuts the server
 //! down (its SQLite store really closed) and serves again from the same file on the same socket,
 //! so `restart-persistence` exercises real durability without a second process.
+//!
+//! A second instance serves the same database file on its own socket and is passed as a
+//! replica, so `cross-replica` sees two servers that share their store only through SQLite —
+//! and, under the `memory-store` fault, two servers that share nothing but the payments table.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,20 +27,46 @@ pub const HOLD_MS: u64 = 600;
 /// does not renew its lease while working is caught by the duplicate waves.
 pub const LEASE: Duration = Duration::from_millis(250);
 
-/// A running in-process reference server. Dropping it stops the server.
+/// How long `wedged-key-recovery` retries after a crash here: several leases, so a key that is
+/// still refused after it is wedged, not merely waiting for its lease to run out.
+pub const LEASE_WAIT: Duration = Duration::from_secs(2);
+
+/// A running in-process reference server and its replica. Dropping it stops both.
 pub struct Reference {
     pub base: String,
+    /// The replica's base URL (same database file, another socket).
+    pub replica_base: String,
     server: Arc<Server>,
+    replica: Server,
     _dir: tempfile::TempDir,
 }
+
+/// A serving instance: the sender that stops it and the task that returns once its store is
+/// closed.
+type Running = (oneshot::Sender<()>, JoinHandle<Result<()>>);
 
 struct Server {
     listener: std::net::TcpListener,
     config: ServerConfig,
-    running: Mutex<Option<(oneshot::Sender<()>, JoinHandle<Result<()>>)>>,
+    running: Mutex<Option<Running>>,
 }
 
 impl Server {
+    /// Binds 127.0.0.1:0 and starts serving; returns the server and its base URL.
+    async fn bind(config: ServerConfig) -> Result<(Server, String)> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")
+            .context("could not bind 127.0.0.1:0 for the reference server")?;
+        listener.set_nonblocking(true)?;
+        let base = format!("http://{}", listener.local_addr()?);
+        let server = Server {
+            listener,
+            config,
+            running: Mutex::new(None),
+        };
+        server.start().await?;
+        Ok((server, base))
+    }
+
     async fn start(&self) -> Result<()> {
         let std_listener = self
             .listener
@@ -68,14 +98,13 @@ impl Server {
 }
 
 impl Reference {
-    /// Starts the reference server with a temporary database, optionally with a fault.
+    /// Starts the reference server and its replica with a temporary database, optionally with
+    /// a fault. Even `memory-store` gets a file: the fault keeps the idempotency records in
+    /// each process's memory while the payments stay in the shared file, which is what makes
+    /// its lost records show up as extra payments on the one effect counter.
     pub async fn start(fault: Option<Fault>) -> Result<Reference> {
         let dir = tempfile::tempdir().context("could not create a temporary directory")?;
-        let db = if fault == Some(Fault::MemoryStore) {
-            DbLocation::Memory
-        } else {
-            DbLocation::File(dir.path().join("reference.db"))
-        };
+        let db = DbLocation::File(dir.path().join("reference.db"));
         let mut config = ServerConfig::new(db);
         config.test_hooks = true;
         config.fault = fault;
@@ -86,19 +115,13 @@ impl Reference {
         config
             .validate()
             .context("invalid reference server configuration")?;
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")
-            .context("could not bind 127.0.0.1:0 for the reference server")?;
-        listener.set_nonblocking(true)?;
-        let base = format!("http://{}", listener.local_addr()?);
-        let server = Arc::new(Server {
-            listener,
-            config,
-            running: Mutex::new(None),
-        });
-        server.start().await?;
+        let (server, base) = Server::bind(config.clone()).await?;
+        let (replica, replica_base) = Server::bind(config).await?;
         Ok(Reference {
             base,
-            server,
+            replica_base,
+            server: Arc::new(server),
+            replica,
             _dir: dir,
         })
     }
@@ -118,6 +141,13 @@ impl Reference {
             count_pointer: Some("/count".into()),
             tenant_b_headers: vec!["Authorization: Bearer token-b".into()],
             hold_header: Some(format!("X-Test-Delay-Ms: {HOLD_MS}")),
+            invalid_body: Some(
+                r#"{"amountCents":-1,"currency":"EUR","reference":"{{unique}}"}"#.into(),
+            ),
+            second_url: Some(format!("{}/api/payouts", self.base)),
+            replicas: vec![format!("{}/api/payments", self.replica_base)],
+            crash_header: Some("X-Test-Crash: 1".into()),
+            lease_wait: Some(LEASE_WAIT),
             secrets: vec!["token-a".into(), "token-b".into()],
             ..TargetSpec::default()
         }
@@ -128,8 +158,9 @@ impl Reference {
         Arc::new(InProcessRestart(self.server.clone()))
     }
 
-    /// Stops the server and waits until its store is closed.
+    /// Stops both instances and waits until their stores are closed.
     pub async fn stop(self) -> Result<()> {
+        self.replica.stop().await?;
         self.server.stop().await
     }
 }

@@ -7,6 +7,9 @@
 //! body = '{"amountCents":1250,"currency":"EUR","reference":"{{unique}}"}'
 //! id-pointer = "/id"
 //! hold-header = "X-Test-Delay-Ms: 300"
+//! invalid-body = '{"amountCents":-1,"currency":"EUR","reference":"{{unique}}"}'
+//! second-url = "https://api.example.com/v1/payouts"
+//! replicas = ["https://eu-2.api.example.com/v1/payments"]
 //! [counter]
 //! url = "https://api.example.com/v1/payments/count"
 //! pointer = "/count"
@@ -16,6 +19,9 @@
 //! command = "systemctl restart payments"
 //! ready-url = "https://api.example.com/healthz"
 //! timeout = "30s"
+//! [crash]
+//! header = "X-Test-Crash: 1"
+//! lease-wait = "45s"
 //! ```
 //!
 //! `${VAR}` is replaced from the environment in every string; the substituted values are
@@ -23,6 +29,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -41,9 +48,21 @@ struct TargetFile {
     body_file: Option<Spanned<String>>,
     id_pointer: Option<Spanned<String>>,
     hold_header: Option<Spanned<String>>,
+    invalid_body: Option<Spanned<String>>,
+    second_url: Option<Spanned<String>>,
+    #[serde(default)]
+    replicas: Vec<Spanned<String>>,
     counter: Option<CounterTable>,
     tenant_b: Option<TenantTable>,
     restart: Option<RestartTable>,
+    crash: Option<CrashTable>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct CrashTable {
+    header: Spanned<String>,
+    lease_wait: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -137,6 +156,21 @@ pub fn parse(
     };
     spec.id_pointer = file.id_pointer.as_ref().map(&mut sub).transpose()?;
     spec.hold_header = file.hold_header.as_ref().map(&mut sub).transpose()?;
+    spec.invalid_body = file.invalid_body.as_ref().map(&mut sub).transpose()?;
+    spec.second_url = file.second_url.as_ref().map(&mut sub).transpose()?;
+    spec.replicas = file
+        .replicas
+        .iter()
+        .map(&mut sub)
+        .collect::<Result<_, _>>()?;
+    if let Some(c) = &file.crash {
+        spec.crash_header = Some(sub(&c.header)?);
+        spec.lease_wait = c
+            .lease_wait
+            .as_ref()
+            .map(|t| duration(path, text, t))
+            .transpose()?;
+    }
     if let Some(c) = &file.counter {
         spec.count_url = c.url.as_ref().map(&mut sub).transpose()?;
         spec.count_pointer = c.pointer.as_ref().map(&mut sub).transpose()?;
@@ -148,17 +182,11 @@ pub fn parse(
     if let Some(r) = &file.restart {
         spec.restart_cmd = Some(sub(&r.command)?);
         spec.ready_url = r.ready_url.as_ref().map(&mut sub).transpose()?;
-        if let Some(t) = &r.timeout {
-            let d = humantime::parse_duration(t.get_ref()).map_err(|e| {
-                FileError::at(
-                    path,
-                    text,
-                    Some(t.span()),
-                    format!("{:?} is not a duration: {e}", t.get_ref()),
-                )
-            })?;
-            spec.restart_timeout = Some(d);
-        }
+        spec.restart_timeout = r
+            .timeout
+            .as_ref()
+            .map(|t| duration(path, text, t))
+            .transpose()?;
     }
     // Check the shapes the config builder would reject, here where the span is known.
     for h in file
@@ -183,9 +211,20 @@ pub fn parse(
             format!("{:?} is not a URL", spec.url),
         ));
     }
-    drop(sub);
     spec.secrets = secrets;
     Ok(spec)
+}
+
+/// A humantime duration ("30s", "1m"), located on error.
+fn duration(path: &str, text: &str, t: &Spanned<String>) -> Result<Duration, FileError> {
+    humantime::parse_duration(t.get_ref()).map_err(|e| {
+        FileError::at(
+            path,
+            text,
+            Some(t.span()),
+            format!("{:?} is not a duration: {e}", t.get_ref()),
+        )
+    })
 }
 
 /// Replaces `${VAR}` with its value, collecting the values as secrets.
@@ -238,6 +277,20 @@ mod tests {
         let e = parse("t.toml", text, &env(), Path::new(".")).unwrap_err();
         assert_eq!((e.line, e.col), (2, 12));
         assert!(e.message.contains("NOPE"));
+    }
+
+    #[test]
+    fn scope_and_crash_keys_are_read() {
+        let text = "url = \"http://127.0.0.1:1/p\"\nsecond-url = \"http://127.0.0.1:1/q\"\nreplicas = [\"http://127.0.0.1:2/p\"]\ninvalid-body = '{}'\n[crash]\nheader = \"X-Test-Crash: 1\"\nlease-wait = \"2s\"\n";
+        let t = parse("t.toml", text, &env(), Path::new(".")).unwrap();
+        assert_eq!(t.second_url.as_deref(), Some("http://127.0.0.1:1/q"));
+        assert_eq!(t.replicas, vec!["http://127.0.0.1:2/p"]);
+        assert_eq!(t.invalid_body.as_deref(), Some("{}"));
+        assert_eq!(t.crash_header.as_deref(), Some("X-Test-Crash: 1"));
+        assert_eq!(t.lease_wait, Some(Duration::from_secs(2)));
+        let bad = text.replace("\"2s\"", "\"soon\"");
+        let e = parse("t.toml", &bad, &env(), Path::new(".")).unwrap_err();
+        assert_eq!(e.line, 7);
     }
 
     #[test]
