@@ -48,6 +48,32 @@ pub fn escaped_key(unique: &str) -> String {
     format!("pay, \"ref\" \\ {unique}")
 }
 
+/// A key that is a legal sf-token (RFC 8941 §3.3.4: it starts with a letter), so that written
+/// bare it is a Token and written quoted a String of the same characters.
+pub fn token_key(uuid: &str) -> String {
+    format!("idem-{uuid}")
+}
+
+/// The length of the oversized key: 8 KiB, far beyond any published key limit (Stripe: 255) yet
+/// within every HTTP server's header budget, so a refusal is the key check's, not the parser's.
+pub const OVERSIZED_LEN: usize = 8 * 1024;
+
+/// A printable key of exactly [`OVERSIZED_LEN`] characters starting with `uuid`.
+pub fn oversized_key(uuid: &str) -> String {
+    let mut key = uuid.to_string();
+    key.extend(std::iter::repeat_n(
+        'k',
+        OVERSIZED_LEN.saturating_sub(key.len()),
+    ));
+    key
+}
+
+/// `key` as an sf-string Item carrying a parameter (`"key";v=1`): RFC 8941 allows parameters
+/// on an Item, and they are not part of its value.
+pub fn with_parameter(key: &str) -> String {
+    format!("{};v=1", KeySyntax::SfString.encode(key))
+}
+
 /// One malformed header value and what makes it malformed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Malformed {
@@ -96,6 +122,23 @@ mod tests {
             r#""pay, \"ref\" \\ u""#
         );
         assert!(sf_string("clé").is_none());
+    }
+
+    #[test]
+    fn the_syntax_corpus_parses_as_intended() {
+        let uuid = "0b9a2a8e-1111-4222-8333-444455556666";
+        let token = token_key(uuid);
+        let bare = sfv::Parser::new(token.as_bytes()).parse_item::<sfv::Item>();
+        assert!(bare.unwrap().bare_item.as_token().is_some());
+        let big = oversized_key(uuid);
+        assert_eq!(big.len(), OVERSIZED_LEN);
+        assert!(sf_string(&big).is_some());
+        let p = with_parameter(uuid);
+        let item = sfv::Parser::new(p.as_bytes())
+            .parse_item::<sfv::Item>()
+            .unwrap();
+        assert_eq!(item.bare_item.as_string().map(|s| s.as_str()), Some(uuid));
+        assert_eq!(item.params.len(), 1);
     }
 
     #[test]

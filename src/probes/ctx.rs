@@ -186,6 +186,22 @@ impl ProbeCtx {
             .set_header(&self.config.suite.header, value)
     }
 
+    /// The operation with payload `variant` and the key header set to exactly `value`, for the
+    /// key-syntax probes that write values no encoder would produce.
+    pub fn with_key_value(&self, value: impl Into<Vec<u8>>, variant: u32) -> Request {
+        self.request_with_payload(variant)
+            .set_header(&self.config.suite.header, value)
+    }
+
+    /// The operation with `key` and the payload the operation refuses (`None` without one).
+    pub fn keyed_invalid(&self, key: &str) -> Option<Request> {
+        let invalid = self.config.invalid_body.as_ref()?;
+        Some(
+            self.keyed(key)
+                .with_body(invalid.template.render(&self.unique, 0)),
+        )
+    }
+
     /// Rewrites a request as tenant B (the `--tenant-b-header` lines replace A's same-named
     /// ones). `None` without a second tenant.
     pub fn as_tenant_b(&self, req: Request) -> Option<Request> {
@@ -401,6 +417,10 @@ impl ProbeCtx {
             Need::SecondTenant => self.config.tenant_b.is_some(),
             Need::RestartHook => self.config.restart.is_some(),
             Need::HoldHeader => self.config.hold_header.is_some(),
+            Need::InvalidBody => self.config.invalid_body.is_some(),
+            Need::CrashHook => self.config.crash.is_some(),
+            Need::SecondOperation => self.config.second_url.is_some(),
+            Need::Replica => !self.config.replicas.is_empty(),
         };
         (!present).then(|| Stop::Skip(format!("needs {}: pass {}", need.what(), need.option())))
     }

@@ -6,7 +6,7 @@
 
 use futures::FutureExt;
 
-use super::shared::{count_or_stop, is_success};
+use super::shared::{is_success, send_raw_counted};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::keys;
@@ -32,25 +32,15 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
-    let before = count_or_stop!(ctx, "count before");
-    let header = ctx.key_header().to_string();
-    let mut sent = Vec::new();
-    for (i, m) in keys::malformed_corpus(&ctx.fresh_key())
+    let requests = keys::malformed_corpus(&ctx.fresh_key())
         .into_iter()
         .enumerate()
-    {
-        let req = ctx
-            .request_with_payload(i as u32)
-            .set_header(&header, m.value);
-        sent.push(ctx.send_raw(m.label, req).await);
-    }
-    if sent.iter().all(|e| e.response.is_none()) {
-        return Some(Stop::Error(format!(
-            "no malformed-key request got a response: {}",
-            sent[0].error.clone().unwrap_or_default()
-        )));
-    }
-    let after = count_or_stop!(ctx, "count after");
+        .map(|(i, m)| (m.label.to_string(), ctx.with_key_value(m.value, i as u32)))
+        .collect();
+    let (sent, e) = match send_raw_counted(ctx, requests).await {
+        Ok(r) => r,
+        Err(stop) => return Some(stop),
+    };
     let refs: Vec<_> = sent.iter().collect();
     ctx.push(check::statuses_within(
         &ctx.spec("rejected"),
@@ -59,7 +49,6 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         499,
     ));
     ctx.push(check::no_server_error(&ctx.spec("no-5xx"), &refs));
-    let e = ctx.executions(before, after, &refs);
     ctx.push(check::executions(
         &ctx.spec("no-effect"),
         &e.basis,

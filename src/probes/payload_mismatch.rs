@@ -5,7 +5,7 @@
 
 use futures::FutureExt;
 
-use super::shared::{count_or_stop, is_success};
+use super::shared::{count_or_stop, is_success, new_executions};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
@@ -58,14 +58,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         .await;
     let after = count_or_stop!(ctx, "count after");
     ctx.push(check::status_in(&ctx.spec("status"), &other));
-    let e = if before.is_some() {
-        ctx.executions(before, after, &[&other])
-    } else {
-        // Without a counter, an execution shows as a 2xx with a new id or body.
-        let mut e = ctx.executions(None, None, &[&original, &other]);
-        e.count = e.count.saturating_sub(1);
-        e
-    };
+    let e = new_executions(ctx, before, after, &original, &[&other]);
     ctx.push(check::executions(
         &ctx.spec("no-effect"),
         &e.basis,

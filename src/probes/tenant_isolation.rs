@@ -6,10 +6,9 @@
 
 use futures::FutureExt;
 
-use super::shared::is_success;
+use super::shared::{identity, is_success};
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
-use crate::http::exchange::Exchange;
 use crate::outcome::Stop;
 
 pub const PROBE: ProbeDef = ProbeDef {
@@ -52,7 +51,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     let b2_req = ctx.as_tenant_b(ctx.keyed_with_payload(&other_key, 1))?;
     let b2 = ctx.send("tenant B, key 2, other payload", b2_req).await;
 
-    let (a_value, b_value) = identity(ctx, &a1, &b1);
+    let (a_value, b_value) = (identity(ctx, &a1), identity(ctx, &b1));
     let executes = if is_success(&b1) {
         check::values_relation(
             &ctx.spec("executes"),
@@ -94,18 +93,4 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     ));
     ctx.note(format!("A's keys: {same_key}, {other_key}"));
     None
-}
-
-/// What tells two responses apart: the resource id when `--id-pointer` is given, else the body.
-fn identity(ctx: &ProbeCtx, a: &Exchange, b: &Exchange) -> (Option<String>, Option<String>) {
-    if ctx.config.id_pointer.is_some() {
-        (ctx.resource_id(a), ctx.resource_id(b))
-    } else {
-        let body = |e: &Exchange| {
-            e.response
-                .as_ref()
-                .map(|r| String::from_utf8_lossy(&r.body).into_owned())
-        };
-        (body(a), body(b))
-    }
 }

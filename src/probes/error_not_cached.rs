@@ -1,0 +1,56 @@
+//! `error-not-cached` — CONTRACT "Enforcement": invalid payload with key K, then a valid one
+//! with K → the valid one executes (recommended; Stripe and the seed validate before claiming a
+//! key). Draft-07 §2.6 lets a server replay an error, but a request refused before it started
+//! executing has no result to replay: storing its 400 would make the client's corrected retry
+//! fail forever under the key it was told to reuse.
+
+use futures::FutureExt;
+
+use super::shared::is_success;
+use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
+use crate::check;
+use crate::outcome::Stop;
+
+pub const PROBE: ProbeDef = ProbeDef {
+    meta: ProbeMeta {
+        id: "error-not-cached",
+        group: Group::Enforcement,
+        section: "draft-07 §2.6",
+        stimulus: "Sends an invalid payload with a key, then a valid payload with the same key",
+        requirement: "A request refused by validation claims no key: the corrected request with the same key executes",
+        checks: &[CheckDecl {
+            id: "executes",
+            what: "the valid request after a refused invalid one executes",
+        }],
+        needs: &[Need::InvalidBody],
+        prerequisites: &[],
+    },
+    run: |ctx| run(ctx).boxed(),
+};
+
+async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
+    if let Some(skip) = ctx.missing(Need::InvalidBody) {
+        return Some(skip);
+    }
+    let origin = ctx.config.invalid_body.as_ref()?.origin;
+    let key = ctx.fresh_key();
+    let invalid = ctx.send("invalid payload", ctx.keyed_invalid(&key)?).await;
+    if invalid.response.is_none() {
+        return Some(Stop::Error(format!(
+            "the invalid request (#{}) got no response: {}",
+            invalid.n,
+            invalid.error.clone().unwrap_or_default()
+        )));
+    }
+    if is_success(&invalid) {
+        return Some(Stop::Inconclusive(format!(
+            "the invalid payload ({origin}) was accepted (#{} {}), so no error could be cached; pass --invalid-body with a payload the operation refuses",
+            invalid.n,
+            invalid.status_text()
+        )));
+    }
+    ctx.note(format!("invalid payload: {origin}"));
+    let valid = ctx.send("valid payload, same key", ctx.keyed(&key)).await;
+    ctx.push(check::success(&ctx.spec("executes"), &valid));
+    None
+}

@@ -1,0 +1,106 @@
+//! `loser-does-not-unlock` — CONTRACT "Enforcement": owner held in flight; duplicate 1 → 409;
+//! duplicate 2 while the owner is still held → duplicate 2 is still refused and nothing executes
+//! twice; the owner's result replays afterwards (critical). Draft-07 §2.6: while the original is
+//! processing, a retry gets a conflict — every retry, not just the first. A refusal path that
+//! releases or deletes the claim hands the key to the next duplicate while the owner still runs.
+
+use std::time::Duration;
+
+use futures::FutureExt;
+
+use super::shared::count_or_stop;
+use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
+use crate::check;
+use crate::http::exchange::Exchange;
+use crate::outcome::Stop;
+
+/// Pause between duplicates while the owner is held; each waits for its answer first, so every
+/// duplicate after the first is sent after a refusal.
+const INTERVAL: Duration = Duration::from_millis(50);
+
+pub const PROBE: ProbeDef = ProbeDef {
+    meta: ProbeMeta {
+        id: "loser-does-not-unlock",
+        group: Group::Enforcement,
+        section: "draft-07 §2.6 §2.7",
+        stimulus: "Sends an original held in flight, and one duplicate after another while it is held, then a retry after it completes",
+        requirement: "A refused duplicate does not release the owner's claim: later duplicates are refused too, the operation executes once, and the owner's result replays",
+        checks: &[
+            CheckDecl { id: "still-refused", what: "duplicates after the first refusal are refused too (or get the owner's replay)" },
+            CheckDecl { id: "one-execution", what: "the owner and its duplicates execute once" },
+            CheckDecl { id: "owner-replays", what: "after completion a retry gets the owner's result" },
+        ],
+        needs: &[Need::HoldHeader],
+        prerequisites: &[],
+    },
+    run: |ctx| run(ctx).boxed(),
+};
+
+async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
+    if let Some(skip) = ctx.missing(Need::HoldHeader) {
+        return Some(skip);
+    }
+    let hold = ctx.config.hold_header.clone()?;
+    let conflict = ctx.spec("still-refused").expect;
+    let before = count_or_stop!(ctx, "count before");
+    let req = ctx.keyed(&ctx.fresh_key());
+    let owner_req = req.clone().with_header(&hold.name, hold.value);
+    let (owner, dups) = ctx
+        .held_with_waves(owner_req, req.clone(), 1, INTERVAL)
+        .await;
+    let retry = ctx.send("retry after completion", req).await;
+    let after = count_or_stop!(ctx, "count after");
+
+    let in_flight: Vec<&Exchange> = dups
+        .iter()
+        .filter(|d| d.start_ms < owner.end_ms())
+        .collect();
+    let first_refusal = in_flight
+        .iter()
+        .position(|d| d.status().is_some_and(|s| conflict.contains(&s)));
+    let later: Vec<&Exchange> = match first_refusal {
+        Some(i) => in_flight[i + 1..].to_vec(),
+        None => Vec::new(),
+    };
+    let mut attempts = vec![&owner];
+    attempts.extend(dups.iter());
+    attempts.push(&retry);
+    let e = ctx.executions(before, after, &attempts);
+    ctx.push(check::executions(
+        &ctx.spec("one-execution"),
+        &e.basis,
+        1,
+        e.count,
+        e.exchanges,
+    ));
+    ctx.push(check::same_body(
+        &ctx.spec("owner-replays"),
+        &owner,
+        &[&retry],
+    ));
+    if let Some(i) = first_refusal {
+        ctx.note(format!(
+            "#{} refused while #{} was in flight (held {:.0} ms); {} more duplicate{} followed before it completed",
+            in_flight[i].n,
+            owner.n,
+            owner.duration_ms,
+            later.len(),
+            if later.len() == 1 { "" } else { "s" }
+        ));
+    }
+    if later.is_empty() {
+        return Some(Stop::Inconclusive(format!(
+            "no duplicate followed a refusal while #{} was in flight ({} sent during its {:.0} ms); raise the hold in --hold-header, or the server holds duplicates instead of refusing them",
+            owner.n,
+            in_flight.len(),
+            owner.duration_ms
+        )));
+    }
+    ctx.push(check::conflict_or_replay_of(
+        &ctx.spec("still-refused"),
+        &owner,
+        &later,
+        &conflict,
+    ));
+    None
+}

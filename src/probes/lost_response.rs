@@ -1,0 +1,88 @@
+//! `lost-response` — CONTRACT "Enforcement": send, drop the connection before reading the
+//! answer, retry with the same key → exactly one effect (critical); the retry gets the replay,
+//! or 409 and later the replay (required). Draft-07 §1: this is the failure keys exist for — the
+//! client cannot tell whether its request ran — and §2.6 answers it: the retry gets the result
+//! of the operation, whether it is still running (409) or done (the replay).
+//!
+//! With `--hold-header` the original is held in flight, so the connection closes while the
+//! server is still working: a server that ties the request's fate to its connection shows here.
+
+use std::time::Duration;
+
+use futures::FutureExt;
+
+use super::shared::{count_or_stop, is_success, retry_while_conflict};
+use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
+use crate::check;
+use crate::http::exchange::Exchange;
+use crate::http::raw::DROPPED;
+use crate::outcome::Stop;
+
+/// How long after writing a held original the connection is closed: enough for the server to
+/// have read the request and claimed its key.
+const DROP_AFTER_HOLD: Duration = Duration::from_millis(100);
+
+/// Pause between retries that get a conflict.
+const RETRY_INTERVAL: Duration = Duration::from_millis(100);
+
+pub const PROBE: ProbeDef = ProbeDef {
+    meta: ProbeMeta {
+        id: "lost-response",
+        group: Group::Enforcement,
+        section: "draft-07 §1 §2.6",
+        stimulus: "Sends the operation and closes the connection before reading the answer, then retries with the same key until it is not refused, and once more",
+        requirement: "A request whose response was lost executes once: its retry gets a conflict while it runs, then the replay",
+        checks: &[
+            CheckDecl { id: "retry-answer", what: "retries get a conflict or the replay" },
+            CheckDecl { id: "replayed", what: "a retry ends with the operation's result" },
+            CheckDecl { id: "one-effect", what: "the lost request and its retries execute once" },
+        ],
+        needs: &[],
+        prerequisites: &[],
+    },
+    run: |ctx| run(ctx).boxed(),
+};
+
+async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
+    let before = count_or_stop!(ctx, "count before");
+    let req = ctx.keyed(&ctx.fresh_key());
+    let (original, wait) = match ctx.config.hold_header.clone() {
+        Some(h) => (req.clone().with_header(&h.name, h.value), DROP_AFTER_HOLD),
+        None => (req.clone(), Duration::ZERO),
+    };
+    let dropped = ctx
+        .send_then_drop("original, dropped before reading", original, wait)
+        .await;
+    if dropped.error.as_deref() != Some(DROPPED) {
+        return Some(Stop::Error(format!(
+            "the original request (#{}) could not be sent: {}",
+            dropped.n,
+            dropped.error.clone().unwrap_or_default()
+        )));
+    }
+    let spec = ctx.spec("retry-answer");
+    let bound = ctx.config.timeout;
+    let mut retries =
+        retry_while_conflict(ctx, "retry", &req, &spec.expect, bound, RETRY_INTERVAL).await;
+    let last = retries.last().cloned()?;
+    if is_success(&last) {
+        // A replay that vanishes a moment later (a record dropped with the connection) shows
+        // only on the next retry.
+        retries.push(ctx.send("retry after the replay", req.clone()).await);
+    }
+    let after = count_or_stop!(ctx, "count after");
+    let refs: Vec<&Exchange> = retries.iter().collect();
+    let mut allowed = spec.expect.clone();
+    allowed.extend(last.status().filter(|_| is_success(&last)));
+    ctx.push(check::statuses_in(&spec, &refs, &allowed));
+    ctx.push(check::success(&ctx.spec("replayed"), &last));
+    let e = ctx.executions(before, after, &refs);
+    ctx.push(check::executions(
+        &ctx.spec("one-effect"),
+        &e.basis,
+        1,
+        e.count,
+        e.exchanges,
+    ));
+    None
+}

@@ -1,0 +1,70 @@
+//! `mismatch-no-poison` — CONTRACT "Enforcement": after the 422, the original payload again →
+//! the original response is still replayed (required). Draft-07 §2.6: a retry after completion
+//! gets the result of the completed operation; refusing a misused key (§2.7) must not replace
+//! that result, or one client's mistake erases the record another retry depends on.
+
+use futures::FutureExt;
+
+use super::shared::{count_or_stop, is_success, new_executions};
+use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
+use crate::check;
+use crate::outcome::Stop;
+
+pub const PROBE: ProbeDef = ProbeDef {
+    meta: ProbeMeta {
+        id: "mismatch-no-poison",
+        group: Group::Enforcement,
+        section: "draft-07 §2.6 §2.7",
+        stimulus: "Sends the operation with a key, the same key with another payload, then the original request again",
+        requirement: "A refused mismatch leaves the stored result alone: the original request still replays it and executes nothing",
+        checks: &[
+            CheckDecl { id: "same-status", what: "the original request after the mismatch gets the original status" },
+            CheckDecl { id: "same-body", what: "the original request after the mismatch gets the original body" },
+            CheckDecl { id: "no-new-effect", what: "the original request after the mismatch executes nothing" },
+        ],
+        needs: &[],
+        prerequisites: &["payload-mismatch", "replay-identity"],
+    },
+    run: |ctx| run(ctx).boxed(),
+};
+
+async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
+    if !ctx.payloads_vary() {
+        return Some(Stop::Skip(
+            "cannot build a different payload: put {{unique}} in the body template (-d)".into(),
+        ));
+    }
+    let key = ctx.fresh_key();
+    let original = ctx.send("original", ctx.keyed(&key)).await;
+    if !is_success(&original) {
+        return Some(Stop::Error(format!(
+            "the original request (#{}) got {}, so there is nothing to poison",
+            original.n,
+            original.status_text()
+        )));
+    }
+    ctx.send("other payload", ctx.keyed_with_payload(&key, 1))
+        .await;
+    let before = count_or_stop!(ctx, "count before");
+    let again = ctx.send("original payload again", ctx.keyed(&key)).await;
+    let after = count_or_stop!(ctx, "count after");
+    ctx.push(check::same_status(
+        &ctx.spec("same-status"),
+        &original,
+        &[&again],
+    ));
+    ctx.push(check::same_body(
+        &ctx.spec("same-body"),
+        &original,
+        &[&again],
+    ));
+    let e = new_executions(ctx, before, after, &original, &[&again]);
+    ctx.push(check::executions(
+        &ctx.spec("no-new-effect"),
+        &e.basis,
+        0,
+        e.count,
+        e.exchanges,
+    ));
+    None
+}

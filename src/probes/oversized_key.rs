@@ -1,0 +1,67 @@
+//! `oversized-key` — CONTRACT "Key syntax": an 8 KiB String → 4xx, never 5xx, no effect
+//! (required). Draft-07 §5: keys must be validated against a published format; a key without a
+//! length limit lets any client bloat the key store, and a store column that is too short turns
+//! it into a 5xx.
+
+use futures::FutureExt;
+
+use super::shared::send_raw_counted;
+use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
+use crate::check;
+use crate::keys;
+use crate::outcome::Stop;
+
+pub const PROBE: ProbeDef = ProbeDef {
+    meta: ProbeMeta {
+        id: "oversized-key",
+        group: Group::KeySyntax,
+        section: "draft-07 §5",
+        stimulus: "Sends the operation with an 8 KiB sf-string key",
+        requirement: "An oversized key is refused with a 4xx, never a 5xx, and executes nothing",
+        checks: &[
+            CheckDecl {
+                id: "rejected",
+                what: "an 8 KiB key is refused with a 4xx",
+            },
+            CheckDecl {
+                id: "no-5xx",
+                what: "an 8 KiB key causes no server error",
+            },
+            CheckDecl {
+                id: "no-effect",
+                what: "an 8 KiB key executes nothing",
+            },
+        ],
+        needs: &[],
+        prerequisites: &[],
+    },
+    run: |ctx| run(ctx).boxed(),
+};
+
+async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
+    let key = keys::oversized_key(&ctx.fresh_key());
+    let requests = vec![(
+        format!("{} KiB key", keys::OVERSIZED_LEN / 1024),
+        ctx.with_key_value(ctx.key_value(&key), 0),
+    )];
+    let (sent, e) = match send_raw_counted(ctx, requests).await {
+        Ok(r) => r,
+        Err(stop) => return Some(stop),
+    };
+    let refs: Vec<_> = sent.iter().collect();
+    ctx.push(check::statuses_within(
+        &ctx.spec("rejected"),
+        &refs,
+        400,
+        499,
+    ));
+    ctx.push(check::no_server_error(&ctx.spec("no-5xx"), &refs));
+    ctx.push(check::executions(
+        &ctx.spec("no-effect"),
+        &e.basis,
+        0,
+        e.count,
+        e.exchanges,
+    ));
+    None
+}

@@ -1,0 +1,79 @@
+//! `spoofed-marker-headers` — CONTRACT "Enforcement": a fresh key sent with headers an
+//! implementation might trust internally (`Idempotency-Replayed: true`, `X-Hit: true`, …) →
+//! handled normally within the timeout; a retry replays it (required). Draft-07 §5: what the
+//! server knows about a key comes from its own store; a request header that claims "this is a
+//! replay" or "cache hit" is client input, and trusting it skips the operation.
+
+use futures::FutureExt;
+
+use super::shared::{count_or_stop, is_success};
+use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta, Request};
+use crate::check;
+use crate::outcome::Stop;
+
+/// Headers that replay markers, caches and middlewares use; a client must not be able to set
+/// any of them to change what the server does.
+pub const MARKERS: &[(&str, &str)] = &[
+    ("Idempotency-Replayed", "true"),
+    ("Idempotent-Replayed", "true"),
+    ("X-Idempotency-Cache", "HIT"),
+    ("X-Hit", "true"),
+];
+
+pub const PROBE: ProbeDef = ProbeDef {
+    meta: ProbeMeta {
+        id: "spoofed-marker-headers",
+        group: Group::Enforcement,
+        section: "draft-07 §5",
+        stimulus: "Sends a control request, then a fresh key with replay and cache-hit marker headers (Idempotency-Replayed, Idempotent-Replayed, X-Idempotency-Cache, X-Hit), then that request again",
+        requirement: "Marker headers from a client change nothing: the request is handled like any other, executes once, and its retry replays it",
+        checks: &[
+            CheckDecl { id: "handled", what: "the request with marker headers is answered like one without them" },
+            CheckDecl { id: "executes-once", what: "the request with marker headers and its retry execute once" },
+            CheckDecl { id: "replays", what: "the retry replays the marked request's response" },
+        ],
+        needs: &[],
+        prerequisites: &[],
+    },
+    run: |ctx| run(ctx).boxed(),
+};
+
+async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
+    let control = ctx
+        .send(
+            "control, no markers",
+            ctx.keyed_with_payload(&ctx.fresh_key(), 1),
+        )
+        .await;
+    if !is_success(&control) {
+        return Some(Stop::Error(format!(
+            "the control request (#{}) got {}, so there is no normal answer to compare with",
+            control.n,
+            control.status_text()
+        )));
+    }
+    let req = MARKERS
+        .iter()
+        .fold(ctx.keyed(&ctx.fresh_key()), |r: Request, (name, value)| {
+            r.with_header(name, *value)
+        });
+    let before = count_or_stop!(ctx, "count before");
+    let marked = ctx.send("with marker headers", req.clone()).await;
+    let retry = ctx.send("retry, same headers", req).await;
+    let after = count_or_stop!(ctx, "count after");
+    ctx.push(check::same_status(
+        &ctx.spec("handled"),
+        &control,
+        &[&marked],
+    ));
+    let e = ctx.executions(before, after, &[&marked, &retry]);
+    ctx.push(check::executions(
+        &ctx.spec("executes-once"),
+        &e.basis,
+        1,
+        e.count,
+        e.exchanges,
+    ));
+    ctx.push(check::same_body(&ctx.spec("replays"), &marked, &[&retry]));
+    None
+}

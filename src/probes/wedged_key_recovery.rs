@@ -1,0 +1,87 @@
+//! `wedged-key-recovery` — CONTRACT "Enforcement": the first attempt dies inside the server
+//! (needs a fault hook) → the key is not stuck in 409 forever: after the lease, a retry replays
+//! or re-executes once (required). Draft-07 §2.6 answers a retry with 409 only while the
+//! original "is still being processed"; a claim whose owner died is not being processed, and a
+//! server that never lets it go turns one crash into a key that can never be used again.
+
+use std::time::Duration;
+
+use futures::FutureExt;
+
+use super::shared::{count_or_stop, is_success, retry_while_conflict};
+use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
+use crate::check;
+use crate::http::exchange::Exchange;
+use crate::outcome::Stop;
+
+pub const PROBE: ProbeDef = ProbeDef {
+    meta: ProbeMeta {
+        id: "wedged-key-recovery",
+        group: Group::Enforcement,
+        section: "draft-07 §2.6",
+        stimulus: "Sends the operation with the crash header so it fails inside the server, then retries without it until it is not refused or the lease wait is over",
+        requirement: "A key whose first attempt crashed is not refused forever: within the lease wait a retry replays or executes, once",
+        checks: &[
+            CheckDecl { id: "not-stuck", what: "within the lease wait a retry is no longer refused as in flight" },
+            CheckDecl { id: "completes", what: "the retry ends with the operation's result" },
+            CheckDecl { id: "one-execution", what: "the crashed attempt and its retries execute once" },
+        ],
+        needs: &[Need::CrashHook],
+        prerequisites: &[],
+    },
+    run: |ctx| run(ctx).boxed(),
+};
+
+async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
+    if let Some(skip) = ctx.missing(Need::CrashHook) {
+        return Some(skip);
+    }
+    let crash = ctx.config.crash.clone()?;
+    let conflict = ctx.spec("not-stuck").expect;
+    let before = count_or_stop!(ctx, "count before");
+    let req = ctx.keyed(&ctx.fresh_key());
+    let crashed = ctx
+        .send(
+            "first attempt, crashing",
+            req.clone()
+                .with_header(&crash.header.name, crash.header.value.clone()),
+        )
+        .await;
+    if is_success(&crashed) {
+        return Some(Stop::Inconclusive(format!(
+            "the first attempt succeeded (#{} {}), so nothing crashed; check that --crash-header {}: {} makes the server fail",
+            crashed.n,
+            crashed.status_text(),
+            crash.header.name,
+            crash.header.value_str()
+        )));
+    }
+    // Twenty looks per lease wait, but never hammering faster than every 50 ms.
+    let interval = (crash.lease_wait / 20).clamp(Duration::from_millis(50), Duration::from_secs(2));
+    let retries =
+        retry_while_conflict(ctx, "retry", &req, &conflict, crash.lease_wait, interval).await;
+    let after = count_or_stop!(ctx, "count after");
+    let last = retries.last()?;
+    ctx.push(check::status_not_in(
+        &ctx.spec("not-stuck"),
+        last,
+        &conflict,
+    ));
+    if last.status().is_some_and(|s| conflict.contains(&s)) {
+        return None;
+    }
+    ctx.push(check::success(&ctx.spec("completes"), last));
+    if is_success(last) {
+        let mut attempts: Vec<&Exchange> = vec![&crashed];
+        attempts.extend(retries.iter());
+        let e = ctx.executions(before, after, &attempts);
+        ctx.push(check::executions(
+            &ctx.spec("one-execution"),
+            &e.basis,
+            1,
+            e.count,
+            e.exchanges,
+        ));
+    }
+    None
+}
