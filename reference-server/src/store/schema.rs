@@ -24,6 +24,10 @@ pub(super) fn open(location: &DbLocation, records_in_memory: bool) -> anyhow::Re
         DbLocation::File(path) => {
             let conn = Connection::open(path)
                 .with_context(|| format!("opening database {}", path.display()))?;
+            // Before anything else: another process may be mid-transaction (or switching the
+            // file to WAL) right now, and every statement below should wait for it, not fail.
+            conn.busy_timeout(BUSY_TIMEOUT)
+                .context("setting busy_timeout")?;
             let mode: String = conn
                 .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
                 .context("enabling WAL mode")?;
@@ -36,8 +40,6 @@ pub(super) fn open(location: &DbLocation, records_in_memory: bool) -> anyhow::Re
         }
         DbLocation::Memory => Connection::open_in_memory().context("opening in-memory database")?,
     };
-    conn.busy_timeout(BUSY_TIMEOUT)
-        .context("setting busy_timeout")?;
     conn.execute_batch(PAYMENTS)
         .context("creating the payments table")?;
     let records = if records_in_memory {
