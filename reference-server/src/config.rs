@@ -160,7 +160,7 @@ pub enum ConfigError {
     /// Tenant names are scopes and must be unique.
     #[error("tenant {0:?} is listed twice")]
     DuplicateTenant(String),
-    /// See [`MIN_LEASE`].
+    /// Heartbeats run every `lease / 3`; a lease under 30ms would turn them into a busy loop.
     #[error("lease {0:?} is too short; use at least 30ms")]
     LeaseTooShort(Duration),
     /// A completed key must outlive the claim that produced it.

@@ -3,7 +3,7 @@
 //! the checker can fail.
 //!
 //! The path of a `POST /api/payments` is the layout of this crate:
-//! [`routes`](crate::routes) dispatches it; `auth` turns the bearer token into a tenant;
+//! `routes` dispatches it; `auth` turns the bearer token into a tenant;
 //! `idempotency::key` parses the RFC 8941 key; `payments` validates and normalises the payload;
 //! `idempotency::fingerprint` hashes it; [`store`] claims tenant + operation + key in one
 //! `BEGIN IMMEDIATE` transaction (execute / replay / 422 / 409), the owner executes while a

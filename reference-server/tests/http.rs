@@ -248,10 +248,10 @@ async fn duplicates_while_in_flight_get_409_with_retry_after() {
     let key = fresh_key();
     let req = Req::payment(A, &key, &body("held"));
     let owner = tokio::spawn({
-        let req = req.clone().header("X-Test-Delay-Ms", "800");
+        let req = req.clone().header("X-Test-Delay-Ms", "1500");
         async move { client.send(&req).await }
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     for _ in 0..2 {
         let dup = client.send(&req).await;
         dup.assert_idempotency_problem(409);
@@ -273,16 +273,17 @@ async fn heartbeats_keep_a_slow_owner_s_claim() {
     let (_dir, db) = temp_db();
     let server = start_on(&db, |c| {
         c.test_hooks = true;
-        c.lease = Duration::from_millis(150);
+        c.lease = Duration::from_millis(300);
     })
     .await;
     let client = server.client();
     let req = Req::payment(A, &fresh_key(), &body("slow"));
     let owner = tokio::spawn({
-        let req = req.clone().header("X-Test-Delay-Ms", "700");
+        let req = req.clone().header("X-Test-Delay-Ms", "1400");
         async move { client.send(&req).await }
     });
-    for wait in [300, 200] {
+    // Both duplicates arrive after the first lease period would have run out.
+    for wait in [500, 400] {
         tokio::time::sleep(Duration::from_millis(wait)).await;
         assert_eq!(client.send(&req).await.status, 409);
     }

@@ -13,7 +13,7 @@ use crate::clock::from_unix_millis;
 
 /// Entries kept at most; past that new completions are simply not cached (replays of them go
 /// to the database, which is slower but still right).
-const CAPACITY: usize = 200_000;
+const CAPACITY: usize = 100_000;
 
 #[derive(Debug)]
 struct Entry {

@@ -1,8 +1,8 @@
 //! The durable store: idempotency records and payments in one SQLite database.
 //!
-//! Everything that writes goes through one writer thread ([`writer`]) that batches concurrent
+//! Everything that writes goes through one writer thread (`writer`) that batches concurrent
 //! work into one transaction and one fsync (group commit). The claim state machine lives in
-//! [`records`]; completed records are also kept in memory ([`cache`]) so that replays are
+//! `records`; completed records are also kept in memory (`cache`) so that replays are
 //! answered without touching the database. [`Store`] is the async face of all three.
 
 mod cache;
