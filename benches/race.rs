@@ -1,0 +1,578 @@
+//! Race-engine benchmark: how tightly do duplicates arrive, and how often is a race caught?
+//!
+//! Part 1 (`spread`): 16 duplicates per burst at a loopback listener that stamps each request
+//! with the kernel receive time (SO_TIMESTAMPNS) of the segment that completed it; the spread of
+//! a burst is last completion − first completion. The engine ([`burst`]) runs against a naive
+//! baseline: 16 tokio tasks that send with reqwest on pre-opened keep-alive connections, started
+//! together by a barrier.
+//!
+//! Part 2 (`detect`): the same two clients against `idem-reference-server --fault race
+//! --race-window-us N`; a burst detects the race when its 201 responses carry more than one
+//! payment id or the effect counter rises by more than one.
+//!
+//! Run: `cargo bench --bench race -- [--part spread|detect|all] [--bursts 200] [--runs 1]
+//! [--server PATH]`. Everything stays on 127.0.0.1 and every loop is bounded.
+
+use std::collections::HashSet;
+use std::io::{IoSliceMut, Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use idem_check::http::burst::{burst, BurstOptions};
+use idem_check::http::exchange::{Header, SentRequest};
+use idem_check::http::raw;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::socket::{recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags};
+
+const DUPLICATES: usize = 16;
+
+struct Args {
+    part: String,
+    bursts: usize,
+    runs: usize,
+    server: Option<String>,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut args = Args {
+        part: "all".into(),
+        bursts: 200,
+        runs: 1,
+        server: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--bench" => {}
+            "--part" => args.part = it.next().unwrap_or_default(),
+            "--bursts" => args.bursts = it.next().unwrap_or_default().parse()?,
+            "--runs" => args.runs = it.next().unwrap_or_default().parse()?,
+            "--server" => args.server = it.next(),
+            other => anyhow::bail!("unknown argument {other}"),
+        }
+    }
+    Ok(args)
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = parse_args()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    if args.part == "spread" || args.part == "all" {
+        for run in 1..=args.runs {
+            println!("## spread, run {run}/{}", args.runs);
+            rt.block_on(spread(args.bursts))?;
+        }
+    }
+    if args.part == "detect" || args.part == "all" {
+        let server = match &args.server {
+            Some(s) => s.clone(),
+            None => build_server()?,
+        };
+        for run in 1..=args.runs {
+            println!("## detection, run {run}/{}", args.runs);
+            for window in [20u64, 100, 1000] {
+                rt.block_on(detect(&server, window, args.bursts))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Part 1: arrival spread at a timestamping listener.
+
+/// A one-thread poll(2) HTTP/1.1 sink on 127.0.0.1 that answers `200 ok` to every request and
+/// records the kernel receive time of the segment that completed each one.
+struct Sink {
+    url: url::Url,
+    stamps: Arc<Mutex<Vec<i128>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Sink {
+    fn start() -> anyhow::Result<Sink> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let url = url::Url::parse(&format!("http://{}/api/payments", listener.local_addr()?))?;
+        let stamps = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (s2, stop2) = (stamps.clone(), stop.clone());
+        let thread = std::thread::spawn(move || sink_loop(listener, s2, stop2));
+        Ok(Sink {
+            url,
+            stamps,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    fn take(&self) -> Vec<i128> {
+        std::mem::take(&mut *self.stamps.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Waits (at most 5 s) until `n` completions were stamped and returns them.
+    fn wait_for(&self, n: usize) -> Vec<i128> {
+        let limit = Instant::now() + Duration::from_secs(5);
+        while self.stamps.lock().map(|s| s.len()).unwrap_or(0) < n && Instant::now() < limit {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        self.take()
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+fn sink_loop(
+    listener: TcpListener,
+    stamps: Arc<Mutex<Vec<i128>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) {
+    let mut conns: Vec<Conn> = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut cmsg = nix::cmsg_space!(nix::sys::time::TimeSpec);
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let ready: Vec<bool> = {
+            let mut fds = vec![PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+            fds.extend(
+                conns
+                    .iter()
+                    .map(|c| PollFd::new(c.stream.as_fd(), PollFlags::POLLIN)),
+            );
+            if poll(&mut fds, PollTimeout::from(50u16)).is_err() {
+                continue;
+            }
+            fds.iter()
+                .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+                .collect()
+        };
+        if ready[0] {
+            while let Ok((s, _)) = listener.accept() {
+                let _ = s.set_nonblocking(true);
+                let _ = s.set_nodelay(true);
+                let _ = setsockopt(&s, sockopt::ReceiveTimestampns, &true);
+                conns.push(Conn {
+                    stream: s,
+                    buf: Vec::new(),
+                });
+            }
+        }
+        let mut closed = Vec::new();
+        for (i, c) in conns.iter_mut().enumerate() {
+            if ready.get(i + 1) != Some(&true) {
+                continue;
+            }
+            let (n, stamp) = {
+                let mut iov = [IoSliceMut::new(&mut chunk)];
+                match recvmsg::<()>(
+                    c.stream.as_raw_fd(),
+                    &mut iov,
+                    Some(&mut cmsg),
+                    MsgFlags::MSG_DONTWAIT,
+                ) {
+                    Ok(msg) => {
+                        let mut stamp = None;
+                        if let Ok(cm) = msg.cmsgs() {
+                            for m in cm {
+                                if let ControlMessageOwned::ScmTimestampns(ts) = m {
+                                    stamp = Some(
+                                        ts.tv_sec() as i128 * 1_000_000_000 + ts.tv_nsec() as i128,
+                                    );
+                                }
+                            }
+                        }
+                        (msg.bytes, stamp)
+                    }
+                    Err(nix::errno::Errno::EAGAIN) => continue,
+                    Err(_) => (0, None),
+                }
+            };
+            if n == 0 {
+                closed.push(i);
+                continue;
+            }
+            c.buf.extend_from_slice(&chunk[..n]);
+            while let Some(len) = complete_request(&c.buf) {
+                c.buf.drain(..len);
+                let at = stamp.unwrap_or_else(userspace_now);
+                stamps.lock().unwrap_or_else(|e| e.into_inner()).push(at);
+                let _ = c
+                    .stream
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+            }
+        }
+        for i in closed.into_iter().rev() {
+            conns.swap_remove(i);
+        }
+    }
+}
+
+fn userspace_now() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or_default()
+}
+
+/// The length of the first complete request in `buf` (head + Content-Length body), if any.
+fn complete_request(buf: &[u8]) -> Option<usize> {
+    let head_end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+    let len = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    (buf.len() >= head_end + len).then_some(head_end + len)
+}
+
+fn payment(url: &url::Url, key: &str, reference: &str) -> SentRequest {
+    let body = format!(r#"{{"amountCents":1250,"currency":"EUR","reference":"{reference}"}}"#);
+    raw::prepare(
+        url,
+        "POST",
+        vec![
+            Header::new("Authorization", "Bearer token-a"),
+            Header::new("Content-Type", "application/json"),
+            Header::new("Idempotency-Key", format!("\"{key}\"")),
+        ],
+        body.into_bytes(),
+    )
+}
+
+fn stats(mut v: Vec<f64>) -> (f64, f64, f64, f64) {
+    if v.is_empty() {
+        return (f64::NAN, f64::NAN, f64::NAN, f64::NAN);
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+    (at(0.0), at(0.5), at(0.9), at(1.0))
+}
+
+fn row(name: &str, v: Vec<f64>) {
+    let n = v.len();
+    let (min, med, p90, max) = stats(v);
+    println!("| {name} | {n} | {min:.1} | {med:.1} | {p90:.1} | {max:.1} |");
+}
+
+async fn spread(bursts: usize) -> anyhow::Result<()> {
+    let sink = Sink::start()?;
+
+    let mut rows = Vec::new();
+    for threads in [1usize, 2] {
+        let opts = BurstOptions {
+            release_threads: threads,
+            ..BurstOptions::default()
+        };
+        let (mut arrival, mut release, mut gaps) = (Vec::new(), Vec::new(), Vec::new());
+        for b in 0..bursts {
+            let key = uuid::Uuid::new_v4().to_string();
+            let reqs: Vec<_> = (0..DUPLICATES)
+                .map(|_| payment(&sink.url, &key, &format!("spread-{b}")))
+                .collect();
+            sink.take();
+            let report = burst(&reqs, &opts).await?;
+            let stamps = sink.wait_for(DUPLICATES);
+            if stamps.len() == DUPLICATES {
+                arrival.push(spread_of(&stamps));
+            }
+            release.push(report.spread_us);
+            let mut rel: Vec<Instant> =
+                report.responses.iter().filter_map(|r| r.released).collect();
+            rel.sort();
+            gaps.extend(
+                rel.windows(2)
+                    .map(|w| w[1].duration_since(w[0]).as_secs_f64() * 1e6),
+            );
+        }
+        rows.push((
+            format!("engine, {threads} release thread(s): arrival spread (kernel rx stamps)"),
+            arrival,
+        ));
+        rows.push((
+            format!("engine, {threads} release thread(s): release spread (sender clock)"),
+            release,
+        ));
+        rows.push((
+            format!("engine, {threads} release thread(s): gap between consecutive releases"),
+            gaps,
+        ));
+    }
+
+    // Baseline: reqwest, 16 tasks, pre-opened keep-alive connections, released by a barrier.
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(DUPLICATES)
+        .tcp_nodelay(true)
+        .build()?;
+    let warm: Vec<_> = (0..DUPLICATES)
+        .map(|i| {
+            let c = client.clone();
+            let u = sink.url.clone();
+            tokio::spawn(async move {
+                c.post(u)
+                    .body(format!("warm-{i}"))
+                    .send()
+                    .await?
+                    .bytes()
+                    .await
+            })
+        })
+        .collect();
+    for w in warm {
+        w.await??;
+    }
+    sink.take();
+    let mut base = Vec::new();
+    for b in 0..bursts {
+        let key = uuid::Uuid::new_v4().to_string();
+        baseline_burst(&client, &sink.url, &key, &format!("base-{b}")).await;
+        let stamps = sink.wait_for(DUPLICATES);
+        if stamps.len() == DUPLICATES {
+            base.push(spread_of(&stamps));
+        }
+    }
+
+    println!("| client | bursts | min µs | median µs | p90 µs | max µs |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    for (name, v) in rows {
+        row(&name, v);
+    }
+    row("baseline reqwest ×16 tasks: arrival spread", base);
+    Ok(())
+}
+
+fn spread_of(stamps: &[i128]) -> f64 {
+    let min = stamps.iter().min().copied().unwrap_or_default();
+    let max = stamps.iter().max().copied().unwrap_or_default();
+    (max - min) as f64 / 1e3
+}
+
+/// 16 tasks, started together by a barrier, each sending one duplicate with reqwest.
+/// Returns the 2xx bodies' status and body text.
+async fn baseline_burst(
+    client: &reqwest::Client,
+    url: &url::Url,
+    key: &str,
+    reference: &str,
+) -> Vec<Option<(u16, String)>> {
+    let barrier = Arc::new(tokio::sync::Barrier::new(DUPLICATES));
+    let body = format!(r#"{{"amountCents":1250,"currency":"EUR","reference":"{reference}"}}"#);
+    let tasks: Vec<_> = (0..DUPLICATES)
+        .map(|_| {
+            let (c, u, b, k, body) = (
+                client.clone(),
+                url.clone(),
+                barrier.clone(),
+                key.to_string(),
+                body.clone(),
+            );
+            tokio::spawn(async move {
+                b.wait().await;
+                let resp = c
+                    .post(u)
+                    .header("Authorization", "Bearer token-a")
+                    .header("Content-Type", "application/json")
+                    .header("Idempotency-Key", format!("\"{k}\""))
+                    .body(body)
+                    .timeout(Duration::from_secs(10))
+                    .send()
+                    .await
+                    .ok()?;
+                let status = resp.status().as_u16();
+                Some((status, resp.text().await.ok()?))
+            })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.ok().flatten());
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Part 2: detection against the reference server's race fault.
+
+fn build_server() -> anyhow::Result<String> {
+    let status = std::process::Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "idem-reference-server",
+            "--bin",
+            "idem-reference-server",
+        ])
+        .status()?;
+    anyhow::ensure!(status.success(), "building idem-reference-server failed");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| root.join("target"));
+    Ok(target
+        .join("release/idem-reference-server")
+        .to_string_lossy()
+        .into_owned())
+}
+
+struct Server {
+    child: std::process::Child,
+    base: url::Url,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_server(bin: &str, window_us: u64) -> anyhow::Result<Server> {
+    let dir = tempfile::tempdir()?;
+    let mut child = std::process::Command::new(bin)
+        .args(["--listen", "127.0.0.1:0", "--db"])
+        .arg(dir.path().join("bench.db"))
+        .args([
+            "--test-hooks",
+            "--fault",
+            "race",
+            "--race-window-us",
+            &window_us.to_string(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let mut out = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+    let mut seen = String::new();
+    let limit = Instant::now() + Duration::from_secs(20);
+    let mut byte = [0u8; 1];
+    while Instant::now() < limit {
+        if out.read(&mut byte)? == 0 {
+            break;
+        }
+        seen.push(byte[0] as char);
+        if let Some(line) = seen.lines().find(|l| l.contains("listening on http://")) {
+            if seen.ends_with('\n') {
+                let addr = line
+                    .split("listening on ")
+                    .nth(1)
+                    .unwrap_or_default()
+                    .trim();
+                let base = url::Url::parse(addr)?;
+                // Keep draining stdout so the server never blocks on a full pipe.
+                std::thread::spawn(move || {
+                    let mut sink = [0u8; 4096];
+                    while matches!(out.read(&mut sink), Ok(n) if n > 0) {}
+                });
+                return Ok(Server {
+                    child,
+                    base,
+                    _dir: dir,
+                });
+            }
+        }
+    }
+    let _ = child.kill();
+    anyhow::bail!("the reference server did not print its address: {seen:?}")
+}
+
+fn ids_of<'a>(bodies: impl Iterator<Item = (u16, &'a [u8])>) -> HashSet<String> {
+    bodies
+        .filter(|(s, _)| *s == 201)
+        .filter_map(|(_, b)| serde_json::from_slice::<serde_json::Value>(b).ok())
+        .filter_map(|v| v.get("id").map(|id| id.to_string()))
+        .collect()
+}
+
+async fn count(client: &reqwest::Client, base: &url::Url) -> anyhow::Result<i64> {
+    let body = client
+        .get(base.join("/api/payments/count")?)
+        .header("Authorization", "Bearer token-a")
+        .send()
+        .await?
+        .bytes()
+        .await?;
+    let v: serde_json::Value = serde_json::from_slice(&body)?;
+    v.get("count")
+        .and_then(|c| c.as_i64())
+        .ok_or_else(|| anyhow::anyhow!("no count in {v}"))
+}
+
+async fn detect(bin: &str, window_us: u64, bursts: usize) -> anyhow::Result<()> {
+    let server = start_server(bin, window_us)?;
+    let url = server.base.join("/api/payments")?;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(DUPLICATES)
+        .tcp_nodelay(true)
+        .build()?;
+    let opts = BurstOptions::default();
+    let (mut engine_hits, mut engine_spreads, mut engine_errors) = (0usize, Vec::new(), 0usize);
+    let (mut base_hits, mut base_errors) = (0usize, 0usize);
+    // Pre-open the baseline's connections.
+    let _ = baseline_burst(&client, &server.base.join("/healthz")?, "warm", "warm").await;
+    for b in 0..bursts {
+        let key = uuid::Uuid::new_v4().to_string();
+        let reqs: Vec<_> = (0..DUPLICATES)
+            .map(|_| payment(&url, &key, &format!("engine-{window_us}-{b}-{key}")))
+            .collect();
+        let before = count(&client, &server.base).await?;
+        let report = burst(&reqs, &opts).await?;
+        let after = count(&client, &server.base).await?;
+        engine_errors += report
+            .responses
+            .iter()
+            .filter(|r| r.result.is_err())
+            .count();
+        let ids = ids_of(
+            report
+                .responses
+                .iter()
+                .filter_map(|r| r.result.as_ref().ok())
+                .map(|r| (r.status, r.body.as_slice())),
+        );
+        if ids.len() > 1 || after - before > 1 {
+            engine_hits += 1;
+        }
+        engine_spreads.push(report.spread_us);
+
+        let key = uuid::Uuid::new_v4().to_string();
+        let before = count(&client, &server.base).await?;
+        let got = baseline_burst(&client, &url, &key, &format!("base-{window_us}-{b}-{key}")).await;
+        let after = count(&client, &server.base).await?;
+        base_errors += got.iter().filter(|g| g.is_none()).count();
+        let ids = ids_of(got.iter().flatten().map(|(s, b)| (*s, b.as_bytes())));
+        if ids.len() > 1 || after - before > 1 {
+            base_hits += 1;
+        }
+    }
+    let (_, med, _, _) = stats(engine_spreads);
+    println!(
+        "| {window_us} µs | engine | {engine_hits}/{bursts} ({:.1} %) | release spread median {med:.1} µs | transport errors {engine_errors} |",
+        100.0 * engine_hits as f64 / bursts as f64
+    );
+    println!(
+        "| {window_us} µs | baseline | {base_hits}/{bursts} ({:.1} %) | | transport errors {base_errors} |",
+        100.0 * base_hits as f64 / bursts as f64
+    );
+    Ok(())
+}

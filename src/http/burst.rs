@@ -1,0 +1,390 @@
+//! The synchronised duplicate burst: N requests that reach the server as close together as the
+//! machine allows.
+//!
+//! A check-then-set race only shows when duplicates land inside the server's gap between
+//! "look the key up" and "store the key", often well under a millisecond. Sending N requests from
+//! N tasks spreads their arrival over the scheduler's wake-ups, connection setup and header
+//! writing. The burst removes all of that from the critical moment:
+//!
+//! 1. open all N connections (TCP and TLS handshakes done, TCP_NODELAY);
+//! 2. write every request except its final byte(s) and flush, so the server has parsed all but
+//!    the last byte; over TLS the final bytes are sealed into their own TLS record *now*, so the
+//!    release is a plain socket write with no crypto in it;
+//! 3. pause briefly (see [`settle_time`]) so the server's threads read the staged prefixes and go
+//!    back to sleep instead of competing with the release for the CPU;
+//! 4. release: one synchronous loop of non-blocking `send(2)` calls on the current thread — no
+//!    await, no task wake-up, no thread hop between two releases, buffers touched beforehand so no
+//!    page fault lands inside the loop; readers are not polled until every final byte is out;
+//! 5. read the N responses concurrently on this task, each bounded by the per-request timeout.
+//!
+//! One thread releases by default: on a small machine that shares its cores with the server under
+//! test, a second spinning release thread steals the CPU the server needs to run the racing
+//! requests (see [`BurstOptions::release_threads`]).
+
+use std::io::Write as _;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use futures::future::join_all;
+use socket2::SockRef;
+
+use super::exchange::SentRequest;
+use super::raw::{self, RawResponse, Stream};
+
+/// How a burst is run.
+#[derive(Debug, Clone)]
+pub struct BurstOptions {
+    /// Bounds connection setup, and separately each response from its release on.
+    pub timeout: Duration,
+    /// Body bytes kept per response; the rest is cut and marked `body_truncated`.
+    pub max_body: usize,
+    /// How many bytes of each request are held back until the release (at least 1). One byte is
+    /// enough for an HTTP/1.1 server not to start processing.
+    pub final_bytes: usize,
+    /// How many TCP segments the staged prefix is written in. Linux acknowledges the first ~16
+    /// data segments of a connection at once ("quick ACK" mode); on a local target that ACK is
+    /// built and processed inside our release `send(2)`, costing ~1.5–2 µs per connection.
+    /// Staging in 20 segments uses that allowance up before the release. 1 = one write.
+    pub stage_segments: usize,
+    /// Threads that write the final bytes (1, the default, or 2). Each release costs a few µs of
+    /// kernel time on a local target (the server's receive path runs inside our `send(2)`), so a
+    /// second thread can shorten the spread when a core is free; it busy-waits for the start
+    /// signal (at most 2 ms), which takes that core from a server sharing the machine, so it is
+    /// opt-in. BENCHMARKS.md compares both.
+    pub release_threads: usize,
+}
+
+impl Default for BurstOptions {
+    fn default() -> Self {
+        BurstOptions {
+            timeout: Duration::from_secs(10),
+            max_body: 1024 * 1024,
+            final_bytes: 1,
+            stage_segments: 20,
+            release_threads: 1,
+        }
+    }
+}
+
+/// What a burst observed.
+#[derive(Debug, Clone)]
+pub struct BurstReport {
+    /// One per input request, in input order; `released` is when its final byte was written.
+    pub responses: Vec<RawResponse>,
+    /// Last release minus first release, in microseconds: how tight the burst left this host.
+    /// 0 when fewer than two requests were released.
+    pub spread_us: f64,
+}
+
+/// A request on its open connection, waiting for its release.
+struct Staged {
+    stream: Stream,
+    started: Instant,
+    /// The bytes to write at release time: the held-back plaintext, or over TLS the sealed
+    /// record carrying it.
+    release: Vec<u8>,
+}
+
+/// Sends `reqs` as one synchronised burst (see the module documentation) and returns their
+/// responses in input order. A request whose connection or staging fails gets its error in its
+/// own [`RawResponse`] and the others still run; only an unusable request (bad URL, zero
+/// `final_bytes`) is an `Err`.
+pub async fn burst(reqs: &[SentRequest], opts: &BurstOptions) -> anyhow::Result<BurstReport> {
+    if opts.final_bytes == 0 {
+        anyhow::bail!("final_bytes must be at least 1");
+    }
+    let mut wires = Vec::with_capacity(reqs.len());
+    let mut urls = Vec::with_capacity(reqs.len());
+    for req in reqs {
+        wires.push(raw::to_wire(req)?);
+        urls.push(url::Url::parse(&req.url).with_context(|| format!("invalid URL {}", req.url))?);
+    }
+
+    // 1. Connect all, concurrently; time it to estimate the round trip for the settle pause.
+    let begin = Instant::now();
+    let deadline = begin + opts.timeout;
+    let connected = join_all(urls.iter().map(|url| async move {
+        let t0 = Instant::now();
+        let stream = raw::connect(url, deadline, opts.timeout).await;
+        (stream, t0.elapsed())
+    }))
+    .await;
+    let slowest_connect = connected.iter().map(|(_, d)| *d).max().unwrap_or_default();
+
+    // 2. Stage every request but its final bytes.
+    let mut staged: Vec<Result<Staged, (Instant, String)>> = Vec::with_capacity(reqs.len());
+    for ((stream, _), wire) in connected.into_iter().zip(&wires) {
+        let entry = match stream {
+            Ok(stream) => stage(stream, wire, opts, deadline).await,
+            Err(e) => Err((begin, e)),
+        };
+        staged.push(entry);
+    }
+
+    // 3. Let the server consume the prefixes and go idle.
+    tokio::time::sleep(settle_time(slowest_connect)).await;
+
+    // 4. Release.
+    let released = release(&staged, opts.release_threads);
+
+    // 5. Read concurrently, each from its own release.
+    let reads =
+        staged
+            .iter_mut()
+            .zip(released.iter())
+            .zip(reqs)
+            .map(|((entry, rel), req)| async move {
+                let (started, result) = match (entry, rel) {
+                    (Ok(s), Ok(at)) => {
+                        let result = raw::read_response(
+                            &mut s.stream,
+                            &req.method,
+                            *at + opts.timeout,
+                            opts.timeout,
+                            opts.max_body,
+                        )
+                        .await;
+                        (s.started, result)
+                    }
+                    (Ok(s), Err(e)) => (s.started, Err(e.clone())),
+                    (Err((t, e)), _) => (*t, Err(e.clone())),
+                };
+                RawResponse {
+                    started,
+                    released: rel.as_ref().ok().copied(),
+                    finished: Instant::now(),
+                    result,
+                }
+            });
+    let responses = join_all(reads).await;
+
+    let times: Vec<Instant> = responses.iter().filter_map(|r| r.released).collect();
+    let spread_us = match (times.iter().min(), times.iter().max()) {
+        (Some(first), Some(last)) => last.duration_since(*first).as_secs_f64() * 1e6,
+        _ => 0.0,
+    };
+    Ok(BurstReport {
+        responses,
+        spread_us,
+    })
+}
+
+/// How long to wait between staging and release: two of the slowest connect round trips, so a
+/// remote server has received the prefixes, and at least 1 ms so a local one has read them; at
+/// most 100 ms.
+pub fn settle_time(slowest_connect: Duration) -> Duration {
+    (slowest_connect * 2).clamp(Duration::from_millis(1), Duration::from_millis(100))
+}
+
+/// Writes all but the final bytes of `wire` and prepares the release bytes.
+async fn stage(
+    mut stream: Stream,
+    wire: &[u8],
+    opts: &BurstOptions,
+    deadline: Instant,
+) -> Result<Staged, (Instant, String)> {
+    let started = Instant::now();
+    let cut = wire.len().saturating_sub(opts.final_bytes);
+    let (prefix, last) = wire.split_at(cut);
+    let pieces = opts.stage_segments.clamp(1, prefix.len().max(1));
+    let piece_len = prefix.len().div_ceil(pieces).max(1);
+    for piece in prefix.chunks(piece_len) {
+        // Each piece is flushed on its own so it leaves as its own segment (TCP_NODELAY).
+        raw::write_request(&mut stream, piece, deadline, opts.timeout)
+            .await
+            .map_err(|e| (started, e))?;
+    }
+    let release = match &mut stream {
+        Stream::Plain(_) => last.to_vec(),
+        Stream::Tls(tls) => {
+            // Seal the final bytes into their own record now; rustls advances its sequence
+            // number, so writing the record raw later keeps the TLS stream consistent.
+            let (_, conn) = tls.get_mut();
+            let mut record = Vec::new();
+            let sealed = conn.writer().write_all(last).and_then(|()| {
+                while conn.wants_write() {
+                    conn.write_tls(&mut record)?;
+                }
+                Ok(())
+            });
+            sealed.map_err(|e| (started, format!("sealing the final TLS record failed: {e}")))?;
+            record
+        }
+    };
+    Ok(Staged {
+        stream,
+        started,
+        release,
+    })
+}
+
+/// Writes every staged connection's release bytes and returns each one's release instant (or why
+/// it could not be released).
+///
+/// The writes are synchronous non-blocking `send(2)` calls: a release of a few bytes into an idle
+/// connection is accepted whole and never waits. Should the kernel take only part of it (a full
+/// send buffer), the rest is written after the loop, so one slow socket never delays the others.
+/// With `threads` = 2 a helper thread takes connections from the same queue as this one (see
+/// [`BurstOptions::release_threads`]).
+fn release(
+    staged: &[Result<Staged, (Instant, String)>],
+    threads: usize,
+) -> Vec<Result<Instant, String>> {
+    // Touch every buffer and the clock once so no page fault or first-call cost lands in the loop.
+    let jobs: Vec<(usize, BorrowedFd<'_>, &[u8])> = staged
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| {
+            e.as_ref()
+                .ok()
+                .map(|s| (i, s.stream.tcp().as_fd(), &s.release[..]))
+        })
+        .collect();
+    let warm = jobs
+        .iter()
+        .flat_map(|(_, _, b)| b.iter())
+        .fold(0u8, |a, b| a.wrapping_add(*b));
+    std::hint::black_box(warm);
+    std::hint::black_box(Instant::now());
+
+    let next = AtomicUsize::new(0);
+    let go = AtomicBool::new(false);
+    let ready = AtomicBool::new(false);
+    let drain = || {
+        let mut done = Vec::with_capacity(jobs.len());
+        loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            let Some((i, fd, bytes)) = jobs.get(k) else {
+                return done;
+            };
+            let result = SockRef::from(fd).send(bytes);
+            done.push((*i, result, Instant::now()));
+        }
+    };
+    let mut outcomes = Vec::with_capacity(jobs.len());
+    std::thread::scope(|scope| {
+        let helper = (threads >= 2 && jobs.len() >= 2).then(|| {
+            scope.spawn(|| {
+                ready.store(true, Ordering::Release);
+                if spin_until(&go, SPIN_LIMIT) {
+                    drain()
+                } else {
+                    Vec::new()
+                }
+            })
+        });
+        if helper.is_some() {
+            // Whatever happens, the helper's spin ends by SPIN_LIMIT; if it is late, this thread
+            // simply releases everything itself.
+            spin_until(&ready, SPIN_LIMIT);
+        }
+        go.store(true, Ordering::Release);
+        outcomes = drain();
+        if let Some(h) = helper {
+            outcomes.extend(h.join().unwrap_or_default());
+        }
+    });
+
+    let mut times: Vec<Result<Instant, String>> = vec![Err("not staged".to_string()); staged.len()];
+    for (i, result, at) in outcomes {
+        times[i] = match result {
+            Ok(n) if n >= jobs_len(staged, i) => Ok(at),
+            Ok(n) => staged[i]
+                .as_ref()
+                .map_err(|(_, e)| e.clone())
+                .and_then(|s| finish_release(s, n)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => staged[i]
+                .as_ref()
+                .map_err(|(_, e)| e.clone())
+                .and_then(|s| finish_release(s, 0)),
+            Err(e) => Err(format!("releasing the final bytes failed: {e}")),
+        };
+    }
+    times
+}
+
+/// The longest a release thread waits for the other, busy-waiting: long enough to cover a thread
+/// start, short enough never to take a core from the server under test for long.
+const SPIN_LIMIT: Duration = Duration::from_millis(2);
+
+/// Busy-waits until `flag` is set or `limit` passed; true when the flag was seen.
+fn spin_until(flag: &AtomicBool, limit: Duration) -> bool {
+    let end = Instant::now() + limit;
+    while !flag.load(Ordering::Acquire) {
+        if Instant::now() > end {
+            return false;
+        }
+        std::hint::spin_loop();
+    }
+    true
+}
+
+fn jobs_len(staged: &[Result<Staged, (Instant, String)>], i: usize) -> usize {
+    staged[i].as_ref().map(|s| s.release.len()).unwrap_or(0)
+}
+
+/// Completes a partial release synchronously with short non-blocking retries (bounded to 1 s).
+fn finish_release(s: &Staged, mut sent: usize) -> Result<Instant, String> {
+    let limit = Instant::now() + Duration::from_secs(1);
+    let sock = SockRef::from(s.stream.tcp());
+    while sent < s.release.len() {
+        match sock.send(&s.release[sent..]) {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() > limit {
+                    return Err("releasing the final bytes timed out after 1 s".to_string());
+                }
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            Err(e) => return Err(format!("releasing the final bytes failed: {e}")),
+        }
+    }
+    Ok(Instant::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settle_time_is_bounded() {
+        assert_eq!(settle_time(Duration::ZERO), Duration::from_millis(1));
+        assert_eq!(
+            settle_time(Duration::from_millis(5)),
+            Duration::from_millis(10)
+        );
+        assert_eq!(
+            settle_time(Duration::from_secs(3)),
+            Duration::from_millis(100)
+        );
+    }
+
+    #[tokio::test]
+    async fn zero_final_bytes_is_an_error() {
+        let url = url::Url::parse("http://127.0.0.1:9/").unwrap();
+        let req = raw::prepare(&url, "GET", vec![], vec![]);
+        let opts = BurstOptions {
+            final_bytes: 0,
+            ..BurstOptions::default()
+        };
+        assert!(burst(&[req], &opts).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn refused_connections_are_reported_per_request() {
+        let url = url::Url::parse("http://127.0.0.1:9/").unwrap();
+        let req = raw::prepare(&url, "GET", vec![], vec![]);
+        let report = burst(&[req.clone(), req], &BurstOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(report.responses.len(), 2);
+        for r in &report.responses {
+            let err = r.result.as_ref().unwrap_err();
+            assert!(err.contains("connection refused to 127.0.0.1:9"), "{err}");
+            assert!(r.released.is_none());
+        }
+        assert_eq!(report.spread_us, 0.0);
+    }
+}

@@ -1,0 +1,624 @@
+//! An HTTP/1.1 client that writes exactly the bytes it is given, over TCP or TLS.
+//!
+//! Ordinary clients (reqwest, hyper) validate and normalise headers: they refuse control bytes,
+//! merge or reorder fields, and pick the framing themselves. The key-syntax probes need the
+//! opposite — a malformed `Idempotency-Key` (control byte, non-ASCII, two header lines) must reach
+//! the server as written — and the evidence must show what was really sent. So this client:
+//! [`prepare`] builds the [`SentRequest`] once (the record *is* the request), [`to_wire`] turns it
+//! into bytes without judging them, and [`send_one`] / [`send_then_drop`] put those bytes on a
+//! fresh connection. Each exchange gets its own connection, so one probe's broken request can
+//! never poison the next.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+
+use super::exchange::{Header, ReceivedResponse, SentRequest};
+use super::tls;
+
+/// The longest response head accepted: a server that sends more is broken or hostile.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// The most header fields kept from one response head.
+const MAX_HEADERS: usize = 128;
+/// The longest chunk-size or trailer line accepted in a chunked body.
+const MAX_LINE_BYTES: usize = 8 * 1024;
+
+/// The error text of a [`send_then_drop`] exchange: it never reads, on purpose.
+pub const DROPPED: &str = "dropped by idem-check before reading — lost-response probe";
+
+/// Builds the request record that will also be the wire image.
+///
+/// Adds `Host` (first) and `Content-Length` (last; when the body is non-empty or the method is
+/// POST, PUT or PATCH) unless the caller already supplied them — a probe that wants a missing or
+/// doubled field passes its own. Everything else keeps the caller's order and bytes, so what the
+/// report records is exactly what [`to_wire`] writes.
+pub fn prepare(url: &url::Url, method: &str, headers: Vec<Header>, body: Vec<u8>) -> SentRequest {
+    let has = |name: &str| headers.iter().any(|h| h.name.eq_ignore_ascii_case(name));
+    let mut out = Vec::with_capacity(headers.len() + 2);
+    if !has("host") {
+        out.push(Header::new("Host", host_value(url)));
+    }
+    let needs_length = !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH");
+    let add_length = needs_length && !has("content-length") && !has("transfer-encoding");
+    out.extend(headers);
+    if add_length {
+        out.push(Header::new("Content-Length", body.len().to_string()));
+    }
+    SentRequest {
+        method: method.to_string(),
+        url: url.to_string(),
+        headers: out,
+        body,
+    }
+}
+
+/// `host[:port]`, the port only when it is not the scheme's default (RFC 9110 §7.2).
+fn host_value(url: &url::Url) -> String {
+    let host = url.host_str().unwrap_or_default();
+    match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_string(),
+    }
+}
+
+/// The exact bytes of `req`: request line with path and query, each header line as
+/// `name: value` with the value's raw bytes, CRLFs, then the body. Nothing is validated or
+/// escaped, on purpose; only an unusable URL or an empty method is an error.
+pub fn to_wire(req: &SentRequest) -> anyhow::Result<Vec<u8>> {
+    let url = parse_url(req).map_err(anyhow::Error::msg)?;
+    if req.method.is_empty() {
+        anyhow::bail!("the request has no method");
+    }
+    let mut target = url.path().to_string();
+    if let Some(q) = url.query() {
+        target.push('?');
+        target.push_str(q);
+    }
+    let mut wire = Vec::with_capacity(256 + req.body.len());
+    wire.extend_from_slice(req.method.as_bytes());
+    wire.push(b' ');
+    wire.extend_from_slice(target.as_bytes());
+    wire.extend_from_slice(b" HTTP/1.1\r\n");
+    for h in &req.headers {
+        wire.extend_from_slice(h.name.as_bytes());
+        wire.extend_from_slice(b": ");
+        wire.extend_from_slice(&h.value);
+        wire.extend_from_slice(b"\r\n");
+    }
+    wire.extend_from_slice(b"\r\n");
+    wire.extend_from_slice(&req.body);
+    Ok(wire)
+}
+
+fn parse_url(req: &SentRequest) -> Result<url::Url, String> {
+    let url = url::Url::parse(&req.url).map_err(|e| format!("invalid URL {:?}: {e}", req.url))?;
+    match url.scheme() {
+        "http" | "https" => Ok(url),
+        other => Err(format!("unsupported URL scheme {other:?} in {}", req.url)),
+    }
+}
+
+/// The outcome of one raw exchange, with the instants a timeline needs.
+#[derive(Debug, Clone)]
+pub struct RawResponse {
+    /// When the first byte of the request was written (when the attempt began, if it failed
+    /// before writing anything).
+    pub started: Instant,
+    /// For bursts: when this request's final byte was written. `None` outside a burst.
+    pub released: Option<Instant>,
+    /// When the response was complete or the exchange failed.
+    pub finished: Instant,
+    /// The response, or the transport failure as one line of text for the report.
+    pub result: Result<ReceivedResponse, String>,
+}
+
+/// Connects, writes `req` exactly, and reads one response (Content-Length, chunked or
+/// close-delimited framing; interim 1xx responses skipped; body cut at `max_body` with
+/// `body_truncated` set). `timeout` bounds the whole exchange; the error names the phase it ran
+/// out in, because "timed out" alone does not tell a user whether the server accepted the request.
+pub async fn send_one(req: &SentRequest, timeout: Duration, max_body: usize) -> RawResponse {
+    let attempt = Instant::now();
+    let deadline = attempt + timeout;
+    let mut started = attempt;
+    let result = async {
+        let url = parse_url(req)?;
+        let wire = to_wire(req).map_err(|e| format!("{e:#}"))?;
+        let mut stream = connect(&url, deadline, timeout).await?;
+        started = Instant::now();
+        write_request(&mut stream, &wire, deadline, timeout).await?;
+        read_response(&mut stream, &req.method, deadline, timeout, max_body).await
+    }
+    .await;
+    RawResponse {
+        started,
+        released: None,
+        finished: Instant::now(),
+        result,
+    }
+}
+
+/// Simulates a client whose response was lost: writes the whole request, waits
+/// `wait_before_drop`, then closes the connection without reading a byte. The result is always
+/// an error — [`DROPPED`], or the failure that came first — because idem-check never saw an
+/// answer. `timeout` bounds connecting and writing.
+pub async fn send_then_drop(
+    req: &SentRequest,
+    wait_before_drop: Duration,
+    timeout: Duration,
+) -> RawResponse {
+    let attempt = Instant::now();
+    let deadline = attempt + timeout;
+    let mut started = attempt;
+    let result: Result<ReceivedResponse, String> = async {
+        let url = parse_url(req)?;
+        let wire = to_wire(req).map_err(|e| format!("{e:#}"))?;
+        let mut stream = connect(&url, deadline, timeout).await?;
+        started = Instant::now();
+        write_request(&mut stream, &wire, deadline, timeout).await?;
+        tokio::time::sleep(wait_before_drop).await;
+        drop(stream);
+        Err(DROPPED.to_string())
+    }
+    .await;
+    RawResponse {
+        started,
+        released: None,
+        finished: Instant::now(),
+        result,
+    }
+}
+
+/// A connection to the target, plain or TLS; the burst engine reaches through it to the TCP
+/// socket to release pre-encrypted final bytes.
+pub(crate) enum Stream {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    /// The TCP socket under the connection.
+    pub(crate) fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(s) => s.get_ref().0,
+        }
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// "10 s", "250 ms": how a timeout reads in a report.
+pub(crate) fn human(d: Duration) -> String {
+    if d.subsec_millis() == 0 && d.as_secs() > 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
+/// Runs `fut` until `deadline`; on expiry the error says how long we waited and for what.
+pub(crate) async fn within<T>(
+    deadline: Instant,
+    timeout: Duration,
+    phase: &str,
+    fut: impl Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    match tokio::time::timeout_at(deadline.into(), fut).await {
+        Ok(r) => r,
+        Err(_) => Err(format!("timed out after {} {phase}", human(timeout))),
+    }
+}
+
+/// Opens a TCP connection (TCP_NODELAY, so a held-back final byte leaves the moment it is
+/// written) and, for `https`, completes the TLS handshake.
+pub(crate) async fn connect(
+    url: &url::Url,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<Stream, String> {
+    let host = url
+        .host_str()
+        .ok_or_else(|| format!("the URL {url} has no host"))?;
+    let port = url
+        .port_or_known_default()
+        .ok_or_else(|| format!("the URL {url} has no port"))?;
+    let authority = format!("{host}:{port}");
+    let phase = format!("connecting to {authority}");
+    let tcp = within(deadline, timeout, &phase, async {
+        let addrs = tokio::net::lookup_host(authority.as_str())
+            .await
+            .map_err(|e| format!("could not resolve {host}: {e}"))?;
+        let mut last = format!("could not resolve {host}: no address");
+        for addr in addrs {
+            match TcpStream::connect(addr).await {
+                Ok(s) => return Ok(s),
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    last = format!("connection refused to {addr}");
+                }
+                Err(e) => last = format!("could not connect to {addr}: {e}"),
+            }
+        }
+        Err(last)
+    })
+    .await?;
+    tcp.set_nodelay(true)
+        .map_err(|e| format!("could not set TCP_NODELAY on {authority}: {e}"))?;
+    if url.scheme() == "https" {
+        let tls = within(
+            deadline,
+            timeout,
+            "in the TLS handshake",
+            tls::handshake(tcp, host),
+        )
+        .await?;
+        Ok(Stream::Tls(Box::new(tls)))
+    } else {
+        Ok(Stream::Plain(tcp))
+    }
+}
+
+pub(crate) async fn write_request(
+    stream: &mut Stream,
+    bytes: &[u8],
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<(), String> {
+    within(
+        deadline,
+        timeout,
+        "writing the request",
+        async {
+            stream.write_all(bytes).await?;
+            stream.flush().await
+        }
+        .map(|r| r.map_err(|e| format!("writing the request failed: {e}"))),
+    )
+    .await
+}
+
+/// Reads one response from `stream`. `method` matters because a response to HEAD has no body.
+pub(crate) async fn read_response(
+    stream: &mut Stream,
+    method: &str,
+    deadline: Instant,
+    timeout: Duration,
+    max_body: usize,
+) -> Result<ReceivedResponse, String> {
+    let mut input = Incoming {
+        stream,
+        buf: Vec::with_capacity(4096),
+    };
+    let head = within(
+        deadline,
+        timeout,
+        "waiting for the response head",
+        input.read_head(),
+    )
+    .await?;
+    let (body, body_truncated) = within(
+        deadline,
+        timeout,
+        "reading the response body",
+        input.read_body(&head, method, max_body),
+    )
+    .await?;
+    Ok(ReceivedResponse {
+        status: head.status,
+        version: head.version,
+        headers: head.headers,
+        body,
+        body_truncated,
+    })
+}
+
+struct Head {
+    status: u16,
+    version: String,
+    headers: Vec<Header>,
+}
+
+/// Bytes read from the connection but not consumed yet.
+struct Incoming<'a> {
+    stream: &'a mut Stream,
+    buf: Vec<u8>,
+}
+
+impl Incoming<'_> {
+    /// Reads more bytes into the buffer; `Ok(0)` at end of stream.
+    async fn fill(&mut self) -> Result<usize, String> {
+        let mut chunk = [0u8; 16 * 1024];
+        let n = self
+            .stream
+            .read(&mut chunk)
+            .await
+            .map_err(|e| format!("reading the response failed: {e}"))?;
+        self.buf.extend_from_slice(&chunk[..n]);
+        Ok(n)
+    }
+
+    async fn read_head(&mut self) -> Result<Head, String> {
+        loop {
+            let parsed = {
+                let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+                let mut resp = httparse::Response::new(&mut slots);
+                match resp.parse(&self.buf) {
+                    Ok(httparse::Status::Complete(len)) => Some((
+                        len,
+                        Head {
+                            status: resp.code.unwrap_or_default(),
+                            version: format!("HTTP/1.{}", resp.version.unwrap_or(1)),
+                            headers: resp
+                                .headers
+                                .iter()
+                                .map(|h| Header::new(h.name, h.value))
+                                .collect(),
+                        },
+                    )),
+                    Ok(httparse::Status::Partial) => None,
+                    Err(e) => return Err(format!("malformed response head: {e}")),
+                }
+            };
+            match parsed {
+                // Interim responses (100 Continue, 103 Early Hints) precede the real one.
+                Some((len, head)) if (100..200).contains(&head.status) && head.status != 101 => {
+                    self.buf.drain(..len);
+                }
+                Some((len, head)) => {
+                    self.buf.drain(..len);
+                    return Ok(head);
+                }
+                None => {
+                    if self.buf.len() > MAX_HEAD_BYTES {
+                        return Err(format!(
+                            "response head larger than {} KiB",
+                            MAX_HEAD_BYTES / 1024
+                        ));
+                    }
+                    if self.fill().await? == 0 {
+                        return Err(if self.buf.is_empty() {
+                            "connection closed before any response".to_string()
+                        } else {
+                            "connection closed in the middle of the response head".to_string()
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    async fn read_body(
+        &mut self,
+        head: &Head,
+        method: &str,
+        max_body: usize,
+    ) -> Result<(Vec<u8>, bool), String> {
+        if method.eq_ignore_ascii_case("HEAD")
+            || (100..200).contains(&head.status)
+            || head.status == 204
+            || head.status == 304
+        {
+            return Ok((Vec::new(), false));
+        }
+        let values = |name: &str| {
+            head.headers
+                .iter()
+                .filter(|h| h.name.eq_ignore_ascii_case(name))
+                .map(|h| h.value_str())
+                .collect::<Vec<_>>()
+        };
+        let chunked = values("transfer-encoding")
+            .iter()
+            .flat_map(|v| v.split(',').map(|s| s.trim().to_ascii_lowercase()))
+            .next_back()
+            .is_some_and(|last| last == "chunked");
+        if chunked {
+            return self.read_chunked(max_body).await;
+        }
+        let lengths = values("content-length");
+        if let Some(first) = lengths.first() {
+            let len: usize = first
+                .trim()
+                .parse()
+                .map_err(|_| format!("invalid Content-Length {first:?}"))?;
+            if lengths.iter().any(|l| l.trim() != first.trim()) {
+                return Err(format!("conflicting Content-Length values {lengths:?}"));
+            }
+            return self.read_sized(len, max_body).await;
+        }
+        self.read_to_close(max_body).await
+    }
+
+    async fn read_sized(&mut self, len: usize, max_body: usize) -> Result<(Vec<u8>, bool), String> {
+        let want = len.min(max_body);
+        while self.buf.len() < want {
+            if self.fill().await? == 0 {
+                return Err(format!(
+                    "connection closed after {} of {len} body bytes",
+                    self.buf.len()
+                ));
+            }
+        }
+        let body: Vec<u8> = self.buf.drain(..want).collect();
+        Ok((body, len > max_body))
+    }
+
+    async fn read_to_close(&mut self, max_body: usize) -> Result<(Vec<u8>, bool), String> {
+        while self.buf.len() <= max_body {
+            if self.fill().await? == 0 {
+                return Ok((std::mem::take(&mut self.buf), false));
+            }
+        }
+        self.buf.truncate(max_body);
+        Ok((std::mem::take(&mut self.buf), true))
+    }
+
+    async fn read_line(&mut self) -> Result<Vec<u8>, String> {
+        loop {
+            if let Some(end) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                let line = self.buf[..end].to_vec();
+                self.buf.drain(..end + 2);
+                return Ok(line);
+            }
+            if self.buf.len() > MAX_LINE_BYTES {
+                return Err("chunked body: line longer than 8 KiB".to_string());
+            }
+            if self.fill().await? == 0 {
+                return Err("connection closed in the middle of a chunked body".to_string());
+            }
+        }
+    }
+
+    async fn read_chunked(&mut self, max_body: usize) -> Result<(Vec<u8>, bool), String> {
+        let mut body = Vec::new();
+        loop {
+            let line = self.read_line().await?;
+            let text = String::from_utf8_lossy(&line);
+            let size_text = text.split(';').next().unwrap_or_default().trim();
+            let size = usize::from_str_radix(size_text, 16)
+                .map_err(|_| format!("chunked body: invalid chunk size {size_text:?}"))?;
+            if size == 0 {
+                // Trailer fields, then the empty line.
+                while !self.read_line().await?.is_empty() {}
+                return Ok((body, false));
+            }
+            let room = max_body - body.len();
+            let take = size.min(room);
+            while self.buf.len() < take {
+                if self.fill().await? == 0 {
+                    return Err("connection closed in the middle of a chunk".to_string());
+                }
+            }
+            body.extend(self.buf.drain(..take));
+            if size > room {
+                return Ok((body, true));
+            }
+            while self.buf.len() < 2 {
+                if self.fill().await? == 0 {
+                    return Err("connection closed in the middle of a chunk".to_string());
+                }
+            }
+            if &self.buf[..2] != b"\r\n" {
+                return Err("chunked body: chunk not followed by CRLF".to_string());
+            }
+            self.buf.drain(..2);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(s: &str) -> url::Url {
+        url::Url::parse(s).unwrap()
+    }
+
+    #[test]
+    fn prepare_adds_host_first_and_length_last() {
+        let req = prepare(
+            &url("http://example.test:8080/a?b=c"),
+            "POST",
+            vec![Header::new("X-One", "1"), Header::new("X-One", "2")],
+            Vec::new(),
+        );
+        let names: Vec<_> = req.headers.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["Host", "X-One", "X-One", "Content-Length"]);
+        assert_eq!(req.headers[0].value, b"example.test:8080");
+        assert_eq!(req.headers[3].value, b"0");
+    }
+
+    #[test]
+    fn prepare_keeps_caller_host_and_length_and_skips_length_for_bodyless_get() {
+        let req = prepare(
+            &url("https://example.test/"),
+            "POST",
+            vec![
+                Header::new("content-length", "99"),
+                Header::new("HOST", "other"),
+            ],
+            b"x".to_vec(),
+        );
+        assert_eq!(req.headers.len(), 2, "nothing added: {:?}", req.headers);
+        let get = prepare(&url("https://example.test/"), "GET", vec![], vec![]);
+        assert_eq!(get.headers, vec![Header::new("Host", "example.test")]);
+    }
+
+    #[test]
+    fn to_wire_is_the_record_byte_for_byte() {
+        let req = prepare(
+            &url("http://h/p?q=1"),
+            "PUT",
+            vec![Header::new("K", vec![0u8, 0xc3, 0x28, b'\r'])],
+            b"body".to_vec(),
+        );
+        let wire = to_wire(&req).unwrap();
+        assert_eq!(
+            wire,
+            b"PUT /p?q=1 HTTP/1.1\r\nHost: h\r\nK: \x00\xc3\x28\r\r\nContent-Length: 4\r\n\r\nbody"
+        );
+    }
+
+    #[test]
+    fn to_wire_rejects_unusable_requests() {
+        let mut req = prepare(&url("http://h/"), "GET", vec![], vec![]);
+        req.url = "ftp://h/".into();
+        assert!(to_wire(&req).is_err());
+        req.url = "not a url".into();
+        assert!(to_wire(&req).is_err());
+        req.url = "http://h/".into();
+        req.method.clear();
+        assert!(to_wire(&req).is_err());
+    }
+
+    #[test]
+    fn timeouts_read_like_a_person_wrote_them() {
+        assert_eq!(human(Duration::from_secs(10)), "10 s");
+        assert_eq!(human(Duration::from_millis(250)), "250 ms");
+        assert_eq!(human(Duration::from_millis(1500)), "1500 ms");
+    }
+}
