@@ -210,16 +210,19 @@ faults! {
     PlainErrors = "plain-errors" => ["missing-key", "payload-mismatch"];
     /// Lookup and insert are not atomic: the record is read outside any transaction, then after
     /// `race_window_us` a claim is written unconditionally, so duplicates inside the window all
-    /// execute. Breaks `concurrent-duplicates`.
-    Race = "race" => ["concurrent-duplicates"];
+    /// execute. Breaks `concurrent-duplicates`, and `cross-replica`, whose burst is the same
+    /// race spread over two processes.
+    Race = "race" => ["concurrent-duplicates", "cross-replica"];
     /// A duplicate that arrives while the original is processing gets 500 instead of 409.
-    /// Breaks `concurrent-duplicates`.
-    Concurrent500 = "concurrent-500" => ["concurrent-duplicates"];
+    /// Breaks `concurrent-duplicates`, and every probe that retries while an original runs:
+    /// `lost-response`, `loser-does-not-unlock`.
+    Concurrent500 = "concurrent-500" => ["concurrent-duplicates", "lost-response", "loser-does-not-unlock"];
     /// 409 without `Retry-After`. Breaks the recommended check of `concurrent-duplicates`.
     NoRetryAfter = "no-retry-after" => ["concurrent-duplicates"];
     /// No heartbeat and no fencing: an owner held longer than the lease loses its claim to a
-    /// duplicate, and both executions commit. Breaks `concurrent-duplicates`.
-    ExpiringLock = "expiring-lock" => ["concurrent-duplicates"];
+    /// duplicate, and both executions commit. Breaks `concurrent-duplicates` and
+    /// `loser-does-not-unlock` (a duplicate executes while the owner is still held).
+    ExpiringLock = "expiring-lock" => ["concurrent-duplicates", "loser-does-not-unlock"];
     /// The payload fingerprint is ignored: another payload with a used key gets the old replay.
     /// Breaks `payload-mismatch`.
     NoFingerprint = "no-fingerprint" => ["payload-mismatch"];
@@ -232,13 +235,35 @@ faults! {
     /// Breaks `replay-identity`.
     ReplayNewId = "replay-new-id" => ["replay-identity"];
     /// A retry of a completed request executes again and creates a new payment.
-    /// Breaks `replay-identity`.
-    ReplayReexecute = "replay-reexecute" => ["replay-identity"];
+    /// Breaks `replay-identity`, and every probe whose retries after completion count effects:
+    /// `quoted-key`, `escaped-key`, `key-parameters`, `mismatch-no-poison`, `lost-response`,
+    /// `loser-does-not-unlock`, `restart-persistence`, `cross-replica`.
+    ReplayReexecute = "replay-reexecute" => [
+        "quoted-key",
+        "escaped-key",
+        "key-parameters",
+        "replay-identity",
+        "mismatch-no-poison",
+        "lost-response",
+        "loser-does-not-unlock",
+        "restart-persistence",
+        "cross-replica",
+    ];
     /// The raw header text is the key (no RFC 8941 parsing): anything non-empty is accepted.
-    /// Breaks `malformed-key` (and the recommended checks of `bare-token`, `key-parameters`).
-    QuotesLiteral = "quotes-literal" => ["malformed-key", "bare-token", "key-parameters"];
-    /// Only bare tokens are accepted; the draft's quoted String gets 400. Breaks `quoted-key`.
-    RejectQuoted = "reject-quoted" => ["quoted-key"];
+    /// Breaks `malformed-key`, `duplicate-header`, `empty-key` (`""` is two characters) and
+    /// `oversized-key` (no length check), and the recommended checks of `bare-token`,
+    /// `key-parameters`.
+    QuotesLiteral = "quotes-literal" => [
+        "bare-token",
+        "malformed-key",
+        "duplicate-header",
+        "empty-key",
+        "oversized-key",
+        "key-parameters",
+    ];
+    /// Only bare tokens are accepted; the draft's quoted String gets 400. Breaks `quoted-key`,
+    /// and with it the pre-flight `first-request`, whose key is a quoted String too.
+    RejectQuoted = "reject-quoted" => ["first-request", "quoted-key"];
     /// The header is split on commas, so a String holding a comma gets 400. Breaks `escaped-key`.
     SplitOnComma = "split-on-comma" => ["escaped-key"];
     /// With two `Idempotency-Key` lines the first is used. Breaks `duplicate-header`.
@@ -247,9 +272,10 @@ faults! {
     AcceptEmpty = "accept-empty" => ["empty-key"];
     /// Keys of any length are accepted and executed. Breaks `oversized-key`.
     NoKeyLimit = "no-key-limit" => ["oversized-key"];
-    /// Parameters are part of the key, so `"k";v=1` and `"k"` are two keys.
-    /// Breaks `key-parameters`.
-    ParamsInKey = "params-in-key" => ["key-parameters"];
+    /// Parameters are part of the key, so `"k";v=1` and `"k"` are two keys. The key is the
+    /// serialised Item, so `""` (two characters) passes the empty-key check too.
+    /// Breaks `key-parameters` and `empty-key`.
+    ParamsInKey = "params-in-key" => ["empty-key", "key-parameters"];
     /// The scope ignores the tenant: tenant B can replay tenant A's response.
     /// Breaks `tenant-isolation`.
     UnscopedKeys = "unscoped-keys" => ["tenant-isolation"];
@@ -272,8 +298,9 @@ faults! {
     /// Breaks `wedged-key-recovery`.
     WedgeOnCrash = "wedge-on-crash" => ["wedged-key-recovery"];
     /// A rejected duplicate releases the owner's claim, so the next duplicate executes.
-    /// Breaks `loser-does-not-unlock`.
-    LoserUnlocks = "loser-unlocks" => ["loser-does-not-unlock"];
+    /// Breaks `loser-does-not-unlock`, and `concurrent-duplicates` and `cross-replica`, whose
+    /// duplicates then execute too.
+    LoserUnlocks = "loser-unlocks" => ["concurrent-duplicates", "loser-does-not-unlock", "cross-replica"];
     /// A client that disconnects before its response is written makes the server delete the
     /// record although the payment committed, so the retry executes again.
     /// Breaks `lost-response`.

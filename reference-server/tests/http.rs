@@ -484,7 +484,8 @@ async fn a_lost_response_is_replayed_not_re_executed() {
     server.stop().await;
 }
 
-/// Records survive a restart on the same file: the retry replays byte-identically.
+/// `run()` closes the database before returning, and records survive the restart on the same
+/// file: the retry replays byte-identically.
 #[tokio::test]
 async fn completed_keys_survive_a_restart() {
     let (_dir, db) = temp_db();
@@ -493,6 +494,10 @@ async fn completed_keys_survive_a_restart() {
     let first = server.client().send(&req).await;
     assert_eq!(first.status, 201);
     server.stop().await;
+    assert!(
+        !db.with_extension("db-wal").exists(),
+        "run() returned with the store closed"
+    );
     let server = start_on(&db, |_| {}).await;
     let again = server.client().send(&req).await;
     assert_eq!(again.status, 201);

@@ -1,0 +1,98 @@
+//! The binary's manners: bad flags exit 2 with a message, the address line, graceful SIGTERM.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+const BIN: &str = env!("CARGO_BIN_EXE_idem-reference-server");
+
+/// Each inconsistent or malformed flag set is refused with exit status 2 and a message that
+/// names the fix, before anything is opened.
+#[test]
+fn bad_flags_exit_2_with_a_message() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--fault", "race"], "--test-hooks"),
+        (&["--db", ":memory:"], "memory-store"),
+        (
+            &["--fault", "no-such-fault", "--test-hooks"],
+            "known faults",
+        ),
+        (&["--token", "no-equals-sign"], "TENANT=SECRET"),
+        (&["--lease", "5 parsecs"], "--lease"),
+        (&["--lease", "1ms"], "30ms"),
+        (&["--listen", "not-an-address"], "--listen"),
+    ];
+    for (args, hint) in cases {
+        let out = Command::new(BIN)
+            .args(*args)
+            .args(
+                ["--listen", "127.0.0.1:0"]
+                    .iter()
+                    .filter(|_| !args.contains(&"--listen")),
+            )
+            .stdin(Stdio::null())
+            .output()
+            .expect("run the binary");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(hint), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+/// `--listen 127.0.0.1:0` prints `listening on http://ADDR` first; SIGTERM drains and exits 0
+/// with the database closed (SQLite removes the WAL file when its last connection closes).
+#[tokio::test]
+async fn prints_its_address_and_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("cli.db");
+    let mut child = tokio::process::Command::new(BIN)
+        .args(["--listen", "127.0.0.1:0", "--token", "acme=s3cret", "--db"])
+        .arg(&db)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn");
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("stdout");
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        BufReader::new(stdout).read_line(&mut line),
+    )
+    .await
+    .expect("address in time")
+    .expect("read");
+    let addr = line
+        .trim_end()
+        .strip_prefix("listening on http://127.0.0.1:")
+        .unwrap_or_else(|| panic!("first line {line:?}"));
+    assert!(addr.parse::<u16>().is_ok_and(|port| port != 0), "{line:?}");
+    // Once it answers, the store is open (run() opens it before serving).
+    let mut conn = tokio::net::TcpStream::connect(format!("127.0.0.1:{addr}"))
+        .await
+        .expect("connect");
+    conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("write");
+    let mut answer = Vec::new();
+    conn.read_to_end(&mut answer).await.expect("read");
+    assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
+    assert!(db.with_extension("db-wal").exists(), "the store is open");
+    let pid = child.id().expect("pid").to_string();
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .expect("exits in time")
+        .expect("wait");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        !db.with_extension("db-wal").exists(),
+        "the store was closed"
+    );
+}
