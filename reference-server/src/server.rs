@@ -99,6 +99,15 @@ pub(crate) async fn run(
         (config.key_ttl / 2).min(PURGE_EVERY),
         stop_purge.clone(),
     ));
+    tracing::info!(
+        db = ?config.db,
+        tenants = config.tenants.len(),
+        key_ttl = %humantime::format_duration(config.key_ttl),
+        lease = %humantime::format_duration(config.lease),
+        group_commit = config.group_commit,
+        test_hooks = config.test_hooks,
+        "store open, serving"
+    );
     if let Some(fault) = config.fault {
         tracing::warn!(%fault, probes = ?fault.breaks(), "running with a deliberate fault");
     }
