@@ -11,7 +11,7 @@
 //! payment id or the effect counter rises by more than one.
 //!
 //! Run: `cargo bench --bench race -- [--part spread|detect|all] [--bursts 200] [--runs 1]
-//! [--server PATH]`. Everything stays on 127.0.0.1 and every loop is bounded.
+//! [--server PATH] [--stage-segments N]`. Everything stays on 127.0.0.1 and every loop is bounded.
 
 use std::collections::HashSet;
 use std::io::{IoSliceMut, Read as _, Write as _};
@@ -33,6 +33,7 @@ struct Args {
     bursts: usize,
     runs: usize,
     server: Option<String>,
+    stage_segments: usize,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -41,6 +42,7 @@ fn parse_args() -> anyhow::Result<Args> {
         bursts: 200,
         runs: 1,
         server: None,
+        stage_segments: BurstOptions::default().stage_segments,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -50,6 +52,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--bursts" => args.bursts = it.next().unwrap_or_default().parse()?,
             "--runs" => args.runs = it.next().unwrap_or_default().parse()?,
             "--server" => args.server = it.next(),
+            "--stage-segments" => args.stage_segments = it.next().unwrap_or_default().parse()?,
             other => anyhow::bail!("unknown argument {other}"),
         }
     }
@@ -75,7 +78,7 @@ fn main() -> anyhow::Result<()> {
         for run in 1..=args.runs {
             println!("## detection, run {run}/{}", args.runs);
             for window in [20u64, 100, 1000] {
-                rt.block_on(detect(&server, window, args.bursts))?;
+                rt.block_on(detect(&server, window, args.bursts, args.stage_segments))?;
             }
         }
     }
@@ -518,14 +521,22 @@ async fn count(client: &reqwest::Client, base: &url::Url) -> anyhow::Result<i64>
         .ok_or_else(|| anyhow::anyhow!("no count in {v}"))
 }
 
-async fn detect(bin: &str, window_us: u64, bursts: usize) -> anyhow::Result<()> {
+async fn detect(
+    bin: &str,
+    window_us: u64,
+    bursts: usize,
+    stage_segments: usize,
+) -> anyhow::Result<()> {
     let server = start_server(bin, window_us)?;
     let url = server.base.join("/api/payments")?;
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(DUPLICATES)
         .tcp_nodelay(true)
         .build()?;
-    let opts = BurstOptions::default();
+    let opts = BurstOptions {
+        stage_segments,
+        ..BurstOptions::default()
+    };
     let (mut engine_hits, mut engine_spreads, mut engine_errors) = (0usize, Vec::new(), 0usize);
     let (mut base_hits, mut base_errors) = (0usize, 0usize);
     // Pre-open the baseline's connections.

@@ -45,8 +45,10 @@ pub struct BurstOptions {
     pub final_bytes: usize,
     /// How many TCP segments the staged prefix is written in. Linux acknowledges the first ~16
     /// data segments of a connection at once ("quick ACK" mode); on a local target that ACK is
-    /// built and processed inside our release `send(2)`, costing ~1.5–2 µs per connection.
-    /// Staging in 20 segments uses that allowance up before the release. 1 = one write.
+    /// built and processed inside our release `send(2)`, costing ~1.5–2 µs per connection;
+    /// staging in 20 segments uses that allowance up and tightens the release (BENCHMARKS.md).
+    /// The default is 1 (one write): against a server that shares our cores, parsing 20 tiny
+    /// segments per request cost more detections than the tighter release won.
     pub stage_segments: usize,
     /// Threads that write the final bytes (1, the default, or 2). Each release costs a few µs of
     /// kernel time on a local target (the server's receive path runs inside our `send(2)`), so a
@@ -62,7 +64,7 @@ impl Default for BurstOptions {
             timeout: Duration::from_secs(10),
             max_body: 1024 * 1024,
             final_bytes: 1,
-            stage_segments: 20,
+            stage_segments: 1,
             release_threads: 1,
         }
     }
