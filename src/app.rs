@@ -195,6 +195,7 @@ fn matrix(args: &MatrixArgs) -> Result<ExitCode> {
 
 fn list(args: &ListArgs) -> Result<ExitCode> {
     let suite = Suite::load(&args.suite)?;
+    println!("suite {}: {}\n", suite.name, suite.description);
     println!("{:<26} {:<12} {:<32} needs", "probe", "group", "section");
     for p in probes::catalog() {
         let m = p.meta;

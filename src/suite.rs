@@ -20,10 +20,13 @@ use crate::probes;
 pub const DEFAULT_SUITE: &str = "ietf-draft-07";
 
 /// The suites compiled into the binary: (name, file text).
-pub const BUILT_IN: &[(&str, &str)] = &[(
-    "ietf-draft-07",
-    include_str!("../suites/ietf-draft-07.toml"),
-)];
+pub const BUILT_IN: &[(&str, &str)] = &[
+    (
+        "ietf-draft-07",
+        include_str!("../suites/ietf-draft-07.toml"),
+    ),
+    ("stripe", include_str!("../suites/stripe.toml")),
+];
 
 /// One check's setting.
 #[derive(Debug, Clone, PartialEq, Eq)]

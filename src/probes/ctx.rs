@@ -278,6 +278,7 @@ impl ProbeCtx {
             timeout: self.config.timeout,
             max_body: self.config.max_body,
             final_bytes: 1,
+            ..burst::BurstOptions::default()
         };
         let report = burst::burst(&sent, &opts)
             .await

@@ -26,12 +26,12 @@ pub const PROBE: ProbeDef = ProbeDef {
         stimulus: "Sends an original held in flight, and one duplicate after another while it is held, then a retry after it completes",
         requirement: "A refused duplicate does not release the owner's claim: later duplicates are refused too, the operation executes once, and the owner's result replays",
         checks: &[
-            CheckDecl { id: "still-refused", what: "duplicates after the first refusal are refused too (or get the owner's replay)" },
+            CheckDecl { id: "still-refused", what: "every duplicate sent while the owner is held is refused (or gets the owner's replay)" },
             CheckDecl { id: "one-execution", what: "the owner and its duplicates execute once" },
             CheckDecl { id: "owner-replays", what: "after completion a retry gets the owner's result" },
         ],
         needs: &[Need::HoldHeader],
-        prerequisites: &[],
+        prerequisites: &["replay-identity"],
     },
     run: |ctx| run(ctx).boxed(),
 };
@@ -55,13 +55,6 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         .iter()
         .filter(|d| d.start_ms < owner.end_ms())
         .collect();
-    let first_refusal = in_flight
-        .iter()
-        .position(|d| d.status().is_some_and(|s| conflict.contains(&s)));
-    let later: Vec<&Exchange> = match first_refusal {
-        Some(i) => in_flight[i + 1..].to_vec(),
-        None => Vec::new(),
-    };
     let mut attempts = vec![&owner];
     attempts.extend(dups.iter());
     attempts.push(&retry);
@@ -73,34 +66,38 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         e.count,
         e.exchanges,
     ));
+    ctx.push(check::conflict_or_replay_of(
+        &ctx.spec("still-refused"),
+        &owner,
+        &in_flight,
+        &conflict,
+    ));
     ctx.push(check::same_body(
         &ctx.spec("owner-replays"),
         &owner,
         &[&retry],
     ));
-    if let Some(i) = first_refusal {
-        ctx.note(format!(
-            "#{} refused while #{} was in flight (held {:.0} ms); {} more duplicate{} followed before it completed",
-            in_flight[i].n,
-            owner.n,
-            owner.duration_ms,
-            later.len(),
-            if later.len() == 1 { "" } else { "s" }
-        ));
-    }
-    if later.is_empty() {
-        return Some(Stop::Inconclusive(format!(
+    // The scenario needs a refusal followed by another duplicate while the owner still runs.
+    let first_refusal = in_flight
+        .iter()
+        .position(|d| d.status().is_some_and(|s| conflict.contains(&s)));
+    let followed = first_refusal.map_or(0, |i| in_flight.len() - i - 1);
+    match first_refusal {
+        Some(i) if followed > 0 => {
+            ctx.note(format!(
+                "#{} refused while #{} was in flight (held {:.0} ms); {followed} more duplicate{} followed before it completed",
+                in_flight[i].n,
+                owner.n,
+                owner.duration_ms,
+                if followed == 1 { "" } else { "s" }
+            ));
+            None
+        }
+        _ => Some(Stop::Inconclusive(format!(
             "no duplicate followed a refusal while #{} was in flight ({} sent during its {:.0} ms); raise the hold in --hold-header, or the server holds duplicates instead of refusing them",
             owner.n,
             in_flight.len(),
             owner.duration_ms
-        )));
+        ))),
     }
-    ctx.push(check::conflict_or_replay_of(
-        &ctx.spec("still-refused"),
-        &owner,
-        &later,
-        &conflict,
-    ));
-    None
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
-use super::shared::{count_or_stop, is_success, retry_while_conflict};
+use super::shared::{count_or_stop, is_success, retry_while};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::http::exchange::Exchange;
@@ -30,7 +30,7 @@ pub const PROBE: ProbeDef = ProbeDef {
         id: "lost-response",
         group: Group::Enforcement,
         section: "draft-07 §1 §2.6",
-        stimulus: "Sends the operation and closes the connection before reading the answer, then retries with the same key until it is not refused, and once more",
+        stimulus: "Sends the operation and closes the connection before reading the answer, then retries with the same key until it gets the result, and once more",
         requirement: "A request whose response was lost executes once: its retry gets a conflict while it runs, then the replay",
         checks: &[
             CheckDecl { id: "retry-answer", what: "retries get a conflict or the replay" },
@@ -60,12 +60,22 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
             dropped.error.clone().unwrap_or_default()
         )));
     }
+    // Retry until the operation's result arrives, whatever comes first: a retry that stopped at
+    // a 5xx would read the counter while the original may still be running.
     let spec = ctx.spec("retry-answer");
     let bound = ctx.config.timeout;
-    let mut retries =
-        retry_while_conflict(ctx, "retry", &req, &spec.expect, bound, RETRY_INTERVAL).await;
+    let mut retries = retry_while(
+        ctx,
+        "retry",
+        &req,
+        |e| !is_success(e),
+        bound,
+        RETRY_INTERVAL,
+    )
+    .await;
     let last = retries.last().cloned()?;
-    if is_success(&last) {
+    let replayed = is_success(&last);
+    if replayed {
         // A replay that vanishes a moment later (a record dropped with the connection) shows
         // only on the next retry.
         retries.push(ctx.send("retry after the replay", req.clone()).await);
@@ -73,9 +83,13 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     let after = count_or_stop!(ctx, "count after");
     let refs: Vec<&Exchange> = retries.iter().collect();
     let mut allowed = spec.expect.clone();
-    allowed.extend(last.status().filter(|_| is_success(&last)));
+    allowed.extend(last.status().filter(|_| replayed));
     ctx.push(check::statuses_in(&spec, &refs, &allowed));
     ctx.push(check::success(&ctx.spec("replayed"), &last));
+    if !replayed {
+        // Without the result, the original may still be running: its effect cannot be counted.
+        return None;
+    }
     let e = ctx.executions(before, after, &refs);
     ctx.push(check::executions(
         &ctx.spec("one-effect"),

@@ -89,15 +89,15 @@ pub(crate) async fn send_raw_counted(
     Ok((sent, e))
 }
 
-/// Sends `req` again and again while the answer is one of `conflict` (the suite's in-flight
-/// statuses), pausing `interval` between attempts, until another answer arrives or `bound` has
-/// passed. Returns every attempt; the last one is the answer the client ends up with. Roles are
+/// Sends `req` again and again while `again` says the answer is not the final one (a conflict,
+/// or anything but a 2xx), pausing `interval` between attempts, until `bound` has passed.
+/// Returns every attempt; the last one is the answer the client ends up with. Roles are
 /// `"{role} i"`, and the attempts are summarised in one timeline line.
-pub(crate) async fn retry_while_conflict(
+pub(crate) async fn retry_while(
     ctx: &mut ProbeCtx,
     role: &str,
     req: &Request,
-    conflict: &[u16],
+    again: impl Fn(&Exchange) -> bool,
     bound: Duration,
     interval: Duration,
 ) -> Vec<Exchange> {
@@ -107,9 +107,9 @@ pub(crate) async fn retry_while_conflict(
         let ex = ctx
             .send(format!("{role} {}", attempts.len() + 1), req.clone())
             .await;
-        let refused = ex.status().is_some_and(|s| conflict.contains(&s));
+        let done = !again(&ex);
         attempts.push(ex);
-        if !refused || Instant::now() + interval >= deadline {
+        if done || Instant::now() + interval >= deadline {
             break;
         }
         tokio::time::sleep(interval).await;

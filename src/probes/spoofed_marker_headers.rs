@@ -33,7 +33,7 @@ pub const PROBE: ProbeDef = ProbeDef {
             CheckDecl { id: "replays", what: "the retry replays the marked request's response" },
         ],
         needs: &[],
-        prerequisites: &[],
+        prerequisites: &["replay-identity"],
     },
     run: |ctx| run(ctx).boxed(),
 };

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
-use super::shared::{count_or_stop, is_success, retry_while_conflict};
+use super::shared::{count_or_stop, is_success, retry_while};
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::http::exchange::Exchange;
@@ -58,8 +58,8 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     }
     // Twenty looks per lease wait, but never hammering faster than every 50 ms.
     let interval = (crash.lease_wait / 20).clamp(Duration::from_millis(50), Duration::from_secs(2));
-    let retries =
-        retry_while_conflict(ctx, "retry", &req, &conflict, crash.lease_wait, interval).await;
+    let refused = |e: &Exchange| e.status().is_some_and(|s| conflict.contains(&s));
+    let retries = retry_while(ctx, "retry", &req, refused, crash.lease_wait, interval).await;
     let after = count_or_stop!(ctx, "count after");
     let last = retries.last()?;
     ctx.push(check::status_not_in(
@@ -67,7 +67,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         last,
         &conflict,
     ));
-    if last.status().is_some_and(|s| conflict.contains(&s)) {
+    if refused(last) {
         return None;
     }
     ctx.push(check::success(&ctx.spec("completes"), last));
