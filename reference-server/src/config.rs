@@ -210,9 +210,8 @@ faults! {
     PlainErrors = "plain-errors" => ["missing-key", "payload-mismatch"];
     /// Lookup and insert are not atomic: the record is read outside any transaction, then after
     /// `race_window_us` a claim is written unconditionally, so duplicates inside the window all
-    /// execute. Breaks `concurrent-duplicates`, and `cross-replica`, whose burst is the same
-    /// race spread over two processes.
-    Race = "race" => ["concurrent-duplicates", "cross-replica"];
+    /// execute. Breaks `concurrent-duplicates`.
+    Race = "race" => ["concurrent-duplicates"];
     /// A duplicate that arrives while the original is processing gets 500 instead of 409.
     /// Breaks `concurrent-duplicates`, and every probe that retries while an original runs:
     /// `lost-response`, `loser-does-not-unlock`.
@@ -220,9 +219,13 @@ faults! {
     /// 409 without `Retry-After`. Breaks the recommended check of `concurrent-duplicates`.
     NoRetryAfter = "no-retry-after" => ["concurrent-duplicates"];
     /// No heartbeat and no fencing: an owner held longer than the lease loses its claim to a
-    /// duplicate, and both executions commit. Breaks `concurrent-duplicates` and
-    /// `loser-does-not-unlock` (a duplicate executes while the owner is still held).
-    ExpiringLock = "expiring-lock" => ["concurrent-duplicates", "loser-does-not-unlock"];
+    /// duplicate, and both executions commit. Breaks every probe that sends duplicates while an
+    /// owner is held: `concurrent-duplicates`, `loser-does-not-unlock`, `cross-replica`.
+    ExpiringLock = "expiring-lock" => [
+        "concurrent-duplicates",
+        "loser-does-not-unlock",
+        "cross-replica",
+    ];
     /// The payload fingerprint is ignored: another payload with a used key gets the old replay.
     /// Breaks `payload-mismatch`.
     NoFingerprint = "no-fingerprint" => ["payload-mismatch"];
@@ -298,9 +301,9 @@ faults! {
     /// Breaks `wedged-key-recovery`.
     WedgeOnCrash = "wedge-on-crash" => ["wedged-key-recovery"];
     /// A rejected duplicate releases the owner's claim, so the next duplicate executes.
-    /// Breaks `loser-does-not-unlock`, and `concurrent-duplicates` and `cross-replica`, whose
-    /// duplicates then execute too.
-    LoserUnlocks = "loser-unlocks" => ["concurrent-duplicates", "loser-does-not-unlock", "cross-replica"];
+    /// Breaks `loser-does-not-unlock`, and `concurrent-duplicates`, whose concurrent waves then
+    /// execute more than once.
+    LoserUnlocks = "loser-unlocks" => ["concurrent-duplicates", "loser-does-not-unlock"];
     /// A client that disconnects before its response is written makes the server delete the
     /// record although the payment committed, so the retry executes again.
     /// Breaks `lost-response`.

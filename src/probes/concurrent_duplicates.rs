@@ -95,7 +95,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         let request = ctx.keyed_with_payload(&ctx.fresh_key(), BURSTS as u32 + 1);
         let original = request.clone().with_header(&hold.name, hold.value.clone());
         let (orig, dups) = ctx
-            .held_with_waves(original, request.clone(), WAVE_SIZE, WAVE_INTERVAL)
+            .held_with_waves(original, &vec![request.clone(); WAVE_SIZE], WAVE_INTERVAL)
             .await;
         let after = count_or_stop!(ctx, "count after held original");
         let overlapping: Vec<&Exchange> =

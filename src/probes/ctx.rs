@@ -291,14 +291,14 @@ impl ProbeCtx {
         Ok(out)
     }
 
-    /// Sends `original` and, while it is still in flight, waves of `wave` copies of `duplicate`
-    /// every `interval`, until the original completes. Bounded by the request timeout and by
-    /// [`MAX_WAVES`]. Returns the original's exchange and the duplicates', in send order.
+    /// Sends `original` and, while it is still in flight, a wave of all of `wave` (sent
+    /// together; e.g. copies of one duplicate, or one per replica) every `interval`, until the
+    /// original completes. Bounded by the request timeout and by [`MAX_WAVES`]. Returns the
+    /// original's exchange and the duplicates', in send order.
     pub async fn held_with_waves(
         &mut self,
         original: Request,
-        duplicate: Request,
-        wave: usize,
+        wave: &[Request],
         interval: std::time::Duration,
     ) -> (Exchange, Vec<Exchange>) {
         use std::sync::atomic::{AtomicBool, Ordering};
@@ -318,8 +318,7 @@ impl ProbeCtx {
                 if done.load(Ordering::SeqCst) || Instant::now() >= deadline {
                     break;
                 }
-                let batch =
-                    futures::future::join_all((0..wave).map(|_| client.send(&duplicate))).await;
+                let batch = futures::future::join_all(wave.iter().map(|d| client.send(d))).await;
                 sent.extend(batch.into_iter().map(|r| (w, r)));
                 tokio::time::sleep(interval).await;
             }

@@ -46,7 +46,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     let req = ctx.keyed(&ctx.fresh_key());
     let owner_req = req.clone().with_header(&hold.name, hold.value);
     let (owner, dups) = ctx
-        .held_with_waves(owner_req, req.clone(), 1, INTERVAL)
+        .held_with_waves(owner_req, std::slice::from_ref(&req), INTERVAL)
         .await;
     let retry = ctx.send("retry after completion", req).await;
     let after = count_or_stop!(ctx, "count after");
