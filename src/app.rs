@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 
-use crate::cli::{Command, ListArgs, MatrixArgs, Opts, RunArgs};
+use crate::cli::{Command, ListArgs, MatrixArgs, Opts, RunArgs, StressArgs, TargetArgs};
 use crate::config::{Config, RestartHook, RunOptions, TargetSpec};
 use crate::exit::ExitCode;
 use crate::probes;
@@ -21,16 +21,19 @@ pub async fn run(opts: Opts) -> Result<ExitCode> {
     match opts.command {
         Command::Run(args) => run_probes(*args).await,
         Command::List(args) => list(&args),
+        Command::Stress(args) => stress(*args).await,
         Command::Matrix(args) => matrix(&args),
         Command::Explain { id, suite } => explain(&id, &suite),
     }
 }
 
-async fn run_probes(args: RunArgs) -> Result<ExitCode> {
+/// The validated config for the target the user described, starting the bundled reference
+/// server when asked (it lives as long as the returned handle).
+async fn configure(t: &TargetArgs, opts: RunOptions) -> Result<(Arc<Config>, Option<Reference>)> {
     let mut reference = None;
     let mut hook: Option<Arc<dyn RestartHook>> = None;
-    let target = if args.reference {
-        let fault = args
+    let target = if t.reference {
+        let fault = t
             .reference_fault
             .as_deref()
             .map(|f| f.parse().map_err(|e| anyhow::anyhow!("{e}")))
@@ -38,28 +41,43 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
         let r = Reference::start(fault)
             .await
             .context("could not start the bundled reference server")?;
-        let t = r.target();
+        let spec = r.target();
         hook = Some(r.restart_hook());
         reference = Some(r);
-        t
+        spec
     } else {
-        target_from_args(&args)?
+        target_from_args(t)?
     };
     let opts = RunOptions {
-        suite: args.suite.clone(),
-        probes: args.probe.clone(),
-        skip: args.skip.clone(),
-        strict: args.strict,
-        timeout: args.timeout,
-        label: args.label.clone().or_else(|| {
-            args.reference.then(|| match &args.reference_fault {
+        suite: t.suite.clone(),
+        timeout: t.timeout,
+        label: t.label.clone().or_else(|| {
+            t.reference.then(|| match &t.reference_fault {
                 Some(f) => format!("reference+{f}"),
                 None => "reference".to_string(),
             })
         }),
-        reference: args.reference && args.reference_fault.is_none(),
+        reference: t.reference && t.reference_fault.is_none(),
+        ..opts
     };
-    let config = Arc::new(Config::build(target, &opts, hook)?);
+    Ok((Arc::new(Config::build(target, &opts, hook)?), reference))
+}
+
+/// Resolves on Ctrl-C (never, where the signal cannot be watched).
+async fn interrupted() {
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+async fn run_probes(args: RunArgs) -> Result<ExitCode> {
+    let opts = RunOptions {
+        probes: args.probe.clone(),
+        skip: args.skip.clone(),
+        strict: args.strict,
+        ..RunOptions::default()
+    };
+    let (config, reference) = configure(&args.target, opts).await?;
     let render = RenderOptions {
         color: terminal::use_color(args.color),
         secrets: config.secrets.clone(),
@@ -69,12 +87,7 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
         std::io::stderr().is_terminal(),
     );
     let observer = ProgressObserver(&progress);
-    let interrupt = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    let report = runner::run(config.clone(), &observer, interrupt).await?;
+    let report = runner::run(config.clone(), &observer, interrupted()).await?;
     progress.finish();
     if let Some(r) = reference {
         r.stop().await?;
@@ -85,7 +98,7 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
 }
 
 /// The target description from `--target` and the flags; flags win over the file.
-fn target_from_args(args: &RunArgs) -> Result<TargetSpec> {
+fn target_from_args(args: &TargetArgs) -> Result<TargetSpec> {
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let mut t = match &args.target {
         Some(path) => crate::target::load(path, &env)?,
@@ -176,6 +189,42 @@ impl Observer for ProgressObserver<'_> {
     fn finished(&self, _report: &ProbeReport) {
         self.0.finish_probe();
     }
+}
+
+async fn stress(args: StressArgs) -> Result<ExitCode> {
+    if args.keys == 0 || args.duplicates == 0 || args.concurrency == 0 {
+        bail!("--keys, --duplicates and --concurrency must be at least 1");
+    }
+    let (config, reference) = configure(&args.target, RunOptions::default()).await?;
+    let render = RenderOptions {
+        color: terminal::use_color(args.color),
+        secrets: config.secrets.clone(),
+    };
+    let progress = Progress::new(args.keys as u64, std::io::stderr().is_terminal());
+    let opts = crate::stress::StressOptions {
+        keys: args.keys,
+        duplicates: args.duplicates,
+        concurrency: args.concurrency,
+        duration: args.duration,
+    };
+    let report = crate::stress::run(config.clone(), &opts, &progress, interrupted()).await?;
+    progress.finish();
+    if let Some(r) = reference {
+        r.stop().await?;
+    }
+    print!("{}", crate::stress::render_terminal(&report, &render));
+    if let Some(path) = &args.report_json {
+        let json = report::json::render_value(&report, &render)?;
+        report::file::write_atomically(path, &json)
+            .with_context(|| format!("could not write the JSON report {}", path.display()))?;
+    }
+    if let Some(path) = &args.report_junit {
+        let xml = report::junit::render(&report.as_run_report(), &render, false)?;
+        report::file::write_atomically(path, &xml)
+            .with_context(|| format!("could not write the JUnit report {}", path.display()))?;
+    }
+    let run = report.as_run_report();
+    Ok(ExitCode::for_run(&run.summary, report.interrupted))
 }
 
 fn matrix(args: &MatrixArgs) -> Result<ExitCode> {

@@ -25,6 +25,10 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// List every probe: id, group, section, check severities and what it needs.
     List(ListArgs),
+    /// Check exactly-once under load: many keys, each sent as a burst of duplicates plus late
+    /// retries, with many requests in flight. Not part of `run`.
+    #[command(after_long_help = crate::exit::HELP)]
+    Stress(Box<StressArgs>),
     /// Build one table across implementations from JSON reports (files or folders).
     Matrix(MatrixArgs),
     /// Explain one probe: what it sends, what it expects, and why.
@@ -60,9 +64,9 @@ pub struct ListArgs {
     pub suite: String,
 }
 
-/// `idem-check run`.
+/// What is checked and how to reach it: shared by `run` and `stress`.
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub struct TargetArgs {
     /// URL of the operation to check, e.g. https://api.example.com/v1/payments
     #[arg(value_name = "URL", required_unless_present_any = ["reference", "target"])]
     pub url: Option<String>,
@@ -169,6 +173,22 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME|FILE", default_value = crate::suite::DEFAULT_SUITE)]
     pub suite: String,
 
+    /// Per-request timeout.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "10s")]
+    pub timeout: Duration,
+
+    /// A short name for this implementation in reports (the column title of `idem-check
+    /// matrix`) [default: the target's host]
+    #[arg(long, value_name = "NAME")]
+    pub label: Option<String>,
+}
+
+/// `idem-check run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+
     /// Run only this probe (repeatable).
     #[arg(long, value_name = "ID")]
     pub probe: Vec<String>,
@@ -181,15 +201,6 @@ pub struct RunArgs {
     #[arg(long)]
     pub strict: bool,
 
-    /// Per-request timeout.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "10s")]
-    pub timeout: Duration,
-
-    /// A short name for this implementation in reports (the column title of `idem-check
-    /// matrix`) [default: the target's host]
-    #[arg(long, value_name = "NAME")]
-    pub label: Option<String>,
-
     /// Write a JUnit XML report.
     #[arg(long, value_name = "FILE")]
     pub report_junit: Option<PathBuf>,
@@ -201,6 +212,41 @@ pub struct RunArgs {
     /// Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).
     #[arg(long, value_name = "FILE")]
     pub report_markdown: Option<PathBuf>,
+
+    /// When to use colour.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
+}
+
+/// `idem-check stress`.
+#[derive(Debug, Args)]
+pub struct StressArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+
+    /// How many fresh keys to send (the run also stops at --duration).
+    #[arg(long, default_value_t = 2000, value_name = "K")]
+    pub keys: usize,
+
+    /// How many times each key is sent: a synchronised burst, then late retries (a quarter).
+    #[arg(long, default_value_t = 8, value_name = "D")]
+    pub duplicates: usize,
+
+    /// The most requests in flight at once.
+    #[arg(long, default_value_t = 64, value_name = "C")]
+    pub concurrency: usize,
+
+    /// The longest the run may take; no new key starts after it.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "60s")]
+    pub duration: Duration,
+
+    /// Write a JUnit XML report (one testcase, `stress`).
+    #[arg(long, value_name = "FILE")]
+    pub report_junit: Option<PathBuf>,
+
+    /// Write a JSON report (schema idem-check.stress/1).
+    #[arg(long, value_name = "FILE")]
+    pub report_json: Option<PathBuf>,
 
     /// When to use colour.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]

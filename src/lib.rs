@@ -26,5 +26,6 @@ pub mod reference;
 pub mod report;
 pub mod restart;
 pub mod runner;
+pub mod stress;
 pub mod suite;
 pub mod target;

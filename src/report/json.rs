@@ -17,6 +17,15 @@ use crate::report::{RenderOptions, RunReport};
 
 /// The report as pretty JSON with a trailing newline.
 pub fn render(report: &RunReport, opts: &RenderOptions) -> anyhow::Result<String> {
+    render_value(report, opts)
+}
+
+/// Any report of the `idem-check.*` schema family (the stress report too) as pretty JSON, with
+/// the same redaction.
+pub fn render_value<T: serde::Serialize>(
+    report: &T,
+    opts: &RenderOptions,
+) -> anyhow::Result<String> {
     let mut tree = serde_json::to_value(report)?;
     scrub(&mut tree, &opts.secrets);
     let mut out = serde_json::to_string_pretty(&tree)?;

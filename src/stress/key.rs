@@ -1,0 +1,180 @@
+//! One key of a stress run: a synchronised burst of duplicates, then late retries, judged on its
+//! own (at most one execution, every answer the original, a conflict or the replay, no 5xx).
+
+use std::time::{Duration, Instant};
+
+use crate::check::{self, Check, CheckSpec, Severity};
+use crate::config::Config;
+use crate::effects::{self, Executions};
+use crate::http::burst::{self, BurstOptions};
+use crate::http::exchange::{Exchange, Header, SentRequest};
+use crate::http::raw::{self, RawResponse};
+
+/// Bodies kept per response in a stress run: enough for ids and evidence, small enough that many
+/// requests in flight stay cheap.
+pub const STRESS_MAX_BODY: usize = 64 * 1024;
+
+pub(super) const ONE_EXECUTION: CheckSpec = CheckSpec {
+    id: "one-execution",
+    what: "each key executes at most once",
+    severity: Severity::Critical,
+    expect: Vec::new(),
+};
+
+const NO_5XX: CheckSpec = CheckSpec {
+    id: "no-5xx",
+    what: "no duplicate causes a server error",
+    severity: Severity::Required,
+    expect: Vec::new(),
+};
+
+/// How one key went.
+pub struct KeyOutcome {
+    pub key: String,
+    pub exchanges: Vec<Exchange>,
+    pub executions: Executions,
+    /// Whether any request got a 2xx (the key completed).
+    pub completed: bool,
+    pub checks: Vec<Check>,
+}
+
+impl KeyOutcome {
+    /// True when a check of this key failed.
+    pub fn violated(&self) -> bool {
+        self.checks.iter().any(|c| !c.passed)
+    }
+}
+
+/// Sends `burst_size` duplicates released together, then `late` retries one after another,
+/// all with one fresh key and a payload unique to the key.
+pub async fn exercise(config: &Config, unique: &str, burst_size: usize, late: usize) -> KeyOutcome {
+    let key = uuid::Uuid::new_v4().to_string();
+    let op = &config.operation;
+    let mut headers = op.headers.clone();
+    headers.retain(|h| !h.name.eq_ignore_ascii_case(&config.suite.header));
+    headers.push(Header::new(
+        config.suite.header.clone(),
+        config.suite.key_syntax.encode(&key).into_bytes(),
+    ));
+    let sent = raw::prepare(&op.url, &op.method, headers, op.body.render(unique, 0));
+    let t0 = Instant::now();
+    let opts = BurstOptions {
+        timeout: config.timeout,
+        max_body: STRESS_MAX_BODY,
+        ..BurstOptions::default()
+    };
+    let mut raws: Vec<(String, RawResponse)> = Vec::with_capacity(burst_size + late);
+    match burst::burst(&vec![sent.clone(); burst_size], &opts).await {
+        Ok(report) => raws.extend(
+            report
+                .responses
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| (format!("burst {}/{burst_size}", i + 1), r)),
+        ),
+        Err(e) => raws.push((
+            "burst".into(),
+            RawResponse {
+                started: t0,
+                released: None,
+                finished: Instant::now(),
+                result: Err(format!("{e:#}")),
+            },
+        )),
+    }
+    for i in 1..=late {
+        let r = raw::send_one(&sent, config.timeout, STRESS_MAX_BODY).await;
+        raws.push((format!("late retry {i}/{late}"), r));
+    }
+    let exchanges = number(t0, &sent, raws);
+    judge(config, key, exchanges)
+}
+
+fn number(t0: Instant, sent: &SentRequest, raws: Vec<(String, RawResponse)>) -> Vec<Exchange> {
+    let ms = |t: Instant| t.saturating_duration_since(t0).as_secs_f64() * 1000.0;
+    raws.into_iter()
+        .enumerate()
+        .map(|(i, (role, r))| Exchange {
+            n: i + 1,
+            role,
+            start_ms: ms(r.started),
+            duration_ms: r
+                .finished
+                .saturating_duration_since(r.started)
+                .as_secs_f64()
+                * 1000.0,
+            release_us: r.released.map(|t| ms(t) * 1000.0),
+            request: sent.clone(),
+            response: r.result.as_ref().ok().cloned(),
+            error: r.result.err(),
+        })
+        .collect()
+}
+
+/// The checks of one key, from its exchanges alone (the counter is judged for the whole run).
+fn judge(config: &Config, key: String, exchanges: Vec<Exchange>) -> KeyOutcome {
+    let refs: Vec<&Exchange> = exchanges.iter().collect();
+    let executions = effects::executions(None, config.id_pointer.as_deref(), None, None, &refs);
+    let completed = exchanges
+        .iter()
+        .any(|e| e.response.as_ref().is_some_and(|r| r.is_success()));
+    let conflict = config
+        .suite
+        .check("concurrent-duplicates", "conflict-or-replay")
+        .map(|s| s.expect.clone())
+        .unwrap_or_else(|| vec![409]);
+    let mut allowed = conflict;
+    if let Some(s) = exchanges
+        .iter()
+        .filter_map(Exchange::status)
+        .find(|s| (200..300).contains(s))
+    {
+        allowed.push(s);
+    }
+    let answered: Vec<&Exchange> = refs
+        .iter()
+        .copied()
+        .filter(|e| e.response.is_some())
+        .collect();
+    let answers = CheckSpec {
+        id: "conflict-or-replay",
+        what: "every answer is the original, a conflict or the replay",
+        severity: Severity::Required,
+        expect: allowed.clone(),
+    };
+    let checks = vec![
+        check::executions_at_most(
+            &ONE_EXECUTION,
+            &executions.basis,
+            1,
+            executions.count,
+            executions.exchanges.clone(),
+        ),
+        check::statuses_in(&answers, &answered, &allowed),
+        check::no_server_error(&NO_5XX, &answered),
+    ];
+    KeyOutcome {
+        key,
+        exchanges,
+        executions,
+        completed,
+        checks,
+    }
+}
+
+/// The latency class of an exchange, for the percentile table.
+pub fn class(e: &Exchange) -> &'static str {
+    match e.status() {
+        None => "no response",
+        Some(s) if (200..300).contains(&s) => "2xx",
+        Some(409) => "409",
+        Some(s) if s >= 500 => "5xx",
+        Some(_) => "other",
+    }
+}
+
+/// The exchange's latency: from its release (bursts) or first byte to its end.
+pub fn latency(e: &Exchange) -> Duration {
+    let from = e.release_us.map_or(e.start_ms, |us| us / 1000.0);
+    Duration::from_secs_f64(((e.end_ms() - from).max(0.0)) / 1000.0)
+}

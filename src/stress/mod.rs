@@ -1,0 +1,486 @@
+//! `idem-check stress`: does exactly-once still hold with many keys and many retries at once?
+//!
+//! K fresh keys run with at most C requests in flight, bounded by K and by a duration. Each key
+//! is sent D times: a synchronised burst of duplicates (the race engine) followed by late
+//! retries once the burst has been answered. Every key is judged on its own (at most one
+//! execution, every answer the original, a conflict or the replay, no 5xx); the effect counter,
+//! when given, is read before and after the whole run and must have grown by exactly the number
+//! of keys that completed. Memory stays bounded: requests only feed status counts and latency
+//! histograms; exchanges are kept for the first violating keys and a small sample.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Result;
+use serde::Serialize;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::check::{self, CheckSpec, Severity};
+use crate::config::{Config, Counter};
+use crate::effects;
+use crate::http::client::Client;
+use crate::http::exchange::Exchange;
+use crate::outcome::{decide, Outcome, Stop};
+use crate::probes::Request;
+use crate::report::terminal::Progress;
+use crate::report::{ProbeReport, RunReport, Summary, ToolInfo, SCHEMA};
+
+mod key;
+mod stats;
+
+pub use key::KeyOutcome;
+pub use stats::LatencyRow;
+
+/// The stress report's schema id (same family as the run report).
+pub const STRESS_SCHEMA: &str = "idem-check.stress/1";
+
+/// Violating keys whose exchanges are kept as evidence; the rest are only counted and listed.
+const KEPT_VIOLATIONS: usize = 5;
+/// Keys listed by id in the report.
+const LISTED_VIOLATIONS: usize = 100;
+/// Passing keys whose exchanges are kept as a sample of normal behaviour.
+const SAMPLE_KEYS: usize = 1;
+
+/// What to send.
+#[derive(Debug, Clone)]
+pub struct StressOptions {
+    pub keys: usize,
+    pub duplicates: usize,
+    pub concurrency: usize,
+    pub duration: Duration,
+}
+
+/// A violating key, listed by id.
+#[derive(Debug, Clone, Serialize)]
+pub struct Violation {
+    pub key: String,
+    pub reason: String,
+}
+
+/// The whole stress result.
+#[derive(Debug, Clone, Serialize)]
+pub struct StressReport {
+    pub schema: &'static str,
+    pub tool: ToolInfo,
+    pub label: String,
+    pub target: String,
+    pub started_at: String,
+    pub duration_ms: f64,
+    pub interrupted: bool,
+    pub keys: usize,
+    pub duplicates: usize,
+    pub concurrency: usize,
+    pub keys_completed: usize,
+    pub requests: u64,
+    pub requests_per_second: f64,
+    pub statuses: std::collections::BTreeMap<String, u64>,
+    pub latency: Vec<LatencyRow>,
+    pub violating_keys: usize,
+    pub violations: Vec<Violation>,
+    /// The verdict with its checks and the kept exchanges (violations first, then the sample).
+    pub result: ProbeReport,
+}
+
+impl StressReport {
+    /// The result as a one-probe [`RunReport`], for the JUnit testcase `stress`.
+    pub fn as_run_report(&self) -> RunReport {
+        let probes = vec![self.result.clone()];
+        RunReport {
+            schema: SCHEMA,
+            tool: ToolInfo::default(),
+            label: self.label.clone(),
+            reference: false,
+            target: self.target.clone(),
+            suite: "stress".into(),
+            strict: false,
+            started_at: self.started_at.clone(),
+            duration_ms: self.duration_ms,
+            interrupted: self.interrupted,
+            context: vec![format!(
+                "{} keys × {} duplicates, {} in flight",
+                self.keys, self.duplicates, self.concurrency
+            )],
+            summary: Summary::of(&probes),
+            probes,
+        }
+    }
+}
+
+const EFFECTS: CheckSpec = CheckSpec {
+    id: "effects",
+    what: "the effect counter grew by exactly the number of completed keys",
+    severity: Severity::Critical,
+    expect: Vec::new(),
+};
+
+/// Runs the stress test. `interrupt` resolves on Ctrl-C: no new key starts, keys in flight
+/// finish, and the report covers what ran.
+pub async fn run(
+    config: Arc<Config>,
+    opts: &StressOptions,
+    progress: &Progress,
+    interrupt: impl Future<Output = ()>,
+) -> Result<StressReport> {
+    let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let start = Instant::now();
+    let client = Client::new(config.timeout, key::STRESS_MAX_BODY)?;
+    let mut count_exchanges = Vec::new();
+    let before = read_counter(&config, &client, "count before", &mut count_exchanges).await;
+    if let Err(stop) = &before {
+        return Ok(failed_to_start(
+            &config,
+            opts,
+            started_at,
+            stop.clone(),
+            count_exchanges,
+        ));
+    }
+
+    let duplicates = opts.duplicates.max(1);
+    let late = if duplicates >= 2 {
+        (duplicates / 4).max(1)
+    } else {
+        0
+    };
+    let burst_size = (duplicates - late).clamp(1, opts.concurrency.max(1));
+    let permits = Arc::new(Semaphore::new(opts.concurrency.max(burst_size)));
+    let run_id = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let deadline = start + opts.duration;
+
+    let mut agg = Aggregate::default();
+    let mut tasks = JoinSet::new();
+    let mut interrupted = false;
+    tokio::pin!(interrupt);
+    for idx in 0..opts.keys {
+        if Instant::now() >= deadline {
+            break;
+        }
+        let permit = tokio::select! {
+            biased;
+            _ = &mut interrupt => { interrupted = true; break; }
+            p = permits.clone().acquire_many_owned(burst_size as u32) => p?,
+        };
+        let config = config.clone();
+        let unique = format!("idem-check-stress-{run_id}-{idx}");
+        progress.start_probe(&format!("key {}/{}", idx + 1, opts.keys));
+        tasks.spawn(async move {
+            let outcome = key::exercise(&config, &unique, burst_size, late).await;
+            drop(permit);
+            outcome
+        });
+        while let Some(done) = tasks.try_join_next() {
+            agg.add(done?, progress);
+        }
+    }
+    while let Some(done) = tasks.join_next().await {
+        agg.add(done?, progress);
+    }
+    let elapsed = start.elapsed();
+    let after = read_counter(&config, &client, "count after", &mut count_exchanges).await;
+
+    let mut result = agg.verdict(&config, before.ok().flatten(), after, count_exchanges);
+    result.duration_ms = elapsed.as_secs_f64() * 1000.0;
+    Ok(StressReport {
+        schema: STRESS_SCHEMA,
+        tool: ToolInfo::default(),
+        label: config.label.clone(),
+        target: format!("{} {}", config.operation.method, config.operation.url),
+        started_at,
+        duration_ms: elapsed.as_secs_f64() * 1000.0,
+        interrupted,
+        keys: agg.keys,
+        duplicates,
+        concurrency: opts.concurrency,
+        keys_completed: agg.completed,
+        requests: agg.stats.requests,
+        requests_per_second: agg.stats.requests as f64 / elapsed.as_secs_f64().max(1e-9),
+        statuses: agg.stats.statuses(),
+        latency: agg.stats.latency_rows(),
+        violating_keys: agg.violating,
+        violations: agg.listed,
+        result,
+    })
+}
+
+/// Everything gathered from finished keys.
+#[derive(Default)]
+struct Aggregate {
+    stats: stats::Stats,
+    keys: usize,
+    completed: usize,
+    executions: u64,
+    violating: usize,
+    listed: Vec<Violation>,
+    kept: Vec<KeyOutcome>,
+    sampled: Vec<KeyOutcome>,
+    basis: String,
+}
+
+impl Aggregate {
+    fn add(&mut self, k: KeyOutcome, progress: &Progress) {
+        progress.finish_probe();
+        for e in &k.exchanges {
+            self.stats.add(e);
+        }
+        self.keys += 1;
+        self.completed += usize::from(k.completed);
+        self.executions += k.executions.count;
+        self.basis.clone_from(&k.executions.basis);
+        if k.violated() {
+            self.violating += 1;
+            if self.listed.len() < LISTED_VIOLATIONS {
+                let reason = k
+                    .checks
+                    .iter()
+                    .find(|c| !c.passed)
+                    .map(crate::outcome::first_line)
+                    .unwrap_or_default();
+                self.listed.push(Violation {
+                    key: k.key.clone(),
+                    reason,
+                });
+            }
+            if self.kept.len() < KEPT_VIOLATIONS {
+                self.kept.push(k);
+            }
+        } else if self.sampled.len() < SAMPLE_KEYS {
+            self.sampled.push(k);
+        }
+    }
+
+    /// The run's checks and evidence: the counter check, then the kept keys' checks with their
+    /// exchanges renumbered into one list.
+    fn verdict(
+        &mut self,
+        config: &Config,
+        before: Option<u64>,
+        after: Result<Option<u64>, Stop>,
+        count_exchanges: Vec<Exchange>,
+    ) -> ProbeReport {
+        let mut exchanges = Vec::new();
+        let mut checks = Vec::new();
+        let mut timeline = Vec::new();
+        let mut stop = None;
+        let renumber =
+            |list: Vec<Exchange>, role: &str, exchanges: &mut Vec<Exchange>| -> Vec<usize> {
+                let offset = exchanges.len();
+                let mut nums = Vec::new();
+                for mut e in list {
+                    e.n += offset;
+                    e.role = format!("{role} {}", e.role);
+                    nums.push(e.n);
+                    exchanges.push(e);
+                }
+                nums
+            };
+        let counts = renumber(count_exchanges, "", &mut exchanges);
+        match (&config.counter, before, &after) {
+            (_, _, Err(s)) => stop = Some(s.clone()),
+            (Some(c), Some(b), Ok(Some(a))) => {
+                let e = effects::executions(Some(c), None, Some(b), Some(*a), &[]);
+                checks.push(check::executions(
+                    &EFFECTS,
+                    &e.basis,
+                    self.completed as u64,
+                    e.count,
+                    counts,
+                ));
+            }
+            _ => timeline.push(format!(
+                "no --count-url: executions were counted per key by {}",
+                if self.basis.is_empty() {
+                    "ids or bodies"
+                } else {
+                    &self.basis
+                }
+            )),
+        }
+        let kept: Vec<KeyOutcome> = self.kept.drain(..).chain(self.sampled.drain(..)).collect();
+        for (i, k) in kept.into_iter().enumerate() {
+            let offset = exchanges.len();
+            let label = format!("key {}", &k.key[..8]);
+            renumber(k.exchanges, &label, &mut exchanges);
+            if k.checks.iter().any(|c| !c.passed) || i == 0 {
+                for mut c in k.checks {
+                    c.exchanges.iter_mut().for_each(|n| *n += offset);
+                    c.what = format!("{label}: {}", c.what);
+                    checks.push(c);
+                }
+            }
+            timeline.push(format!("{label} = {}", k.key));
+        }
+        if self.violating > KEPT_VIOLATIONS {
+            timeline.push(format!(
+                "{} violating keys; the evidence of the first {KEPT_VIOLATIONS} is kept",
+                self.violating
+            ));
+        }
+        if self.keys == 0 && stop.is_none() {
+            stop = Some(Stop::Error(
+                "no key was sent (is --duration too short?)".into(),
+            ));
+        }
+        let verdict = decide(&checks, stop.as_ref(), false);
+        ProbeReport {
+            id: "stress",
+            group: "load",
+            section: "draft-07 §2.6",
+            stimulus: "Sends many fresh keys, each as a synchronised burst of duplicates followed by late retries, with many requests in flight",
+            requirement: "Under load every key still executes exactly once, and every answer is the original, a conflict or the replay",
+            outcome: verdict.outcome,
+            reason: if verdict.outcome == Outcome::Fail && self.violating > 0 {
+                format!("{} of {} keys violated exactly-once; first: {}", self.violating, self.keys, verdict.reason)
+            } else {
+                verdict.reason
+            },
+            effect_basis: Some(self.basis.clone()),
+            duration_ms: 0.0,
+            checks,
+            timeline,
+            exchanges,
+        }
+    }
+}
+
+/// Reads the counter through the ordinary client, recording the read.
+async fn read_counter(
+    config: &Config,
+    client: &Client,
+    role: &str,
+    out: &mut Vec<Exchange>,
+) -> Result<Option<u64>, Stop> {
+    let Some(Counter::Url { url, pointer }) = &config.counter else {
+        if let Some(Counter::Command(cmd)) = &config.counter {
+            let (value, _) = effects::run_count_cmd(cmd, config.timeout).await;
+            return value
+                .map(Some)
+                .map_err(|e| Stop::Error(format!("--count-cmd failed: {e}")));
+        }
+        return Ok(None);
+    };
+    let req = Request {
+        method: "GET".into(),
+        url: url.clone(),
+        headers: config
+            .operation
+            .headers
+            .iter()
+            .filter(|h| !h.name.eq_ignore_ascii_case("content-type"))
+            .cloned()
+            .collect(),
+        body: Vec::new(),
+    };
+    let (sent, r) = client.send(&req).await;
+    let ex = Exchange {
+        n: out.len() + 1,
+        role: role.to_string(),
+        start_ms: 0.0,
+        duration_ms: r
+            .finished
+            .saturating_duration_since(r.started)
+            .as_secs_f64()
+            * 1000.0,
+        release_us: None,
+        request: sent,
+        response: r.result.as_ref().ok().cloned(),
+        error: r.result.as_ref().err().cloned(),
+    };
+    let value = effects::read_counter(&ex, pointer);
+    out.push(ex);
+    value
+        .map(Some)
+        .map_err(|e| Stop::Error(format!("the effect counter could not be read: {e}")))
+}
+
+fn failed_to_start(
+    config: &Config,
+    opts: &StressOptions,
+    started_at: String,
+    stop: Stop,
+    exchanges: Vec<Exchange>,
+) -> StressReport {
+    let mut agg = Aggregate::default();
+    let mut result = agg.verdict(config, None, Err(stop), exchanges);
+    result.outcome = Outcome::Error;
+    StressReport {
+        schema: STRESS_SCHEMA,
+        tool: ToolInfo::default(),
+        label: config.label.clone(),
+        target: format!("{} {}", config.operation.method, config.operation.url),
+        started_at,
+        duration_ms: 0.0,
+        interrupted: false,
+        keys: 0,
+        duplicates: opts.duplicates,
+        concurrency: opts.concurrency,
+        keys_completed: 0,
+        requests: 0,
+        requests_per_second: 0.0,
+        statuses: Default::default(),
+        latency: Vec::new(),
+        violating_keys: 0,
+        violations: Vec::new(),
+        result,
+    }
+}
+
+/// The terminal rendering: the verdict line, throughput, statuses, the latency table, the
+/// violating keys, and the evidence block when the run failed.
+pub fn render_terminal(r: &StressReport, opts: &crate::report::RenderOptions) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "stress  {}  {} — {}",
+        r.result.outcome.as_str(),
+        r.label,
+        crate::redact::sanitize_line(&r.result.reason)
+    );
+    let _ = writeln!(
+        out,
+        "keys:        {} ({} completed) × {} duplicates, at most {} in flight{}",
+        r.keys,
+        r.keys_completed,
+        r.duplicates,
+        r.concurrency,
+        if r.interrupted { " (interrupted)" } else { "" }
+    );
+    let _ = writeln!(
+        out,
+        "requests:    {} in {:.1} s = {:.0} requests/s",
+        r.requests,
+        r.duration_ms / 1000.0,
+        r.requests_per_second
+    );
+    let statuses: Vec<String> = r.statuses.iter().map(|(s, n)| format!("{s}×{n}")).collect();
+    let _ = writeln!(out, "statuses:    {}", statuses.join(" "));
+    let _ = writeln!(
+        out,
+        "latency ms   {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "count", "p50", "p90", "p99", "max"
+    );
+    for row in &r.latency {
+        let _ = writeln!(
+            out,
+            "  {:<10} {:>8} {:>8.2} {:>8.2} {:>8.2} {:>8.2}",
+            row.class, row.count, row.p50_ms, row.p90_ms, row.p99_ms, row.max_ms
+        );
+    }
+    let _ = writeln!(out, "violating keys: {}", r.violating_keys);
+    for v in r.violations.iter().take(10) {
+        let _ = writeln!(
+            out,
+            "  {}  {}",
+            v.key,
+            crate::redact::sanitize_line(&v.reason)
+        );
+    }
+    if matches!(r.result.outcome, Outcome::Fail | Outcome::Error) {
+        out.push('\n');
+        out.push_str(&crate::report::evidence::block(&r.result, "stress", opts));
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,75 @@
+//! Aggregates of a stress run that stay the same size however many requests are sent: status
+//! counts and one latency histogram per outcome class.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::http::exchange::Exchange;
+
+use super::key;
+
+/// Counts and histograms.
+pub struct Stats {
+    pub requests: u64,
+    statuses: BTreeMap<String, u64>,
+    latency: BTreeMap<&'static str, Histogram<u64>>,
+}
+
+/// One row of the latency table, in milliseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyRow {
+    pub class: String,
+    pub count: u64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            requests: 0,
+            statuses: BTreeMap::new(),
+            latency: BTreeMap::new(),
+        }
+    }
+}
+
+impl Stats {
+    /// Adds one exchange.
+    pub fn add(&mut self, e: &Exchange) {
+        self.requests += 1;
+        *self.statuses.entry(e.status_text()).or_default() += 1;
+        let micros = key::latency(e).as_micros().clamp(1, 3_600_000_000) as u64;
+        let hist = self.latency.entry(key::class(e)).or_insert_with(|| {
+            // 1 µs to an hour at 3 significant digits: a fixed few kilobytes per class.
+            Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("static histogram bounds")
+        });
+        hist.saturating_record(micros);
+    }
+
+    /// Status counts, e.g. {"201": 2000, "409": 14000}.
+    pub fn statuses(&self) -> BTreeMap<String, u64> {
+        self.statuses.clone()
+    }
+
+    /// Percentiles per class.
+    pub fn latency_rows(&self) -> Vec<LatencyRow> {
+        let ms = |v: u64| Duration::from_micros(v).as_secs_f64() * 1000.0;
+        self.latency
+            .iter()
+            .map(|(class, h)| LatencyRow {
+                class: class.to_string(),
+                count: h.len(),
+                p50_ms: ms(h.value_at_quantile(0.50)),
+                p90_ms: ms(h.value_at_quantile(0.90)),
+                p99_ms: ms(h.value_at_quantile(0.99)),
+                max_ms: ms(h.max()),
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,86 @@
+//! `idem-check stress` against the in-process reference server: exactly-once holds on the
+//! correct server, and the race and re-execution faults are reported with bounded evidence.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_check::config::{Config, RunOptions};
+use idem_check::outcome::Outcome;
+use idem_check::reference::Reference;
+use idem_check::report::terminal::Progress;
+use idem_check::stress::{self, StressOptions, StressReport};
+use idem_reference_server::Fault;
+
+const KEYS: usize = 200;
+const DUPLICATES: usize = 8;
+
+async fn stress_reference(fault: Option<Fault>) -> StressReport {
+    let reference = Reference::start(fault)
+        .await
+        .expect("reference server starts");
+    let config = Config::build(reference.target(), &RunOptions::default(), None)
+        .expect("reference target is valid");
+    let opts = StressOptions {
+        keys: KEYS,
+        duplicates: DUPLICATES,
+        concurrency: 32,
+        duration: Duration::from_secs(60),
+    };
+    let report = stress::run(
+        Arc::new(config),
+        &opts,
+        &Progress::new(0, false),
+        std::future::pending(),
+    )
+    .await
+    .expect("stress run completes");
+    reference.stop().await.expect("reference server stops");
+    report
+}
+
+/// Every key executes exactly once; the counter agrees; every request is accounted for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_holds_on_the_reference_server() {
+    let r = stress_reference(None).await;
+    assert_eq!(r.result.outcome, Outcome::Pass, "{}", r.result.reason);
+    assert_eq!(r.keys, KEYS);
+    assert_eq!(r.keys_completed, KEYS);
+    assert_eq!(r.violating_keys, 0);
+    assert_eq!(r.requests, (KEYS * DUPLICATES) as u64);
+    assert_eq!(r.statuses.values().sum::<u64>(), r.requests);
+    let effects = r
+        .result
+        .checks
+        .iter()
+        .find(|c| c.id == "effects")
+        .expect("counter check");
+    assert!(
+        effects.passed && effects.actual == format!("{KEYS} executions"),
+        "{effects:?}"
+    );
+}
+
+/// The race fault doubles executions: FAIL, violating keys listed, evidence kept only for a few.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn race_fault_is_reported_with_bounded_evidence() {
+    let r = stress_reference(Some(Fault::Race)).await;
+    assert_eq!(r.result.outcome, Outcome::Fail);
+    assert!(r.violating_keys > 0);
+    assert!(!r.violations.is_empty());
+    let effects = r.result.checks.iter().find(|c| c.id == "effects").unwrap();
+    assert!(!effects.passed);
+    // Counter reads plus at most 5 violating keys and 1 sample key, DUPLICATES exchanges each.
+    assert!(
+        r.result.exchanges.len() <= 2 + 6 * DUPLICATES,
+        "{}",
+        r.result.exchanges.len()
+    );
+}
+
+/// A server that re-executes completed retries fails every key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_reexecute_fault_fails_every_key() {
+    let r = stress_reference(Some(Fault::ReplayReexecute)).await;
+    assert_eq!(r.result.outcome, Outcome::Fail);
+    assert_eq!(r.violating_keys, KEYS);
+}
