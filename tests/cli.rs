@@ -272,7 +272,10 @@ fn readme_usage_block_matches_help() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
     let readme = std::fs::read_to_string(&path).unwrap();
     let (start_marker, end_marker) = ("<!-- run-help-start -->\n", "<!-- run-help-end -->");
-    let start = readme.find(start_marker).expect("README has the help markers") + start_marker.len();
+    let start = readme
+        .find(start_marker)
+        .expect("README has the help markers")
+        + start_marker.len();
     let end = readme.find(end_marker).unwrap();
     let wanted = format!("```text\n{}\n```\n", help.trim_end());
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
@@ -280,5 +283,59 @@ fn readme_usage_block_matches_help() {
         std::fs::write(&path, updated).unwrap();
         return;
     }
-    assert_eq!(&readme[start..end], wanted, "README usage block is stale: run with UPDATE_GOLDEN=1");
+    assert_eq!(
+        &readme[start..end],
+        wanted,
+        "README usage block is stale: run with UPDATE_GOLDEN=1"
+    );
+}
+
+/// An https URL on a plain-HTTP server: a clear TLS error, exit 3.
+#[test]
+fn tls_error_is_clear() {
+    let url = fake_server(
+        Some(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"),
+        Duration::from_secs(20),
+    )
+    .replace("http://", "https://");
+    let o = run(&["run", &url, "--timeout", "3s"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).to_lowercase();
+    assert!(
+        out.contains("tls") || out.contains("ssl") || out.contains("certificate"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// A 5 MB response body is cut at the capture limit, marked as cut, and nothing panics.
+#[test]
+fn huge_body_is_capped() {
+    let mut reply = b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 5000000\r\nConnection: close\r\n\r\n".to_vec();
+    reply.extend(std::iter::repeat_n(b'a', 5_000_000));
+    let reply: &'static [u8] = Box::leak(reply.into_boxed_slice());
+    let url = fake_server(Some(reply), Duration::from_secs(30));
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let o = run(&[
+        "run",
+        &url,
+        "--probe",
+        "first-request",
+        "--timeout",
+        "5s",
+        "--report-json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(matches!(o.status.code(), Some(0 | 4)), "{}", text(&o));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let ex = &report["probes"][0]["exchanges"];
+    let posts: Vec<&serde_json::Value> = ex
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["request"]["method"] == "POST")
+        .collect();
+    assert_eq!(posts[0]["response"]["body_truncated"], true);
+    assert!(posts[0]["response"]["body"].as_str().unwrap().len() <= 1024 * 1024);
 }

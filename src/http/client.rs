@@ -110,20 +110,26 @@ impl Client {
     }
 }
 
-/// One line naming what went wrong, with the causes reqwest wraps ("connection refused",
-/// "invalid peer certificate: UnknownIssuer", "timed out after 10 s").
+/// One line naming what went wrong, from the innermost cause reqwest wraps ("could not connect:
+/// Connection refused", "TLS handshake failed: invalid peer certificate: UnknownIssuer", "timed
+/// out after 10 s"). The URL is not repeated: the evidence shows it next to the error.
 fn describe(e: &reqwest::Error, timeout: Duration) -> String {
     if e.is_timeout() {
         return format!("timed out after {} s", timeout.as_secs_f64());
     }
-    let mut parts = vec![e.to_string()];
+    let mut root = e.to_string();
+    let mut tls = false;
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
-        let text = s.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
+        tls |= s.downcast_ref::<tokio_rustls::rustls::Error>().is_some();
+        root = s.to_string();
         source = s.source();
     }
-    parts.join(": ")
+    if tls {
+        format!("TLS handshake failed: {root} (does the server speak TLS on this port, with a certificate this machine trusts?)")
+    } else if e.is_connect() {
+        format!("could not connect: {root}")
+    } else {
+        root
+    }
 }

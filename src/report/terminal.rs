@@ -116,13 +116,28 @@ pub fn summary_line(s: &Summary, duration_ms: f64) -> String {
 /// the outcomes, and the summary says so.
 pub fn render(report: &RunReport, opts: &RenderOptions, strict: bool) -> String {
     let mut out = String::new();
-    for p in &report.probes {
+    // After a failed pre-flight, the probes that never ran are one line, not twenty.
+    let (not_run, ran): (Vec<&ProbeReport>, Vec<&ProbeReport>) =
+        report.probes.iter().partition(|p| {
+            p.outcome == Outcome::Error && p.checks.is_empty() && p.exchanges.is_empty()
+        });
+    for p in &ran {
         out.push_str(&probe_line(p, opts));
         out.push('\n');
     }
-    let failures: Vec<&ProbeReport> = report
-        .probes
+    if let Some(first) = not_run.first() {
+        let line = format!(
+            "! ERROR         {} more probe{} {}",
+            not_run.len(),
+            if not_run.len() == 1 { "" } else { "s" },
+            sanitize_line(&redact(&first.reason, &opts.secrets))
+        );
+        out.push_str(&paint(&line, "31", opts.color));
+        out.push('\n');
+    }
+    let failures: Vec<&ProbeReport> = ran
         .iter()
+        .copied()
         .filter(|p| matches!(p.outcome, Outcome::Fail | Outcome::Error))
         .collect();
     let warnings: Vec<&ProbeReport> = report
