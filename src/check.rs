@@ -166,43 +166,6 @@ pub fn statuses_in(spec: &CheckSpec, exchanges: &[&Exchange], allowed: &[u16]) -
     )
 }
 
-/// Every exchange in `others` was refused with one of `conflict`, or got `original`'s own
-/// response back (a replay, byte for byte). Anything else — another status, or a 2xx with a
-/// body of its own — means a duplicate was let through while it should have been held off.
-pub fn conflict_or_replay_of(
-    spec: &CheckSpec,
-    original: &Exchange,
-    others: &[&Exchange],
-    conflict: &[u16],
-) -> Check {
-    let body = |e: &Exchange| e.response.as_ref().map(|r| r.body.clone());
-    let replay = |e: &Exchange| e.response.is_some() && body(e) == body(original);
-    let bad: Vec<String> = others
-        .iter()
-        .filter(|e| !(e.status().is_some_and(|s| conflict.contains(&s)) || replay(e)))
-        .map(|e| format!("#{} {} {}", e.n, e.status_text(), body_line(e)))
-        .collect();
-    let mut all = vec![original];
-    all.extend_from_slice(others);
-    let list = conflict
-        .iter()
-        .map(|s| s.to_string())
-        .collect::<Vec<_>>()
-        .join(" or ");
-    let actual = if bad.is_empty() {
-        summary_statuses(others)
-    } else {
-        format!("{} of {}: {}", bad.len(), others.len(), capped(&bad))
-    };
-    Check::from_spec(
-        spec,
-        bad.is_empty(),
-        vec![list, format!("#{}'s response replayed", original.n)],
-        actual,
-        nums(&all),
-    )
-}
-
 /// The status is none of `forbidden` (e.g. a 422 that would reveal another tenant's key).
 pub fn status_not_in(spec: &CheckSpec, ex: &Exchange, forbidden: &[u16]) -> Check {
     let passed = ex.response.is_some() && !ex.status().is_some_and(|s| forbidden.contains(&s));
@@ -662,20 +625,6 @@ mod tests {
         let c = no_server_error(&spec(vec![]), &[&a, &b]);
         assert!(!c.passed);
         assert_eq!(c.actual, "1 of 2 got 5xx: #2 500");
-    }
-
-    #[test]
-    fn conflict_or_replay_of_rejects_a_duplicate_with_its_own_body() {
-        let s = spec(vec![]);
-        let owner = ex(1, 201, "{\"id\":\"p1\"}");
-        let refused = ex(2, 409, "");
-        let replay = ex(3, 201, "{\"id\":\"p1\"}");
-        assert!(conflict_or_replay_of(&s, &owner, &[&refused, &replay], &[409]).passed);
-        let executed = ex(4, 201, "{\"id\":\"p2\"}");
-        let c = conflict_or_replay_of(&s, &owner, &[&refused, &executed], &[409]);
-        assert!(!c.passed);
-        assert_eq!(c.actual, "1 of 2: #4 201 {\"id\":\"p2\"}");
-        assert_eq!(c.exchanges, vec![1, 2, 4]);
     }
 
     #[test]

@@ -239,13 +239,15 @@ faults! {
     ReplayNewId = "replay-new-id" => ["replay-identity"];
     /// A retry of a completed request executes again and creates a new payment.
     /// Breaks `replay-identity`, and every probe whose retries after completion count effects:
-    /// `quoted-key`, `escaped-key`, `key-parameters`, `mismatch-no-poison`, `lost-response`,
-    /// `loser-does-not-unlock`, `restart-persistence`, `cross-replica`.
+    /// `quoted-key`, `escaped-key`, `key-parameters`, `concurrent-duplicates`,
+    /// `mismatch-no-poison`, `lost-response`, `loser-does-not-unlock`, `restart-persistence`,
+    /// `cross-replica`.
     ReplayReexecute = "replay-reexecute" => [
         "quoted-key",
         "escaped-key",
         "key-parameters",
         "replay-identity",
+        "concurrent-duplicates",
         "mismatch-no-poison",
         "lost-response",
         "loser-does-not-unlock",

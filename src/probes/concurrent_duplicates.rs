@@ -50,9 +50,11 @@ pub const PROBE: ProbeDef = ProbeDef {
 
 /// One key's attempts and how many times it executed.
 struct Round {
-    /// The request every attempt of the round repeated (without any hold header).
-    request: Request,
     attempts: Vec<Exchange>,
+    /// A plain retry once the round is over, when something succeeded: it must replay, and its
+    /// effect counts with the round's, so a retry that executes again is a double execution
+    /// whatever the timing of the duplicates was.
+    retry: Option<Exchange>,
     executions: Executions,
 }
 
@@ -68,14 +70,15 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
             Ok(a) => a,
             Err(stop) => return Some(stop),
         };
+        let retry = retry_after(ctx, &request, &attempts).await;
         let after = count_or_stop!(ctx, &format!("count after burst {b}"));
-        let refs: Vec<&Exchange> = attempts.iter().collect();
+        let refs: Vec<&Exchange> = attempts.iter().chain(&retry).collect();
         let executions = ctx.executions(before, after, &refs);
         ctx.note(burst_line(b, &attempts, executions.count));
         let doubled = executions.count > 1;
         rounds.push(Round {
-            request,
             attempts,
+            retry,
             executions,
         });
         if doubled {
@@ -97,6 +100,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         let (orig, dups) = ctx
             .held_with_waves(original, &vec![request.clone(); WAVE_SIZE], WAVE_INTERVAL)
             .await;
+        let retry = retry_after(ctx, &request, std::slice::from_ref(&orig)).await;
         let after = count_or_stop!(ctx, "count after held original");
         let overlapping: Vec<&Exchange> =
             dups.iter().filter(|d| d.start_ms < orig.end_ms()).collect();
@@ -116,11 +120,11 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         }
         let mut attempts = vec![orig];
         attempts.extend(dups);
-        let refs: Vec<&Exchange> = attempts.iter().collect();
+        let refs: Vec<&Exchange> = attempts.iter().chain(&retry).collect();
         let executions = ctx.executions(before, after, &refs);
         rounds.push(Round {
-            request,
             attempts,
+            retry,
             executions,
         });
     } else if ctx.config.hold_header.is_none() {
@@ -187,16 +191,26 @@ async fn judge(ctx: &mut ProbeCtx, rounds: &[Round]) {
 
     // After everything completed, a plain retry of the last key must get the replay.
     let last = rounds.last().expect("rounds is not empty");
-    if let Some(winner) = last.attempts.iter().find(|e| is_success(e)).cloned() {
-        let retry = ctx
-            .send("retry after completion", last.request.clone())
-            .await;
+    if let (Some(winner), Some(retry)) = (last.attempts.iter().find(|e| is_success(e)), &last.retry)
+    {
         ctx.push(check::same_body(
             &ctx.spec("replay-after"),
-            &winner,
-            &[&retry],
+            winner,
+            &[retry],
         ));
     }
+}
+
+/// Once a round is over, a plain retry of its request when one of its attempts succeeded.
+async fn retry_after(
+    ctx: &mut ProbeCtx,
+    request: &Request,
+    attempts: &[Exchange],
+) -> Option<Exchange> {
+    if !attempts.iter().any(is_success) {
+        return None;
+    }
+    Some(ctx.send("retry after completion", request.clone()).await)
 }
 
 /// "burst 3: 16 released within 41 µs · 201×1 409×15 · 1 execution".
