@@ -121,7 +121,7 @@ fn describe(e: &reqwest::Error, timeout: Duration) -> String {
     let mut tls = false;
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
-        tls |= s.downcast_ref::<tokio_rustls::rustls::Error>().is_some();
+        tls |= is_tls(s);
         root = s.to_string();
         source = s.source();
     }
@@ -131,5 +131,20 @@ fn describe(e: &reqwest::Error, timeout: Duration) -> String {
         format!("could not connect: {root}")
     } else {
         root
+    }
+}
+
+/// Whether `e` is a rustls error, directly or inside (nested) `io::Error`s, whose `source()`
+/// skips the wrapped error.
+fn is_tls(e: &(dyn std::error::Error + 'static)) -> bool {
+    if e.is::<tokio_rustls::rustls::Error>() {
+        return true;
+    }
+    match e
+        .downcast_ref::<std::io::Error>()
+        .and_then(|io| io.get_ref())
+    {
+        Some(inner) => is_tls(inner),
+        None => false,
     }
 }
