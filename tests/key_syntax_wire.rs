@@ -92,16 +92,9 @@ fn field_lines(head: &[u8], name: &str) -> Vec<Vec<u8>> {
 }
 
 async fn run_key_syntax_probes() -> (RunReport, Vec<Vec<u8>>) {
-    let (base, heads) = recorder().await;
-    let target = TargetSpec {
-        url: format!("{base}/api/payments"),
-        headers: vec!["Content-Type: application/json".into()],
-        body: Some(r#"{"amountCents":1250,"currency":"EUR","reference":"{{unique}}"}"#.into()),
-        id_pointer: Some("/id".into()),
-        ..TargetSpec::default()
-    };
-    let opts = RunOptions {
-        probes: [
+    run_probes(
+        RunOptions::default().suite,
+        &[
             "missing-key",
             "quoted-key",
             "escaped-key",
@@ -111,10 +104,24 @@ async fn run_key_syntax_probes() -> (RunReport, Vec<Vec<u8>>) {
             "empty-key",
             "oversized-key",
             "key-parameters",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
+        ],
+    )
+    .await
+}
+
+/// Runs `probes` of `suite` against a fresh recorder.
+async fn run_probes(suite: String, probes: &[&str]) -> (RunReport, Vec<Vec<u8>>) {
+    let (base, heads) = recorder().await;
+    let target = TargetSpec {
+        url: format!("{base}/api/payments"),
+        headers: vec!["Content-Type: application/json".into()],
+        body: Some(r#"{"amountCents":1250,"currency":"EUR","reference":"{{unique}}"}"#.into()),
+        id_pointer: Some("/id".into()),
+        ..TargetSpec::default()
+    };
+    let opts = RunOptions {
+        suite,
+        probes: probes.iter().map(|s| s.to_string()).collect(),
         ..RunOptions::default()
     };
     let config = Config::build(target, &opts, None).expect("valid target");
@@ -246,4 +253,35 @@ async fn key_syntax_probes_put_the_specified_bytes_on_the_wire() {
     assert!(with_param.ends_with(b"\";v=1"), "{with_param:?}");
     let retry = single("key-parameters", "retry");
     assert_eq!(with_param, [retry.as_slice(), b";v=1"].concat());
+}
+
+/// A suite that renames the header (`X-Idempotency-Key`) and writes keys bare gets exactly that
+/// on the wire, and no `Idempotency-Key` line at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suite_renames_the_header_and_chooses_the_syntax() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("renamed.toml");
+    std::fs::write(
+        &path,
+        "extends = \"ietf-draft-07\"\nheader = \"X-Idempotency-Key\"\nkey-syntax = \"bare\"\n",
+    )
+    .expect("write suite");
+    let suite = path.to_string_lossy().into_owned();
+    let (report, heads) = run_probes(suite, &["quoted-key", "empty-key"]).await;
+    assert_eq!(report.probes.len(), 2);
+    assert_eq!(heads.len(), 3, "original, retry, empty key");
+    for head in &heads {
+        assert!(field_lines(head, "idempotency-key").is_empty());
+    }
+    let keys: Vec<Vec<u8>> = heads
+        .iter()
+        .map(|h| {
+            let lines = field_lines(h, "x-idempotency-key");
+            assert_eq!(lines.len(), 1);
+            lines[0].clone()
+        })
+        .collect();
+    assert!(is_uuid(&keys[0]), "bare: {:?}", keys[0]);
+    assert_eq!(keys[1], keys[0]);
+    assert!(keys[2].is_empty(), "an empty bare key is an empty value");
 }
