@@ -67,11 +67,15 @@ impl Server {
         Ok((server, base))
     }
 
+    /// Serves on the socket and returns once the server answers. The replica starts only after
+    /// the target answers: two stores opening one new SQLite file at the same moment can fail
+    /// with "database is locked" while switching it to WAL.
     async fn start(&self) -> Result<()> {
         let std_listener = self
             .listener
             .try_clone()
             .context("could not share the reference server's socket")?;
+        let addr = std_listener.local_addr()?;
         let listener = tokio::net::TcpListener::from_std(std_listener)?;
         let (tx, rx) = oneshot::channel();
         let handle = tokio::spawn(idem_reference_server::run(
@@ -81,6 +85,23 @@ impl Server {
                 let _ = rx.await;
             },
         ));
+        let deadline = tokio::time::Instant::now() + START_TIMEOUT;
+        loop {
+            if handle.is_finished() {
+                return match handle.await {
+                    Ok(Err(e)) => Err(e.context("the reference server did not start")),
+                    _ => anyhow::bail!("the reference server stopped while starting"),
+                };
+            }
+            let probe = tokio::time::timeout(Duration::from_millis(200), healthz(addr)).await;
+            if matches!(probe, Ok(Ok(true))) {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                anyhow::bail!("the reference server did not answer within {START_TIMEOUT:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         *self.running.lock().await = Some((tx, handle));
         Ok(())
     }
@@ -95,6 +116,21 @@ impl Server {
         }
         Ok(())
     }
+}
+
+/// How long an instance may take to answer its first request.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One `GET /healthz`; whether it answered 200.
+async fn healthz(addr: std::net::SocketAddr) -> std::io::Result<bool> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: reference\r\nConnection: close\r\n\r\n")
+        .await?;
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).await?;
+    Ok(&head == b"HTTP/1.1 200")
 }
 
 impl Reference {
