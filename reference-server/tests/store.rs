@@ -292,3 +292,31 @@ async fn one_transaction_per_operation_behaves_the_same() {
         "a closed store refuses work"
     );
 }
+
+/// Two stores opening one new file at the same moment (two replicas starting together) both
+/// come up: switching the file to WAL waits for the other instead of failing.
+#[test]
+fn two_stores_opening_one_new_file_together_both_start() {
+    for round in 0..40 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(format!("shared-{round}.db"));
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let (path, barrier) = (path.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    let config = Config::new(DbLocation::File(path));
+                    barrier.wait();
+                    Store::open(&config)
+                        .map(|_| ())
+                        .map_err(|e| format!("{e:#}"))
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join()
+                .unwrap()
+                .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        }
+    }
+}

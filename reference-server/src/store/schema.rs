@@ -6,7 +6,7 @@
 //! process mid-transaction wait instead of failing, which is what lets several server processes
 //! share one file safely.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use rusqlite::Connection;
@@ -28,12 +28,7 @@ pub(super) fn open(location: &DbLocation, records_in_memory: bool) -> anyhow::Re
             // file to WAL) right now, and every statement below should wait for it, not fail.
             conn.busy_timeout(BUSY_TIMEOUT)
                 .context("setting busy_timeout")?;
-            let mode: String = conn
-                .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-                .context("enabling WAL mode")?;
-            if !mode.eq_ignore_ascii_case("wal") {
-                bail!("database {} refused WAL mode (got {mode})", path.display());
-            }
+            enable_wal(&conn, path)?;
             conn.pragma_update(None, "synchronous", "FULL")
                 .context("setting synchronous=FULL")?;
             conn
@@ -50,6 +45,28 @@ pub(super) fn open(location: &DbLocation, records_in_memory: bool) -> anyhow::Re
     conn.execute_batch(&records)
         .context("creating the idempotency_records table")?;
     Ok(conn)
+}
+
+/// Switches the file to WAL, retrying while another process holds the lock it needs. SQLite
+/// does not call the busy handler for every lock of that switch (it answers SQLITE_BUSY at once
+/// where waiting could deadlock), so two processes opening a new file at the same moment would
+/// otherwise fail now and then.
+fn enable_wal(conn: &Connection, path: &std::path::Path) -> anyhow::Result<()> {
+    let deadline = Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |row| {
+            row.get::<_, String>(0)
+        }) {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+            Ok(mode) => bail!("database {} refused WAL mode (got {mode})", path.display()),
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(e).context("enabling WAL mode"),
+        }
+    }
 }
 
 /// The effect: one row per executed payment or payout. `idem_key` is kept for audit (and for
