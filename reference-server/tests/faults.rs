@@ -442,3 +442,28 @@ fault_tests! {
     trust_replay_header => TrustReplayHeader,
     reject_all => RejectAll,
 }
+
+/// The README's fault table lists, for every fault, exactly the probes `Fault::breaks()` names.
+#[test]
+fn readme_fault_table_matches_breaks() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    for fault in idem_reference_server::Fault::ALL {
+        let row = readme
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{}` |", fault.name())))
+            .unwrap_or_else(|| panic!("README has no row for {}", fault.name()));
+        let last = row
+            .trim_end_matches('|')
+            .rsplit('|')
+            .next()
+            .unwrap_or_default();
+        let listed: Vec<&str> = last
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|s| !s.starts_with("--"))
+            .collect();
+        assert_eq!(listed, fault.breaks(), "README row of {}", fault.name());
+    }
+}
