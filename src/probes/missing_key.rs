@@ -15,7 +15,7 @@ pub const PROBE: ProbeDef = ProbeDef {
         group: Group::KeySyntax,
         section: "draft-07 §2.7",
         stimulus: "Sends the operation without an Idempotency-Key header",
-        requirement: "A request missing a required key is refused with 400, executes nothing, and explains itself in problem details",
+        requirement: "A request missing a required key is refused (400 in draft-07), executes nothing, and explains itself in problem details",
         checks: &[
             CheckDecl { id: "status", what: "a request without a key is refused" },
             CheckDecl { id: "no-effect", what: "a request without a key executes nothing" },
