@@ -8,7 +8,11 @@
 //!
 //! Part 2 (`detect`): the same two clients against `idem-reference-server --fault race
 //! --race-window-us N`; a burst detects the race when its 201 responses carry more than one
-//! payment id or the effect counter rises by more than one.
+//! payment id or the effect counter rises by more than one; every missed burst is listed with
+//! its release spread and statuses.
+//!
+//! The run ends with the table of `BENCHMARKS.md`: each figure is the median over `--runs`, with
+//! every run's value beside it.
 //!
 //! Run: `cargo bench --bench race -- [--part spread|detect|all] [--bursts 200] [--runs 1]
 //! [--server PATH] [--stage-segments N]`. Everything stays on 127.0.0.1 and every loop is bounded.
@@ -64,12 +68,15 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    println!("load average at start: {}", loadavg());
+    let mut spreads = Vec::new();
     if args.part == "spread" || args.part == "all" {
         for run in 1..=args.runs {
             println!("## spread, run {run}/{}", args.runs);
-            rt.block_on(spread(args.bursts))?;
+            spreads.push(rt.block_on(spread(args.bursts, args.stage_segments))?);
         }
     }
+    let mut detections = Vec::new();
     if args.part == "detect" || args.part == "all" {
         let server = match &args.server {
             Some(s) => s.clone(),
@@ -77,12 +84,98 @@ fn main() -> anyhow::Result<()> {
         };
         for run in 1..=args.runs {
             println!("## detection, run {run}/{}", args.runs);
-            for window in [20u64, 100, 1000] {
-                rt.block_on(detect(&server, window, args.bursts, args.stage_segments))?;
+            let mut per_window = Vec::new();
+            for window in WINDOWS_US {
+                per_window.push(rt.block_on(detect(
+                    &server,
+                    window,
+                    args.bursts,
+                    args.stage_segments,
+                ))?);
             }
+            detections.push(per_window);
         }
     }
+    println!("load average at end: {}", loadavg());
+    summary(&args, &spreads, &detections);
     Ok(())
+}
+
+/// The race windows of part 2, in microseconds.
+const WINDOWS_US: [u64; 3] = [20, 100, 1000];
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Median of a few run values (the middle one, or the mean of the two middle ones).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// The table: each figure is the median over runs, with every run's value after it.
+fn summary(args: &Args, spreads: &[SpreadRun], detections: &[Vec<Detection>]) {
+    let runs = |v: &[f64], unit: &str| {
+        let each: Vec<String> = v.iter().map(|x| format!("{x:.1}")).collect();
+        format!("**{:.1}**{unit} ({})", median(v.to_vec()), each.join(", "))
+    };
+    println!();
+    println!(
+        "## Summary: {} run(s) of {} bursts of {DUPLICATES} duplicates (median over runs, then each run)",
+        args.runs.max(1),
+        args.bursts
+    );
+    println!();
+    println!("| measure | engine | baseline (reqwest, 16 tasks) |");
+    println!("| --- | ---: | ---: |");
+    if !spreads.is_empty() {
+        let pick = |f: fn(&SpreadRun) -> f64| spreads.iter().map(f).collect::<Vec<_>>();
+        println!(
+            "| arrival spread, median µs | {} | {} |",
+            runs(&pick(|r| r.engine.0), ""),
+            runs(&pick(|r| r.baseline.0), "")
+        );
+        println!(
+            "| arrival spread, p90 µs | {} | {} |",
+            runs(&pick(|r| r.engine.1), ""),
+            runs(&pick(|r| r.baseline.1), "")
+        );
+    }
+    for (i, window) in WINDOWS_US.iter().enumerate() {
+        let of = |f: fn(&Detection) -> usize| {
+            detections
+                .iter()
+                .filter_map(|run| run.get(i))
+                .map(|d| 100.0 * f(d) as f64 / d.bursts.max(1) as f64)
+                .collect::<Vec<_>>()
+        };
+        let hits = |f: fn(&Detection) -> usize| {
+            let total: usize = detections.iter().filter_map(|r| r.get(i)).map(f).sum();
+            let bursts: usize = detections
+                .iter()
+                .filter_map(|r| r.get(i))
+                .map(|d| d.bursts)
+                .sum();
+            format!("{total}/{bursts}")
+        };
+        if detections.is_empty() {
+            break;
+        }
+        println!(
+            "| detection, {window} µs window, % | {} — {} | {} — {} |",
+            runs(&of(|d| d.engine_hits), " %"),
+            hits(|d| d.engine_hits),
+            runs(&of(|d| d.base_hits), " %"),
+            hits(|d| d.base_hits)
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -274,13 +367,37 @@ fn row(name: &str, v: Vec<f64>) {
     println!("| {name} | {n} | {min:.1} | {med:.1} | {p90:.1} | {max:.1} |");
 }
 
-async fn spread(bursts: usize) -> anyhow::Result<()> {
+/// One run of part 1: (median, p90) arrival spread of the engine (default options, or
+/// `--stage-segments`) and of the baseline.
+struct SpreadRun {
+    engine: (f64, f64),
+    baseline: (f64, f64),
+}
+
+async fn spread(bursts: usize, stage_segments: usize) -> anyhow::Result<SpreadRun> {
     let sink = Sink::start()?;
 
     let mut rows = Vec::new();
-    for threads in [1usize, 2] {
+    let mut engine = (f64::NAN, f64::NAN);
+    // The engine as configured first (it is the one in the summary), then two variants for
+    // comparison: the prefix in one write, and a second release thread.
+    let variants = [
+        (
+            format!("{stage_segments} staging segment(s), 1 release thread"),
+            stage_segments,
+            1,
+        ),
+        ("prefix in 1 write, 1 release thread".to_string(), 1, 1),
+        (
+            format!("{stage_segments} staging segment(s), 2 release threads"),
+            stage_segments,
+            2,
+        ),
+    ];
+    for (v, (label, segments, threads)) in variants.into_iter().enumerate() {
         let opts = BurstOptions {
             release_threads: threads,
+            stage_segments: segments,
             ..BurstOptions::default()
         };
         let (mut arrival, mut release, mut gaps) = (Vec::new(), Vec::new(), Vec::new());
@@ -304,16 +421,20 @@ async fn spread(bursts: usize) -> anyhow::Result<()> {
                     .map(|w| w[1].duration_since(w[0]).as_secs_f64() * 1e6),
             );
         }
+        if v == 0 {
+            let (_, med, p90, _) = stats(arrival.clone());
+            engine = (med, p90);
+        }
         rows.push((
-            format!("engine, {threads} release thread(s): arrival spread (kernel rx stamps)"),
+            format!("engine, {label}: arrival spread (kernel rx stamps)"),
             arrival,
         ));
         rows.push((
-            format!("engine, {threads} release thread(s): release spread (sender clock)"),
+            format!("engine, {label}: release spread (sender clock)"),
             release,
         ));
         rows.push((
-            format!("engine, {threads} release thread(s): gap between consecutive releases"),
+            format!("engine, {label}: gap between consecutive releases"),
             gaps,
         ));
     }
@@ -356,8 +477,12 @@ async fn spread(bursts: usize) -> anyhow::Result<()> {
     for (name, v) in rows {
         row(&name, v);
     }
+    let (_, med, p90, _) = stats(base.clone());
     row("baseline reqwest ×16 tasks: arrival spread", base);
-    Ok(())
+    Ok(SpreadRun {
+        engine,
+        baseline: (med, p90),
+    })
 }
 
 fn spread_of(stamps: &[i128]) -> f64 {
@@ -521,12 +646,19 @@ async fn count(client: &reqwest::Client, base: &url::Url) -> anyhow::Result<i64>
         .ok_or_else(|| anyhow::anyhow!("no count in {v}"))
 }
 
+/// One window of part 2 in one run.
+struct Detection {
+    bursts: usize,
+    engine_hits: usize,
+    base_hits: usize,
+}
+
 async fn detect(
     bin: &str,
     window_us: u64,
     bursts: usize,
     stage_segments: usize,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Detection> {
     let server = start_server(bin, window_us)?;
     let url = server.base.join("/api/payments")?;
     let client = reqwest::Client::builder()
@@ -539,6 +671,7 @@ async fn detect(
     };
     let (mut engine_hits, mut engine_spreads, mut engine_errors) = (0usize, Vec::new(), 0usize);
     let (mut base_hits, mut base_errors) = (0usize, 0usize);
+    let mut misses = Vec::new();
     // Pre-open the baseline's connections.
     let _ = baseline_burst(&client, &server.base.join("/healthz")?, "warm", "warm").await;
     for b in 0..bursts {
@@ -563,6 +696,13 @@ async fn detect(
         );
         if ids.len() > 1 || after - before > 1 {
             engine_hits += 1;
+        } else {
+            misses.push(format!(
+                "burst {b}: release spread {:.0} µs, {}, {} execution(s)",
+                report.spread_us,
+                statuses(&report),
+                after - before
+            ));
         }
         engine_spreads.push(report.spread_us);
 
@@ -585,5 +725,29 @@ async fn detect(
         "| {window_us} µs | baseline | {base_hits}/{bursts} ({:.1} %) | | transport errors {base_errors} |",
         100.0 * base_hits as f64 / bursts as f64
     );
-    Ok(())
+    for m in misses {
+        println!("  engine missed {m}");
+    }
+    Ok(Detection {
+        bursts,
+        engine_hits,
+        base_hits,
+    })
+}
+
+/// "201×1 409×15": the statuses of a burst (transport errors by their text).
+fn statuses(report: &idem_check::http::burst::BurstReport) -> String {
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    for r in &report.responses {
+        let key = match &r.result {
+            Ok(resp) => resp.status.to_string(),
+            Err(e) => e.clone(),
+        };
+        *counts.entry(key).or_default() += 1;
+    }
+    counts
+        .iter()
+        .map(|(s, n)| format!("{s}×{n}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }

@@ -7,8 +7,9 @@
 //! writing. The burst removes all of that from the critical moment:
 //!
 //! 1. open all N connections (TCP and TLS handshakes done, TCP_NODELAY);
-//! 2. write every request except its final byte(s) and flush, so the server has parsed all but
-//!    the last byte; over TLS the final bytes are sealed into their own TLS record *now*, so the
+//! 2. write every request except its final byte(s), in [`STAGE_SEGMENTS`] small segments so the
+//!    receiver's quick-ACK allowance is spent before the release, and flush, so the server has
+//!    parsed all but the last byte; over TLS the final bytes are sealed into their own TLS record *now*, so the
 //!    release is a plain socket write with no crypto in it;
 //! 3. pause briefly (see [`settle_time`]) so the server's threads read the staged prefixes and go
 //!    back to sleep instead of competing with the release for the CPU;
@@ -45,10 +46,10 @@ pub struct BurstOptions {
     pub final_bytes: usize,
     /// How many TCP segments the staged prefix is written in. Linux acknowledges the first ~16
     /// data segments of a connection at once ("quick ACK" mode); on a local target that ACK is
-    /// built and processed inside our release `send(2)`, costing ~1.5–2 µs per connection;
-    /// staging in 20 segments uses that allowance up and tightens the release (BENCHMARKS.md).
-    /// The default is 1 (one write): against a server that shares our cores, parsing 20 tiny
-    /// segments per request cost more detections than the tighter release won.
+    /// built and processed inside our release `send(2)`, costing ~1.5–2 µs per connection.
+    /// Staging in [`STAGE_SEGMENTS`] segments uses that allowance up, so the release segment is
+    /// acknowledged later (delayed or with the response) and each release costs ~4 µs instead
+    /// of ~6 µs (BENCHMARKS.md). 1 writes the prefix at once.
     pub stage_segments: usize,
     /// Threads that write the final bytes (1, the default, or 2). Each release costs a few µs of
     /// kernel time on a local target (the server's receive path runs inside our `send(2)`), so a
@@ -58,13 +59,16 @@ pub struct BurstOptions {
     pub release_threads: usize,
 }
 
+/// The default [`BurstOptions::stage_segments`]: more than Linux's 16 quick ACKs.
+pub const STAGE_SEGMENTS: usize = 20;
+
 impl Default for BurstOptions {
     fn default() -> Self {
         BurstOptions {
             timeout: Duration::from_secs(10),
             max_body: 1024 * 1024,
             final_bytes: 1,
-            stage_segments: 1,
+            stage_segments: STAGE_SEGMENTS,
             release_threads: 1,
         }
     }

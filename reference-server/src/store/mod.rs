@@ -187,7 +187,14 @@ impl Store {
     }
 
     /// The `race` fault's claim: the record is read in one transaction and the claim written in
-    /// another, `window` later, unconditionally. Duplicates inside the window all "acquire".
+    /// another, unconditionally, `window` after the read. Duplicates whose reads fall inside the
+    /// window all "acquire".
+    ///
+    /// The window is timed from the moment the lookup ran, not from when its answer reached this
+    /// task, so the gap is the configured one and not that plus the writer's commit and a task
+    /// wake-up. The wait holds no CPU (see [`wait_until`]): in a real check-then-set the gap is a
+    /// round trip to a database, and a gap that spun a core would starve the very duplicates it
+    /// is meant to let in on a small machine.
     pub(crate) async fn racy_claim(
         &self,
         scope: &Scope,
@@ -196,19 +203,20 @@ impl Store {
     ) -> anyhow::Result<ClaimOutcome> {
         let (policy, clock) = (self.inner.policy, Arc::clone(&self.inner.clock));
         let (job_scope, job_fingerprint) = (scope.clone(), fingerprint.to_owned());
-        let decision = self
+        let (decision, looked_up) = self
             .inner
             .writer
             .call(move |conn| {
                 let now = unix_millis(clock.now());
-                records::decide(conn, &policy, now, &job_scope, &job_fingerprint)
+                let decision = records::decide(conn, &policy, now, &job_scope, &job_fingerprint)?;
+                Ok((decision, std::time::Instant::now()))
             })
             .await?;
         let taken_over = match decision {
             Decision::Answer(outcome) => return Ok(outcome),
             Decision::Execute { taken_over } => taken_over,
         };
-        wait_precisely(window).await;
+        wait_until(looked_up + window).await;
         let (job_scope, job_fingerprint) = (scope.clone(), fingerprint.to_owned());
         let clock = Arc::clone(&self.inner.clock);
         let owner = Owner::new();
@@ -374,22 +382,40 @@ impl Store {
     }
 }
 
-/// Waits `window`, spinning when it is short: a sleep rounds up to the timer's millisecond
-/// granularity, which would make a microsecond race window meaningless.
-async fn wait_precisely(window: std::time::Duration) {
-    if window.is_zero() {
+/// The last part of a short wait, busy-waited: a sleeping thread wakes a few µs late at best.
+const SPIN_TAIL: std::time::Duration = std::time::Duration::from_micros(10);
+
+/// Waits until `deadline` without occupying a CPU for most of it. The async timer rounds up to
+/// milliseconds, which would make a microsecond race window meaningless, so a deadline under
+/// 2 ms away is slept on a blocking thread with a 1 ns timer slack (Linux rounds a sleep up by
+/// 50 µs by default) and only its last [`SPIN_TAIL`] is spun.
+async fn wait_until(deadline: std::time::Instant) {
+    let now = std::time::Instant::now();
+    let Some(left) = deadline.checked_duration_since(now) else {
+        return;
+    };
+    if left >= std::time::Duration::from_millis(2) {
+        tokio::time::sleep_until(deadline.into()).await;
         return;
     }
-    if window >= std::time::Duration::from_millis(2) {
-        tokio::time::sleep(window).await;
-        return;
-    }
-    let deadline = std::time::Instant::now() + window;
-    // Spin on a blocking thread so the async workers keep serving the other duplicates.
     let _ = tokio::task::spawn_blocking(move || {
+        fine_timer_slack();
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if let Some(sleep) = left.checked_sub(SPIN_TAIL) {
+            std::thread::sleep(sleep);
+        }
         while std::time::Instant::now() < deadline {
             std::hint::spin_loop();
         }
     })
     .await;
+}
+
+/// Lets this thread's sleeps end on time (Linux only; elsewhere the default slack stays).
+fn fine_timer_slack() {
+    #[cfg(target_os = "linux")]
+    {
+        // Failure only makes the gap up to 50 µs longer than asked.
+        let _ = nix::sys::prctl::set_timerslack(1);
+    }
 }
