@@ -53,6 +53,23 @@ impl Request {
         self
     }
 
+    /// A GET of the effect counter at `url`, with tenant A's headers (its credentials) but no
+    /// Content-Type, since it carries no body.
+    pub fn counter_read(config: &Config, url: &url::Url) -> Self {
+        Request {
+            method: "GET".into(),
+            url: url.clone(),
+            headers: config
+                .operation
+                .headers
+                .iter()
+                .filter(|h| !h.name.eq_ignore_ascii_case("content-type"))
+                .cloned()
+                .collect(),
+            body: Vec::new(),
+        }
+    }
+
     /// The request as the raw client will write it (Host and Content-Length made explicit).
     pub fn prepare(&self) -> SentRequest {
         raw::prepare(
@@ -345,19 +362,7 @@ impl ProbeCtx {
         };
         match counter {
             Counter::Url { url, pointer } => {
-                let mut req = Request {
-                    method: "GET".into(),
-                    url: url.clone(),
-                    headers: self
-                        .config
-                        .operation
-                        .headers
-                        .iter()
-                        .filter(|h| !h.name.eq_ignore_ascii_case("content-type"))
-                        .cloned()
-                        .collect(),
-                    body: Vec::new(),
-                };
+                let mut req = Request::counter_read(&self.config, &url);
                 if tenant_b {
                     req = match self.as_tenant_b(req) {
                         Some(r) => r,

@@ -360,18 +360,7 @@ async fn read_counter(
         }
         return Ok(None);
     };
-    let req = Request {
-        method: "GET".into(),
-        url: url.clone(),
-        headers: config
-            .operation
-            .headers
-            .iter()
-            .filter(|h| !h.name.eq_ignore_ascii_case("content-type"))
-            .cloned()
-            .collect(),
-        body: Vec::new(),
-    };
+    let req = Request::counter_read(config, url);
     let (sent, r) = client.send(&req).await;
     let ex = Exchange {
         n: out.len() + 1,
