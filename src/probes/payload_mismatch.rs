@@ -16,7 +16,8 @@ pub const PROBE: ProbeDef = ProbeDef {
         group: Group::Enforcement,
         section: "draft-07 §2.2 §2.7",
         stimulus: "Sends the operation with a key, then the same key with a different payload",
-        requirement: "A key reused with another payload is refused (422 in draft-07) and executes nothing",
+        requirement:
+            "A key reused with another payload is refused (422 in draft-07) and executes nothing",
         checks: &[
             CheckDecl {
                 id: "status",

@@ -12,6 +12,7 @@ use crate::http::exchange::Exchange;
 use super::key;
 
 /// Counts and histograms.
+#[derive(Default)]
 pub struct Stats {
     pub requests: u64,
     statuses: BTreeMap<String, u64>,
@@ -27,16 +28,6 @@ pub struct LatencyRow {
     pub p90_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
-}
-
-impl Default for Stats {
-    fn default() -> Self {
-        Stats {
-            requests: 0,
-            statuses: BTreeMap::new(),
-            latency: BTreeMap::new(),
-        }
-    }
 }
 
 impl Stats {
