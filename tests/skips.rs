@@ -1,0 +1,83 @@
+//! A target described without the optional preconditions: every probe that needs one SKIPs
+//! with a one-line reason naming the option to pass, and everything else still runs and passes.
+
+use std::sync::Arc;
+
+use idem_check::config::{Config, RunOptions, TargetSpec};
+use idem_check::outcome::Outcome;
+use idem_check::probes;
+use idem_check::reference::Reference;
+use idem_check::report::ProbeReport;
+use idem_check::runner::{self, Observer};
+
+struct Quiet;
+
+impl Observer for Quiet {
+    fn started(&self, _id: &str) {}
+    fn finished(&self, _report: &ProbeReport) {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_preconditions_skip_with_the_option_to_pass() {
+    let reference = Reference::start(None)
+        .await
+        .expect("reference server starts");
+    let full = reference.target();
+    // Only what `idem-check run URL -H … -d …` gives.
+    let bare = TargetSpec {
+        url: full.url.clone(),
+        method: full.method.clone(),
+        headers: full.headers.clone(),
+        body: full.body.clone(),
+        secrets: full.secrets.clone(),
+        ..TargetSpec::default()
+    };
+    let config = Config::build(bare, &RunOptions::default(), None).expect("valid target");
+    let report = runner::run(Arc::new(config), &Quiet, std::future::pending())
+        .await
+        .expect("run completes");
+    reference.stop().await.expect("reference server stops");
+
+    let mut skipped = 0;
+    for p in &report.probes {
+        let needs = probes::find(p.id).expect("catalog probe").meta.needs;
+        assert!(
+            matches!(p.outcome, Outcome::Pass | Outcome::Skip),
+            "{}: {:?} {}",
+            p.id,
+            p.outcome,
+            p.reason
+        );
+        if p.outcome == Outcome::Skip {
+            skipped += 1;
+            assert!(!p.reason.contains('\n'), "{}: reason on one line", p.id);
+            assert!(
+                needs.iter().any(|n| p
+                    .reason
+                    .contains(n.option().split(' ').next().unwrap_or_default())),
+                "{}: SKIP reason {:?} names none of its options",
+                p.id,
+                p.reason
+            );
+        }
+    }
+    assert!(
+        skipped >= 5,
+        "only {skipped} probes skipped:\n{:#?}",
+        report
+            .probes
+            .iter()
+            .map(|p| (p.id, p.outcome, &p.reason))
+            .collect::<Vec<_>>()
+    );
+    for id in [
+        "tenant-isolation",
+        "restart-persistence",
+        "cross-endpoint",
+        "cross-replica",
+        "wedged-key-recovery",
+    ] {
+        let p = report.probes.iter().find(|p| p.id == id).unwrap();
+        assert_eq!(p.outcome, Outcome::Skip, "{id}: {}", p.reason);
+    }
+}
