@@ -41,7 +41,8 @@ async fn configure(t: &TargetArgs, opts: RunOptions) -> Result<(Arc<Config>, Opt
         let r = Reference::start(fault)
             .await
             .context("could not start the bundled reference server")?;
-        let spec = r.target();
+        let mut spec = r.target();
+        spec.http2 = t.http2;
         hook = Some(r.restart_hook());
         reference = Some(r);
         spec
@@ -134,6 +135,7 @@ fn target_from_args(args: &TargetArgs) -> Result<TargetSpec> {
     if args.lease_wait.is_some() {
         t.lease_wait = args.lease_wait;
     }
+    t.http2 |= args.http2;
     t.replicas.extend(args.replica.iter().cloned());
     t.tenant_b_headers
         .extend(args.tenant_b_header.iter().cloned());

@@ -169,6 +169,12 @@ pub struct TargetArgs {
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub lease_wait: Option<Duration>,
 
+    /// The target speaks HTTP/2 (for http:// URLs, h2c with prior knowledge): race bursts then
+    /// release every duplicate in one packet. https:// targets that pick h2 in ALPN get that
+    /// without the flag.
+    #[arg(long, hide_short_help = true)]
+    pub http2: bool,
+
     /// The suite: a built-in name (ietf-draft-07, stripe) or a suite file.
     #[arg(long, value_name = "NAME|FILE", default_value = crate::suite::DEFAULT_SUITE)]
     pub suite: String,

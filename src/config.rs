@@ -198,6 +198,9 @@ pub struct TargetSpec {
     pub lease_wait: Option<Duration>,
     /// Values substituted from the environment or named as tokens: masked in every report.
     pub secrets: Vec<String>,
+    /// The target speaks HTTP/2 (over `http://`: h2c with prior knowledge), so bursts can
+    /// release every duplicate in one packet; `https://` targets are asked by ALPN anyway.
+    pub http2: bool,
 }
 
 /// Options that shape the run rather than describe the target.
@@ -260,6 +263,8 @@ pub struct Config {
     pub label: String,
     /// The target is the bundled reference server.
     pub reference: bool,
+    /// See [`TargetSpec::http2`].
+    pub http2: bool,
 }
 
 /// Bodies larger than this are cut in evidence and never buffered whole.
@@ -415,6 +420,7 @@ impl Config {
             crash,
             timeout: opts.timeout,
             max_body: MAX_BODY,
+            http2: target.http2,
             strict: opts.strict,
             suite,
             selection,

@@ -10,6 +10,7 @@
 //! invalid-body = '{"amountCents":-1,"currency":"EUR","reference":"{{unique}}"}'
 //! second-url = "https://api.example.com/v1/payouts"
 //! replicas = ["https://eu-2.api.example.com/v1/payments"]
+//! http2 = true   # the target speaks HTTP/2 (h2c with prior knowledge for http://)
 //! [counter]
 //! url = "https://api.example.com/v1/payments/count"
 //! pointer = "/count"
@@ -52,6 +53,8 @@ struct TargetFile {
     second_url: Option<Spanned<String>>,
     #[serde(default)]
     replicas: Vec<Spanned<String>>,
+    #[serde(default)]
+    http2: bool,
     counter: Option<CounterTable>,
     tenant_b: Option<TenantTable>,
     restart: Option<RestartTable>,
@@ -163,6 +166,7 @@ pub fn parse(
         .iter()
         .map(&mut sub)
         .collect::<Result<_, _>>()?;
+    spec.http2 = file.http2;
     if let Some(c) = &file.crash {
         spec.crash_header = Some(sub(&c.header)?);
         spec.lease_wait = c

@@ -77,6 +77,9 @@ impl Default for BurstOptions {
 /// What a burst observed.
 #[derive(Debug, Clone)]
 pub struct BurstReport {
+    /// The requests as they went out, in input order: the input itself for HTTP/1.1; for an
+    /// HTTP/2 burst the fields as HTTP/2 sent them (see [`super::h2burst`]).
+    pub requests: Vec<SentRequest>,
     /// One per input request, in input order; `released` is when its final byte was written.
     pub responses: Vec<RawResponse>,
     /// Last release minus first release, in microseconds: how tight the burst left this host.
@@ -172,6 +175,7 @@ pub async fn burst(reqs: &[SentRequest], opts: &BurstOptions) -> anyhow::Result<
         _ => 0.0,
     };
     Ok(BurstReport {
+        requests: reqs.to_vec(),
         responses,
         spread_us,
     })
@@ -332,11 +336,21 @@ fn jobs_len(staged: &[Result<Staged, (Instant, String)>], i: usize) -> usize {
 }
 
 /// Completes a partial release synchronously with short non-blocking retries (bounded to 1 s).
-fn finish_release(s: &Staged, mut sent: usize) -> Result<Instant, String> {
+fn finish_release(s: &Staged, sent: usize) -> Result<Instant, String> {
+    send_rest(s.stream.tcp(), &s.release, sent)
+}
+
+/// Writes `bytes[sent..]` with short non-blocking retries (bounded to 1 s) and returns when the
+/// last byte went out: the tail of a release the kernel did not take at once.
+pub(crate) fn send_rest(
+    tcp: &tokio::net::TcpStream,
+    bytes: &[u8],
+    mut sent: usize,
+) -> Result<Instant, String> {
     let limit = Instant::now() + Duration::from_secs(1);
-    let sock = SockRef::from(s.stream.tcp());
-    while sent < s.release.len() {
-        match sock.send(&s.release[sent..]) {
+    let sock = SockRef::from(tcp);
+    while sent < bytes.len() {
+        match sock.send(&bytes[sent..]) {
             Ok(n) => sent += n,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 if Instant::now() > limit {

@@ -3,11 +3,12 @@
 //! [`client`] sends ordinary requests (HTTP/1.1 or HTTP/2 over reqwest) and records each one as
 //! an [`exchange::Exchange`]; [`raw`] writes exact bytes for the key-syntax probes and for
 //! dropping a connection on purpose; [`burst`] releases synchronised duplicates for the race
-//! probes; [`curl`] turns a recorded request into a command line a user can rerun.
+//! probes, over HTTP/1.1 connections or, with [`h2burst`], in one HTTP/2 packet; [`curl`] turns a recorded request into a command line a user can rerun.
 
 pub mod burst;
 pub mod client;
 pub mod curl;
 pub mod exchange;
+pub mod h2burst;
 pub mod raw;
 pub mod tls;

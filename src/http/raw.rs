@@ -261,6 +261,28 @@ pub(crate) async fn connect(
     deadline: Instant,
     timeout: Duration,
 ) -> Result<Stream, String> {
+    let (tcp, host) = connect_tcp(url, deadline, timeout).await?;
+    if url.scheme() == "https" {
+        let tls = within(
+            deadline,
+            timeout,
+            "in the TLS handshake",
+            tls::handshake(tcp, host),
+        )
+        .await?;
+        Ok(Stream::Tls(Box::new(tls)))
+    } else {
+        Ok(Stream::Plain(tcp))
+    }
+}
+
+/// The TCP half of [`connect`]: the connected socket (TCP_NODELAY set) and the URL's host, for
+/// callers that run their own TLS handshake.
+pub(crate) async fn connect_tcp(
+    url: &url::Url,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<(TcpStream, &str), String> {
     let host = url
         .host_str()
         .ok_or_else(|| format!("the URL {url} has no host"))?;
@@ -288,18 +310,7 @@ pub(crate) async fn connect(
     .await?;
     tcp.set_nodelay(true)
         .map_err(|e| format!("could not set TCP_NODELAY on {authority}: {e}"))?;
-    if url.scheme() == "https" {
-        let tls = within(
-            deadline,
-            timeout,
-            "in the TLS handshake",
-            tls::handshake(tcp, host),
-        )
-        .await?;
-        Ok(Stream::Tls(Box::new(tls)))
-    } else {
-        Ok(Stream::Plain(tcp))
-    }
+    Ok((tcp, host))
 }
 
 pub(crate) async fn write_request(

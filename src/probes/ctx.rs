@@ -9,7 +9,7 @@ use crate::config::{Config, Counter};
 use crate::effects::{self, Executions};
 use crate::http::client::Client;
 use crate::http::exchange::{Exchange, Header, SentRequest};
-use crate::http::{burst, raw};
+use crate::http::{burst, h2burst, raw};
 use crate::outcome::Stop;
 use crate::probes::ProbeMeta;
 
@@ -287,8 +287,9 @@ impl ProbeCtx {
         self.push_exchange(role.into(), sent, &r)
     }
 
-    /// Releases `reqs` as one synchronised burst (final bytes back to back) and records each
-    /// exchange with its release time. The roles are `"{role} i/N"`.
+    /// Releases `reqs` as one synchronised burst and records each exchange with its release
+    /// time: in one packet when the target speaks HTTP/2 (ALPN, or `--http2` for h2c), else
+    /// final bytes back to back over HTTP/1.1. The roles are `"{role} i/N"`.
     pub async fn burst(&mut self, role: &str, reqs: &[Request]) -> Result<Vec<Exchange>, Stop> {
         let sent: Vec<SentRequest> = reqs.iter().map(Request::prepare).collect();
         let opts = burst::BurstOptions {
@@ -297,12 +298,17 @@ impl ProbeCtx {
             final_bytes: 1,
             ..burst::BurstOptions::default()
         };
-        let report = burst::burst(&sent, &opts)
+        let report = h2burst::burst_for_target(&sent, &opts, self.config.http2)
             .await
             .map_err(|e| Stop::Error(format!("burst could not be staged: {e:#}")))?;
         let total = sent.len();
         let mut out = Vec::with_capacity(total);
-        for (i, (s, r)) in sent.into_iter().zip(report.responses.iter()).enumerate() {
+        for (i, (s, r)) in report
+            .requests
+            .into_iter()
+            .zip(report.responses.iter())
+            .enumerate()
+        {
             out.push(self.push_exchange(format!("{role} {}/{total}", i + 1), s, r));
         }
         Ok(out)

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 use crate::check::{self, Check, CheckSpec, Severity};
 use crate::config::Config;
 use crate::effects::{self, Executions};
-use crate::http::burst::{self, BurstOptions};
+use crate::http::burst::BurstOptions;
 use crate::http::exchange::{Exchange, Header, SentRequest};
+use crate::http::h2burst;
 use crate::http::raw::{self, RawResponse};
 
 /// Bodies kept per response in a stress run: enough for ids and evidence, small enough that many
@@ -63,17 +64,19 @@ pub async fn exercise(config: &Config, unique: &str, burst_size: usize, late: us
         max_body: STRESS_MAX_BODY,
         ..BurstOptions::default()
     };
-    let mut raws: Vec<(String, RawResponse)> = Vec::with_capacity(burst_size + late);
-    match burst::burst(&vec![sent.clone(); burst_size], &opts).await {
+    let mut raws: Vec<(String, SentRequest, RawResponse)> = Vec::with_capacity(burst_size + late);
+    match h2burst::burst_for_target(&vec![sent.clone(); burst_size], &opts, config.http2).await {
         Ok(report) => raws.extend(
             report
-                .responses
+                .requests
                 .into_iter()
+                .zip(report.responses)
                 .enumerate()
-                .map(|(i, r)| (format!("burst {}/{burst_size}", i + 1), r)),
+                .map(|(i, (s, r))| (format!("burst {}/{burst_size}", i + 1), s, r)),
         ),
         Err(e) => raws.push((
             "burst".into(),
+            sent.clone(),
             RawResponse {
                 started: t0,
                 released: None,
@@ -84,17 +87,17 @@ pub async fn exercise(config: &Config, unique: &str, burst_size: usize, late: us
     }
     for i in 1..=late {
         let r = raw::send_one(&sent, config.timeout, STRESS_MAX_BODY).await;
-        raws.push((format!("late retry {i}/{late}"), r));
+        raws.push((format!("late retry {i}/{late}"), sent.clone(), r));
     }
-    let exchanges = number(t0, &sent, raws);
+    let exchanges = number(t0, raws);
     judge(config, key, exchanges)
 }
 
-fn number(t0: Instant, sent: &SentRequest, raws: Vec<(String, RawResponse)>) -> Vec<Exchange> {
+fn number(t0: Instant, raws: Vec<(String, SentRequest, RawResponse)>) -> Vec<Exchange> {
     let ms = |t: Instant| t.saturating_duration_since(t0).as_secs_f64() * 1000.0;
     raws.into_iter()
         .enumerate()
-        .map(|(i, (role, r))| Exchange {
+        .map(|(i, (role, request, r))| Exchange {
             n: i + 1,
             role,
             start_ms: ms(r.started),
@@ -104,7 +107,7 @@ fn number(t0: Instant, sent: &SentRequest, raws: Vec<(String, RawResponse)>) -> 
                 .as_secs_f64()
                 * 1000.0,
             release_us: r.released.map(|t| ms(t) * 1000.0),
-            request: sent.clone(),
+            request,
             response: r.result.as_ref().ok().cloned(),
             error: r.result.err(),
         })

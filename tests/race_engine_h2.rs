@@ -1,0 +1,291 @@
+//! The HTTP/2 single-packet burst against the in-process reference server (h2c), an
+//! HTTP/1.1-only listener, and a TLS listener that picks `h2` by ALPN.
+//!
+//! Every listener binds 127.0.0.1:0 and every wait is bounded.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_check::config::{Config, RunOptions};
+use idem_check::http::burst::BurstOptions;
+use idem_check::http::exchange::{Header, SentRequest};
+use idem_check::http::{h2burst, raw, tls};
+use idem_check::outcome::Outcome;
+use idem_check::reference::Reference;
+use idem_check::report::ProbeReport;
+use idem_check::runner::{self, Observer};
+use idem_reference_server::Fault;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::{self, ServerConfig};
+
+const CERT: &[u8] = include_bytes!("data/race_engine/cert.pem");
+const KEY: &[u8] = include_bytes!("data/race_engine/key.pem");
+const LIMIT: Duration = Duration::from_secs(5);
+
+struct Quiet;
+
+impl Observer for Quiet {
+    fn started(&self, _id: &str) {}
+    fn finished(&self, _report: &ProbeReport) {}
+}
+
+fn opts() -> BurstOptions {
+    BurstOptions {
+        timeout: LIMIT,
+        ..BurstOptions::default()
+    }
+}
+
+fn payment(url: &str, key: &str) -> SentRequest {
+    let url = url::Url::parse(url).unwrap();
+    raw::prepare(
+        &url,
+        "POST",
+        vec![
+            Header::new("Authorization", "Bearer token-a"),
+            Header::new("Content-Type", "application/json"),
+            Header::new("Idempotency-Key", format!("\"{key}\"")),
+        ],
+        format!(r#"{{"amountCents":1250,"currency":"EUR","reference":"{key}"}}"#).into_bytes(),
+    )
+}
+
+async fn count(base: &str) -> u64 {
+    let resp = reqwest::Client::new()
+        .get(format!("{base}/api/payments/count"))
+        .header("Authorization", "Bearer token-a")
+        .timeout(LIMIT)
+        .send()
+        .await
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+    v["count"].as_u64().unwrap()
+}
+
+/// 16 duplicates over h2c: one 201 that executed, the rest 409 or its replay; one execution;
+/// every response HTTP/2, released at the same instant, recorded with a `host` authority.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2c_burst_executes_once_on_the_correct_server() {
+    let reference = Reference::start(None).await.unwrap();
+    let url = format!("{}/api/payments", reference.base);
+    for _ in 0..3 {
+        let before = count(&reference.base).await;
+        let key = uuid::Uuid::new_v4().to_string();
+        let reqs = vec![payment(&url, &key); 16];
+        let report = h2burst::burst(&reqs, &opts()).await.unwrap();
+        assert_eq!(report.responses.len(), 16);
+        assert_eq!(report.spread_us, 0.0);
+        let released = report.responses[0].released.expect("released");
+        let mut ids = std::collections::HashSet::new();
+        let mut created = 0;
+        for r in &report.responses {
+            assert_eq!(r.released, Some(released));
+            let resp = r.result.as_ref().unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(resp.version, "HTTP/2");
+            match resp.status {
+                201 => {
+                    created += 1;
+                    let v = resp.json().expect("json body");
+                    assert_eq!(v["reference"], key.as_str());
+                    ids.insert(v["id"].as_str().unwrap().to_string());
+                }
+                409 => assert!(resp.media_type().is_some_and(|m| m.contains("json"))),
+                other => panic!("unexpected status {other}: {resp:?}"),
+            }
+        }
+        assert!(created >= 1, "no 201");
+        assert_eq!(ids.len(), 1, "one payment id across the 201s: {ids:?}");
+        assert_eq!(count(&reference.base).await, before + 1);
+        let sent = &report.requests[0];
+        assert_eq!(sent.headers[0].name, "host");
+        assert!(sent.headers.iter().all(|h| h.name == h.name.to_lowercase()));
+    }
+    reference.stop().await.unwrap();
+}
+
+/// Runs `concurrent-duplicates` alone against the reference server over h2c.
+async fn probe_over_h2c(fault: Option<Fault>) -> (Outcome, String) {
+    let reference = Reference::start(fault).await.unwrap();
+    let mut target = reference.target();
+    target.http2 = true;
+    let opts = RunOptions {
+        probes: vec!["concurrent-duplicates".into()],
+        ..RunOptions::default()
+    };
+    let config = Config::build(target, &opts, Some(reference.restart_hook())).unwrap();
+    let report = runner::run(Arc::new(config), &Quiet, std::future::pending())
+        .await
+        .unwrap();
+    reference.stop().await.unwrap();
+    let probe = &report.probes[0];
+    let versions: Vec<String> = probe
+        .exchanges
+        .iter()
+        .filter(|e| e.role.starts_with("burst "))
+        .filter_map(|e| e.response.as_ref().map(|r| r.version.clone()))
+        .collect();
+    assert!(
+        !versions.is_empty() && versions.iter().all(|v| v == "HTTP/2"),
+        "bursts went over {versions:?}"
+    );
+    (
+        probe.outcome,
+        format!("{} — {}", probe.outcome.as_str(), probe.reason),
+    )
+}
+
+/// The 100 µs check-then-set window is caught in 20 of 20 probe runs over h2c, and the correct
+/// server passes 20 of 20.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2c_probe_catches_the_race_every_time_and_never_accuses() {
+    let mut lines = Vec::new();
+    let mut caught = 0;
+    let mut passed = 0;
+    for run in 1..=20 {
+        let (o, line) = probe_over_h2c(Some(Fault::Race)).await;
+        caught += usize::from(o == Outcome::Fail);
+        lines.push(format!("race run {run}: {line}"));
+        let (o, line) = probe_over_h2c(None).await;
+        passed += usize::from(o == Outcome::Pass);
+        lines.push(format!("correct run {run}: {line}"));
+    }
+    assert_eq!((caught, passed), (20, 20), "{}", lines.join("\n"));
+}
+
+/// A listener that answers the preface the way an HTTP/1.1 server does.
+#[tokio::test]
+async fn http1_only_listener_gives_one_clear_error() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut buf = [0u8; 1024];
+        let _ = tokio::time::timeout(LIMIT, s.read(&mut buf)).await;
+        let _ = s
+            .write_all(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            )
+            .await;
+    });
+    let reqs = vec![payment(&format!("http://{addr}/api/payments"), "k"); 2];
+    let report = h2burst::burst(&reqs, &opts()).await.unwrap();
+    for r in &report.responses {
+        let err = r.result.as_ref().unwrap_err();
+        assert!(
+            err.contains("\"HTTP/1.1 400 Bad Request\"") && err.contains("HTTP/1.1 only"),
+            "{err}"
+        );
+        assert!(!err.contains('\n'));
+        assert!(r.released.is_none());
+    }
+}
+
+fn tls_acceptor(alpn: &[&[u8]]) -> tokio_rustls::TlsAcceptor {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(CERT)
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(KEY).unwrap();
+    let mut config =
+        ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .unwrap();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    tokio_rustls::TlsAcceptor::from(Arc::new(config))
+}
+
+/// TLS with ALPN `h2`: an h2 server (the `h2` crate) answers every stream with its own body,
+/// and the automatic choice uses the single-packet path.
+#[tokio::test]
+async fn tls_alpn_h2_burst_echoes_every_stream() {
+    tls::trust_pem(CERT).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let acceptor = tls_acceptor(&[b"h2"]);
+    tokio::spawn(async move {
+        let (s, _) = listener.accept().await.unwrap();
+        let tls = acceptor.accept(s).await.unwrap();
+        let mut conn = h2::server::handshake(tls).await.unwrap();
+        while let Some(Ok((req, mut respond))) = conn.accept().await {
+            tokio::spawn(async move {
+                let mut body = req.into_body();
+                let mut bytes = Vec::new();
+                while let Some(Ok(chunk)) = body.data().await {
+                    let _ = body.flow_control().release_capacity(chunk.len());
+                    bytes.extend_from_slice(&chunk);
+                }
+                let resp = http::Response::builder()
+                    .status(200)
+                    .header("x-echo-len", bytes.len().to_string())
+                    .body(())
+                    .unwrap();
+                let mut send = respond.send_response(resp, false).unwrap();
+                let _ = send.send_data(bytes.into(), true);
+            });
+        }
+    });
+    let url = format!("https://localhost:{port}/echo");
+    let reqs: Vec<SentRequest> = (0..4).map(|i| payment(&url, &format!("key-{i}"))).collect();
+    let report = h2burst::burst_for_target(&reqs, &opts(), false)
+        .await
+        .unwrap();
+    for (req, r) in reqs.iter().zip(&report.responses) {
+        let resp = r.result.as_ref().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(resp.version, "HTTP/2");
+        assert_eq!(resp.status, 200);
+        assert_eq!(resp.body, req.body);
+        assert_eq!(resp.header("x-echo-len"), Some(req.body.len().to_string()));
+    }
+}
+
+/// A TLS server without `h2` in ALPN: the automatic choice falls back to the HTTP/1.1 engine,
+/// and the forced HTTP/2 burst says why it cannot run.
+#[tokio::test]
+async fn tls_without_h2_falls_back_or_says_why() {
+    tls::trust_pem(CERT).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let acceptor = tls_acceptor(&[b"http/1.1"]);
+    tokio::spawn(async move {
+        for _ in 0..4 {
+            let Ok(Ok((s, _))) = tokio::time::timeout(LIMIT, listener.accept()).await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(s).await else {
+                    return;
+                };
+                let mut buf = vec![0u8; 4096];
+                let mut seen = Vec::new();
+                while !seen.ends_with(b"}") {
+                    match tokio::time::timeout(LIMIT, tls.read(&mut buf)).await {
+                        Ok(Ok(n)) if n > 0 => seen.extend_from_slice(&buf[..n]),
+                        _ => return,
+                    }
+                }
+                let _ = tls
+                    .write_all(b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok")
+                    .await;
+                let _ = tls.flush().await;
+            });
+        }
+    });
+    let url = format!("https://localhost:{port}/p");
+    let reqs = vec![payment(&url, "k"); 2];
+    let report = h2burst::burst_for_target(&reqs, &opts(), false)
+        .await
+        .unwrap();
+    for r in &report.responses {
+        let resp = r.result.as_ref().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((resp.status, resp.version.as_str()), (201, "HTTP/1.1"));
+    }
+    let forced = h2burst::burst(&reqs, &opts()).await.unwrap();
+    let err = forced.responses[0].result.as_ref().unwrap_err();
+    assert!(err.contains("picked HTTP/1.1 in ALPN"), "{err}");
+}
