@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::effects::Executions;
 use crate::http::exchange::Exchange;
 
 /// How much a failed check matters (CONTRACT "Severity of a check").
@@ -100,70 +101,76 @@ pub fn status_in(spec: &CheckSpec, ex: &Exchange) -> Check {
 
 /// Every exchange got a status within `lo..=hi` (e.g. 400..=499 for "a 4xx").
 pub fn statuses_within(spec: &CheckSpec, exchanges: &[&Exchange], lo: u16, hi: u16) -> Check {
-    let bad: Vec<String> = exchanges
-        .iter()
-        .filter(|e| !e.status().is_some_and(|s| (lo..=hi).contains(&s)))
-        .map(|e| format!("#{} {}", e.n, e.status_text()))
-        .collect();
-    let expected = vec![format!("every status in {lo}–{hi}")];
-    let actual = if bad.is_empty() {
-        summary_statuses(exchanges)
-    } else {
-        format!("outside: {}", capped(&bad))
-    };
-    Check::from_spec(spec, bad.is_empty(), expected, actual, nums(exchanges))
+    every_status(
+        spec,
+        exchanges,
+        |s| s.is_some_and(|s| (lo..=hi).contains(&s)),
+        vec![format!("every status in {lo}–{hi}")],
+        |bad| format!("outside: {}", capped(bad)),
+    )
 }
 
 /// No exchange got a 5xx (a transport error is not a 5xx and is reported by other checks).
 pub fn no_server_error(spec: &CheckSpec, exchanges: &[&Exchange]) -> Check {
-    let bad: Vec<String> = exchanges
-        .iter()
-        .filter(|e| e.status().is_some_and(|s| s >= 500))
-        .map(|e| format!("#{} {}", e.n, e.status_text()))
-        .collect();
-    let actual = if bad.is_empty() {
-        summary_statuses(exchanges)
-    } else {
-        format!(
-            "{} of {} got 5xx: {}",
-            bad.len(),
-            exchanges.len(),
-            capped(&bad)
-        )
-    };
-    Check::from_spec(
+    every_status(
         spec,
-        bad.is_empty(),
+        exchanges,
+        |s| s.is_none_or(|s| s < 500),
         vec!["no 5xx".into()],
-        actual,
-        nums(exchanges),
+        |bad| {
+            format!(
+                "{} of {} got 5xx: {}",
+                bad.len(),
+                exchanges.len(),
+                capped(bad)
+            )
+        },
     )
 }
 
 /// Every exchange got one of the given statuses (e.g. "409 or the replay's 201").
 pub fn statuses_in(spec: &CheckSpec, exchanges: &[&Exchange], allowed: &[u16]) -> Check {
-    let bad: Vec<String> = exchanges
-        .iter()
-        .filter(|e| !e.status().is_some_and(|s| allowed.contains(&s)))
-        .map(|e| format!("#{} {}", e.n, e.status_text()))
-        .collect();
+    every_status(
+        spec,
+        exchanges,
+        |s| s.is_some_and(|s| allowed.contains(&s)),
+        allowed.iter().map(|s| s.to_string()).collect(),
+        |bad| {
+            format!(
+                "{} of {} unexpected: {}",
+                bad.len(),
+                exchanges.len(),
+                capped(bad)
+            )
+        },
+    )
+}
+
+/// Every exchange's status (`None` without a response) is `ok`. The actual line is the statuses
+/// when all are, else `offenders` of the "#n status" of those that are not.
+fn every_status(
+    spec: &CheckSpec,
+    exchanges: &[&Exchange],
+    ok: impl Fn(Option<u16>) -> bool,
+    expected: Vec<String>,
+    offenders: impl FnOnce(&[String]) -> String,
+) -> Check {
+    let bad = listed(exchanges, |e| !ok(e.status()));
     let actual = if bad.is_empty() {
         summary_statuses(exchanges)
     } else {
-        format!(
-            "{} of {} unexpected: {}",
-            bad.len(),
-            exchanges.len(),
-            capped(&bad)
-        )
+        offenders(&bad)
     };
-    Check::from_spec(
-        spec,
-        bad.is_empty(),
-        allowed.iter().map(|s| s.to_string()).collect(),
-        actual,
-        nums(exchanges),
-    )
+    Check::from_spec(spec, bad.is_empty(), expected, actual, nums(exchanges))
+}
+
+/// "#n status" for each exchange `pick` selects.
+fn listed(exchanges: &[&Exchange], pick: impl Fn(&Exchange) -> bool) -> Vec<String> {
+    exchanges
+        .iter()
+        .filter(|e| pick(e))
+        .map(|e| format!("#{} {}", e.n, e.status_text()))
+        .collect()
 }
 
 /// The status is none of `forbidden` (e.g. a 422 that would reveal another tenant's key).
@@ -198,11 +205,7 @@ pub fn success(spec: &CheckSpec, ex: &Exchange) -> Check {
 /// Both exchanges got the same status.
 pub fn same_status(spec: &CheckSpec, original: &Exchange, retries: &[&Exchange]) -> Check {
     let want = original.status_text();
-    let bad: Vec<String> = retries
-        .iter()
-        .filter(|e| e.status() != original.status())
-        .map(|e| format!("#{} {}", e.n, e.status_text()))
-        .collect();
+    let bad = listed(retries, |e| e.status() != original.status());
     let mut all = vec![original];
     all.extend_from_slice(retries);
     let actual = if bad.is_empty() {
@@ -339,16 +342,19 @@ pub fn executions(
     observed: u64,
     exchanges: Vec<usize>,
 ) -> Check {
-    Check::from_spec(
+    execution_check(
         spec,
         observed == expected,
-        vec![format!(
-            "{expected} execution{} ({basis})",
-            plural(expected)
-        )],
-        format!("{observed} execution{}", plural(observed)),
+        format!("{expected} execution{}", plural(expected)),
+        basis,
+        observed,
         exchanges,
     )
+}
+
+/// [`executions`] for a count from [`crate::effects`], citing the exchanges it was counted from.
+pub fn executed(spec: &CheckSpec, e: &Executions, expected: u64) -> Check {
+    executions(spec, &e.basis, expected, e.count, e.exchanges.clone())
 }
 
 /// At most `limit` executions were observed (used where a retry may legally have been refused).
@@ -359,16 +365,39 @@ pub fn executions_at_most(
     observed: u64,
     exchanges: Vec<usize>,
 ) -> Check {
-    Check::from_spec(
+    execution_check(
         spec,
         observed <= limit,
-        vec![format!(
-            "at most {limit} execution{} ({basis})",
-            plural(limit)
-        )],
+        format!("at most {limit} execution{}", plural(limit)),
+        basis,
+        observed,
+        exchanges,
+    )
+}
+
+/// An execution count compared with `expected` ("1 execution"), which names the `basis` the
+/// count was made on.
+fn execution_check(
+    spec: &CheckSpec,
+    passed: bool,
+    expected: String,
+    basis: &str,
+    observed: u64,
+    exchanges: Vec<usize>,
+) -> Check {
+    Check::from_spec(
+        spec,
+        passed,
+        vec![format!("{expected} ({basis})")],
         format!("{observed} execution{}", plural(observed)),
         exchanges,
     )
+}
+
+/// [`executions_at_most`] for a count from [`crate::effects`], citing the exchanges it was
+/// counted from.
+pub fn executed_at_most(spec: &CheckSpec, e: &Executions, limit: u64) -> Check {
+    executions_at_most(spec, &e.basis, limit, e.count, e.exchanges.clone())
 }
 
 /// The error body is RFC 9457 problem details, or the response links its documentation.
@@ -554,34 +583,37 @@ fn body_line(ex: &Exchange) -> String {
     }
 }
 
+/// A recorded POST that got `status` with `body`, for the verifier and effect-count tests.
+#[cfg(test)]
+pub(crate) fn test_exchange(n: usize, status: u16, body: &str) -> Exchange {
+    use crate::http::exchange::{ReceivedResponse, SentRequest};
+    Exchange {
+        n,
+        role: "original".into(),
+        start_ms: 0.0,
+        duration_ms: 1.0,
+        release_us: None,
+        request: SentRequest {
+            method: "POST".into(),
+            url: "http://127.0.0.1/x".into(),
+            headers: vec![],
+            body: vec![],
+        },
+        response: Some(ReceivedResponse {
+            status,
+            version: "HTTP/1.1".into(),
+            headers: vec![],
+            body: body.as_bytes().to_vec(),
+            body_truncated: false,
+        }),
+        error: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_exchange as ex;
     use super::*;
-    use crate::http::exchange::{ReceivedResponse, SentRequest};
-
-    fn ex(n: usize, status: u16, body: &str) -> Exchange {
-        Exchange {
-            n,
-            role: "original".into(),
-            start_ms: 0.0,
-            duration_ms: 1.0,
-            release_us: None,
-            request: SentRequest {
-                method: "POST".into(),
-                url: "http://127.0.0.1/x".into(),
-                headers: vec![],
-                body: vec![],
-            },
-            response: Some(ReceivedResponse {
-                status,
-                version: "HTTP/1.1".into(),
-                headers: vec![],
-                body: body.as_bytes().to_vec(),
-                body_truncated: false,
-            }),
-            error: None,
-        }
-    }
 
     fn spec(expect: Vec<u16>) -> CheckSpec {
         CheckSpec {

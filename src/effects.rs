@@ -143,31 +143,7 @@ pub async fn run_count_cmd(cmd: &str, timeout: Duration) -> (Result<u64, String>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::exchange::{ReceivedResponse, SentRequest};
-
-    fn ex(n: usize, status: u16, body: &str) -> Exchange {
-        Exchange {
-            n,
-            role: "r".into(),
-            start_ms: 0.0,
-            duration_ms: 0.0,
-            release_us: None,
-            request: SentRequest {
-                method: "POST".into(),
-                url: "http://127.0.0.1/".into(),
-                headers: vec![],
-                body: vec![],
-            },
-            response: Some(ReceivedResponse {
-                status,
-                version: "HTTP/1.1".into(),
-                headers: vec![],
-                body: body.as_bytes().to_vec(),
-                body_truncated: false,
-            }),
-            error: None,
-        }
-    }
+    use crate::check::test_exchange as ex;
 
     #[test]
     fn ids_beat_bodies_and_ignore_errors() {
