@@ -3,7 +3,8 @@
 //! flight, until it completes — a lock that expires before the work ends is a bug too → at most
 //! one execution (critical); the others 409 or the replay (required); no 5xx (required);
 //! Retry-After on 409 (recommended); afterwards a retry replays (required). Waiting and then
-//! replaying instead of 409 is legal (info). If none overlapped the original: INCONCLUSIVE.
+//! replaying instead of 409 is legal (info). If none overlapped the original: INCONCLUSIVE for
+//! the 409 part.
 //! Draft-07 §2.6/§2.7: a request retried while the original is outstanding SHOULD get 409.
 //!
 //! The bursts catch check-then-set races: every duplicate's final byte is released back to back
@@ -139,12 +140,10 @@ async fn judge(ctx: &mut ProbeCtx, rounds: &[Round]) {
     let Some(worst) = rounds.iter().max_by_key(|r| r.executions.count) else {
         return;
     };
-    ctx.push(check::executions_at_most(
+    ctx.push(check::executed_at_most(
         &ctx.spec("one-execution"),
-        &worst.executions.basis,
+        &worst.executions,
         1,
-        worst.executions.count,
-        worst.executions.exchanges.clone(),
     ));
     let all: Vec<&Exchange> = rounds.iter().flat_map(|r| r.attempts.iter()).collect();
     ctx.push(check::no_server_error(&ctx.spec("no-5xx"), &all));

@@ -5,7 +5,7 @@
 
 use futures::FutureExt;
 
-use super::shared::{identity, is_success};
+use super::shared::{identity, is_success, unless_success};
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
@@ -34,12 +34,8 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     let second_url = ctx.config.second_url.clone()?;
     let key = ctx.fresh_key();
     let first = ctx.send("operation 1", ctx.keyed(&key)).await;
-    if !is_success(&first) {
-        return Some(Stop::Error(format!(
-            "the first operation (#{}) got {}, so there is no key to share",
-            first.n,
-            first.status_text()
-        )));
+    if let Some(stop) = unless_success(&first, "the first operation", "there is no key to share") {
+        return Some(stop);
     }
     let second = ctx
         .send(

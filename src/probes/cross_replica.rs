@@ -10,7 +10,7 @@
 
 use futures::FutureExt;
 
-use super::shared::{count_or_stop, is_success};
+use super::shared::{count_or_stop, unless_success};
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta, Request};
 use crate::check;
 use crate::http::exchange::Exchange;
@@ -45,12 +45,12 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     let before = count_or_stop!(ctx, "count before");
     let req = ctx.keyed(&ctx.fresh_key());
     let original = ctx.send("original on the target", req.clone()).await;
-    if !is_success(&original) {
-        return Some(Stop::Error(format!(
-            "the original request (#{}) got {}, so there is nothing to replay",
-            original.n,
-            original.status_text()
-        )));
+    if let Some(stop) = unless_success(
+        &original,
+        "the original request",
+        "there is nothing to replay",
+    ) {
+        return Some(stop);
     }
     let mut retries = Vec::with_capacity(replicas.len());
     for (i, url) in replicas.iter().enumerate() {
@@ -63,13 +63,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     let mut all = vec![&original];
     all.extend(refs.iter().copied());
     let e = ctx.executions(before, after, &all);
-    ctx.push(check::executions(
-        &ctx.spec("one-effect"),
-        &e.basis,
-        1,
-        e.count,
-        e.exchanges,
-    ));
+    ctx.push(check::executed(&ctx.spec("one-effect"), &e, 1));
 
     let Some(hold) = ctx.config.hold_header.clone() else {
         ctx.note("no --hold-header: only retries after completion were sent; a claim that other replicas cannot see while it is in flight is not tested");
@@ -99,13 +93,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     let mut attempts = vec![&owner];
     attempts.extend(dups.iter());
     let e = ctx.executions(before, after, &attempts);
-    ctx.push(check::executions(
-        &ctx.spec("in-flight-one-effect"),
-        &e.basis,
-        1,
-        e.count,
-        e.exchanges,
-    ));
+    ctx.push(check::executed(&ctx.spec("in-flight-one-effect"), &e, 1));
     if overlapping == 0 {
         return Some(Stop::Inconclusive(format!(
             "#{} completed at +{:.0} ms, before any duplicate reached a replica; raise the hold in --hold-header",

@@ -6,7 +6,7 @@
 
 use futures::FutureExt;
 
-use super::shared::{count_or_stop, identity, is_success};
+use super::shared::{count_or_stop, identity, unless_success};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
@@ -32,12 +32,8 @@ pub const PROBE: ProbeDef = ProbeDef {
 async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     let before = count_or_stop!(ctx, "count before");
     let a = ctx.send("key 1", ctx.keyed(&ctx.fresh_key())).await;
-    if !is_success(&a) {
-        return Some(Stop::Error(format!(
-            "the first request (#{}) got {}, so there is nothing to compare",
-            a.n,
-            a.status_text()
-        )));
+    if let Some(stop) = unless_success(&a, "the first request", "there is nothing to compare") {
+        return Some(stop);
     }
     let b = ctx
         .send("key 2, same payload", ctx.keyed(&ctx.fresh_key()))
@@ -57,13 +53,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         ("case-sensitive", [&c, &d], (middle, after)),
     ] {
         let e = ctx.executions(from, to, &pair);
-        ctx.push(check::executions(
-            &ctx.spec(id),
-            &e.basis,
-            2,
-            e.count,
-            e.exchanges,
-        ));
+        ctx.push(check::executed(&ctx.spec(id), &e, 2));
     }
     let values: Vec<(usize, Option<String>)> = [&a, &b, &c, &d]
         .iter()

@@ -50,13 +50,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         Ok(r) => r,
         Err(stop) => return Some(stop),
     };
-    ctx.push(check::executions(
-        &ctx.spec("no-effect"),
-        &e.basis,
-        0,
-        e.count,
-        e.exchanges,
-    ));
+    ctx.push(check::executed(&ctx.spec("no-effect"), &e, 0));
     let spec = ctx.spec("status-400");
     let expect = spec.expect.clone();
     let refs: Vec<_> = sent.iter().collect();

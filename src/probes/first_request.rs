@@ -4,6 +4,7 @@
 
 use futures::FutureExt;
 
+use super::shared::count_or_stop;
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
@@ -33,10 +34,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
-    let before = match ctx.count("count before", false).await {
-        Ok(c) => c,
-        Err(stop) => return Some(stop),
-    };
+    let before = count_or_stop!(ctx, "count before");
     let key = ctx.fresh_key();
     let original = ctx.send("original", ctx.keyed(&key)).await;
     if original.response.is_none() {
@@ -55,17 +53,8 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
             original.status_text()
         ));
     }
-    let after = match ctx.count("count after", false).await {
-        Ok(c) => c,
-        Err(stop) => return Some(stop),
-    };
+    let after = count_or_stop!(ctx, "count after");
     let e = ctx.executions(before, after, &[&original]);
-    ctx.push(check::executions(
-        &ctx.spec("one-effect"),
-        &e.basis,
-        1,
-        e.count,
-        e.exchanges,
-    ));
+    ctx.push(check::executed(&ctx.spec("one-effect"), &e, 1));
     None
 }

@@ -59,13 +59,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     attempts.extend(dups.iter());
     attempts.push(&retry);
     let e = ctx.executions(before, after, &attempts);
-    ctx.push(check::executions(
-        &ctx.spec("one-execution"),
-        &e.basis,
-        1,
-        e.count,
-        e.exchanges,
-    ));
+    ctx.push(check::executed(&ctx.spec("one-execution"), &e, 1));
     // A duplicate sent just before the owner's answer reached us may have been answered after
     // the owner committed: its 2xx is a replay, not a takeover, when the owner succeeded and
     // the operation ran once. Whether that replay is byte-identical is replay-identity's

@@ -91,12 +91,6 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         return None;
     }
     let e = ctx.executions(before, after, &refs);
-    ctx.push(check::executions(
-        &ctx.spec("one-effect"),
-        &e.basis,
-        1,
-        e.count,
-        e.exchanges,
-    ));
+    ctx.push(check::executed(&ctx.spec("one-effect"), &e, 1));
     None
 }

@@ -6,7 +6,7 @@
 
 use futures::FutureExt;
 
-use super::shared::{is_success, send_raw_counted};
+use super::shared::{is_success, refused_without_effect, send_raw_counted};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::keys;
@@ -41,21 +41,8 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         Ok(r) => r,
         Err(stop) => return Some(stop),
     };
+    refused_without_effect(ctx, &sent, &e);
     let refs: Vec<_> = sent.iter().collect();
-    ctx.push(check::statuses_within(
-        &ctx.spec("rejected"),
-        &refs,
-        400,
-        499,
-    ));
-    ctx.push(check::no_server_error(&ctx.spec("no-5xx"), &refs));
-    ctx.push(check::executions(
-        &ctx.spec("no-effect"),
-        &e.basis,
-        0,
-        e.count,
-        e.exchanges,
-    ));
     let refused: Vec<_> = refs.iter().copied().filter(|e| !is_success(e)).collect();
     if !refused.is_empty() {
         let spec = ctx.spec("status-400");

@@ -5,7 +5,9 @@
 
 use futures::FutureExt;
 
-use super::shared::{count_or_stop, is_success, new_executions};
+use super::shared::{
+    count_or_stop, new_executions, same_response, unless_payloads_vary, unless_success,
+};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
@@ -29,42 +31,25 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
-    if !ctx.payloads_vary() {
-        return Some(Stop::Skip(
-            "cannot build a different payload: put {{unique}} in the body template (-d)".into(),
-        ));
+    if let Some(skip) = unless_payloads_vary(ctx) {
+        return Some(skip);
     }
     let key = ctx.fresh_key();
     let original = ctx.send("original", ctx.keyed(&key)).await;
-    if !is_success(&original) {
-        return Some(Stop::Error(format!(
-            "the original request (#{}) got {}, so there is nothing to poison",
-            original.n,
-            original.status_text()
-        )));
+    if let Some(stop) = unless_success(
+        &original,
+        "the original request",
+        "there is nothing to poison",
+    ) {
+        return Some(stop);
     }
     ctx.send("other payload", ctx.keyed_with_payload(&key, 1))
         .await;
     let before = count_or_stop!(ctx, "count before");
     let again = ctx.send("original payload again", ctx.keyed(&key)).await;
     let after = count_or_stop!(ctx, "count after");
-    ctx.push(check::same_status(
-        &ctx.spec("same-status"),
-        &original,
-        &[&again],
-    ));
-    ctx.push(check::same_body(
-        &ctx.spec("same-body"),
-        &original,
-        &[&again],
-    ));
+    same_response(ctx, &original, &[&again]);
     let e = new_executions(ctx, before, after, &original, &[&again]);
-    ctx.push(check::executions(
-        &ctx.spec("no-new-effect"),
-        &e.basis,
-        0,
-        e.count,
-        e.exchanges,
-    ));
+    ctx.push(check::executed(&ctx.spec("no-new-effect"), &e, 0));
     None
 }

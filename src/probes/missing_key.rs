@@ -5,6 +5,7 @@
 
 use futures::FutureExt;
 
+use super::shared::{count_or_stop, is_success};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
@@ -28,10 +29,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
-    let before = match ctx.count("count before", false).await {
-        Ok(c) => c,
-        Err(stop) => return Some(stop),
-    };
+    let before = count_or_stop!(ctx, "count before");
     let header = ctx.key_header().to_string();
     let req = ctx.request().without_header(&header);
     let ex = ctx.send("without key", req).await;
@@ -42,19 +40,10 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         )));
     }
     ctx.push(check::status_in(&ctx.spec("status"), &ex));
-    let after = match ctx.count("count after", false).await {
-        Ok(c) => c,
-        Err(stop) => return Some(stop),
-    };
+    let after = count_or_stop!(ctx, "count after");
     let e = ctx.executions(before, after, &[&ex]);
-    ctx.push(check::executions(
-        &ctx.spec("no-effect"),
-        &e.basis,
-        0,
-        e.count,
-        e.exchanges,
-    ));
-    if !ex.response.as_ref().is_some_and(|r| r.is_success()) {
+    ctx.push(check::executed(&ctx.spec("no-effect"), &e, 0));
+    if !is_success(&ex) {
         ctx.push(check::problem_details(&ctx.spec("problem-details"), &ex));
     }
     None

@@ -5,9 +5,8 @@
 
 use futures::FutureExt;
 
-use super::shared::send_raw_counted;
+use super::shared::{refused_without_effect, send_raw_counted};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
-use crate::check;
 use crate::keys;
 use crate::outcome::Stop;
 
@@ -48,20 +47,6 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         Ok(r) => r,
         Err(stop) => return Some(stop),
     };
-    let refs: Vec<_> = sent.iter().collect();
-    ctx.push(check::statuses_within(
-        &ctx.spec("rejected"),
-        &refs,
-        400,
-        499,
-    ));
-    ctx.push(check::no_server_error(&ctx.spec("no-5xx"), &refs));
-    ctx.push(check::executions(
-        &ctx.spec("no-effect"),
-        &e.basis,
-        0,
-        e.count,
-        e.exchanges,
-    ));
+    refused_without_effect(ctx, &sent, &e);
     None
 }

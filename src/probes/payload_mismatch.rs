@@ -5,7 +5,9 @@
 
 use futures::FutureExt;
 
-use super::shared::{count_or_stop, is_success, new_executions};
+use super::shared::{
+    count_or_stop, is_success, new_executions, unless_payloads_vary, unless_success,
+};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
@@ -39,19 +41,17 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
-    if !ctx.payloads_vary() {
-        return Some(Stop::Skip(
-            "cannot build a different payload: put {{unique}} in the body template (-d)".into(),
-        ));
+    if let Some(skip) = unless_payloads_vary(ctx) {
+        return Some(skip);
     }
     let key = ctx.fresh_key();
     let original = ctx.send("original", ctx.keyed(&key)).await;
-    if !is_success(&original) {
-        return Some(Stop::Error(format!(
-            "the original request (#{}) got {}, so a mismatch cannot be tried",
-            original.n,
-            original.status_text()
-        )));
+    if let Some(stop) = unless_success(
+        &original,
+        "the original request",
+        "a mismatch cannot be tried",
+    ) {
+        return Some(stop);
     }
     let before = count_or_stop!(ctx, "count before");
     let other = ctx
@@ -60,13 +60,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     let after = count_or_stop!(ctx, "count after");
     ctx.push(check::status_in(&ctx.spec("status"), &other));
     let e = new_executions(ctx, before, after, &original, &[&other]);
-    ctx.push(check::executions(
-        &ctx.spec("no-effect"),
-        &e.basis,
-        0,
-        e.count,
-        e.exchanges,
-    ));
+    ctx.push(check::executed(&ctx.spec("no-effect"), &e, 0));
     if !is_success(&other) && other.response.is_some() {
         ctx.push(check::problem_details(&ctx.spec("problem-details"), &other));
     }

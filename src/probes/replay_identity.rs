@@ -6,7 +6,7 @@
 
 use futures::FutureExt;
 
-use super::shared::{count_or_stop, is_success};
+use super::shared::{count_or_stop, same_response, unless_success};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
@@ -50,12 +50,12 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     let before = count_or_stop!(ctx, "count before");
     let key = ctx.fresh_key();
     let original = ctx.send("original", ctx.keyed(&key)).await;
-    if !is_success(&original) {
-        return Some(Stop::Error(format!(
-            "the original request (#{}) got {}, so there is nothing to replay",
-            original.n,
-            original.status_text()
-        )));
+    if let Some(stop) = unless_success(
+        &original,
+        "the original request",
+        "there is nothing to replay",
+    ) {
+        return Some(stop);
     }
     let mut retries = Vec::new();
     for i in 1..=RETRIES {
@@ -66,12 +66,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     }
     let after = count_or_stop!(ctx, "count after");
     let refs: Vec<_> = retries.iter().collect();
-    ctx.push(check::same_status(
-        &ctx.spec("same-status"),
-        &original,
-        &refs,
-    ));
-    ctx.push(check::same_body(&ctx.spec("same-body"), &original, &refs));
+    same_response(ctx, &original, &refs);
     let first = &retries[0];
     ctx.push(check::same_header(
         &ctx.spec("same-content-type"),
@@ -104,13 +99,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     let mut attempts = vec![&original];
     attempts.extend(refs.iter().copied());
     let e = ctx.executions(before, after, &attempts);
-    ctx.push(check::executions(
-        &ctx.spec("no-new-effect"),
-        &e.basis,
-        1,
-        e.count,
-        e.exchanges,
-    ));
+    ctx.push(check::executed(&ctx.spec("no-new-effect"), &e, 1));
     let marker = first.response.as_ref().and_then(|r| {
         MARKERS
             .iter()

@@ -5,7 +5,7 @@
 
 use futures::FutureExt;
 
-use super::shared::{count_or_stop, is_success};
+use super::shared::{count_or_stop, same_response, unless_success};
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
@@ -36,12 +36,12 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     let before = count_or_stop!(ctx, "count before");
     let key = ctx.fresh_key();
     let original = ctx.send("original", ctx.keyed(&key)).await;
-    if !is_success(&original) {
-        return Some(Stop::Error(format!(
-            "the original request (#{}) got {}, so there is nothing to persist",
-            original.n,
-            original.status_text()
-        )));
+    if let Some(stop) = unless_success(
+        &original,
+        "the original request",
+        "there is nothing to persist",
+    ) {
+        return Some(stop);
     }
     let t0 = ctx.elapsed_ms();
     if let Err(e) = hook.restart().await {
@@ -54,23 +54,8 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     ));
     let retry = ctx.send("after restart", ctx.keyed(&key)).await;
     let after = count_or_stop!(ctx, "count after");
-    ctx.push(check::same_status(
-        &ctx.spec("same-status"),
-        &original,
-        &[&retry],
-    ));
-    ctx.push(check::same_body(
-        &ctx.spec("same-body"),
-        &original,
-        &[&retry],
-    ));
+    same_response(ctx, &original, &[&retry]);
     let e = ctx.executions(before, after, &[&original, &retry]);
-    ctx.push(check::executions(
-        &ctx.spec("no-new-effect"),
-        &e.basis,
-        1,
-        e.count,
-        e.exchanges,
-    ));
+    ctx.push(check::executed(&ctx.spec("no-new-effect"), &e, 1));
     None
 }

@@ -50,19 +50,58 @@ pub(crate) async fn first_then_retry(
     let retry = ctx.send("retry", retry).await;
     let after = count_or_stop!(ctx, "count after");
     let e = ctx.executions(before, after, &[&first, &retry]);
-    ctx.push(check::executions(
-        &ctx.spec(recognised),
-        &e.basis,
-        1,
-        e.count,
-        e.exchanges,
-    ));
+    ctx.push(check::executed(&ctx.spec(recognised), &e, 1));
     None
 }
 
 /// Whether the exchange got a 2xx.
 pub(crate) fn is_success(ex: &Exchange) -> bool {
     ex.response.as_ref().is_some_and(|r| r.is_success())
+}
+
+/// The ERROR stop for a request the rest of the probe builds on when it did not get a 2xx:
+/// "`what` (#n) got `status`, so `consequence`". `None` when it succeeded.
+pub(crate) fn unless_success(ex: &Exchange, what: &str, consequence: &str) -> Option<Stop> {
+    (!is_success(ex)).then(|| {
+        Stop::Error(format!(
+            "{what} (#{}) got {}, so {consequence}",
+            ex.n,
+            ex.status_text()
+        ))
+    })
+}
+
+/// The SKIP for a probe that needs a second payload when the body template cannot vary.
+pub(crate) fn unless_payloads_vary(ctx: &ProbeCtx) -> Option<Stop> {
+    (!ctx.payloads_vary()).then(|| {
+        Stop::Skip(
+            "cannot build a different payload: put {{unique}} in the body template (-d)".into(),
+        )
+    })
+}
+
+/// A retry of `original` got the same response: the `same-status` and `same-body` checks.
+pub(crate) fn same_response(ctx: &mut ProbeCtx, original: &Exchange, retries: &[&Exchange]) {
+    ctx.push(check::same_status(
+        &ctx.spec("same-status"),
+        original,
+        retries,
+    ));
+    ctx.push(check::same_body(&ctx.spec("same-body"), original, retries));
+}
+
+/// A key the server must refuse: every exchange got a 4xx (`rejected`), none a 5xx (`no-5xx`),
+/// and nothing executed (`no-effect`).
+pub(crate) fn refused_without_effect(ctx: &mut ProbeCtx, sent: &[Exchange], e: &Executions) {
+    let refs: Vec<&Exchange> = sent.iter().collect();
+    ctx.push(check::statuses_within(
+        &ctx.spec("rejected"),
+        &refs,
+        400,
+        499,
+    ));
+    ctx.push(check::no_server_error(&ctx.spec("no-5xx"), &refs));
+    ctx.push(check::executed(&ctx.spec("no-effect"), e, 0));
 }
 
 /// Sends each request through the raw client (exact bytes) between two counter reads, and says

@@ -6,7 +6,7 @@
 
 use futures::FutureExt;
 
-use super::shared::{count_or_stop, is_success};
+use super::shared::{count_or_stop, unless_success};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta, Request};
 use crate::check;
 use crate::outcome::Stop;
@@ -45,12 +45,12 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
             ctx.keyed_with_payload(&ctx.fresh_key(), 1),
         )
         .await;
-    if !is_success(&control) {
-        return Some(Stop::Error(format!(
-            "the control request (#{}) got {}, so there is no normal answer to compare with",
-            control.n,
-            control.status_text()
-        )));
+    if let Some(stop) = unless_success(
+        &control,
+        "the control request",
+        "there is no normal answer to compare with",
+    ) {
+        return Some(stop);
     }
     let req = MARKERS
         .iter()
@@ -67,13 +67,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         &[&marked],
     ));
     let e = ctx.executions(before, after, &[&marked, &retry]);
-    ctx.push(check::executions(
-        &ctx.spec("executes-once"),
-        &e.basis,
-        1,
-        e.count,
-        e.exchanges,
-    ));
+    ctx.push(check::executed(&ctx.spec("executes-once"), &e, 1));
     ctx.push(check::same_body(&ctx.spec("replays"), &marked, &[&retry]));
     None
 }

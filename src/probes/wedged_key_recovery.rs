@@ -75,13 +75,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         let mut attempts: Vec<&Exchange> = vec![&crashed];
         attempts.extend(retries.iter());
         let e = ctx.executions(before, after, &attempts);
-        ctx.push(check::executions(
-            &ctx.spec("one-execution"),
-            &e.basis,
-            1,
-            e.count,
-            e.exchanges,
-        ));
+        ctx.push(check::executed(&ctx.spec("one-execution"), &e, 1));
     }
     None
 }
