@@ -86,12 +86,39 @@ pub fn probe_line(p: &ProbeReport, opts: &RenderOptions) -> String {
     let head = format!("{symbol} {:<12}", p.outcome.as_str());
     let reason = redact(&sanitize_line(&p.reason), &opts.secrets);
     format!(
-        "{}  {:<ID_WIDTH$} {reason}",
+        "{}  {:<ID_WIDTH$} {:>7}  {reason}",
         paint(&head, code, opts.color),
-        p.id
+        p.id,
+        duration(p.duration_ms)
     )
     .trim_end()
     .to_string()
+}
+
+/// A probe's duration in the unit that keeps it short: `312ms`, `2.4s`.
+fn duration(ms: f64) -> String {
+    if ms < 1000.0 {
+        format!("{ms:.0}ms")
+    } else {
+        format!("{:.1}s", ms / 1000.0)
+    }
+}
+
+/// `POST http://…/api/payments · suite ietf-draft-07 · 2 tenants · idem-check 0.1.0`: what was
+/// checked, first, so a pasted terminal log says what it is about.
+pub fn header_line(report: &RunReport, opts: &RenderOptions) -> String {
+    let mut parts = vec![
+        redact(&sanitize_line(&report.target), &opts.secrets),
+        format!("suite {}", report.suite),
+    ];
+    parts.extend(
+        report
+            .context
+            .iter()
+            .map(|c| redact(&sanitize_line(c), &opts.secrets)),
+    );
+    parts.push(format!("{} {}", report.tool.name, report.tool.version));
+    parts.join(" · ")
 }
 
 /// `N probes: N passed, N warned, N failed, N skipped, N inconclusive, N errors, in 2.3 s`.
@@ -115,7 +142,8 @@ pub fn summary_line(s: &Summary, duration_ms: f64) -> String {
 /// `strict` only changes the wording: under `--strict` the recommended checks already decided
 /// the outcomes, and the summary says so.
 pub fn render(report: &RunReport, opts: &RenderOptions, strict: bool) -> String {
-    let mut out = String::new();
+    let mut out = header_line(report, opts);
+    out.push_str("\n\n");
     // After a failed pre-flight, the probes that never ran are one line, not twenty.
     let (not_run, ran): (Vec<&ProbeReport>, Vec<&ProbeReport>) =
         report.probes.iter().partition(|p| {
