@@ -43,9 +43,10 @@ pub fn sf_string(key: &str) -> Option<String> {
 }
 
 /// A value that is a legal sf-string but exercises every escape and separator a naive parser
-/// trips on: a comma (a list separator), an escaped quote, an escaped backslash and a space.
+/// trips on: a comma (a list separator), a semicolon and an equals sign (what starts a
+/// parameter), an escaped quote, an escaped backslash and a space.
 pub fn escaped_key(unique: &str) -> String {
-    format!("pay, \"ref\" \\ {unique}")
+    format!("pay, \"ref\"; v=\\ {unique}")
 }
 
 /// A key that is a legal sf-token (RFC 8941 §3.3.4: it starts with a letter), so that written
@@ -119,7 +120,7 @@ mod tests {
         assert_eq!(sf_string("abc").unwrap(), "\"abc\"");
         assert_eq!(
             sf_string(&escaped_key("u")).unwrap(),
-            r#""pay, \"ref\" \\ u""#
+            r#""pay, \"ref\"; v=\\ u""#
         );
         assert!(sf_string("clé").is_none());
     }

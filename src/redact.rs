@@ -164,11 +164,36 @@ fn ordered(secrets: &[String]) -> Vec<&str> {
     v
 }
 
+/// Secrets at least this long are masked wherever they occur. A shorter one (a test token such
+/// as `ta`) would also match inside ordinary words ("res-ta-rt"), so it is masked only where it
+/// stands alone: not touching a letter or digit on either side.
+pub const SHORT_SECRET: usize = 8;
+
+/// Whether `secret` occurs in `haystack` at `pos`, under the [`SHORT_SECRET`] rule.
+pub fn secret_at(haystack: &[u8], pos: usize, secret: &[u8]) -> bool {
+    if secret.is_empty() || !haystack[pos..].starts_with(secret) {
+        return false;
+    }
+    if secret.len() >= SHORT_SECRET {
+        return true;
+    }
+    let alnum = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_alphanumeric());
+    let before = pos.checked_sub(1).and_then(|i| haystack.get(i));
+    !alnum(before) && !alnum(haystack.get(pos + secret.len()))
+}
+
+/// The first position of `secret` in `haystack`, under the [`SHORT_SECRET`] rule.
+pub fn find_secret(haystack: &[u8], secret: &[u8]) -> Option<usize> {
+    (0..haystack.len()).find(|&i| secret_at(haystack, i, secret))
+}
+
 /// Replaces every occurrence of every secret with [`REDACTED`].
 pub fn redact(text: &str, secrets: &[String]) -> String {
-    ordered(secrets)
-        .into_iter()
-        .fold(text.to_string(), |acc, s| acc.replace(s, REDACTED))
+    match redact_bytes(text.as_bytes(), secrets) {
+        // Secrets are whole strings and the mask is ASCII, so the result is still UTF-8.
+        Cow::Owned(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Cow::Borrowed(_) => text.to_string(),
+    }
 }
 
 /// [`redact`] on raw bytes, applied to bodies *before* they are cut to size, so a secret that
@@ -177,28 +202,23 @@ pub fn redact_bytes<'a>(bytes: &'a [u8], secrets: &[String]) -> Cow<'a, [u8]> {
     let mut out: Cow<'a, [u8]> = Cow::Borrowed(bytes);
     for s in ordered(secrets) {
         let needle = s.as_bytes();
-        if find(&out, needle).is_none() {
+        if find_secret(&out, needle).is_none() {
             continue;
         }
         let mut replaced = Vec::with_capacity(out.len());
-        let mut rest: &[u8] = &out;
-        while let Some(i) = find(rest, needle) {
-            replaced.extend_from_slice(&rest[..i]);
-            replaced.extend_from_slice(REDACTED.as_bytes());
-            rest = &rest[i + needle.len()..];
+        let mut i = 0;
+        while i < out.len() {
+            if secret_at(&out, i, needle) {
+                replaced.extend_from_slice(REDACTED.as_bytes());
+                i += needle.len();
+            } else {
+                replaced.push(out[i]);
+                i += 1;
+            }
         }
-        replaced.extend_from_slice(rest);
         out = Cow::Owned(replaced);
     }
     out
-}
-
-/// Position of `needle` in `haystack`.
-pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() {
-        return None;
-    }
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// True for headers whose value is a credential whatever it contains.
@@ -216,7 +236,7 @@ pub fn is_credential_header(name: &str) -> bool {
 pub fn mask_header(name: &str, value: &[u8], secrets: &[String]) -> Option<String> {
     let carries_secret = ordered(secrets)
         .into_iter()
-        .any(|s| find(value, s.as_bytes()).is_some());
+        .any(|s| find_secret(value, s.as_bytes()).is_some());
     if !is_credential_header(name) && !carries_secret {
         return None;
     }
@@ -250,6 +270,19 @@ mod tests {
 
     fn secrets() -> Vec<String> {
         vec!["s3cr3t-token".into()]
+    }
+
+    #[test]
+    fn short_secrets_are_masked_only_where_they_stand_alone() {
+        let secrets = vec!["ta".to_string()];
+        assert_eq!(redact("restart the target", &secrets), "restart the target");
+        assert_eq!(redact("Bearer ta", &secrets), format!("Bearer {REDACTED}"));
+        assert_eq!(
+            redact("{\"t\":\"ta\"}", &secrets),
+            format!("{{\"t\":\"{REDACTED}\"}}")
+        );
+        let long = vec!["s3cr3t-token".to_string()];
+        assert_eq!(redact("xs3cr3t-tokenx", &long), format!("x{REDACTED}x"));
     }
 
     #[test]

@@ -205,7 +205,7 @@ async fn key_syntax_probes_put_the_specified_bytes_on_the_wire() {
 
     let e = single("escaped-key", "original");
     assert!(
-        e.starts_with(br#""pay, \"ref\" \\ "#) && e.ends_with(b"\""),
+        e.starts_with(br#""pay, \"ref\"; v=\\ "#) && e.ends_with(b"\""),
         "{e:?}"
     );
     assert!(is_uuid(&e[e.len() - 37..e.len() - 1]));

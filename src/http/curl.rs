@@ -18,7 +18,7 @@
 use std::fmt::Write as _;
 
 use crate::http::exchange::SentRequest;
-use crate::redact::{auth_scheme, find, is_credential_header};
+use crate::redact::{auth_scheme, find_secret, is_credential_header, secret_at};
 
 /// One piece of a shell word: bytes to quote, or an environment variable to expand.
 #[derive(Debug, PartialEq)]
@@ -42,26 +42,26 @@ pub fn token_var(index: usize) -> String {
 
 /// Splits `bytes` at every occurrence of a secret, which becomes its variable.
 fn split_secrets(bytes: &[u8], secrets: &[String]) -> Vec<Part> {
+    // Longest secret first, so a secret containing another one is replaced whole.
+    let mut order: Vec<usize> = (0..secrets.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(secrets[i].len()));
     let mut parts = Vec::new();
     let mut literal = Vec::new();
-    let mut rest = bytes;
-    'scan: while !rest.is_empty() {
-        // Longest secret first, so a secret containing another one is replaced whole.
-        let mut order: Vec<usize> = (0..secrets.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(secrets[i].len()));
-        for i in order {
+    let mut pos = 0;
+    'scan: while pos < bytes.len() {
+        for &i in &order {
             let s = secrets[i].as_bytes();
-            if !s.is_empty() && rest.starts_with(s) {
+            if secret_at(bytes, pos, s) {
                 if !literal.is_empty() {
                     parts.push(Part::Bytes(std::mem::take(&mut literal)));
                 }
                 parts.push(Part::Var(token_var(i)));
-                rest = &rest[s.len()..];
+                pos += s.len();
                 continue 'scan;
             }
         }
-        literal.push(rest[0]);
-        rest = &rest[1..];
+        literal.push(bytes[pos]);
+        pos += 1;
     }
     if !literal.is_empty() {
         parts.push(Part::Bytes(literal));
@@ -164,7 +164,9 @@ fn printf_b_quoted(bytes: &[u8]) -> String {
 
 /// The parts of one `-H` argument, credentials and secrets already swapped for variables.
 fn header_parts(name: &str, value: &[u8], secrets: &[String]) -> Vec<Part> {
-    let carries_secret = secrets.iter().any(|s| find(value, s.as_bytes()).is_some());
+    let carries_secret = secrets
+        .iter()
+        .any(|s| find_secret(value, s.as_bytes()).is_some());
     let mut parts = vec![Part::Bytes(name.as_bytes().to_vec())];
     if value.is_empty() {
         // `Name;` is curl's syntax for an empty value (`Name:` would remove the header).

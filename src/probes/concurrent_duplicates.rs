@@ -132,20 +132,45 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         ctx.note("no --hold-header: only bursts were sent; a lock that expires while the original is still running cannot be seen");
     }
 
-    judge(ctx, &rounds).await;
-    inconclusive
+    let unanswered = judge(ctx, &rounds).await;
+    unanswered.or(inconclusive)
 }
 
-async fn judge(ctx: &mut ProbeCtx, rounds: &[Round]) {
-    let Some(worst) = rounds.iter().max_by_key(|r| r.executions.count) else {
-        return;
-    };
+/// Pushes the probe's checks. Duplicates that got no answer at all (a reset or refused
+/// connection under the burst) say nothing about the idempotency contract, so the status checks
+/// look only at answered ones; executions are still counted over everything. When most
+/// duplicates went unanswered, the run could not exercise the behaviour: INCONCLUSIVE.
+async fn judge(ctx: &mut ProbeCtx, rounds: &[Round]) -> Option<Stop> {
+    let worst = rounds.iter().max_by_key(|r| r.executions.count)?;
     ctx.push(check::executed_at_most(
         &ctx.spec("one-execution"),
         &worst.executions,
         1,
     ));
-    let all: Vec<&Exchange> = rounds.iter().flat_map(|r| r.attempts.iter()).collect();
+    let sent: Vec<&Exchange> = rounds.iter().flat_map(|r| r.attempts.iter()).collect();
+    let all: Vec<&Exchange> = sent
+        .iter()
+        .copied()
+        .filter(|e| e.response.is_some())
+        .collect();
+    let unanswered = sent.len() - all.len();
+    let mut stop = None;
+    if unanswered > 0 {
+        let first = sent
+            .iter()
+            .find_map(|e| e.error.clone())
+            .unwrap_or_default();
+        ctx.note(format!(
+            "{unanswered} of {} requests got no response (first: {first}); they are left out of the status checks",
+            sent.len()
+        ));
+        if all.len() * 2 < sent.len() {
+            stop = Some(Stop::Inconclusive(format!(
+                "{unanswered} of {} requests got no response (first: {first}): the target dropped the burst's connections; raise its connection backlog or --timeout",
+                sent.len()
+            )));
+        }
+    }
     ctx.push(check::no_server_error(&ctx.spec("no-5xx"), &all));
 
     let spec = ctx.spec("conflict-or-replay");
@@ -189,7 +214,7 @@ async fn judge(ctx: &mut ProbeCtx, rounds: &[Round]) {
     ));
 
     // After everything completed, a plain retry of the last key must get the replay.
-    let last = rounds.last().expect("rounds is not empty");
+    let last = rounds.last()?;
     if let (Some(winner), Some(retry)) = (last.attempts.iter().find(|e| is_success(e)), &last.retry)
     {
         ctx.push(check::same_body(
@@ -198,6 +223,7 @@ async fn judge(ctx: &mut ProbeCtx, rounds: &[Round]) {
             &[retry],
         ));
     }
+    stop
 }
 
 /// Once a round is over, a plain retry of its request when one of its attempts succeeded.

@@ -14,7 +14,7 @@ pub const PROBE: ProbeDef = ProbeDef {
         id: "escaped-key",
         group: Group::KeySyntax,
         section: "RFC 8941 §3.3.3, draft-07 §2.1",
-        stimulus: "Sends a key String holding a comma, an escaped quote, an escaped backslash and a space, then the same again",
+        stimulus: "Sends a key String holding a comma, a semicolon, an equals sign, an escaped quote, an escaped backslash and a space, then the same again",
         requirement: "Any legal sf-string is a usable key, and a retry with the same value replays",
         checks: &[
             CheckDecl { id: "accepted", what: "the request with an escaped key is accepted" },
