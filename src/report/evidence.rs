@@ -273,6 +273,28 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
     text.trim_end_matches('\n').to_string()
 }
 
+/// Exchange numbers with runs folded: `#2 #3 #4 #9` → `#2–#4 #9`, so a check over a
+/// 200-request burst cites one short line.
+pub fn cited_ranges(numbers: &[usize]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < numbers.len() {
+        let start = numbers[i];
+        let mut end = start;
+        while i + 1 < numbers.len() && numbers[i + 1] == end + 1 {
+            end += 1;
+            i += 1;
+        }
+        parts.push(match end - start {
+            0 => format!("#{start}"),
+            1 => format!("#{start} #{end}"),
+            _ => format!("#{start}–#{end}"),
+        });
+        i += 1;
+    }
+    parts.join(" ")
+}
+
 fn write_checks(out: &mut String, checks: &[Check]) {
     let sev_width = checks
         .iter()
@@ -291,12 +313,7 @@ fn write_checks(out: &mut String, checks: &[Check]) {
             (false, Severity::Info) => "·",
             (false, _) => "✗",
         };
-        let refs = c
-            .exchanges
-            .iter()
-            .map(|n| format!("#{n}"))
-            .collect::<Vec<_>>()
-            .join(" ");
+        let refs = cited_ranges(&c.exchanges);
         let mut line = format!(
             "{mark} {}  {}  [{refs}]",
             pad(c.severity.as_str(), sev_width),
@@ -422,6 +439,12 @@ fn write_dump(out: &mut String, e: &Exchange, secrets: &[String]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cited_ranges_fold_runs() {
+        assert_eq!(cited_ranges(&[2, 3, 4, 9, 11, 12]), "#2–#4 #9 #11 #12");
+        assert_eq!(cited_ranges(&[]), "");
+    }
     use crate::http::exchange::{ReceivedResponse, SentRequest};
 
     fn ex(n: usize, method: &str, body: Vec<u8>) -> Exchange {
