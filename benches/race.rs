@@ -2,11 +2,12 @@
 //!
 //! Part 1 (`spread`): 16 duplicates per burst at a loopback listener that stamps each request
 //! with the kernel receive time (SO_TIMESTAMPNS) of the segment that completed it; the spread of
-//! a burst is last completion − first completion. The engine ([`burst`]) runs against a naive
-//! baseline: 16 tokio tasks that send with reqwest on pre-opened keep-alive connections, started
-//! together by a barrier.
+//! a burst is last completion − first completion. The HTTP/1.1 engine ([`burst`]) and the
+//! HTTP/2 single-packet burst ([`h2burst::burst`], h2c: the listener speaks enough HTTP/2 to
+//! stamp each stream's END_STREAM) run against a naive baseline: 16 tokio tasks that send with
+//! reqwest on pre-opened keep-alive connections, started together by a barrier.
 //!
-//! Part 2 (`detect`): the same two clients against `idem-reference-server --fault race
+//! Part 2 (`detect`): the same three clients against `idem-reference-server --fault race
 //! --race-window-us N`; a burst detects the race when its 201 responses carry more than one
 //! payment id or the effect counter rises by more than one; every missed burst is listed with
 //! its release spread and statuses.
@@ -26,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use idem_check::http::burst::{burst, BurstOptions};
 use idem_check::http::exchange::{Header, SentRequest};
-use idem_check::http::raw;
+use idem_check::http::{h2burst, raw};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags};
 
@@ -133,18 +134,20 @@ fn summary(args: &Args, spreads: &[SpreadRun], detections: &[Vec<Detection>]) {
         args.bursts
     );
     println!();
-    println!("| measure | engine | baseline (reqwest, 16 tasks) |");
-    println!("| --- | ---: | ---: |");
+    println!("| measure | engine (HTTP/1.1) | engine-h2 (single packet, h2c) | baseline (reqwest, 16 tasks) |");
+    println!("| --- | ---: | ---: | ---: |");
     if !spreads.is_empty() {
         let pick = |f: fn(&SpreadRun) -> f64| spreads.iter().map(f).collect::<Vec<_>>();
         println!(
-            "| arrival spread, median µs | {} | {} |",
+            "| arrival spread, median µs | {} | {} | {} |",
             runs(&pick(|r| r.engine.0), ""),
+            runs(&pick(|r| r.engine_h2.0), ""),
             runs(&pick(|r| r.baseline.0), "")
         );
         println!(
-            "| arrival spread, p90 µs | {} | {} |",
+            "| arrival spread, p90 µs | {} | {} | {} |",
             runs(&pick(|r| r.engine.1), ""),
+            runs(&pick(|r| r.engine_h2.1), ""),
             runs(&pick(|r| r.baseline.1), "")
         );
     }
@@ -169,9 +172,11 @@ fn summary(args: &Args, spreads: &[SpreadRun], detections: &[Vec<Detection>]) {
             break;
         }
         println!(
-            "| detection, {window} µs window, % | {} — {} | {} — {} |",
+            "| detection, {window} µs window, % | {} — {} | {} — {} | {} — {} |",
             runs(&of(|d| d.engine_hits), " %"),
             hits(|d| d.engine_hits),
+            runs(&of(|d| d.h2_hits), " %"),
+            hits(|d| d.h2_hits),
             runs(&of(|d| d.base_hits), " %"),
             hits(|d| d.base_hits)
         );
@@ -181,8 +186,9 @@ fn summary(args: &Args, spreads: &[SpreadRun], detections: &[Vec<Detection>]) {
 // ---------------------------------------------------------------------------------------------
 // Part 1: arrival spread at a timestamping listener.
 
-/// A one-thread poll(2) HTTP/1.1 sink on 127.0.0.1 that answers `200 ok` to every request and
-/// records the kernel receive time of the segment that completed each one.
+/// A one-thread poll(2) HTTP/1.1 and h2c sink on 127.0.0.1 that answers `200` to every request
+/// and records the kernel receive time of the segment that completed each one (for h2c: the
+/// segment that carried the stream's END_STREAM).
 struct Sink {
     url: url::Url,
     stamps: Arc<Mutex<Vec<i128>>>,
@@ -233,6 +239,44 @@ impl Drop for Sink {
 struct Conn {
     stream: TcpStream,
     buf: Vec<u8>,
+    /// The connection opened with the HTTP/2 preface.
+    h2: bool,
+}
+
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Handles the complete HTTP/2 frames in `c.buf`: SETTINGS and PING are acknowledged, and each
+/// stream that ends (END_STREAM on DATA or HEADERS) is stamped with `at` and answered with a
+/// bare `:status 200` (HPACK static index 8).
+fn h2_frames(c: &mut Conn, at: i128, stamps: &Mutex<Vec<i128>>) {
+    let mut out = Vec::new();
+    while c.buf.len() >= 9 {
+        let len = u32::from_be_bytes([0, c.buf[0], c.buf[1], c.buf[2]]) as usize;
+        if c.buf.len() < 9 + len {
+            break;
+        }
+        let (kind, flags) = (c.buf[3], c.buf[4]);
+        let stream = [c.buf[5] & 0x7f, c.buf[6], c.buf[7], c.buf[8]];
+        let payload: Vec<u8> = c.buf[9..9 + len].to_vec();
+        c.buf.drain(..9 + len);
+        let mut frame = |kind: u8, flags: u8, stream: [u8; 4], payload: &[u8]| {
+            out.extend_from_slice(&(payload.len() as u32).to_be_bytes()[1..]);
+            out.extend_from_slice(&[kind, flags]);
+            out.extend_from_slice(&stream);
+            out.extend_from_slice(payload);
+        };
+        match kind {
+            // SETTINGS / PING without ACK: acknowledge.
+            0x4 | 0x6 if flags & 0x1 == 0 => frame(kind, 0x1, stream, &payload),
+            // DATA or HEADERS ending the stream: the request is complete.
+            0x0 | 0x1 if flags & 0x1 != 0 => {
+                stamps.lock().unwrap_or_else(|e| e.into_inner()).push(at);
+                frame(0x1, 0x5, stream, &[0x88]);
+            }
+            _ => {}
+        }
+    }
+    let _ = c.stream.write_all(&out);
 }
 
 fn sink_loop(
@@ -266,6 +310,7 @@ fn sink_loop(
                 conns.push(Conn {
                     stream: s,
                     buf: Vec::new(),
+                    h2: false,
                 });
             }
         }
@@ -304,6 +349,16 @@ fn sink_loop(
                 continue;
             }
             c.buf.extend_from_slice(&chunk[..n]);
+            if !c.h2 && c.buf.len() >= H2_PREFACE.len() && c.buf.starts_with(H2_PREFACE) {
+                c.buf.drain(..H2_PREFACE.len());
+                c.h2 = true;
+                // Our (empty) SETTINGS.
+                let _ = c.stream.write_all(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
+            }
+            if c.h2 {
+                h2_frames(c, stamp.unwrap_or_else(userspace_now), &stamps);
+                continue;
+            }
             while let Some(len) = complete_request(&c.buf) {
                 c.buf.drain(..len);
                 let at = stamp.unwrap_or_else(userspace_now);
@@ -368,9 +423,10 @@ fn row(name: &str, v: Vec<f64>) {
 }
 
 /// One run of part 1: (median, p90) arrival spread of the engine (default options, or
-/// `--stage-segments`) and of the baseline.
+/// `--stage-segments`), of the HTTP/2 single-packet burst and of the baseline.
 struct SpreadRun {
     engine: (f64, f64),
+    engine_h2: (f64, f64),
     baseline: (f64, f64),
 }
 
@@ -439,6 +495,36 @@ async fn spread(bursts: usize, stage_segments: usize) -> anyhow::Result<SpreadRu
         ));
     }
 
+    // The HTTP/2 single-packet burst over h2c.
+    let h2_opts = BurstOptions::default();
+    let mut h2_arrival = Vec::new();
+    let mut h2_errors = 0usize;
+    for b in 0..bursts {
+        let key = uuid::Uuid::new_v4().to_string();
+        let reqs: Vec<_> = (0..DUPLICATES)
+            .map(|_| payment(&sink.url, &key, &format!("h2-{b}")))
+            .collect();
+        sink.take();
+        let report = h2burst::burst(&reqs, &h2_opts).await?;
+        h2_errors += report
+            .responses
+            .iter()
+            .filter(|r| r.result.is_err())
+            .count();
+        let stamps = sink.wait_for(DUPLICATES);
+        if stamps.len() == DUPLICATES {
+            h2_arrival.push(spread_of(&stamps));
+        }
+    }
+    if h2_errors > 0 {
+        println!("engine-h2: {h2_errors} transport error(s)");
+    }
+    let (_, h2_med, h2_p90, _) = stats(h2_arrival.clone());
+    rows.push((
+        "engine-h2, single packet (h2c): arrival spread (kernel rx stamps)".to_string(),
+        h2_arrival,
+    ));
+
     // Baseline: reqwest, 16 tasks, pre-opened keep-alive connections, released by a barrier.
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(DUPLICATES)
@@ -481,6 +567,7 @@ async fn spread(bursts: usize, stage_segments: usize) -> anyhow::Result<SpreadRu
     row("baseline reqwest ×16 tasks: arrival spread", base);
     Ok(SpreadRun {
         engine,
+        engine_h2: (h2_med, h2_p90),
         baseline: (med, p90),
     })
 }
@@ -650,6 +737,7 @@ async fn count(client: &reqwest::Client, base: &url::Url) -> anyhow::Result<i64>
 struct Detection {
     bursts: usize,
     engine_hits: usize,
+    h2_hits: usize,
     base_hits: usize,
 }
 
@@ -671,6 +759,7 @@ async fn detect(
     };
     let (mut engine_hits, mut engine_spreads, mut engine_errors) = (0usize, Vec::new(), 0usize);
     let (mut base_hits, mut base_errors) = (0usize, 0usize);
+    let (mut h2_hits, mut h2_errors, mut h2_misses) = (0usize, 0usize, Vec::new());
     let mut misses = Vec::new();
     // Pre-open the baseline's connections.
     let _ = baseline_burst(&client, &server.base.join("/healthz")?, "warm", "warm").await;
@@ -707,6 +796,35 @@ async fn detect(
         engine_spreads.push(report.spread_us);
 
         let key = uuid::Uuid::new_v4().to_string();
+        let reqs: Vec<_> = (0..DUPLICATES)
+            .map(|_| payment(&url, &key, &format!("h2-{window_us}-{b}-{key}")))
+            .collect();
+        let before = count(&client, &server.base).await?;
+        let report = h2burst::burst(&reqs, &opts).await?;
+        let after = count(&client, &server.base).await?;
+        h2_errors += report
+            .responses
+            .iter()
+            .filter(|r| r.result.is_err())
+            .count();
+        let ids = ids_of(
+            report
+                .responses
+                .iter()
+                .filter_map(|r| r.result.as_ref().ok())
+                .map(|r| (r.status, r.body.as_slice())),
+        );
+        if ids.len() > 1 || after - before > 1 {
+            h2_hits += 1;
+        } else {
+            h2_misses.push(format!(
+                "burst {b}: {}, {} execution(s)",
+                statuses(&report),
+                after - before
+            ));
+        }
+
+        let key = uuid::Uuid::new_v4().to_string();
         let before = count(&client, &server.base).await?;
         let got = baseline_burst(&client, &url, &key, &format!("base-{window_us}-{b}-{key}")).await;
         let after = count(&client, &server.base).await?;
@@ -722,15 +840,23 @@ async fn detect(
         100.0 * engine_hits as f64 / bursts as f64
     );
     println!(
+        "| {window_us} µs | engine-h2 | {h2_hits}/{bursts} ({:.1} %) | one release write | transport errors {h2_errors} |",
+        100.0 * h2_hits as f64 / bursts as f64
+    );
+    println!(
         "| {window_us} µs | baseline | {base_hits}/{bursts} ({:.1} %) | | transport errors {base_errors} |",
         100.0 * base_hits as f64 / bursts as f64
     );
     for m in misses {
         println!("  engine missed {m}");
     }
+    for m in h2_misses {
+        println!("  engine-h2 missed {m}");
+    }
     Ok(Detection {
         bursts,
         engine_hits,
+        h2_hits,
         base_hits,
     })
 }
