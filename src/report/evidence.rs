@@ -264,7 +264,15 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
         }
         for e in cited.iter().filter_map(|&n| p.exchange(n)) {
             let _ = writeln!(out, "reproduce #{}:", e.n);
-            let _ = writeln!(out, "  {}", curl_line(&e.request, secrets));
+            let mut line = curl_line(&e.request, secrets);
+            // An exchange that went over HTTP/2 on a plain-text URL was h2c with prior
+            // knowledge; curl must be told, or it would replay it over HTTP/1.1.
+            let h2c = e.request.url.starts_with("http://")
+                && e.response.as_ref().is_some_and(|r| r.version == "HTTP/2");
+            if h2c {
+                line.push_str(" --http2-prior-knowledge");
+            }
+            let _ = writeln!(out, "  {line}");
         }
     }
     // Last line of defence: anything that slipped through above (a secret echoed in a check's
