@@ -3,7 +3,7 @@
 use super::{symbol, Matrix};
 use crate::redact::sanitize_line;
 
-/// Renders the table, then one footnote per FAIL or WARN.
+/// Renders the table, then one footnote per FAIL, WARN, INCONCLUSIVE or ERROR.
 pub fn render(m: &Matrix) -> String {
     let esc = |s: &str| sanitize_line(s).replace('|', "\\|");
     let mut out = String::from("# Idempotency-Key conformance\n\n| probe |");

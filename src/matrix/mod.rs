@@ -1,9 +1,9 @@
 //! `idem-check matrix`: one table across implementations, built from JSON reports.
 //!
 //! Each report (`--report-json`) becomes a column, titled by its label; each probe a row, in
-//! catalog order. A cell shows the outcome and, for FAIL and WARN, the severity that decided it,
-//! with a footnote carrying the one-line evidence. The first column whose report checked the
-//! bundled reference server is the baseline and is placed first. Markdown and a self-contained
+//! catalog order. A cell shows the outcome and, for FAIL and WARN, the severity that decided it;
+//! every FAIL, WARN, INCONCLUSIVE and ERROR has a footnote carrying its one-line reason. The
+//! column whose report checked the bundled reference server is the baseline and comes first. Markdown and a self-contained
 //! HTML page are rendered from the same [`Matrix`].
 
 use std::path::{Path, PathBuf};
@@ -57,7 +57,7 @@ pub struct Cell {
     pub outcome: String,
     /// The severity of the worst failed check, for FAIL and WARN.
     pub severity: Option<String>,
-    /// Footnote number, for FAIL and WARN.
+    /// Footnote number, for FAIL, WARN, INCONCLUSIVE and ERROR.
     pub note: Option<usize>,
 }
 
@@ -169,7 +169,10 @@ pub fn build(mut reports: Vec<ReportFile>) -> Matrix {
                     Some(p) => {
                         let decisive = matches!(p.outcome.as_str(), "FAIL" | "WARN");
                         let severity = decisive.then(|| worst_failed(p)).flatten();
-                        let note = decisive.then(|| {
+                        // SKIP reasons only name a missing option; the others explain a verdict.
+                        let explained =
+                            decisive || matches!(p.outcome.as_str(), "INCONCLUSIVE" | "ERROR");
+                        let note = explained.then(|| {
                             notes.push((r.label.clone(), id.clone(), p.reason.clone()));
                             notes.len()
                         });
