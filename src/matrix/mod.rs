@@ -3,8 +3,8 @@
 //! Each report (`--report-json`) becomes a column, titled by its label; each probe a row, in
 //! catalog order. A cell shows the outcome and, for FAIL and WARN, the severity that decided it;
 //! every FAIL, WARN, INCONCLUSIVE and ERROR has a footnote carrying its one-line reason. The
-//! column whose report checked the bundled reference server is the baseline and comes first. Markdown and a self-contained
-//! HTML page are rendered from the same [`Matrix`].
+//! column whose report checked the bundled reference server is the baseline and comes first.
+//! Markdown and a self-contained HTML page are rendered from the same [`Matrix`].
 
 use std::path::{Path, PathBuf};
 
