@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use idem_reference_server::{Config as ServerConfig, DbLocation, Fault};
+use idem_reference_server::{Config as ServerConfig, DbLocation, Fault, Tenant};
 use tokio::sync::{oneshot, Mutex};
 use tokio::task::JoinHandle;
 
@@ -142,6 +142,12 @@ impl Reference {
         let dir = tempfile::tempdir().context("could not create a temporary directory")?;
         let db = DbLocation::File(dir.path().join("reference.db"));
         let mut config = ServerConfig::new(db);
+        // Fresh random tokens per run: like real credentials they are long enough to be masked
+        // wherever they appear, and no earlier run's token means anything.
+        config.tenants = ["tenant-a", "tenant-b"]
+            .into_iter()
+            .map(|name| Tenant::new(name, format!("ref-{}", uuid::Uuid::new_v4().simple())))
+            .collect();
         config.test_hooks = true;
         config.fault = fault;
         config.lease = LEASE;
@@ -162,20 +168,30 @@ impl Reference {
         })
     }
 
+    /// Tenant `i`'s bearer token (0 = A, 1 = B), random per run.
+    pub fn token(&self, i: usize) -> String {
+        self.server
+            .config
+            .tenants
+            .get(i)
+            .map(|t| t.token.clone())
+            .unwrap_or_default()
+    }
+
     /// The target description of the reference server's payments operation.
     pub fn target(&self) -> TargetSpec {
         TargetSpec {
             url: format!("{}/api/payments", self.base),
             method: Some("POST".into()),
             headers: vec![
-                "Authorization: Bearer token-a".into(),
+                format!("Authorization: Bearer {}", self.token(0)),
                 "Content-Type: application/json".into(),
             ],
             body: Some(r#"{"amountCents":1250,"currency":"EUR","reference":"{{unique}}"}"#.into()),
             id_pointer: Some("/id".into()),
             count_url: Some(format!("{}/api/payments/count", self.base)),
             count_pointer: Some("/count".into()),
-            tenant_b_headers: vec!["Authorization: Bearer token-b".into()],
+            tenant_b_headers: vec![format!("Authorization: Bearer {}", self.token(1))],
             hold_header: Some(format!("X-Test-Delay-Ms: {HOLD_MS}")),
             invalid_body: Some(
                 r#"{"amountCents":-1,"currency":"EUR","reference":"{{unique}}"}"#.into(),
@@ -184,7 +200,7 @@ impl Reference {
             replicas: vec![format!("{}/api/payments", self.replica_base)],
             crash_header: Some("X-Test-Crash: 1".into()),
             lease_wait: Some(LEASE_WAIT),
-            secrets: vec!["token-a".into(), "token-b".into()],
+            secrets: vec![self.token(0), self.token(1)],
             ..TargetSpec::default()
         }
     }

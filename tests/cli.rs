@@ -234,14 +234,19 @@ fn reference_run_is_green_and_writes_reports_without_secrets() {
         .all(|p| p["outcome"] == "PASS"));
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(xml.contains("<testcase") && xml.contains("name=\"replay-identity\""));
+    // The in-process server's tokens are random (`ref-<32 hex>`): none may survive anywhere, and
+    // every bearer credential must show masked.
     for file in [&json, &junit, &md] {
         let body = std::fs::read_to_string(file).unwrap();
+        let unmasked = body
+            .match_indices("Bearer ")
+            .any(|(i, m)| !body[i + m.len()..].starts_with("[redacted]"));
         assert!(
-            !body.contains("token-a") && !body.contains("token-b"),
+            !body.contains("Bearer ref-") && !unmasked,
             "{file} leaks a token"
         );
     }
-    assert!(!out.contains("token-a"));
+    assert!(!out.contains("Bearer ref-"));
 }
 
 /// A fault switched on: the matching probe FAILs and the exit code is 4.

@@ -47,9 +47,11 @@ async fn failing_block(fault: Fault, probe: &str) -> String {
         .find(|p| p.id == probe)
         .expect("the probe ran");
     assert_eq!(p.outcome, Outcome::Fail, "{}", common::outcomes(&report));
+    // No secrets named: the reference server's tokens are random per run, and credential
+    // headers are masked whether or not their value is known.
     let opts = RenderOptions {
         color: false,
-        secrets: vec!["token-a".into(), "token-b".into()],
+        secrets: Vec::new(),
     };
     normalise(&evidence::block(p, &report.suite, &opts))
 }

@@ -39,13 +39,15 @@ fn opts() -> BurstOptions {
     }
 }
 
-fn payment(url: &str, key: &str) -> SentRequest {
+/// A payment request; `token` is the tenant's bearer token (any value for servers that do not
+/// check it).
+fn payment(url: &str, key: &str, token: &str) -> SentRequest {
     let url = url::Url::parse(url).unwrap();
     raw::prepare(
         &url,
         "POST",
         vec![
-            Header::new("Authorization", "Bearer token-a"),
+            Header::new("Authorization", format!("Bearer {token}")),
             Header::new("Content-Type", "application/json"),
             Header::new("Idempotency-Key", format!("\"{key}\"")),
         ],
@@ -53,10 +55,10 @@ fn payment(url: &str, key: &str) -> SentRequest {
     )
 }
 
-async fn count(base: &str) -> u64 {
+async fn count(base: &str, token: &str) -> u64 {
     let resp = reqwest::Client::new()
         .get(format!("{base}/api/payments/count"))
-        .header("Authorization", "Bearer token-a")
+        .header("Authorization", format!("Bearer {token}"))
         .timeout(LIMIT)
         .send()
         .await
@@ -72,9 +74,9 @@ async fn h2c_burst_executes_once_on_the_correct_server() {
     let reference = Reference::start(None).await.unwrap();
     let url = format!("{}/api/payments", reference.base);
     for _ in 0..3 {
-        let before = count(&reference.base).await;
+        let before = count(&reference.base, &reference.token(0)).await;
         let key = uuid::Uuid::new_v4().to_string();
-        let reqs = vec![payment(&url, &key); 16];
+        let reqs = vec![payment(&url, &key, &reference.token(0)); 16];
         let report = h2burst::burst(&reqs, &opts()).await.unwrap();
         assert_eq!(report.responses.len(), 16);
         assert_eq!(report.spread_us, 0.0);
@@ -98,7 +100,10 @@ async fn h2c_burst_executes_once_on_the_correct_server() {
         }
         assert!(created >= 1, "no 201");
         assert_eq!(ids.len(), 1, "one payment id across the 201s: {ids:?}");
-        assert_eq!(count(&reference.base).await, before + 1);
+        assert_eq!(
+            count(&reference.base, &reference.token(0)).await,
+            before + 1
+        );
         let sent = &report.requests[0];
         assert_eq!(sent.headers[0].name, "host");
         assert!(sent.headers.iter().all(|h| h.name == h.name.to_lowercase()));
@@ -170,7 +175,7 @@ async fn http1_only_listener_gives_one_clear_error() {
             )
             .await;
     });
-    let reqs = vec![payment(&format!("http://{addr}/api/payments"), "k"); 2];
+    let reqs = vec![payment(&format!("http://{addr}/api/payments"), "k", "t"); 2];
     let report = h2burst::burst(&reqs, &opts()).await.unwrap();
     for r in &report.responses {
         let err = r.result.as_ref().unwrap_err();
@@ -230,7 +235,9 @@ async fn tls_alpn_h2_burst_echoes_every_stream() {
         }
     });
     let url = format!("https://localhost:{port}/echo");
-    let reqs: Vec<SentRequest> = (0..4).map(|i| payment(&url, &format!("key-{i}"))).collect();
+    let reqs: Vec<SentRequest> = (0..4)
+        .map(|i| payment(&url, &format!("key-{i}"), "t"))
+        .collect();
     let report = h2burst::burst_for_target(&reqs, &opts(), false)
         .await
         .unwrap();
@@ -277,7 +284,7 @@ async fn tls_without_h2_falls_back_or_says_why() {
         }
     });
     let url = format!("https://localhost:{port}/p");
-    let reqs = vec![payment(&url, "k"); 2];
+    let reqs = vec![payment(&url, "k", "t"); 2];
     let report = h2burst::burst_for_target(&reqs, &opts(), false)
         .await
         .unwrap();
