@@ -28,6 +28,17 @@ fn text(o: &Output) -> String {
 /// A loopback server that answers every connection with `reply` (or nothing at all when it is
 /// `None`, holding the connection open), for at most `lifetime`.
 fn fake_server(reply: Option<&'static [u8]>, lifetime: Duration) -> String {
+    fake_server_counted(reply, lifetime).0
+}
+
+/// [`fake_server`], also counting the requests it has read, so a test can wait until the
+/// checker is really inside a probe.
+fn fake_server_counted(
+    reply: Option<&'static [u8]>,
+    lifetime: Duration,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = seen.clone();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     listener.set_nonblocking(true).unwrap();
@@ -40,6 +51,7 @@ fn fake_server(reply: Option<&'static [u8]>, lifetime: Duration) -> String {
                     s.set_read_timeout(Some(Duration::from_millis(200))).ok();
                     let mut buf = [0u8; 4096];
                     let _ = s.read(&mut buf);
+                    counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     match reply {
                         Some(r) => {
                             let _ = s.write_all(r);
@@ -51,7 +63,7 @@ fn fake_server(reply: Option<&'static [u8]>, lifetime: Duration) -> String {
             }
         }
     });
-    format!("http://{addr}/api/payments")
+    (format!("http://{addr}/api/payments"), seen)
 }
 
 /// `list` names every probe of the catalog.
@@ -169,7 +181,7 @@ fn silent_server_times_out_with_exit_3() {
 /// Ctrl-C during a run: exit 130, and the reports are still written and say so.
 #[test]
 fn ctrl_c_exits_130_with_reports() {
-    let url = fake_server(None, Duration::from_secs(30));
+    let (url, seen) = fake_server_counted(None, Duration::from_secs(30));
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let mut child = bin()
@@ -185,7 +197,17 @@ fn ctrl_c_exits_130_with_reports() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    // Interrupt only once the first probe's request has arrived: the run is then inside a
+    // probe, with its Ctrl-C handler installed, however slow the machine is.
+    let arrived = Instant::now() + Duration::from_secs(20);
+    while seen.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < arrived,
+            "the checker never sent its first request"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(100));
     let status = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
