@@ -246,6 +246,14 @@ fn reference_run_is_green_and_writes_reports_without_secrets() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains(" 0 failed, "), "{out}");
+    // Piped output carries no progress redraws or colour.
+    for stream in [&o.stdout, &o.stderr] {
+        assert!(
+            !stream.iter().any(|b| *b == b'\r' || *b == 0x1b),
+            "{}",
+            text(&o)
+        );
+    }
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["schema"], "idem-check.report/1");
