@@ -1,0 +1,94 @@
+//! idem-check against a second, independent implementation (fixtures/servers/naive_python.py,
+//! Python's standard library only): every probe PASSes or SKIPs for a missing option, except
+//! `escaped-key`, which catches that server's naive parameter split. This keeps the probes honest
+//! about the contract instead of about the reference server's particular answers.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+/// Kills the Python server when the test ends, however it ends.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start() -> (Server, String) {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/servers/naive_python.py"
+    );
+    let mut child = Command::new("python3")
+        .arg(script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python3 runs (CI machines have Python)");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let server = Server(child);
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("the server prints its address");
+    let base = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    (server, base)
+}
+
+#[test]
+fn only_escaped_key_fails_on_the_python_implementation() {
+    let (_server, base) = start();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_idem-check"))
+        .env("NO_COLOR", "1")
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .args(["run", &format!("{base}/pay")])
+        .args([
+            "-H",
+            "Authorization: Bearer ta",
+            "-H",
+            "Content-Type: application/json",
+        ])
+        .args([
+            "-d",
+            r#"{"amount":5,"ref":"{{unique}}"}"#,
+            "--id-pointer",
+            "/id",
+        ])
+        .args(["--count-url", &format!("{base}/count")])
+        .args(["--tenant-b-header", "Authorization: Bearer tb"])
+        .args([
+            "--hold-header",
+            "X-Delay-Ms: 600",
+            "--invalid-body",
+            r#"{"amount":-1}"#,
+        ])
+        .args(["--report-json", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(4), "{stdout}");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    for p in report["probes"].as_array().unwrap() {
+        let (id, outcome) = (p["id"].as_str().unwrap(), p["outcome"].as_str().unwrap());
+        let expected: &[&str] = match id {
+            "escaped-key" => &["FAIL"],
+            "wedged-key-recovery" | "cross-endpoint" | "restart-persistence" | "cross-replica" => {
+                &["SKIP"]
+            }
+            _ => &["PASS"],
+        };
+        assert!(
+            expected.contains(&outcome),
+            "{id}: {outcome} — {}\n{stdout}",
+            p["reason"]
+        );
+    }
+}
