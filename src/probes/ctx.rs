@@ -16,6 +16,9 @@ use crate::probes::ProbeMeta;
 /// The most duplicate waves [`ProbeCtx::held_with_waves`] sends while one original is held.
 pub const MAX_WAVES: usize = 40;
 
+/// How long [`ProbeCtx::held_with_waves`] lets the held original travel before the first wave.
+pub const HEAD_START: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// A request a probe is about to send: starts as the configured operation for tenant A.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
@@ -335,8 +338,10 @@ impl ProbeCtx {
         };
         let waves_fut = async {
             let mut sent = Vec::new();
-            // Give the original a head start so it is the one that claims the key.
-            tokio::time::sleep(interval.min(std::time::Duration::from_millis(20))).await;
+            // Give the original a head start so it is the one that claims the key; on a loaded
+            // machine 20 ms was sometimes not enough (probes check who owned, see
+            // loser-does-not-unlock).
+            tokio::time::sleep(HEAD_START).await;
             for w in 1..=MAX_WAVES {
                 if done.load(Ordering::SeqCst) || Instant::now() >= deadline {
                     break;

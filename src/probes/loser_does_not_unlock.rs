@@ -60,6 +60,28 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     attempts.push(&retry);
     let e = ctx.executions(before, after, &attempts);
     ctx.push(check::executed(&ctx.spec("one-execution"), &e, 1));
+    // The scenario needs the held original to own the key. A duplicate that reached the server
+    // first shows as a duplicate's 2xx with no refusal before it, and the original then gets
+    // a conflict (or its connection failed): refusals measured against it would say nothing.
+    // A loser that unlocked shows differently: a refusal first, then a duplicate's 2xx. A
+    // double execution above counts either way.
+    let first_success = in_flight.iter().position(|d| is_success(d));
+    let refused_first = first_success.is_some_and(|i| {
+        in_flight[..i]
+            .iter()
+            .any(|d| d.status().is_some_and(|s| conflict.contains(&s)))
+    });
+    let owner_lost = owner.response.is_none()
+        || (owner.status().is_some_and(|s| conflict.contains(&s))
+            && first_success.is_some()
+            && !refused_first);
+    if owner_lost {
+        return Some(Stop::Inconclusive(format!(
+            "the held original #{} did not own the key (it got {}): a duplicate reached the server first; raise the hold in --hold-header",
+            owner.n,
+            owner.status_text()
+        )));
+    }
     // A duplicate sent just before the owner's answer reached us may have been answered after
     // the owner committed: its 2xx is a replay, not a takeover, when the owner succeeded and
     // the operation ran once. Whether that replay is byte-identical is replay-identity's
