@@ -130,32 +130,29 @@ fn single_quoted(bytes: &[u8]) -> String {
 
 /// bash's `$'…'`: every byte outside printable ASCII as `\xHH`.
 fn ansi_c_quoted(bytes: &[u8]) -> String {
-    let mut out = String::from("$'");
-    for &b in bytes {
-        match b {
-            b'\\' => out.push_str("\\\\"),
-            b'\'' => out.push_str("\\'"),
-            _ if printable(b) => out.push(b as char),
-            _ => {
-                let _ = write!(out, "\\x{b:02X}");
-            }
-        }
-    }
-    out.push('\'');
-    out
+    escaped("$'", "\\'", bytes, |out, b| {
+        let _ = write!(out, "\\x{b:02X}");
+    })
 }
 
 /// `printf '%b'` input reproducing `bytes` exactly (octal escapes are the portable form).
 fn printf_b_quoted(bytes: &[u8]) -> String {
-    let mut out = String::from("'");
+    escaped("'", "'\\''", bytes, |out, b| {
+        let _ = write!(out, "\\0{b:03o}");
+    })
+}
+
+/// Single-quoted text opened by `open`: a backslash doubled, a quote written as `quote`,
+/// printable ASCII as itself and every other byte through `byte`. The two shell forms above
+/// differ only in those spellings.
+fn escaped(open: &str, quote: &str, bytes: &[u8], byte: fn(&mut String, u8)) -> String {
+    let mut out = String::from(open);
     for &b in bytes {
         match b {
             b'\\' => out.push_str("\\\\"),
-            b'\'' => out.push_str("'\\''"),
+            b'\'' => out.push_str(quote),
             _ if printable(b) => out.push(b as char),
-            _ => {
-                let _ = write!(out, "\\0{b:03o}");
-            }
+            _ => byte(&mut out, b),
         }
     }
     out.push('\'');

@@ -10,7 +10,7 @@
 
 use futures::FutureExt;
 
-use super::shared::{count_or_stop, unless_success};
+use super::shared::{count_or_stop, original_or_stop};
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta, Request};
 use crate::check;
 use crate::http::exchange::Exchange;
@@ -44,14 +44,12 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     let replicas = ctx.config.replicas.clone();
     let before = count_or_stop!(ctx, "count before");
     let req = ctx.keyed(&ctx.fresh_key());
-    let original = ctx.send("original on the target", req.clone()).await;
-    if let Some(stop) = unless_success(
-        &original,
-        "the original request",
-        "there is nothing to replay",
-    ) {
-        return Some(stop);
-    }
+    let original = original_or_stop!(
+        ctx,
+        "original on the target",
+        req.clone(),
+        "there is nothing to replay"
+    );
     let mut retries = Vec::with_capacity(replicas.len());
     for (i, url) in replicas.iter().enumerate() {
         let role = format!("retry on replica {} ({url})", i + 1);

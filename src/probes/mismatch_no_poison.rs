@@ -6,7 +6,7 @@
 use futures::FutureExt;
 
 use super::shared::{
-    count_or_stop, new_executions, same_response, unless_payloads_vary, unless_success,
+    count_or_stop, new_executions, original_or_stop, same_response, unless_payloads_vary,
 };
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
@@ -35,14 +35,12 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         return Some(skip);
     }
     let key = ctx.fresh_key();
-    let original = ctx.send("original", ctx.keyed(&key)).await;
-    if let Some(stop) = unless_success(
-        &original,
-        "the original request",
-        "there is nothing to poison",
-    ) {
-        return Some(stop);
-    }
+    let original = original_or_stop!(
+        ctx,
+        "original",
+        ctx.keyed(&key),
+        "there is nothing to poison"
+    );
     ctx.send("other payload", ctx.keyed_with_payload(&key, 1))
         .await;
     let before = count_or_stop!(ctx, "count before");

@@ -6,7 +6,7 @@
 use futures::FutureExt;
 
 use super::shared::{
-    count_or_stop, is_success, new_executions, unless_payloads_vary, unless_success,
+    count_or_stop, is_success, new_executions, original_or_stop, unless_payloads_vary,
 };
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
@@ -45,14 +45,12 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         return Some(skip);
     }
     let key = ctx.fresh_key();
-    let original = ctx.send("original", ctx.keyed(&key)).await;
-    if let Some(stop) = unless_success(
-        &original,
-        "the original request",
-        "a mismatch cannot be tried",
-    ) {
-        return Some(stop);
-    }
+    let original = original_or_stop!(
+        ctx,
+        "original",
+        ctx.keyed(&key),
+        "a mismatch cannot be tried"
+    );
     let before = count_or_stop!(ctx, "count before");
     let other = ctx
         .send("other payload", ctx.keyed_with_payload(&key, 1))

@@ -6,7 +6,7 @@
 
 use futures::FutureExt;
 
-use super::shared::{count_or_stop, same_response, unless_success};
+use super::shared::{count_or_stop, original_or_stop, same_response};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
@@ -49,14 +49,12 @@ pub const PROBE: ProbeDef = ProbeDef {
 async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     let before = count_or_stop!(ctx, "count before");
     let key = ctx.fresh_key();
-    let original = ctx.send("original", ctx.keyed(&key)).await;
-    if let Some(stop) = unless_success(
-        &original,
-        "the original request",
-        "there is nothing to replay",
-    ) {
-        return Some(stop);
-    }
+    let original = original_or_stop!(
+        ctx,
+        "original",
+        ctx.keyed(&key),
+        "there is nothing to replay"
+    );
     let mut retries = Vec::new();
     for i in 1..=RETRIES {
         retries.push(

@@ -5,7 +5,7 @@
 
 use futures::FutureExt;
 
-use super::shared::{count_or_stop, same_response, unless_success};
+use super::shared::{count_or_stop, original_or_stop, same_response};
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
@@ -35,14 +35,12 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     let hook = ctx.config.restart.clone()?;
     let before = count_or_stop!(ctx, "count before");
     let key = ctx.fresh_key();
-    let original = ctx.send("original", ctx.keyed(&key)).await;
-    if let Some(stop) = unless_success(
-        &original,
-        "the original request",
-        "there is nothing to persist",
-    ) {
-        return Some(stop);
-    }
+    let original = original_or_stop!(
+        ctx,
+        "original",
+        ctx.keyed(&key),
+        "there is nothing to persist"
+    );
     let t0 = ctx.elapsed_ms();
     if let Err(e) = hook.restart().await {
         return Some(Stop::Error(format!("the restart hook failed: {e:#}")));

@@ -20,6 +20,22 @@ macro_rules! count_or_stop {
 }
 pub(crate) use count_or_stop;
 
+/// Sends the original request and ends the probe with an ERROR unless it got a 2xx: a probe
+/// that builds on a completed original can judge nothing without one. `$consequence` says
+/// what could not be tried ("there is nothing to replay").
+macro_rules! original_or_stop {
+    ($ctx:expr, $role:expr, $req:expr, $consequence:expr) => {{
+        let original = $ctx.send($role, $req).await;
+        if let Some(stop) =
+            $crate::probes::shared::unless_success(&original, "the original request", $consequence)
+        {
+            return Some(stop);
+        }
+        original
+    }};
+}
+pub(crate) use original_or_stop;
+
 /// Sends the operation with `key` twice in a row: the first must be accepted (`accepted` check)
 /// and the whole pair must execute once (`recognised` check).
 pub(crate) async fn accepted_then_recognised(
