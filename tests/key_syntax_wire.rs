@@ -91,25 +91,16 @@ fn field_lines(head: &[u8], name: &str) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Every probe of the key-syntax group, in catalog order.
 async fn run_key_syntax_probes() -> (RunReport, Vec<Vec<u8>>) {
-    run_probes(
-        RunOptions::default().suite,
-        &[
-            "missing-key",
-            "quoted-key",
-            "escaped-key",
-            "bare-token",
-            "malformed-key",
-            "duplicate-header",
-            "empty-key",
-            "oversized-key",
-            "key-parameters",
-        ],
-    )
-    .await
+    let ids: Vec<&str> = idem_check::probes::catalog()
+        .iter()
+        .filter(|p| p.meta.group == idem_check::probes::Group::KeySyntax)
+        .map(|p| p.meta.id)
+        .collect();
+    run_probes(RunOptions::default().suite, &ids).await
 }
 
-/// Runs `probes` of `suite` against a fresh recorder.
 async fn run_probes(suite: String, probes: &[&str]) -> (RunReport, Vec<Vec<u8>>) {
     let (base, heads) = recorder().await;
     let target = TargetSpec {

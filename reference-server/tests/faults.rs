@@ -266,14 +266,7 @@ async fn demonstrate(fault: Fault) {
             let c = s.client();
             let key = fresh_key();
             c.send(&Req::payment(A, &key, &body("op"))).await;
-            let payout = c
-                .send(
-                    &Req::post("/api/payouts")
-                        .token(A)
-                        .key(&key)
-                        .json(&body("op")),
-                )
-                .await;
+            let payout = c.send(&Req::payout(A, &key, &body("op"))).await;
             assert_ne!(payout.status, 201, "the payout is not independent");
             s.stop().await;
         }

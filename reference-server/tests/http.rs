@@ -337,14 +337,7 @@ async fn keys_are_scoped_to_the_operation() {
     let client = server.client();
     let key = fresh_key();
     let payment = client.send(&Req::payment(A, &key, &body("op"))).await;
-    let payout = client
-        .send(
-            &Req::post("/api/payouts")
-                .token(A)
-                .key(&key)
-                .json(&body("op")),
-        )
-        .await;
+    let payout = client.send(&Req::payout(A, &key, &body("op"))).await;
     assert_eq!((payment.status, payout.status), (201, 201));
     assert!(payout.id().starts_with("po_"));
     assert_eq!(

@@ -104,6 +104,11 @@ impl Req {
         Self::post("/api/payments").token(token).key(key).json(body)
     }
 
+    /// The second idempotent operation, with the same shape as a payment.
+    pub fn payout(token: &str, key: &str, body: &str) -> Self {
+        Self::post("/api/payouts").token(token).key(key).json(body)
+    }
+
     pub fn header(mut self, name: &str, value: impl AsRef<[u8]>) -> Self {
         self.headers
             .push((name.to_owned(), value.as_ref().to_vec()));
