@@ -25,7 +25,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use idem_check::http::burst::{burst, BurstOptions};
+use idem_check::http::burst::{burst, BurstOptions, BurstReport};
 use idem_check::http::exchange::{Header, SentRequest};
 use idem_check::http::{h2burst, raw};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -134,19 +134,21 @@ fn summary(args: &Args, spreads: &[SpreadRun], detections: &[Vec<Detection>]) {
         args.bursts
     );
     println!();
-    println!("| measure | engine (HTTP/1.1) | engine-h2 (single packet, h2c) | baseline (reqwest, 16 tasks) |");
-    println!("| --- | ---: | ---: | ---: |");
+    println!("| measure | engine (HTTP/1.1) | engine, --no-realtime | engine-h2 (single packet, h2c) | baseline (reqwest, 16 tasks) |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
     if !spreads.is_empty() {
         let pick = |f: fn(&SpreadRun) -> f64| spreads.iter().map(f).collect::<Vec<_>>();
         println!(
-            "| arrival spread, median µs | {} | {} | {} |",
+            "| arrival spread, median µs | {} | {} | {} | {} |",
             runs(&pick(|r| r.engine.0), ""),
+            runs(&pick(|r| r.engine_single.0), ""),
             runs(&pick(|r| r.engine_h2.0), ""),
             runs(&pick(|r| r.baseline.0), "")
         );
         println!(
-            "| arrival spread, p90 µs | {} | {} | {} |",
+            "| arrival spread, p90 µs | {} | {} | {} | {} |",
             runs(&pick(|r| r.engine.1), ""),
+            runs(&pick(|r| r.engine_single.1), ""),
             runs(&pick(|r| r.engine_h2.1), ""),
             runs(&pick(|r| r.baseline.1), "")
         );
@@ -172,9 +174,11 @@ fn summary(args: &Args, spreads: &[SpreadRun], detections: &[Vec<Detection>]) {
             break;
         }
         println!(
-            "| detection, {window} µs window, % | {} — {} | {} — {} | {} — {} |",
+            "| detection, {window} µs window, % | {} — {} | {} — {} | {} — {} | {} — {} |",
             runs(&of(|d| d.engine_hits), " %"),
             hits(|d| d.engine_hits),
+            runs(&of(|d| d.single_hits), " %"),
+            hits(|d| d.single_hits),
             runs(&of(|d| d.h2_hits), " %"),
             hits(|d| d.h2_hits),
             runs(&of(|d| d.base_hits), " %"),
@@ -426,6 +430,7 @@ fn row(name: &str, v: Vec<f64>) {
 /// `--stage-segments`), of the HTTP/2 single-packet burst and of the baseline.
 struct SpreadRun {
     engine: (f64, f64),
+    engine_single: (f64, f64),
     engine_h2: (f64, f64),
     baseline: (f64, f64),
 }
@@ -434,28 +439,30 @@ async fn spread(bursts: usize, stage_segments: usize) -> anyhow::Result<SpreadRu
     let sink = Sink::start()?;
 
     let mut rows = Vec::new();
-    let mut engine = (f64::NAN, f64::NAN);
-    // The engine as configured first (it is the one in the summary), then two variants for
-    // comparison: the prefix in one write, and a second release thread.
+    let (mut engine, mut engine_single) = ((f64::NAN, f64::NAN), (f64::NAN, f64::NAN));
+    // The engine as configured (real-time release threads where permitted) and on one thread at
+    // normal priority (what a process without the permission gets), both in the summary; then
+    // the prefix in one write, for comparison.
     let variants = [
         (
-            format!("{stage_segments} staging segment(s), 1 release thread"),
+            format!("{stage_segments} staging segment(s)"),
             stage_segments,
-            1,
+            true,
         ),
-        ("prefix in 1 write, 1 release thread".to_string(), 1, 1),
         (
-            format!("{stage_segments} staging segment(s), 2 release threads"),
+            format!("{stage_segments} staging segment(s), --no-realtime"),
             stage_segments,
-            2,
+            false,
         ),
+        ("prefix in 1 write, --no-realtime".to_string(), 1, false),
     ];
-    for (v, (label, segments, threads)) in variants.into_iter().enumerate() {
+    for (v, (label, segments, realtime)) in variants.into_iter().enumerate() {
         let opts = BurstOptions {
-            release_threads: threads,
+            realtime,
             stage_segments: segments,
             ..BurstOptions::default()
         };
+        let mut modes = std::collections::BTreeSet::new();
         let (mut arrival, mut release, mut gaps) = (Vec::new(), Vec::new(), Vec::new());
         for b in 0..bursts {
             let key = uuid::Uuid::new_v4().to_string();
@@ -464,6 +471,7 @@ async fn spread(bursts: usize, stage_segments: usize) -> anyhow::Result<SpreadRu
                 .collect();
             sink.take();
             let report = burst(&reqs, &opts).await?;
+            modes.insert(report.release.to_string());
             let stamps = sink.wait_for(DUPLICATES);
             if stamps.len() == DUPLICATES {
                 arrival.push(spread_of(&stamps));
@@ -477,10 +485,16 @@ async fn spread(bursts: usize, stage_segments: usize) -> anyhow::Result<SpreadRu
                     .map(|w| w[1].duration_since(w[0]).as_secs_f64() * 1e6),
             );
         }
-        if v == 0 {
-            let (_, med, p90, _) = stats(arrival.clone());
-            engine = (med, p90);
+        let (_, med, p90, _) = stats(arrival.clone());
+        match v {
+            0 => engine = (med, p90),
+            1 => engine_single = (med, p90),
+            _ => {}
         }
+        let label = format!(
+            "{label}, released {}",
+            modes.into_iter().collect::<Vec<_>>().join(" or ")
+        );
         rows.push((
             format!("engine, {label}: arrival spread (kernel rx stamps)"),
             arrival,
@@ -567,6 +581,7 @@ async fn spread(bursts: usize, stage_segments: usize) -> anyhow::Result<SpreadRu
     row("baseline reqwest ×16 tasks: arrival spread", base);
     Ok(SpreadRun {
         engine,
+        engine_single,
         engine_h2: (h2_med, h2_p90),
         baseline: (med, p90),
     })
@@ -737,8 +752,82 @@ async fn count(client: &reqwest::Client, base: &url::Url) -> anyhow::Result<i64>
 struct Detection {
     bursts: usize,
     engine_hits: usize,
+    single_hits: usize,
     h2_hits: usize,
     base_hits: usize,
+}
+
+/// What one client's bursts of one window caught.
+#[derive(Default)]
+struct Tally {
+    hits: usize,
+    transport_errors: usize,
+    release_spreads: Vec<f64>,
+    modes: std::collections::BTreeSet<String>,
+    misses: Vec<String>,
+}
+
+impl Tally {
+    /// Runs one burst of an engine client with a fresh key and counts whether it caught the race.
+    async fn round<F, Fut>(
+        &mut self,
+        server: &Server,
+        client: &reqwest::Client,
+        b: usize,
+        send: F,
+    ) -> anyhow::Result<()>
+    where
+        F: FnOnce(Vec<SentRequest>) -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<BurstReport>>,
+    {
+        let url = server.base.join("/api/payments")?;
+        let key = uuid::Uuid::new_v4().to_string();
+        let reqs: Vec<_> = (0..DUPLICATES)
+            .map(|_| payment(&url, &key, &format!("{b}-{key}")))
+            .collect();
+        let before = count(client, &server.base).await?;
+        let report = send(reqs).await?;
+        let after = count(client, &server.base).await?;
+        self.transport_errors += report
+            .responses
+            .iter()
+            .filter(|r| r.result.is_err())
+            .count();
+        let ids = ids_of(
+            report
+                .responses
+                .iter()
+                .filter_map(|r| r.result.as_ref().ok())
+                .map(|r| (r.status, r.body.as_slice())),
+        );
+        self.modes.insert(report.release.to_string());
+        self.release_spreads.push(report.spread_us);
+        if ids.len() > 1 || after - before > 1 {
+            self.hits += 1;
+        } else {
+            self.misses.push(format!(
+                "burst {b}: release spread {:.0} µs, {}, {} execution(s)",
+                report.spread_us,
+                statuses(&report),
+                after - before
+            ));
+        }
+        Ok(())
+    }
+
+    fn print(&self, window_us: u64, name: &str, bursts: usize) {
+        let (_, med, _, _) = stats(self.release_spreads.clone());
+        println!(
+            "| {window_us} µs | {name} | {}/{bursts} ({:.1} %) | released {}, release spread median {med:.1} µs | transport errors {} |",
+            self.hits,
+            100.0 * self.hits as f64 / bursts as f64,
+            self.modes.iter().cloned().collect::<Vec<_>>().join(" or "),
+            self.transport_errors
+        );
+        for m in &self.misses {
+            println!("  {name} missed {m}");
+        }
+    }
 }
 
 async fn detect(
@@ -757,72 +846,30 @@ async fn detect(
         stage_segments,
         ..BurstOptions::default()
     };
-    let (mut engine_hits, mut engine_spreads, mut engine_errors) = (0usize, Vec::new(), 0usize);
+    let single_opts = BurstOptions {
+        realtime: false,
+        ..opts.clone()
+    };
+    let (mut engine, mut single, mut h2) = (Tally::default(), Tally::default(), Tally::default());
     let (mut base_hits, mut base_errors) = (0usize, 0usize);
-    let (mut h2_hits, mut h2_errors, mut h2_misses) = (0usize, 0usize, Vec::new());
-    let mut misses = Vec::new();
     // Pre-open the baseline's connections.
     let _ = baseline_burst(&client, &server.base.join("/healthz")?, "warm", "warm").await;
+    let (opts, single_opts) = (&opts, &single_opts);
     for b in 0..bursts {
-        let key = uuid::Uuid::new_v4().to_string();
-        let reqs: Vec<_> = (0..DUPLICATES)
-            .map(|_| payment(&url, &key, &format!("engine-{window_us}-{b}-{key}")))
-            .collect();
-        let before = count(&client, &server.base).await?;
-        let report = burst(&reqs, &opts).await?;
-        let after = count(&client, &server.base).await?;
-        engine_errors += report
-            .responses
-            .iter()
-            .filter(|r| r.result.is_err())
-            .count();
-        let ids = ids_of(
-            report
-                .responses
-                .iter()
-                .filter_map(|r| r.result.as_ref().ok())
-                .map(|r| (r.status, r.body.as_slice())),
-        );
-        if ids.len() > 1 || after - before > 1 {
-            engine_hits += 1;
-        } else {
-            misses.push(format!(
-                "burst {b}: release spread {:.0} µs, {}, {} execution(s)",
-                report.spread_us,
-                statuses(&report),
-                after - before
-            ));
-        }
-        engine_spreads.push(report.spread_us);
-
-        let key = uuid::Uuid::new_v4().to_string();
-        let reqs: Vec<_> = (0..DUPLICATES)
-            .map(|_| payment(&url, &key, &format!("h2-{window_us}-{b}-{key}")))
-            .collect();
-        let before = count(&client, &server.base).await?;
-        let report = h2burst::burst(&reqs, &opts).await?;
-        let after = count(&client, &server.base).await?;
-        h2_errors += report
-            .responses
-            .iter()
-            .filter(|r| r.result.is_err())
-            .count();
-        let ids = ids_of(
-            report
-                .responses
-                .iter()
-                .filter_map(|r| r.result.as_ref().ok())
-                .map(|r| (r.status, r.body.as_slice())),
-        );
-        if ids.len() > 1 || after - before > 1 {
-            h2_hits += 1;
-        } else {
-            h2_misses.push(format!(
-                "burst {b}: {}, {} execution(s)",
-                statuses(&report),
-                after - before
-            ));
-        }
+        engine
+            .round(&server, &client, b, |reqs| async move {
+                burst(&reqs, opts).await
+            })
+            .await?;
+        single
+            .round(&server, &client, b, |reqs| async move {
+                burst(&reqs, single_opts).await
+            })
+            .await?;
+        h2.round(&server, &client, b, |reqs| async move {
+            h2burst::burst(&reqs, opts).await
+        })
+        .await?;
 
         let key = uuid::Uuid::new_v4().to_string();
         let before = count(&client, &server.base).await?;
@@ -834,35 +881,24 @@ async fn detect(
             base_hits += 1;
         }
     }
-    let (_, med, _, _) = stats(engine_spreads);
-    println!(
-        "| {window_us} µs | engine | {engine_hits}/{bursts} ({:.1} %) | release spread median {med:.1} µs | transport errors {engine_errors} |",
-        100.0 * engine_hits as f64 / bursts as f64
-    );
-    println!(
-        "| {window_us} µs | engine-h2 | {h2_hits}/{bursts} ({:.1} %) | one release write | transport errors {h2_errors} |",
-        100.0 * h2_hits as f64 / bursts as f64
-    );
+    engine.print(window_us, "engine", bursts);
+    single.print(window_us, "engine --no-realtime", bursts);
+    h2.print(window_us, "engine-h2", bursts);
     println!(
         "| {window_us} µs | baseline | {base_hits}/{bursts} ({:.1} %) | | transport errors {base_errors} |",
         100.0 * base_hits as f64 / bursts as f64
     );
-    for m in misses {
-        println!("  engine missed {m}");
-    }
-    for m in h2_misses {
-        println!("  engine-h2 missed {m}");
-    }
     Ok(Detection {
         bursts,
-        engine_hits,
-        h2_hits,
+        engine_hits: engine.hits,
+        single_hits: single.hits,
+        h2_hits: h2.hits,
         base_hits,
     })
 }
 
 /// "201×1 409×15": the statuses of a burst (transport errors by their text).
-fn statuses(report: &idem_check::http::burst::BurstReport) -> String {
+fn statuses(report: &BurstReport) -> String {
     let mut counts = std::collections::BTreeMap::<String, usize>::new();
     for r in &report.responses {
         let key = match &r.result {

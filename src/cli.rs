@@ -175,6 +175,12 @@ pub struct TargetArgs {
     #[arg(long, hide_short_help = true)]
     pub http2: bool,
 
+    /// Release HTTP/1.1 bursts from this thread at its normal priority. By default two
+    /// real-time threads release them where the process may raise its priority (root,
+    /// CAP_SYS_NICE or `ulimit -r`), about twice as tight (BENCHMARKS.md).
+    #[arg(long, hide_short_help = true)]
+    pub no_realtime: bool,
+
     /// The suite: a built-in name (ietf-draft-07, stripe) or a suite file.
     #[arg(long, value_name = "NAME|FILE", default_value = crate::suite::DEFAULT_SUITE)]
     pub suite: String,

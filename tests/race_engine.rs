@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use idem_check::http::burst::{burst, BurstOptions};
 use idem_check::http::exchange::{Header, SentRequest};
+use idem_check::http::release::{realtime_permitted, ReleaseMode};
 use idem_check::http::{raw, tls};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -368,17 +369,52 @@ async fn burst_holds_final_bytes_until_all_are_staged() {
     assert!(report.spread_us >= 0.0 && report.spread_us < 1e6);
 }
 
+/// Where the process may use real-time priority, the release runs on two real-time threads and
+/// says so; where it may not, it runs on one thread and says why. Other tests' bursts can hold
+/// the one parallel turn for a moment, so a few bursts are allowed to find it taken.
 #[tokio::test]
-async fn burst_with_two_release_threads_delivers_everything() {
-    let (url, server) = burst_server(6).await;
+async fn burst_releases_from_real_time_threads_when_permitted() {
     let opts = BurstOptions {
-        release_threads: 2,
         final_bytes: 3,
         ..BurstOptions::default()
     };
-    let report = burst(&burst_requests(&url, 6), &opts).await.unwrap();
+    let mut modes = Vec::new();
+    for _ in 0..10 {
+        let (url, server) = burst_server(6).await;
+        let report = burst(&burst_requests(&url, 6), &opts).await.unwrap();
+        assert!(report.responses.iter().all(|r| r.result.is_ok()));
+        assert_eq!(server.await.unwrap().len(), 6, "every request arrived");
+        let parallel = matches!(
+            report.release,
+            ReleaseMode::Threads {
+                threads: 2,
+                realtime: true,
+                why_not: None
+            }
+        );
+        modes.push(report.release.to_string());
+        if parallel || realtime_permitted().is_err() {
+            break;
+        }
+    }
+    let last = modes.last().unwrap();
+    match realtime_permitted() {
+        Ok(()) => assert_eq!(last, "from 2 real-time threads", "{modes:?}"),
+        Err(why) => assert_eq!(last, &format!("from 1 thread ({why})")),
+    }
+}
+
+#[tokio::test]
+async fn burst_without_realtime_releases_from_the_calling_thread() {
+    let (url, server) = burst_server(4).await;
+    let opts = BurstOptions {
+        realtime: false,
+        ..BurstOptions::default()
+    };
+    let report = burst(&burst_requests(&url, 4), &opts).await.unwrap();
     assert!(report.responses.iter().all(|r| r.result.is_ok()));
-    assert_eq!(server.await.unwrap().len(), 6);
+    assert_eq!(server.await.unwrap().len(), 4);
+    assert_eq!(report.release.to_string(), "from 1 thread (--no-realtime)");
 }
 
 fn tls_acceptor() -> tokio_rustls::TlsAcceptor {

@@ -13,18 +13,14 @@
 //!    release is a plain socket write with no crypto in it;
 //! 3. pause briefly (see [`settle_time`]) so the server's threads read the staged prefixes and go
 //!    back to sleep instead of competing with the release for the CPU;
-//! 4. release: one synchronous loop of non-blocking `send(2)` calls on the current thread — no
-//!    await, no task wake-up, no thread hop between two releases, buffers touched beforehand so no
-//!    page fault lands inside the loop; readers are not polled until every final byte is out;
+//! 4. release: synchronous loops of non-blocking `send(2)` calls — no await, no task wake-up
+//!    between two releases, buffers touched beforehand so no page fault lands inside the loop —
+//!    from two real-time threads when the process may, else from this thread (see
+//!    [`super::release`]); readers are not polled until every final byte is out;
 //! 5. read the N responses concurrently on this task, each bounded by the per-request timeout.
-//!
-//! One thread releases by default: on a small machine that shares its cores with the server under
-//! test, a second spinning release thread steals the CPU the server needs to run the racing
-//! requests (see [`BurstOptions::release_threads`]).
 
 use std::io::Write as _;
-use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -33,6 +29,7 @@ use socket2::SockRef;
 
 use super::exchange::SentRequest;
 use super::raw::{self, RawResponse, Stream};
+use super::release::{release_all, Job, ReleaseMode};
 
 /// How a burst is run.
 #[derive(Debug, Clone)]
@@ -51,12 +48,9 @@ pub struct BurstOptions {
     /// acknowledged later (delayed or with the response) and each release costs ~4 µs instead
     /// of ~6 µs (BENCHMARKS.md). 1 writes the prefix at once.
     pub stage_segments: usize,
-    /// Threads that write the final bytes (1, the default, or 2). Each release costs a few µs of
-    /// kernel time on a local target (the server's receive path runs inside our `send(2)`), so a
-    /// second thread can shorten the spread when a core is free; it busy-waits for the start
-    /// signal (at most 2 ms), which takes that core from a server sharing the machine, so it is
-    /// opt-in. BENCHMARKS.md compares both.
-    pub release_threads: usize,
+    /// Release from two real-time threads when the process may (the default; see
+    /// [`super::release`]); false keeps the release on the calling thread at its own priority.
+    pub realtime: bool,
 }
 
 /// The default [`BurstOptions::stage_segments`]: more than Linux's 16 quick ACKs.
@@ -69,7 +63,7 @@ impl Default for BurstOptions {
             max_body: 1024 * 1024,
             final_bytes: 1,
             stage_segments: STAGE_SEGMENTS,
-            release_threads: 1,
+            realtime: true,
         }
     }
 }
@@ -85,6 +79,8 @@ pub struct BurstReport {
     /// Last release minus first release, in microseconds: how tight the burst left this host.
     /// 0 when fewer than two requests were released.
     pub spread_us: f64,
+    /// How the final bytes went out (one packet, or how many threads at which priority).
+    pub release: ReleaseMode,
 }
 
 /// A request on its open connection, waiting for its release.
@@ -136,7 +132,7 @@ pub async fn burst(reqs: &[SentRequest], opts: &BurstOptions) -> anyhow::Result<
     tokio::time::sleep(settle_time(slowest_connect)).await;
 
     // 4. Release.
-    let released = release(&staged, opts.release_threads);
+    let (released, mode) = release(&staged, opts.realtime);
 
     // 5. Read concurrently, each from its own release.
     let reads =
@@ -178,6 +174,7 @@ pub async fn burst(reqs: &[SentRequest], opts: &BurstOptions) -> anyhow::Result<
         requests: reqs.to_vec(),
         responses,
         spread_us,
+        release: mode,
     })
 }
 
@@ -230,20 +227,16 @@ async fn stage(
     })
 }
 
-/// Writes every staged connection's release bytes and returns each one's release instant (or why
-/// it could not be released).
+/// Writes every staged connection's release bytes (see [`super::release`]) and returns each
+/// one's release instant (or why it could not be released), and how the release was done.
 ///
-/// The writes are synchronous non-blocking `send(2)` calls: a release of a few bytes into an idle
-/// connection is accepted whole and never waits. Should the kernel take only part of it (a full
-/// send buffer), the rest is written after the loop, so one slow socket never delays the others.
-/// With `threads` = 2 a helper thread takes connections from the same queue as this one (see
-/// [`BurstOptions::release_threads`]).
+/// Should the kernel take only part of a release (a full send buffer), the rest is written after
+/// the loop, so one slow socket never delays the others.
 fn release(
     staged: &[Result<Staged, (Instant, String)>],
-    threads: usize,
-) -> Vec<Result<Instant, String>> {
-    // Touch every buffer and the clock once so no page fault or first-call cost lands in the loop.
-    let jobs: Vec<(usize, BorrowedFd<'_>, &[u8])> = staged
+    realtime: bool,
+) -> (Vec<Result<Instant, String>>, ReleaseMode) {
+    let jobs: Vec<Job<'_>> = staged
         .iter()
         .enumerate()
         .filter_map(|(i, e)| {
@@ -252,50 +245,7 @@ fn release(
                 .map(|s| (i, s.stream.tcp().as_fd(), &s.release[..]))
         })
         .collect();
-    let warm = jobs
-        .iter()
-        .flat_map(|(_, _, b)| b.iter())
-        .fold(0u8, |a, b| a.wrapping_add(*b));
-    std::hint::black_box(warm);
-    std::hint::black_box(Instant::now());
-
-    let next = AtomicUsize::new(0);
-    let go = AtomicBool::new(false);
-    let ready = AtomicBool::new(false);
-    let drain = || {
-        let mut done = Vec::with_capacity(jobs.len());
-        loop {
-            let k = next.fetch_add(1, Ordering::Relaxed);
-            let Some((i, fd, bytes)) = jobs.get(k) else {
-                return done;
-            };
-            let result = SockRef::from(fd).send(bytes);
-            done.push((*i, result, Instant::now()));
-        }
-    };
-    let mut outcomes = Vec::with_capacity(jobs.len());
-    std::thread::scope(|scope| {
-        let helper = (threads >= 2 && jobs.len() >= 2).then(|| {
-            scope.spawn(|| {
-                ready.store(true, Ordering::Release);
-                if spin_until(&go, SPIN_LIMIT) {
-                    drain()
-                } else {
-                    Vec::new()
-                }
-            })
-        });
-        if helper.is_some() {
-            // Whatever happens, the helper's spin ends by SPIN_LIMIT; if it is late, this thread
-            // simply releases everything itself.
-            spin_until(&ready, SPIN_LIMIT);
-        }
-        go.store(true, Ordering::Release);
-        outcomes = drain();
-        if let Some(h) = helper {
-            outcomes.extend(h.join().unwrap_or_default());
-        }
-    });
+    let (outcomes, mode) = release_all(&jobs, realtime);
 
     let mut times: Vec<Result<Instant, String>> = vec![Err("not staged".to_string()); staged.len()];
     for (i, result, at) in outcomes {
@@ -312,23 +262,7 @@ fn release(
             Err(e) => Err(format!("releasing the final bytes failed: {e}")),
         };
     }
-    times
-}
-
-/// The longest a release thread waits for the other, busy-waiting: long enough to cover a thread
-/// start, short enough never to take a core from the server under test for long.
-const SPIN_LIMIT: Duration = Duration::from_millis(2);
-
-/// Busy-waits until `flag` is set or `limit` passed; true when the flag was seen.
-fn spin_until(flag: &AtomicBool, limit: Duration) -> bool {
-    let end = Instant::now() + limit;
-    while !flag.load(Ordering::Acquire) {
-        if Instant::now() > end {
-            return false;
-        }
-        std::hint::spin_loop();
-    }
-    true
+    (times, mode)
 }
 
 fn jobs_len(staged: &[Result<Staged, (Instant, String)>], i: usize) -> usize {

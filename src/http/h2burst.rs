@@ -33,6 +33,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::burst::{self, BurstOptions, BurstReport};
 use super::exchange::{Header, ReceivedResponse, SentRequest};
 use super::raw::{self, RawResponse, Stream};
+use super::release::ReleaseMode;
 use super::tls;
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -179,6 +180,7 @@ fn failed(reqs: &[SentRequest], at: Instant, error: &str) -> BurstReport {
             })
             .collect(),
         spread_us: 0.0,
+        release: ReleaseMode::OnePacket,
     }
 }
 
@@ -225,6 +227,7 @@ async fn run_on(
         responses,
         // One write released every stream.
         spread_us: 0.0,
+        release: ReleaseMode::OnePacket,
     })
 }
 

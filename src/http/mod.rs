@@ -11,4 +11,5 @@ pub mod curl;
 pub mod exchange;
 pub mod h2burst;
 pub mod raw;
+pub mod release;
 pub mod tls;

@@ -9,6 +9,7 @@ use crate::config::{Config, Counter};
 use crate::effects::{self, Executions};
 use crate::http::client::Client;
 use crate::http::exchange::{Exchange, Header, SentRequest};
+use crate::http::release::ReleaseMode;
 use crate::http::{burst, h2burst, raw};
 use crate::outcome::Stop;
 use crate::probes::ProbeMeta;
@@ -292,13 +293,19 @@ impl ProbeCtx {
 
     /// Releases `reqs` as one synchronised burst and records each exchange with its release
     /// time: in one packet when the target speaks HTTP/2 (ALPN, or `--http2` for h2c), else
-    /// final bytes back to back over HTTP/1.1. The roles are `"{role} i/N"`.
-    pub async fn burst(&mut self, role: &str, reqs: &[Request]) -> Result<Vec<Exchange>, Stop> {
+    /// final bytes back to back over HTTP/1.1. The roles are `"{role} i/N"`. Also returns how the
+    /// burst was released, which the evidence states next to the spread it achieved.
+    pub async fn burst(
+        &mut self,
+        role: &str,
+        reqs: &[Request],
+    ) -> Result<(Vec<Exchange>, ReleaseMode), Stop> {
         let sent: Vec<SentRequest> = reqs.iter().map(Request::prepare).collect();
         let opts = burst::BurstOptions {
             timeout: self.config.timeout,
             max_body: self.config.max_body,
             final_bytes: 1,
+            realtime: self.config.realtime,
             ..burst::BurstOptions::default()
         };
         let report = h2burst::burst_for_target(&sent, &opts, self.config.http2)
@@ -314,7 +321,7 @@ impl ProbeCtx {
         {
             out.push(self.push_exchange(format!("{role} {}/{total}", i + 1), s, r));
         }
-        Ok(out)
+        Ok((out, report.release))
     }
 
     /// Sends `original` and, while it is still in flight, a wave of all of `wave` (sent

@@ -62,6 +62,7 @@ pub async fn exercise(config: &Config, unique: &str, burst_size: usize, late: us
     let opts = BurstOptions {
         timeout: config.timeout,
         max_body: STRESS_MAX_BODY,
+        realtime: config.realtime,
         ..BurstOptions::default()
     };
     let mut raws: Vec<(String, SentRequest, RawResponse)> = Vec::with_capacity(burst_size + late);

@@ -1,0 +1,455 @@
+//! The release of a staged HTTP/1.1 burst: writing every connection's held-back final bytes, the
+//! one moment that decides how close together the duplicates reach the server.
+//!
+//! Each release is a non-blocking `send(2)` of a few bytes. On a local target that call also runs
+//! the server's whole TCP receive path and the wake-up of its threads, ~4 µs on a small VM, so 16
+//! releases from one thread cannot arrive closer than ~60 µs. Two threads halve that, but only if
+//! neither is interrupted: a server thread woken by the first requests preempts an ordinary
+//! release thread on its core, and two ordinary threads end up taking turns (BENCHMARKS.md
+//! measured no gain). At the lowest real-time priority (`SCHED_FIFO` 1) release threads cannot be
+//! preempted by ordinary threads, and 16 releases from two of them arrive within ~40 µs.
+//!
+//! Real-time threads that spin can starve everything else on their cores, including a server
+//! under test that shares the machine. The guards: the two release threads sleep between bursts
+//! (a sleeping thread takes no CPU, whatever its priority) and run only the release itself — a
+//! spin of at most [`SPIN_LIMIT`] for each other, then their share of the `send(2)` calls; only
+//! one burst uses them at a time (others release on their own thread and say so); they are used
+//! only when at least two CPUs are available; and the kernel's real-time throttling stays the
+//! last bound. Taking both cores of a 2-vCPU machine for ~40 µs delays a local server by as much
+//! and then leaves it all the requests at once, which measured as better detection, not worse.
+//!
+//! Raising a thread to real-time priority needs `CAP_SYS_NICE` or an `RLIMIT_RTPRIO` of at least
+//! 1 (`ulimit -r`). Without it the release runs on the calling thread at its normal priority and
+//! the burst says why ([`ReleaseMode`]).
+
+use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex, OnceLock, TryLockError};
+use std::time::{Duration, Instant};
+
+use socket2::{SockRef, Socket};
+
+/// How many threads a parallel release uses: two halve the spread; more would take more of the
+/// cores a local server needs, for a few microseconds less.
+const PARALLEL_THREADS: usize = 2;
+
+/// The longest a release thread spins, at real-time priority, for the other to wake up: long
+/// enough to cover a wake-up, short enough never to hold a core for long.
+const SPIN_LIMIT: Duration = Duration::from_millis(1);
+
+/// The longest a burst waits for the release threads to report back before it writes whatever
+/// is left itself.
+const POOL_WAIT: Duration = Duration::from_secs(1);
+
+/// How a burst's final bytes went out; every burst reports it, because the spread it achieved
+/// depends on it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReleaseMode {
+    /// All final HTTP/2 frames in one TCP segment.
+    OnePacket,
+    /// Final bytes written back to back from `threads` threads, at real-time priority or not.
+    Threads {
+        threads: usize,
+        realtime: bool,
+        /// Why the release did not use real-time threads, when it did not.
+        why_not: Option<String>,
+    },
+}
+
+impl std::fmt::Display for ReleaseMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReleaseMode::OnePacket => f.write_str("in one HTTP/2 packet"),
+            ReleaseMode::Threads {
+                threads,
+                realtime,
+                why_not,
+            } => {
+                let kind = if *realtime { "real-time " } else { "" };
+                let plural = if *threads == 1 { "" } else { "s" };
+                write!(f, "from {threads} {kind}thread{plural}")?;
+                match why_not {
+                    Some(why) => write!(f, " ({why})"),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+/// One connection's release: its index in the burst, its socket and the bytes to write.
+pub(crate) type Job<'a> = (usize, BorrowedFd<'a>, &'a [u8]);
+
+/// A written release: index, what `send(2)` returned, and when it returned.
+pub(crate) type Outcome = (usize, std::io::Result<usize>, Instant);
+
+/// Writes every job's bytes, from the real-time release threads when `realtime` is asked for and
+/// possible (see the module documentation), else from the calling thread. Returns the outcomes
+/// in job order, and how the release was done.
+pub(crate) fn release_all(jobs: &[Job<'_>], realtime: bool) -> (Vec<Outcome>, ReleaseMode) {
+    let (batch, unprepared) = Batch::new(jobs);
+    let single = |batch: &Batch, unprepared, why: String| {
+        batch.drain();
+        let mode = ReleaseMode::Threads {
+            threads: 1,
+            realtime: false,
+            why_not: Some(why),
+        };
+        (batch.outcomes(unprepared), mode)
+    };
+    if !realtime {
+        return single(&batch, unprepared, "--no-realtime".into());
+    }
+    if batch.jobs.len() < 2 {
+        return single(&batch, unprepared, "one connection".into());
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < PARALLEL_THREADS {
+        return single(&batch, unprepared, format!("{cpus} CPU available"));
+    }
+    let pool = match pool() {
+        Ok(pool) => pool,
+        Err(why) => return single(&batch, unprepared, why.clone()),
+    };
+    let mut pool = match pool.try_lock() {
+        Ok(pool) => pool,
+        Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(TryLockError::WouldBlock) => {
+            return single(&batch, unprepared, "another burst was releasing".into())
+        }
+    };
+    match pool.run(batch) {
+        Ok(batch) => {
+            let mode = ReleaseMode::Threads {
+                threads: PARALLEL_THREADS,
+                realtime: true,
+                why_not: None,
+            };
+            (batch.outcomes(unprepared), mode)
+        }
+        Err(batch) => single(&batch, unprepared, "the release threads stopped".into()),
+    }
+}
+
+/// Where a release thread records one job's `send(2)` result and time. The slots are allocated
+/// and touched before the release, so recording never allocates.
+type Slot = OnceLock<(std::io::Result<usize>, Instant)>;
+
+/// The connections of one release, owned so the long-lived release threads can write to them:
+/// each socket is a duplicate of the burst's (the same connection under a second descriptor).
+struct Batch {
+    id: u64,
+    /// Burst index, socket, bytes.
+    jobs: Vec<(usize, Socket, Vec<u8>)>,
+    /// The next job to take: every thread takes from this one queue, so a thread that starts
+    /// late leaves its share to the other.
+    next: AtomicUsize,
+    armed: AtomicUsize,
+    slots: Vec<Slot>,
+}
+
+impl Batch {
+    /// The batch, and the jobs whose socket could not be duplicated (with why).
+    fn new(jobs: &[Job<'_>]) -> (Batch, Vec<(usize, String)>) {
+        let mut owned = Vec::with_capacity(jobs.len());
+        let mut unprepared = Vec::new();
+        for (i, fd, bytes) in jobs {
+            match SockRef::from(fd).try_clone() {
+                Ok(socket) => owned.push((*i, socket, bytes.to_vec())),
+                Err(e) => unprepared.push((*i, format!("could not prepare the release: {e}"))),
+            }
+        }
+        // Touch every buffer and the clock once so no page fault or first-call cost lands in the
+        // loop.
+        let warm = owned
+            .iter()
+            .flat_map(|(_, _, b)| b.iter())
+            .fold(0u8, |a, b| a.wrapping_add(*b));
+        std::hint::black_box(warm);
+        std::hint::black_box(Instant::now());
+        let slots = owned.iter().map(|_| OnceLock::new()).collect();
+        let batch = Batch {
+            id: 0,
+            jobs: owned,
+            next: AtomicUsize::new(0),
+            armed: AtomicUsize::new(0),
+            slots,
+        };
+        (batch, unprepared)
+    }
+
+    /// Sends the next unsent job until none is left: the release loop, with no allocation,
+    /// await or wake-up between two sends. A release of a few bytes into an idle connection is
+    /// accepted whole; the caller finishes any partial write after the loop.
+    fn drain(&self) {
+        loop {
+            let k = self.next.fetch_add(1, Ordering::Relaxed);
+            let (Some((_, socket, bytes)), Some(slot)) = (self.jobs.get(k), self.slots.get(k))
+            else {
+                return;
+            };
+            let result = socket.send(bytes);
+            // Each job is taken by exactly one thread, so the slot is always empty here.
+            let _ = slot.set((result, Instant::now()));
+        }
+    }
+
+    /// One release thread's part: say it is here, wait (at most [`SPIN_LIMIT`]) for the other,
+    /// then release.
+    fn release_from_pool_thread(&self) {
+        self.armed.fetch_add(1, Ordering::AcqRel);
+        let end = Instant::now() + SPIN_LIMIT;
+        while self.armed.load(Ordering::Acquire) < PARALLEL_THREADS && Instant::now() < end {
+            std::hint::spin_loop();
+        }
+        self.drain();
+    }
+
+    /// The recorded outcomes in job order, then the jobs that could not be prepared.
+    fn outcomes(&self, unprepared: Vec<(usize, String)>) -> Vec<Outcome> {
+        let mut out: Vec<Outcome> = self
+            .jobs
+            .iter()
+            .zip(&self.slots)
+            .filter_map(|((i, _, _), slot)| {
+                slot.get().map(|(r, at)| {
+                    let r = match r {
+                        Ok(n) => Ok(*n),
+                        Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
+                    };
+                    (*i, r, *at)
+                })
+            })
+            .collect();
+        out.extend(
+            unprepared
+                .into_iter()
+                .map(|(i, e)| (i, Err(std::io::Error::other(e)), Instant::now())),
+        );
+        out
+    }
+}
+
+/// Two long-lived threads at real-time priority that sleep until a burst hands them a batch.
+/// The leader wakes the follower itself, so the kernel places the follower, a real-time thread
+/// woken by a running real-time thread, on the other core; both then release from one queue.
+/// Spawning threads per burst instead cost ~250 µs of CPU per burst (stacks mapped and
+/// unmapped, with TLB shoot-downs interrupting the other core).
+struct Pool {
+    leader: Sender<Arc<Batch>>,
+    done: Receiver<u64>,
+    next_id: u64,
+}
+
+impl Pool {
+    /// Starts both threads; an error says why they cannot run at real-time priority.
+    fn start() -> Result<Pool, String> {
+        let (ready_tx, ready_rx) = channel::<Result<(), String>>();
+        let (done_tx, done) = channel::<u64>();
+        let (leader, leader_rx) = channel::<Arc<Batch>>();
+        let (follower_tx, follower_rx) = channel::<Arc<Batch>>();
+        let spawn = |name: &str, work: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(work)
+                .map(|_| ())
+                .map_err(|e| format!("no release thread: {e}"))
+        };
+        let (ready, finished) = (ready_tx.clone(), done_tx.clone());
+        spawn(
+            "burst-release-2",
+            Box::new(move || {
+                let raised = set_realtime();
+                let ok = raised.is_ok();
+                let _ = ready.send(raised);
+                while let (true, Ok(batch)) = (ok, follower_rx.recv()) {
+                    batch.release_from_pool_thread();
+                    let id = batch.id;
+                    drop(batch);
+                    let _ = finished.send(id);
+                }
+            }),
+        )?;
+        spawn(
+            "burst-release-1",
+            Box::new(move || {
+                let raised = set_realtime();
+                let ok = raised.is_ok();
+                let _ = ready_tx.send(raised);
+                while let (true, Ok(batch)) = (ok, leader_rx.recv()) {
+                    let _ = follower_tx.send(batch.clone());
+                    batch.release_from_pool_thread();
+                    let id = batch.id;
+                    drop(batch);
+                    let _ = done_tx.send(id);
+                }
+            }),
+        )?;
+        for _ in 0..PARALLEL_THREADS {
+            ready_rx
+                .recv_timeout(POOL_WAIT)
+                .map_err(|_| "the release threads did not start".to_string())??;
+        }
+        Ok(Pool {
+            leader,
+            done,
+            next_id: 0,
+        })
+    }
+
+    /// Hands `batch` to the threads and waits for both (at most [`POOL_WAIT`]); whatever they
+    /// left is written here. An `Err` gives the batch back unreleased: the threads are gone.
+    fn run(&mut self, mut batch: Batch) -> Result<Arc<Batch>, Arc<Batch>> {
+        self.next_id += 1;
+        batch.id = self.next_id;
+        let batch = Arc::new(batch);
+        if self.leader.send(batch.clone()).is_err() {
+            return Err(batch);
+        }
+        let end = Instant::now() + POOL_WAIT;
+        let mut finished = 0;
+        while finished < PARALLEL_THREADS {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.done.recv_timeout(left) {
+                Ok(done) if done == batch.id => finished += 1,
+                // A late report of an earlier batch.
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        batch.drain();
+        Ok(batch)
+    }
+}
+
+/// The release threads, started at the first parallel release; an error (kept for the whole
+/// run) says why they cannot run at real-time priority.
+fn pool() -> Result<&'static Mutex<Pool>, &'static String> {
+    static POOL: OnceLock<Result<Mutex<Pool>, String>> = OnceLock::new();
+    POOL.get_or_init(|| Pool::start().map(Mutex::new)).as_ref()
+}
+
+/// Raises the calling thread to the lowest real-time priority (`SCHED_FIFO` 1), which outranks
+/// every ordinary thread and no real-time one.
+fn set_realtime() -> Result<(), String> {
+    use thread_priority::unix::{
+        set_thread_priority_and_policy, thread_native_id, RealtimeThreadSchedulePolicy,
+        ThreadSchedulePolicy,
+    };
+    set_thread_priority_and_policy(
+        thread_native_id(),
+        thread_priority::ThreadPriority::Min,
+        ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo),
+    )
+    .map_err(|e| match e {
+        thread_priority::Error::OS(1) => {
+            "real-time priority not permitted: needs CAP_SYS_NICE or ulimit -r 1".into()
+        }
+        other => format!("real-time priority refused: {other}"),
+    })
+}
+
+/// Whether bursts can be released from real-time threads in this process, and if not, why.
+pub fn realtime_permitted() -> Result<(), &'static String> {
+    pool().map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read as _;
+    use std::os::fd::AsFd as _;
+
+    #[test]
+    fn modes_read_as_a_sentence() {
+        let rt = ReleaseMode::Threads {
+            threads: 2,
+            realtime: true,
+            why_not: None,
+        };
+        assert_eq!(rt.to_string(), "from 2 real-time threads");
+        let one = ReleaseMode::Threads {
+            threads: 1,
+            realtime: false,
+            why_not: Some("--no-realtime".into()),
+        };
+        assert_eq!(one.to_string(), "from 1 thread (--no-realtime)");
+        assert_eq!(ReleaseMode::OnePacket.to_string(), "in one HTTP/2 packet");
+    }
+
+    /// Connected loopback pairs: (client side, server side).
+    fn pairs(n: usize) -> Vec<(std::net::TcpStream, std::net::TcpStream)> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        (0..n)
+            .map(|_| {
+                let client = std::net::TcpStream::connect(addr).unwrap();
+                let (server, _) = listener.accept().unwrap();
+                server
+                    .set_read_timeout(Some(Duration::from_secs(5)))
+                    .unwrap();
+                (client, server)
+            })
+            .collect()
+    }
+
+    fn release(conns: &[(std::net::TcpStream, std::net::TcpStream)], rt: bool) -> ReleaseMode {
+        let bytes: Vec<Vec<u8>> = (0..conns.len()).map(|i| vec![b'a' + i as u8; 3]).collect();
+        let jobs: Vec<Job<'_>> = conns
+            .iter()
+            .zip(&bytes)
+            .enumerate()
+            .map(|(i, ((c, _), b))| (i, c.as_fd(), &b[..]))
+            .collect();
+        let (outcomes, mode) = release_all(&jobs, rt);
+        assert_eq!(outcomes.len(), conns.len());
+        for (i, r, _) in &outcomes {
+            assert_eq!(r.as_ref().unwrap(), &3, "job {i}");
+        }
+        for (i, (_, server)) in conns.iter().enumerate() {
+            let mut got = [0u8; 3];
+            (&*server).read_exact(&mut got).unwrap();
+            assert_eq!(
+                got,
+                [b'a' + i as u8; 3],
+                "each connection got its own bytes"
+            );
+        }
+        mode
+    }
+
+    #[test]
+    fn every_connection_gets_its_bytes_whichever_way_it_is_released() {
+        let conns = pairs(6);
+        let mode = release(&conns, true);
+        match realtime_permitted() {
+            // Another test's release may hold the threads at this moment.
+            Ok(()) => assert!(
+                mode.to_string() == "from 2 real-time threads"
+                    || mode.to_string().contains("another burst was releasing"),
+                "{mode}"
+            ),
+            Err(why) => assert_eq!(mode.to_string(), format!("from 1 thread ({why})")),
+        }
+        assert_eq!(
+            release(&conns, false).to_string(),
+            "from 1 thread (--no-realtime)"
+        );
+    }
+
+    #[test]
+    fn a_burst_that_finds_the_threads_busy_releases_alone() {
+        let Ok(pool) = pool() else {
+            return; // no real-time threads here: every release is single anyway
+        };
+        let conns = pairs(4);
+        let held = pool.lock().unwrap_or_else(|e| e.into_inner());
+        let mode = release(&conns, true);
+        drop(held);
+        assert_eq!(
+            mode.to_string(),
+            "from 1 thread (another burst was releasing)"
+        );
+    }
+}
