@@ -48,6 +48,17 @@ async fn exactly_once_holds_on_the_reference_server() {
     assert_eq!(r.violating_keys, 0);
     assert_eq!(r.requests, (KEYS * DUPLICATES) as u64);
     assert_eq!(r.statuses.values().sum::<u64>(), r.requests);
+    // One burst per key, each counted under how it was released, with a measured spread.
+    assert_eq!(r.bursts.released.values().sum::<u64>(), KEYS as u64);
+    assert!(
+        r.bursts
+            .released
+            .keys()
+            .all(|how| how.starts_with("from ") && how.contains("thread")),
+        "{:?}",
+        r.bursts.released
+    );
+    assert!(r.bursts.spread_p50_us > 0.0 && r.bursts.spread_p50_us <= r.bursts.spread_max_us);
     let effects = r
         .result
         .checks

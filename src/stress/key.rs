@@ -37,6 +37,9 @@ pub struct KeyOutcome {
     /// Whether any request got a 2xx (the key completed).
     pub completed: bool,
     pub checks: Vec<Check>,
+    /// How the key's burst was released and its release spread in µs; `None` when the burst
+    /// could not be staged.
+    pub release: Option<(String, f64)>,
 }
 
 impl KeyOutcome {
@@ -66,15 +69,19 @@ pub async fn exercise(config: &Config, unique: &str, burst_size: usize, late: us
         ..BurstOptions::default()
     };
     let mut raws: Vec<(String, SentRequest, RawResponse)> = Vec::with_capacity(burst_size + late);
+    let mut release = None;
     match h2burst::burst_for_target(&vec![sent.clone(); burst_size], &opts, config.http2).await {
-        Ok(report) => raws.extend(
-            report
-                .requests
-                .into_iter()
-                .zip(report.responses)
-                .enumerate()
-                .map(|(i, (s, r))| (format!("burst {}/{burst_size}", i + 1), s, r)),
-        ),
+        Ok(report) => {
+            release = Some((report.release.to_string(), report.spread_us));
+            raws.extend(
+                report
+                    .requests
+                    .into_iter()
+                    .zip(report.responses)
+                    .enumerate()
+                    .map(|(i, (s, r))| (format!("burst {}/{burst_size}", i + 1), s, r)),
+            )
+        }
         Err(e) => raws.push((
             "burst".into(),
             sent.clone(),
@@ -91,7 +98,10 @@ pub async fn exercise(config: &Config, unique: &str, burst_size: usize, late: us
         raws.push((format!("late retry {i}/{late}"), sent.clone(), r));
     }
     let exchanges = number(t0, raws);
-    judge(config, key, exchanges)
+    KeyOutcome {
+        release,
+        ..judge(config, key, exchanges)
+    }
 }
 
 fn number(t0: Instant, raws: Vec<(String, SentRequest, RawResponse)>) -> Vec<Exchange> {
@@ -163,6 +173,7 @@ fn judge(config: &Config, key: String, exchanges: Vec<Exchange>) -> KeyOutcome {
         executions,
         completed,
         checks,
+        release: None,
     }
 }
 

@@ -77,6 +77,7 @@ pub struct StressReport {
     pub requests_per_second: f64,
     pub statuses: std::collections::BTreeMap<String, u64>,
     pub latency: Vec<LatencyRow>,
+    pub bursts: stats::BurstRows,
     pub violating_keys: usize,
     pub violations: Vec<Violation>,
     /// The verdict with its checks and the kept exchanges (violations first, then the sample).
@@ -198,6 +199,7 @@ pub async fn run(
         requests_per_second: agg.stats.requests as f64 / elapsed.as_secs_f64().max(1e-9),
         statuses: agg.stats.statuses(),
         latency: agg.stats.latency_rows(),
+        bursts: agg.stats.bursts(),
         violating_keys: agg.violating,
         violations: agg.listed,
         result,
@@ -223,6 +225,9 @@ impl Aggregate {
         progress.finish_probe();
         for e in &k.exchanges {
             self.stats.add(e);
+        }
+        if let Some((release, spread_us)) = &k.release {
+            self.stats.add_burst(release, *spread_us);
         }
         self.keys += 1;
         self.completed += usize::from(k.completed);
@@ -409,6 +414,7 @@ fn failed_to_start(
         requests_per_second: 0.0,
         statuses: Default::default(),
         latency: Vec::new(),
+        bursts: Default::default(),
         violating_keys: 0,
         violations: Vec::new(),
         result,
@@ -455,6 +461,22 @@ pub fn render_terminal(r: &StressReport, opts: &crate::report::RenderOptions) ->
             out,
             "  {:<10} {:>8} {:>8.2} {:>8.2} {:>8.2} {:>8.2}",
             row.class, row.count, row.p50_ms, row.p90_ms, row.p99_ms, row.max_ms
+        );
+    }
+    if !r.bursts.released.is_empty() {
+        let ways: Vec<String> = r
+            .bursts
+            .released
+            .iter()
+            .map(|(how, n)| format!("{n} {how}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "bursts:      released within p50 {:.0} µs, p90 {:.0} µs, max {:.0} µs; {}",
+            r.bursts.spread_p50_us,
+            r.bursts.spread_p90_us,
+            r.bursts.spread_max_us,
+            ways.join(", ")
         );
     }
     let _ = writeln!(out, "violating keys: {}", r.violating_keys);

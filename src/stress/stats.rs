@@ -1,5 +1,5 @@
 //! Aggregates of a stress run that stay the same size however many requests are sent: status
-//! counts and one latency histogram per outcome class.
+//! counts, one latency histogram per outcome class, and how the bursts were released.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,6 +17,19 @@ pub struct Stats {
     pub requests: u64,
     statuses: BTreeMap<String, u64>,
     latency: BTreeMap<&'static str, Histogram<u64>>,
+    releases: BTreeMap<String, u64>,
+    spread: Option<Histogram<u64>>,
+}
+
+/// How the bursts of a run were released: how many each way, and their release spread in µs.
+/// The spread says how hard the run pressed on a check-then-set window; concurrent keys share
+/// one set of real-time release threads, so under concurrency most bursts release alone.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BurstRows {
+    pub released: BTreeMap<String, u64>,
+    pub spread_p50_us: f64,
+    pub spread_p90_us: f64,
+    pub spread_max_us: f64,
 }
 
 /// One row of the latency table, in milliseconds.
@@ -41,6 +54,31 @@ impl Stats {
             Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("static histogram bounds")
         });
         hist.saturating_record(micros);
+    }
+
+    /// Adds one key's burst: how it was released and its release spread.
+    pub fn add_burst(&mut self, release: &str, spread_us: f64) {
+        *self.releases.entry(release.to_string()).or_default() += 1;
+        let hist = self.spread.get_or_insert_with(|| {
+            // 1 µs to 10 s at 3 significant digits.
+            Histogram::new_with_bounds(1, 10_000_000, 3).expect("static histogram bounds")
+        });
+        hist.saturating_record(spread_us.round().max(1.0) as u64);
+    }
+
+    /// The bursts' release modes and spread percentiles (zeros without bursts).
+    pub fn bursts(&self) -> BurstRows {
+        let at = |q: f64| {
+            self.spread
+                .as_ref()
+                .map_or(0.0, |h| h.value_at_quantile(q) as f64)
+        };
+        BurstRows {
+            released: self.releases.clone(),
+            spread_p50_us: at(0.5),
+            spread_p90_us: at(0.9),
+            spread_max_us: self.spread.as_ref().map_or(0.0, |h| h.max() as f64),
+        }
     }
 
     /// Status counts, e.g. {"201": 2000, "409": 14000}.
