@@ -23,7 +23,7 @@ pub struct Stats {
 
 /// How the bursts of a run were released: how many each way, and their release spread in µs.
 /// The spread says how hard the run pressed on a check-then-set window; concurrent keys share
-/// one set of real-time release threads, so under concurrency most bursts release alone.
+/// one set of real-time release threads, so under concurrency some bursts release alone.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct BurstRows {
     pub released: BTreeMap<String, u64>,
