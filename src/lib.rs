@@ -7,7 +7,7 @@
 //! raw wire client and the synchronised burst engine) and turning what it saw into
 //! [`check::Check`]s with the shared verifiers; [`outcome`] decides each probe's verdict; and
 //! [`report`] renders the one [`report::RunReport`] to the terminal, JUnit, JSON and Markdown.
-//! [`reference`] runs the bundled reference server in-process for `run --reference`.
+//! [`mod@reference`] runs the bundled reference server in-process for `run --reference`.
 
 pub mod app;
 pub mod check;

@@ -12,7 +12,7 @@
 //! Real-time threads that spin can starve everything else on their cores, including a server
 //! under test that shares the machine. The guards: the two release threads sleep between bursts
 //! (a sleeping thread takes no CPU, whatever its priority) and run only the release itself — a
-//! spin of at most [`SPIN_LIMIT`] for each other, then their share of the `send(2)` calls; only
+//! spin of at most 1 ms for each other, then their share of the `send(2)` calls; only
 //! one burst uses them at a time (others release on their own thread and say so); they are used
 //! only when at least two CPUs are available; and the kernel's real-time throttling stays the
 //! last bound. Taking both cores of a 2-vCPU machine for ~40 µs delays a local server by as much

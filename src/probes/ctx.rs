@@ -326,7 +326,7 @@ impl ProbeCtx {
 
     /// Sends `original` and, while it is still in flight, a wave of all of `wave` (sent
     /// together; e.g. copies of one duplicate, or one per replica) every `interval`, until the
-    /// original completes. Bounded by the request timeout and by [`MAX_WAVES`]. Returns the
+    /// original completes. Bounded by the request timeout and by `MAX_WAVES`. Returns the
     /// original's exchange and the duplicates', in send order.
     pub async fn held_with_waves(
         &mut self,
