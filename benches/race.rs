@@ -134,7 +134,7 @@ fn summary(args: &Args, spreads: &[SpreadRun], detections: &[Vec<Detection>]) {
         args.bursts
     );
     println!();
-    println!("| measure | engine (HTTP/1.1) | engine, --no-realtime | engine-h2 (single packet, h2c) | baseline (reqwest, 16 tasks) |");
+    println!("| measure | engine (HTTP/1.1) | engine, --no-release-threads | engine-h2 (single packet, h2c) | baseline (reqwest, 16 tasks) |");
     println!("| --- | ---: | ---: | ---: | ---: |");
     if !spreads.is_empty() {
         let pick = |f: fn(&SpreadRun) -> f64| spreads.iter().map(f).collect::<Vec<_>>();
@@ -440,9 +440,9 @@ async fn spread(bursts: usize, stage_segments: usize) -> anyhow::Result<SpreadRu
 
     let mut rows = Vec::new();
     let (mut engine, mut engine_single) = ((f64::NAN, f64::NAN), (f64::NAN, f64::NAN));
-    // The engine as configured (real-time release threads where permitted) and on one thread at
-    // normal priority (what a process without the permission gets), both in the summary; then
-    // the prefix in one write, for comparison.
+    // The engine as configured (its release threads where they can be raised) and on the calling
+    // thread (what a process gets where they cannot), both in the summary; then the prefix in one
+    // write, for comparison.
     let variants = [
         (
             format!("{stage_segments} staging segment(s)"),
@@ -450,15 +450,19 @@ async fn spread(bursts: usize, stage_segments: usize) -> anyhow::Result<SpreadRu
             true,
         ),
         (
-            format!("{stage_segments} staging segment(s), --no-realtime"),
+            format!("{stage_segments} staging segment(s), --no-release-threads"),
             stage_segments,
             false,
         ),
-        ("prefix in 1 write, --no-realtime".to_string(), 1, false),
+        (
+            "prefix in 1 write, --no-release-threads".to_string(),
+            1,
+            false,
+        ),
     ];
-    for (v, (label, segments, realtime)) in variants.into_iter().enumerate() {
+    for (v, (label, segments, release_threads)) in variants.into_iter().enumerate() {
         let opts = BurstOptions {
-            realtime,
+            release_threads,
             stage_segments: segments,
             ..BurstOptions::default()
         };
@@ -847,7 +851,7 @@ async fn detect(
         ..BurstOptions::default()
     };
     let single_opts = BurstOptions {
-        realtime: false,
+        release_threads: false,
         ..opts.clone()
     };
     let (mut engine, mut single, mut h2) = (Tally::default(), Tally::default(), Tally::default());
@@ -882,7 +886,7 @@ async fn detect(
         }
     }
     engine.print(window_us, "engine", bursts);
-    single.print(window_us, "engine --no-realtime", bursts);
+    single.print(window_us, "engine --no-release-threads", bursts);
     h2.print(window_us, "engine-h2", bursts);
     println!(
         "| {window_us} µs | baseline | {base_hits}/{bursts} ({:.1} %) | | transport errors {base_errors} |",

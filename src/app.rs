@@ -59,7 +59,7 @@ async fn configure(t: &TargetArgs, opts: RunOptions) -> Result<(Arc<Config>, Opt
             })
         }),
         reference: t.reference && t.reference_fault.is_none(),
-        realtime: !t.no_realtime,
+        release_threads: !t.no_release_threads,
         ..opts
     };
     Ok((Arc::new(Config::build(target, &opts, hook)?), reference))

@@ -175,11 +175,11 @@ pub struct TargetArgs {
     #[arg(long, hide_short_help = true)]
     pub http2: bool,
 
-    /// Release HTTP/1.1 bursts from this thread at its normal priority. By default two
-    /// real-time threads release them where the process may raise its priority (root,
-    /// CAP_SYS_NICE or `ulimit -r`), about twice as tight (BENCHMARKS.md).
+    /// Release HTTP/1.1 bursts from the calling thread. By default two dedicated release threads
+    /// do it, about twice as tight (BENCHMARKS.md): at real-time priority where the process may
+    /// (root, CAP_SYS_NICE or `ulimit -r`), else with a short time slice (Linux 6.12 or later).
     #[arg(long, hide_short_help = true)]
-    pub no_realtime: bool,
+    pub no_release_threads: bool,
 
     /// The suite: a built-in name (ietf-draft-07, stripe) or a suite file.
     #[arg(long, value_name = "NAME|FILE", default_value = crate::suite::DEFAULT_SUITE)]

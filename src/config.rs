@@ -216,8 +216,8 @@ pub struct RunOptions {
     pub label: Option<String>,
     /// The target is the bundled reference server.
     pub reference: bool,
-    /// Bursts may release from real-time threads (see [`crate::http::release`]).
-    pub realtime: bool,
+    /// Bursts may use the dedicated release threads (see [`crate::http::release`]).
+    pub release_threads: bool,
 }
 
 impl Default for RunOptions {
@@ -230,7 +230,7 @@ impl Default for RunOptions {
             timeout: Duration::from_secs(10),
             label: None,
             reference: false,
-            realtime: true,
+            release_threads: true,
         }
     }
 }
@@ -268,8 +268,8 @@ pub struct Config {
     pub reference: bool,
     /// See [`TargetSpec::http2`].
     pub http2: bool,
-    /// See [`RunOptions::realtime`].
-    pub realtime: bool,
+    /// See [`RunOptions::release_threads`].
+    pub release_threads: bool,
 }
 
 /// Bodies larger than this are cut in evidence and never buffered whole.
@@ -426,7 +426,7 @@ impl Config {
             timeout: opts.timeout,
             max_body: MAX_BODY,
             http2: target.http2,
-            realtime: opts.realtime,
+            release_threads: opts.release_threads,
             strict: opts.strict,
             suite,
             selection,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use idem_check::http::burst::{burst, BurstOptions};
 use idem_check::http::exchange::{Header, SentRequest};
-use idem_check::http::release::{realtime_permitted, ReleaseMode};
+use idem_check::http::release::{release_threads_available, ReleaseMode};
 use idem_check::http::{raw, tls};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -369,11 +369,11 @@ async fn burst_holds_final_bytes_until_all_are_staged() {
     assert!(report.spread_us >= 0.0 && report.spread_us < 1e6);
 }
 
-/// Where the process may use real-time priority, the release runs on two real-time threads and
-/// says so; where it may not, it runs on one thread and says why. Other tests' bursts can hold
-/// the one parallel turn for a moment, so a few bursts are allowed to find it taken.
+/// Where the release threads can be raised, the release runs on both and says how they were
+/// scheduled; where they cannot, it runs on one thread and says why. Other tests' bursts can
+/// hold the threads for a moment, so a few bursts are allowed to find them taken.
 #[tokio::test]
-async fn burst_releases_from_real_time_threads_when_permitted() {
+async fn burst_releases_from_the_release_threads_when_they_run() {
     let opts = BurstOptions {
         final_bytes: 3,
         ..BurstOptions::default()
@@ -388,33 +388,36 @@ async fn burst_releases_from_real_time_threads_when_permitted() {
             report.release,
             ReleaseMode::Threads {
                 threads: 2,
-                realtime: true,
+                scheduling: Some(_),
                 why_not: None
             }
         );
         modes.push(report.release.to_string());
-        if parallel || realtime_permitted().is_err() {
+        if parallel || release_threads_available().is_err() {
             break;
         }
     }
     let last = modes.last().unwrap();
-    match realtime_permitted() {
-        Ok(()) => assert_eq!(last, "from 2 real-time threads", "{modes:?}"),
+    match release_threads_available() {
+        Ok(s) => assert_eq!(last, &format!("from 2 {} threads", s.label()), "{modes:?}"),
         Err(why) => assert_eq!(last, &format!("from 1 thread ({why})")),
     }
 }
 
 #[tokio::test]
-async fn burst_without_realtime_releases_from_the_calling_thread() {
+async fn burst_without_release_threads_releases_from_the_calling_thread() {
     let (url, server) = burst_server(4).await;
     let opts = BurstOptions {
-        realtime: false,
+        release_threads: false,
         ..BurstOptions::default()
     };
     let report = burst(&burst_requests(&url, 4), &opts).await.unwrap();
     assert!(report.responses.iter().all(|r| r.result.is_ok()));
     assert_eq!(server.await.unwrap().len(), 4);
-    assert_eq!(report.release.to_string(), "from 1 thread (--no-realtime)");
+    assert_eq!(
+        report.release.to_string(),
+        "from 1 thread (--no-release-threads)"
+    );
 }
 
 fn tls_acceptor() -> tokio_rustls::TlsAcceptor {

@@ -15,7 +15,7 @@
 //!    back to sleep instead of competing with the release for the CPU;
 //! 4. release: synchronous loops of non-blocking `send(2)` calls — no await, no task wake-up
 //!    between two releases, buffers touched beforehand so no page fault lands inside the loop —
-//!    from two real-time threads when the process may, else from this thread (see
+//!    from two dedicated release threads when they can run, else from this thread (see
 //!    [`super::release`]); readers are not polled until every final byte is out;
 //! 5. read the N responses concurrently on this task, each bounded by the per-request timeout.
 
@@ -48,9 +48,9 @@ pub struct BurstOptions {
     /// acknowledged later (delayed or with the response) and each release costs ~4 µs instead
     /// of ~6 µs (BENCHMARKS.md). 1 writes the prefix at once.
     pub stage_segments: usize,
-    /// Release from two real-time threads when the process may (the default; see
-    /// [`super::release`]); false keeps the release on the calling thread at its own priority.
-    pub realtime: bool,
+    /// Release from the two dedicated release threads when they can run (the default; see
+    /// [`super::release`]); false keeps the release on the calling thread.
+    pub release_threads: bool,
 }
 
 /// The default [`BurstOptions::stage_segments`]: more than Linux's 16 quick ACKs.
@@ -63,7 +63,7 @@ impl Default for BurstOptions {
             max_body: 1024 * 1024,
             final_bytes: 1,
             stage_segments: STAGE_SEGMENTS,
-            realtime: true,
+            release_threads: true,
         }
     }
 }
@@ -132,7 +132,7 @@ pub async fn burst(reqs: &[SentRequest], opts: &BurstOptions) -> anyhow::Result<
     tokio::time::sleep(settle_time(slowest_connect)).await;
 
     // 4. Release.
-    let (released, mode) = release(&staged, opts.realtime);
+    let (released, mode) = release(&staged, opts.release_threads);
 
     // 5. Read concurrently, each from its own release.
     let reads =
@@ -234,7 +234,7 @@ async fn stage(
 /// the loop, so one slow socket never delays the others.
 fn release(
     staged: &[Result<Staged, (Instant, String)>],
-    realtime: bool,
+    release_threads: bool,
 ) -> (Vec<Result<Instant, String>>, ReleaseMode) {
     let jobs: Vec<Job<'_>> = staged
         .iter()
@@ -245,7 +245,7 @@ fn release(
                 .map(|s| (i, s.stream.tcp().as_fd(), &s.release[..]))
         })
         .collect();
-    let (outcomes, mode) = release_all(&jobs, realtime);
+    let (outcomes, mode) = release_all(&jobs, release_threads);
 
     let mut times: Vec<Result<Instant, String>> = vec![Err("not staged".to_string()); staged.len()];
     for (i, result, at) in outcomes {

@@ -12,4 +12,5 @@ pub mod exchange;
 pub mod h2burst;
 pub mod raw;
 pub mod release;
+pub mod sched;
 pub mod tls;

@@ -6,21 +6,21 @@
 //! releases from one thread cannot arrive closer than ~60 µs. Two threads halve that, but only if
 //! neither is interrupted: a server thread woken by the first requests preempts an ordinary
 //! release thread on its core, and two ordinary threads end up taking turns (BENCHMARKS.md
-//! measured no gain). At the lowest real-time priority (`SCHED_FIFO` 1) release threads cannot be
-//! preempted by ordinary threads, and 16 releases from two of them arrive within ~40 µs.
+//! measured no gain). Two dedicated release threads that ask the kernel not to be preempted (see
+//! [`super::sched`]: real-time priority where permitted, else a short time slice) send 16
+//! releases within ~35–40 µs.
 //!
-//! Real-time threads that spin can starve everything else on their cores, including a server
-//! under test that shares the machine. The guards: the two release threads sleep between bursts
-//! (a sleeping thread takes no CPU, whatever its priority) and run only the release itself — a
-//! spin of at most 1 ms for each other, then their share of the `send(2)` calls; only
-//! one burst uses them at a time (others release on their own thread and say so); they are used
-//! only when at least two CPUs are available; and the kernel's real-time throttling stays the
-//! last bound. Taking both cores of a 2-vCPU machine for ~40 µs delays a local server by as much
-//! and then leaves it all the requests at once, which measured as better detection, not worse.
+//! Threads that hold both cores can starve a server under test that shares the machine. The
+//! guards: the two release threads sleep between bursts and run only the release itself — a spin
+//! of at most 1 ms for each other, then their share of the `send(2)` calls; only one burst uses
+//! them at a time (others release on their own thread and say so); they are used only when at
+//! least two CPUs are available; a short-slice thread keeps its ordinary share of the CPU, and a
+//! real-time one is bounded by the kernel's real-time throttling. Taking both cores of a 2-vCPU
+//! machine for ~40 µs delays a local server by as much and then leaves it all the requests at
+//! once, which measured as better detection, not worse.
 //!
-//! Raising a thread to real-time priority needs `CAP_SYS_NICE` or an `RLIMIT_RTPRIO` of at least
-//! 1 (`ulimit -r`). Without it the release runs on the calling thread at its normal priority and
-//! the burst says why ([`ReleaseMode`]).
+//! When neither way is available (before Linux 6.12 without the permission), the release runs on
+//! the calling thread and the burst says why ([`ReleaseMode`]).
 
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,12 +30,14 @@ use std::time::{Duration, Instant};
 
 use socket2::{SockRef, Socket};
 
+use super::sched::{pin_current_thread, raise_current_thread, two_cpus, Scheduling};
+
 /// How many threads a parallel release uses: two halve the spread; more would take more of the
 /// cores a local server needs, for a few microseconds less.
 const PARALLEL_THREADS: usize = 2;
 
-/// The longest a release thread spins, at real-time priority, for the other to wake up: long
-/// enough to cover a wake-up, short enough never to hold a core for long.
+/// The longest a release thread spins for the other to wake up: long enough to cover a wake-up,
+/// short enough never to hold a core for long.
 const SPIN_LIMIT: Duration = Duration::from_millis(1);
 
 /// The longest a burst waits for the release threads to report back before it writes whatever
@@ -48,11 +50,12 @@ const POOL_WAIT: Duration = Duration::from_secs(1);
 pub enum ReleaseMode {
     /// All final HTTP/2 frames in one TCP segment.
     OnePacket,
-    /// Final bytes written back to back from `threads` threads, at real-time priority or not.
+    /// Final bytes written back to back from `threads` threads: the dedicated release threads
+    /// (with how they are scheduled), or the calling thread.
     Threads {
         threads: usize,
-        realtime: bool,
-        /// Why the release did not use real-time threads, when it did not.
+        scheduling: Option<Scheduling>,
+        /// Why the release did not use the release threads, when it did not.
         why_not: Option<String>,
     },
 }
@@ -63,10 +66,10 @@ impl std::fmt::Display for ReleaseMode {
             ReleaseMode::OnePacket => f.write_str("in one HTTP/2 packet"),
             ReleaseMode::Threads {
                 threads,
-                realtime,
+                scheduling,
                 why_not,
             } => {
-                let kind = if *realtime { "real-time " } else { "" };
+                let kind = scheduling.map_or(String::new(), |s| format!("{} ", s.label()));
                 let plural = if *threads == 1 { "" } else { "s" };
                 write!(f, "from {threads} {kind}thread{plural}")?;
                 match why_not {
@@ -84,22 +87,22 @@ pub(crate) type Job<'a> = (usize, BorrowedFd<'a>, &'a [u8]);
 /// A written release: index, what `send(2)` returned, and when it returned.
 pub(crate) type Outcome = (usize, std::io::Result<usize>, Instant);
 
-/// Writes every job's bytes, from the real-time release threads when `realtime` is asked for and
-/// possible (see the module documentation), else from the calling thread. Returns the outcomes
+/// Writes every job's bytes, from the release threads when `use_threads` and they can run (see
+/// the module documentation), else from the calling thread. Returns the outcomes
 /// in job order, and how the release was done.
-pub(crate) fn release_all(jobs: &[Job<'_>], realtime: bool) -> (Vec<Outcome>, ReleaseMode) {
+pub(crate) fn release_all(jobs: &[Job<'_>], use_threads: bool) -> (Vec<Outcome>, ReleaseMode) {
     let (batch, unprepared) = Batch::new(jobs);
     let single = |batch: &Batch, unprepared, why: String| {
         batch.drain();
         let mode = ReleaseMode::Threads {
             threads: 1,
-            realtime: false,
+            scheduling: None,
             why_not: Some(why),
         };
         (batch.outcomes(unprepared), mode)
     };
-    if !realtime {
-        return single(&batch, unprepared, "--no-realtime".into());
+    if !use_threads {
+        return single(&batch, unprepared, "--no-release-threads".into());
     }
     if batch.jobs.len() < 2 {
         return single(&batch, unprepared, "one connection".into());
@@ -119,11 +122,12 @@ pub(crate) fn release_all(jobs: &[Job<'_>], realtime: bool) -> (Vec<Outcome>, Re
             return single(&batch, unprepared, "another burst was releasing".into())
         }
     };
+    let scheduling = pool.scheduling;
     match pool.run(batch) {
         Ok(batch) => {
             let mode = ReleaseMode::Threads {
                 threads: PARALLEL_THREADS,
-                realtime: true,
+                scheduling: Some(scheduling),
                 why_not: None,
             };
             (batch.outcomes(unprepared), mode)
@@ -231,21 +235,24 @@ impl Batch {
     }
 }
 
-/// Two long-lived threads at real-time priority that sleep until a burst hands them a batch.
-/// The leader wakes the follower itself, so the kernel places the follower, a real-time thread
-/// woken by a running real-time thread, on the other core; both then release from one queue.
+/// Two long-lived threads, raised (see [`super::sched`]), that sleep until a burst hands them a
+/// batch.
+/// Each is kept on its own CPU, and the leader wakes the follower itself; both then release from
+/// one queue. (Unpinned, a follower woken by a leader it could not preempt sometimes landed on the
+/// leader's core and waited out its spin: a tenth of the bursts released from one thread.)
 /// Spawning threads per burst instead cost ~250 µs of CPU per burst (stacks mapped and
 /// unmapped, with TLB shoot-downs interrupting the other core).
 struct Pool {
     leader: Sender<Arc<Batch>>,
     done: Receiver<u64>,
     next_id: u64,
+    scheduling: Scheduling,
 }
 
 impl Pool {
-    /// Starts both threads; an error says why they cannot run at real-time priority.
+    /// Starts both threads; an error says why they cannot be raised.
     fn start() -> Result<Pool, String> {
-        let (ready_tx, ready_rx) = channel::<Result<(), String>>();
+        let (ready_tx, ready_rx) = channel::<Result<Scheduling, String>>();
         let (done_tx, done) = channel::<u64>();
         let (leader, leader_rx) = channel::<Arc<Batch>>();
         let (follower_tx, follower_rx) = channel::<Arc<Batch>>();
@@ -257,10 +264,14 @@ impl Pool {
                 .map_err(|e| format!("no release thread: {e}"))
         };
         let (ready, finished) = (ready_tx.clone(), done_tx.clone());
+        let cpus = two_cpus();
         spawn(
             "burst-release-2",
             Box::new(move || {
-                let raised = set_realtime();
+                if let Some([_, cpu]) = cpus {
+                    pin_current_thread(cpu);
+                }
+                let raised = raise_current_thread();
                 let ok = raised.is_ok();
                 let _ = ready.send(raised);
                 while let (true, Ok(batch)) = (ok, follower_rx.recv()) {
@@ -274,7 +285,10 @@ impl Pool {
         spawn(
             "burst-release-1",
             Box::new(move || {
-                let raised = set_realtime();
+                if let Some([cpu, _]) = cpus {
+                    pin_current_thread(cpu);
+                }
+                let raised = raise_current_thread();
                 let ok = raised.is_ok();
                 let _ = ready_tx.send(raised);
                 while let (true, Ok(batch)) = (ok, leader_rx.recv()) {
@@ -286,15 +300,21 @@ impl Pool {
                 }
             }),
         )?;
+        // Both threads must be raised; the weaker of their two ways is the pool's.
+        let mut scheduling = Scheduling::RealTime;
         for _ in 0..PARALLEL_THREADS {
-            ready_rx
+            let raised = ready_rx
                 .recv_timeout(POOL_WAIT)
                 .map_err(|_| "the release threads did not start".to_string())??;
+            if raised == Scheduling::ShortSlice {
+                scheduling = raised;
+            }
         }
         Ok(Pool {
             leader,
             done,
             next_id: 0,
+            scheduling,
         })
     }
 
@@ -324,35 +344,15 @@ impl Pool {
 }
 
 /// The release threads, started at the first parallel release; an error (kept for the whole
-/// run) says why they cannot run at real-time priority.
+/// run) says why they cannot be raised (see [`super::sched`]).
 fn pool() -> Result<&'static Mutex<Pool>, &'static String> {
     static POOL: OnceLock<Result<Mutex<Pool>, String>> = OnceLock::new();
     POOL.get_or_init(|| Pool::start().map(Mutex::new)).as_ref()
 }
 
-/// Raises the calling thread to the lowest real-time priority (`SCHED_FIFO` 1), which outranks
-/// every ordinary thread and no real-time one.
-fn set_realtime() -> Result<(), String> {
-    use thread_priority::unix::{
-        set_thread_priority_and_policy, thread_native_id, RealtimeThreadSchedulePolicy,
-        ThreadSchedulePolicy,
-    };
-    set_thread_priority_and_policy(
-        thread_native_id(),
-        thread_priority::ThreadPriority::Min,
-        ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo),
-    )
-    .map_err(|e| match e {
-        thread_priority::Error::OS(1) => {
-            "real-time priority not permitted: needs CAP_SYS_NICE or ulimit -r 1".into()
-        }
-        other => format!("real-time priority refused: {other}"),
-    })
-}
-
-/// Whether bursts can be released from real-time threads in this process, and if not, why.
-pub fn realtime_permitted() -> Result<(), &'static String> {
-    pool().map(|_| ())
+/// How the release threads of this process are scheduled, or why there are none.
+pub fn release_threads_available() -> Result<Scheduling, &'static String> {
+    pool().map(|p| p.lock().unwrap_or_else(|e| e.into_inner()).scheduling)
 }
 
 #[cfg(test)]
@@ -365,16 +365,22 @@ mod tests {
     fn modes_read_as_a_sentence() {
         let rt = ReleaseMode::Threads {
             threads: 2,
-            realtime: true,
+            scheduling: Some(Scheduling::RealTime),
             why_not: None,
         };
         assert_eq!(rt.to_string(), "from 2 real-time threads");
+        let slice = ReleaseMode::Threads {
+            threads: 2,
+            scheduling: Some(Scheduling::ShortSlice),
+            why_not: None,
+        };
+        assert_eq!(slice.to_string(), "from 2 short-slice threads");
         let one = ReleaseMode::Threads {
             threads: 1,
-            realtime: false,
-            why_not: Some("--no-realtime".into()),
+            scheduling: None,
+            why_not: Some("--no-release-threads".into()),
         };
-        assert_eq!(one.to_string(), "from 1 thread (--no-realtime)");
+        assert_eq!(one.to_string(), "from 1 thread (--no-release-threads)");
         assert_eq!(ReleaseMode::OnePacket.to_string(), "in one HTTP/2 packet");
     }
 
@@ -423,10 +429,10 @@ mod tests {
     fn every_connection_gets_its_bytes_whichever_way_it_is_released() {
         let conns = pairs(6);
         let mode = release(&conns, true);
-        match realtime_permitted() {
+        match release_threads_available() {
             // Another test's release may hold the threads at this moment.
-            Ok(()) => assert!(
-                mode.to_string() == "from 2 real-time threads"
+            Ok(s) => assert!(
+                mode.to_string() == format!("from 2 {} threads", s.label())
                     || mode.to_string().contains("another burst was releasing"),
                 "{mode}"
             ),
@@ -434,14 +440,14 @@ mod tests {
         }
         assert_eq!(
             release(&conns, false).to_string(),
-            "from 1 thread (--no-realtime)"
+            "from 1 thread (--no-release-threads)"
         );
     }
 
     #[test]
     fn a_burst_that_finds_the_threads_busy_releases_alone() {
         let Ok(pool) = pool() else {
-            return; // no real-time threads here: every release is single anyway
+            return; // no release threads here: every release is single anyway
         };
         let conns = pairs(4);
         let held = pool.lock().unwrap_or_else(|e| e.into_inner());

@@ -305,7 +305,7 @@ impl ProbeCtx {
             timeout: self.config.timeout,
             max_body: self.config.max_body,
             final_bytes: 1,
-            realtime: self.config.realtime,
+            release_threads: self.config.release_threads,
             ..burst::BurstOptions::default()
         };
         let report = h2burst::burst_for_target(&sent, &opts, self.config.http2)

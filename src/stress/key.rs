@@ -65,7 +65,7 @@ pub async fn exercise(config: &Config, unique: &str, burst_size: usize, late: us
     let opts = BurstOptions {
         timeout: config.timeout,
         max_body: STRESS_MAX_BODY,
-        realtime: config.realtime,
+        release_threads: config.release_threads,
         ..BurstOptions::default()
     };
     let mut raws: Vec<(String, SentRequest, RawResponse)> = Vec::with_capacity(burst_size + late);
