@@ -3,7 +3,9 @@
 //! [`client`] sends ordinary requests (HTTP/1.1 or HTTP/2 over reqwest) and records each one as
 //! an [`exchange::Exchange`]; [`raw`] writes exact bytes for the key-syntax probes and for
 //! dropping a connection on purpose; [`burst`] releases synchronised duplicates for the race
-//! probes, over HTTP/1.1 connections or, with [`h2burst`], in one HTTP/2 packet; [`curl`] turns a recorded request into a command line a user can rerun.
+//! probes, over HTTP/1.1 connections (the final bytes written by [`release`]'s two threads,
+//! scheduled by [`sched`]) or, with [`h2burst`], in one HTTP/2 packet; [`curl`] turns a recorded
+//! request into a command line a user can rerun.
 
 pub mod burst;
 pub mod client;
