@@ -1,5 +1,7 @@
 //! The `idem-check` binary: parse, run, print an error once, exit with a documented code.
 
+#![forbid(unsafe_code)]
+
 use clap::Parser;
 use idem_check::diagnostic::FileError;
 use idem_check::exit::ExitCode;

@@ -13,6 +13,8 @@
 //! `problem` renders every error as RFC 9457 problem+json. [`config`] holds the settings and
 //! the [`Fault`] catalog; [`clock`] lets tests move time.
 
+#![forbid(unsafe_code)]
+
 mod auth;
 pub mod clock;
 pub mod config;

@@ -1,5 +1,7 @@
 //! `idem-reference-server`: flags → [`Config`] → [`idem_reference_server::run`].
 
+#![forbid(unsafe_code)]
+
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
