@@ -256,50 +256,23 @@ impl Pool {
         let (done_tx, done) = channel::<u64>();
         let (leader, leader_rx) = channel::<Arc<Batch>>();
         let (follower_tx, follower_rx) = channel::<Arc<Batch>>();
-        let spawn = |name: &str, work: Box<dyn FnOnce() + Send>| {
+        let cpus = two_cpus();
+        let threads = [
+            ("burst-release-2", cpus.map(|[_, c]| c), follower_rx, None),
+            (
+                "burst-release-1",
+                cpus.map(|[c, _]| c),
+                leader_rx,
+                Some(follower_tx),
+            ),
+        ];
+        for (name, cpu, inbox, forward) in threads {
+            let (ready, done) = (ready_tx.clone(), done_tx.clone());
             std::thread::Builder::new()
                 .name(name.into())
-                .spawn(work)
-                .map(|_| ())
-                .map_err(|e| format!("no release thread: {e}"))
-        };
-        let (ready, finished) = (ready_tx.clone(), done_tx.clone());
-        let cpus = two_cpus();
-        spawn(
-            "burst-release-2",
-            Box::new(move || {
-                if let Some([_, cpu]) = cpus {
-                    pin_current_thread(cpu);
-                }
-                let raised = raise_current_thread();
-                let ok = raised.is_ok();
-                let _ = ready.send(raised);
-                while let (true, Ok(batch)) = (ok, follower_rx.recv()) {
-                    batch.release_from_pool_thread();
-                    let id = batch.id;
-                    drop(batch);
-                    let _ = finished.send(id);
-                }
-            }),
-        )?;
-        spawn(
-            "burst-release-1",
-            Box::new(move || {
-                if let Some([cpu, _]) = cpus {
-                    pin_current_thread(cpu);
-                }
-                let raised = raise_current_thread();
-                let ok = raised.is_ok();
-                let _ = ready_tx.send(raised);
-                while let (true, Ok(batch)) = (ok, leader_rx.recv()) {
-                    let _ = follower_tx.send(batch.clone());
-                    batch.release_from_pool_thread();
-                    let id = batch.id;
-                    drop(batch);
-                    let _ = done_tx.send(id);
-                }
-            }),
-        )?;
+                .spawn(move || serve(cpu, &inbox, forward.as_ref(), &ready, &done))
+                .map_err(|e| format!("no release thread: {e}"))?;
+        }
         // Both threads must be raised; the weaker of their two ways is the pool's.
         let mut scheduling = Scheduling::RealTime;
         for _ in 0..PARALLEL_THREADS {
@@ -340,6 +313,33 @@ impl Pool {
         }
         batch.drain();
         Ok(batch)
+    }
+}
+
+/// A release thread's life: keep to `cpu`, get raised and say how, then release each batch that
+/// arrives in `inbox` — handing it first to `forward` (the leader wakes the follower) — and
+/// report it done. It ends when it cannot be raised or the pool is gone.
+fn serve(
+    cpu: Option<usize>,
+    inbox: &Receiver<Arc<Batch>>,
+    forward: Option<&Sender<Arc<Batch>>>,
+    ready: &Sender<Result<Scheduling, String>>,
+    done: &Sender<u64>,
+) {
+    if let Some(cpu) = cpu {
+        pin_current_thread(cpu);
+    }
+    let raised = raise_current_thread();
+    let ok = raised.is_ok();
+    let _ = ready.send(raised);
+    while let (true, Ok(batch)) = (ok, inbox.recv()) {
+        if let Some(follower) = forward {
+            let _ = follower.send(batch.clone());
+        }
+        batch.release_from_pool_thread();
+        let id = batch.id;
+        drop(batch);
+        let _ = done.send(id);
     }
 }
 
