@@ -128,11 +128,7 @@ pub async fn send_one(req: &SentRequest, timeout: Duration, max_body: usize) -> 
     let deadline = attempt + timeout;
     let mut started = attempt;
     let result = async {
-        let url = parse_url(req)?;
-        let wire = to_wire(req).map_err(|e| format!("{e:#}"))?;
-        let mut stream = connect(&url, deadline, timeout).await?;
-        started = Instant::now();
-        write_request(&mut stream, &wire, deadline, timeout).await?;
+        let mut stream = connect_and_write(req, deadline, timeout, &mut started).await?;
         read_response(&mut stream, &req.method, deadline, timeout, max_body).await
     }
     .await;
@@ -142,6 +138,22 @@ pub async fn send_one(req: &SentRequest, timeout: Duration, max_body: usize) -> 
         finished: Instant::now(),
         result,
     }
+}
+
+/// Connects and writes `req` whole; `started` becomes the moment the connection was up (what an
+/// exchange's duration counts from).
+async fn connect_and_write(
+    req: &SentRequest,
+    deadline: Instant,
+    timeout: Duration,
+    started: &mut Instant,
+) -> Result<Stream, String> {
+    let url = parse_url(req)?;
+    let wire = to_wire(req).map_err(|e| format!("{e:#}"))?;
+    let mut stream = connect(&url, deadline, timeout).await?;
+    *started = Instant::now();
+    write_request(&mut stream, &wire, deadline, timeout).await?;
+    Ok(stream)
 }
 
 /// Simulates a client whose response was lost: writes the whole request, waits
@@ -157,11 +169,7 @@ pub async fn send_then_drop(
     let deadline = attempt + timeout;
     let mut started = attempt;
     let result: Result<ReceivedResponse, String> = async {
-        let url = parse_url(req)?;
-        let wire = to_wire(req).map_err(|e| format!("{e:#}"))?;
-        let mut stream = connect(&url, deadline, timeout).await?;
-        started = Instant::now();
-        write_request(&mut stream, &wire, deadline, timeout).await?;
+        let stream = connect_and_write(req, deadline, timeout, &mut started).await?;
         tokio::time::sleep(wait_before_drop).await;
         drop(stream);
         Err(DROPPED.to_string())
