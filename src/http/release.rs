@@ -111,23 +111,22 @@ pub(crate) fn release_all(jobs: &[Job<'_>], use_threads: bool) -> (Vec<Outcome>,
     if cpus < PARALLEL_THREADS {
         return single(&batch, unprepared, format!("{cpus} CPU available"));
     }
-    let pool = match pool() {
-        Ok(pool) => pool,
+    let threads = match release_threads() {
+        Ok(threads) => threads,
         Err(why) => return single(&batch, unprepared, why.clone()),
     };
-    let mut pool = match pool.try_lock() {
+    let mut pool = match threads.pool.try_lock() {
         Ok(pool) => pool,
         Err(TryLockError::Poisoned(p)) => p.into_inner(),
         Err(TryLockError::WouldBlock) => {
             return single(&batch, unprepared, "another burst was releasing".into())
         }
     };
-    let scheduling = pool.scheduling;
     match pool.run(batch) {
         Ok(batch) => {
             let mode = ReleaseMode::Threads {
                 threads: PARALLEL_THREADS,
-                scheduling: Some(scheduling),
+                scheduling: Some(threads.scheduling),
                 why_not: None,
             };
             (batch.outcomes(unprepared), mode)
@@ -246,12 +245,18 @@ struct Pool {
     leader: Sender<Arc<Batch>>,
     done: Receiver<u64>,
     next_id: u64,
+}
+
+/// The process's release threads: how they are scheduled (fixed once they started), and the
+/// pool, which one burst at a time may use.
+struct ReleaseThreads {
     scheduling: Scheduling,
+    pool: Mutex<Pool>,
 }
 
 impl Pool {
     /// Starts both threads; an error says why they cannot be raised.
-    fn start() -> Result<Pool, String> {
+    fn start() -> Result<ReleaseThreads, String> {
         let (ready_tx, ready_rx) = channel::<Result<Scheduling, String>>();
         let (done_tx, done) = channel::<u64>();
         let (leader, leader_rx) = channel::<Arc<Batch>>();
@@ -283,11 +288,14 @@ impl Pool {
                 scheduling = raised;
             }
         }
-        Ok(Pool {
+        let pool = Pool {
             leader,
             done,
             next_id: 0,
+        };
+        Ok(ReleaseThreads {
             scheduling,
+            pool: Mutex::new(pool),
         })
     }
 
@@ -345,14 +353,14 @@ fn serve(
 
 /// The release threads, started at the first parallel release; an error (kept for the whole
 /// run) says why they cannot be raised (see [`super::sched`]).
-fn pool() -> Result<&'static Mutex<Pool>, &'static String> {
-    static POOL: OnceLock<Result<Mutex<Pool>, String>> = OnceLock::new();
-    POOL.get_or_init(|| Pool::start().map(Mutex::new)).as_ref()
+fn release_threads() -> Result<&'static ReleaseThreads, &'static String> {
+    static THREADS: OnceLock<Result<ReleaseThreads, String>> = OnceLock::new();
+    THREADS.get_or_init(Pool::start).as_ref()
 }
 
 /// How the release threads of this process are scheduled, or why there are none.
 pub fn release_threads_available() -> Result<Scheduling, &'static String> {
-    pool().map(|p| p.lock().unwrap_or_else(|e| e.into_inner()).scheduling)
+    release_threads().map(|t| t.scheduling)
 }
 
 #[cfg(test)]
@@ -446,11 +454,11 @@ mod tests {
 
     #[test]
     fn a_burst_that_finds_the_threads_busy_releases_alone() {
-        let Ok(pool) = pool() else {
+        let Ok(threads) = release_threads() else {
             return; // no release threads here: every release is single anyway
         };
         let conns = pairs(4);
-        let held = pool.lock().unwrap_or_else(|e| e.into_inner());
+        let held = threads.pool.lock().unwrap_or_else(|e| e.into_inner());
         let mode = release(&conns, true);
         drop(held);
         assert_eq!(
