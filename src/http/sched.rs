@@ -116,7 +116,7 @@ fn set_short_slice() -> Result<(), String> {
     }
     attr.sched_runtime = SHORT_SLICE_NS;
     attr.sched_flags = 0;
-    set_attr(&attr).map_err(|e| format!("short time slice refused: {e}"))?;
+    set_attr(&mut attr).map_err(|e| format!("short time slice refused: {e}"))?;
     let kept = get_attr().map(|a| a.sched_runtime).unwrap_or(0);
     if kept != SHORT_SLICE_NS {
         return Err("no custom time slices in this kernel (Linux 6.12 or later)".into());
@@ -145,19 +145,11 @@ fn get_attr() -> std::io::Result<SchedAttr> {
     }
 }
 
-fn set_attr(attr: &SchedAttr) -> std::io::Result<()> {
-    let mut attr_in = SchedAttr {
-        size: std::mem::size_of::<SchedAttr>() as u32,
-        ..SchedAttr::default()
-    };
-    attr_in.sched_policy = attr.sched_policy;
-    attr_in.sched_flags = attr.sched_flags;
-    attr_in.sched_nice = attr.sched_nice;
-    attr_in.sched_priority = attr.sched_priority;
-    attr_in.sched_runtime = attr.sched_runtime;
-    // SAFETY: `attr_in` is a live, initialised `sched_attr` whose `size` field is its own size;
+fn set_attr(attr: &mut SchedAttr) -> std::io::Result<()> {
+    attr.size = std::mem::size_of::<SchedAttr>() as u32;
+    // SAFETY: `attr` is a live, initialised `sched_attr` whose `size` field is its own size;
     // pid 0 is the calling thread and flags must be 0. The kernel only reads it.
-    let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr_in as *const SchedAttr, 0) };
+    let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &*attr as *const SchedAttr, 0) };
     if rc == 0 {
         Ok(())
     } else {
