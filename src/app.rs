@@ -75,6 +75,7 @@ async fn interrupted() {
 async fn run_probes(args: RunArgs) -> Result<ExitCode> {
     let opts = RunOptions {
         strict: args.strict,
+        key_form: args.key_form,
         ..RunOptions::default()
     };
     let (config, reference) = configure(&args.target, opts).await?;
@@ -82,6 +83,7 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
     let render = RenderOptions {
         color: terminal::use_color(args.color),
         secrets: config.secrets.clone(),
+        key_header: config.suite.header.clone(),
     };
     let progress = Progress::new(selection.len() as u64, std::io::stderr().is_terminal());
     let observer = ProgressObserver(&progress);
@@ -198,6 +200,7 @@ async fn stress(args: StressArgs) -> Result<ExitCode> {
     let render = RenderOptions {
         color: terminal::use_color(args.color),
         secrets: config.secrets.clone(),
+        key_header: config.suite.header.clone(),
     };
     let progress = Progress::new(args.keys as u64, std::io::stderr().is_terminal());
     let opts = crate::stress::StressOptions {

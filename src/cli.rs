@@ -213,6 +213,12 @@ pub struct RunArgs {
     #[arg(long)]
     pub strict: bool,
 
+    /// How keys are written: quoted (RFC 8941 Strings), bare, or auto — the suite's form, falling
+    /// back to bare keys when the API refuses the quoted form at the pre-flight (quoted-key then
+    /// FAILs and every report says so)
+    #[arg(long, value_name = "FORM", default_value = "auto")]
+    pub key_form: crate::keys::KeyForm,
+
     /// Write a JUnit XML report.
     #[arg(long, value_name = "FILE")]
     pub report_junit: Option<PathBuf>,

@@ -25,6 +25,7 @@ fn opts(color: bool) -> RenderOptions {
     RenderOptions {
         color,
         secrets: vec![SECRET.to_string()],
+        ..RenderOptions::default()
     }
 }
 
@@ -57,6 +58,7 @@ fn response(status: u16, content_type: &str, body: &[u8]) -> ReceivedResponse {
         ],
         body: body.to_vec(),
         body_truncated: false,
+        problem: None,
     }
 }
 

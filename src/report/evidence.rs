@@ -90,10 +90,13 @@ pub fn outcome_label(p: &ProbeReport) -> String {
 /// successful reads (an effect counter's `{"count":17}`), whose value the check already quotes and
 /// whose summary line suffices. An ERROR that no check explains stopped at its last exchange, so
 /// that one is shown instead.
-pub fn cited_exchanges(p: &ProbeReport) -> Vec<usize> {
+pub fn cited_exchanges(p: &ProbeReport, key_header: &str) -> Vec<usize> {
     let mut cited: BTreeSet<usize> = failed(p)
         .flat_map(|c| c.exchanges.iter().copied())
-        .filter(|n| p.exchange(*n).is_some_and(|e| !is_small_read(e)))
+        .filter(|n| {
+            p.exchange(*n)
+                .is_some_and(|e| !is_small_read(e, key_header))
+        })
         .collect();
     if cited.is_empty() && p.outcome == Outcome::Error {
         cited.extend(p.exchanges.last().map(|e| e.n));
@@ -104,9 +107,9 @@ pub fn cited_exchanges(p: &ProbeReport) -> Vec<usize> {
 /// Bodies up to this size on a successful keyless GET count as a "small read".
 const SMALL_READ_MAX: usize = 64;
 
-fn is_small_read(e: &Exchange) -> bool {
+fn is_small_read(e: &Exchange, key_header: &str) -> bool {
     e.request.method == "GET"
-        && e.request.header_values("idempotency-key").is_empty()
+        && e.request.header_values(key_header).is_empty()
         && e.response
             .as_ref()
             .is_some_and(|r| r.is_success() && r.body.len() <= SMALL_READ_MAX)
@@ -132,11 +135,11 @@ pub struct ExchangeLine {
 }
 
 impl ExchangeLine {
-    /// Summarises `e`, sanitised and with secrets masked.
-    pub fn of(e: &Exchange, secrets: &[String]) -> Self {
+    /// Summarises `e`, sanitised and with secrets masked; `key_header` names the key.
+    pub fn of(e: &Exchange, secrets: &[String], key_header: &str) -> Self {
         let keys: Vec<String> = e
             .request
-            .header_values("idempotency-key")
+            .header_values(key_header)
             .into_iter()
             .map(|v| short_key(&redact_bytes(v, secrets)))
             .collect();
@@ -239,7 +242,7 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
     }
     if !p.exchanges.is_empty() {
         out.push('\n');
-        write_exchange_table(&mut out, &p.exchanges, secrets);
+        write_exchange_table(&mut out, &p.exchanges, secrets, &opts.key_header);
     }
     if !p.timeline.is_empty() {
         out.push_str("\ntimeline\n");
@@ -247,7 +250,7 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
             let _ = writeln!(out, "  {}", sanitize_line(t));
         }
     }
-    let cited = cited_exchanges(p);
+    let cited = cited_exchanges(p, &opts.key_header);
     if !cited.is_empty() {
         for e in cited.iter().filter_map(|&n| p.exchange(n)) {
             out.push('\n');
@@ -342,10 +345,15 @@ fn write_checks(out: &mut String, checks: &[Check]) {
     }
 }
 
-fn write_exchange_table(out: &mut String, exchanges: &[Exchange], secrets: &[String]) {
+fn write_exchange_table(
+    out: &mut String,
+    exchanges: &[Exchange],
+    secrets: &[String],
+    key_header: &str,
+) {
     let lines: Vec<ExchangeLine> = exchanges
         .iter()
-        .map(|e| ExchangeLine::of(e, secrets))
+        .map(|e| ExchangeLine::of(e, secrets, key_header))
         .collect();
     let width = |f: fn(&ExchangeLine) -> &str| {
         lines
@@ -449,6 +457,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_key_is_read_from_the_suite_s_header() {
+        let mut e = crate::check::test_exchange(1, 201, "{}");
+        e.request.headers = vec![Header::new("X-Request-Token", "\"k-1\"")];
+        assert_eq!(
+            ExchangeLine::of(&e, &[], "x-request-token").key,
+            "key \"k-1\""
+        );
+        assert_eq!(ExchangeLine::of(&e, &[], "Idempotency-Key").key, "");
+    }
+
+    #[test]
     fn cited_ranges_fold_runs() {
         assert_eq!(cited_ranges(&[2, 3, 4, 9, 11, 12]), "#2–#4 #9 #11 #12");
         assert_eq!(cited_ranges(&[]), "");
@@ -474,6 +493,7 @@ mod tests {
                 headers: vec![],
                 body,
                 body_truncated: false,
+                problem: None,
             }),
             error: None,
         }
@@ -514,7 +534,7 @@ mod tests {
             ],
             vec![1, 2],
         );
-        assert_eq!(cited_exchanges(&p), vec![2]);
+        assert_eq!(cited_exchanges(&p, "Idempotency-Key"), vec![2]);
     }
 
     #[test]

@@ -124,11 +124,54 @@ impl ProbeReport {
     }
 }
 
+/// The root causes of a run, one line each, for the end of the terminal and Markdown output:
+/// every probe other FAILs were found to follow from ("replay-identity fails: 6 other FAILs
+/// follow from it"), read from the INCONCLUSIVE reasons the runner wrote when it settled them.
+pub fn root_causes(report: &RunReport) -> Vec<String> {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for p in &report.probes {
+        let cause = p
+            .reason
+            .strip_prefix("prerequisite ")
+            .and_then(|r| r.split_once(" failed ("))
+            .map(|(id, _)| id);
+        if let (Outcome::Inconclusive, Some(id)) = (p.outcome, cause) {
+            match counts.iter_mut().find(|(c, _)| *c == id) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((id, 1)),
+            }
+        }
+    }
+    counts
+        .into_iter()
+        .map(|(id, n)| {
+            format!(
+                "{id} fails: {n} other FAIL{} follow{} from it",
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "s" } else { "" }
+            )
+        })
+        .collect()
+}
+
 /// How renderers present a report (never what it says).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RenderOptions {
     /// ANSI colour in terminal output.
     pub color: bool,
     /// Secrets to mask wherever evidence goes (tokens named by the target, Authorization values).
     pub secrets: Vec<String>,
+    /// The key header's name in the run's suite (suites may rename it), so the evidence shows
+    /// each exchange's key whatever the header is called.
+    pub key_header: String,
+}
+
+impl Default for RenderOptions {
+    fn default() -> Self {
+        RenderOptions {
+            color: false,
+            secrets: Vec::new(),
+            key_header: "Idempotency-Key".into(),
+        }
+    }
 }
