@@ -7,40 +7,18 @@
 //! The runs are serialised: the concurrency probes time their bursts and held originals, and
 //! eight Python servers racing for two cores would measure the machine instead of the design.
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Every probe of the default suite, in catalog order: a new probe must be given its verdict
-/// on every design here on purpose.
-const CATALOG: [&str; 24] = [
-    "first-request",
-    "missing-key",
-    "quoted-key",
-    "escaped-key",
-    "bare-token",
-    "malformed-key",
-    "duplicate-header",
-    "empty-key",
-    "oversized-key",
-    "key-parameters",
-    "replay-identity",
-    "concurrent-duplicates",
-    "payload-mismatch",
-    "mismatch-no-poison",
-    "distinct-keys-independent",
-    "lost-response",
-    "error-not-cached",
-    "loser-does-not-unlock",
-    "spoofed-marker-headers",
-    "wedged-key-recovery",
-    "tenant-isolation",
-    "cross-endpoint",
-    "restart-persistence",
-    "cross-replica",
-];
+/// Every probe of the default suite, in catalog order.
+fn catalog() -> Vec<&'static str> {
+    idem_check::probes::catalog()
+        .iter()
+        .map(|p| p.meta.id)
+        .collect()
+}
 
 /// Probes whose option no design run passes (--crash-header, --second-url, --restart-cmd,
 /// --replica): they SKIP naming it.
@@ -111,7 +89,7 @@ fn start(design: &str, args: &[&str]) -> Server {
 struct Run {
     exit: Option<i32>,
     stdout: String,
-    /// probe id → (outcome, reason)
+    /// (probe id, outcome, reason), in report order
     probes: Vec<(String, String, String)>,
 }
 
@@ -171,11 +149,12 @@ fn check(server: &Server, args: &[&str]) -> Run {
     }
 }
 
-/// The full table: every catalog probe PASS, except the unconfigured ones (SKIP) and `except`.
+/// A verdict table: every catalog probe PASS, except the unconfigured ones (SKIP) and those in
+/// `except`.
 fn table(except: &[(&str, &str)]) -> Vec<(&'static str, String)> {
-    CATALOG
-        .iter()
-        .map(|&id| {
+    catalog()
+        .into_iter()
+        .map(|id| {
             let verdict = except
                 .iter()
                 .find(|(p, _)| *p == id)
@@ -190,19 +169,33 @@ fn table(except: &[(&str, &str)]) -> Vec<(&'static str, String)> {
         .collect()
 }
 
-/// Asserts the run's whole verdict table, listing every mismatch at once.
-fn assert_table(design: &str, run: &Run, expected: &[(&'static str, String)]) {
-    let got: BTreeMap<&str, (&str, &str)> = run
-        .probes
-        .iter()
-        .map(|(id, o, r)| (id.as_str(), (o.as_str(), r.as_str())))
-        .collect();
+/// The same verdict for every probe.
+fn all(verdict: &'static str) -> Vec<(&'static str, &'static str)> {
+    catalog().into_iter().map(|id| (id, verdict)).collect()
+}
+
+/// Starts `design` with `server_args`, runs the checker with `args`, and asserts the whole
+/// verdict table (every mismatch listed at once) and the exit code a correct checker gives.
+/// Returns the run for the design's further assertions.
+fn expect(
+    design: &str,
+    server_args: &[&str],
+    args: &[&str],
+    except: &[(&str, &str)],
+    exit: i32,
+) -> Run {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let server = start(design, server_args);
+    let run = check(&server, args);
     let ids: Vec<&str> = run.probes.iter().map(|p| p.0.as_str()).collect();
-    assert_eq!(ids, CATALOG, "{design}: the report lists other probes");
-    let mismatches: Vec<String> = expected
+    assert_eq!(ids, catalog(), "{design}: the report lists other probes");
+    let mismatches: Vec<String> = table(except)
         .iter()
-        .filter(|(id, want)| got[id].0 != want)
-        .map(|(id, want)| format!("  {id}: got {} ({}), expected {want}", got[id].0, got[id].1))
+        .zip(&run.probes)
+        .filter(|((_, want), (_, got, _))| got != want)
+        .map(|((id, want), (_, got, reason))| {
+            format!("  {id}: got {got} ({reason}), expected {want}")
+        })
         .collect();
     assert!(
         mismatches.is_empty(),
@@ -211,6 +204,13 @@ fn assert_table(design: &str, run: &Run, expected: &[(&'static str, String)]) {
         mismatches.join("\n"),
         run.stdout
     );
+    assert_eq!(run.exit, Some(exit), "{design}: exit code\n{}", run.stdout);
+    run
+}
+
+/// Asserts that `text` holds `needle`, saying what that shows.
+fn assert_says(text: &str, needle: &str, what: &str) {
+    assert!(text.contains(needle), "{what}: {needle:?} not in\n{text}");
 }
 
 /// The options of a full run against a design with tenants, a counter, ids and a hold header.
@@ -257,36 +257,30 @@ fn acceptor(counter: bool) -> Vec<&'static str> {
 }
 
 /// Fingerprint dedupe across keys, store not scoped by tenant: B reusing A's key with A's
-/// payload is served A's payment — a critical leak tenant-isolation must FAIL (two keys of
-/// tenant A carry two payloads, so the dedupe cannot turn it into an ERROR). Two keys with one
+/// payload is served A's payment — a critical leak tenant-isolation must FAIL (tenant A's two
+/// keys carry two payloads, so the dedupe cannot turn it into an ERROR). Two keys with one
 /// payload get 409 (distinct-keys-independent FAILs), and `"k";v=1` then `"k"` is answered
 /// 409 "Fingerprint conflict", which is not a replay (key-parameters WARNs, recommended).
 #[test]
 fn fingerprint_dedupe_leaks_tenant_a_to_tenant_b() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let server = start("fingerprint_dedupe", &[]);
-    let run = check(&server, &full());
-    assert_table(
+    expect(
         "fingerprint_dedupe",
-        &run,
-        &table(&[
+        &[],
+        &full(),
+        &[
             ("key-parameters", "WARN"),
             ("distinct-keys-independent", "FAIL"),
             ("tenant-isolation", "FAIL"),
-        ]),
+        ],
+        4,
     );
-    assert_eq!(run.exit, Some(4), "{}", run.stdout);
 }
 
 /// A correct API behind bearer auth with a counter per tenant: everything PASSes, including
 /// tenant-isolation, whose tenant B executions never move tenant A's counter.
 #[test]
 fn per_tenant_counter_behind_auth_passes() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let server = start("tenant_counter", &[]);
-    let run = check(&server, &full());
-    assert_table("tenant_counter", &run, &table(&[]));
-    assert_eq!(run.exit, Some(0), "{}", run.stdout);
+    expect("tenant_counter", &[], &full(), &[], 0);
 }
 
 /// The same API run without credentials answers 401 to everything: a setup mistake, not a
@@ -294,27 +288,18 @@ fn per_tenant_counter_behind_auth_passes() {
 /// and nothing else is judged.
 #[test]
 fn missing_credentials_are_a_setup_error_not_an_api_failure() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let server = start("tenant_counter", &[]);
-    let run = check(
-        &server,
-        &[
-            "-H",
-            "Content-Type: application/json",
-            "-d",
-            r#"{"amount":5,"ref":"{{unique}}"}"#,
-            "--id-pointer",
-            "/id",
-        ],
+    let body = r#"{"amount":5,"ref":"{{unique}}"}"#;
+    let args = ["-H", "Content-Type: application/json", "-d", body];
+    let run = expect(
+        "tenant_counter",
+        &[],
+        &[&args[..], &["--id-pointer", "/id"]].concat(),
+        &all("ERROR"),
+        3,
     );
-    let all_error: Vec<(&str, &str)> = CATALOG.iter().map(|&id| (id, "ERROR")).collect();
-    assert_table("tenant_counter without a token", &run, &table(&all_error));
     let reason = run.reason("first-request");
-    assert!(
-        reason.contains("401") && reason.contains("-H"),
-        "first-request names the status and the option: {reason}"
-    );
-    assert_eq!(run.exit, Some(3), "{}", run.stdout);
+    assert_says(reason, "401", "first-request names the status");
+    assert_says(reason, "-H", "first-request names the option to check");
 }
 
 /// A unique constraint answers every repeat of a key 409, completed or not: nothing executes
@@ -324,9 +309,6 @@ fn missing_credentials_are_a_setup_error_not_an_api_failure() {
 /// are INCONCLUSIVE naming it, whatever their place in the catalog.
 #[test]
 fn conflict_on_every_repeat_fails_replay_identity_once() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let server = start("conflict_on_replay", &[]);
-    let run = check(&server, &full());
     let derived = [
         "quoted-key",
         "escaped-key",
@@ -339,15 +321,10 @@ fn conflict_on_every_repeat_fails_replay_identity_once() {
     ];
     let mut except: Vec<(&str, &str)> = derived.iter().map(|&id| (id, "INCONCLUSIVE")).collect();
     except.push(("replay-identity", "FAIL"));
-    assert_table("conflict_on_replay", &run, &table(&except));
+    let run = expect("conflict_on_replay", &[], &full(), &except, 4);
     for id in derived {
-        assert!(
-            run.reason(id).contains("replay-identity"),
-            "{id} names its root cause: {}",
-            run.reason(id)
-        );
+        assert_says(run.reason(id), "replay-identity", "names the root cause");
     }
-    assert_eq!(run.exit, Some(4), "{}", run.stdout);
 }
 
 /// Duplicates that wait for the original and get its replay are legal (no 409 at all): every
@@ -355,15 +332,13 @@ fn conflict_on_every_repeat_fails_replay_identity_once() {
 /// says so (INCONCLUSIVE).
 #[test]
 fn duplicates_that_wait_then_replay_pass() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let server = start("wait_then_replay", &[]);
-    let run = check(&server, &full());
-    assert_table(
+    expect(
         "wait_then_replay",
-        &run,
-        &table(&[("loser-does-not-unlock", "INCONCLUSIVE")]),
+        &[],
+        &full(),
+        &[("loser-does-not-unlock", "INCONCLUSIVE")],
+        0,
     );
-    assert_eq!(run.exit, Some(0), "{}", run.stdout);
 }
 
 /// An API that accepts only bare keys: quoted-key FAILs (draft-07 §2.1 makes the String form
@@ -371,35 +346,29 @@ fn duplicates_that_wait_then_replay_pass() {
 /// two that are about RFC 8941 Strings and parameters cannot be exercised (INCONCLUSIVE).
 #[test]
 fn bare_keys_only_fail_quoted_key_and_the_rest_runs_bare() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let server = start("bare_key", &[]);
-    let run = check(&server, &full());
-    assert_table(
+    let run = expect(
         "bare_key",
-        &run,
-        &table(&[
+        &[],
+        &full(),
+        &[
             ("quoted-key", "FAIL"),
             ("escaped-key", "INCONCLUSIVE"),
             ("key-parameters", "INCONCLUSIVE"),
-        ]),
+        ],
+        4,
     );
-    assert!(
-        run.stdout.contains("bare"),
-        "the header line says keys were sent bare\n{}",
-        run.stdout
+    assert_says(
+        &run.stdout,
+        "bare",
+        "the header line says keys were sent bare",
     );
-    assert_eq!(run.exit, Some(4), "{}", run.stdout);
 }
 
 /// A correct API that echoes the raw key in a response header, control characters and all:
 /// the refusals of malformed keys are still read as refusals, so everything PASSes.
 #[test]
 fn raw_key_echoed_in_the_response_head_passes() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let server = start("echo_key", &[]);
-    let run = check(&server, &full());
-    assert_table("echo_key", &run, &table(&[]));
-    assert_eq!(run.exit, Some(0), "{}", run.stdout);
+    expect("echo_key", &[], &full(), &[], 0);
 }
 
 /// Verdicts on the 202 acceptor that are the same with and without its counter: the statuses
@@ -420,9 +389,6 @@ const ACCEPTOR_SEEN: [(&str, &str); 7] = [
 /// either. What the statuses show (400 expected, 202 got) still FAILs.
 #[test]
 fn acceptor_without_counter_is_blind_not_green() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let server = start("accept_202", &[]);
-    let run = check(&server, &acceptor(false));
     let blind = [
         "first-request",
         "quoted-key",
@@ -438,22 +404,13 @@ fn acceptor_without_counter_is_blind_not_green() {
         "spoofed-marker-headers",
         "tenant-isolation",
     ];
-    let mut except: Vec<(&str, &str)> = ACCEPTOR_SEEN.to_vec();
+    let mut except = ACCEPTOR_SEEN.to_vec();
     except.extend(blind.iter().map(|&id| (id, "INCONCLUSIVE")));
-    assert_table("accept_202 without a counter", &run, &table(&except));
+    let run = expect("accept_202", &[], &acceptor(false), &except, 4);
     for id in ["replay-identity", "concurrent-duplicates", "lost-response"] {
-        assert!(
-            run.reason(id).contains("--count-url"),
-            "{id} says what to change: {}",
-            run.reason(id)
-        );
+        assert_says(run.reason(id), "--count-url", "says what to change");
     }
-    assert!(
-        run.stdout.contains("blind"),
-        "the header line names the blind basis\n{}",
-        run.stdout
-    );
-    assert_eq!(run.exit, Some(4), "{}", run.stdout);
+    assert_says(&run.stdout, "blind", "the header line names the basis");
 }
 
 /// The same acceptor counted: every duplicate execution is now seen and FAILs (critical).
@@ -463,10 +420,7 @@ fn acceptor_without_counter_is_blind_not_green() {
 /// retries defer to replay-identity.
 #[test]
 fn acceptor_with_counter_fails_every_duplicate() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let server = start("accept_202", &[]);
-    let run = check(&server, &acceptor(true));
-    let mut except: Vec<(&str, &str)> = ACCEPTOR_SEEN.to_vec();
+    let mut except = ACCEPTOR_SEEN.to_vec();
     except.extend([
         ("quoted-key", "INCONCLUSIVE"),
         ("escaped-key", "INCONCLUSIVE"),
@@ -480,13 +434,8 @@ fn acceptor_with_counter_fails_every_duplicate() {
         ("spoofed-marker-headers", "INCONCLUSIVE"),
         ("tenant-isolation", "INCONCLUSIVE"),
     ]);
-    assert_table("accept_202 with its counter", &run, &table(&except));
-    assert!(
-        run.stdout.contains("counter"),
-        "the header line names the counter\n{}",
-        run.stdout
-    );
-    assert_eq!(run.exit, Some(4), "{}", run.stdout);
+    let run = expect("accept_202", &[], &acceptor(true), &except, 4);
+    assert_says(&run.stdout, "counter", "the header line names the basis");
 }
 
 /// A correct API whose counter trails its writes by 400 ms: read right after a request, it has
@@ -494,29 +443,21 @@ fn acceptor_with_counter_fails_every_duplicate() {
 /// so the pre-flight refuses it, naming --count-url, and nothing is judged.
 #[test]
 fn lagging_counter_is_refused_at_preflight() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let server = start("lagging_counter", &["--lag-ms", "400"]);
-    let run = check(&server, &full());
-    let all_error: Vec<(&str, &str)> = CATALOG.iter().map(|&id| (id, "ERROR")).collect();
-    assert_table("lagging_counter", &run, &table(&all_error));
-    let reason = run.reason("first-request");
-    assert!(
-        reason.contains("--count-url"),
-        "first-request names the option: {reason}"
+    let lag = ["--lag-ms", "400"];
+    let run = expect("lagging_counter", &lag, &full(), &all("ERROR"), 3);
+    assert_says(
+        run.reason("first-request"),
+        "--count-url",
+        "names the option",
     );
-    assert_eq!(run.exit, Some(3), "{}", run.stdout);
 }
 
 /// The same API counted by resource ids instead: it is correct, and everything PASSes.
 #[test]
 fn lagging_counter_api_passes_when_counted_by_ids() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let server = start("lagging_counter", &["--lag-ms", "400"]);
     let args: Vec<&str> = full()
         .into_iter()
         .filter(|a| !a.contains("count"))
         .collect();
-    let run = check(&server, &args);
-    assert_table("lagging_counter counted by ids", &run, &table(&[]));
-    assert_eq!(run.exit, Some(0), "{}", run.stdout);
+    expect("lagging_counter", &["--lag-ms", "400"], &args, &[], 0);
 }
