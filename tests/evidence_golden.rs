@@ -49,10 +49,7 @@ async fn failing_block(fault: Fault, probe: &str) -> String {
     assert_eq!(p.outcome, Outcome::Fail, "{}", common::outcomes(&report));
     // No secrets named: the reference server's tokens are random per run, and credential
     // headers are masked whether or not their value is known.
-    let opts = RenderOptions {
-        color: false,
-        secrets: Vec::new(),
-    };
+    let opts = RenderOptions::default();
     normalise(&evidence::block(p, &report.suite, &opts))
 }
 
