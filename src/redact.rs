@@ -18,6 +18,7 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
+use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
 /// What a masked secret is replaced with, everywhere.
@@ -583,6 +584,14 @@ fn url_credentials(url: &str) -> Vec<(String, String)> {
         if decode(p) != p {
             out.push((decode(p), "the password in a URL".into()));
         }
+        // HTTP clients send userinfo as `Authorization: Basic base64(user:password)`, which a
+        // server may echo back.
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!(
+            "{}:{}",
+            decode(u.username()),
+            decode(p)
+        ));
+        out.push((basic, "the URL's userinfo as Basic credentials".into()));
     }
     for pair in u.query().unwrap_or_default().split('&') {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
@@ -767,7 +776,8 @@ mod tests {
                 ("IDEM_SECRET_3", "user"),
                 ("IDEM_SECRET_4", "pa%24s"),
                 ("IDEM_SECRET_5", "pa$s"),
-                ("IDEM_SECRET_6", "abc123"),
+                ("IDEM_SECRET_6", "dXNlcjpwYSRz"),
+                ("IDEM_SECRET_7", "abc123"),
             ]
         );
         assert_eq!(s.list()[0].what, "tenant A's Authorization credential");
