@@ -52,7 +52,7 @@ use std::fmt::Write as _;
 
 use crate::check::{Check, Severity};
 use crate::http::curl::curl_line;
-use crate::http::exchange::{Exchange, Header};
+use crate::http::exchange::{Exchange, Header, SentRequest};
 use crate::outcome::Outcome;
 use crate::redact::{bytes_for_text, bytes_inline, cut_line, sanitize_line, Secrets};
 use crate::report::{ProbeReport, RenderOptions};
@@ -420,7 +420,9 @@ fn quoted(text: &str, secrets: &Secrets) -> String {
 /// One curl line per distinct request among the shown exchanges, then which variable stands
 /// for which secret, once.
 fn write_reproduce(out: &mut String, reps: &[(&Exchange, Vec<usize>)], secrets: &Secrets) {
-    let mut lines: Vec<(Vec<usize>, String)> = Vec::new();
+    // Grouped by the request itself: two tenants' requests differ only in a credential, which
+    // may print the same when it is not a known secret.
+    let mut lines: Vec<(Vec<usize>, &SentRequest, String)> = Vec::new();
     let mut vars: Vec<String> = Vec::new();
     for (e, also) in reps {
         let curl = curl_line(&e.request, secrets);
@@ -438,12 +440,15 @@ fn write_reproduce(out: &mut String, reps: &[(&Exchange, Vec<usize>)], secrets: 
             }
         }
         let numbers = std::iter::once(e.n).chain(also.iter().copied());
-        match lines.iter_mut().find(|(_, l)| *l == line) {
-            Some((ns, _)) => ns.extend(numbers),
-            None => lines.push((numbers.collect(), line)),
+        match lines
+            .iter_mut()
+            .find(|(_, r, l)| **r == e.request && *l == line)
+        {
+            Some((ns, _, _)) => ns.extend(numbers),
+            None => lines.push((numbers.collect(), &e.request, line)),
         }
     }
-    for (mut ns, line) in lines {
+    for (mut ns, _, line) in lines {
         ns.sort_unstable();
         let first = ns.remove(0);
         if ns.is_empty() {
