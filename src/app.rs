@@ -123,13 +123,12 @@ async fn interrupted() {
 
 async fn run_probes(args: RunArgs) -> Result<ExitCode> {
     let opts = RunOptions {
-        probes: args.probe.clone(),
-        skip: args.skip.clone(),
         strict: args.strict,
         ..RunOptions::default()
     };
     let files = report_files(&args.report)?;
     let (config, reference) = configure(&args.target, opts).await?;
+    let selection = probes::select(&config.suite, &args.probe, &args.skip)?;
     let render = RenderOptions {
         color: terminal::use_color(args.report.color),
         secrets: config.secrets.clone(),
@@ -138,12 +137,9 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
             .max_body_bytes
             .unwrap_or(Format::Terminal.default_max_body()),
     };
-    let progress = Progress::new(
-        config.selection.len() as u64,
-        std::io::stderr().is_terminal(),
-    );
+    let progress = Progress::new(selection.len() as u64, std::io::stderr().is_terminal());
     let observer = ProgressObserver(&progress);
-    let report = runner::run(config.clone(), &observer, interrupted())
+    let report = runner::run(config.clone(), selection, &observer, interrupted())
         .await
         .map_err(AppError::runtime)?;
     progress.finish();
