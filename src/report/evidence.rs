@@ -382,7 +382,7 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
             .filter(|(_, also)| !also.is_empty())
             .map(|(e, also)| {
                 format!(
-                    "{} as #{}: same request, same outcome",
+                    "{} as #{}: same request, same status",
                     cited_ranges(also),
                     e.n
                 )
@@ -750,7 +750,7 @@ mod tests {
         assert_eq!(text.matches("\n#2 burst").count(), 1, "{text}");
         assert_eq!(text.matches("\n#17 burst").count(), 1, "{text}");
         assert!(
-            text.contains("(#3–#16 as #2: same request, same outcome)"),
+            text.contains("(#3–#16 as #2: same request, same status)"),
             "{text}"
         );
         assert_eq!(text.matches("curl -i").count(), 1, "{text}");

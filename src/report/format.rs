@@ -74,7 +74,7 @@ impl ReportFile {
 
 /// Something that can be rendered in every file format: a run, a stress run.
 pub trait Reportable {
-    /// The document in `format` (never [`Format::Terminal`], which each command prints itself).
+    /// The document in `format`.
     fn render(&self, format: Format, opts: &RenderOptions) -> anyhow::Result<String>;
 }
 
