@@ -2,28 +2,17 @@
 //! output, the printed curl lines can be pasted, reports stay small when bodies are 1 MiB, and
 //! report paths, broken pipes and exit codes behave as documented.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
+
+use common::binary::{bin, text};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_idem-check"));
-    c.env_remove("GITHUB_STEP_SUMMARY").env("NO_COLOR", "1");
-    c
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// How the echo server answers.
 #[derive(Clone)]

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod binary;
+
 use std::sync::Arc;
 
 use idem_check::config::{Config, RunOptions};
