@@ -8,11 +8,11 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-use common::binary::{bin, text};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use common::binary::{bin, text};
 
 /// How the echo server answers.
 #[derive(Clone)]
