@@ -6,6 +6,8 @@
 //! Goldens live in `fixtures/golden/<format>/`; run with `UPDATE_GOLDEN=1` to rewrite them after
 //! an intended change, and review the diff.
 
+mod common;
+
 use std::path::Path;
 
 use base64::Engine as _;
@@ -744,23 +746,6 @@ fn json_keeps_schema_and_field_order() {
     );
 }
 
-/// Runs xmllint's schema validation of `files` against the Jenkins/Ant `junit-10.xsd`.
-fn validate_junit(files: &[std::path::PathBuf]) -> std::process::Output {
-    let xsd = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/schema/junit-10.xsd");
-    std::process::Command::new("xmllint")
-        .arg("--noout")
-        .arg("--schema")
-        .arg(&xsd)
-        .args(files)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "xmllint validates JUnit against its schema; install it (Debian/Ubuntu: \
-                 apt-get install libxml2-utils; .ci/run does): {e}"
-            )
-        })
-}
-
 /// Every golden JUnit file validates against `junit-10.xsd` with a real schema validator, and
 /// the validator does reject what the schema forbids (a time with more than three decimals).
 #[test]
@@ -773,7 +758,7 @@ fn golden_junit_files_validate_against_the_junit_10_schema() {
         .collect();
     files.sort();
     assert_eq!(files.len(), 4, "{files:?}");
-    let out = validate_junit(&files);
+    let out = common::junit_schema::validate(&files);
     assert!(
         out.status.success(),
         "{}",
@@ -786,5 +771,5 @@ fn golden_junit_files_validate_against_the_junit_10_schema() {
         r#"<testsuites><testsuite name="s" tests="0" failures="0" errors="0" time="12.6075000000000001"/></testsuites>"#,
     )
     .unwrap();
-    assert!(!validate_junit(&[path]).status.success());
+    assert!(!common::junit_schema::validate(&[path]).status.success());
 }

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod binary;
+pub mod junit_schema;
 
 use std::sync::Arc;
 
