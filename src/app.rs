@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 
-use crate::cli::{Command, ListArgs, MatrixArgs, Opts, RunArgs, StressArgs, TargetArgs};
+use crate::cli::{
+    ClientArgs, Command, ListArgs, MatrixArgs, Opts, RunArgs, StressArgs, TargetArgs,
+};
 use crate::config::{Config, RestartHook, RunOptions, TargetSpec};
 use crate::exit::ExitCode;
 use crate::probes;
@@ -22,6 +24,7 @@ pub async fn run(opts: Opts) -> Result<ExitCode> {
         Command::Run(args) => run_probes(*args).await,
         Command::List(args) => list(&args),
         Command::Stress(args) => stress(*args).await,
+        Command::Client(args) => client(*args).await,
         Command::Matrix(args) => matrix(&args),
         Command::Explain { id, suite } => explain(&id, &suite),
     }
@@ -227,6 +230,51 @@ async fn stress(args: StressArgs) -> Result<ExitCode> {
             .with_context(|| format!("could not write the JUnit report {}", path.display()))?;
     }
     let run = report.as_run_report();
+    Ok(ExitCode::for_run(&run.summary, report.interrupted))
+}
+
+async fn client(args: ClientArgs) -> Result<ExitCode> {
+    use crate::client::{self, scenario};
+    let scenarios = match &args.scenario {
+        Some(id) => vec![scenario::find(id)?],
+        None => scenario::CATALOG.iter().collect(),
+    };
+    let token = std::env::var(client::ENV_TOKEN)
+        .ok()
+        .filter(|t| args.listen.is_some() && !t.is_empty())
+        .unwrap_or_else(|| format!("idem-check-{}", uuid::Uuid::new_v4().simple()));
+    let opts = client::ClientOptions {
+        command: args.command.clone(),
+        suite: Suite::load(&args.suite)?,
+        timeout: args.client_timeout,
+        strict: args.strict,
+        scenarios,
+        token: token.clone(),
+    };
+    let interrupt = client::interrupt_watch();
+    let report = match args.listen {
+        Some(addr) => {
+            let ready = |base: &str| {
+                eprintln!(
+                    "serving scenario {} until it completes, {} pass or Ctrl-C:\n  \
+                     export {}={base} {}={token}",
+                    opts.scenarios[0].id,
+                    humantime::format_duration(opts.timeout),
+                    client::ENV_BASE_URL,
+                    client::ENV_TOKEN,
+                );
+            };
+            client::listen(&opts, addr, ready, interrupt).await?
+        }
+        None => client::run(&opts, interrupt).await?,
+    };
+    let render = RenderOptions {
+        color: terminal::use_color(args.color),
+        secrets: vec![token],
+    };
+    let run = report.as_run_report();
+    print!("{}", terminal::render(&run, &render, opts.strict));
+    client::write_reports(&report, &render, &args)?;
     Ok(ExitCode::for_run(&run.summary, report.interrupted))
 }
 

@@ -12,6 +12,7 @@
 pub mod app;
 pub mod check;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod diagnostic;
 pub mod effects;
