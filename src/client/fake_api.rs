@@ -7,6 +7,9 @@
 //! byte of response: a service that returns an error makes hyper drop the connection, which a
 //! client sees as "connection closed without response", not as a 5xx.
 //!
+//! The payload is JSON, or form-encoded with the same fields (Stripe's v1 SDKs send forms), so a
+//! real SDK can be pointed at it unchanged.
+//!
 //! Everything that reaches it is recorded as an [`Attempt`] (time, key, payload, headers, and
 //! what was answered), so the checks judge what the client really sent. Both key forms are
 //! accepted (an RFC 8941 String and a bare value), so a client whose syntax is off can still be
@@ -298,7 +301,11 @@ async fn handle(
             .collect::<Vec<_>>(),
     );
     let operation = parts.method == hyper::Method::POST && parts.uri.path() == PAYMENTS_PATH;
-    let payload = body.as_ref().and_then(|b| serde_json::from_slice(b).ok());
+    let form = parts.headers.get("content-type").is_some_and(|v| {
+        v.as_bytes()
+            .starts_with(b"application/x-www-form-urlencoded")
+    });
+    let payload = body.as_ref().and_then(|b| parse_payload(b, form));
     let first = operation && !s.attempts.iter().any(|a| a.operation);
     let answer = match &body {
         None => problem(413, "the body is larger than 64 KiB"),
@@ -422,7 +429,7 @@ fn answer(
     let Some(payload) = payload.filter(|p| valid_payment(p)) else {
         return problem(
             400,
-            "expected JSON {amountCents: integer > 0, currency: 3 letters, reference: string}",
+            "expected {amountCents: integer > 0, currency: 3 letters, reference: string} as JSON or a form",
         );
     };
     let created = match key {
@@ -472,6 +479,25 @@ fn create(s: &mut State, payload: &Value) -> Bytes {
     Bytes::from(body.to_string())
 }
 
+/// The payload as JSON: the body itself, or for a form-encoded body (as Stripe's v1 SDKs send)
+/// an object of its fields, `amountCents` as a number. Either way, two payloads compare equal
+/// when they mean the same, whatever their byte order or spacing.
+fn parse_payload(body: &[u8], form: bool) -> Option<Value> {
+    if !form {
+        return serde_json::from_slice(body).ok();
+    }
+    let fields = url::form_urlencoded::parse(body)
+        .map(|(k, v)| {
+            let value = match (k.as_ref(), v.parse::<u64>()) {
+                ("amountCents", Ok(n)) => Value::from(n),
+                _ => Value::from(v.into_owned()),
+            };
+            (k.into_owned(), value)
+        })
+        .collect();
+    Some(Value::Object(fields))
+}
+
 fn valid_payment(p: &Value) -> bool {
     let amount = p.get("amountCents").and_then(Value::as_u64);
     let currency = p.get("currency").and_then(Value::as_str);
@@ -495,13 +521,23 @@ mod tests {
     use super::*;
 
     async fn post(base: &str, key: Option<&str>, body: &str) -> std::io::Result<String> {
+        match key {
+            Some(k) => post_as(base, k, body, "application/json").await,
+            None => send(base, "", body, "application/json").await,
+        }
+    }
+
+    async fn post_as(base: &str, key: &str, body: &str, ct: &str) -> std::io::Result<String> {
+        send(base, &format!("Idempotency-Key: {key}\r\n"), body, ct).await
+    }
+
+    async fn send(base: &str, key: &str, body: &str, ct: &str) -> std::io::Result<String> {
         use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
         let addr = base.trim_start_matches("http://");
         let mut s = tokio::net::TcpStream::connect(addr).await?;
-        let key = key.map_or(String::new(), |k| format!("Idempotency-Key: {k}\r\n"));
         let req = format!(
             "POST /api/payments HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer t\r\n{key}\
-             Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+             Content-Type: {ct}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         );
         s.write_all(req.as_bytes()).await?;
@@ -567,6 +603,29 @@ mod tests {
         assert_eq!(rec.payments, 1);
         assert!(!rec.attempts[0].key.as_ref().unwrap().sf_string);
         assert!(rec.attempts[1].key.as_ref().unwrap().sf_string);
+    }
+
+    #[tokio::test]
+    async fn a_form_encoded_payment_is_the_same_payload_as_its_json() {
+        let api = FakeApi::start(
+            LOCAL.parse().unwrap(),
+            Behaviour::Normal,
+            "Idempotency-Key",
+            "t",
+        )
+        .await
+        .unwrap();
+        let base = api.base_url();
+        assert!(post(&base, Some("k"), BODY)
+            .await
+            .unwrap()
+            .starts_with("HTTP/1.1 201"));
+        let form = "reference=r1&currency=EUR&amountCents=1250";
+        let r = post_as(&base, "k", form, "application/x-www-form-urlencoded")
+            .await
+            .unwrap();
+        assert!(r.contains("idempotent-replayed"), "{r}");
+        assert_eq!(api.finish().await.payments, 1);
     }
 
     #[tokio::test]
