@@ -235,9 +235,20 @@ async fn stress(args: StressArgs) -> Result<ExitCode> {
 
 async fn client(args: ClientArgs) -> Result<ExitCode> {
     use crate::client::{self, scenario};
-    let scenarios = match &args.scenario {
-        Some(id) => vec![scenario::find(id)?],
-        None => scenario::CATALOG.iter().collect(),
+    if args.listen.is_some() && args.scenario.len() != 1 {
+        bail!("--listen serves exactly one scenario: give one --scenario ID");
+    }
+    let scenarios = if args.scenario.is_empty() {
+        scenario::CATALOG.iter().collect()
+    } else {
+        let mut chosen = args
+            .scenario
+            .iter()
+            .map(|id| scenario::find(id))
+            .collect::<Result<Vec<_>>>()?;
+        chosen.sort_by_key(|s| scenario::CATALOG.iter().position(|c| c.id == s.id));
+        chosen.dedup();
+        chosen
     };
     let token = std::env::var(client::ENV_TOKEN)
         .ok()

@@ -300,10 +300,11 @@ pub struct ClientArgs {
     #[arg(long, value_name = "ADDR", requires = "scenario")]
     pub listen: Option<std::net::SocketAddr>,
 
-    /// Run only this scenario (created, two-operations, lost-response, retry-after-503,
-    /// retry-after-409, refused-422, refused-400).
+    /// Run only this scenario (repeatable; exactly one with --listen): created,
+    /// two-operations, lost-response, retry-after-503, retry-after-409, refused-422,
+    /// refused-400.
     #[arg(long, value_name = "ID")]
-    pub scenario: Option<String>,
+    pub scenario: Vec<String>,
 
     /// Fail on recommended checks too (WARN becomes FAIL).
     #[arg(long)]

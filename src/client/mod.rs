@@ -43,6 +43,10 @@ pub const ENV_TOKEN: &str = "IDEM_CHECK_TOKEN";
 /// before it counts as complete (a retry after a refusal must have had time to show up).
 const LISTEN_QUIET: Duration = Duration::from_secs(3);
 
+/// Under `--listen`, how long no request may arrive at all, final answer or not, before the
+/// client counts as done (one that gave up after a lost response never sends a final request).
+const LISTEN_IDLE: Duration = Duration::from_secs(10);
+
 /// What `idem-check client` was asked to do.
 pub struct ClientOptions {
     /// The client command and its arguments (empty under `--listen`).
@@ -222,7 +226,7 @@ pub async fn run(
 
 /// Serves one scenario on `addr` for a client idem-check does not run, until the scenario is
 /// complete (its operations got their final answers and then [`LISTEN_QUIET`] passed without a
-/// request), the timeout passes, or Ctrl-C; then judges what came. `ready` is told the base URL
+/// request), the client fell silent for [`LISTEN_IDLE`], the timeout passes, or Ctrl-C; then judges what came. `ready` is told the base URL
 /// once the server listens.
 pub async fn listen(
     opts: &ClientOptions,
@@ -242,8 +246,9 @@ pub async fn listen(
     let deadline = tokio::time::Instant::now() + opts.timeout;
     loop {
         let p = api.progress();
-        let quiet = p.last_attempt.is_some_and(|t| t.elapsed() >= LISTEN_QUIET);
-        if p.finals >= s.runs && quiet {
+        let silent = p.last_attempt.map(|t| t.elapsed());
+        let complete = p.finals >= s.runs && silent.is_some_and(|q| q >= LISTEN_QUIET);
+        if complete || silent.is_some_and(|q| q >= LISTEN_IDLE) {
             break;
         }
         tokio::select! {
