@@ -296,7 +296,7 @@ pub struct ClientArgs {
 
     /// Serve one scenario on this address for a client that cannot take its base URL from the
     /// environment, then judge what came (ends when the scenario is complete, at the timeout,
-    /// or on Ctrl-C).
+    /// or on Ctrl-C). The token is $IDEM_CHECK_TOKEN when set, else a random one (printed).
     #[arg(long, value_name = "ADDR", requires = "scenario")]
     pub listen: Option<std::net::SocketAddr>,
 

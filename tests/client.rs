@@ -228,7 +228,33 @@ fn the_lost_response_is_a_closed_connection_to_a_real_client_and_reports_hide_th
         &["--scenario", "lost-response"],
         &sample("no-retry-on-lost-response"),
     );
+    // The field names of schema idem-check.client/1, pinned.
+    let keys = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+    assert_eq!(
+        keys(&run.json),
+        [
+            "schema",
+            "tool",
+            "command",
+            "suite",
+            "strict",
+            "started_at",
+            "duration_ms",
+            "interrupted",
+            "summary",
+            "probes",
+            "scenarios"
+        ]
+    );
     let scenario = &run.json["scenarios"][0];
+    assert_eq!(
+        keys(scenario),
+        ["id", "what", "base_url", "attempts", "payments", "runs"]
+    );
+    assert_eq!(
+        keys(&scenario["runs"][0]),
+        ["run", "start_ms", "duration_ms", "exit", "stdout", "stderr"]
+    );
     let stderr = scenario["runs"][0]["stderr"]["text"].as_str().unwrap();
     assert!(
         stderr.contains("connection error: RemoteDisconnected"),
