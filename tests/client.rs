@@ -43,6 +43,8 @@ fn check_client(extra: &[&str], argv: &[String]) -> Run {
         .arg(&json_path)
         .args(["--report-junit"])
         .arg(dir.path().join("client.xml"))
+        .args(["--report-markdown"])
+        .arg(dir.path().join("client.md"))
         .arg("--")
         .args(argv)
         .output()
@@ -270,6 +272,11 @@ fn the_lost_response_is_a_closed_connection_to_a_real_client_and_reports_hide_th
     assert!(
         xml.contains(r#"<testcase name="client-lost-response""#) && xml.contains("<failure"),
         "{xml}"
+    );
+    let md = std::fs::read_to_string(run.dir.path().join("client.md")).unwrap();
+    assert!(
+        md.contains("| client-lost-response | ❌ FAIL | critical |"),
+        "{md}"
     );
 }
 
