@@ -6,9 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 
-use crate::cli::{
-    ClientArgs, Command, ListArgs, MatrixArgs, Opts, RunArgs, StressArgs, TargetArgs,
-};
+use crate::cli::{Command, ListArgs, MatrixArgs, Opts, RunArgs, StressArgs, TargetArgs};
 use crate::config::{Config, RestartHook, RunOptions, TargetSpec};
 use crate::exit::ExitCode;
 use crate::probes;
@@ -24,7 +22,7 @@ pub async fn run(opts: Opts) -> Result<ExitCode> {
         Command::Run(args) => run_probes(*args).await,
         Command::List(args) => list(&args),
         Command::Stress(args) => stress(*args).await,
-        Command::Client(args) => client(*args).await,
+        Command::Client(args) => crate::client::cli::run(*args).await,
         Command::Matrix(args) => matrix(&args),
         Command::Explain { id, suite } => explain(&id, &suite),
     }
@@ -230,62 +228,6 @@ async fn stress(args: StressArgs) -> Result<ExitCode> {
             .with_context(|| format!("could not write the JUnit report {}", path.display()))?;
     }
     let run = report.as_run_report();
-    Ok(ExitCode::for_run(&run.summary, report.interrupted))
-}
-
-async fn client(args: ClientArgs) -> Result<ExitCode> {
-    use crate::client::{self, scenario};
-    if args.listen.is_some() && args.scenario.len() != 1 {
-        bail!("--listen serves exactly one scenario: give one --scenario ID");
-    }
-    let scenarios = if args.scenario.is_empty() {
-        scenario::CATALOG.iter().collect()
-    } else {
-        let mut chosen = args
-            .scenario
-            .iter()
-            .map(|id| scenario::find(id))
-            .collect::<Result<Vec<_>>>()?;
-        chosen.sort_by_key(|s| scenario::CATALOG.iter().position(|c| c.id == s.id));
-        chosen.dedup();
-        chosen
-    };
-    let token = std::env::var(client::ENV_TOKEN)
-        .ok()
-        .filter(|t| args.listen.is_some() && !t.is_empty())
-        .unwrap_or_else(|| format!("idem-check-{}", uuid::Uuid::new_v4().simple()));
-    let opts = client::ClientOptions {
-        command: args.command.clone(),
-        suite: Suite::load(&args.suite)?,
-        timeout: args.client_timeout,
-        strict: args.strict,
-        scenarios,
-        token: token.clone(),
-    };
-    let interrupt = client::interrupt_watch();
-    let report = match args.listen {
-        Some(addr) => {
-            let ready = |base: &str| {
-                eprintln!(
-                    "serving scenario {} until it completes, {} pass or Ctrl-C:\n  \
-                     export {}={base} {}={token}",
-                    opts.scenarios[0].id,
-                    humantime::format_duration(opts.timeout),
-                    client::ENV_BASE_URL,
-                    client::ENV_TOKEN,
-                );
-            };
-            client::listen(&opts, addr, ready, interrupt).await?
-        }
-        None => client::run(&opts, interrupt).await?,
-    };
-    let render = RenderOptions {
-        color: terminal::use_color(args.color),
-        secrets: vec![token],
-    };
-    let run = report.as_run_report();
-    print!("{}", terminal::render(&run, &render, opts.strict));
-    client::write_reports(&report, &render, &args)?;
     Ok(ExitCode::for_run(&run.summary, report.interrupted))
 }
 

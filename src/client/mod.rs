@@ -12,16 +12,16 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::outcome;
-use crate::report::{file, json, junit, markdown};
-use crate::report::{ProbeReport, RenderOptions, RunReport, Summary, ToolInfo};
+use crate::report::{ProbeReport, RunReport, Summary, ToolInfo};
 use crate::suite::Suite;
 
 pub mod checks;
+pub mod cli;
 pub mod command;
 pub mod fake_api;
 pub mod scenario;
@@ -121,41 +121,6 @@ impl ClientReport {
             probes: self.probes.clone(),
         }
     }
-}
-
-/// Writes the reports `args` asks for: JUnit, Markdown (and the step summary) from the
-/// run-report view, JSON as the full client report.
-pub fn write_reports(
-    report: &ClientReport,
-    render: &RenderOptions,
-    args: &crate::cli::ClientArgs,
-) -> Result<()> {
-    let run = report.as_run_report();
-    let outputs = [
-        (
-            &args.report_junit,
-            "JUnit",
-            junit::render(&run, render, report.strict)?,
-        ),
-        (
-            &args.report_json,
-            "JSON",
-            json::render_value(report, render)?,
-        ),
-        (
-            &args.report_markdown,
-            "Markdown",
-            markdown::render(&run, render),
-        ),
-    ];
-    for (path, what, text) in outputs {
-        if let Some(path) = path {
-            file::write_atomically(path, &text)
-                .with_context(|| format!("could not write the {what} report {}", path.display()))?;
-        }
-    }
-    markdown::append_to_step_summary(&run, render)?;
-    Ok(())
 }
 
 /// A watch that turns true on Ctrl-C, for the runs to stop on.
