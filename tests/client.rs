@@ -373,3 +373,32 @@ fn listen_mode_judges_an_external_client_and_can_fail_it() {
     let checks = bad["probes"][0]["checks"].as_array().unwrap();
     assert!(checks.iter().all(|c| c["id"] != "exit-success"));
 }
+
+/// A request the fake API refuses for the client's own setup (here: no token) is an ERROR that
+/// says what to fix, never a verdict on retries that the scenario could not provoke.
+#[test]
+fn a_client_that_sends_no_token_gets_an_error_naming_it() {
+    let script = r#"
+import http.client, os, urllib.parse
+u = urllib.parse.urlsplit(os.environ["IDEM_CHECK_BASE_URL"])
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+c.request("POST", "/api/payments", body='{"amountCents":1,"currency":"EUR","reference":"r"}',
+          headers={"Idempotency-Key": '"k"', "Content-Type": "application/json"})
+raise SystemExit(0 if c.getresponse().status < 300 else 1)
+"#;
+    let run = check_client(
+        &["--scenario", "lost-response"],
+        &["python3".into(), "-c".into(), script.into()],
+    );
+    assert_eq!(run.code, 3);
+    let p = &run.json["probes"][0];
+    assert_eq!(p["outcome"], "ERROR");
+    assert!(
+        p["reason"]
+            .as_str()
+            .unwrap()
+            .contains("refused #1 with 401"),
+        "{}",
+        p["reason"]
+    );
+}

@@ -16,7 +16,7 @@ use crate::check::{Check, Severity};
 use crate::keys::KeySyntax;
 use crate::outcome::Stop;
 
-use super::fake_api::{Attempt, SentKey, RETRY_AFTER_SECS};
+use super::fake_api::{Attempt, Behaviour, SentKey, RETRY_AFTER_SECS};
 use super::scenario::ScenarioRecord;
 
 /// One check a client probe makes: a stable id, what it checks, and how much a failure matters.
@@ -191,17 +191,41 @@ pub const CATALOG: &[ClientProbe] = &[
 ];
 
 /// The first attempt at the operation of `op` in `r`, or the ERROR that says none came.
+/// The first attempt at the operation of `op` in `r`, or the ERROR that says why there is
+/// nothing to judge: no request came, or the fake API refused it for a reason of the client's
+/// setup (no token, a payload without the expected fields) rather than the scenario's.
 fn first_attempt<'r>(j: &Judging, r: &'r ScenarioRecord, op: usize) -> Result<&'r Attempt, Stop> {
-    r.operation(op).first().copied().ok_or_else(|| {
+    let Some(first) = r.operation(op).first().copied() else {
         let exit = r
             .run(op)
-            .map(|run| format!(" ({} after {:.0} ms)", run.exit.describe(j.timeout), run.duration_ms))
+            .map(|run| {
+                let exit = run.exit.describe(j.timeout);
+                format!(" ({exit} after {:.0} ms)", run.duration_ms)
+            })
             .unwrap_or_default();
-        Stop::Error(format!(
+        return Err(Stop::Error(format!(
             "the client made no POST /api/payments in scenario {}{exit}; its output is in the timeline",
             r.scenario.id
-        ))
-    })
+        )));
+    };
+    let injected = match r.scenario.behaviour {
+        Behaviour::Invalid => Some(400),
+        Behaviour::Mismatch => Some(422),
+        _ => None,
+    };
+    match first.exchange.response.as_ref() {
+        Some(resp) if matches!(resp.status, 400 | 401 | 413) && injected != Some(resp.status) => {
+            let detail = resp
+                .json()
+                .and_then(|b| b.get("detail").and_then(|d| d.as_str().map(str::to_string)))
+                .unwrap_or_default();
+            Err(Stop::Error(format!(
+                "the fake API refused #{} with {} ({detail}), so scenario {} never happened: fix the client's request",
+                first.exchange.n, resp.status, r.scenario.id
+            )))
+        }
+        _ => Ok(first),
+    }
 }
 
 fn key_text(header: &str, key: Option<&SentKey>) -> String {
