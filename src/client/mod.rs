@@ -190,8 +190,8 @@ pub async fn run(
 }
 
 /// Serves one scenario on `addr` for a client idem-check does not run, until the scenario is
-/// complete (its operations got their final answers and then [`LISTEN_QUIET`] passed without a
-/// request), the client fell silent for [`LISTEN_IDLE`], the timeout passes, or Ctrl-C; then judges what came. `ready` is told the base URL
+/// complete (its operations got their final answers and then 3 s passed without a
+/// request), the client fell silent for 10 s, the timeout passes, or Ctrl-C; then judges what came. `ready` is told the base URL
 /// once the server listens.
 pub async fn listen(
     opts: &ClientOptions,
