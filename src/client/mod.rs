@@ -190,9 +190,9 @@ pub async fn run(
 }
 
 /// Serves one scenario on `addr` for a client idem-check does not run, until the scenario is
-/// complete (its operations got their final answers and then 3 s passed without a
-/// request), the client fell silent for 10 s, the timeout passes, or Ctrl-C; then judges what came. `ready` is told the base URL
-/// once the server listens.
+/// complete (its operations got their final answers and then 3 s passed without a request),
+/// the client fell silent for 10 s, the timeout passes, or Ctrl-C; then judges what came.
+/// `ready` is told the base URL once the server listens.
 pub async fn listen(
     opts: &ClientOptions,
     addr: SocketAddr,
