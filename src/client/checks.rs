@@ -127,6 +127,16 @@ pub struct Judged {
     pub stop: Option<Stop>,
 }
 
+impl Judged {
+    /// The first attempt of operation `op` in `r`, or `None` once the reason there is none to
+    /// judge is recorded as the stop.
+    fn first<'r>(&mut self, j: &Judging, r: &'r ScenarioRecord, op: usize) -> Option<&'r Attempt> {
+        first_attempt(j, r, op)
+            .map_err(|stop| self.stop = Some(stop))
+            .ok()
+    }
+}
+
 /// One line of the client report.
 pub struct ClientProbe {
     pub id: &'static str,
@@ -190,7 +200,6 @@ pub const CATALOG: &[ClientProbe] = &[
     },
 ];
 
-/// The first attempt at the operation of `op` in `r`, or the ERROR that says none came.
 /// The first attempt at the operation of `op` in `r`, or the ERROR that says why there is
 /// nothing to judge: no request came, or the fake API refused it for a reason of the client's
 /// setup (no token, a payload without the expected fields) rather than the scenario's.
@@ -238,14 +247,13 @@ fn key_text(header: &str, key: Option<&SentKey>) -> String {
 fn key_present(j: &Judging) -> Judged {
     let mut out = Judged::default();
     for r in j.records {
-        match first_attempt(j, r, 1) {
-            Ok(a) => out.checks.push(KEY_PRESENT.judge(
+        if let Some(a) = out.first(j, r, 1) {
+            out.checks.push(KEY_PRESENT.judge(
                 a.key.is_some(),
                 format!("an {} header", j.header),
                 key_text(j.header, a.key.as_ref()),
                 vec![a.exchange.n],
-            )),
-            Err(stop) => out.stop = Some(stop),
+            ));
         }
     }
     out
@@ -254,12 +262,8 @@ fn key_present(j: &Judging) -> Judged {
 fn key_syntax(j: &Judging) -> Judged {
     let mut out = Judged::default();
     for r in j.records {
-        let a = match first_attempt(j, r, 1) {
-            Ok(a) => a,
-            Err(stop) => {
-                out.stop = Some(stop);
-                continue;
-            }
+        let Some(a) = out.first(j, r, 1) else {
+            continue;
         };
         let Some(key) = &a.key else {
             out.stop = Some(Stop::Inconclusive(
@@ -291,12 +295,8 @@ fn key_syntax(j: &Judging) -> Judged {
 fn lost_response(j: &Judging) -> Judged {
     let mut out = Judged::default();
     for r in j.records {
-        let first = match first_attempt(j, r, 1) {
-            Ok(a) => a,
-            Err(stop) => {
-                out.stop = Some(stop);
-                continue;
-            }
+        let Some(first) = out.first(j, r, 1) else {
+            continue;
         };
         let attempts = r.operation(1);
         let retries = &attempts[1..];
@@ -318,9 +318,7 @@ fn lost_response(j: &Judging) -> Judged {
         if !retries.is_empty() {
             let other_key: Vec<String> = retries
                 .iter()
-                .filter(|a| {
-                    a.key.as_ref().map(|k| &k.value) != first.key.as_ref().map(|k| &k.value)
-                })
+                .filter(|a| !a.same_key_as(first))
                 .map(|a| format!("#{} {}", a.exchange.n, key_text(j.header, a.key.as_ref())))
                 .collect();
             out.checks.push(LOST_SAME_KEY.judge(
@@ -398,12 +396,8 @@ fn retry_after(j: &Judging) -> Judged {
     let mut out = Judged::default();
     let mut retried = false;
     for r in j.records {
-        let first = match first_attempt(j, r, 1) {
-            Ok(a) => a,
-            Err(stop) => {
-                out.stop = Some(stop);
-                continue;
-            }
+        let Some(first) = out.first(j, r, 1) else {
+            continue;
         };
         let attempts = r.operation(1);
         let Some(next) = attempts.get(1) else {
@@ -423,7 +417,7 @@ fn retry_after(j: &Judging) -> Judged {
             format!("#{} came {gap:.0} ms after the {status}", next.exchange.n),
             cited.clone(),
         ));
-        let same = next.key.as_ref().map(|k| &k.value) == first.key.as_ref().map(|k| &k.value);
+        let same = next.same_key_as(first);
         out.checks.push(RETRY_AFTER_SAME_KEY.judge(
             same,
             key_text(j.header, first.key.as_ref()),
@@ -447,12 +441,8 @@ fn retry_after(j: &Judging) -> Judged {
 fn stops_on_4xx(j: &Judging) -> Judged {
     let mut out = Judged::default();
     for r in j.records {
-        let first = match first_attempt(j, r, 1) {
-            Ok(a) => a,
-            Err(stop) => {
-                out.stop = Some(stop);
-                continue;
-            }
+        let Some(first) = out.first(j, r, 1) else {
+            continue;
         };
         let attempts = r.operation(1);
         let status = first.exchange.status_text();

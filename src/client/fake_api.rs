@@ -107,6 +107,14 @@ pub struct Attempt {
     pub payload: Option<Value>,
 }
 
+impl Attempt {
+    /// True when both carry the same key (as understood: `"k"` and `k` are the same key), or
+    /// neither carries one.
+    pub fn same_key_as(&self, other: &Attempt) -> bool {
+        self.key.as_ref().map(|k| &k.value) == other.key.as_ref().map(|k| &k.value)
+    }
+}
+
 /// What a scenario left behind: every attempt and the payments that exist at the end.
 #[derive(Debug, Clone, Default)]
 pub struct Recording {

@@ -341,8 +341,7 @@ fn timeline(r: &ScenarioRecord, timeout: Duration) -> Vec<String> {
         let attempts = r.operation(op);
         for pair in attempts.windows(2) {
             let (prev, next) = (pair[0], pair[1]);
-            let key = if next.key.as_ref().map(|k| &k.value) == prev.key.as_ref().map(|k| &k.value)
-            {
+            let key = if next.same_key_as(prev) {
                 "same key"
             } else {
                 "another key"
