@@ -289,8 +289,8 @@ pub struct ClientArgs {
     #[arg(long, value_name = "NAME|FILE", default_value = crate::suite::DEFAULT_SUITE)]
     pub suite: String,
 
-    /// The longest one run of the command may take; its whole process group is then killed.
-    /// Under --listen, how long the scenario is served at most.
+    /// The longest one scenario may take (all its runs of the command); the command's whole
+    /// process group is then killed. Under --listen, how long the scenario is served at most.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "60s")]
     pub client_timeout: Duration,
 

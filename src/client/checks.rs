@@ -116,7 +116,7 @@ pub struct Judging<'a> {
     pub key_syntax: KeySyntax,
     /// The key header's name, as the suite spells it.
     pub header: &'a str,
-    /// The per-run timeout, to say how a killed run ended.
+    /// The per-scenario timeout, to say how a killed run ended.
     pub timeout: std::time::Duration,
 }
 

@@ -52,7 +52,8 @@ pub struct ClientOptions {
     /// The client command and its arguments (empty under `--listen`).
     pub command: Vec<String>,
     pub suite: Suite,
-    /// The longest one run of the command (or, under `--listen`, the whole scenario) may take.
+    /// The longest one scenario (all its runs of the command, or under `--listen` all it
+    /// serves) may take.
     pub timeout: Duration,
     pub strict: bool,
     /// The scenarios to run, in catalog order.
@@ -158,12 +159,13 @@ pub async fn run(
             (ENV_TOKEN, opts.token.clone()),
         ];
         let mut runs = Vec::new();
+        let deadline = Instant::now() + opts.timeout;
         for n in 1..=s.runs {
             api.set_run(Some(n));
             let record = command::run(
                 &opts.command,
                 &env,
-                opts.timeout,
+                deadline.saturating_duration_since(Instant::now()),
                 api.origin(),
                 n,
                 &mut interrupt,
