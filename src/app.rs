@@ -27,6 +27,7 @@ pub async fn run(opts: Opts) -> Result<ExitCode> {
         Command::Run(args) => run_probes(*args).await,
         Command::List(args) => list(&args),
         Command::Stress(args) => stress(*args).await,
+        Command::Client(args) => crate::client::cli::run(*args).await,
         Command::Matrix(args) => matrix(&args),
         Command::Explain { id, suite } => explain(&id, &suite),
     }

@@ -29,6 +29,10 @@ pub enum Command {
     /// retries, with many requests in flight. Not part of `run`.
     #[command(after_long_help = crate::exit::HELP)]
     Stress(Box<StressArgs>),
+    /// Check a client or SDK instead of a server: run its command against a fake payments API
+    /// that drops responses, refuses and throttles, and judge how it retries.
+    #[command(after_long_help = crate::exit::HELP)]
+    Client(Box<ClientArgs>),
     /// Build one table across implementations from JSON reports (files or folders).
     Matrix(MatrixArgs),
     /// Explain one probe: what it sends, what it expects, and why.
@@ -279,4 +283,62 @@ pub struct StressArgs {
     /// Reports; JUnit holds one testcase, `stress`.
     #[command(flatten)]
     pub report: ReportArgs,
+}
+
+/// `idem-check client`.
+#[derive(Debug, Args)]
+pub struct ClientArgs {
+    /// The client command: it must create ONE payment with POST $IDEM_CHECK_BASE_URL/api/payments
+    /// (JSON {amountCents, currency, reference}, Authorization: Bearer $IDEM_CHECK_TOKEN),
+    /// retrying as it normally does, and exit 0 if and only if it believes the payment was
+    /// created. It runs once per operation of every scenario.
+    #[arg(
+        value_name = "CMD",
+        last = true,
+        required_unless_present = "listen",
+        conflicts_with = "listen"
+    )]
+    pub command: Vec<String>,
+
+    /// The suite whose key syntax applies (ietf-draft-07: an RFC 8941 String; stripe: either
+    /// form).
+    #[arg(long, value_name = "NAME|FILE", default_value = crate::suite::DEFAULT_SUITE)]
+    pub suite: String,
+
+    /// The longest one scenario may take (all its runs of the command); the command's whole
+    /// process group is then killed. Under --listen, how long the scenario is served at most.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "60s")]
+    pub client_timeout: Duration,
+
+    /// Serve one scenario on this address for a client that cannot take its base URL from the
+    /// environment, then judge what came (ends when the scenario is complete, at the timeout,
+    /// or on Ctrl-C). The token is $IDEM_CHECK_TOKEN when set, else a random one (printed).
+    #[arg(long, value_name = "ADDR", requires = "scenario")]
+    pub listen: Option<std::net::SocketAddr>,
+
+    /// Run only this scenario (repeatable; exactly one with --listen): created,
+    /// two-operations, lost-response, retry-after-503, retry-after-409, refused-422,
+    /// refused-400.
+    #[arg(long, value_name = "ID")]
+    pub scenario: Vec<String>,
+
+    /// Fail on recommended checks too (WARN becomes FAIL).
+    #[arg(long)]
+    pub strict: bool,
+
+    /// Write a JUnit XML report.
+    #[arg(long, value_name = "FILE")]
+    pub report_junit: Option<PathBuf>,
+
+    /// Write a JSON report (schema idem-check.client/1).
+    #[arg(long, value_name = "FILE")]
+    pub report_json: Option<PathBuf>,
+
+    /// Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).
+    #[arg(long, value_name = "FILE")]
+    pub report_markdown: Option<PathBuf>,
+
+    /// When to use colour.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
 }
