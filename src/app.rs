@@ -27,9 +27,7 @@ pub async fn run(opts: Opts) -> Result<ExitCode> {
         Command::Run(args) => run_probes(*args).await,
         Command::List(args) => list(&args),
         Command::Stress(args) => stress(*args).await,
-        Command::Client(args) => crate::client::cli::run(*args)
-            .await
-            .map_err(AppError::runtime),
+        Command::Client(args) => crate::client::cli::run(*args).await,
         Command::Matrix(args) => matrix(&args),
         Command::Explain { id, suite } => explain(&id, &suite),
     }
@@ -47,7 +45,7 @@ fn emit(text: &str) -> Result<()> {
 }
 
 /// The report files asked for, checked writable (folders created) before any work is done.
-fn report_files(args: &ReportArgs) -> Result<Vec<ReportFile>> {
+pub(crate) fn report_files(args: &ReportArgs) -> Result<Vec<ReportFile>> {
     let files = ReportFile::list(&[
         (Format::Junit, &args.junit),
         (Format::Json, &args.json),
@@ -59,7 +57,7 @@ fn report_files(args: &ReportArgs) -> Result<Vec<ReportFile>> {
 
 /// Writes every report; each failure is printed, and folded into the exit code as
 /// [`ExitCode::with_report_failure`] documents.
-fn finish_reports(
+pub(crate) fn finish_reports(
     report: &dyn Reportable,
     files: &[ReportFile],
     render: &RenderOptions,
