@@ -440,6 +440,19 @@ fn acceptor_with_counter_fails_every_duplicate() {
     assert_says(&run.stdout, "counter", "the header line names the basis");
 }
 
+/// Pointing --id-pointer at an id the acceptor's bodies do not have is a setup mistake: the
+/// pre-flight is an ERROR naming the option, not "0 executions" FAILs against the API.
+#[test]
+fn id_pointer_absent_from_the_body_is_a_setup_error() {
+    let args = [&acceptor(false)[..], &["--id-pointer", "/id"]].concat();
+    let run = expect("accept_202", &[], &args, &all("ERROR"), 3);
+    assert_says(
+        run.reason("first-request"),
+        "--id-pointer",
+        "names the option",
+    );
+}
+
 /// A correct API whose counter trails its writes by 400 ms: read right after a request, it has
 /// not moved. Counting with it would turn into "0 executions" FAILs and hide real duplicates,
 /// so the pre-flight refuses it, naming --count-url, and nothing is judged.
