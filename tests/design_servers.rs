@@ -453,12 +453,12 @@ fn id_pointer_absent_from_the_body_is_a_setup_error() {
     );
 }
 
-/// A correct API whose counter trails its writes by 400 ms: read right after a request, it has
+/// A correct API whose counter trails its writes by 1.5 s: read right after a request, it has
 /// not moved. Counting with it would turn into "0 executions" FAILs and hide real duplicates,
 /// so the pre-flight refuses it, naming --count-url, and nothing is judged.
 #[test]
 fn lagging_counter_is_refused_at_preflight() {
-    let lag = ["--lag-ms", "400"];
+    let lag = ["--lag-ms", "1500"];
     let run = expect("lagging_counter", &lag, &full(), &all("ERROR"), 3);
     assert_says(
         run.reason("first-request"),
@@ -474,5 +474,5 @@ fn lagging_counter_api_passes_when_counted_by_ids() {
         .into_iter()
         .filter(|a| !a.contains("count"))
         .collect();
-    expect("lagging_counter", &["--lag-ms", "400"], &args, &[], 0);
+    expect("lagging_counter", &["--lag-ms", "1500"], &args, &[], 0);
 }
