@@ -179,8 +179,8 @@ fn finish(
     }
 }
 
-/// Settles root causes once every probe has run, whatever their order: a FAIL without a failed
-/// critical check, one of whose prerequisites FAILs too, says nothing new and becomes
+/// Settles root causes once every probe has run, whatever their order: a FAIL (or WARN) without
+/// a failed critical check, one of whose prerequisites FAILs too, says nothing new and becomes
 /// INCONCLUSIVE naming it. Critical failures (a duplicated effect, a leak) always stay FAIL.
 fn defer_to_prerequisites(reports: &mut [ProbeReport], defs: &[ProbeDef]) {
     let failed: Vec<(&'static str, String)> = reports
@@ -190,7 +190,7 @@ fn defer_to_prerequisites(reports: &mut [ProbeReport], defs: &[ProbeDef]) {
         .collect();
     let deferrable: Vec<&'static str> = reports
         .iter()
-        .filter(|p| p.outcome == Outcome::Fail)
+        .filter(|p| matches!(p.outcome, Outcome::Fail | Outcome::Warn))
         .filter(|p| {
             !p.checks
                 .iter()

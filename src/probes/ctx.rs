@@ -542,7 +542,8 @@ impl ProbeCtx {
     }
 
     /// The check that the resources behind `exchanges` are all one (`same`) or all different,
-    /// by id or, without ids, by body; unjudged when responses cannot tell resources apart.
+    /// by id or, without ids, by body. When responses cannot tell resources apart it is
+    /// unjudged — or, where the counter judges executions, left to the counter with a note.
     pub fn expect_identities(
         &mut self,
         decl: &CheckDecl,
@@ -558,6 +559,9 @@ impl ProbeCtx {
             Ok(values) => {
                 let c = check::values_relation(&self.spec(decl), label, &values, same);
                 self.push(c);
+            }
+            Err(why) if self.session.meter.has_counter() => {
+                self.note(format!("left to the counter: {} — {why}", decl.what))
             }
             Err(why) => self.unjudged(decl.what, &why),
         }

@@ -9,6 +9,7 @@ use futures::FutureExt;
 use super::shared::is_success;
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta, Request};
 use crate::check;
+use crate::effects;
 use crate::outcome::Stop;
 
 const EXECUTES: CheckDecl = CheckDecl::new(
@@ -81,6 +82,10 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
             &a_id,
             &b1,
         )),
+        // Every response is the same bytes: B's carrying A's says nothing about a leak.
+        None if ctx.session.meter.identity(&a1).is_err() => {
+            ctx.unjudged(NO_LEAK.what, effects::NO_IDENTITY);
+        }
         None => {
             let a_body = String::from_utf8_lossy(
                 &a1.response
