@@ -439,6 +439,9 @@ fn acceptor_with_counter_fails_every_duplicate() {
     ]);
     let run = expect("accept_202", &[], &acceptor(true), &except, 4);
     assert_says(&run.stdout, "counter", "the header line names the basis");
+    for id in ["quoted-key", "escaped-key", "bare-token", "key-parameters"] {
+        assert_says(run.reason(id), "replay-identity", "names the root cause");
+    }
 }
 
 /// Pointing --id-pointer at an id the acceptor's bodies do not have is a setup mistake: the
