@@ -259,6 +259,19 @@ fn a_timeout_is_not_a_failure() {
     r.expect("quoted-key", "INCONCLUSIVE", "no response");
 }
 
+/// Where the requirement is about answering in time, a timeout is the violation: a request
+/// with replay-marker headers that is never answered fails spoofed-marker-headers.
+#[test]
+fn a_timeout_fails_a_requirement_about_answering_in_time() {
+    let (_s, base) = start(&["--stall-marked"]);
+    let args = [COUNTER[0], COUNTER[1], "--timeout", "1s"];
+    let r = run(
+        &base,
+        &[&args[..], &["--probe", "spoofed-marker-headers"]].concat(),
+    );
+    r.expect("spoofed-marker-headers", "FAIL", "marker headers");
+}
+
 /// A target that stops answering ends the run quickly: a few timeouts, then every remaining
 /// probe is an ERROR saying so.
 #[test]

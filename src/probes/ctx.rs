@@ -82,7 +82,7 @@ impl Session {
 }
 
 /// Whether an exchange failed in transport (no answer), as opposed to a deliberate drop.
-pub fn transport_failed(ex: &Exchange) -> bool {
+fn transport_failed(ex: &Exchange) -> bool {
     ex.response.is_none() && ex.error.as_deref() != Some(raw::DROPPED)
 }
 

@@ -16,6 +16,7 @@ Flags (any combination):
   --counter-backwards   after 3 executions the counter reads one less every time it is read
   --counter-jump        the counter reads 2^64-1 once 3 executions happened
   --stall-once          the first retry of a completed key stalls (never answers)
+  --stall-marked        a request carrying Idempotency-Replayed stalls (never answers)
   --die-after N         after N POSTs every request stalls: the server stops answering
   --auth                every request without `Bearer ta` or `Bearer tb` gets 401
   --bare-only           a quoted key gets 400
@@ -74,6 +75,9 @@ class H(BaseHTTPRequestHandler):
         with LOCK:
             STATE["posts"] += 1
         self.stall_if_dead()
+        if "--stall-marked" in FLAGS and self.headers.get("Idempotency-Replayed"):
+            time.sleep(60)
+            return
         tenant = self.tenant()
         if "--auth" in FLAGS and tenant is None:
             return self.reply(401, {"error": "unauthorized"})
