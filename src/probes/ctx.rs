@@ -344,7 +344,15 @@ impl ProbeCtx {
         }
         let sent = req.prepare();
         let r = raw::send_one(&sent, self.config.timeout, self.config.max_body).await;
-        self.push_sent(role, sent, &r)
+        // Exact bytes are often deliberately malformed, and a server may drop the connection
+        // over them: that says nothing about whether it still answers, so only an answer
+        // counts towards the streak.
+        self.sent += 1;
+        let ex = self.push_exchange(role, sent, &r);
+        if ex.response.is_some() {
+            self.session.saw(true, None);
+        }
+        ex
     }
 
     /// Sends the request whole, then closes the connection without reading the answer, after
