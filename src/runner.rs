@@ -183,10 +183,10 @@ fn finish(
 /// a failed critical check, one of whose prerequisites FAILs too, says nothing new and becomes
 /// INCONCLUSIVE naming it. Critical failures (a duplicated effect, a leak) always stay FAIL.
 fn defer_to_prerequisites(reports: &mut [ProbeReport], defs: &[ProbeDef]) {
-    let failed: Vec<(&'static str, String)> = reports
+    let failed: Vec<&'static str> = reports
         .iter()
         .filter(|p| p.outcome == Outcome::Fail)
-        .map(|p| (p.id, p.reason.clone()))
+        .map(|p| p.id)
         .collect();
     let deferrable: Vec<&'static str> = reports
         .iter()
@@ -206,7 +206,7 @@ fn defer_to_prerequisites(reports: &mut [ProbeReport], defs: &[ProbeDef]) {
         let def = defs.iter().find(|d| d.meta.id == id)?;
         failed
             .iter()
-            .map(|(f, _)| *f)
+            .copied()
             .find(|f| def.meta.prerequisites.contains(f))
     };
     for report in reports.iter_mut() {
@@ -221,12 +221,10 @@ fn defer_to_prerequisites(reports: &mut [ProbeReport], defs: &[ProbeDef]) {
                 None => break,
             }
         }
-        let why = failed
-            .iter()
-            .find(|(f, _)| *f == root)
-            .map_or("", |(_, r)| r.as_str());
+        // The prerequisite's own entry has its message; repeating it here would double every
+        // line that quotes a server's body.
         report.reason = format!(
-            "prerequisite {root} failed ({why}), so this probe's failure ({}) says nothing new",
+            "prerequisite {root} failed (see its entry), so this probe's failure says nothing new: {}",
             report.reason
         );
         report.outcome = Outcome::Inconclusive;
