@@ -47,7 +47,7 @@ fn emit(text: &str) -> Result<()> {
 }
 
 /// The report files asked for, checked writable (folders created) before any work is done.
-fn report_files(args: &ReportArgs) -> Result<Vec<ReportFile>> {
+pub(crate) fn report_files(args: &ReportArgs) -> Result<Vec<ReportFile>> {
     let files = ReportFile::list(&[
         (Format::Junit, &args.junit),
         (Format::Json, &args.json),
@@ -59,7 +59,7 @@ fn report_files(args: &ReportArgs) -> Result<Vec<ReportFile>> {
 
 /// Writes every report; each failure is printed, and folded into the exit code as
 /// [`ExitCode::with_report_failure`] documents.
-fn finish_reports(
+pub(crate) fn finish_reports(
     report: &dyn Reportable,
     files: &[ReportFile],
     render: &RenderOptions,

@@ -332,19 +332,7 @@ pub struct ClientArgs {
     #[arg(long)]
     pub strict: bool,
 
-    /// Write a JUnit XML report.
-    #[arg(long, value_name = "FILE")]
-    pub report_junit: Option<PathBuf>,
-
-    /// Write a JSON report (schema idem-check.client/1).
-    #[arg(long, value_name = "FILE")]
-    pub report_json: Option<PathBuf>,
-
-    /// Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).
-    #[arg(long, value_name = "FILE")]
-    pub report_markdown: Option<PathBuf>,
-
-    /// When to use colour.
-    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
-    pub color: ColorChoice,
+    /// Reports; the JSON report's schema is idem-check.client/1.
+    #[command(flatten)]
+    pub report: ReportArgs,
 }
