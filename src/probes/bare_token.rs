@@ -31,7 +31,7 @@ pub const PROBE: ProbeDef = ProbeDef {
         requirement: "A bare token is not an sf-string; a server that accepts both forms treats them as one key and executes once",
         checks: &[BARE_ACCEPTED, SAME_KEY],
         needs: &[],
-        prerequisites: &[],
+        prerequisites: &["replay-identity"],
     },
     run: |ctx| run(ctx).boxed(),
 };
