@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use idem_check::config::{Config, RunOptions};
 use idem_check::outcome::Outcome;
+use idem_check::probes::select;
 use idem_check::reference::Reference;
 use idem_check::report::terminal::Progress;
 use idem_check::report::{ProbeReport, RunReport};
@@ -41,7 +42,8 @@ async fn run_on_postgres(url: &str, fault: Option<Fault>) -> RunReport {
     };
     let config = Config::build(target, &opts, Some(reference.restart_hook()))
         .expect("reference target is valid");
-    let report = runner::run(Arc::new(config), &Quiet, std::future::pending())
+    let selection = select(&config.suite, &[], &[]).expect("the whole catalog");
+    let report = runner::run(Arc::new(config), selection, &Quiet, std::future::pending())
         .await
         .expect("run completes");
     reference.stop().await.expect("replicas stop");
