@@ -143,18 +143,12 @@ async fn kill_9_of_one_replica_loses_nothing_acknowledged() {
         "too little traffic to mean anything"
     );
 
-    let cluster = db.cluster.as_ref().expect("a PostgreSQL database");
-    let url = db.arg();
-    let counts = cluster.query(
-        &url,
-        "SELECT count(*), count(DISTINCT (tenant, operation, idem_key)) FROM payments",
-    );
+    let counts =
+        db.query("SELECT count(*), count(DISTINCT (tenant, operation, idem_key)) FROM payments");
     let (payments, keys) = counts[0].split_once('|').expect("two columns");
     assert_eq!(payments, keys, "a key has two payments");
-    let ids: std::collections::HashSet<String> = cluster
-        .query(&url, "SELECT id FROM payments")
-        .into_iter()
-        .collect();
+    let ids: std::collections::HashSet<String> =
+        db.query("SELECT id FROM payments").into_iter().collect();
     for (_, resp) in &all_acked {
         assert!(
             ids.contains(&resp.id()),

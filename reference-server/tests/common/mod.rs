@@ -87,6 +87,41 @@ impl TestDb {
         }
     }
 
+    /// Runs `sql` on the database and returns each row as its columns joined by `|`.
+    pub fn query(&self, sql: &str) -> Vec<String> {
+        match (&self.location, &self.cluster) {
+            (DbLocation::File(path), _) => {
+                use rusqlite::types::Value;
+                let conn = rusqlite::Connection::open_with_flags(
+                    path,
+                    rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+                )
+                .expect("open the database read-only");
+                let mut stmt = conn.prepare(sql).expect("prepare");
+                let columns = stmt.column_count();
+                stmt.query_map([], |row| {
+                    (0..columns)
+                        .map(|i| {
+                            Ok(match row.get::<_, Value>(i)? {
+                                Value::Null => String::new(),
+                                Value::Integer(n) => n.to_string(),
+                                Value::Real(x) => x.to_string(),
+                                Value::Text(t) => t,
+                                Value::Blob(b) => String::from_utf8_lossy(&b).into_owned(),
+                            })
+                        })
+                        .collect::<rusqlite::Result<Vec<_>>>()
+                        .map(|cols| cols.join("|"))
+                })
+                .expect("query")
+                .collect::<rusqlite::Result<_>>()
+                .expect("rows")
+            }
+            (DbLocation::Postgres(url), Some(cluster)) => cluster.query(url, sql),
+            (location, _) => panic!("cannot query {location:?}"),
+        }
+    }
+
     /// The SQLite file or the PostgreSQL URL, as `--db` takes it.
     pub fn arg(&self) -> String {
         match &self.location {
