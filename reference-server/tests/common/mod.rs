@@ -368,11 +368,24 @@ impl Client {
             .ok_or_else(|| std::io::Error::other(format!("unparseable response: {buf:?}")))
     }
 
-    /// Sends `req` and hangs up after `after`, before reading any answer.
-    pub async fn send_and_hang_up(&self, req: &Req, after: Duration) {
+    /// Sends `held` (a request the server holds in flight) and hangs up before reading any
+    /// answer, once the server has claimed its key: as soon as `duplicate` is refused with 409.
+    /// Waiting for that, rather than a fixed time, keeps a busy machine from hanging up before
+    /// the claim.
+    pub async fn send_and_hang_up_once_claimed(&self, held: &Req, duplicate: &Req) {
         let mut stream = TcpStream::connect(self.addr).await.expect("connect");
-        stream.write_all(&req.to_bytes(false)).await.expect("write");
-        tokio::time::sleep(after).await;
+        stream
+            .write_all(&held.to_bytes(false))
+            .await
+            .expect("write");
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        while self.send(duplicate).await.status != 409 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the held request never claimed its key"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         drop(stream);
     }
 
