@@ -136,7 +136,7 @@ impl Config {
             race_window_us: 0,
             group_commit: true,
             clock: Arc::new(SystemClock),
-            db_pool: 4,
+            db_pool: 16,
         }
     }
 

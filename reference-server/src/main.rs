@@ -31,7 +31,7 @@ struct Opts {
 
     /// PostgreSQL only: connections this instance keeps (statements are pipelined on them);
     /// replicas × N must stay below the server's max_connections.
-    #[arg(long, value_name = "N", default_value_t = 4)]
+    #[arg(long, value_name = "N", default_value_t = 16)]
     db_pool: usize,
 
     /// A tenant and its bearer token (repeatable). Without any, the demo tenants

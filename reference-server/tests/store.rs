@@ -365,3 +365,19 @@ on_both_stores!(
     two_stores_on_one_database_share_claims,
     simultaneous_claims_acquire_once,
 );
+
+/// Two replicas starting together on a new PostgreSQL database both come up: one creates the
+/// schema under the advisory lock, the other then leaves it alone (running even
+/// `CREATE … IF NOT EXISTS` while the first prepares its statements can deadlock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_opening_one_new_database_together_both_start() {
+    for round in 0..10 {
+        let db = TestDb::new(StoreKind::Postgres);
+        let config = Config::new(db.location.clone());
+        let (one, two) = tokio::join!(store::open(&config), store::open(&config));
+        for opened in [one, two] {
+            let store = opened.unwrap_or_else(|e| panic!("round {round}: {e:#}"));
+            store.close().await.expect("close");
+        }
+    }
+}

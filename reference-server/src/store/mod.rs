@@ -10,7 +10,7 @@
 //! - `sqlite`: one file, one writer thread with group commit, `BEGIN IMMEDIATE` transactions.
 //!   Several processes may share the file on one machine.
 //! - `postgres`: a PostgreSQL database shared by any number of replicas; every operation is one
-//!   statement (its own transaction), pipelined over a few connections per replica.
+//!   statement (its own transaction), pipelined over a fixed set of connections per replica.
 
 mod postgres;
 mod sqlite;

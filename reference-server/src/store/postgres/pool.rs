@@ -3,8 +3,10 @@
 //! tokio-postgres pipelines the queries of concurrent callers on one connection: each is sent at
 //! once, without waiting for the previous answer, and answers come back in order. A pool that
 //! lends a connection to one caller at a time (deadpool, bb8) would give that up and make every
-//! durable statement a round trip of its own; here a few connections per replica carry all of
-//! its traffic, which also keeps several replicas far below the server's `max_connections`.
+//! durable statement wait for a free connection; here a fixed set per replica carries all of its
+//! traffic and no request ever waits for a checkout. PostgreSQL still runs one connection's
+//! statements one after another, each with its own commit, so the set's size is how many commits
+//! can share one WAL flush: that, not round trips, bounds durable throughput (`--db-pool`).
 //!
 //! A connection that broke (the server restarted, the network dropped it) is replaced on its
 //! next use; until the server answers again, every use fails fast with the connect error, which

@@ -3,7 +3,7 @@
 //! Replicas starting together would race on `CREATE TABLE IF NOT EXISTS` (PostgreSQL can then
 //! fail one of them with a unique violation in its catalog), so creation runs in a transaction
 //! that first takes a transaction-scoped advisory lock: the second replica waits, then finds the
-//! tables there.
+//! tables there and leaves them alone.
 
 use anyhow::Context;
 use tokio_postgres::NoTls;
@@ -48,18 +48,34 @@ CREATE INDEX IF NOT EXISTS idempotency_records_expiry ON idempotency_records (ex
 
 /// Creates the tables if they are missing, on a connection of its own.
 pub(super) async fn create(config: &tokio_postgres::Config) -> anyhow::Result<()> {
-    let (client, connection) = tokio::time::timeout(CONNECT_TIMEOUT, config.connect(NoTls))
+    let (mut client, connection) = tokio::time::timeout(CONNECT_TIMEOUT, config.connect(NoTls))
         .await
         .map_err(|_| anyhow::anyhow!("connecting to PostgreSQL timed out"))?
         .context("connecting to PostgreSQL")?;
     let driver = tokio::spawn(connection);
-    let created = client
-        .batch_execute(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock({SCHEMA_LOCK}); {SCHEMA} COMMIT;"
-        ))
-        .await
-        .context("creating the schema");
+    let created = create_on(&mut client).await.context("creating the schema");
     drop(client);
     let _ = driver.await;
     created
+}
+
+/// Under the advisory lock: if the last object of [`SCHEMA`] exists, touch nothing. Even
+/// `CREATE … IF NOT EXISTS` takes table locks, and a replica running it while another prepares
+/// its statements on the same tables can deadlock with it.
+async fn create_on(client: &mut tokio_postgres::Client) -> anyhow::Result<()> {
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
+        .await?;
+    let ready: bool = tx
+        .query_one(
+            "SELECT to_regclass('idempotency_records_expiry') IS NOT NULL",
+            &[],
+        )
+        .await?
+        .try_get(0)?;
+    if !ready {
+        tx.batch_execute(SCHEMA).await?;
+    }
+    tx.commit().await?;
+    Ok(())
 }
