@@ -35,15 +35,8 @@ impl App {
         self.behaviour.style
     }
 
-    /// The scope of `key`: tenant + operation + key, unless a fault drops a component (or puts
-    /// the payload's `fingerprint` in the key's place).
-    pub(crate) fn scope(
-        &self,
-        tenant: &str,
-        operation: Operation,
-        key: String,
-        fingerprint: &str,
-    ) -> Scope {
+    /// The scope of `key`: tenant + operation + key, unless a fault drops a component.
+    pub(crate) fn scope(&self, tenant: &str, operation: Operation, key: String) -> Scope {
         let b = &self.behaviour;
         Scope {
             tenant: if b.scope_tenant { tenant } else { "*" }.to_owned(),
@@ -53,11 +46,7 @@ impl App {
                 "*"
             }
             .to_owned(),
-            key: if b.scope_by_payload {
-                fingerprint.to_owned()
-            } else {
-                key
-            },
+            key,
         }
     }
 }

@@ -44,9 +44,9 @@ pub(crate) struct Behaviour {
     pub(crate) scope_tenant: bool,
     /// The operation is part of the scope.
     pub(crate) scope_operation: bool,
-    /// The key is replaced by the payload's fingerprint: a new key with a known payload is a
-    /// replay (the `fingerprint-dedupe` fault).
-    pub(crate) scope_by_payload: bool,
+    /// A new key whose payload completed under another key of the scope's tenant and operation
+    /// replays that response (the `fingerprint-dedupe` fault).
+    pub(crate) dedupe_by_payload: bool,
     /// How the claim is taken.
     pub(crate) claim: ClaimMode,
     /// Which records an atomic claim may replace.
@@ -92,7 +92,7 @@ impl Behaviour {
             store_validation_errors: false,
             scope_tenant: true,
             scope_operation: true,
-            scope_by_payload: false,
+            dedupe_by_payload: false,
             claim: ClaimMode::Atomic,
             take_over: TakeOver::CORRECT,
             fenced: true,
@@ -193,7 +193,7 @@ impl Behaviour {
             // The store keeps its records in process memory; the request path is unchanged.
             Fault::MemoryStore => b,
             Fault::FingerprintDedupe => Self {
-                scope_by_payload: true,
+                dedupe_by_payload: true,
                 ..b
             },
             Fault::CacheValidationError => Self {

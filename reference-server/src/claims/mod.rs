@@ -58,6 +58,7 @@ pub(crate) struct Claims {
     take_over: TakeOver,
     check_fingerprint: bool,
     replay_stored_errors: bool,
+    dedupe_by_payload: bool,
     cache: Option<Cache>,
     /// The `local-claims` fault's per-process set of keys being processed here.
     local: Mutex<HashSet<Scope>>,
@@ -73,6 +74,7 @@ impl Claims {
             take_over: behaviour.take_over,
             check_fingerprint: behaviour.check_fingerprint,
             replay_stored_errors: behaviour.replay_stored_errors,
+            dedupe_by_payload: behaviour.dedupe_by_payload,
             cache: behaviour.cache_replays.then(Cache::default),
             local: Mutex::new(HashSet::new()),
         }
@@ -91,6 +93,15 @@ impl Claims {
     ) -> anyhow::Result<ClaimOutcome> {
         if let Some(hit) = self.cached(scope, fingerprint) {
             return Ok(hit);
+        }
+        if self.dedupe_by_payload {
+            let shadow = payload_scope(scope, fingerprint);
+            let now = self.now();
+            if let Some(record) = self.store.lookup(&shadow).await?.record {
+                if record.completed && !record.expired(now) {
+                    return Ok(self.decide(&shadow, fingerprint, record));
+                }
+            }
         }
         let claimed = match self.mode {
             ClaimMode::Atomic => self.store.claim(scope, fingerprint, self.take_over).await?,
@@ -205,8 +216,39 @@ impl Claims {
         let completion = self.store.complete(finish).await?;
         if let Completion::Completed { expires_at } = completion {
             self.remember(&scope, &fingerprint, &response, expires_at);
+            if self.dedupe_by_payload {
+                self.index_payload(&scope, &fingerprint, &response).await?;
+            }
         }
         Ok(completion)
+    }
+
+    /// The `fingerprint-dedupe` fault's index: the response is stored a second time, under a
+    /// record keyed by the payload's fingerprint.
+    async fn index_payload(
+        &self,
+        scope: &Scope,
+        fingerprint: &str,
+        response: &StoredResponse,
+    ) -> anyhow::Result<()> {
+        let shadow = payload_scope(scope, fingerprint);
+        let claimed = self
+            .store
+            .claim(&shadow, fingerprint, TakeOver::ANYTHING)
+            .await?;
+        if let Claimed::Acquired { owner, .. } = claimed {
+            self.store
+                .complete(Finish {
+                    scope: shadow,
+                    owner,
+                    fingerprint: fingerprint.to_owned(),
+                    payment: None,
+                    response: response.clone(),
+                    fenced: true,
+                })
+                .await?;
+        }
+        Ok(())
     }
 
     /// Ends this process's interest in `scope` (the `local-claims` fault's bookkeeping; a no-op
@@ -246,6 +288,14 @@ impl Claims {
                 unix_millis(expires_at),
             );
         }
+    }
+}
+
+/// Where the `fingerprint-dedupe` fault indexes a tenant's completed payloads.
+fn payload_scope(scope: &Scope, fingerprint: &str) -> Scope {
+    Scope {
+        key: format!("payload:{fingerprint}"),
+        ..scope.clone()
     }
 }
 

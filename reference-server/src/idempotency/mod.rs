@@ -150,7 +150,7 @@ async fn admit(
             return match key {
                 Some(key) if behaviour.store_validation_errors => {
                     let fingerprint = fingerprint::fingerprint(operation.name(), &body);
-                    let scope = app.scope(&tenant, operation, key, &fingerprint);
+                    let scope = app.scope(&tenant, operation, key);
                     Ok(Admitted::Answered(
                         store_validation_error(app, &scope, &fingerprint, problem).await,
                     ))
@@ -166,7 +166,7 @@ async fn admit(
     Ok(Admitted::Claim(Claim {
         app: Arc::clone(app),
         operation,
-        scope: app.scope(&tenant, operation, key, &fingerprint),
+        scope: app.scope(&tenant, operation, key),
         tenant,
         fingerprint,
         payload,
