@@ -116,9 +116,11 @@ pub struct Config {
     /// The time source for leases, expiry and `createdAt`.
     pub clock: Arc<dyn Clock>,
     /// PostgreSQL only: how many connections this instance keeps. Each is shared by every
-    /// request (statements are pipelined), so a few suffice; replicas × this must stay below the
-    /// server's `max_connections`.
+    /// request (statements are pipelined), and their number is how many commits can
+    /// share one WAL flush; replicas × this must stay below the server's `max_connections`.
     pub db_pool: usize,
+    /// Header-read, body-read and idle timeouts.
+    pub limits: crate::limits::Limits,
 }
 
 impl Config {
@@ -135,6 +137,7 @@ impl Config {
             fault: None,
             race_window_us: 0,
             group_commit: true,
+            limits: crate::limits::Limits::default(),
             clock: Arc::new(SystemClock),
             db_pool: 16,
         }

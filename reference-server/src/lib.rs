@@ -13,6 +13,8 @@
 //! transactions). `app` is what every handler shares; `behaviour` is the configured fault turned
 //! into the decisions it changes. `problem` renders every error as RFC 9457 problem+json.
 //! [`config`] holds the settings and the [`Fault`] catalog; [`clock`] lets tests move time.
+//! Before any of that, `connection` times out slow heads and idle connections and `edge`
+//! refuses malformed or oversized requests ([`Limits`]).
 
 #![forbid(unsafe_code)]
 
@@ -22,7 +24,10 @@ mod behaviour;
 mod claims;
 pub mod clock;
 pub mod config;
+mod connection;
+mod edge;
 mod idempotency;
+pub mod limits;
 pub mod payments;
 mod problem;
 mod routes;
@@ -33,6 +38,7 @@ use std::future::Future;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, DbLocation, Fault, Tenant};
+pub use limits::Limits;
 
 /// Serves the API on `listener` until `shutdown` resolves, then drains in-flight requests,
 /// waits for their claim → execute → commit work, stops the background purge, and closes the
