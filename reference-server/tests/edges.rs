@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{parse_response, start_on, temp_db, Req, TestServer, TIMEOUT};
+use common::{parse_response, start_on, Req, StoreKind, TestDb, TestServer, TIMEOUT};
 use idem_reference_server::Limits;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -19,10 +19,10 @@ const LIMITS: Limits = Limits {
 /// How much later than its timeout a connection may be closed (scheduling on a loaded machine).
 const SLACK: Duration = Duration::from_secs(3);
 
-async fn server() -> (tempfile::TempDir, TestServer) {
-    let (dir, db) = temp_db();
+async fn server() -> (TestDb, TestServer) {
+    let db = TestDb::new(StoreKind::Sqlite);
     let server = start_on(&db, |c| c.limits = LIMITS).await;
-    (dir, server)
+    (db, server)
 }
 
 /// Writes `bytes`, then reads until the server closes; returns what it sent and when it closed.

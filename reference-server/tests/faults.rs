@@ -6,13 +6,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::{body, fresh_key, start_on, temp_db, Client, Req, TestServer};
+use common::{body, fresh_key, start_on, Client, Req, StoreKind, TestDb, TestServer};
+use idem_reference_server::config::ConfigError;
 use idem_reference_server::{Config, Fault};
 
 const A: &str = "token-a";
 const B: &str = "token-b";
 
-async fn server(db: &std::path::Path, fault: Fault, tune: impl FnOnce(&mut Config)) -> TestServer {
+async fn server(db: &TestDb, fault: Fault, tune: impl FnOnce(&mut Config)) -> TestServer {
     start_on(db, |c| {
         c.test_hooks = true;
         c.fault = Some(fault);
@@ -34,8 +35,8 @@ async fn hold(
     task
 }
 
-async fn demonstrate(fault: Fault) {
-    let (_dir, db) = temp_db();
+async fn demonstrate(fault: Fault, kind: StoreKind) {
+    let db = TestDb::new(kind);
     match fault {
         Fault::NoKeyRequired => {
             let s = server(&db, fault, |_| {}).await;
@@ -111,7 +112,17 @@ async fn demonstrate(fault: Fault) {
             let s = server(&db, fault, |c| c.lease = Duration::from_millis(100)).await;
             let c = s.client();
             let req = Req::payment(A, &fresh_key(), &body("lock"));
-            let owner = hold(c, &req, 600, 300).await;
+            let owner = hold(c, &req, 1500, 100).await;
+            // Once the owner holds the key (a duplicate is refused), let its lease run out.
+            let deadline = std::time::Instant::now() + Duration::from_secs(1);
+            while c.send(&req).await.status != 409 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the owner never claimed"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
             let dup = c.send(&req).await;
             assert_eq!(dup.status, 201, "the duplicate took over the expired lock");
             assert_eq!(owner.await.expect("owner").status, 201, "no fencing");
@@ -270,6 +281,13 @@ async fn demonstrate(fault: Fault) {
             assert_ne!(payout.status, 201, "the payout is not independent");
             s.stop().await;
         }
+        Fault::MemoryStore if kind == StoreKind::Postgres => {
+            // Its records live in a SQLite connection's private memory: refused on PostgreSQL.
+            let mut config = Config::new(db.location.clone());
+            config.test_hooks = true;
+            config.fault = Some(fault);
+            assert_eq!(config.validate(), Err(ConfigError::MemoryStoreOnPostgres));
+        }
         Fault::MemoryStore => {
             let req = Req::payment(A, &fresh_key(), &body("mem"));
             let s = server(&db, fault, |_| {}).await;
@@ -351,12 +369,9 @@ async fn demonstrate(fault: Fault) {
             let s = server(&db, fault, |_| {}).await;
             let c = s.client();
             let req = Req::payment(A, &fresh_key(), &body("disc"));
-            c.send_and_hang_up(
-                &req.clone().header("X-Test-Delay-Ms", "200"),
-                Duration::from_millis(50),
-            )
-            .await;
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            c.send_and_hang_up_once_claimed(&req.clone().header("X-Test-Delay-Ms", "600"), &req)
+                .await;
+            tokio::time::sleep(Duration::from_millis(1200)).await;
             let retry = c.send(&req).await;
             assert_eq!(retry.header("idempotency-replayed"), Some("false"));
             assert_eq!(c.count(A).await, 2, "the lost response was executed again");
@@ -379,16 +394,47 @@ async fn demonstrate(fault: Fault) {
             assert_eq!(resp.status, 500);
             s.stop().await;
         }
+        Fault::LocalClaims => {
+            // One instance: duplicates while the original runs are refused, retries replay.
+            let one = server(&db, fault, |_| {}).await;
+            let req = Req::payment(A, &fresh_key(), &body("local-1"));
+            let held = hold(one.client(), &req, 400, 100).await;
+            assert_eq!(one.client().send(&req).await.status, 409);
+            let first = held.await.expect("held request");
+            assert_eq!(first.status, 201);
+            assert_eq!(one.client().send(&req).await.body, first.body);
+            assert_eq!(one.client().count(A).await, 1);
+            // Two replicas: a duplicate on the second while the first runs it executes again.
+            let two = server(&db, fault, |_| {}).await;
+            let req = Req::payment(A, &fresh_key(), &body("local-2"));
+            let held = hold(one.client(), &req, 400, 100).await;
+            let duplicate = two.client().send(&req).await;
+            assert_eq!(duplicate.status, 201, "the other replica executes it");
+            assert_eq!(held.await.expect("held request").status, 201);
+            assert_eq!(one.client().count(A).await, 3);
+            one.stop().await;
+            two.stop().await;
+        }
     }
 }
 
 macro_rules! fault_tests {
     ($($test:ident => $fault:ident),* $(,)?) => {
         $(
-            #[doc = concat!("`", stringify!($fault), "` breaks the behaviour it names.")]
-            #[tokio::test]
-            async fn $test() {
-                demonstrate(Fault::$fault).await;
+            mod $test {
+                use super::*;
+
+                #[doc = concat!("`", stringify!($fault), "` breaks the behaviour it names, on SQLite.")]
+                #[tokio::test]
+                async fn sqlite() {
+                    demonstrate(Fault::$fault, StoreKind::Sqlite).await;
+                }
+
+                #[doc = concat!("`", stringify!($fault), "` breaks the behaviour it names, on PostgreSQL.")]
+                #[tokio::test]
+                async fn postgres() {
+                    demonstrate(Fault::$fault, StoreKind::Postgres).await;
+                }
             }
         )*
 
@@ -434,6 +480,7 @@ fault_tests! {
     release_on_disconnect => ReleaseOnDisconnect,
     trust_replay_header => TrustReplayHeader,
     reject_all => RejectAll,
+    local_claims => LocalClaims,
 }
 
 /// The README's fault table lists, for every fault, exactly the probes `Fault::breaks()` names.

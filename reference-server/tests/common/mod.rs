@@ -4,8 +4,11 @@
 
 #![allow(dead_code)] // each test binary uses a different subset of these helpers
 
+pub mod pg;
+
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use idem_reference_server::{run, Config, DbLocation};
@@ -17,10 +20,136 @@ use tokio::task::JoinHandle;
 /// Every request and every server run gets at most this long.
 pub const TIMEOUT: Duration = Duration::from_secs(20);
 
+/// Which store a test runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreKind {
+    Sqlite,
+    Postgres,
+}
+
+/// A fresh, empty database of one kind; dropping it removes the SQLite folder, or releases the
+/// shared PostgreSQL cluster.
+pub struct TestDb {
+    pub location: DbLocation,
+    _dir: Option<tempfile::TempDir>,
+    pub cluster: Option<Arc<pg::PgCluster>>,
+}
+
+impl TestDb {
+    pub fn new(kind: StoreKind) -> Self {
+        match kind {
+            StoreKind::Sqlite => {
+                let (dir, path) = temp_db();
+                Self {
+                    location: DbLocation::File(path),
+                    _dir: Some(dir),
+                    cluster: None,
+                }
+            }
+            StoreKind::Postgres => {
+                let cluster = pg::shared();
+                Self {
+                    location: DbLocation::Postgres(cluster.create_database()),
+                    _dir: None,
+                    cluster: Some(cluster),
+                }
+            }
+        }
+    }
+
+    /// Asserts that no server holds the database open: SQLite's WAL file is gone (removed by the
+    /// last connection to close), or PostgreSQL has no other session on the database (its
+    /// backends exit a moment after their clients hang up, so this waits a little).
+    pub fn assert_closed(&self) {
+        match (&self.location, &self.cluster) {
+            (DbLocation::File(path), _) => {
+                assert!(
+                    !path.with_extension("db-wal").exists(),
+                    "the store was left open"
+                );
+            }
+            (DbLocation::Postgres(url), Some(cluster)) => {
+                let name = url.rsplit('/').next().unwrap_or_default();
+                let sql = format!(
+                    "SELECT count(*) FROM pg_stat_activity \
+                     WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+                );
+                let deadline = std::time::Instant::now() + Duration::from_secs(5);
+                while cluster.query(url, &sql) != ["0"] {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "connections to the database were left open"
+                    );
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            (location, _) => panic!("nothing to check for {location:?}"),
+        }
+    }
+
+    /// Runs `sql` on the database and returns each row as its columns joined by `|`.
+    pub fn query(&self, sql: &str) -> Vec<String> {
+        match (&self.location, &self.cluster) {
+            (DbLocation::File(path), _) => {
+                use rusqlite::types::Value;
+                let conn = rusqlite::Connection::open_with_flags(
+                    path,
+                    rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+                )
+                .expect("open the database read-only");
+                let mut stmt = conn.prepare(sql).expect("prepare");
+                let columns = stmt.column_count();
+                stmt.query_map([], |row| {
+                    (0..columns)
+                        .map(|i| {
+                            Ok(match row.get::<_, Value>(i)? {
+                                Value::Null => String::new(),
+                                Value::Integer(n) => n.to_string(),
+                                Value::Real(x) => x.to_string(),
+                                Value::Text(t) => t,
+                                Value::Blob(b) => String::from_utf8_lossy(&b).into_owned(),
+                            })
+                        })
+                        .collect::<rusqlite::Result<Vec<_>>>()
+                        .map(|cols| cols.join("|"))
+                })
+                .expect("query")
+                .collect::<rusqlite::Result<_>>()
+                .expect("rows")
+            }
+            (DbLocation::Postgres(url), Some(cluster)) => cluster.query(url, sql),
+            (location, _) => panic!("cannot query {location:?}"),
+        }
+    }
+
+    /// The SQLite file or the PostgreSQL URL, as `--db` takes it.
+    pub fn arg(&self) -> String {
+        match &self.location {
+            DbLocation::File(path) => path.display().to_string(),
+            DbLocation::Postgres(url) => url.clone(),
+            DbLocation::Memory => ":memory:".into(),
+        }
+    }
+}
+
+/// Runs each named `async fn NAME(kind: StoreKind)` once per store, as tests `sqlite::NAME` and
+/// `postgres::NAME` with the given test attribute.
+#[macro_export]
+macro_rules! on_both_stores {
+    (#[$test:meta] $($name:ident),* $(,)?) => {
+        mod sqlite {
+            $( #[$test] async fn $name() { super::$name($crate::common::StoreKind::Sqlite).await } )*
+        }
+        mod postgres {
+            $( #[$test] async fn $name() { super::$name($crate::common::StoreKind::Postgres).await } )*
+        }
+    };
+}
+
 /// A server running in this process.
 pub struct TestServer {
     pub addr: SocketAddr,
-    pub db: PathBuf,
+    pub db: DbLocation,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<anyhow::Result<()>>,
 }
@@ -51,14 +180,15 @@ pub fn temp_db() -> (tempfile::TempDir, PathBuf) {
 }
 
 /// Starts a server on `db` with `configure` applied to the defaults.
-pub async fn start_on(db: &Path, configure: impl FnOnce(&mut Config)) -> TestServer {
-    let mut config = Config::new(DbLocation::File(db.to_owned()));
+pub async fn start_on(db: &TestDb, configure: impl FnOnce(&mut Config)) -> TestServer {
+    let mut config = Config::new(db.location.clone());
     configure(&mut config);
-    start_with(config, db).await
+    start_with(config).await
 }
 
 /// Starts a server with exactly `config`.
-pub async fn start_with(config: Config, db: &Path) -> TestServer {
+pub async fn start_with(config: Config) -> TestServer {
+    let db = config.db.clone();
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("local addr");
     let (stop, stopped) = oneshot::channel::<()>();
@@ -67,7 +197,7 @@ pub async fn start_with(config: Config, db: &Path) -> TestServer {
     }));
     TestServer {
         addr,
-        db: db.to_owned(),
+        db,
         stop: Some(stop),
         task,
     }
@@ -238,11 +368,24 @@ impl Client {
             .ok_or_else(|| std::io::Error::other(format!("unparseable response: {buf:?}")))
     }
 
-    /// Sends `req` and hangs up after `after`, before reading any answer.
-    pub async fn send_and_hang_up(&self, req: &Req, after: Duration) {
+    /// Sends `held` (a request the server holds in flight) and hangs up before reading any
+    /// answer, once the server has claimed its key: as soon as `duplicate` is refused with 409.
+    /// Waiting for that, rather than a fixed time, keeps a busy machine from hanging up before
+    /// the claim.
+    pub async fn send_and_hang_up_once_claimed(&self, held: &Req, duplicate: &Req) {
         let mut stream = TcpStream::connect(self.addr).await.expect("connect");
-        stream.write_all(&req.to_bytes(false)).await.expect("write");
-        tokio::time::sleep(after).await;
+        stream
+            .write_all(&held.to_bytes(false))
+            .await
+            .expect("write");
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        while self.send(duplicate).await.status != 409 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the held request never claimed its key"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         drop(stream);
     }
 
@@ -281,4 +424,38 @@ pub fn body(reference: &str) -> String {
 /// A fresh quoted key.
 pub fn fresh_key() -> String {
     format!("\"{}\"", uuid::Uuid::new_v4())
+}
+
+/// Starts the server binary on port 0 with `--db DB` and `extra` flags, and reads the address it
+/// prints. The child is killed if dropped.
+pub async fn spawn_server(
+    db: impl AsRef<std::ffi::OsStr>,
+    extra: &[&str],
+) -> (tokio::process::Child, Client) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_idem-reference-server"))
+        .args(["--listen", "127.0.0.1:0", "--db"])
+        .arg(db)
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the server binary");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio::io::BufReader::new(stdout).read_line(&mut line),
+    )
+    .await
+    .expect("server printed its address in time")
+    .expect("read stdout");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .parse()
+        .expect("address");
+    (child, Client { addr })
 }
