@@ -13,9 +13,12 @@ use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
 
-/// Where the SQLite store lives.
+/// Where the store lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DbLocation {
+    /// A PostgreSQL database (`postgres://USER@HOST:PORT/DB`), shared by any number of
+    /// replicas: the claim is one atomic statement, not an in-process lock.
+    Postgres(String),
     /// A database file (WAL mode). Several server processes may share one file: the claim is a
     /// SQLite transaction, not an in-process lock.
     File(PathBuf),
@@ -32,6 +35,49 @@ pub struct Tenant {
     pub name: String,
     /// The secret sent as `Authorization: Bearer <token>`.
     pub token: String,
+}
+
+impl DbLocation {
+    /// `postgres://…` or `postgresql://…` selects PostgreSQL, `:memory:` an in-memory SQLite
+    /// database, anything else is a SQLite file path.
+    pub fn parse(s: &str) -> Self {
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            DbLocation::Postgres(s.to_owned())
+        } else if s == ":memory:" {
+            DbLocation::Memory
+        } else {
+            DbLocation::File(PathBuf::from(s))
+        }
+    }
+}
+
+impl fmt::Display for DbLocation {
+    /// Without any password a PostgreSQL URL carries, so the location can be logged.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DbLocation::Postgres(url) => f.write_str(&redact_url(url)),
+            DbLocation::File(path) => write!(f, "{}", path.display()),
+            DbLocation::Memory => f.write_str(":memory:"),
+        }
+    }
+}
+
+/// `url` with the password of its user info (if any) replaced by `***`.
+pub(crate) fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rsplit_once('@') {
+        Some((user_info, host)) => {
+            let user = user_info
+                .split_once(':')
+                .map_or(user_info, |(user, _)| user);
+            let masked = if user == user_info { "" } else { ":***" };
+            format!("{scheme}://{user}{masked}@{host}{}", &rest[authority_end..])
+        }
+        None => url.to_owned(),
+    }
 }
 
 impl Tenant {
@@ -69,6 +115,10 @@ pub struct Config {
     pub group_commit: bool,
     /// The time source for leases, expiry and `createdAt`.
     pub clock: Arc<dyn Clock>,
+    /// PostgreSQL only: how many connections this instance keeps. Each is shared by every
+    /// request (statements are pipelined), so a few suffice; replicas × this must stay below the
+    /// server's `max_connections`.
+    pub db_pool: usize,
 }
 
 impl Config {
@@ -86,6 +136,7 @@ impl Config {
             race_window_us: 0,
             group_commit: true,
             clock: Arc::new(SystemClock),
+            db_pool: 4,
         }
     }
 
@@ -97,6 +148,12 @@ impl Config {
         }
         if self.db == DbLocation::Memory && self.fault != Some(Fault::MemoryStore) {
             return Err(ConfigError::MemoryWithoutFault);
+        }
+        if matches!(self.db, DbLocation::Postgres(_)) && self.fault == Some(Fault::MemoryStore) {
+            return Err(ConfigError::MemoryStoreOnPostgres);
+        }
+        if self.db_pool == 0 {
+            return Err(ConfigError::NoConnections);
         }
         if self.tenants.is_empty() {
             return Err(ConfigError::NoTenants);
@@ -148,6 +205,12 @@ pub enum ConfigError {
     /// Memory storage loses records on restart, which is itself a fault.
     #[error("an in-memory database is only allowed with --fault memory-store (use --db PATH)")]
     MemoryWithoutFault,
+    /// The `memory-store` fault keeps records in a SQLite connection's private memory.
+    #[error("--fault memory-store needs a SQLite database (--db PATH), not PostgreSQL")]
+    MemoryStoreOnPostgres,
+    /// A PostgreSQL store needs at least one connection.
+    #[error("the PostgreSQL pool needs at least one connection (--db-pool N)")]
+    NoConnections,
     /// Nobody could authenticate.
     #[error("at least one tenant is required (--token TENANT=SECRET)")]
     NoTenants,
@@ -315,6 +378,12 @@ faults! {
     TrustReplayHeader = "trust-replay-header" => ["spoofed-marker-headers"];
     /// Every POST answers 500. Breaks `first-request` (and so every probe that needs it).
     RejectAll = "reject-all" => ["first-request"];
+    /// Each replica keeps the claims it is processing in its own memory and trusts that
+    /// alone: a key it is not processing itself is claimed by an unconditional write, and
+    /// completed unfenced. One instance is correct (its memory sees every duplicate, and a
+    /// processing record it does not know of can only be a crashed run's); two replicas on one
+    /// store both execute a duplicate sent while the other runs it. Breaks `cross-replica`.
+    LocalClaims = "local-claims" => ["cross-replica"];
 }
 
 impl fmt::Display for Fault {
@@ -361,6 +430,25 @@ mod tests {
             assert!(!fault.breaks().is_empty(), "{fault} breaks nothing");
         }
         assert!("no-such-fault".parse::<Fault>().is_err());
+    }
+
+    #[test]
+    fn locations_parse_and_hide_passwords() {
+        let pg = DbLocation::parse("postgres://app:s3cret@127.0.0.1:5432/payments");
+        assert_eq!(pg.to_string(), "postgres://app:***@127.0.0.1:5432/payments");
+        assert_eq!(
+            DbLocation::parse("postgresql://app@db/x").to_string(),
+            "postgresql://app@db/x"
+        );
+        assert_eq!(DbLocation::parse(":memory:"), DbLocation::Memory);
+        assert_eq!(
+            DbLocation::parse("x.db"),
+            DbLocation::File(PathBuf::from("x.db"))
+        );
+        let mut config = Config::new(pg);
+        config.test_hooks = true;
+        config.fault = Some(Fault::MemoryStore);
+        assert_eq!(config.validate(), Err(ConfigError::MemoryStoreOnPostgres));
     }
 
     #[test]

@@ -5,17 +5,21 @@
 //! The path of a `POST /api/payments` is the layout of this crate:
 //! `routes` dispatches it; `auth` turns the bearer token into a tenant;
 //! `idempotency::key` parses the RFC 8941 key; `payments` validates and normalises the payload;
-//! `idempotency::fingerprint` hashes it; [`store`] claims tenant + operation + key in one
-//! `BEGIN IMMEDIATE` transaction (execute / replay / 422 / 409), the owner executes while a
-//! heartbeat renews its lease, and the payment row and the exact response are committed
-//! together, fenced by the owner token. All writes go through one writer thread that commits
-//! concurrent requests together (group commit); completed records are cached for replays.
-//! `problem` renders every error as RFC 9457 problem+json. [`config`] holds the settings and
-//! the [`Fault`] catalog; [`clock`] lets tests move time.
+//! `idempotency::fingerprint` hashes it; `claims` claims tenant + operation + key atomically in
+//! the [`store`] and decides execute / replay / 422 / 409; the owner executes while a heartbeat
+//! renews its lease, and the payment row and the exact response are committed together, fenced
+//! by the owner token. The store is a trait with two implementations: SQLite (one file, a writer
+//! thread with group commit) and PostgreSQL (shared by replicas, pipelined single-statement
+//! transactions). `app` is what every handler shares; `behaviour` is the configured fault turned
+//! into the decisions it changes. `problem` renders every error as RFC 9457 problem+json.
+//! [`config`] holds the settings and the [`Fault`] catalog; [`clock`] lets tests move time.
 
 #![forbid(unsafe_code)]
 
+mod app;
 mod auth;
+mod behaviour;
+mod claims;
 pub mod clock;
 pub mod config;
 mod idempotency;
@@ -32,7 +36,7 @@ pub use config::{Config, DbLocation, Fault, Tenant};
 
 /// Serves the API on `listener` until `shutdown` resolves, then drains in-flight requests,
 /// waits for their claim → execute → commit work, stops the background purge, and closes the
-/// SQLite store (every connection dropped) before returning. The caller binds the socket and
+/// store (every connection dropped) before returning. The caller binds the socket and
 /// decides when to stop, so tests can use port 0 and the checker can restart the server
 /// in-process by calling `run` again on the same database file.
 pub async fn run(

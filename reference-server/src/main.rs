@@ -4,7 +4,6 @@
 
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -25,9 +24,15 @@ struct Opts {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
 
-    /// SQLite database file (`:memory:` only with --fault memory-store).
-    #[arg(long, value_name = "PATH", default_value = "idem-reference.db")]
-    db: PathBuf,
+    /// Where records and payments live: a SQLite file (`:memory:` only with --fault
+    /// memory-store), or a PostgreSQL database shared by replicas (postgres://USER@HOST:PORT/DB).
+    #[arg(long, value_name = "PATH|URL", default_value = "idem-reference.db")]
+    db: String,
+
+    /// PostgreSQL only: connections this instance keeps (statements are pipelined on them);
+    /// replicas × N must stay below the server's max_connections.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    db_pool: usize,
 
     /// A tenant and its bearer token (repeatable). Without any, the demo tenants
     /// tenant-a/token-a and tenant-b/token-b are used.
@@ -69,12 +74,8 @@ fn parse_tenant(s: &str) -> Result<Tenant, String> {
 }
 
 fn config_from(opts: Opts) -> Config {
-    let db = if opts.db.as_os_str() == ":memory:" {
-        DbLocation::Memory
-    } else {
-        DbLocation::File(opts.db)
-    };
-    let mut config = Config::new(db);
+    let mut config = Config::new(DbLocation::parse(&opts.db));
+    config.db_pool = opts.db_pool;
     if opts.tokens.is_empty() {
         eprintln!("no --token given: using the demo tenants tenant-a/token-a and tenant-b/token-b");
     } else {

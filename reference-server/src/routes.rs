@@ -8,10 +8,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
+use crate::app::App;
 use crate::idempotency;
 use crate::payments::Operation;
 use crate::problem::{storage_unavailable, Problem};
-use crate::server::App;
 
 pub(crate) fn router(app: Arc<App>) -> Router {
     Router::new()

@@ -11,60 +11,13 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::app::App;
 use crate::auth::Tenants;
-use crate::clock::Clock;
-use crate::config::{Config, Fault};
-use crate::payments::Operation;
-use crate::problem::ErrorStyle;
+use crate::behaviour::Behaviour;
+use crate::claims::Claims;
+use crate::config::Config;
 use crate::routes;
-use crate::store::{Scope, Store};
-
-/// What every request handler shares.
-#[derive(Debug)]
-pub(crate) struct App {
-    pub(crate) tenants: Tenants,
-    pub(crate) store: Store,
-    pub(crate) fault: Option<Fault>,
-    pub(crate) test_hooks: bool,
-    pub(crate) lease: Duration,
-    pub(crate) race_window: Duration,
-    pub(crate) clock: Arc<dyn Clock>,
-    /// The detached claim → execute → commit tasks; shutdown waits for them.
-    pub(crate) tasks: TaskTracker,
-}
-
-impl App {
-    /// Whether this instance exhibits `fault`.
-    pub(crate) fn is(&self, fault: Fault) -> bool {
-        self.fault == Some(fault)
-    }
-
-    /// How errors are rendered.
-    pub(crate) fn style(&self) -> ErrorStyle {
-        if self.is(Fault::PlainErrors) {
-            ErrorStyle::PlainText
-        } else {
-            ErrorStyle::ProblemJson
-        }
-    }
-
-    /// The scope of `key`: tenant + operation + key, unless a fault drops a component.
-    pub(crate) fn scope(&self, tenant: &str, operation: Operation, key: String) -> Scope {
-        Scope {
-            tenant: if self.is(Fault::UnscopedKeys) {
-                "*".to_owned()
-            } else {
-                tenant.to_owned()
-            },
-            operation: if self.is(Fault::UnscopedOperation) {
-                "*".to_owned()
-            } else {
-                operation.name().to_owned()
-            },
-            key,
-        }
-    }
-}
+use crate::store;
 
 /// How often expired records are deleted, at most.
 const PURGE_EVERY: Duration = Duration::from_secs(60);
@@ -76,31 +29,29 @@ pub(crate) async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     config.validate().context("invalid configuration")?;
-    let store = {
-        let config = config.clone();
-        tokio::task::spawn_blocking(move || Store::open(&config))
-            .await
-            .context("opening the store")??
-    };
+    let store = store::open(&config)
+        .await
+        .with_context(|| format!("opening the store {}", config.db))?;
     let tasks = TaskTracker::new();
+    let behaviour = Behaviour::new(config.fault, Duration::from_micros(config.race_window_us));
     let app = Arc::new(App {
         tenants: Tenants::new(&config.tenants),
-        store: store.clone(),
-        fault: config.fault,
+        store: Arc::clone(&store),
+        claims: Claims::new(Arc::clone(&store), &behaviour, Arc::clone(&config.clock)),
+        behaviour,
         test_hooks: config.test_hooks,
         lease: config.lease,
-        race_window: Duration::from_micros(config.race_window_us),
         clock: Arc::clone(&config.clock),
         tasks: tasks.clone(),
     });
     let stop_purge = CancellationToken::new();
     let purge = tokio::spawn(purge_loop(
-        store.clone(),
+        Arc::clone(&app),
         (config.key_ttl / 2).min(PURGE_EVERY),
         stop_purge.clone(),
     ));
     tracing::info!(
-        db = ?config.db,
+        db = %config.db,
         tenants = config.tenants.len(),
         key_ttl = %humantime::format_duration(config.key_ttl),
         lease = %humantime::format_duration(config.lease),
@@ -132,17 +83,22 @@ pub(crate) async fn run(
     served.and(closed)
 }
 
-async fn purge_loop(store: Store, every: Duration, stop: CancellationToken) {
+async fn purge_loop(app: Arc<App>, every: Duration, stop: CancellationToken) {
     let mut ticker = tokio::time::interval(every);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = ticker.tick() => match store.purge_expired().await {
+            _ = ticker.tick() => match purge(&app).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(records = n, "purged expired idempotency records"),
                 Err(e) => tracing::warn!(cause = %format!("{e:#}"), "purge failed"),
             },
         }
     }
+}
+
+async fn purge(app: &App) -> anyhow::Result<u64> {
+    app.claims.purge_cache();
+    app.store.purge().await
 }

@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{body, start_on, temp_db, Req};
+use common::{body, start_on, Req, StoreKind, TestDb};
 use tokio::sync::{Barrier, Semaphore};
 
 const KEYS: usize = 200;
@@ -16,9 +16,8 @@ const KEYS_IN_FLIGHT: usize = 16;
 
 /// 200 keys × 16 concurrent duplicates → exactly 200 payments; every key's answers are 201 or
 /// 409 (never 5xx), all 201s of a key carry the same id, and a later retry replays that id.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_key_executes_once_under_concurrent_duplicates() {
-    let (_dir, db) = temp_db();
+async fn each_key_executes_once_under_concurrent_duplicates(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let server = start_on(&db, |_| {}).await;
     let client = server.client();
     let started = Instant::now();
@@ -75,3 +74,8 @@ async fn each_key_executes_once_under_concurrent_duplicates() {
     );
     server.stop().await;
 }
+
+on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    each_key_executes_once_under_concurrent_duplicates,
+);

@@ -6,13 +6,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::{body, fresh_key, start_on, temp_db, Client, Req, TestServer};
+use common::{body, fresh_key, start_on, Client, Req, StoreKind, TestDb, TestServer};
+use idem_reference_server::config::ConfigError;
 use idem_reference_server::{Config, Fault};
 
 const A: &str = "token-a";
 const B: &str = "token-b";
 
-async fn server(db: &std::path::Path, fault: Fault, tune: impl FnOnce(&mut Config)) -> TestServer {
+async fn server(db: &TestDb, fault: Fault, tune: impl FnOnce(&mut Config)) -> TestServer {
     start_on(db, |c| {
         c.test_hooks = true;
         c.fault = Some(fault);
@@ -34,8 +35,8 @@ async fn hold(
     task
 }
 
-async fn demonstrate(fault: Fault) {
-    let (_dir, db) = temp_db();
+async fn demonstrate(fault: Fault, kind: StoreKind) {
+    let db = TestDb::new(kind);
     match fault {
         Fault::NoKeyRequired => {
             let s = server(&db, fault, |_| {}).await;
@@ -270,6 +271,13 @@ async fn demonstrate(fault: Fault) {
             assert_ne!(payout.status, 201, "the payout is not independent");
             s.stop().await;
         }
+        Fault::MemoryStore if kind == StoreKind::Postgres => {
+            // Its records live in a SQLite connection's private memory: refused on PostgreSQL.
+            let mut config = Config::new(db.location.clone());
+            config.test_hooks = true;
+            config.fault = Some(fault);
+            assert_eq!(config.validate(), Err(ConfigError::MemoryStoreOnPostgres));
+        }
         Fault::MemoryStore => {
             let req = Req::payment(A, &fresh_key(), &body("mem"));
             let s = server(&db, fault, |_| {}).await;
@@ -379,16 +387,47 @@ async fn demonstrate(fault: Fault) {
             assert_eq!(resp.status, 500);
             s.stop().await;
         }
+        Fault::LocalClaims => {
+            // One instance: duplicates while the original runs are refused, retries replay.
+            let one = server(&db, fault, |_| {}).await;
+            let req = Req::payment(A, &fresh_key(), &body("local-1"));
+            let held = hold(one.client(), &req, 400, 100).await;
+            assert_eq!(one.client().send(&req).await.status, 409);
+            let first = held.await.expect("held request");
+            assert_eq!(first.status, 201);
+            assert_eq!(one.client().send(&req).await.body, first.body);
+            assert_eq!(one.client().count(A).await, 1);
+            // Two replicas: a duplicate on the second while the first runs it executes again.
+            let two = server(&db, fault, |_| {}).await;
+            let req = Req::payment(A, &fresh_key(), &body("local-2"));
+            let held = hold(one.client(), &req, 400, 100).await;
+            let duplicate = two.client().send(&req).await;
+            assert_eq!(duplicate.status, 201, "the other replica executes it");
+            assert_eq!(held.await.expect("held request").status, 201);
+            assert_eq!(one.client().count(A).await, 3);
+            one.stop().await;
+            two.stop().await;
+        }
     }
 }
 
 macro_rules! fault_tests {
     ($($test:ident => $fault:ident),* $(,)?) => {
         $(
-            #[doc = concat!("`", stringify!($fault), "` breaks the behaviour it names.")]
-            #[tokio::test]
-            async fn $test() {
-                demonstrate(Fault::$fault).await;
+            mod $test {
+                use super::*;
+
+                #[doc = concat!("`", stringify!($fault), "` breaks the behaviour it names, on SQLite.")]
+                #[tokio::test]
+                async fn sqlite() {
+                    demonstrate(Fault::$fault, StoreKind::Sqlite).await;
+                }
+
+                #[doc = concat!("`", stringify!($fault), "` breaks the behaviour it names, on PostgreSQL.")]
+                #[tokio::test]
+                async fn postgres() {
+                    demonstrate(Fault::$fault, StoreKind::Postgres).await;
+                }
             }
         )*
 
@@ -434,6 +473,7 @@ fault_tests! {
     release_on_disconnect => ReleaseOnDisconnect,
     trust_replay_header => TrustReplayHeader,
     reject_all => RejectAll,
+    local_claims => LocalClaims,
 }
 
 /// The README's fault table lists, for every fault, exactly the probes `Fault::breaks()` names.

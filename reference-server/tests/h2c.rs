@@ -3,12 +3,12 @@
 
 mod common;
 
-use common::{body, fresh_key, start_on, temp_db, TIMEOUT};
+use common::{body, fresh_key, start_on, StoreKind, TestDb, TIMEOUT};
 
 /// A payment over h2c executes once and its retry replays, as over HTTP/1.1.
 #[tokio::test]
 async fn h2c_prior_knowledge_requests_are_served() {
-    let (_dir, db) = temp_db();
+    let db = TestDb::new(StoreKind::Sqlite);
     let server = start_on(&db, |_| {}).await;
     let client = reqwest::Client::builder()
         .http2_prior_knowledge()

@@ -4,16 +4,15 @@ mod common;
 
 use std::time::Duration;
 
-use common::{body, fresh_key, start_on, temp_db, Req};
+use common::{body, fresh_key, start_on, Req, StoreKind, TestDb};
 
 const A: &str = "token-a";
 const B: &str = "token-b";
 
 /// A first request executes (201, Location, replay marker false, expiry header); a retry gets
 /// the same status, headers and bytes with `Idempotency-Replayed: true`; nothing executes twice.
-#[tokio::test]
-async fn first_request_executes_and_retries_replay_byte_identically() {
-    let (_dir, db) = temp_db();
+async fn first_request_executes_and_retries_replay_byte_identically(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let server = start_on(&db, |_| {}).await;
     let client = server.client();
     let req = Req::payment(A, &fresh_key(), &body("first"));
@@ -57,9 +56,8 @@ async fn first_request_executes_and_retries_replay_byte_identically() {
 
 /// Payloads are normalised before fingerprinting: `usd`/`USD`, spacing and field order are the
 /// same request.
-#[tokio::test]
-async fn normalised_payloads_are_the_same_request() {
-    let (_dir, db) = temp_db();
+async fn normalised_payloads_are_the_same_request(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let server = start_on(&db, |_| {}).await;
     let client = server.client();
     let key = fresh_key();
@@ -85,9 +83,8 @@ async fn normalised_payloads_are_the_same_request() {
 }
 
 /// A missing key is 400 problem+json with Link describedby, and executes nothing.
-#[tokio::test]
-async fn missing_key_is_rejected_without_effect() {
-    let (_dir, db) = temp_db();
+async fn missing_key_is_rejected_without_effect(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let server = start_on(&db, |_| {}).await;
     let client = server.client();
     let resp = client
@@ -105,9 +102,8 @@ async fn missing_key_is_rejected_without_effect() {
 /// Every malformed key is a 400 (never a 5xx) and executes nothing: tokens, integers,
 /// booleans, byte sequences, inner lists, unterminated strings, bad escapes, non-ASCII,
 /// control characters, the empty string, an oversized string and two header lines.
-#[tokio::test]
-async fn malformed_keys_are_400_and_never_execute() {
-    let (_dir, db) = temp_db();
+async fn malformed_keys_are_400_and_never_execute(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let server = start_on(&db, |_| {}).await;
     let client = server.client();
     let long = format!("\"{}\"", "k".repeat(256));
@@ -158,9 +154,8 @@ async fn malformed_keys_are_400_and_never_execute() {
 
 /// A String holding a comma, an escaped quote, an escaped backslash and a space is a valid key
 /// and replays; parameters are not part of the key; a 255-character key is accepted.
-#[tokio::test]
-async fn escaped_and_parameterised_keys_are_the_same_key() {
-    let (_dir, db) = temp_db();
+async fn escaped_and_parameterised_keys_are_the_same_key(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let server = start_on(&db, |_| {}).await;
     let client = server.client();
     let escaped = r#""a, \"b\" \\c d""#;
@@ -198,9 +193,8 @@ async fn escaped_and_parameterised_keys_are_the_same_key() {
 }
 
 /// Keys are case-sensitive and never deduplicated by payload: two keys, two executions.
-#[tokio::test]
-async fn distinct_keys_are_independent() {
-    let (_dir, db) = temp_db();
+async fn distinct_keys_are_independent(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let server = start_on(&db, |_| {}).await;
     let client = server.client();
     let upper = client
@@ -221,9 +215,8 @@ async fn distinct_keys_are_independent() {
 
 /// The same key with another payload is 422 problem+json with Link, executes nothing, and
 /// leaves the record intact: the original still replays.
-#[tokio::test]
-async fn payload_mismatch_is_422_and_does_not_poison_the_key() {
-    let (_dir, db) = temp_db();
+async fn payload_mismatch_is_422_and_does_not_poison_the_key(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let server = start_on(&db, |_| {}).await;
     let client = server.client();
     let key = fresh_key();
@@ -240,9 +233,8 @@ async fn payload_mismatch_is_422_and_does_not_poison_the_key() {
 
 /// While the owner is held in flight, duplicates get 409 problem+json with `Retry-After: 1`
 /// and Link, and a loser does not unlock the key; afterwards a retry replays the owner's result.
-#[tokio::test]
-async fn duplicates_while_in_flight_get_409_with_retry_after() {
-    let (_dir, db) = temp_db();
+async fn duplicates_while_in_flight_get_409_with_retry_after(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let server = start_on(&db, |c| c.test_hooks = true).await;
     let client = server.client();
     let key = fresh_key();
@@ -268,9 +260,8 @@ async fn duplicates_while_in_flight_get_409_with_retry_after() {
 
 /// An owner held longer than its lease keeps its claim because it renews the lease (heartbeat):
 /// duplicates after the first lease period still get 409, and only one payment exists.
-#[tokio::test]
-async fn heartbeats_keep_a_slow_owner_s_claim() {
-    let (_dir, db) = temp_db();
+async fn heartbeats_keep_a_slow_owner_s_claim(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let server = start_on(&db, |c| {
         c.test_hooks = true;
         c.lease = Duration::from_millis(300);
@@ -294,9 +285,8 @@ async fn heartbeats_keep_a_slow_owner_s_claim() {
 
 /// Tenant B using tenant A's key executes independently and never sees A's body; with another
 /// payload it is not told the key exists (no 422). B cannot read A's payment.
-#[tokio::test]
-async fn keys_are_scoped_to_the_tenant() {
-    let (_dir, db) = temp_db();
+async fn keys_are_scoped_to_the_tenant(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let server = start_on(&db, |_| {}).await;
     let client = server.client();
     let key = fresh_key();
@@ -330,9 +320,8 @@ async fn keys_are_scoped_to_the_tenant() {
 }
 
 /// The same key on payouts is an independent operation (scope includes the operation).
-#[tokio::test]
-async fn keys_are_scoped_to_the_operation() {
-    let (_dir, db) = temp_db();
+async fn keys_are_scoped_to_the_operation(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let server = start_on(&db, |_| {}).await;
     let client = server.client();
     let key = fresh_key();
@@ -350,9 +339,8 @@ async fn keys_are_scoped_to_the_operation() {
 
 /// Missing or unknown credentials are 401 problem+json; a client-named tenant header changes
 /// nothing.
-#[tokio::test]
-async fn authentication_comes_from_the_bearer_token_only() {
-    let (_dir, db) = temp_db();
+async fn authentication_comes_from_the_bearer_token_only(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let server = start_on(&db, |_| {}).await;
     let client = server.client();
     let anonymous = Req::post("/api/payments")
@@ -373,9 +361,8 @@ async fn authentication_comes_from_the_bearer_token_only() {
 
 /// Invalid payloads are 400 problem+json and do not claim the key: the valid request that
 /// follows with the same key executes. Bodies over 64 KiB are 413.
-#[tokio::test]
-async fn invalid_requests_are_rejected_before_the_key_is_claimed() {
-    let (_dir, db) = temp_db();
+async fn invalid_requests_are_rejected_before_the_key_is_claimed(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let server = start_on(&db, |_| {}).await;
     let client = server.client();
     let key = fresh_key();
@@ -410,9 +397,8 @@ async fn invalid_requests_are_rejected_before_the_key_is_claimed() {
 
 /// A failed execution (X-Test-Crash) is a 500 problem that releases the claim: the retry
 /// executes at once, exactly once.
-#[tokio::test]
-async fn a_crashed_execution_releases_the_claim() {
-    let (_dir, db) = temp_db();
+async fn a_crashed_execution_releases_the_claim(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let server = start_on(&db, |c| c.test_hooks = true).await;
     let client = server.client();
     let req = Req::payment(A, &fresh_key(), &body("crash"));
@@ -431,9 +417,8 @@ async fn a_crashed_execution_releases_the_claim() {
 
 /// Without --test-hooks the test headers are ignored; marker headers a client might spoof
 /// (`Idempotency-Replayed: true`) are ignored too.
-#[tokio::test]
-async fn test_and_marker_headers_are_ignored_by_default() {
-    let (_dir, db) = temp_db();
+async fn test_and_marker_headers_are_ignored_by_default(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let server = start_on(&db, |_| {}).await;
     let client = server.client();
     let req = Req::payment(A, &fresh_key(), &body("hooks"))
@@ -451,9 +436,8 @@ async fn test_and_marker_headers_are_ignored_by_default() {
 
 /// A client that hangs up while its request is held does not cancel the work: the payment and
 /// its record commit, and the retry replays it.
-#[tokio::test]
-async fn a_lost_response_is_replayed_not_re_executed() {
-    let (_dir, db) = temp_db();
+async fn a_lost_response_is_replayed_not_re_executed(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let server = start_on(&db, |c| c.test_hooks = true).await;
     let client = server.client();
     let req = Req::payment(A, &fresh_key(), &body("lost"));
@@ -478,19 +462,15 @@ async fn a_lost_response_is_replayed_not_re_executed() {
 }
 
 /// `run()` closes the database before returning, and records survive the restart on the same
-/// file: the retry replays byte-identically.
-#[tokio::test]
-async fn completed_keys_survive_a_restart() {
-    let (_dir, db) = temp_db();
+/// database: the retry replays byte-identically.
+async fn completed_keys_survive_a_restart(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let server = start_on(&db, |_| {}).await;
     let req = Req::payment(A, &fresh_key(), &body("restart"));
     let first = server.client().send(&req).await;
     assert_eq!(first.status, 201);
     server.stop().await;
-    assert!(
-        !db.with_extension("db-wal").exists(),
-        "run() returned with the store closed"
-    );
+    db.assert_closed();
     let server = start_on(&db, |_| {}).await;
     let again = server.client().send(&req).await;
     assert_eq!(again.status, 201);
@@ -500,11 +480,10 @@ async fn completed_keys_survive_a_restart() {
     server.stop().await;
 }
 
-/// Two server instances on one database file (two replicas) execute a key once between them:
-/// the claim is a SQLite transaction, not an in-process lock.
-#[tokio::test]
-async fn two_instances_on_one_file_execute_once() {
-    let (_dir, db) = temp_db();
+/// Two server instances on one database (two replicas) execute a key once between them: the
+/// claim is a database transaction, not an in-process lock.
+async fn two_instances_on_one_database_execute_once(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let one = start_on(&db, |c| c.test_hooks = true).await;
     let two = start_on(&db, |c| c.test_hooks = true).await;
     let req = Req::payment(A, &fresh_key(), &body("replicas")).header("X-Test-Delay-Ms", "300");
@@ -534,9 +513,8 @@ async fn two_instances_on_one_file_execute_once() {
 }
 
 /// Unknown routes are 404 problem+json; a wrong method is 405; health is 200.
-#[tokio::test]
-async fn routing_errors_are_problems() {
-    let (_dir, db) = temp_db();
+async fn routing_errors_are_problems(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let server = start_on(&db, |_| {}).await;
     let client = server.client();
     client.send(&Req::get("/nope")).await.assert_problem(404);
@@ -547,3 +525,26 @@ async fn routing_errors_are_problems() {
     assert_eq!(client.send(&Req::get("/healthz")).await.status, 200);
     server.stop().await;
 }
+
+on_both_stores!(
+    #[tokio::test]
+    first_request_executes_and_retries_replay_byte_identically,
+    normalised_payloads_are_the_same_request,
+    missing_key_is_rejected_without_effect,
+    malformed_keys_are_400_and_never_execute,
+    escaped_and_parameterised_keys_are_the_same_key,
+    distinct_keys_are_independent,
+    payload_mismatch_is_422_and_does_not_poison_the_key,
+    duplicates_while_in_flight_get_409_with_retry_after,
+    heartbeats_keep_a_slow_owner_s_claim,
+    keys_are_scoped_to_the_tenant,
+    keys_are_scoped_to_the_operation,
+    authentication_comes_from_the_bearer_token_only,
+    invalid_requests_are_rejected_before_the_key_is_claimed,
+    a_crashed_execution_releases_the_claim,
+    test_and_marker_headers_are_ignored_by_default,
+    a_lost_response_is_replayed_not_re_executed,
+    completed_keys_survive_a_restart,
+    two_instances_on_one_database_execute_once,
+    routing_errors_are_problems,
+);

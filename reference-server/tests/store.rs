@@ -7,21 +7,22 @@ use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use axum::body::Bytes;
+use common::{StoreKind, TestDb};
 use idem_reference_server::payments::PaymentRecord;
 use idem_reference_server::store::{
-    ClaimOutcome, Completion, NewPayment, Owner, Scope, Store, StoredResponse,
+    self, Claimed, Completion, Finish, NewPayment, Owner, Scope, Store, StoredResponse, TakeOver,
 };
 use idem_reference_server::{Clock, Config, DbLocation, ManualClock};
 
 const LEASE: Duration = Duration::from_secs(30);
 const TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
-fn open(db: &std::path::Path, clock: &Arc<ManualClock>) -> Store {
-    let mut config = Config::new(DbLocation::File(db.to_owned()));
+async fn open(db: &TestDb, clock: &Arc<ManualClock>) -> Arc<dyn Store> {
+    let mut config = Config::new(db.location.clone());
     config.lease = LEASE;
     config.key_ttl = TTL;
     config.clock = clock.clone();
-    Store::open(&config).expect("open store")
+    store::open(&config).await.expect("open store")
 }
 
 /// A manual clock on a whole millisecond (the store keeps milliseconds).
@@ -62,14 +63,53 @@ fn payment(id: &str) -> NewPayment {
     }
 }
 
-async fn acquire(store: &Store, scope: &Scope, fingerprint: &str) -> (Owner, bool) {
-    match store.claim(scope, fingerprint).await.expect("claim") {
-        ClaimOutcome::Acquired { owner, taken_over } => (owner, taken_over),
+/// What a claim saw, as the algorithm above the store reads it.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    Acquired(Owner, bool),
+    InProgress,
+    Mismatch,
+    Replay(Bytes),
+}
+
+async fn claim(store: &dyn Store, scope: &Scope, fingerprint: &str) -> Seen {
+    match store
+        .claim(scope, fingerprint, TakeOver::CORRECT)
+        .await
+        .expect("claim")
+    {
+        Claimed::Acquired { owner, taken_over } => Seen::Acquired(owner, taken_over),
+        Claimed::Held(r) if r.fingerprint != fingerprint => Seen::Mismatch,
+        Claimed::Held(r) if r.completed => Seen::Replay(r.response.expect("response").body.clone()),
+        Claimed::Held(_) => Seen::InProgress,
+    }
+}
+
+fn finish(
+    scope: &Scope,
+    owner: &Owner,
+    fingerprint: &str,
+    payment: Option<NewPayment>,
+    response: StoredResponse,
+) -> Finish {
+    Finish {
+        scope: scope.clone(),
+        owner: owner.clone(),
+        fingerprint: fingerprint.to_owned(),
+        payment,
+        response,
+        fenced: true,
+    }
+}
+
+async fn acquire(store: &dyn Store, scope: &Scope, fingerprint: &str) -> (Owner, bool) {
+    match claim(store, scope, fingerprint).await {
+        Seen::Acquired(owner, taken_over) => (owner, taken_over),
         other => panic!("expected to acquire, got {other:?}"),
     }
 }
 
-async fn count(store: &Store) -> u64 {
+async fn count(store: &dyn Store) -> u64 {
     store
         .count("tenant-a", "payments.create")
         .await
@@ -78,138 +118,133 @@ async fn count(store: &Store) -> u64 {
 
 /// A claim whose owner died (no heartbeat) is taken over once the lease has run out; the dead
 /// owner's late completion is fenced off and writes nothing; the new owner's result replays.
-#[tokio::test]
-async fn an_expired_lease_is_taken_over_and_the_stale_owner_is_fenced() {
-    let (_dir, db) = common::temp_db();
+async fn an_expired_lease_is_taken_over_and_the_stale_owner_is_fenced(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let clock = clock();
-    let store = open(&db, &clock);
+    let store = open(&db, &clock).await;
     let k = scope("k1");
-    let (dead, taken_over) = acquire(&store, &k, "fp").await;
+    let (dead, taken_over) = acquire(&*store, &k, "fp").await;
     assert!(!taken_over);
     clock.advance(LEASE - Duration::from_millis(1));
-    assert_eq!(
-        store.claim(&k, "fp").await.expect("claim"),
-        ClaimOutcome::InProgress
-    );
+    assert_eq!(claim(&*store, &k, "fp").await, Seen::InProgress);
     clock.advance(Duration::from_millis(1));
-    let (successor, taken_over) = acquire(&store, &k, "fp").await;
+    let (successor, taken_over) = acquire(&*store, &k, "fp").await;
     assert!(taken_over);
     assert_ne!(dead, successor);
 
     let stale = store
-        .complete(&k, &dead, "fp", Some(payment("pay_dead")), response("dead"))
+        .complete(finish(
+            &k,
+            &dead,
+            "fp",
+            Some(payment("pay_dead")),
+            response("dead"),
+        ))
         .await
         .expect("complete");
     assert_eq!(stale, Completion::Fenced);
-    assert!(!store.renew(&k, &dead).await.expect("renew"));
+    assert!(!store.heartbeat(&k, &dead).await.expect("renew"));
     assert_eq!(
-        count(&store).await,
+        count(&*store).await,
         0,
         "a fenced completion writes no payment"
     );
 
     let done = store
-        .complete(
+        .complete(finish(
             &k,
             &successor,
             "fp",
             Some(payment("pay_new")),
             response("new"),
-        )
+        ))
         .await
         .expect("complete");
     assert!(matches!(done, Completion::Completed { .. }));
-    match store.claim(&k, "fp").await.expect("claim") {
-        ClaimOutcome::Replay { response, .. } => assert_eq!(response.body, "new"),
+    match claim(&*store, &k, "fp").await {
+        Seen::Replay(body) => assert_eq!(body, "new"),
         other => panic!("expected a replay, got {other:?}"),
     }
-    assert_eq!(count(&store).await, 1);
+    assert_eq!(count(&*store).await, 1);
     store.close().await.expect("close");
 }
 
 /// Heartbeats extend the lease from the time of renewal, so a live owner is never taken over.
-#[tokio::test]
-async fn heartbeats_extend_the_lease() {
-    let (_dir, db) = common::temp_db();
+async fn heartbeats_extend_the_lease(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let clock = clock();
-    let store = open(&db, &clock);
+    let store = open(&db, &clock).await;
     let k = scope("k2");
-    let (owner, _) = acquire(&store, &k, "fp").await;
+    let (owner, _) = acquire(&*store, &k, "fp").await;
     for _ in 0..5 {
         clock.advance(LEASE / 3 * 2);
-        assert!(store.renew(&k, &owner).await.expect("renew"));
-        assert_eq!(
-            store.claim(&k, "fp").await.expect("claim"),
-            ClaimOutcome::InProgress
-        );
+        assert!(store.heartbeat(&k, &owner).await.expect("renew"));
+        assert_eq!(claim(&*store, &k, "fp").await, Seen::InProgress);
     }
     clock.advance(LEASE);
-    let (_, taken_over) = acquire(&store, &k, "fp").await;
+    let (_, taken_over) = acquire(&*store, &k, "fp").await;
     assert!(taken_over, "without heartbeats the lease runs out");
     store.close().await.expect("close");
 }
 
 /// Another payload under a used key is a mismatch, whether the key is processing or completed,
 /// and the record is untouched.
-#[tokio::test]
-async fn another_fingerprint_is_a_mismatch_in_every_state() {
-    let (_dir, db) = common::temp_db();
+async fn another_fingerprint_is_a_mismatch_in_every_state(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let clock = clock();
-    let store = open(&db, &clock);
+    let store = open(&db, &clock).await;
     let k = scope("k3");
-    let (owner, _) = acquire(&store, &k, "fp").await;
-    assert_eq!(
-        store.claim(&k, "other").await.expect("claim"),
-        ClaimOutcome::Mismatch
-    );
+    let (owner, _) = acquire(&*store, &k, "fp").await;
+    assert_eq!(claim(&*store, &k, "other").await, Seen::Mismatch);
     store
-        .complete(&k, &owner, "fp", Some(payment("pay_3")), response("three"))
+        .complete(finish(
+            &k,
+            &owner,
+            "fp",
+            Some(payment("pay_3")),
+            response("three"),
+        ))
         .await
         .expect("complete");
-    assert_eq!(
-        store.claim(&k, "other").await.expect("claim"),
-        ClaimOutcome::Mismatch
-    );
-    assert!(matches!(
-        store.claim(&k, "fp").await.expect("claim"),
-        ClaimOutcome::Replay { .. }
-    ));
+    assert_eq!(claim(&*store, &k, "other").await, Seen::Mismatch);
+    assert!(matches!(claim(&*store, &k, "fp").await, Seen::Replay(_)));
     store.close().await.expect("close");
 }
 
 /// Releasing a failed claim lets the next request execute immediately, without waiting for
 /// the lease; only the owner can release.
-#[tokio::test]
-async fn release_frees_the_key_for_its_owner_only() {
-    let (_dir, db) = common::temp_db();
+async fn release_frees_the_key_for_its_owner_only(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let clock = clock();
-    let store = open(&db, &clock);
+    let store = open(&db, &clock).await;
     let k = scope("k4");
-    let (owner, _) = acquire(&store, &k, "fp").await;
-    let (intruder, _) = acquire(&store, &scope("k4-other"), "fp").await;
+    let (owner, _) = acquire(&*store, &k, "fp").await;
+    let (intruder, _) = acquire(&*store, &scope("k4-other"), "fp").await;
     assert!(!store.release(&k, &intruder).await.expect("release"));
-    assert_eq!(
-        store.claim(&k, "fp").await.expect("claim"),
-        ClaimOutcome::InProgress
-    );
+    assert_eq!(claim(&*store, &k, "fp").await, Seen::InProgress);
     assert!(store.release(&k, &owner).await.expect("release"));
-    let (_, taken_over) = acquire(&store, &k, "fp").await;
+    let (_, taken_over) = acquire(&*store, &k, "fp").await;
     assert!(!taken_over);
     store.close().await.expect("close");
 }
 
 /// A completed key is replayed until its TTL, treated as absent after it (even before the
 /// purge), and deleted by the purge; a live claim is never purged.
-#[tokio::test]
-async fn completed_keys_expire_after_the_ttl() {
-    let (_dir, db) = common::temp_db();
+async fn completed_keys_expire_after_the_ttl(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let clock = clock();
-    let store = open(&db, &clock);
+    let store = open(&db, &clock).await;
     let k = scope("k5");
-    let (owner, _) = acquire(&store, &k, "fp").await;
+    let (owner, _) = acquire(&*store, &k, "fp").await;
     let completed_at = clock.now();
     let done = store
-        .complete(&k, &owner, "fp", Some(payment("pay_5")), response("five"))
+        .complete(finish(
+            &k,
+            &owner,
+            "fp",
+            Some(payment("pay_5")),
+            response("five"),
+        ))
         .await
         .expect("complete");
     assert_eq!(
@@ -219,76 +254,71 @@ async fn completed_keys_expire_after_the_ttl() {
         }
     );
     clock.advance(TTL - Duration::from_millis(1));
-    assert!(matches!(
-        store.claim(&k, "fp").await.expect("claim"),
-        ClaimOutcome::Replay { .. }
-    ));
+    assert!(matches!(claim(&*store, &k, "fp").await, Seen::Replay(_)));
     let live = scope("k5-live");
-    let (live_owner, _) = acquire(&store, &live, "fp").await;
+    let (live_owner, _) = acquire(&*store, &live, "fp").await;
     clock.advance(Duration::from_millis(1));
-    assert_eq!(store.purge_expired().await.expect("purge"), 1);
-    assert_eq!(
-        store.claim(&live, "fp").await.expect("claim"),
-        ClaimOutcome::InProgress
-    );
-    let (_, taken_over) = acquire(&store, &k, "other-payload").await;
+    assert_eq!(store.purge().await.expect("purge"), 1);
+    assert_eq!(claim(&*store, &live, "fp").await, Seen::InProgress);
+    let (_, taken_over) = acquire(&*store, &k, "other-payload").await;
     assert!(
         !taken_over,
         "an expired key is a new key, whatever the payload"
     );
-    assert!(store.renew(&live, &live_owner).await.expect("renew"));
+    assert!(store.heartbeat(&live, &live_owner).await.expect("renew"));
     store.close().await.expect("close");
 }
 
-/// Two stores on one file (two processes' worth of connections) see each other's claims and
-/// completions; the in-memory replay cache of one cannot go stale, because completed records
-/// never change.
-#[tokio::test]
-async fn two_stores_on_one_file_share_claims() {
-    let (_dir, db) = common::temp_db();
+/// Two stores on one database (two replicas' worth of connections) see each other's claims and
+/// completions.
+async fn two_stores_on_one_database_share_claims(kind: StoreKind) {
+    let db = TestDb::new(kind);
     let clock = clock();
-    let one = open(&db, &clock);
-    let two = open(&db, &clock);
+    let one = open(&db, &clock).await;
+    let two = open(&db, &clock).await;
     let k = scope("k6");
-    let (owner, _) = acquire(&one, &k, "fp").await;
-    assert_eq!(
-        two.claim(&k, "fp").await.expect("claim"),
-        ClaimOutcome::InProgress
-    );
-    one.complete(&k, &owner, "fp", Some(payment("pay_6")), response("six"))
-        .await
-        .expect("complete");
+    let (owner, _) = acquire(&*one, &k, "fp").await;
+    assert_eq!(claim(&*two, &k, "fp").await, Seen::InProgress);
+    one.complete(finish(
+        &k,
+        &owner,
+        "fp",
+        Some(payment("pay_6")),
+        response("six"),
+    ))
+    .await
+    .expect("complete");
     for store in [&one, &two, &one, &two] {
-        match store.claim(&k, "fp").await.expect("claim") {
-            ClaimOutcome::Replay { response, .. } => assert_eq!(response.body, "six"),
+        match claim(&**store, &k, "fp").await {
+            Seen::Replay(body) => assert_eq!(body, "six"),
             other => panic!("expected a replay, got {other:?}"),
         }
     }
-    assert_eq!(count(&two).await, 1);
+    assert_eq!(count(&*two).await, 1);
     one.close().await.expect("close");
     two.close().await.expect("close");
 }
 
-/// Without group commit every operation is its own transaction, with the same outcomes.
-#[tokio::test]
-async fn one_transaction_per_operation_behaves_the_same() {
-    let (_dir, db) = common::temp_db();
-    let clock = clock();
-    let mut config = Config::new(DbLocation::File(db.clone()));
+/// Sixteen simultaneous claims of one key: exactly one acquires. On SQLite without group
+/// commit (every operation its own transaction); on PostgreSQL pipelined on shared connections.
+async fn simultaneous_claims_acquire_once(kind: StoreKind) {
+    let db = TestDb::new(kind);
+    let mut config = Config::new(db.location.clone());
     config.group_commit = false;
-    config.clock = clock.clone();
-    let store = Store::open(&config).expect("open");
+    config.clock = clock();
+    let store = store::open(&config).await.expect("open");
     let k = scope("k7");
-    let claims = futures::future::join_all((0..16).map(|_| store.claim(&k, "fp"))).await;
+    let claims =
+        futures::future::join_all((0..16).map(|_| store.claim(&k, "fp", TakeOver::CORRECT))).await;
     let acquired: Vec<_> = claims
         .into_iter()
         .map(|c| c.expect("claim"))
-        .filter(|c| matches!(c, ClaimOutcome::Acquired { .. }))
+        .filter(|c| matches!(c, Claimed::Acquired { .. }))
         .collect();
     assert_eq!(acquired.len(), 1);
     store.close().await.expect("close");
     assert!(
-        store.claim(&k, "fp").await.is_err(),
+        store.claim(&k, "fp", TakeOver::CORRECT).await.is_err(),
         "a closed store refuses work"
     );
 }
@@ -306,8 +336,12 @@ fn two_stores_opening_one_new_file_together_both_start() {
                 let (path, barrier) = (path.clone(), barrier.clone());
                 std::thread::spawn(move || {
                     let config = Config::new(DbLocation::File(path));
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .build()
+                        .expect("runtime");
                     barrier.wait();
-                    Store::open(&config)
+                    runtime
+                        .block_on(store::open(&config))
                         .map(|_| ())
                         .map_err(|e| format!("{e:#}"))
                 })
@@ -320,3 +354,14 @@ fn two_stores_opening_one_new_file_together_both_start() {
         }
     }
 }
+
+on_both_stores!(
+    #[tokio::test]
+    an_expired_lease_is_taken_over_and_the_stale_owner_is_fenced,
+    heartbeats_extend_the_lease,
+    another_fingerprint_is_a_mismatch_in_every_state,
+    release_frees_the_key_for_its_owner_only,
+    completed_keys_expire_after_the_ttl,
+    two_stores_on_one_database_share_claims,
+    simultaneous_claims_acquire_once,
+);

@@ -28,12 +28,12 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio::task::JoinHandle;
 use tokio_util::task::TaskTracker;
 
+use crate::app::App;
+use crate::claims::ClaimOutcome;
 use crate::clock::rfc3339;
-use crate::config::Fault;
 use crate::payments::{Operation, Payload, PaymentRecord};
 use crate::problem::{storage_unavailable, ErrorStyle, Problem};
-use crate::server::App;
-use crate::store::{ClaimOutcome, Completion, NewPayment, Owner, Scope, Store, StoredResponse};
+use crate::store::{Completion, Finish, NewPayment, Owner, Scope, Store, StoredResponse, TakeOver};
 use key::{mask, KeyError};
 
 /// The largest request body accepted (413 beyond).
@@ -124,18 +124,19 @@ async fn admit(
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
     let tenant = app.tenants.authenticate(headers)?;
-    if app.is(Fault::RejectAll) {
+    let behaviour = &app.behaviour;
+    if behaviour.reject_all {
         return Err(internal_error(
             "this server rejects every request (fault reject-all)",
         ));
     }
-    if app.is(Fault::TrustReplayHeader) && claims_to_be_replay(headers) {
+    if behaviour.trust_replay_header && claims_to_be_replay(headers) {
         let body = axum::Json(serde_json::json!({}));
         return Ok(Admitted::Answered((StatusCode::OK, body).into_response()));
     }
-    let key = match key::parse(headers, app.fault) {
+    let key = match key::parse(headers, behaviour.key_parser) {
         Ok(key) => Some(key),
-        Err(KeyError::Missing) if app.is(Fault::NoKeyRequired) => None,
+        Err(KeyError::Missing) if !behaviour.require_key => None,
         Err(e) => {
             tracing::debug!(tenant = %tenant, cause = %e, "refused Idempotency-Key");
             return Err(e.problem());
@@ -147,9 +148,9 @@ async fn admit(
         Ok(payload) => payload,
         Err(problem) => {
             return match key {
-                Some(key) if app.is(Fault::CacheValidationError) => {
-                    let scope = app.scope(&tenant, operation, key);
+                Some(key) if behaviour.store_validation_errors => {
                     let fingerprint = fingerprint::fingerprint(operation.name(), &body);
+                    let scope = app.scope(&tenant, operation, key, &fingerprint);
                     Ok(Admitted::Answered(
                         store_validation_error(app, &scope, &fingerprint, problem).await,
                     ))
@@ -158,17 +159,16 @@ async fn admit(
             };
         }
     };
-    let Some(key) = key else {
-        return Ok(Admitted::Answered(
-            execute_unkeyed(app, operation, &tenant, &payload).await,
-        ));
-    };
+    let fingerprint = fingerprint::fingerprint(operation.name(), &payload.canonical());
+    // Without a key (the `no-key-required` fault) the request runs under a key nobody can send
+    // again: it executes every time, with nothing to protect it.
+    let key = key.unwrap_or_else(|| format!("unkeyed-{}", uuid::Uuid::new_v4()));
     Ok(Admitted::Claim(Claim {
         app: Arc::clone(app),
         operation,
-        scope: app.scope(&tenant, operation, key),
+        scope: app.scope(&tenant, operation, key, &fingerprint),
         tenant,
-        fingerprint: fingerprint::fingerprint(operation.name(), &payload.canonical()),
+        fingerprint,
         payload,
         hooks,
     }))
@@ -215,8 +215,9 @@ async fn run_detached(app: &Arc<App>, claim: Claim) -> Response {
     let mut guard = DisconnectGuard {
         task: Some(task),
         forget: app
-            .is(Fault::ReleaseOnDisconnect)
-            .then(|| (app.store.clone(), app.tasks.clone())),
+            .behaviour
+            .forget_on_disconnect
+            .then(|| (Arc::clone(&app.store), app.tasks.clone())),
     };
     guard.wait(style).await
 }
@@ -226,7 +227,7 @@ async fn run_detached(app: &Arc<App>, claim: Claim) -> Response {
 /// record once the task has finished — although the payment committed.
 struct DisconnectGuard {
     task: Option<JoinHandle<(Response, Scope)>>,
-    forget: Option<(Store, TaskTracker)>,
+    forget: Option<(Arc<dyn Store>, TaskTracker)>,
 }
 
 impl DisconnectGuard {
@@ -264,14 +265,8 @@ impl Drop for DisconnectGuard {
 impl Claim {
     /// Steps 5–6. Returns the response and the scope (which the disconnect guard needs).
     async fn process(self) -> (Response, Scope) {
-        let store = &self.app.store;
-        let outcome = if self.app.is(Fault::Race) {
-            store
-                .racy_claim(&self.scope, &self.fingerprint, self.app.race_window)
-                .await
-        } else {
-            store.claim(&self.scope, &self.fingerprint).await
-        };
+        let app = &self.app;
+        let outcome = app.claims.claim(&self.scope, &self.fingerprint).await;
         let response = match outcome {
             Err(e) => {
                 tracing::error!(key = %mask(&self.scope.key), cause = %format!("{e:#}"), "claim failed");
@@ -290,14 +285,14 @@ impl Claim {
                 if taken_over {
                     tracing::info!(key = %mask(&self.scope.key), "took over a claim whose lease ran out");
                 }
-                let heartbeat = !self.app.is(Fault::ExpiringLock);
-                let lease = self.app.lease;
                 let work = self.execute(&owner);
-                if heartbeat {
-                    with_heartbeat(store, &self.scope, &owner, lease, work).await
+                let response = if app.behaviour.heartbeat {
+                    with_heartbeat(&*app.store, &self.scope, &owner, app.lease, work).await
                 } else {
                     work.await
-                }
+                };
+                app.claims.finished(&self.scope);
+                response
             }
         };
         (response, self.scope)
@@ -310,7 +305,7 @@ impl Claim {
             tokio::time::sleep(delay).await;
         }
         if self.hooks.crash {
-            if !app.is(Fault::WedgeOnCrash) {
+            if app.behaviour.release_failed {
                 if let Err(e) = app.store.release(&self.scope, owner).await {
                     tracing::warn!(cause = %format!("{e:#}"), "could not release a failed claim");
                 }
@@ -326,14 +321,15 @@ impl Claim {
             record,
         };
         let completion = app
-            .store
-            .complete(
-                &self.scope,
-                owner,
-                &self.fingerprint,
-                Some(payment),
-                response.clone(),
-            )
+            .claims
+            .complete(Finish {
+                scope: self.scope.clone(),
+                owner: owner.clone(),
+                fingerprint: self.fingerprint.clone(),
+                payment: Some(payment),
+                response: response.clone(),
+                fenced: app.behaviour.fenced,
+            })
             .await;
         match completion {
             Ok(Completion::Completed { expires_at }) => {
@@ -358,7 +354,7 @@ impl Claim {
     }
 
     fn replay(&self, stored: &StoredResponse, expires_at: std::time::SystemTime) -> Response {
-        if self.app.is(Fault::ReplayNewId) {
+        if self.app.behaviour.replay_new_id {
             let record = new_record(self.operation, &self.payload, rfc3339(self.app.clock.now()));
             return idempotent_response(
                 &created_response(self.operation, &record),
@@ -371,43 +367,52 @@ impl Claim {
 
     async fn mismatch(&self) -> Response {
         let style = self.app.style();
-        let mut problem = Problem::new(
+        let problem = Problem::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "key-reused",
             "Idempotency-Key reused",
             "this key was already used with a different request payload; use a new key",
         )
-        .idempotency();
-        if self.app.is(Fault::Mismatch409) {
-            problem = problem.with_status(StatusCode::CONFLICT);
-        }
-        if self.app.is(Fault::MismatchOverwrite) {
-            let (content_type, body) = problem.render(style);
-            let stored = StoredResponse {
-                status: problem.status().as_u16(),
-                content_type: content_type.to_owned(),
-                location: None,
-                body: body.into(),
-            };
-            if let Err(e) = self
-                .app
-                .store
-                .overwrite(&self.scope, &self.fingerprint, stored)
-                .await
-            {
+        .idempotency()
+        .with_status(self.app.behaviour.mismatch_status);
+        if self.app.behaviour.overwrite_on_mismatch {
+            if let Err(e) = self.overwrite(&problem).await {
                 tracing::warn!(cause = %format!("{e:#}"), "could not overwrite the record");
             }
         }
         problem.into_response(style)
     }
 
+    /// The `mismatch-overwrite` fault: the key is claimed over its completed record and the
+    /// 422 stored in its place, with this payload's fingerprint.
+    async fn overwrite(&self, problem: &Problem) -> anyhow::Result<()> {
+        let store = &self.app.store;
+        let claimed = store
+            .claim(&self.scope, &self.fingerprint, TakeOver::ANYTHING)
+            .await?;
+        let crate::store::Claimed::Acquired { owner, .. } = claimed else {
+            anyhow::bail!("the unconditional claim did not acquire");
+        };
+        store
+            .complete(Finish {
+                scope: self.scope.clone(),
+                owner,
+                fingerprint: self.fingerprint.clone(),
+                payment: None,
+                response: stored_problem(problem, self.app.style()),
+                fenced: true,
+            })
+            .await?;
+        Ok(())
+    }
+
     async fn in_progress(&self) -> Response {
-        if self.app.is(Fault::LoserUnlocks) {
+        if self.app.behaviour.loser_unlocks {
             if let Err(e) = self.app.store.forget(&self.scope).await {
                 tracing::warn!(cause = %format!("{e:#}"), "could not release the owner's claim");
             }
         }
-        if self.app.is(Fault::Concurrent500) {
+        if self.app.behaviour.in_progress_500 {
             return internal_error("the key is locked by another request")
                 .into_response(self.app.style());
         }
@@ -421,7 +426,7 @@ impl Claim {
         let mut problem = Problem::new(StatusCode::CONFLICT, slug, "Request in progress", detail)
             .idempotency()
             .retry_after();
-        if self.app.is(Fault::NoRetryAfter) {
+        if !self.app.behaviour.retry_after {
             problem = problem.without_retry_after();
         }
         problem.into_response(self.app.style())
@@ -431,7 +436,7 @@ impl Claim {
 /// Runs `work` while renewing the owner's lease every `lease / 3`, so that a slow but alive
 /// owner keeps its claim and only a dead one (no more heartbeats) can be taken over.
 async fn with_heartbeat<F: Future>(
-    store: &Store,
+    store: &dyn Store,
     scope: &Scope,
     owner: &Owner,
     lease: Duration,
@@ -444,7 +449,7 @@ async fn with_heartbeat<F: Future>(
     loop {
         tokio::select! {
             output = &mut work => return output,
-            _ = ticker.tick() => match store.renew(scope, owner).await {
+            _ = ticker.tick() => match store.heartbeat(scope, owner).await {
                 Ok(true) => {}
                 Ok(false) => tracing::warn!(key = %mask(&scope.key), "heartbeat found the claim gone"),
                 Err(e) => tracing::warn!(cause = %format!("{e:#}"), "heartbeat failed"),
@@ -502,33 +507,6 @@ fn idempotent_response(
     response
 }
 
-/// The `no-key-required` fault: execute without any idempotency record.
-async fn execute_unkeyed(
-    app: &Arc<App>,
-    operation: Operation,
-    tenant: &str,
-    payload: &Payload,
-) -> Response {
-    let record = new_record(operation, payload, rfc3339(app.clock.now()));
-    let response = created_response(operation, &record);
-    let payment = NewPayment {
-        tenant: tenant.to_owned(),
-        operation: operation.name().to_owned(),
-        record,
-    };
-    match app.store.insert_unkeyed(payment).await {
-        Ok(()) => {
-            let mut response = idempotent_response(&response, false, app.clock.now());
-            response.headers_mut().remove(EXPIRES_AT);
-            response
-        }
-        Err(e) => {
-            tracing::error!(cause = %format!("{e:#}"), "insert failed");
-            storage_unavailable().into_response(app.style())
-        }
-    }
-}
-
 /// The `cache-validation-error` fault: the key is claimed for an invalid request and its 400
 /// stored, so that the key replays the 400 for ever after.
 async fn store_validation_error(
@@ -538,20 +516,18 @@ async fn store_validation_error(
     problem: Problem,
 ) -> Response {
     let style = app.style();
-    match app.store.claim(scope, fingerprint).await {
+    match app.claims.claim(scope, fingerprint).await {
         Ok(ClaimOutcome::Acquired { owner, .. }) => {
-            let (content_type, body) = problem.render(style);
-            let stored = StoredResponse {
-                status: problem.status().as_u16(),
-                content_type: content_type.to_owned(),
-                location: None,
-                body: body.into(),
+            let stored = stored_problem(&problem, style);
+            let finish = Finish {
+                scope: scope.clone(),
+                owner,
+                fingerprint: fingerprint.to_owned(),
+                payment: None,
+                response: stored.clone(),
+                fenced: app.behaviour.fenced,
             };
-            match app
-                .store
-                .complete(scope, &owner, fingerprint, None, stored.clone())
-                .await
-            {
+            match app.claims.complete(finish).await {
                 Ok(Completion::Completed { expires_at }) => {
                     idempotent_response(&stored, false, expires_at)
                 }
@@ -563,5 +539,16 @@ async fn store_validation_error(
             expires_at,
         }) => idempotent_response(&response, true, expires_at),
         _ => problem.into_response(style),
+    }
+}
+
+/// A problem as a stored response (faults that store errors for replay).
+fn stored_problem(problem: &Problem, style: ErrorStyle) -> StoredResponse {
+    let (content_type, body) = problem.render(style);
+    StoredResponse {
+        status: problem.status().as_u16(),
+        content_type: content_type.to_owned(),
+        location: None,
+        body: body.into(),
     }
 }

@@ -1,26 +1,28 @@
-//! The durable store: idempotency records and payments in one SQLite database.
+//! The durable store behind the idempotency algorithm: one [`Store`] trait, two implementations.
 //!
-//! Everything that writes goes through one writer thread (`writer`) that batches concurrent
-//! work into one transaction and one fsync (group commit). The claim state machine lives in
-//! `records`; completed records are also kept in memory (`cache`) so that replays are
-//! answered without touching the database. [`Store`] is the async face of all three.
+//! The trait is the seam between *what* the contract needs from storage and *how* a database
+//! gives it: an atomic claim, a heartbeat, a completion that commits the effect and the response
+//! together (fenced by the owner token), a lookup, a release and a purge. The algorithm that
+//! turns a claim's result into execute / replay / 422 / 409 is written once, above the trait
+//! (`crate::idempotency`); each store only has to make its claim atomic across every process that
+//! shares it.
+//!
+//! - `sqlite`: one file, one writer thread with group commit, `BEGIN IMMEDIATE` transactions.
+//!   Several processes may share the file on one machine.
+//! - `postgres`: a PostgreSQL database shared by any number of replicas; every operation is one
+//!   statement (its own transaction), pipelined over a few connections per replica.
 
-mod cache;
-mod records;
-mod schema;
-mod writer;
+mod postgres;
+mod sqlite;
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use axum::body::Bytes;
+use futures::future::BoxFuture;
 
-use crate::clock::{millis, unix_millis, Clock};
-use crate::config::{Config, Fault};
+use crate::config::{Config, DbLocation};
 use crate::payments::PaymentRecord;
-use cache::Cache;
-use records::{Decision, Finish, Policy};
-use writer::Writer;
 
 /// What an idempotency key is unique within: tenant + operation + key (draft §5). Faults that
 /// drop a component build the scope with a constant in its place.
@@ -57,30 +59,91 @@ impl Owner {
     fn new() -> Self {
         Self(uuid::Uuid::new_v4().simple().to_string())
     }
+
+    fn token(&self) -> &str {
+        &self.0
+    }
 }
 
-/// The result of claiming a key.
+/// A stored idempotency record as the claim found it. Times are milliseconds since the epoch,
+/// as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClaimOutcome {
+pub struct Record {
+    /// The fingerprint of the payload that claimed the key.
+    pub fingerprint: String,
+    /// `true` once the response is stored; `false` while a claim is processing.
+    pub completed: bool,
+    /// Until when a processing claim's owner holds it without another heartbeat.
+    pub lease_until: i64,
+    /// When the record is forgotten.
+    pub expires_at: i64,
+    /// The response to replay (completed records only).
+    pub response: Option<Arc<StoredResponse>>,
+}
+
+impl Record {
+    /// Expired records are treated as absent even before the purge deletes them. A processing
+    /// record is never expired while its lease is valid.
+    pub fn expired(&self, now: i64) -> bool {
+        self.expires_at <= now && (self.completed || self.lease_until <= now)
+    }
+}
+
+/// Which existing records a claim may replace. An absent or expired record is always replaced;
+/// the rest is the policy. Both stores apply exactly this predicate ([`TakeOver::replaces`]):
+/// SQLite in Rust inside its transaction, PostgreSQL as the `WHERE` of its upsert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TakeOver {
+    /// A processing claim for the same payload whose lease ran out (its owner died).
+    pub expired_leases: bool,
+    /// A completed record for the same payload (the `replay-reexecute` fault).
+    pub completed: bool,
+    /// Any record at all: the claim is an unconditional write (faults that do their own
+    /// check-then-set outside the store).
+    pub anything: bool,
+}
+
+impl TakeOver {
+    /// The contract: only expired records and dead owners' claims are replaced.
+    pub const CORRECT: TakeOver = TakeOver {
+        expired_leases: true,
+        completed: false,
+        anything: false,
+    };
+
+    /// An unconditional write.
+    pub const ANYTHING: TakeOver = TakeOver {
+        expired_leases: true,
+        completed: true,
+        anything: true,
+    };
+
+    /// Whether a claim for `fingerprint` at `now` replaces `record`: `None` if not, else
+    /// whether that takes over a claim (a previous owner was processing it).
+    pub fn replaces(&self, record: &Record, fingerprint: &str, now: i64) -> Option<bool> {
+        let same = record.fingerprint == fingerprint;
+        let takes_over = !record.completed && !record.expired(now);
+        let allowed = record.expired(now)
+            || self.anything
+            || (self.expired_leases && same && !record.completed && record.lease_until <= now)
+            || (self.completed && same && record.completed);
+        allowed.then_some(takes_over)
+    }
+}
+
+/// The result of an atomic claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claimed {
     /// The caller now owns the key: it must execute, then [`Store::complete`] or
-    /// [`Store::release`]. `taken_over` is true when a previous owner's lease had run out.
+    /// [`Store::release`]. `taken_over` is true when a previous owner's claim was replaced.
     Acquired {
         /// The fencing token to complete, renew or release with.
         owner: Owner,
-        /// Whether an earlier owner died holding this key.
+        /// Whether an earlier owner was processing this key.
         taken_over: bool,
     },
-    /// The key completed with the same payload: answer with the stored response.
-    Replay {
-        /// What to send back, byte for byte.
-        response: Arc<StoredResponse>,
-        /// When the record will be forgotten.
-        expires_at: SystemTime,
-    },
-    /// The key is in use with a different payload (422).
-    Mismatch,
-    /// Another request holds the key and its lease is valid (409).
-    InProgress,
+    /// The key is held by this record, which the claim did not replace.
+    Held(Record),
 }
 
 /// An effect to commit with a completion: the payment (or payout) row and whose it is. The
@@ -95,6 +158,23 @@ pub struct NewPayment {
     pub record: PaymentRecord,
 }
 
+/// What an owner hands in when its execution is done.
+#[derive(Debug, Clone)]
+pub struct Finish {
+    /// The claimed scope.
+    pub scope: Scope,
+    /// The claim's fencing token.
+    pub owner: Owner,
+    /// The payload's fingerprint (stored with an unfenced completion, which may insert).
+    pub fingerprint: String,
+    /// The effect, committed in the same transaction as the response.
+    pub payment: Option<NewPayment>,
+    /// What the key replays from now on.
+    pub response: StoredResponse,
+    /// Complete only if `owner` still holds the claim. Off only under faults.
+    pub fenced: bool,
+}
+
 /// The result of completing a claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Completion {
@@ -107,315 +187,118 @@ pub enum Completion {
     Fenced,
 }
 
-/// The store of one server instance. Cheap to clone; [`Store::close`] closes the database for
-/// every clone.
+/// A record as read by [`Store::lookup`], with the moment the read ran, so a caller can time
+/// what follows from the read itself rather than from when its answer arrived.
 #[derive(Debug, Clone)]
-pub struct Store {
-    inner: Arc<Inner>,
+pub struct Lookup {
+    /// The record, if any (expired ones included: the caller decides).
+    pub record: Option<Record>,
+    /// When the read ran.
+    pub at: std::time::Instant,
 }
 
-#[derive(Debug)]
-struct Inner {
-    writer: Writer,
-    cache: Option<Cache>,
-    policy: Policy,
-    clock: Arc<dyn Clock>,
-}
+/// A boxed future with the store's error type.
+pub type StoreFuture<'a, T> = BoxFuture<'a, anyhow::Result<T>>;
 
-impl Store {
-    /// Opens (creating if needed) the database named by `config.db` with `config`'s lease, TTL,
-    /// fault and group-commit setting. Blocks briefly on file I/O.
-    pub fn open(config: &Config) -> anyhow::Result<Self> {
-        let in_memory = config.fault == Some(Fault::MemoryStore);
-        let conn = schema::open(&config.db, in_memory)?;
-        Ok(Self {
-            inner: Arc::new(Inner {
-                writer: Writer::start(conn, config.group_commit)?,
-                cache: config.fault.is_none().then(Cache::default),
-                policy: Policy {
-                    lease_ms: millis(config.lease),
-                    ttl_ms: millis(config.key_ttl),
-                    fault: config.fault,
-                },
-                clock: Arc::clone(&config.clock),
-            }),
-        })
-    }
+/// Durable storage of idempotency records and payments, shared by every process that opens the
+/// same database. Times come from the store's clock ([`Config::clock`]); lease and TTL from its
+/// [`Config`]. Every method that writes returns only after its write is durable.
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// Atomically claims `scope` for a payload with `fingerprint`: inserts a processing record
+    /// owned by a new token if none exists, replaces one that `take_over` allows, or returns the
+    /// record that holds the key. Two claims can never both acquire the same live record, from
+    /// any number of processes.
+    fn claim<'a>(
+        &'a self,
+        scope: &'a Scope,
+        fingerprint: &'a str,
+        take_over: TakeOver,
+    ) -> StoreFuture<'a, Claimed>;
 
-    fn now(&self) -> i64 {
-        unix_millis(self.inner.clock.now())
-    }
+    /// Extends `owner`'s lease by the configured lease from now. False if `owner` no longer
+    /// holds the claim.
+    fn heartbeat<'a>(&'a self, scope: &'a Scope, owner: &'a Owner) -> StoreFuture<'a, bool>;
 
-    /// Claims `scope` for a request whose payload has `fingerprint`: atomically decides between
-    /// executing, replaying, 422 and 409 (see [`ClaimOutcome`]).
-    pub async fn claim(&self, scope: &Scope, fingerprint: &str) -> anyhow::Result<ClaimOutcome> {
-        if let Some(hit) = self.cached(scope, fingerprint) {
-            return Ok(hit);
-        }
-        let (policy, clock) = (self.inner.policy, Arc::clone(&self.inner.clock));
-        let (job_scope, job_fingerprint) = (scope.clone(), fingerprint.to_owned());
-        let outcome = self
-            .inner
-            .writer
-            .call(move |conn| {
-                let now = unix_millis(clock.now());
-                match records::decide(conn, &policy, now, &job_scope, &job_fingerprint)? {
-                    Decision::Answer(outcome) => Ok(outcome),
-                    Decision::Execute { taken_over } => {
-                        let owner = Owner::new();
-                        records::write_claim(
-                            conn,
-                            &policy,
-                            now,
-                            &job_scope,
-                            &job_fingerprint,
-                            &owner,
-                        )?;
-                        Ok(ClaimOutcome::Acquired { owner, taken_over })
-                    }
-                }
-            })
-            .await?;
-        if let ClaimOutcome::Replay {
-            response,
-            expires_at,
-        } = &outcome
-        {
-            self.remember(scope, fingerprint, response, *expires_at);
-        }
-        Ok(outcome)
-    }
+    /// Stores the response and inserts the payment in ONE transaction; fenced completions write
+    /// nothing unless the owner still holds a processing claim.
+    fn complete(&self, finish: Finish) -> StoreFuture<'_, Completion>;
 
-    /// The `race` fault's claim: the record is read in one transaction and the claim written in
-    /// another, unconditionally, `window` after the read. Duplicates whose reads fall inside the
-    /// window all "acquire".
-    ///
-    /// The window is timed from the moment the lookup ran, not from when its answer reached this
-    /// task, so the gap is the configured one and not that plus the writer's commit and a task
-    /// wake-up. The wait holds no CPU (see [`wait_until`]): in a real check-then-set the gap is a
-    /// round trip to a database, and a gap that spun a core would starve the very duplicates it
-    /// is meant to let in on a small machine.
-    pub(crate) async fn racy_claim(
-        &self,
-        scope: &Scope,
-        fingerprint: &str,
-        window: std::time::Duration,
-    ) -> anyhow::Result<ClaimOutcome> {
-        let (policy, clock) = (self.inner.policy, Arc::clone(&self.inner.clock));
-        let (job_scope, job_fingerprint) = (scope.clone(), fingerprint.to_owned());
-        let (decision, looked_up) = self
-            .inner
-            .writer
-            .call(move |conn| {
-                let now = unix_millis(clock.now());
-                let decision = records::decide(conn, &policy, now, &job_scope, &job_fingerprint)?;
-                Ok((decision, std::time::Instant::now()))
-            })
-            .await?;
-        let taken_over = match decision {
-            Decision::Answer(outcome) => return Ok(outcome),
-            Decision::Execute { taken_over } => taken_over,
-        };
-        wait_until(looked_up + window).await;
-        let (job_scope, job_fingerprint) = (scope.clone(), fingerprint.to_owned());
-        let clock = Arc::clone(&self.inner.clock);
-        let owner = Owner::new();
-        let job_owner = owner.clone();
-        self.inner
-            .writer
-            .call(move |conn| {
-                let now = unix_millis(clock.now());
-                records::write_claim(conn, &policy, now, &job_scope, &job_fingerprint, &job_owner)
-            })
-            .await?;
-        Ok(ClaimOutcome::Acquired { owner, taken_over })
-    }
+    /// Reads the record of `scope` without claiming anything.
+    fn lookup<'a>(&'a self, scope: &'a Scope) -> StoreFuture<'a, Lookup>;
 
-    /// Commits the effect (`payment`, if any) and the response to replay, in one transaction,
-    /// provided `owner` still holds the claim.
-    pub async fn complete(
-        &self,
-        scope: &Scope,
-        owner: &Owner,
-        fingerprint: &str,
-        payment: Option<NewPayment>,
-        response: StoredResponse,
-    ) -> anyhow::Result<Completion> {
-        let (policy, clock) = (self.inner.policy, Arc::clone(&self.inner.clock));
-        let finish = Finish {
-            scope: scope.clone(),
-            owner: owner.clone(),
-            fingerprint: fingerprint.to_owned(),
-            payment,
-            response,
-        };
-        let (completion, finish) = self
-            .inner
-            .writer
-            .call(move |conn| {
-                let now = unix_millis(clock.now());
-                records::complete(conn, &policy, now, &finish).map(|c| (c, finish))
-            })
-            .await?;
-        if let Completion::Completed { expires_at } = completion {
-            self.remember(scope, fingerprint, &Arc::new(finish.response), expires_at);
-        }
-        Ok(completion)
-    }
+    /// Deletes `owner`'s processing claim after a failed execution, so a retry executes at once
+    /// instead of waiting for the lease to run out. False if `owner` no longer held it.
+    fn release<'a>(&'a self, scope: &'a Scope, owner: &'a Owner) -> StoreFuture<'a, bool>;
 
-    /// The heartbeat: extends `owner`'s lease by the configured lease from now. False if the
-    /// owner no longer holds the claim.
-    pub async fn renew(&self, scope: &Scope, owner: &Owner) -> anyhow::Result<bool> {
-        let (policy, clock) = (self.inner.policy, Arc::clone(&self.inner.clock));
-        let (scope, owner) = (scope.clone(), owner.clone());
-        self.inner
-            .writer
-            .call(move |conn| {
-                records::renew(conn, &policy, unix_millis(clock.now()), &scope, &owner)
-            })
-            .await
-    }
+    /// Deletes the record of `scope` whatever its state or owner (only faults do this).
+    fn forget<'a>(&'a self, scope: &'a Scope) -> StoreFuture<'a, bool>;
 
-    /// Gives up `owner`'s claim after a failed execution, so that a retry executes at once
-    /// instead of waiting for the lease to run out.
-    pub async fn release(&self, scope: &Scope, owner: &Owner) -> anyhow::Result<bool> {
-        let (scope, owner) = (scope.clone(), owner.clone());
-        self.inner
-            .writer
-            .call(move |conn| records::release(conn, &scope, &owner))
-            .await
-    }
+    /// Deletes every record that [`Record::expired`] treats as absent; returns how many.
+    fn purge(&self) -> StoreFuture<'_, u64>;
 
-    /// Deletes a record whatever its state (used only by faults).
-    pub(crate) async fn forget(&self, scope: &Scope) -> anyhow::Result<bool> {
-        let scope = scope.clone();
-        self.inner
-            .writer
-            .call(move |conn| records::forget(conn, &scope))
-            .await
-    }
-
-    /// Replaces a completed record's response (the `mismatch-overwrite` fault).
-    pub(crate) async fn overwrite(
-        &self,
-        scope: &Scope,
-        fingerprint: &str,
-        response: StoredResponse,
-    ) -> anyhow::Result<bool> {
-        let (scope, fingerprint) = (scope.clone(), fingerprint.to_owned());
-        self.inner
-            .writer
-            .call(move |conn| records::overwrite(conn, &scope, &fingerprint, &response))
-            .await
-    }
-
-    /// Inserts a payment outside any idempotency record (the `no-key-required` fault).
-    pub(crate) async fn insert_unkeyed(&self, payment: NewPayment) -> anyhow::Result<()> {
-        self.inner
-            .writer
-            .call(move |conn| records::insert_payment(conn, None, &payment))
-            .await
-    }
-
-    /// Deletes every expired record; returns how many. Run periodically by the server; records
-    /// past their expiry are already treated as absent before this runs.
-    pub async fn purge_expired(&self) -> anyhow::Result<usize> {
-        let now = self.now();
-        if let Some(cache) = &self.inner.cache {
-            cache.purge(now);
-        }
-        self.inner
-            .writer
-            .call(move |conn| records::purge(conn, now))
-            .await
-    }
-
-    /// How many times `operation` executed for `tenant` (the checker's effect counter).
-    pub async fn count(&self, tenant: &str, operation: &str) -> anyhow::Result<u64> {
-        let (tenant, operation) = (tenant.to_owned(), operation.to_owned());
-        self.inner
-            .writer
-            .call(move |conn| records::count(conn, &tenant, &operation))
-            .await
-    }
+    /// How many times `operation` executed for `tenant`: the checker's effect counter.
+    fn count<'a>(&'a self, tenant: &'a str, operation: &'a str) -> StoreFuture<'a, u64>;
 
     /// One of `tenant`'s resources of `operation`, if it exists.
-    pub async fn payment(
-        &self,
-        tenant: &str,
-        operation: &str,
-        id: &str,
-    ) -> anyhow::Result<Option<PaymentRecord>> {
-        let (tenant, operation, id) = (tenant.to_owned(), operation.to_owned(), id.to_owned());
-        self.inner
-            .writer
-            .call(move |conn| records::payment(conn, &tenant, &operation, &id))
-            .await
-    }
+    fn payment<'a>(
+        &'a self,
+        tenant: &'a str,
+        operation: &'a str,
+        id: &'a str,
+    ) -> StoreFuture<'a, Option<PaymentRecord>>;
 
-    /// Finishes queued work and closes the database: after this returns no connection to the
-    /// file is open, so the same file can be reopened (an in-process restart).
-    pub async fn close(&self) -> anyhow::Result<()> {
-        self.inner.writer.close().await
-    }
-
-    fn cached(&self, scope: &Scope, fingerprint: &str) -> Option<ClaimOutcome> {
-        let cache = self.inner.cache.as_ref()?;
-        cache.lookup(scope, fingerprint, self.now())
-    }
-
-    fn remember(
-        &self,
-        scope: &Scope,
-        fingerprint: &str,
-        response: &Arc<StoredResponse>,
-        expires_at: SystemTime,
-    ) {
-        if let Some(cache) = &self.inner.cache {
-            cache.insert(
-                scope.clone(),
-                fingerprint.to_owned(),
-                Arc::clone(response),
-                unix_millis(expires_at),
-            );
-        }
-    }
+    /// Finishes queued work and closes every connection, so the database can be opened again
+    /// at once (an in-process restart). Operations after this fail.
+    fn close(&self) -> StoreFuture<'_, ()>;
 }
 
-/// The last part of a short wait, busy-waited: a sleeping thread wakes a few µs late at best.
-const SPIN_TAIL: std::time::Duration = std::time::Duration::from_micros(10);
-
-/// Waits until `deadline` without occupying a CPU for most of it. The async timer rounds up to
-/// milliseconds, which would make a microsecond race window meaningless, so a deadline under
-/// 2 ms away is slept on a blocking thread with a 1 ns timer slack (Linux rounds a sleep up by
-/// 50 µs by default) and only its last [`SPIN_TAIL`] is spun.
-async fn wait_until(deadline: std::time::Instant) {
-    let now = std::time::Instant::now();
-    let Some(left) = deadline.checked_duration_since(now) else {
-        return;
-    };
-    if left >= std::time::Duration::from_millis(2) {
-        tokio::time::sleep_until(deadline.into()).await;
-        return;
-    }
-    let _ = tokio::task::spawn_blocking(move || {
-        fine_timer_slack();
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if let Some(sleep) = left.checked_sub(SPIN_TAIL) {
-            std::thread::sleep(sleep);
-        }
-        while std::time::Instant::now() < deadline {
-            std::hint::spin_loop();
+/// Opens the store `config.db` names (creating its schema if needed).
+pub async fn open(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(match &config.db {
+        DbLocation::Postgres(url) => Arc::new(postgres::PgStore::open(url, config).await?),
+        DbLocation::File(_) | DbLocation::Memory => {
+            let config = config.clone();
+            let store = tokio::task::spawn_blocking(move || sqlite::SqliteStore::open(&config))
+                .await
+                .map_err(|e| anyhow::anyhow!("opening the store panicked: {e}"))??;
+            Arc::new(store)
         }
     })
-    .await;
 }
 
-/// Lets this thread's sleeps end on time (Linux only; elsewhere the default slack stays).
-fn fine_timer_slack() {
-    #[cfg(target_os = "linux")]
-    {
-        // Failure only makes the gap up to 50 µs longer than asked.
-        let _ = nix::sys::prctl::set_timerslack(1);
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(completed: bool, lease_until: i64, expires_at: i64) -> Record {
+        Record {
+            fingerprint: "fp".into(),
+            completed,
+            lease_until,
+            expires_at,
+            response: None,
+        }
+    }
+
+    #[test]
+    fn take_over_rules() {
+        let now = 100;
+        let live = record(false, 200, 1000);
+        let dead = record(false, 100, 1000);
+        let done = record(true, 0, 1000);
+        let gone = record(true, 0, 100);
+        let correct = TakeOver::CORRECT;
+        assert_eq!(correct.replaces(&live, "fp", now), None);
+        assert_eq!(correct.replaces(&dead, "fp", now), Some(true));
+        assert_eq!(correct.replaces(&dead, "other", now), None);
+        assert_eq!(correct.replaces(&done, "fp", now), None);
+        assert_eq!(correct.replaces(&gone, "other", now), Some(false));
+        let wedged = TakeOver {
+            expired_leases: false,
+            ..correct
+        };
+        assert_eq!(wedged.replaces(&dead, "fp", now), None);
+        assert_eq!(TakeOver::ANYTHING.replaces(&live, "other", now), Some(true));
+        assert_eq!(TakeOver::ANYTHING.replaces(&done, "fp", now), Some(false));
     }
 }

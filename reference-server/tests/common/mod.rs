@@ -4,8 +4,11 @@
 
 #![allow(dead_code)] // each test binary uses a different subset of these helpers
 
+pub mod pg;
+
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use idem_reference_server::{run, Config, DbLocation};
@@ -17,10 +20,101 @@ use tokio::task::JoinHandle;
 /// Every request and every server run gets at most this long.
 pub const TIMEOUT: Duration = Duration::from_secs(20);
 
+/// Which store a test runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreKind {
+    Sqlite,
+    Postgres,
+}
+
+/// A fresh, empty database of one kind; dropping it removes the SQLite folder, or releases the
+/// shared PostgreSQL cluster.
+pub struct TestDb {
+    pub location: DbLocation,
+    _dir: Option<tempfile::TempDir>,
+    pub cluster: Option<Arc<pg::PgCluster>>,
+}
+
+impl TestDb {
+    pub fn new(kind: StoreKind) -> Self {
+        match kind {
+            StoreKind::Sqlite => {
+                let (dir, path) = temp_db();
+                Self {
+                    location: DbLocation::File(path),
+                    _dir: Some(dir),
+                    cluster: None,
+                }
+            }
+            StoreKind::Postgres => {
+                let cluster = pg::shared();
+                Self {
+                    location: DbLocation::Postgres(cluster.create_database()),
+                    _dir: None,
+                    cluster: Some(cluster),
+                }
+            }
+        }
+    }
+
+    /// Asserts that no server holds the database open: SQLite's WAL file is gone (removed by the
+    /// last connection to close), or PostgreSQL has no other session on the database (its
+    /// backends exit a moment after their clients hang up, so this waits a little).
+    pub fn assert_closed(&self) {
+        match (&self.location, &self.cluster) {
+            (DbLocation::File(path), _) => {
+                assert!(
+                    !path.with_extension("db-wal").exists(),
+                    "the store was left open"
+                );
+            }
+            (DbLocation::Postgres(url), Some(cluster)) => {
+                let name = url.rsplit('/').next().unwrap_or_default();
+                let sql = format!(
+                    "SELECT count(*) FROM pg_stat_activity \
+                     WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+                );
+                let deadline = std::time::Instant::now() + Duration::from_secs(5);
+                while cluster.query(url, &sql) != ["0"] {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "connections to the database were left open"
+                    );
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            (location, _) => panic!("nothing to check for {location:?}"),
+        }
+    }
+
+    /// The SQLite file or the PostgreSQL URL, as `--db` takes it.
+    pub fn arg(&self) -> String {
+        match &self.location {
+            DbLocation::File(path) => path.display().to_string(),
+            DbLocation::Postgres(url) => url.clone(),
+            DbLocation::Memory => ":memory:".into(),
+        }
+    }
+}
+
+/// Runs each named `async fn NAME(kind: StoreKind)` once per store, as tests `sqlite::NAME` and
+/// `postgres::NAME` with the given test attribute.
+#[macro_export]
+macro_rules! on_both_stores {
+    (#[$test:meta] $($name:ident),* $(,)?) => {
+        mod sqlite {
+            $( #[$test] async fn $name() { super::$name($crate::common::StoreKind::Sqlite).await } )*
+        }
+        mod postgres {
+            $( #[$test] async fn $name() { super::$name($crate::common::StoreKind::Postgres).await } )*
+        }
+    };
+}
+
 /// A server running in this process.
 pub struct TestServer {
     pub addr: SocketAddr,
-    pub db: PathBuf,
+    pub db: DbLocation,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<anyhow::Result<()>>,
 }
@@ -51,14 +145,15 @@ pub fn temp_db() -> (tempfile::TempDir, PathBuf) {
 }
 
 /// Starts a server on `db` with `configure` applied to the defaults.
-pub async fn start_on(db: &Path, configure: impl FnOnce(&mut Config)) -> TestServer {
-    let mut config = Config::new(DbLocation::File(db.to_owned()));
+pub async fn start_on(db: &TestDb, configure: impl FnOnce(&mut Config)) -> TestServer {
+    let mut config = Config::new(db.location.clone());
     configure(&mut config);
-    start_with(config, db).await
+    start_with(config).await
 }
 
 /// Starts a server with exactly `config`.
-pub async fn start_with(config: Config, db: &Path) -> TestServer {
+pub async fn start_with(config: Config) -> TestServer {
+    let db = config.db.clone();
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("local addr");
     let (stop, stopped) = oneshot::channel::<()>();
@@ -67,7 +162,7 @@ pub async fn start_with(config: Config, db: &Path) -> TestServer {
     }));
     TestServer {
         addr,
-        db: db.to_owned(),
+        db,
         stop: Some(stop),
         task,
     }

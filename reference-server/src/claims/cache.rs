@@ -1,15 +1,16 @@
-//! An in-memory cache of COMPLETED records, so that replays never touch SQLite.
+//! An in-memory cache of COMPLETED records, so that replays never touch the database.
 //!
 //! A completed record never changes until it expires (the correct server has no statement that
-//! modifies one), so a cached copy stays right even when other processes share the database
-//! file: they can add records, never alter this one. Entries are dropped at their expiry time.
-//! Faults break that immutability, so the store only uses the cache when no fault is set.
+//! modifies one), so a cached copy stays right even when other processes or replicas share the
+//! database: they can add records, never alter this one. Entries are dropped at
+//! their expiry time. Faults break that immutability, so the cache is used only without a fault.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{ClaimOutcome, Scope, StoredResponse};
+use super::ClaimOutcome;
 use crate::clock::from_unix_millis;
+use crate::store::{Scope, StoredResponse};
 
 /// Entries kept at most; past that new completions are simply not cached (replays of them go
 /// to the database, which is slower but still right).

@@ -34,6 +34,7 @@ pub(super) fn open(location: &DbLocation, records_in_memory: bool) -> anyhow::Re
             conn
         }
         DbLocation::Memory => Connection::open_in_memory().context("opening in-memory database")?,
+        DbLocation::Postgres(_) => bail!("a PostgreSQL URL is not a SQLite database"),
     };
     conn.execute_batch(PAYMENTS)
         .context("creating the payments table")?;

@@ -8,40 +8,17 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
-use super::{ClaimOutcome, Completion, NewPayment, Owner, Scope, StoredResponse};
 use crate::clock::from_unix_millis;
-use crate::config::Fault;
 use crate::payments::PaymentRecord;
+use crate::store::{
+    Claimed, Completion, Finish, NewPayment, Owner, Record, Scope, StoredResponse, TakeOver,
+};
 
-/// The timing policy and the fault, as the statements need them.
+/// The timing policy, as the statements need it.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Policy {
     pub(super) lease_ms: i64,
     pub(super) ttl_ms: i64,
-    pub(super) fault: Option<Fault>,
-}
-
-impl Policy {
-    fn is(&self, fault: Fault) -> bool {
-        self.fault == Some(fault)
-    }
-}
-
-/// A stored record.
-struct Record {
-    fingerprint: String,
-    completed: bool,
-    lease_until: i64,
-    expires_at: i64,
-    response: Option<StoredResponse>,
-}
-
-impl Record {
-    /// Expired records are treated as absent even before the purge task deletes them. A
-    /// processing record is never expired while its lease is valid.
-    fn expired(&self, now: i64) -> bool {
-        self.expires_at <= now && (self.completed || self.lease_until <= now)
-    }
 }
 
 const SELECT_RECORD: &str = "SELECT fingerprint, status, lease_until, expires_at, \
@@ -52,12 +29,12 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<Record> {
     let status: String = row.get(1)?;
     let response_status: Option<u16> = row.get(4)?;
     let response = match response_status {
-        Some(status) => Some(StoredResponse {
+        Some(status) => Some(Arc::new(StoredResponse {
             status,
             content_type: row.get::<_, Option<String>>(5)?.unwrap_or_default(),
             location: row.get(6)?,
             body: Bytes::from(row.get::<_, Option<Vec<u8>>>(7)?.unwrap_or_default()),
-        }),
+        })),
         None => None,
     };
     Ok(Record {
@@ -69,7 +46,8 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<Record> {
     })
 }
 
-fn read(conn: &Connection, scope: &Scope) -> rusqlite::Result<Option<Record>> {
+/// The record of `scope`, if any.
+pub(super) fn read(conn: &Connection, scope: &Scope) -> rusqlite::Result<Option<Record>> {
     conn.prepare_cached(SELECT_RECORD)?
         .query_row(
             params![scope.tenant, scope.operation, scope.key],
@@ -78,90 +56,31 @@ fn read(conn: &Connection, scope: &Scope) -> rusqlite::Result<Option<Record>> {
         .optional()
 }
 
-/// What the state machine decided for a claim, before anything is written.
-pub(super) enum Decision {
-    /// Nobody owns the key (absent, expired, or its owner's lease ran out): execute it.
-    Execute { taken_over: bool },
-    /// Answer without executing.
-    Answer(ClaimOutcome),
-}
-
-/// The claim state machine (the article's five cases), plus the faults that corrupt it.
-pub(super) fn decide(
+/// The atomic claim: read, decide with [`TakeOver::replaces`], write — all inside the writer's
+/// `BEGIN IMMEDIATE` transaction, so no other process can come between the read and the write.
+pub(super) fn claim(
     conn: &Connection,
     policy: &Policy,
     now: i64,
     scope: &Scope,
     fingerprint: &str,
-) -> rusqlite::Result<Decision> {
-    let Some(record) = read(conn, scope)?.filter(|r| !r.expired(now)) else {
-        if policy.is(Fault::FingerprintDedupe) {
-            if let Some(outcome) = completed_with_fingerprint(conn, now, scope, fingerprint)? {
-                return Ok(Decision::Answer(outcome));
-            }
-        }
-        return Ok(Decision::Execute { taken_over: false });
-    };
-    let replay = |record: Record| match record.response {
-        Some(response) => Decision::Answer(ClaimOutcome::Replay {
-            response: Arc::new(response),
-            expires_at: from_unix_millis(record.expires_at),
-        }),
-        // A completed record always has a response; treat a damaged one as absent.
-        None => Decision::Execute { taken_over: true },
-    };
-    if record.fingerprint != fingerprint && !policy.is(Fault::NoFingerprint) {
-        let stored_error = record.response.as_ref().is_some_and(|r| r.status == 400);
-        if policy.is(Fault::CacheValidationError) && record.completed && stored_error {
-            return Ok(replay(record));
-        }
-        return Ok(Decision::Answer(ClaimOutcome::Mismatch));
-    }
-    if record.completed {
-        if policy.is(Fault::ReplayReexecute) {
-            return Ok(Decision::Execute { taken_over: true });
-        }
-        return Ok(replay(record));
-    }
-    if record.lease_until > now || policy.is(Fault::WedgeOnCrash) {
-        return Ok(Decision::Answer(ClaimOutcome::InProgress));
-    }
-    Ok(Decision::Execute { taken_over: true })
-}
-
-/// The `fingerprint-dedupe` fault: any completed record of this tenant and operation with the
-/// same payload.
-fn completed_with_fingerprint(
-    conn: &Connection,
-    now: i64,
-    scope: &Scope,
-    fingerprint: &str,
-) -> rusqlite::Result<Option<ClaimOutcome>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT response_status, content_type, location, body, expires_at \
-         FROM idempotency_records WHERE tenant = ?1 AND operation = ?2 AND fingerprint = ?3 \
-         AND status = 'completed' AND expires_at > ?4 LIMIT 1",
-    )?;
-    stmt.query_row(
-        params![scope.tenant, scope.operation, fingerprint, now],
-        |row| {
-            Ok(ClaimOutcome::Replay {
-                response: Arc::new(StoredResponse {
-                    status: row.get(0)?,
-                    content_type: row.get(1)?,
-                    location: row.get(2)?,
-                    body: Bytes::from(row.get::<_, Vec<u8>>(3)?),
-                }),
-                expires_at: from_unix_millis(row.get(4)?),
-            })
+    take_over: TakeOver,
+) -> rusqlite::Result<Claimed> {
+    let taken_over = match read(conn, scope)? {
+        None => false,
+        Some(record) => match take_over.replaces(&record, fingerprint, now) {
+            Some(taken_over) => taken_over,
+            None => return Ok(Claimed::Held(record)),
         },
-    )
-    .optional()
+    };
+    let owner = Owner::new();
+    write_claim(conn, policy, now, scope, fingerprint, &owner)?;
+    Ok(Claimed::Acquired { owner, taken_over })
 }
 
 /// Writes a `processing` claim for `owner`, replacing whatever row was there (the decision to
-/// do so was taken by [`decide`] in the same transaction, or not at all under `race`).
-pub(super) fn write_claim(
+/// do so was taken by [`claim`] in the same transaction).
+fn write_claim(
     conn: &Connection,
     policy: &Policy,
     now: i64,
@@ -185,7 +104,7 @@ pub(super) fn write_claim(
         scope.operation,
         scope.key,
         fingerprint,
-        owner.0,
+        owner.token(),
         now.saturating_add(policy.lease_ms),
         now,
         now.saturating_add(policy.ttl_ms),
@@ -193,17 +112,8 @@ pub(super) fn write_claim(
     Ok(())
 }
 
-/// What an owner hands in when its execution is done.
-pub(super) struct Finish {
-    pub(super) scope: Scope,
-    pub(super) owner: Owner,
-    pub(super) fingerprint: String,
-    pub(super) payment: Option<NewPayment>,
-    pub(super) response: StoredResponse,
-}
-
 /// Stores the response (and the payment, if any) — fenced by the owner token, so an owner whose
-/// lease was taken over cannot complete. `race` and `expiring-lock` skip the fence.
+/// lease was taken over cannot complete. An unfenced completion (faults only) upserts.
 pub(super) fn complete(
     conn: &Connection,
     policy: &Policy,
@@ -216,10 +126,10 @@ pub(super) fn complete(
         fingerprint,
         payment,
         response,
+        fenced,
     } = finish;
     let expires_at = now.saturating_add(policy.ttl_ms);
-    let fenced = !(policy.is(Fault::Race) || policy.is(Fault::ExpiringLock));
-    let changed = if fenced {
+    let changed = if *fenced {
         conn.prepare_cached(
             "UPDATE idempotency_records SET status = 'completed', lease_until = 0, \
                expires_at = ?5, response_status = ?6, content_type = ?7, location = ?8, body = ?9 \
@@ -230,7 +140,7 @@ pub(super) fn complete(
             scope.tenant,
             scope.operation,
             scope.key,
-            owner.0,
+            owner.token(),
             expires_at,
             response.status,
             response.content_type,
@@ -254,7 +164,7 @@ pub(super) fn complete(
             scope.operation,
             scope.key,
             fingerprint,
-            owner.0,
+            owner.token(),
             now,
             policy.ttl_ms,
             response.status,
@@ -267,7 +177,7 @@ pub(super) fn complete(
         return Ok(Completion::Fenced);
     }
     if let Some(payment) = payment {
-        insert_payment(conn, Some(&scope.key), payment)?;
+        insert_payment(conn, &scope.key, payment)?;
     }
     Ok(Completion::Completed {
         expires_at: from_unix_millis(expires_at),
@@ -292,7 +202,7 @@ pub(super) fn renew(
             scope.tenant,
             scope.operation,
             scope.key,
-            owner.0,
+            owner.token(),
             now.saturating_add(policy.lease_ms)
         ])?;
     Ok(changed == 1)
@@ -306,7 +216,12 @@ pub(super) fn release(conn: &Connection, scope: &Scope, owner: &Owner) -> rusqli
              WHERE tenant = ?1 AND operation = ?2 AND idem_key = ?3 AND owner = ?4 \
                AND status = 'processing'",
         )?
-        .execute(params![scope.tenant, scope.operation, scope.key, owner.0])?;
+        .execute(params![
+            scope.tenant,
+            scope.operation,
+            scope.key,
+            owner.token()
+        ])?;
     Ok(changed == 1)
 }
 
@@ -320,47 +235,19 @@ pub(super) fn forget(conn: &Connection, scope: &Scope) -> rusqlite::Result<bool>
     Ok(changed == 1)
 }
 
-/// Replaces a completed record's fingerprint and response (the `mismatch-overwrite` fault).
-pub(super) fn overwrite(
-    conn: &Connection,
-    scope: &Scope,
-    fingerprint: &str,
-    response: &StoredResponse,
-) -> rusqlite::Result<bool> {
-    let changed = conn
+/// Deletes every record that [`Record::expired`] treats as absent.
+pub(super) fn purge(conn: &Connection, now: i64) -> rusqlite::Result<u64> {
+    let deleted = conn
         .prepare_cached(
-            "UPDATE idempotency_records SET fingerprint = ?4, response_status = ?5, \
-               content_type = ?6, location = ?7, body = ?8 \
-             WHERE tenant = ?1 AND operation = ?2 AND idem_key = ?3 AND status = 'completed'",
+            "DELETE FROM idempotency_records \
+             WHERE expires_at <= ?1 AND (status = 'completed' OR lease_until <= ?1)",
         )?
-        .execute(params![
-            scope.tenant,
-            scope.operation,
-            scope.key,
-            fingerprint,
-            response.status,
-            response.content_type,
-            response.location,
-            response.body.as_ref(),
-        ])?;
-    Ok(changed == 1)
-}
-
-/// Deletes every record that [`Record::expired`] would treat as absent.
-pub(super) fn purge(conn: &Connection, now: i64) -> rusqlite::Result<usize> {
-    conn.prepare_cached(
-        "DELETE FROM idempotency_records \
-         WHERE expires_at <= ?1 AND (status = 'completed' OR lease_until <= ?1)",
-    )?
-    .execute(params![now])
+        .execute(params![now])?;
+    Ok(deleted as u64)
 }
 
 /// Inserts the effect.
-pub(super) fn insert_payment(
-    conn: &Connection,
-    key: Option<&str>,
-    payment: &NewPayment,
-) -> rusqlite::Result<()> {
+fn insert_payment(conn: &Connection, key: &str, payment: &NewPayment) -> rusqlite::Result<()> {
     let NewPayment {
         tenant,
         operation,

@@ -1,0 +1,288 @@
+//! The idempotency algorithm over any [`Store`]: what a claim means for the request.
+//!
+//! The store claims atomically and reports the record that holds the key when the claim did not
+//! acquire it; this module decides the answer, once for every store:
+//!
+//! | record that holds the key | answer |
+//! | --- | --- |
+//! | none, expired, or a dead owner's claim (replaced by the store) | execute |
+//! | completed, same fingerprint | replay the stored response |
+//! | any state, other fingerprint | 422 (the record is not touched) |
+//! | processing, lease valid | 409 |
+//!
+//! Completed records are cached for replays. The faults that claim some other way than one
+//! atomic statement (`race`, `local-claims`) are here too, as [`ClaimMode`]s.
+
+mod cache;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
+
+use crate::behaviour::{Behaviour, ClaimMode};
+use crate::clock::{from_unix_millis, unix_millis, Clock};
+use crate::store::{
+    Claimed, Completion, Finish, Owner, Record, Scope, Store, StoredResponse, TakeOver,
+};
+use cache::Cache;
+
+/// What a claim means for the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ClaimOutcome {
+    /// The caller owns the key: execute, then complete or release.
+    Acquired {
+        /// The fencing token.
+        owner: Owner,
+        /// Whether a dead owner's claim was taken over.
+        taken_over: bool,
+    },
+    /// Answer with the stored response.
+    Replay {
+        /// What to send back, byte for byte.
+        response: Arc<StoredResponse>,
+        /// When the record will be forgotten.
+        expires_at: SystemTime,
+    },
+    /// The key is in use with a different payload (422).
+    Mismatch,
+    /// Another request holds the key and its lease is valid (409).
+    InProgress,
+}
+
+/// The claims of one server instance over its store.
+#[derive(Debug)]
+pub(crate) struct Claims {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    mode: ClaimMode,
+    take_over: TakeOver,
+    check_fingerprint: bool,
+    replay_stored_errors: bool,
+    cache: Option<Cache>,
+    /// The `local-claims` fault's per-process set of keys being processed here.
+    local: Mutex<HashSet<Scope>>,
+}
+
+impl Claims {
+    /// The claims of `behaviour` over `store`.
+    pub(crate) fn new(store: Arc<dyn Store>, behaviour: &Behaviour, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            store,
+            clock,
+            mode: behaviour.claim,
+            take_over: behaviour.take_over,
+            check_fingerprint: behaviour.check_fingerprint,
+            replay_stored_errors: behaviour.replay_stored_errors,
+            cache: behaviour.cache_replays.then(Cache::default),
+            local: Mutex::new(HashSet::new()),
+        }
+    }
+
+    fn now(&self) -> i64 {
+        unix_millis(self.clock.now())
+    }
+
+    /// Claims `scope` for a payload with `fingerprint`. An `Acquired` claim must be followed by
+    /// [`Claims::complete`] or [`Claims::release`], then [`Claims::finished`].
+    pub(crate) async fn claim(
+        &self,
+        scope: &Scope,
+        fingerprint: &str,
+    ) -> anyhow::Result<ClaimOutcome> {
+        if let Some(hit) = self.cached(scope, fingerprint) {
+            return Ok(hit);
+        }
+        let claimed = match self.mode {
+            ClaimMode::Atomic => self.store.claim(scope, fingerprint, self.take_over).await?,
+            ClaimMode::ReadThenWrite(window) => {
+                self.read_then_write(scope, fingerprint, window).await?
+            }
+            ClaimMode::LocalClaims => match self.claim_locally(scope, fingerprint).await {
+                Ok(Some(claimed)) => claimed,
+                Ok(None) => return Ok(ClaimOutcome::InProgress),
+                Err(e) => {
+                    self.finished(scope);
+                    return Err(e);
+                }
+            },
+        };
+        Ok(match claimed {
+            Claimed::Acquired { owner, taken_over } => ClaimOutcome::Acquired { owner, taken_over },
+            Claimed::Held(record) => {
+                if self.mode == ClaimMode::LocalClaims {
+                    self.finished(scope);
+                }
+                self.decide(scope, fingerprint, record)
+            }
+        })
+    }
+
+    /// The answer for a key held by `record`.
+    fn decide(&self, scope: &Scope, fingerprint: &str, record: Record) -> ClaimOutcome {
+        let replay = |record: Record| match record.response {
+            Some(response) => {
+                let expires_at = from_unix_millis(record.expires_at);
+                self.remember(scope, &record.fingerprint, &response, expires_at);
+                ClaimOutcome::Replay {
+                    response,
+                    expires_at,
+                }
+            }
+            // A completed record always has a response; a damaged one is not replayed.
+            None => ClaimOutcome::InProgress,
+        };
+        if record.fingerprint != fingerprint && self.check_fingerprint {
+            let stored_error = record.response.as_ref().is_some_and(|r| r.status == 400);
+            if self.replay_stored_errors && record.completed && stored_error {
+                return replay(record);
+            }
+            return ClaimOutcome::Mismatch;
+        }
+        if record.completed {
+            return replay(record);
+        }
+        ClaimOutcome::InProgress
+    }
+
+    /// The `race` fault: the record is read, and `window` after that read a claim is written
+    /// unconditionally. Duplicates whose reads fall inside the window all "acquire".
+    ///
+    /// The window is timed from the moment the read ran, not from when its answer reached this
+    /// task, so the gap is the configured one. The wait holds no CPU (see [`wait_until`]): in a
+    /// real check-then-set the gap is a round trip to a database, and a gap that spun a core
+    /// would starve the very duplicates it is meant to let in on a small machine.
+    async fn read_then_write(
+        &self,
+        scope: &Scope,
+        fingerprint: &str,
+        window: std::time::Duration,
+    ) -> anyhow::Result<Claimed> {
+        let lookup = self.store.lookup(scope).await?;
+        let now = self.now();
+        if let Some(record) = lookup
+            .record
+            .filter(|r| self.take_over.replaces(r, fingerprint, now).is_none())
+        {
+            return Ok(Claimed::Held(record));
+        }
+        wait_until(lookup.at + window).await;
+        self.store
+            .claim(scope, fingerprint, TakeOver::ANYTHING)
+            .await
+    }
+
+    /// The `local-claims` fault: a key this process is running is in progress; any other key
+    /// is claimed by an unconditional write unless it completed. `None` = in progress here.
+    async fn claim_locally(
+        &self,
+        scope: &Scope,
+        fingerprint: &str,
+    ) -> anyhow::Result<Option<Claimed>> {
+        let fresh = self
+            .local
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(scope.clone());
+        if !fresh {
+            return Ok(None);
+        }
+        let lookup = self.store.lookup(scope).await?;
+        let now = self.now();
+        if let Some(done) = lookup.record.filter(|r| r.completed && !r.expired(now)) {
+            return Ok(Some(Claimed::Held(done)));
+        }
+        let claimed = self
+            .store
+            .claim(scope, fingerprint, TakeOver::ANYTHING)
+            .await?;
+        Ok(Some(claimed))
+    }
+
+    /// Completes an acquired claim (effect and response in one transaction).
+    pub(crate) async fn complete(&self, finish: Finish) -> anyhow::Result<Completion> {
+        let (scope, fingerprint) = (finish.scope.clone(), finish.fingerprint.clone());
+        let response = Arc::new(finish.response.clone());
+        let completion = self.store.complete(finish).await?;
+        if let Completion::Completed { expires_at } = completion {
+            self.remember(&scope, &fingerprint, &response, expires_at);
+        }
+        Ok(completion)
+    }
+
+    /// Ends this process's interest in `scope` (the `local-claims` fault's bookkeeping; a no-op
+    /// otherwise).
+    pub(crate) fn finished(&self, scope: &Scope) {
+        if self.mode == ClaimMode::LocalClaims {
+            self.local
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(scope);
+        }
+    }
+
+    /// Drops expired cache entries.
+    pub(crate) fn purge_cache(&self) {
+        if let Some(cache) = &self.cache {
+            cache.purge(self.now());
+        }
+    }
+
+    fn cached(&self, scope: &Scope, fingerprint: &str) -> Option<ClaimOutcome> {
+        self.cache.as_ref()?.lookup(scope, fingerprint, self.now())
+    }
+
+    fn remember(
+        &self,
+        scope: &Scope,
+        fingerprint: &str,
+        response: &Arc<StoredResponse>,
+        expires_at: SystemTime,
+    ) {
+        if let Some(cache) = &self.cache {
+            cache.insert(
+                scope.clone(),
+                fingerprint.to_owned(),
+                Arc::clone(response),
+                unix_millis(expires_at),
+            );
+        }
+    }
+}
+
+/// The last part of a short wait, busy-waited: a sleeping thread wakes a few µs late at best.
+const SPIN_TAIL: std::time::Duration = std::time::Duration::from_micros(10);
+
+/// Waits until `deadline` without occupying a CPU for most of it. The async timer rounds up to
+/// milliseconds, which would make a microsecond race window meaningless, so a deadline under
+/// 2 ms away is slept on a blocking thread with a 1 ns timer slack (Linux rounds a sleep up by
+/// 50 µs by default) and only its last [`SPIN_TAIL`] is spun.
+async fn wait_until(deadline: std::time::Instant) {
+    let now = std::time::Instant::now();
+    let Some(left) = deadline.checked_duration_since(now) else {
+        return;
+    };
+    if left >= std::time::Duration::from_millis(2) {
+        tokio::time::sleep_until(deadline.into()).await;
+        return;
+    }
+    let _ = tokio::task::spawn_blocking(move || {
+        fine_timer_slack();
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if let Some(sleep) = left.checked_sub(SPIN_TAIL) {
+            std::thread::sleep(sleep);
+        }
+        while std::time::Instant::now() < deadline {
+            std::hint::spin_loop();
+        }
+    })
+    .await;
+}
+
+/// Lets this thread's sleeps end on time (Linux only; elsewhere the default slack stays).
+fn fine_timer_slack() {
+    #[cfg(target_os = "linux")]
+    {
+        // Failure only makes the gap up to 50 µs longer than asked.
+        let _ = nix::sys::prctl::set_timerslack(1);
+    }
+}

@@ -1,0 +1,309 @@
+//! A throwaway PostgreSQL cluster for tests: `initdb` in a temporary folder, `postgres` on a
+//! free loopback port with its unix socket in that folder too, stopped when the last user drops
+//! it (also when a test panics). Tests running at the same time share one cluster, each in a
+//! database of its own.
+//!
+//! PostgreSQL refuses to run as root, so when the tests do (CI does), every PostgreSQL command
+//! runs as `nobody` through `runuser`, and the folder belongs to `nobody`.
+//!
+//! There is no fallback: without PostgreSQL binaries the tests that need them fail, saying how
+//! to install them. CI installs them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+/// The superuser `initdb` creates; the cluster trusts loopback connections.
+const SUPERUSER: &str = "postgres";
+
+/// The unprivileged account PostgreSQL runs as when the tests run as root.
+const UNPRIVILEGED: &str = "nobody";
+
+/// A running cluster.
+#[derive(Debug)]
+pub struct PgCluster {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    port: u16,
+    as_nobody: bool,
+    databases: AtomicUsize,
+}
+
+static SHARED: Mutex<Weak<PgCluster>> = Mutex::new(Weak::new());
+
+/// The cluster other tests of this process are using, or a new one.
+pub fn shared() -> Arc<PgCluster> {
+    let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(cluster) = shared.upgrade() {
+        return cluster;
+    }
+    let cluster = Arc::new(PgCluster::start());
+    *shared = Arc::downgrade(&cluster);
+    cluster
+}
+
+/// The folder of PostgreSQL's server binaries: `PG_BIN` if set, else the newest
+/// `/usr/lib/postgresql/*/bin` (Debian's layout), else the folder of `pg_ctl` on `PATH`.
+pub fn bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("PG_BIN") {
+        return PathBuf::from(dir);
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let version = entry.file_name().to_str()?.parse().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("initdb").exists().then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    if let Some((_, bin)) = versions.pop() {
+        return bin;
+    }
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .find(|dir| dir.join("pg_ctl").exists() && dir.join("initdb").exists());
+    on_path.unwrap_or_else(|| {
+        panic!(
+            "PostgreSQL server binaries not found (looked in PG_BIN, /usr/lib/postgresql/*/bin \
+             and PATH): install them, e.g. `apt-get install postgresql` (.ci/run does)"
+        )
+    })
+}
+
+fn running_as_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+impl PgCluster {
+    /// `initdb` and start a new cluster; panics with PostgreSQL's output if either fails.
+    pub fn start() -> Self {
+        let bin = bin_dir();
+        let dir = tempfile::tempdir().expect("a temporary folder for PostgreSQL");
+        let as_nobody = running_as_root();
+        if as_nobody {
+            let status = Command::new("chown")
+                .arg(UNPRIVILEGED)
+                .arg(dir.path())
+                .status()
+                .expect("run chown");
+            assert!(status.success(), "chown {UNPRIVILEGED} failed");
+        }
+        let cluster = Self {
+            port: free_port(),
+            dir,
+            bin,
+            as_nobody,
+            databases: AtomicUsize::new(0),
+        };
+        let data = cluster.data_dir();
+        cluster.run_ok(
+            "initdb",
+            &[
+                "-D".as_ref(),
+                data.as_os_str(),
+                "-U".as_ref(),
+                SUPERUSER.as_ref(),
+                "--auth=trust".as_ref(),
+                "--no-sync".as_ref(),
+                "-E".as_ref(),
+                "UTF8".as_ref(),
+            ],
+        );
+        cluster.pg_ctl_start();
+        cluster
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// The folder of the cluster (its log is `postgres.log` there).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let path = self.bin.join(program);
+        if self.as_nobody {
+            let mut cmd = Command::new("runuser");
+            cmd.args(["-u", UNPRIVILEGED, "--"]).arg(path);
+            cmd
+        } else {
+            Command::new(path)
+        }
+    }
+
+    fn run(&self, program: &str, args: &[&std::ffi::OsStr]) -> Output {
+        self.command(program)
+            .args(args)
+            .current_dir(self.dir.path())
+            .output()
+            .unwrap_or_else(|e| panic!("could not run {program}: {e}"))
+    }
+
+    fn run_ok(&self, program: &str, args: &[&std::ffi::OsStr]) {
+        let out = self.run(program, args);
+        assert!(
+            out.status.success(),
+            "{program} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn pg_ctl(&self, action: &str, extra: &[&str]) -> Output {
+        let data = self.data_dir();
+        let log = self.dir.path().join("postgres.log");
+        let options = format!(
+            "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} \
+             -c max_connections=200 -c synchronous_commit=on -c fsync=on",
+            self.port,
+            self.dir.path().display()
+        );
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            action.as_ref(),
+            "-D".as_ref(),
+            data.as_os_str(),
+            "-l".as_ref(),
+            log.as_os_str(),
+            "-w".as_ref(),
+            "-t".as_ref(),
+            "30".as_ref(),
+            "-o".as_ref(),
+            options.as_ref(),
+        ];
+        args.extend(extra.iter().map(|s| std::ffi::OsStr::new(*s)));
+        self.run("pg_ctl", &args)
+    }
+
+    fn pg_ctl_start(&self) {
+        let out = self.pg_ctl("start", &[]);
+        assert!(
+            out.status.success(),
+            "pg_ctl start failed: {}{}\nlog: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(self.dir.path().join("postgres.log")).unwrap_or_default()
+        );
+    }
+
+    /// Stops the server the way a crash would (`-m immediate`: no checkpoint, no goodbye to the
+    /// clients) and leaves it down.
+    pub fn crash(&self) {
+        let out = self.pg_ctl("stop", &["-m", "immediate"]);
+        assert!(out.status.success(), "pg_ctl stop -m immediate failed");
+    }
+
+    /// Starts the server again after [`PgCluster::crash`] (it recovers from its WAL).
+    pub fn start_again(&self) {
+        self.pg_ctl_start();
+    }
+
+    /// A new, empty database; returns its URL.
+    pub fn create_database(&self) -> String {
+        let n = self.databases.fetch_add(1, Ordering::Relaxed);
+        let name = format!("test_{}_{n}", std::process::id());
+        let port = self.port.to_string();
+        self.run_ok(
+            "createdb",
+            &[
+                "-h".as_ref(),
+                "127.0.0.1".as_ref(),
+                "-p".as_ref(),
+                port.as_ref(),
+                "-U".as_ref(),
+                SUPERUSER.as_ref(),
+                name.as_ref(),
+            ],
+        );
+        self.url(&name)
+    }
+
+    /// The URL of database `name`.
+    pub fn url(&self, name: &str) -> String {
+        format!("postgres://{SUPERUSER}@127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// Runs `sql` in database `url` and returns the first column of each row, as text.
+    pub fn query(&self, url: &str, sql: &str) -> Vec<String> {
+        let name = url.rsplit('/').next().unwrap_or_default();
+        let port = self.port.to_string();
+        let out = self.run(
+            "psql",
+            &[
+                "-h".as_ref(),
+                "127.0.0.1".as_ref(),
+                "-p".as_ref(),
+                port.as_ref(),
+                "-U".as_ref(),
+                SUPERUSER.as_ref(),
+                "-d".as_ref(),
+                name.as_ref(),
+                "-At".as_ref(),
+                "-v".as_ref(),
+                "ON_ERROR_STOP=1".as_ref(),
+                "-c".as_ref(),
+                sql.as_ref(),
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "psql failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Waits until the server accepts connections again (bounded).
+    pub fn wait_ready(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        let port = self.port.to_string();
+        loop {
+            let out = self.run(
+                "pg_isready",
+                &[
+                    "-h".as_ref(),
+                    "127.0.0.1".as_ref(),
+                    "-p".as_ref(),
+                    port.as_ref(),
+                ],
+            );
+            if out.status.success() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "PostgreSQL did not come back");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for PgCluster {
+    fn drop(&mut self) {
+        let out = self.pg_ctl("stop", &["-m", "immediate"]);
+        if !out.status.success() {
+            eprintln!(
+                "stopping the test PostgreSQL cluster failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
