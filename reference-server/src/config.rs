@@ -8,6 +8,7 @@
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -119,6 +120,28 @@ pub struct Config {
     /// request (statements are pipelined), so a few suffice; replicas × this must stay below the
     /// server's `max_connections`.
     pub db_pool: usize,
+    /// The test hook that takes the idempotency store down (with `test_hooks`). Clones share
+    /// it, so every instance built from one config (replicas of one store) goes down together.
+    pub outage: Outage,
+}
+
+/// A simulated outage of the idempotency store: while it is down, no key can be claimed, so
+/// every keyed request is answered 503 (the algorithm sees the store fail, whichever store it
+/// is). Switched by `POST /test-hooks/store/down` and `/up` with `--test-hooks`, or directly by
+/// a process that runs the server in-process.
+#[derive(Debug, Clone, Default)]
+pub struct Outage(Arc<AtomicBool>);
+
+impl Outage {
+    /// Takes the store down (`true`) or brings it back (`false`).
+    pub fn set_down(&self, down: bool) {
+        self.0.store(down, Ordering::SeqCst);
+    }
+
+    /// Whether the store is down.
+    pub fn is_down(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
 }
 
 impl Config {
@@ -137,6 +160,7 @@ impl Config {
             group_commit: true,
             clock: Arc::new(SystemClock),
             db_pool: 4,
+            outage: Outage::default(),
         }
     }
 
@@ -384,6 +408,21 @@ faults! {
     /// processing record it does not know of can only be a crashed run's); two replicas on one
     /// store both execute a duplicate sent while the other runs it. Breaks `cross-replica`.
     LocalClaims = "local-claims" => ["cross-replica"];
+    /// Expired keys are still replayed: completed records are looked up without the expiry the
+    /// server publishes in `Idempotency-Key-Expires-At`, and none is purged. Breaks
+    /// `key-expiry`.
+    NoExpiry = "no-expiry" => ["key-expiry"];
+    /// A GET carrying `Idempotency-Key` goes through an idempotency cache: the effect counter
+    /// read again with the same key replays the first answer, however many payments were made
+    /// since. Breaks `get-ignored` (recommended checks: WARN, FAIL under `--strict`).
+    ReplayKeyedReads = "replay-keyed-reads" => ["get-ignored"];
+    /// The key header is looked up under its two usual spellings only, `Idempotency-Key` and
+    /// `idempotency-key`, as a case-sensitive map of raw header names would: `IDEMPOTENCY-KEY`
+    /// counts as no key. Breaks `header-name-case`.
+    KeyNameSpellings = "key-name-spellings" => ["header-name-case"];
+    /// When the store cannot claim a key the request executes anyway, unprotected (fail open).
+    /// Breaks `store-outage`.
+    FailOpen = "fail-open" => ["store-outage"];
 }
 
 impl fmt::Display for Fault {

@@ -23,6 +23,7 @@ mod claims;
 pub mod clock;
 pub mod config;
 mod idempotency;
+mod key_names;
 pub mod payments;
 mod problem;
 mod routes;
@@ -32,7 +33,7 @@ pub mod store;
 use std::future::Future;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{Config, DbLocation, Fault, Tenant};
+pub use config::{Config, DbLocation, Fault, Outage, Tenant};
 
 /// Serves the API on `listener` until `shutdown` resolves, then drains in-flight requests,
 /// waits for their claim → execute → commit work, stops the background purge, and closes the

@@ -16,6 +16,7 @@ use crate::auth::Tenants;
 use crate::behaviour::Behaviour;
 use crate::claims::Claims;
 use crate::config::Config;
+use crate::key_names::KeyNames;
 use crate::routes;
 use crate::store;
 
@@ -37,9 +38,16 @@ pub(crate) async fn run(
     let app = Arc::new(App {
         tenants: Tenants::new(&config.tenants),
         store: Arc::clone(&store),
-        claims: Claims::new(Arc::clone(&store), &behaviour, Arc::clone(&config.clock)),
+        claims: Claims::new(
+            Arc::clone(&store),
+            &behaviour,
+            Arc::clone(&config.clock),
+            config.outage.clone(),
+        ),
+        outage: config.outage.clone(),
         behaviour,
         test_hooks: config.test_hooks,
+        keyed_reads: Default::default(),
         lease: config.lease,
         clock: Arc::clone(&config.clock),
         tasks: tasks.clone(),
@@ -68,6 +76,7 @@ pub(crate) async fn run(
             tracing::debug!(cause = %e, "could not set TCP_NODELAY");
         }
     });
+    let listener = KeyNames::new(listener, app.behaviour.key_name_spellings);
     let served = axum::serve(listener, routes::router(app))
         .with_graceful_shutdown(shutdown)
         .await
@@ -99,6 +108,9 @@ async fn purge_loop(app: Arc<App>, every: Duration, stop: CancellationToken) {
 }
 
 async fn purge(app: &App) -> anyhow::Result<u64> {
+    if app.behaviour.replay_expired {
+        return Ok(0);
+    }
     app.claims.purge_cache();
     app.store.purge().await
 }
