@@ -45,7 +45,7 @@ pub const PROBE: ProbeDef = ProbeDef {
         id: "store-outage",
         group: Group::Durability,
         section: "draft-07 §2.6",
-        stimulus: "Takes the idempotency store down with --store-down-cmd, sends the operation with a key, brings the store back with --store-up-cmd and retries the same request",
+        stimulus: "Sends the operation with a key while --store-down-cmd has the idempotency store down, then retries it once --store-up-cmd brought the store back",
         requirement: "An API that cannot record a key refuses the request (503, with Retry-After) instead of executing it unprotected; once the store is back, the retry executes once",
         checks: &[REFUSED, RETRY_AFTER, RECOVERS, ONE_EXECUTION],
         needs: &[Need::StoreOutageHook],
