@@ -38,7 +38,7 @@ async fn configure(t: &TargetArgs, opts: RunOptions) -> Result<(Arc<Config>, Opt
             .as_deref()
             .map(|f| f.parse().map_err(|e| anyhow::anyhow!("{e}")))
             .transpose()?;
-        let r = Reference::start(fault)
+        let r = Reference::start_with(fault, t.reference_db.as_deref())
             .await
             .context("could not start the bundled reference server")?;
         let mut spec = r.target();

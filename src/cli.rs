@@ -86,6 +86,17 @@ pub struct TargetArgs {
     )]
     pub reference_fault: Option<String>,
 
+    /// Run the bundled reference server on this PostgreSQL database (postgres://USER@HOST/DB)
+    /// instead of a temporary SQLite file: the target and its --replica are two in-process
+    /// replicas sharing it.
+    #[arg(
+        long,
+        value_name = "URL",
+        requires = "reference",
+        hide_short_help = true
+    )]
+    pub reference_db: Option<String>,
+
     /// Read the target description from a TOML file (see fixtures/targets/).
     #[arg(long, value_name = "FILE")]
     pub target: Option<PathBuf>,
@@ -155,7 +166,8 @@ pub struct TargetArgs {
     pub second_url: Option<String>,
 
     /// The operation's URL on another replica of the same deployment (repeatable;
-    /// cross-replica: duplicates spread over the replicas must execute once).
+    /// cross-replica: duplicates spread over the replicas must execute once; stress sends
+    /// each key's duplicates round-robin to the target and the replicas).
     #[arg(long, value_name = "URL")]
     pub replica: Vec<String>,
 

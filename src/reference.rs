@@ -4,9 +4,10 @@
 //! down (its SQLite store really closed) and serves again from the same file on the same socket,
 //! so `restart-persistence` exercises real durability without a second process.
 //!
-//! A second instance serves the same database file on its own socket and is passed as a
-//! replica, so `cross-replica` sees two servers that share their store only through SQLite —
-//! and, under the `memory-store` fault, two servers that share nothing but the payments table.
+//! A second instance serves the same database on its own socket and is passed as a replica, so
+//! `cross-replica` sees two servers that share their store only through the database — and,
+//! under the `memory-store` fault, two servers that share nothing but the payments table. With
+//! `--reference-db postgres://…` both are replicas on that PostgreSQL database.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,7 +39,7 @@ pub const KEY_TTL: Duration = Duration::from_secs(3);
 /// A running in-process reference server and its replica. Dropping it stops both.
 pub struct Reference {
     pub base: String,
-    /// The replica's base URL (same database file, another socket).
+    /// The replica's base URL (same database, another socket).
     pub replica_base: String,
     server: Arc<Server>,
     replica: Server,
@@ -138,13 +139,28 @@ async fn healthz(addr: std::net::SocketAddr) -> std::io::Result<bool> {
 }
 
 impl Reference {
-    /// Starts the reference server and its replica with a temporary database, optionally with
-    /// a fault. Even `memory-store` gets a file: the fault keeps the idempotency records in
-    /// each process's memory while the payments stay in the shared file, which is what makes
-    /// its lost records show up as extra payments on the one effect counter.
+    /// Starts the reference server and its replica with a temporary SQLite database,
+    /// optionally with a fault.
     pub async fn start(fault: Option<Fault>) -> Result<Reference> {
+        Self::start_with(fault, None).await
+    }
+
+    /// Starts the reference server and its replica, optionally with a fault, on the PostgreSQL
+    /// database `postgres` names, else on a temporary SQLite file. Even `memory-store` gets a
+    /// file: the fault keeps the idempotency records in each process's memory while the
+    /// payments stay in the shared file, which is what makes its lost records show up as extra
+    /// payments on the one effect counter.
+    pub async fn start_with(fault: Option<Fault>, postgres: Option<&str>) -> Result<Reference> {
         let dir = tempfile::tempdir().context("could not create a temporary directory")?;
-        let db = DbLocation::File(dir.path().join("reference.db"));
+        let db = match postgres {
+            Some(url) => match DbLocation::parse(url) {
+                db @ DbLocation::Postgres(_) => db,
+                _ => anyhow::bail!(
+                    "--reference-db takes a PostgreSQL URL (postgres://USER@HOST:PORT/DB), got {url:?}"
+                ),
+            },
+            None => DbLocation::File(dir.path().join("reference.db")),
+        };
         let mut config = ServerConfig::new(db);
         // Fresh random tokens per run: like real credentials they are long enough to be masked
         // wherever they appear, and no earlier run's token means anything.

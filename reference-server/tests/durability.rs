@@ -3,46 +3,14 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{body, Client, Req, Resp};
+use common::{body, spawn_server, Client, Req, Resp};
 use rusqlite::{Connection, OpenFlags};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
 
 const CYCLES: usize = 20;
 const WORKERS: usize = 16;
-
-/// Starts the binary on port 0 and reads the address it prints.
-async fn spawn_server(db: &Path) -> (Child, Client) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_idem-reference-server"))
-        .args(["--listen", "127.0.0.1:0", "--db"])
-        .arg(db)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the server binary");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    tokio::time::timeout(
-        Duration::from_secs(10),
-        BufReader::new(stdout).read_line(&mut line),
-    )
-    .await
-    .expect("server printed its address in time")
-    .expect("read stdout");
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .parse()
-        .expect("address");
-    (child, Client { addr })
-}
 
 /// Sends requests with fresh keys until the server dies; returns every acknowledged 201.
 async fn traffic(client: Client, cycle: usize, acked: Arc<Mutex<Vec<(Req, Resp)>>>) {
@@ -100,7 +68,7 @@ async fn acknowledged_requests_survive_kill_9() {
     let started = Instant::now();
     let (_dir, db) = common::temp_db();
     let mut all_acked = Vec::new();
-    let (mut child, mut client) = spawn_server(&db).await;
+    let (mut child, mut client) = spawn_server(&db, &[]).await;
     for cycle in 0..CYCLES {
         let acked = Arc::new(Mutex::new(Vec::new()));
         let load = tokio::spawn(traffic(client, cycle, Arc::clone(&acked)));
@@ -112,7 +80,7 @@ async fn acknowledged_requests_survive_kill_9() {
             .await
             .expect("clients noticed the kill")
             .expect("traffic");
-        (child, client) = spawn_server(&db).await;
+        (child, client) = spawn_server(&db, &[]).await;
         let acked = std::mem::take(&mut *acked.lock().expect("lock"));
         verify_replays(client, &acked).await;
         all_acked.extend(acked);

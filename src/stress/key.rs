@@ -50,7 +50,8 @@ impl KeyOutcome {
 }
 
 /// Sends `burst_size` duplicates released together, then `late` retries one after another,
-/// all with one fresh key and a payload unique to the key.
+/// all with one fresh key and a payload unique to the key. With `--replica`, duplicate `i` goes
+/// to the target or replica `i mod n`, so a store that is not shared shows as extra executions.
 pub async fn exercise(config: &Config, unique: &str, burst_size: usize, late: usize) -> KeyOutcome {
     let key = uuid::Uuid::new_v4().to_string();
     let op = &config.operation;
@@ -60,7 +61,18 @@ pub async fn exercise(config: &Config, unique: &str, burst_size: usize, late: us
         config.suite.header.clone(),
         config.suite.key_syntax.encode(&key).into_bytes(),
     ));
-    let sent = raw::prepare(&op.url, &op.method, headers, op.body.render(unique, 0));
+    let body = op.body.render(unique, 0);
+    let sent: Vec<SentRequest> = std::iter::once(&op.url)
+        .chain(&config.replicas)
+        .map(|url| raw::prepare(url, &op.method, headers.clone(), body.clone()))
+        .collect();
+    let nth = |i: usize| sent[i % sent.len()].clone();
+    // One HTTP/1.1 burst opens a connection per request, so it can span origins; an HTTP/2 burst
+    // is one connection to one origin, so there only the late retries are spread.
+    let spread_burst = op.url.scheme() == "http" && !config.http2;
+    let burst: Vec<SentRequest> = (0..burst_size)
+        .map(|i| if spread_burst { nth(i) } else { nth(0) })
+        .collect();
     let t0 = Instant::now();
     let opts = BurstOptions {
         timeout: config.timeout,
@@ -70,7 +82,7 @@ pub async fn exercise(config: &Config, unique: &str, burst_size: usize, late: us
     };
     let mut raws: Vec<(String, SentRequest, RawResponse)> = Vec::with_capacity(burst_size + late);
     let mut release = None;
-    match h2burst::burst_for_target(&vec![sent.clone(); burst_size], &opts, config.http2).await {
+    match h2burst::burst_for_target(&burst, &opts, config.http2).await {
         Ok(report) => {
             release = Some((report.release.to_string(), report.spread_us));
             raws.extend(
@@ -84,7 +96,7 @@ pub async fn exercise(config: &Config, unique: &str, burst_size: usize, late: us
         }
         Err(e) => raws.push((
             "burst".into(),
-            sent.clone(),
+            nth(0),
             RawResponse {
                 started: t0,
                 released: None,
@@ -94,8 +106,9 @@ pub async fn exercise(config: &Config, unique: &str, burst_size: usize, late: us
         )),
     }
     for i in 1..=late {
-        let r = raw::send_one(&sent, config.timeout, STRESS_MAX_BODY).await;
-        raws.push((format!("late retry {i}/{late}"), sent.clone(), r));
+        let retry = nth(burst_size + i - 1);
+        let r = raw::send_one(&retry, config.timeout, STRESS_MAX_BODY).await;
+        raws.push((format!("late retry {i}/{late}"), retry, r));
     }
     let exchanges = number(t0, raws);
     KeyOutcome {

@@ -377,3 +377,37 @@ pub fn body(reference: &str) -> String {
 pub fn fresh_key() -> String {
     format!("\"{}\"", uuid::Uuid::new_v4())
 }
+
+/// Starts the server binary on port 0 with `--db DB` and `extra` flags, and reads the address it
+/// prints. The child is killed if dropped.
+pub async fn spawn_server(
+    db: impl AsRef<std::ffi::OsStr>,
+    extra: &[&str],
+) -> (tokio::process::Child, Client) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_idem-reference-server"))
+        .args(["--listen", "127.0.0.1:0", "--db"])
+        .arg(db)
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the server binary");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio::io::BufReader::new(stdout).read_line(&mut line),
+    )
+    .await
+    .expect("server printed its address in time")
+    .expect("read stdout");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .parse()
+        .expect("address");
+    (child, Client { addr })
+}

@@ -9,7 +9,9 @@
 //! There is no fallback: without PostgreSQL binaries the tests that need them fail, saying how
 //! to install them. CI installs them.
 
-use std::path::{Path, PathBuf};
+#![allow(dead_code)] // each test binary uses a different subset of these helpers
+
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -131,11 +133,6 @@ impl PgCluster {
 
     fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
-    }
-
-    /// The folder of the cluster (its log is `postgres.log` there).
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
     }
 
     fn command(&self, program: &str) -> Command {

@@ -1,0 +1,177 @@
+//! The reference server as two replicas on one real PostgreSQL database: the whole probe
+//! catalog passes (cross-replica included), the multi-replica fault makes cross-replica fail,
+//! and `stress` with each key's duplicates spread over both replicas keeps exactly-once.
+
+#[path = "../reference-server/tests/common/pg.rs"]
+mod pg;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_check::config::{Config, RunOptions};
+use idem_check::outcome::Outcome;
+use idem_check::probes::select;
+use idem_check::reference::Reference;
+use idem_check::report::terminal::Progress;
+use idem_check::report::{ProbeReport, RunReport};
+use idem_check::runner::{self, Observer};
+use idem_check::stress::{self, StressOptions};
+use idem_reference_server::Fault;
+
+struct Quiet;
+
+impl Observer for Quiet {
+    fn started(&self, _id: &str) {}
+    fn finished(&self, _report: &ProbeReport) {}
+}
+
+async fn run_on_postgres(url: &str, fault: Option<Fault>) -> RunReport {
+    let reference = Reference::start_with(fault, Some(url))
+        .await
+        .expect("two replicas start on PostgreSQL");
+    let target = reference.target();
+    assert_eq!(
+        target.replicas.len(),
+        1,
+        "the replica is wired as --replica"
+    );
+    let opts = RunOptions {
+        strict: true,
+        ..RunOptions::default()
+    };
+    let config = Config::build(target, &opts, Some(reference.restart_hook()))
+        .expect("reference target is valid");
+    let selection = select(&config.suite, &[], &[]).expect("the whole catalog");
+    let report = runner::run(Arc::new(config), selection, &Quiet, std::future::pending())
+        .await
+        .expect("run completes");
+    reference.stop().await.expect("replicas stop");
+    report
+}
+
+fn outcomes(report: &RunReport) -> String {
+    report
+        .probes
+        .iter()
+        .map(|p| format!("{} {} — {}", p.id, p.outcome.as_str(), p.reason))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every probe passes against two replicas on one database, cross-replica included (it ran:
+/// PASS, not SKIP); with `local-claims` cross-replica FAILs and nothing else does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_pass_everything_and_local_claims_fail_cross_replica() {
+    let cluster = pg::shared();
+    let correct = run_on_postgres(&cluster.create_database(), None).await;
+    let not_passed: Vec<_> = correct
+        .probes
+        .iter()
+        .filter(|p| p.outcome != Outcome::Pass)
+        .map(|p| p.id)
+        .collect();
+    assert!(not_passed.is_empty(), "{}", outcomes(&correct));
+    assert!(correct.probes.iter().any(|p| p.id == "cross-replica"));
+
+    let faulty = run_on_postgres(&cluster.create_database(), Some(Fault::LocalClaims)).await;
+    let failed: BTreeSet<&str> = faulty
+        .probes
+        .iter()
+        .filter(|p| p.outcome == Outcome::Fail)
+        .map(|p| p.id)
+        .collect();
+    assert_eq!(
+        failed,
+        BTreeSet::from(["cross-replica"]),
+        "{}",
+        outcomes(&faulty)
+    );
+}
+
+/// `idem-check run --reference --reference-db URL` wires the option through to two replicas.
+#[test]
+fn the_cli_runs_the_reference_on_postgres() {
+    let cluster = pg::shared();
+    let url = cluster.create_database();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_idem-check"))
+        .args(["run", "--reference", "--reference-db", &url])
+        .args(["--probe", "cross-replica", "--color", "never"])
+        .output()
+        .expect("run idem-check");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("cross-replica"), "{stdout}");
+    let payments = cluster.query(&url, "SELECT count(*) FROM payments");
+    assert_ne!(payments, ["0"], "the replicas wrote to that database");
+
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_idem-check"))
+        .args(["run", "--reference", "--reference-db", "not-a-url.db"])
+        .output()
+        .expect("run idem-check");
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("PostgreSQL URL"));
+}
+
+async fn stress_on_postgres(url: &str, fault: Option<Fault>, keys: usize) -> stress::StressReport {
+    let reference = Reference::start_with(fault, Some(url))
+        .await
+        .expect("two replicas start on PostgreSQL");
+    let config = Config::build(reference.target(), &RunOptions::default(), None)
+        .expect("reference target is valid");
+    let opts = StressOptions {
+        keys,
+        duplicates: 8,
+        concurrency: 64,
+        duration: Duration::from_secs(240),
+    };
+    let report = stress::run(
+        Arc::new(config),
+        &opts,
+        &Progress::new(0, false),
+        std::future::pending(),
+    )
+    .await
+    .expect("stress run completes");
+    reference.stop().await.expect("replicas stop");
+    report
+}
+
+/// 2,000 keys × 8 duplicates, each key's duplicates spread over the two replicas: every key
+/// executes once and the counter grew by exactly 2,000. The same spread over `local-claims`
+/// replicas finds keys executed twice, so the spreading is what is being tested.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stress_over_two_replicas_is_exactly_once() {
+    const KEYS: usize = 2000;
+    let cluster = pg::shared();
+    let url = cluster.create_database();
+    let r = stress_on_postgres(&url, None, KEYS).await;
+    assert_eq!(r.result.outcome, Outcome::Pass, "{}", r.result.reason);
+    assert_eq!(r.keys, KEYS);
+    assert_eq!(r.keys_completed, KEYS);
+    assert_eq!(r.violating_keys, 0);
+    assert_eq!(r.requests, (KEYS * 8) as u64);
+    let rows = cluster.query(
+        &url,
+        "SELECT count(*), count(DISTINCT (tenant, operation, idem_key)) FROM payments",
+    );
+    assert_eq!(rows, [format!("{KEYS}|{KEYS}")]);
+    eprintln!(
+        "stress over two PostgreSQL replicas: {} requests in {:.1} s",
+        r.requests,
+        r.duration_ms / 1000.0
+    );
+
+    let faulty = stress_on_postgres(&cluster.create_database(), Some(Fault::LocalClaims), 50).await;
+    assert_eq!(
+        faulty.result.outcome,
+        Outcome::Fail,
+        "{}",
+        faulty.result.reason
+    );
+    assert!(faulty.violating_keys > 0);
+}
