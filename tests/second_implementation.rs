@@ -82,8 +82,12 @@ fn only_escaped_key_fails_on_the_python_implementation() {
         let expected: &[&str] = match id {
             "escaped-key" => &["FAIL"],
             // That server publishes no key lifetime, and its store cannot be taken down.
-            "wedged-key-recovery" | "cross-endpoint" | "restart-persistence" | "cross-replica"
-            | "key-expiry" | "store-outage" => &["SKIP"],
+            "wedged-key-recovery"
+            | "cross-endpoint"
+            | "restart-persistence"
+            | "cross-replica"
+            | "key-expiry"
+            | "store-outage" => &["SKIP"],
             _ => &["PASS"],
         };
         assert!(
