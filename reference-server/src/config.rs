@@ -328,7 +328,7 @@ faults! {
     /// Breaks `replay-identity`, and every probe whose retries after completion count effects:
     /// `quoted-key`, `escaped-key`, `key-parameters`, `concurrent-duplicates`,
     /// `mismatch-no-poison`, `lost-response`, `loser-does-not-unlock`, `restart-persistence`,
-    /// `cross-replica`.
+    /// `cross-replica`, `header-name-case`.
     ReplayReexecute = "replay-reexecute" => [
         "quoted-key",
         "escaped-key",
@@ -340,6 +340,7 @@ faults! {
         "loser-does-not-unlock",
         "restart-persistence",
         "cross-replica",
+        "header-name-case",
     ];
     /// The raw header text is the key (no RFC 8941 parsing): anything non-empty is accepted.
     /// Breaks `malformed-key`, `duplicate-header`, `empty-key` (`""` is two characters) and
