@@ -2,6 +2,7 @@
 //! catalog passes (cross-replica included), the multi-replica fault makes cross-replica fail,
 //! and `stress` with each key's duplicates spread over both replicas keeps exactly-once.
 
+mod common;
 #[path = "../reference-server/tests/common/pg.rs"]
 mod pg;
 
@@ -9,6 +10,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::outcomes;
 use idem_check::config::{Config, RunOptions};
 use idem_check::outcome::Outcome;
 use idem_check::probes::select;
@@ -48,15 +50,6 @@ async fn run_on_postgres(url: &str, fault: Option<Fault>) -> RunReport {
         .expect("run completes");
     reference.stop().await.expect("replicas stop");
     report
-}
-
-fn outcomes(report: &RunReport) -> String {
-    report
-        .probes
-        .iter()
-        .map(|p| format!("{} {} — {}", p.id, p.outcome.as_str(), p.reason))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// Every probe passes against two replicas on one database, cross-replica included (it ran:

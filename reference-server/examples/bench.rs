@@ -3,18 +3,25 @@
 //! The server runs in-process on a runtime of its own (2 worker threads) and the load
 //! generator on another (2 worker threads): one process, so the numbers include the client's
 //! cost on the same cores. 64 keep-alive HTTP/1.1 connections each send requests back to back
-//! for a fixed time, in two phases per store mode:
+//! for a fixed time, in two phases per setup:
 //!
 //! - *first executions*: every request has a fresh key, so each one claims, executes and
-//!   commits durably (WAL, synchronous=FULL);
+//!   commits durably (SQLite: WAL, synchronous=FULL; PostgreSQL: synchronous_commit=on);
 //! - *replays*: every request repeats a key completed in the first phase.
 //!
-//! Both phases run with group commit on and off. `--runs N` repeats everything and reports
-//! medians. Run with:
+//! Four setups, each on a fresh database: SQLite with group commit on and off (one instance),
+//! and PostgreSQL with one and with two replicas (both servers on the server runtime, the
+//! connections split between them; in the replay phase every connection asks the replica that
+//! did NOT execute its keys). PostgreSQL is a throwaway cluster started for the run (the tests'
+//! `initdb` + `pg_ctl` helper) with its default settings and `synchronous_commit = on`, on the
+//! same machine. `--runs N` repeats everything and reports medians. Run with:
 //!
 //! ```text
 //! cargo run --release -p idem-reference-server --example bench -- --runs 3 --secs 3
 //! ```
+
+#[path = "../tests/common/pg.rs"]
+mod pg;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -45,6 +52,35 @@ struct Stats {
     p99_ms: f64,
 }
 
+/// What serves the requests.
+#[derive(Debug, Clone, Copy)]
+enum Setup {
+    Sqlite { group_commit: bool },
+    Postgres { replicas: usize },
+}
+
+impl Setup {
+    const ALL: [Setup; 4] = [
+        Setup::Sqlite { group_commit: true },
+        Setup::Sqlite {
+            group_commit: false,
+        },
+        Setup::Postgres { replicas: 1 },
+        Setup::Postgres { replicas: 2 },
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Setup::Sqlite { group_commit: true } => "SQLite, group commit",
+            Setup::Sqlite {
+                group_commit: false,
+            } => "SQLite, no group commit",
+            Setup::Postgres { replicas: 1 } => "PostgreSQL, 1 replica",
+            Setup::Postgres { .. } => "PostgreSQL, 2 replicas",
+        }
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     let opts = Opts::parse();
     let client_rt = tokio::runtime::Builder::new_multi_thread()
@@ -52,15 +88,12 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("client runtime")?;
+    let cluster = pg::PgCluster::start();
     let mut results: Vec<(&str, &str, Vec<Stats>)> = Vec::new();
     for run_no in 0..opts.runs {
-        for group_commit in [true, false] {
-            let mode = if group_commit {
-                "group commit"
-            } else {
-                "no group commit"
-            };
-            let (first, replay) = bench_mode(&client_rt, &opts, group_commit)?;
+        for setup in Setup::ALL {
+            let mode = setup.name();
+            let (first, replay) = bench_mode(&client_rt, &opts, setup, &cluster)?;
             eprintln!(
                 "run {} {mode}: first {first:?} replay {replay:?}",
                 run_no + 1
@@ -77,7 +110,7 @@ fn main() -> anyhow::Result<()> {
         }
     }
     println!(
-        "| store mode | phase | requests/s | p50 ms | p99 ms |\n| --- | --- | ---: | ---: | ---: |"
+        "| setup | phase | requests/s | p50 ms | p99 ms |\n| --- | --- | ---: | ---: | ---: |"
     );
     for (mode, phase, all) in &results {
         let median = |f: fn(&Stats) -> f64| {
@@ -95,48 +128,69 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Starts a server on a fresh database, runs both phases against it, stops it.
+/// Starts the setup's servers on a fresh database, runs both phases against them, stops them.
 fn bench_mode(
     client_rt: &tokio::runtime::Runtime,
     opts: &Opts,
-    group_commit: bool,
+    setup: Setup,
+    cluster: &pg::PgCluster,
 ) -> anyhow::Result<(Stats, Stats)> {
     let dir = tempfile::tempdir().context("temp dir")?;
-    let mut config = Config::new(DbLocation::File(dir.path().join("bench.db")));
-    config.group_commit = group_commit;
+    let (location, group_commit, replicas) = match setup {
+        Setup::Sqlite { group_commit } => (
+            DbLocation::File(dir.path().join("bench.db")),
+            group_commit,
+            1,
+        ),
+        Setup::Postgres { replicas } => (
+            DbLocation::Postgres(cluster.create_database()),
+            true,
+            replicas,
+        ),
+    };
     let server_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("server runtime")?;
-    let listener = server_rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .context("bind")?;
-    let addr = listener.local_addr().context("addr")?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = server_rt.spawn(run(listener, config, async {
-        let _ = stopped.await;
-    }));
+    let mut servers = Vec::new();
+    let mut addrs = Vec::new();
+    for _ in 0..replicas {
+        let mut config = Config::new(location.clone());
+        config.group_commit = group_commit;
+        let listener = server_rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .context("bind")?;
+        addrs.push(listener.local_addr().context("addr")?);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = server_rt.spawn(run(listener, config, async {
+            let _ = stopped.await;
+        }));
+        servers.push((stop, server));
+    }
     let phase = Duration::from_secs(opts.secs);
     let result = client_rt.block_on(async {
-        let first = load(addr, opts.connections, phase, None).await?;
+        let first = load(&addrs, 0, opts.connections, phase, None).await?;
         let keys = first.1;
-        let replay = load(addr, opts.connections, phase, Some(keys)).await?;
+        let replay = load(&addrs, 1, opts.connections, phase, Some(keys)).await?;
         Ok::<_, anyhow::Error>((first.0, replay.0))
     });
-    let _ = stop.send(());
-    server_rt
-        .block_on(server)
-        .context("server task")?
-        .context("server")?;
+    for (stop, server) in servers {
+        let _ = stop.send(());
+        server_rt
+            .block_on(server)
+            .context("server task")?
+            .context("server")?;
+    }
     result
 }
 
-/// Runs `connections` workers for `duration`. Without `replay`, every request uses a new key
-/// and the created requests are returned (per connection) for the replay phase; with it, each
-/// connection cycles through its own list.
+/// Runs `connections` workers for `duration`, connection `c` on `addrs[(c + shift) % n]`.
+/// Without `replay`, every request uses a new key and the created requests are returned (per
+/// connection) for the replay phase; with it, each connection cycles through its own list.
 async fn load(
-    addr: SocketAddr,
+    addrs: &[SocketAddr],
+    shift: usize,
     connections: usize,
     duration: Duration,
     replay: Option<Vec<Vec<Vec<u8>>>>,
@@ -149,6 +203,7 @@ async fn load(
             Some(lists) => Some(lists.next().ok_or_else(|| anyhow!("no keys for {c}"))?),
             None => None,
         };
+        let addr = addrs[(c + shift) % addrs.len()];
         tasks.push(tokio::spawn(worker(addr, c, started + duration, requests)));
     }
     let mut latencies = Vec::new();

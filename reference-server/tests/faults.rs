@@ -359,12 +359,9 @@ async fn demonstrate(fault: Fault, kind: StoreKind) {
             let s = server(&db, fault, |_| {}).await;
             let c = s.client();
             let req = Req::payment(A, &fresh_key(), &body("disc"));
-            c.send_and_hang_up(
-                &req.clone().header("X-Test-Delay-Ms", "200"),
-                Duration::from_millis(50),
-            )
-            .await;
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            c.send_and_hang_up_once_claimed(&req.clone().header("X-Test-Delay-Ms", "600"), &req)
+                .await;
+            tokio::time::sleep(Duration::from_millis(1200)).await;
             let retry = c.send(&req).await;
             assert_eq!(retry.header("idempotency-replayed"), Some("false"));
             assert_eq!(c.count(A).await, 2, "the lost response was executed again");

@@ -442,10 +442,7 @@ async fn a_lost_response_is_replayed_not_re_executed(kind: StoreKind) {
     let client = server.client();
     let req = Req::payment(A, &fresh_key(), &body("lost"));
     client
-        .send_and_hang_up(
-            &req.clone().header("X-Test-Delay-Ms", "300"),
-            Duration::from_millis(50),
-        )
+        .send_and_hang_up_once_claimed(&req.clone().header("X-Test-Delay-Ms", "600"), &req)
         .await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     let retry = loop {

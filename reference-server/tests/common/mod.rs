@@ -87,6 +87,41 @@ impl TestDb {
         }
     }
 
+    /// Runs `sql` on the database and returns each row as its columns joined by `|`.
+    pub fn query(&self, sql: &str) -> Vec<String> {
+        match (&self.location, &self.cluster) {
+            (DbLocation::File(path), _) => {
+                use rusqlite::types::Value;
+                let conn = rusqlite::Connection::open_with_flags(
+                    path,
+                    rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+                )
+                .expect("open the database read-only");
+                let mut stmt = conn.prepare(sql).expect("prepare");
+                let columns = stmt.column_count();
+                stmt.query_map([], |row| {
+                    (0..columns)
+                        .map(|i| {
+                            Ok(match row.get::<_, Value>(i)? {
+                                Value::Null => String::new(),
+                                Value::Integer(n) => n.to_string(),
+                                Value::Real(x) => x.to_string(),
+                                Value::Text(t) => t,
+                                Value::Blob(b) => String::from_utf8_lossy(&b).into_owned(),
+                            })
+                        })
+                        .collect::<rusqlite::Result<Vec<_>>>()
+                        .map(|cols| cols.join("|"))
+                })
+                .expect("query")
+                .collect::<rusqlite::Result<_>>()
+                .expect("rows")
+            }
+            (DbLocation::Postgres(url), Some(cluster)) => cluster.query(url, sql),
+            (location, _) => panic!("cannot query {location:?}"),
+        }
+    }
+
     /// The SQLite file or the PostgreSQL URL, as `--db` takes it.
     pub fn arg(&self) -> String {
         match &self.location {
@@ -333,11 +368,24 @@ impl Client {
             .ok_or_else(|| std::io::Error::other(format!("unparseable response: {buf:?}")))
     }
 
-    /// Sends `req` and hangs up after `after`, before reading any answer.
-    pub async fn send_and_hang_up(&self, req: &Req, after: Duration) {
+    /// Sends `held` (a request the server holds in flight) and hangs up before reading any
+    /// answer, once the server has claimed its key: as soon as `duplicate` is refused with 409.
+    /// Waiting for that, rather than a fixed time, keeps a busy machine from hanging up before
+    /// the claim.
+    pub async fn send_and_hang_up_once_claimed(&self, held: &Req, duplicate: &Req) {
         let mut stream = TcpStream::connect(self.addr).await.expect("connect");
-        stream.write_all(&req.to_bytes(false)).await.expect("write");
-        tokio::time::sleep(after).await;
+        stream
+            .write_all(&held.to_bytes(false))
+            .await
+            .expect("write");
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        while self.send(duplicate).await.status != 409 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the held request never claimed its key"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         drop(stream);
     }
 

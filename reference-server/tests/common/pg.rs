@@ -212,22 +212,27 @@ impl PgCluster {
         self.pg_ctl_start();
     }
 
+    /// Runs a client program (`createdb`, `psql`, `pg_isready`) against the cluster as the
+    /// superuser, with `args` after the connection options.
+    fn client(&self, program: &str, args: &[&str]) -> Output {
+        let port = self.port.to_string();
+        let mut all: Vec<&std::ffi::OsStr> = ["-h", "127.0.0.1", "-p", &port, "-U", SUPERUSER]
+            .into_iter()
+            .map(std::ffi::OsStr::new)
+            .collect();
+        all.extend(args.iter().map(std::ffi::OsStr::new));
+        self.run(program, &all)
+    }
+
     /// A new, empty database; returns its URL.
     pub fn create_database(&self) -> String {
         let n = self.databases.fetch_add(1, Ordering::Relaxed);
         let name = format!("test_{}_{n}", std::process::id());
-        let port = self.port.to_string();
-        self.run_ok(
-            "createdb",
-            &[
-                "-h".as_ref(),
-                "127.0.0.1".as_ref(),
-                "-p".as_ref(),
-                port.as_ref(),
-                "-U".as_ref(),
-                SUPERUSER.as_ref(),
-                name.as_ref(),
-            ],
+        let out = self.client("createdb", &[&name]);
+        assert!(
+            out.status.success(),
+            "createdb failed: {}",
+            String::from_utf8_lossy(&out.stderr)
         );
         self.url(&name)
     }
@@ -237,27 +242,12 @@ impl PgCluster {
         format!("postgres://{SUPERUSER}@127.0.0.1:{}/{name}", self.port)
     }
 
-    /// Runs `sql` in database `url` and returns the first column of each row, as text.
+    /// Runs `sql` in database `url` and returns each row as its columns joined by `|`.
     pub fn query(&self, url: &str, sql: &str) -> Vec<String> {
         let name = url.rsplit('/').next().unwrap_or_default();
-        let port = self.port.to_string();
-        let out = self.run(
+        let out = self.client(
             "psql",
-            &[
-                "-h".as_ref(),
-                "127.0.0.1".as_ref(),
-                "-p".as_ref(),
-                port.as_ref(),
-                "-U".as_ref(),
-                SUPERUSER.as_ref(),
-                "-d".as_ref(),
-                name.as_ref(),
-                "-At".as_ref(),
-                "-v".as_ref(),
-                "ON_ERROR_STOP=1".as_ref(),
-                "-c".as_ref(),
-                sql.as_ref(),
-            ],
+            &["-d", name, "-At", "-v", "ON_ERROR_STOP=1", "-c", sql],
         );
         assert!(
             out.status.success(),
@@ -273,20 +263,7 @@ impl PgCluster {
     /// Waits until the server accepts connections again (bounded).
     pub fn wait_ready(&self, within: Duration) {
         let deadline = Instant::now() + within;
-        let port = self.port.to_string();
-        loop {
-            let out = self.run(
-                "pg_isready",
-                &[
-                    "-h".as_ref(),
-                    "127.0.0.1".as_ref(),
-                    "-p".as_ref(),
-                    port.as_ref(),
-                ],
-            );
-            if out.status.success() {
-                return;
-            }
+        while !self.client("pg_isready", &[]).status.success() {
             assert!(Instant::now() < deadline, "PostgreSQL did not come back");
             std::thread::sleep(Duration::from_millis(50));
         }
