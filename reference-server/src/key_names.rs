@@ -43,16 +43,20 @@ impl<L: Listener> Listener for KeyNames<L> {
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         let (io, addr) = self.inner.accept().await;
-        let conn = Connection {
-            io,
-            active: self.active,
-            line_start: true,
-        };
-        (conn, addr)
+        (wrap(io, self.active), addr)
     }
 
     fn local_addr(&self) -> io::Result<Self::Addr> {
         self.inner.local_addr()
+    }
+}
+
+/// Wraps an accepted connection; only under the fault are its bytes rewritten.
+pub(crate) fn wrap<T>(io: T, active: bool) -> Connection<T> {
+    Connection {
+        io,
+        active,
+        line_start: true,
     }
 }
 
