@@ -191,6 +191,12 @@ fn target_from_args(args: &TargetArgs) -> Result<TargetSpec> {
     if args.lease_wait.is_some() {
         t.lease_wait = args.lease_wait;
     }
+    set(&mut t.read_url, &args.read_url);
+    set(&mut t.store_down_cmd, &args.store_down_cmd);
+    set(&mut t.store_up_cmd, &args.store_up_cmd);
+    if args.key_ttl.is_some() {
+        t.key_ttl = args.key_ttl;
+    }
     t.http2 |= args.http2;
     t.replicas.extend(args.replica.iter().cloned());
     t.tenant_b_headers

@@ -185,6 +185,25 @@ pub struct TargetArgs {
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub lease_wait: Option<Duration>,
 
+    /// URL of the API's read operation, e.g. .../payments/count: sent as a GET with and
+    /// without a key, which must make no difference (get-ignored).
+    #[arg(long, value_name = "URL")]
+    pub read_url: Option<String>,
+
+    /// How long a completed key is remembered, for APIs that do not send
+    /// Idempotency-Key-Expires-At (key-expiry waits it out; at most 150s).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub key_ttl: Option<Duration>,
+
+    /// A shell command that takes the idempotency store down (store-outage; with
+    /// --store-up-cmd, bounded by --restart-timeout).
+    #[arg(long, value_name = "CMD")]
+    pub store_down_cmd: Option<String>,
+
+    /// A shell command that brings the idempotency store back after --store-down-cmd.
+    #[arg(long, value_name = "CMD")]
+    pub store_up_cmd: Option<String>,
+
     /// The target speaks HTTP/2 (for http:// URLs, h2c with prior knowledge): race bursts then
     /// release every duplicate in one packet. https:// targets that pick h2 in ALPN get that
     /// without the flag.

@@ -146,6 +146,28 @@ pub trait RestartHook: Send + Sync {
     fn restart(&self) -> BoxFuture<'_, Result<Option<String>>>;
 }
 
+/// Takes the target's idempotency store down and brings it back; used by `store-outage`.
+pub trait OutageHook: Send + Sync + std::fmt::Debug {
+    /// One line for the evidence ("`systemctl stop redis`, then `systemctl start redis`").
+    fn describe(&self) -> String;
+    fn down(&self) -> BoxFuture<'_, Result<()>>;
+    fn up(&self) -> BoxFuture<'_, Result<()>>;
+}
+
+/// The user's store-outage hook: one shell command takes the store down, another brings it
+/// back.
+#[derive(Debug, Clone)]
+pub struct CommandOutage {
+    pub down: String,
+    pub up: String,
+    /// How long each command may take.
+    pub timeout: Duration,
+}
+
+/// The longest `--key-ttl` accepted: `key-expiry` waits that long, and must still finish inside
+/// the runner's per-probe limit.
+pub const MAX_KEY_TTL: Duration = Duration::from_secs(150);
+
 /// The user's restart hook: a shell command, then polling a readiness URL.
 #[derive(Debug, Clone)]
 pub struct CommandRestart {
@@ -181,6 +203,17 @@ pub struct TargetSpec {
     /// `Name: value` that makes the server fail after claiming the key.
     pub crash_header: Option<String>,
     pub lease_wait: Option<Duration>,
+    /// A GET (the API's read operation) that `get-ignored` sends with and without a key.
+    pub read_url: Option<String>,
+    /// How long a completed key lives, when the API does not say so in
+    /// `Idempotency-Key-Expires-At` (`key-expiry`).
+    pub key_ttl: Option<Duration>,
+    /// Shell commands that take the idempotency store down and bring it back (`store-outage`).
+    pub store_down_cmd: Option<String>,
+    pub store_up_cmd: Option<String>,
+    /// An outage hook of the target's own (the in-process reference server's), used instead of
+    /// the commands.
+    pub store_outage_hook: Option<Arc<dyn OutageHook>>,
     /// `(VAR, value)` for every `${VAR}` a target file took from the environment: masked in
     /// every report, and named `$VAR` in reproduce lines.
     pub secret_vars: Vec<(String, String)>,
@@ -242,6 +275,12 @@ pub struct Config {
     /// The operation on other replicas; empty without `--replica`.
     pub replicas: Vec<url::Url>,
     pub crash: Option<CrashHook>,
+    /// The API's read operation (GET); `None` without `--read-url`.
+    pub read_url: Option<url::Url>,
+    /// The key lifetime given by `--key-ttl`.
+    pub key_ttl: Option<Duration>,
+    /// Takes the idempotency store down and back; `None` without `--store-down-cmd`.
+    pub store_outage: Option<Arc<dyn OutageHook>>,
     /// Per-request timeout.
     pub timeout: Duration,
     /// Response bodies are kept up to this many bytes.
@@ -383,6 +422,35 @@ impl Config {
         if opts.timeout.is_zero() {
             bail!("--timeout must be more than 0");
         }
+        let read_url = target
+            .read_url
+            .as_deref()
+            .map(|u| parse_url(u, "--read-url"))
+            .transpose()?;
+        if let Some(ttl) = target.key_ttl {
+            if ttl.is_zero() || ttl > MAX_KEY_TTL {
+                bail!(
+                    "--key-ttl {} must be more than 0 and at most {} (key-expiry waits it out)",
+                    humantime::format_duration(ttl),
+                    humantime::format_duration(MAX_KEY_TTL)
+                );
+            }
+        }
+        let store_outage = match (
+            target.store_outage_hook.clone(),
+            &target.store_down_cmd,
+            &target.store_up_cmd,
+        ) {
+            (Some(hook), _, _) => Some(hook),
+            (None, Some(down), Some(up)) => Some(Arc::new(CommandOutage {
+                down: down.clone(),
+                up: up.clone(),
+                timeout: target.restart_timeout.unwrap_or(Duration::from_secs(30)),
+            }) as Arc<dyn OutageHook>),
+            (None, Some(_), None) => bail!("--store-down-cmd needs --store-up-cmd"),
+            (None, None, Some(_)) => bail!("--store-up-cmd needs --store-down-cmd"),
+            (None, None, None) => None,
+        };
         let suite = Suite::load(&opts.suite)?;
         let urls: Vec<&str> = [&target.count_url, &target.ready_url, &target.second_url]
             .into_iter()
@@ -421,6 +489,9 @@ impl Config {
             second_url,
             replicas,
             crash,
+            read_url,
+            key_ttl: target.key_ttl,
+            store_outage,
             timeout: opts.timeout,
             max_body: MAX_BODY,
             http2: target.http2,

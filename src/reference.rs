@@ -15,11 +15,11 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use idem_reference_server::{Config as ServerConfig, DbLocation, Fault, Tenant};
+use idem_reference_server::{Config as ServerConfig, DbLocation, Fault, Outage, Tenant};
 use tokio::sync::{oneshot, Mutex};
 use tokio::task::JoinHandle;
 
-use crate::config::{RestartHook, TargetSpec};
+use crate::config::{OutageHook, RestartHook, TargetSpec};
 
 /// The hold the concurrency probes ask of the reference server, in milliseconds.
 pub const HOLD_MS: u64 = 600;
@@ -31,6 +31,10 @@ pub const LEASE: Duration = Duration::from_millis(250);
 /// How long `wedged-key-recovery` retries after a crash here: several leases, so a key that is
 /// still refused after it is wedged, not merely waiting for its lease to run out.
 pub const LEASE_WAIT: Duration = Duration::from_secs(2);
+
+/// How long the reference server remembers a completed key here: long enough that every other
+/// probe's retries come well within it, short enough that `key-expiry` waits it out in seconds.
+pub const KEY_TTL: Duration = Duration::from_secs(3);
 
 /// A running in-process reference server and its replica. Dropping it stops both.
 pub struct Reference {
@@ -167,6 +171,7 @@ impl Reference {
         config.test_hooks = true;
         config.fault = fault;
         config.lease = LEASE;
+        config.key_ttl = KEY_TTL;
         if fault == Some(Fault::Race) {
             config.race_window_us = 100;
         }
@@ -216,6 +221,8 @@ impl Reference {
             replicas: vec![format!("{}/api/payments", self.replica_base)],
             crash_header: Some("X-Test-Crash: 1".into()),
             lease_wait: Some(LEASE_WAIT),
+            read_url: Some(format!("{}/api/payments/count", self.base)),
+            store_outage_hook: Some(Arc::new(InProcessOutage(self.server.config.outage.clone()))),
             ..TargetSpec::default()
         }
     }
@@ -248,5 +255,26 @@ impl RestartHook for InProcessRestart {
             ))
         }
         .boxed()
+    }
+}
+
+/// The reference server's store-outage test hook, switched directly: both instances share one
+/// switch, as they share one store.
+#[derive(Debug)]
+struct InProcessOutage(Outage);
+
+impl OutageHook for InProcessOutage {
+    fn describe(&self) -> String {
+        "the reference server's store-outage test hook".into()
+    }
+
+    fn down(&self) -> BoxFuture<'_, Result<()>> {
+        self.0.set_down(true);
+        futures::future::ready(Ok(())).boxed()
+    }
+
+    fn up(&self) -> BoxFuture<'_, Result<()>> {
+        self.0.set_down(false);
+        futures::future::ready(Ok(())).boxed()
     }
 }

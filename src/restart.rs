@@ -1,4 +1,6 @@
-//! The user's restart hook: run a shell command, then poll a readiness URL until it answers 2xx.
+//! The user's hooks: the restart hook runs a shell command, then polls a readiness URL until it
+//! answers 2xx; the store-outage hook runs one command to take the store down and another to
+//! bring it back.
 
 use std::time::{Duration, Instant};
 
@@ -6,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
-use crate::config::{CommandRestart, RestartHook};
+use crate::config::{CommandOutage, CommandRestart, OutageHook, RestartHook};
 
 impl RestartHook for CommandRestart {
     fn describe(&self) -> String {
@@ -19,25 +21,7 @@ impl RestartHook for CommandRestart {
     fn restart(&self) -> BoxFuture<'_, Result<Option<String>>> {
         async move {
             let deadline = Instant::now() + self.timeout;
-            let status = tokio::time::timeout(
-                self.timeout,
-                tokio::process::Command::new("sh")
-                    .arg("-c")
-                    .arg(&self.command)
-                    .kill_on_drop(true)
-                    .status(),
-            )
-            .await
-            .with_context(|| {
-                format!(
-                    "`{}` did not finish within {:?}",
-                    self.command, self.timeout
-                )
-            })?
-            .with_context(|| format!("could not run `{}`", self.command))?;
-            if !status.success() {
-                bail!("`{}` exited with {status}", self.command);
-            }
+            run_command(&self.command, self.timeout).await?;
             let Some(url) = &self.ready_url else {
                 return Ok(None);
             };
@@ -70,4 +54,37 @@ impl RestartHook for CommandRestart {
         }
         .boxed()
     }
+}
+
+impl OutageHook for CommandOutage {
+    fn describe(&self) -> String {
+        format!("`{}`, then `{}`", self.down, self.up)
+    }
+
+    fn down(&self) -> BoxFuture<'_, Result<()>> {
+        run_command(&self.down, self.timeout).boxed()
+    }
+
+    fn up(&self) -> BoxFuture<'_, Result<()>> {
+        run_command(&self.up, self.timeout).boxed()
+    }
+}
+
+/// Runs `command` with `sh -c`; an error unless it exits 0 within `timeout`.
+async fn run_command(command: &str, timeout: Duration) -> Result<()> {
+    let status = tokio::time::timeout(
+        timeout,
+        tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .kill_on_drop(true)
+            .status(),
+    )
+    .await
+    .with_context(|| format!("`{command}` did not finish within {timeout:?}"))?
+    .with_context(|| format!("could not run `{command}`"))?;
+    if !status.success() {
+        bail!("`{command}` exited with {status}");
+    }
+    Ok(())
 }

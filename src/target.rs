@@ -11,6 +11,8 @@
 //! second-url = "https://api.example.com/v1/payouts"
 //! replicas = ["https://eu-2.api.example.com/v1/payments"]
 //! http2 = true   # the target speaks HTTP/2 (h2c with prior knowledge for http://)
+//! read-url = "https://api.example.com/v1/payments/count"
+//! key-ttl = "1m"  # when the API sends no Idempotency-Key-Expires-At
 //! [counter]
 //! url = "https://api.example.com/v1/payments/count"
 //! pointer = "/count"
@@ -23,6 +25,9 @@
 //! [crash]
 //! header = "X-Test-Crash: 1"
 //! lease-wait = "45s"
+//! [store-outage]
+//! down-command = "docker stop payments-redis"
+//! up-command = "docker start payments-redis"
 //! ```
 //!
 //! `${VAR}` is replaced from the environment in every string; the substituted values are
@@ -55,10 +60,20 @@ struct TargetFile {
     replicas: Vec<Spanned<String>>,
     #[serde(default)]
     http2: bool,
+    read_url: Option<Spanned<String>>,
+    key_ttl: Option<Spanned<String>>,
     counter: Option<CounterTable>,
     tenant_b: Option<TenantTable>,
     restart: Option<RestartTable>,
     crash: Option<CrashTable>,
+    store_outage: Option<StoreOutageTable>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct StoreOutageTable {
+    down_command: Spanned<String>,
+    up_command: Spanned<String>,
 }
 
 #[derive(Deserialize)]
@@ -167,6 +182,16 @@ pub fn parse(
         .map(&mut sub)
         .collect::<Result<_, _>>()?;
     spec.http2 = file.http2;
+    spec.read_url = file.read_url.as_ref().map(&mut sub).transpose()?;
+    spec.key_ttl = file
+        .key_ttl
+        .as_ref()
+        .map(|t| duration(path, text, t))
+        .transpose()?;
+    if let Some(o) = &file.store_outage {
+        spec.store_down_cmd = Some(sub(&o.down_command)?);
+        spec.store_up_cmd = Some(sub(&o.up_command)?);
+    }
     if let Some(c) = &file.crash {
         spec.crash_header = Some(sub(&c.header)?);
         spec.lease_wait = c
@@ -298,6 +323,18 @@ mod tests {
         let bad = text.replace("\"2s\"", "\"soon\"");
         let e = parse("t.toml", &bad, &env(), Path::new(".")).unwrap_err();
         assert_eq!(e.line, 7);
+    }
+
+    #[test]
+    fn behaviour_probe_keys_are_read() {
+        let text = "url = \"http://127.0.0.1:1/p\"\nread-url = \"http://127.0.0.1:1/p/count\"\nkey-ttl = \"3s\"\n[store-outage]\ndown-command = \"down\"\nup-command = \"up\"\n";
+        let t = parse("t.toml", text, &env(), Path::new(".")).unwrap();
+        assert_eq!(t.read_url.as_deref(), Some("http://127.0.0.1:1/p/count"));
+        assert_eq!(t.key_ttl, Some(Duration::from_secs(3)));
+        assert_eq!(t.store_down_cmd.as_deref(), Some("down"));
+        assert_eq!(t.store_up_cmd.as_deref(), Some("up"));
+        let bad = text.replace("up-command = \"up\"\n", "");
+        assert!(parse("t.toml", &bad, &env(), Path::new(".")).is_err());
     }
 
     #[test]

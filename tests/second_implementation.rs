@@ -63,6 +63,7 @@ fn only_escaped_key_fails_on_the_python_implementation() {
             "/id",
         ])
         .args(["--count-url", &format!("{base}/count")])
+        .args(["--read-url", &format!("{base}/count")])
         .args(["--tenant-b-header", "Authorization: Bearer tb"])
         .args([
             "--hold-header",
@@ -80,9 +81,13 @@ fn only_escaped_key_fails_on_the_python_implementation() {
         let (id, outcome) = (p["id"].as_str().unwrap(), p["outcome"].as_str().unwrap());
         let expected: &[&str] = match id {
             "escaped-key" => &["FAIL"],
-            "wedged-key-recovery" | "cross-endpoint" | "restart-persistence" | "cross-replica" => {
-                &["SKIP"]
-            }
+            // That server publishes no key lifetime, and its store cannot be taken down.
+            "wedged-key-recovery"
+            | "cross-endpoint"
+            | "restart-persistence"
+            | "cross-replica"
+            | "key-expiry"
+            | "store-outage" => &["SKIP"],
             _ => &["PASS"],
         };
         assert!(
@@ -91,4 +96,34 @@ fn only_escaped_key_fails_on_the_python_implementation() {
             p["reason"]
         );
     }
+}
+
+/// Without `Idempotency-Key-Expires-At`, `key-expiry` takes the lifetime from `--key-ttl`; that
+/// server never forgets a key, so the retry after the given lifetime replays and the probe FAILs.
+#[test]
+fn key_ttl_catches_a_key_that_never_expires() {
+    let (_server, base) = start();
+    let o = Command::new(env!("CARGO_BIN_EXE_idem-check"))
+        .env("NO_COLOR", "1")
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .args(["run", &format!("{base}/pay")])
+        .args(["-H", "Authorization: Bearer ta"])
+        .args(["-H", "Content-Type: application/json"])
+        .args([
+            "-d",
+            r#"{"amount":5,"ref":"{{unique}}"}"#,
+            "--id-pointer",
+            "/id",
+        ])
+        .args(["--count-url", &format!("{base}/count")])
+        .args(["--key-ttl", "1s", "--probe", "key-expiry"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(4), "{stdout}");
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("key-expiry"))
+        .unwrap_or_default();
+    assert!(line.contains("FAIL"), "{stdout}");
 }

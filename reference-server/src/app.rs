@@ -2,8 +2,12 @@
 //! behaviour. Its own module so that the router, the request path and the server lifecycle
 //! all depend on it and not on each other.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::HeaderMap;
 
 use tokio_util::task::TaskTracker;
 
@@ -11,6 +15,7 @@ use crate::auth::Tenants;
 use crate::behaviour::Behaviour;
 use crate::claims::Claims;
 use crate::clock::Clock;
+use crate::config::Outage;
 use crate::payments::Operation;
 use crate::problem::ErrorStyle;
 use crate::store::{Scope, Store};
@@ -23,6 +28,10 @@ pub(crate) struct App {
     pub(crate) claims: Claims,
     pub(crate) behaviour: Behaviour,
     pub(crate) test_hooks: bool,
+    /// The store-outage test hook (see [`Outage`]).
+    pub(crate) outage: Outage,
+    /// The `replay-keyed-reads` fault's answers, by tenant and raw key.
+    pub(crate) keyed_reads: Mutex<HashMap<(String, Vec<u8>), Bytes>>,
     pub(crate) lease: Duration,
     pub(crate) clock: Arc<dyn Clock>,
     /// The detached claim → execute → commit tasks; shutdown waits for them.
@@ -33,6 +42,23 @@ impl App {
     /// How errors are rendered.
     pub(crate) fn style(&self) -> ErrorStyle {
         self.behaviour.style
+    }
+
+    /// The body to answer a read with: `fresh`, unless the `replay-keyed-reads` fault already
+    /// answered this tenant's key (`Idempotency-Key` on a GET), which then replays.
+    pub(crate) fn keyed_read(&self, tenant: &str, headers: &HeaderMap, fresh: Bytes) -> Bytes {
+        let key = headers.get("idempotency-key");
+        let (true, Some(key)) = (self.behaviour.replay_keyed_reads, key) else {
+            return fresh;
+        };
+        let mut answered = self
+            .keyed_reads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        answered
+            .entry((tenant.to_owned(), key.as_bytes().to_vec()))
+            .or_insert(fresh)
+            .clone()
     }
 
     /// The scope of `key`: tenant + operation + key, unless a fault drops a component.

@@ -78,6 +78,15 @@ pub(crate) struct Behaviour {
     /// Completed records are cached in memory for replays: safe only because the correct
     /// server never modifies one before it expires, which faults do.
     pub(crate) cache_replays: bool,
+    /// Expired completed records are still replayed, and none is purged.
+    pub(crate) replay_expired: bool,
+    /// A GET with a key replays the first answer given for that key.
+    pub(crate) replay_keyed_reads: bool,
+    /// The key header is only found under the spellings `Idempotency-Key` and
+    /// `idempotency-key` (see [`crate::key_names`]).
+    pub(crate) key_name_spellings: bool,
+    /// A request whose key cannot be claimed (the store is down) executes unprotected.
+    pub(crate) fail_open: bool,
 }
 
 impl Behaviour {
@@ -108,6 +117,10 @@ impl Behaviour {
             replay_new_id: false,
             forget_on_disconnect: false,
             cache_replays: true,
+            replay_expired: false,
+            replay_keyed_reads: false,
+            key_name_spellings: false,
+            fail_open: false,
         }
     }
 
@@ -228,6 +241,22 @@ impl Behaviour {
             Fault::LocalClaims => Self {
                 claim: ClaimMode::LocalClaims,
                 fenced: false,
+                ..b
+            },
+            Fault::NoExpiry => Self {
+                replay_expired: true,
+                ..b
+            },
+            Fault::ReplayKeyedReads => Self {
+                replay_keyed_reads: true,
+                ..b
+            },
+            Fault::KeyNameSpellings => Self {
+                key_name_spellings: true,
+                ..b
+            },
+            Fault::FailOpen => Self {
+                fail_open: true,
                 ..b
             },
         }

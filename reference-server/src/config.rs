@@ -8,6 +8,7 @@
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -121,6 +122,28 @@ pub struct Config {
     pub db_pool: usize,
     /// Header-read, body-read and idle timeouts.
     pub limits: crate::limits::Limits,
+    /// The test hook that takes the idempotency store down (with `test_hooks`). Clones share
+    /// it, so every instance built from one config (replicas of one store) goes down together.
+    pub outage: Outage,
+}
+
+/// A simulated outage of the idempotency store: while it is down, no key can be claimed, so
+/// every keyed request is answered 503 (the algorithm sees the store fail, whichever store it
+/// is). Switched by `POST /test-hooks/store/down` and `/up` with `--test-hooks`, or directly by
+/// a process that runs the server in-process.
+#[derive(Debug, Clone, Default)]
+pub struct Outage(Arc<AtomicBool>);
+
+impl Outage {
+    /// Takes the store down (`true`) or brings it back (`false`).
+    pub fn set_down(&self, down: bool) {
+        self.0.store(down, Ordering::SeqCst);
+    }
+
+    /// Whether the store is down.
+    pub fn is_down(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
 }
 
 impl Config {
@@ -140,6 +163,7 @@ impl Config {
             limits: crate::limits::Limits::default(),
             clock: Arc::new(SystemClock),
             db_pool: 16,
+            outage: Outage::default(),
         }
     }
 
@@ -306,7 +330,7 @@ faults! {
     /// A retry of a completed request executes again and creates a new payment.
     /// Breaks `replay-identity`, and every probe whose retries after completion count effects
     /// with a critical check: `concurrent-duplicates`, `mismatch-no-poison`, `lost-response`,
-    /// `loser-does-not-unlock`, `restart-persistence`, `cross-replica`. (`quoted-key`,
+    /// `loser-does-not-unlock`, `restart-persistence`, `cross-replica`, `header-name-case`. (`quoted-key`,
     /// `escaped-key` and `key-parameters` fail too, but only as a consequence of
     /// `replay-identity`, so they are INCONCLUSIVE naming it.)
     ReplayReexecute = "replay-reexecute" => [
@@ -317,6 +341,7 @@ faults! {
         "loser-does-not-unlock",
         "restart-persistence",
         "cross-replica",
+        "header-name-case",
     ];
     /// The raw header text is the key (no RFC 8941 parsing): anything non-empty is accepted.
     /// Breaks `malformed-key`, `duplicate-header`, `empty-key` (`""` is two characters) and
@@ -385,6 +410,21 @@ faults! {
     /// processing record it does not know of can only be a crashed run's); two replicas on one
     /// store both execute a duplicate sent while the other runs it. Breaks `cross-replica`.
     LocalClaims = "local-claims" => ["cross-replica"];
+    /// Expired keys are still replayed: completed records are looked up without the expiry the
+    /// server publishes in `Idempotency-Key-Expires-At`, and none is purged. Breaks
+    /// `key-expiry`.
+    NoExpiry = "no-expiry" => ["key-expiry"];
+    /// A GET carrying `Idempotency-Key` goes through an idempotency cache: the effect counter
+    /// read again with the same key replays the first answer, however many payments were made
+    /// since. Breaks `get-ignored` (recommended checks: WARN, FAIL under `--strict`).
+    ReplayKeyedReads = "replay-keyed-reads" => ["get-ignored"];
+    /// The key header is looked up under its two usual spellings only, `Idempotency-Key` and
+    /// `idempotency-key`, as a case-sensitive map of raw header names would: `IDEMPOTENCY-KEY`
+    /// counts as no key. Breaks `header-name-case`.
+    KeyNameSpellings = "key-name-spellings" => ["header-name-case"];
+    /// When the store cannot claim a key the request executes anyway, unprotected (fail open).
+    /// Breaks `store-outage`.
+    FailOpen = "fail-open" => ["store-outage"];
 }
 
 impl fmt::Display for Fault {

@@ -31,6 +31,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt as _;
 
+use crate::key_names::Connection;
+
 use crate::limits::Limits;
 
 /// What the socket guard needs to know about the requests on its connection.
@@ -65,7 +67,7 @@ fn deadline(state: &Shared, limits: &Limits) -> Option<Instant> {
 
 /// A TCP stream whose reads fail once the connection's current clock runs out.
 struct Guarded {
-    tcp: TcpStream,
+    tcp: Connection<TcpStream>,
     state: Shared,
     limits: Limits,
     sleep: Pin<Box<Sleep>>,
@@ -164,6 +166,7 @@ pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
     limits: Limits,
+    key_name_spellings: bool,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let stop = CancellationToken::new();
@@ -186,6 +189,7 @@ pub(crate) async fn serve(
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(cause = %e, "could not set TCP_NODELAY");
         }
+        let tcp = crate::key_names::wrap(tcp, key_name_spellings);
         connections.spawn(serve_one(tcp, router.clone(), limits, stop.clone()));
     }
     stop.cancel();
@@ -194,7 +198,12 @@ pub(crate) async fn serve(
     Ok(())
 }
 
-async fn serve_one(tcp: TcpStream, router: Router, limits: Limits, stop: CancellationToken) {
+async fn serve_one(
+    tcp: Connection<TcpStream>,
+    router: Router,
+    limits: Limits,
+    stop: CancellationToken,
+) {
     let state: Shared = Arc::new(Mutex::new(ConnState {
         in_flight: 0,
         head_started: None,

@@ -27,6 +27,7 @@ pub mod config;
 mod connection;
 mod edge;
 mod idempotency;
+mod key_names;
 pub mod limits;
 pub mod payments;
 mod problem;
@@ -37,7 +38,7 @@ pub mod store;
 use std::future::Future;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{Config, DbLocation, Fault, Tenant};
+pub use config::{Config, DbLocation, Fault, Outage, Tenant};
 pub use limits::Limits;
 
 /// Serves the API on `listener` until `shutdown` resolves, then drains in-flight requests,

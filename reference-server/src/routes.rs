@@ -20,6 +20,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/api/payments/count", get(count_payments))
         .route("/api/payments/{id}", get(show_payment))
         .route("/healthz", get(healthz))
+        .route("/test-hooks/store/{state}", post(store_hook))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(app)
@@ -46,7 +47,11 @@ async fn count_payments(State(app): State<Arc<App>>, request: Request) -> Respon
         .count(&tenant, Operation::CreatePayment.name())
         .await
     {
-        Ok(count) => axum::Json(serde_json::json!({ "count": count })).into_response(),
+        Ok(count) => {
+            let body = serde_json::json!({ "count": count }).to_string().into();
+            let body = app.keyed_read(&tenant, request.headers(), body);
+            ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+        }
         Err(e) => {
             tracing::error!(cause = %format!("{e:#}"), "count failed");
             storage_unavailable().into_response(style)
@@ -87,6 +92,26 @@ async fn show_payment(
             storage_unavailable().into_response(style)
         }
     }
+}
+
+/// The store-outage test hook (`--test-hooks` only): `down` makes every claim fail, as if the
+/// idempotency store were unreachable, until `up`.
+async fn store_hook(
+    State(app): State<Arc<App>>,
+    Path(state): Path<String>,
+    request: Request,
+) -> Response {
+    let down = match state.as_str() {
+        "down" => true,
+        "up" => false,
+        _ => return not_found(State(app), request).await,
+    };
+    if !app.test_hooks {
+        return not_found(State(app), request).await;
+    }
+    app.outage.set_down(down);
+    tracing::warn!(store = %state, "store outage test hook");
+    axum::Json(serde_json::json!({ "store": state })).into_response()
 }
 
 async fn healthz() -> Response {

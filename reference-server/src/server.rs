@@ -36,9 +36,16 @@ pub(crate) async fn run(
     let app = Arc::new(App {
         tenants: Tenants::new(&config.tenants),
         store: Arc::clone(&store),
-        claims: Claims::new(Arc::clone(&store), &behaviour, Arc::clone(&config.clock)),
+        claims: Claims::new(
+            Arc::clone(&store),
+            &behaviour,
+            Arc::clone(&config.clock),
+            config.outage.clone(),
+        ),
+        outage: config.outage.clone(),
         behaviour,
         test_hooks: config.test_hooks,
+        keyed_reads: Default::default(),
         lease: config.lease,
         clock: Arc::clone(&config.clock),
         tasks: tasks.clone(),
@@ -62,11 +69,12 @@ pub(crate) async fn run(
         tracing::warn!(%fault, probes = ?fault.breaks(), "running with a deliberate fault");
     }
     let limits = config.limits;
+    let key_name_spellings = app.behaviour.key_name_spellings;
     let router =
         routes::router(Arc::clone(&app)).layer(axum::middleware::from_fn(move |request, next| {
             crate::edge::check(limits, app.style(), request, next)
         }));
-    let served = crate::connection::serve(listener, router, limits, shutdown)
+    let served = crate::connection::serve(listener, router, limits, key_name_spellings, shutdown)
         .await
         .context("serving HTTP");
     // In-flight requests are drained; detached work may still be committing.
@@ -96,6 +104,9 @@ async fn purge_loop(app: Arc<App>, every: Duration, stop: CancellationToken) {
 }
 
 async fn purge(app: &App) -> anyhow::Result<u64> {
+    if app.behaviour.replay_expired {
+        return Ok(0);
+    }
     app.claims.purge_cache();
     app.store.purge().await
 }

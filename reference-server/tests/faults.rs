@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{body, fresh_key, start_on, Client, Req, StoreKind, TestDb, TestServer};
 use idem_reference_server::config::ConfigError;
-use idem_reference_server::{Config, Fault};
+use idem_reference_server::{Config, Fault, Outage};
 
 const A: &str = "token-a";
 const B: &str = "token-b";
@@ -415,6 +415,64 @@ async fn demonstrate(fault: Fault, kind: StoreKind) {
             one.stop().await;
             two.stop().await;
         }
+        Fault::NoExpiry => {
+            let s = server(&db, fault, |c| {
+                c.lease = Duration::from_millis(100);
+                c.key_ttl = Duration::from_millis(300);
+            })
+            .await;
+            let c = s.client();
+            let req = Req::payment(A, &fresh_key(), &body("expiry"));
+            let first = c.send(&req).await;
+            assert_eq!(first.status, 201);
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            let late = c.send(&req).await;
+            assert_eq!(late.header("idempotency-replayed"), Some("true"));
+            assert_eq!(late.body, first.body, "the expired key replays");
+            assert_eq!(c.count(A).await, 1);
+            s.stop().await;
+        }
+        Fault::ReplayKeyedReads => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let read = Req::get("/api/payments/count").token(A).key(&fresh_key());
+            assert_eq!(c.send(&read).await.json()["count"], 0);
+            c.send(&Req::payment(A, &fresh_key(), &body("read"))).await;
+            assert_eq!(c.count(A).await, 1);
+            assert_eq!(
+                c.send(&read).await.json()["count"],
+                0,
+                "the keyed read replays"
+            );
+            s.stop().await;
+        }
+        Fault::KeyNameSpellings => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let keyed = |name: &str| {
+                Req::post("/api/payments")
+                    .token(A)
+                    .header(name, fresh_key())
+                    .json(&body(name))
+            };
+            assert_eq!(c.send(&keyed("idempotency-key")).await.status, 201);
+            assert_eq!(c.send(&keyed("Idempotency-Key")).await.status, 201);
+            c.send(&keyed("IDEMPOTENCY-KEY")).await.assert_problem(400);
+            s.stop().await;
+        }
+        Fault::FailOpen => {
+            let outage = Outage::default();
+            let s = server(&db, fault, |c| c.outage = outage.clone()).await;
+            let c = s.client();
+            let req = Req::payment(A, &fresh_key(), &body("open"));
+            outage.set_down(true);
+            assert_eq!(c.send(&req).await.status, 201, "executed unprotected");
+            outage.set_down(false);
+            let retry = c.send(&req).await;
+            assert_eq!(retry.header("idempotency-replayed"), Some("false"));
+            assert_eq!(c.count(A).await, 2);
+            s.stop().await;
+        }
     }
 }
 
@@ -481,6 +539,10 @@ fault_tests! {
     trust_replay_header => TrustReplayHeader,
     reject_all => RejectAll,
     local_claims => LocalClaims,
+    no_expiry => NoExpiry,
+    replay_keyed_reads => ReplayKeyedReads,
+    key_name_spellings => KeyNameSpellings,
+    fail_open => FailOpen,
 }
 
 /// The README's fault table lists, for every fault, exactly the probes `Fault::breaks()` names.

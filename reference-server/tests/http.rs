@@ -523,8 +523,36 @@ async fn routing_errors_are_problems(kind: StoreKind) {
     server.stop().await;
 }
 
+/// With the store-outage test hook down, a keyed request is 503 problem+json with Retry-After
+/// and executes nothing; after `up` the same key executes once. Without `--test-hooks` the
+/// hook's routes do not exist.
+async fn a_store_outage_refuses_keyed_requests(kind: StoreKind) {
+    let db = TestDb::new(kind);
+    let server = start_on(&db, |c| c.test_hooks = true).await;
+    let client = server.client();
+    let hook = |state: &str| Req::post(&format!("/test-hooks/store/{state}"));
+    assert_eq!(client.send(&hook("down")).await.status, 200);
+    let req = Req::payment(A, &fresh_key(), &body("outage"));
+    let refused = client.send(&req).await;
+    refused.assert_problem(503);
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    assert_eq!(
+        client.count(A).await,
+        0,
+        "nothing executed during the outage"
+    );
+    assert_eq!(client.send(&hook("up")).await.status, 200);
+    assert_eq!(client.send(&req).await.status, 201);
+    assert_eq!(client.count(A).await, 1);
+    server.stop().await;
+    let plain = start_on(&db, |_| {}).await;
+    plain.client().send(&hook("down")).await.assert_problem(404);
+    plain.stop().await;
+}
+
 on_both_stores!(
     #[tokio::test]
+    a_store_outage_refuses_keyed_requests,
     first_request_executes_and_retries_replay_byte_identically,
     normalised_payloads_are_the_same_request,
     missing_key_is_rejected_without_effect,

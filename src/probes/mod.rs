@@ -34,6 +34,9 @@ pub mod empty_key;
 pub mod error_not_cached;
 pub mod escaped_key;
 pub mod first_request;
+pub mod get_ignored;
+pub mod header_name_case;
+pub mod key_expiry;
 pub mod key_parameters;
 pub mod loser_does_not_unlock;
 pub mod lost_response;
@@ -46,6 +49,7 @@ pub mod quoted_key;
 pub mod replay_identity;
 pub mod restart_persistence;
 pub mod spoofed_marker_headers;
+pub mod store_outage;
 pub mod tenant_isolation;
 pub mod wedged_key_recovery;
 
@@ -87,6 +91,10 @@ pub enum Need {
     SecondOperation,
     /// Another replica of the target (`--replica`).
     Replica,
+    /// The API's read operation (`--read-url`).
+    ReadOperation,
+    /// A way to take the idempotency store down and back (`--store-down-cmd`, `--store-up-cmd`).
+    StoreOutageHook,
 }
 
 impl Need {
@@ -100,6 +108,8 @@ impl Need {
             Need::CrashHook => "--crash-header (with --lease-wait)",
             Need::SecondOperation => "--second-url",
             Need::Replica => "--replica",
+            Need::ReadOperation => "--read-url",
+            Need::StoreOutageHook => "--store-down-cmd (with --store-up-cmd)",
         }
     }
 
@@ -113,6 +123,8 @@ impl Need {
             Need::CrashHook => config.crash.is_some(),
             Need::SecondOperation => config.second_url.is_some(),
             Need::Replica => !config.replicas.is_empty(),
+            Need::ReadOperation => config.read_url.is_some(),
+            Need::StoreOutageHook => config.store_outage.is_some(),
         }
     }
 
@@ -126,6 +138,8 @@ impl Need {
             Need::CrashHook => "a way to make the server fail after it claimed the key",
             Need::SecondOperation => "a second operation",
             Need::Replica => "another replica of the target",
+            Need::ReadOperation => "the API's read operation",
+            Need::StoreOutageHook => "a way to take the idempotency store down",
         }
     }
 }
@@ -220,6 +234,10 @@ pub fn catalog() -> Vec<ProbeDef> {
         cross_endpoint::PROBE,
         restart_persistence::PROBE,
         cross_replica::PROBE,
+        key_expiry::PROBE,
+        get_ignored::PROBE,
+        header_name_case::PROBE,
+        store_outage::PROBE,
     ]
 }
 
@@ -280,6 +298,10 @@ mod tests {
         "cross-endpoint",
         "restart-persistence",
         "cross-replica",
+        "key-expiry",
+        "get-ignored",
+        "header-name-case",
+        "store-outage",
     ];
 
     #[test]

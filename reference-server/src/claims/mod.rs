@@ -21,6 +21,7 @@ use std::time::SystemTime;
 
 use crate::behaviour::{Behaviour, ClaimMode};
 use crate::clock::{from_unix_millis, unix_millis, Clock};
+use crate::config::Outage;
 use crate::store::{
     Claimed, Completion, Finish, Owner, Record, Scope, Store, StoredResponse, TakeOver,
 };
@@ -59,6 +60,10 @@ pub(crate) struct Claims {
     check_fingerprint: bool,
     replay_stored_errors: bool,
     dedupe_by_payload: bool,
+    /// The `no-expiry` fault: completed records are replayed whether expired or not.
+    replay_expired: bool,
+    /// While the store is down (a test hook), nothing can be claimed.
+    outage: Outage,
     cache: Option<Cache>,
     /// The `local-claims` fault's per-process set of keys being processed here.
     local: Mutex<HashSet<Scope>>,
@@ -66,7 +71,12 @@ pub(crate) struct Claims {
 
 impl Claims {
     /// The claims of `behaviour` over `store`.
-    pub(crate) fn new(store: Arc<dyn Store>, behaviour: &Behaviour, clock: Arc<dyn Clock>) -> Self {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        behaviour: &Behaviour,
+        clock: Arc<dyn Clock>,
+        outage: Outage,
+    ) -> Self {
         Self {
             store,
             clock,
@@ -75,6 +85,8 @@ impl Claims {
             check_fingerprint: behaviour.check_fingerprint,
             replay_stored_errors: behaviour.replay_stored_errors,
             dedupe_by_payload: behaviour.dedupe_by_payload,
+            replay_expired: behaviour.replay_expired,
+            outage,
             cache: behaviour.cache_replays.then(Cache::default),
             local: Mutex::new(HashSet::new()),
         }
@@ -91,6 +103,9 @@ impl Claims {
         scope: &Scope,
         fingerprint: &str,
     ) -> anyhow::Result<ClaimOutcome> {
+        if self.outage.is_down() {
+            anyhow::bail!("the idempotency store is down (test hook)");
+        }
         if let Some(hit) = self.cached(scope, fingerprint) {
             return Ok(hit);
         }
@@ -101,6 +116,12 @@ impl Claims {
                 if record.completed && !record.expired(now) {
                     return Ok(self.decide(&shadow, fingerprint, record));
                 }
+            }
+        }
+        if self.replay_expired {
+            let found = self.store.lookup(scope).await?.record;
+            if let Some(done) = found.filter(|r| r.completed) {
+                return Ok(self.decide(scope, fingerprint, done));
             }
         }
         let claimed = match self.mode {

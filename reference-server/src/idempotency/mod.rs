@@ -268,6 +268,10 @@ impl Claim {
         let app = &self.app;
         let outcome = app.claims.claim(&self.scope, &self.fingerprint).await;
         let response = match outcome {
+            Err(e) if app.behaviour.fail_open => {
+                tracing::warn!(key = %mask(&self.scope.key), cause = %format!("{e:#}"), "claim failed; executing unprotected (fault fail-open)");
+                self.unprotected().await
+            }
             Err(e) => {
                 tracing::error!(key = %mask(&self.scope.key), cause = %format!("{e:#}"), "claim failed");
                 storage_unavailable().into_response(self.app.style())
@@ -296,6 +300,34 @@ impl Claim {
             }
         };
         (response, self.scope)
+    }
+
+    /// The `fail-open` fault: executes under a key nobody can send again, written past the
+    /// claim algorithm, so the request runs with nothing to protect it (as when the request
+    /// path does without a key).
+    async fn unprotected(&self) -> Response {
+        let scope = Scope {
+            key: format!("unkeyed-{}", uuid::Uuid::new_v4()),
+            ..self.scope.clone()
+        };
+        let claimed = self
+            .app
+            .store
+            .claim(&scope, &self.fingerprint, TakeOver::ANYTHING)
+            .await;
+        let Ok(crate::store::Claimed::Acquired { owner, .. }) = claimed else {
+            return storage_unavailable().into_response(self.app.style());
+        };
+        let unkeyed = Claim {
+            app: Arc::clone(&self.app),
+            operation: self.operation,
+            tenant: Arc::clone(&self.tenant),
+            scope,
+            fingerprint: self.fingerprint.clone(),
+            payload: self.payload.clone(),
+            hooks: self.hooks,
+        };
+        unkeyed.execute(&owner).await
     }
 
     /// Executes the operation as the claim's owner and commits effect and response together.

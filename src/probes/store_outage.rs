@@ -1,0 +1,99 @@
+//! `store-outage` — CONTRACT "Additions": the idempotency store taken down by a user hook →
+//! keyed requests refused (503, Retry-After) and nothing executes; after recovery a retry works
+//! (critical: never execute unprotected). Draft-07 §2.6 promises a retry the completed result;
+//! an API that executes while it cannot record the key has nothing to answer that retry with,
+//! and executes it again.
+
+use std::time::Duration;
+
+use futures::FutureExt;
+
+use super::shared::retry_while;
+use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
+use crate::check;
+use crate::http::exchange::Exchange;
+use crate::outcome::Stop;
+
+/// How long the retries after the up-hook may keep being refused while the store comes back.
+const RECOVERY: Duration = Duration::from_secs(10);
+
+/// The pause between those retries.
+const RETRY_EVERY: Duration = Duration::from_millis(200);
+
+const REFUSED: CheckDecl = CheckDecl::new(
+    "refused",
+    "a keyed request while the store is down is refused as unavailable",
+);
+
+const RETRY_AFTER: CheckDecl = CheckDecl::new(
+    "retry-after",
+    "the refusal says when to retry (Retry-After)",
+);
+
+const RECOVERS: CheckDecl = CheckDecl::new(
+    "recovers",
+    "after the store is back, a retry with the same key succeeds",
+);
+
+const ONE_EXECUTION: CheckDecl = CheckDecl::new(
+    "one-execution",
+    "the request during the outage and its retries execute once",
+);
+
+pub const PROBE: ProbeDef = ProbeDef {
+    meta: ProbeMeta {
+        id: "store-outage",
+        group: Group::Durability,
+        section: "draft-07 §2.6",
+        stimulus: "Sends the operation with a key while --store-down-cmd has the idempotency store down, then retries it once --store-up-cmd brought the store back",
+        requirement: "An API that cannot record a key refuses the request (503, with Retry-After) instead of executing it unprotected; once the store is back, the retry executes once",
+        checks: &[REFUSED, RETRY_AFTER, RECOVERS, ONE_EXECUTION],
+        needs: &[Need::StoreOutageHook],
+        prerequisites: &[],
+    },
+    run: |ctx| run(ctx).boxed(),
+};
+
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
+    let hook = ctx.needed(&ctx.config.store_outage, Need::StoreOutageHook)?;
+    let refused = ctx.spec(&REFUSED).expect;
+    let before = ctx.count_before().await?;
+    let req = ctx.keyed(&ctx.fresh_key());
+    hook.down()
+        .await
+        .map_err(|e| Stop::Error(format!("the store-down hook failed: {e:#}")))?;
+    ctx.note(format!("store taken down by {}", hook.describe()));
+    let during = ctx.send("while the store is down", req.clone()).await;
+    // The store comes back whatever happened, or every later probe would see the outage.
+    hook.up()
+        .await
+        .map_err(|e| Stop::Error(format!("the store-up hook failed: {e:#}")))?;
+    ctx.note("store brought back");
+    let unavailable = |e: &Exchange| e.status().is_some_and(|s| refused.contains(&s));
+    let retries = retry_while(ctx, "retry", &req, unavailable, RECOVERY, RETRY_EVERY).await;
+    let after = ctx.count("count after").await?;
+    if during.response.is_none() {
+        return Err(Stop::Error(format!(
+            "no response while the store was down (#{}: {})",
+            during.n,
+            during.error.clone().unwrap_or_default()
+        )));
+    }
+    ctx.push(check::status_in(&ctx.spec(&REFUSED), &during));
+    if unavailable(&during) {
+        ctx.push(check::header_present(
+            &ctx.spec(&RETRY_AFTER),
+            "retry-after",
+            &[&during],
+        ));
+    }
+    let Some(last) = retries.last() else {
+        return Ok(());
+    };
+    ctx.push(check::success(&ctx.spec(&RECOVERS), last));
+    let mut attempts: Vec<&Exchange> = vec![&during];
+    attempts.extend(retries.iter());
+    let e = ctx.executions(&before, &after, &[], &attempts);
+    ctx.expect_executions(&ONE_EXECUTION, e, 1);
+    Ok(())
+}
