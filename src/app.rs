@@ -23,6 +23,8 @@ pub async fn run(opts: Opts) -> Result<ExitCode> {
         Command::List(args) => list(&args),
         Command::Stress(args) => stress(*args).await,
         Command::Matrix(args) => matrix(&args),
+        Command::Discover(args) => crate::discover::commands::discover(&args).await,
+        Command::Init(args) => crate::discover::commands::init(&args).await,
         Command::Explain { id, suite } => explain(&id, &suite),
     }
 }
@@ -46,10 +48,18 @@ async fn configure(t: &TargetArgs, opts: RunOptions) -> Result<(Arc<Config>, Opt
         hook = Some(r.restart_hook());
         reference = Some(r);
         spec
+    } else if t.openapi.is_some() {
+        crate::discover::commands::single_target(t).await?
     } else {
         target_from_args(t)?
     };
-    let opts = RunOptions {
+    let opts = run_options(t, opts);
+    Ok((Arc::new(Config::build(target, &opts, hook)?), reference))
+}
+
+/// The run options the target flags set (suite, timeout, label, release threads) over `opts`.
+pub(crate) fn run_options(t: &TargetArgs, opts: RunOptions) -> RunOptions {
+    RunOptions {
         suite: t.suite.clone(),
         timeout: t.timeout,
         label: t.label.clone().or_else(|| {
@@ -61,18 +71,20 @@ async fn configure(t: &TargetArgs, opts: RunOptions) -> Result<(Arc<Config>, Opt
         reference: t.reference && t.reference_fault.is_none(),
         release_threads: !t.no_release_threads,
         ..opts
-    };
-    Ok((Arc::new(Config::build(target, &opts, hook)?), reference))
+    }
 }
 
 /// Resolves on Ctrl-C (never, where the signal cannot be watched).
-async fn interrupted() {
+pub(crate) async fn interrupted() {
     if tokio::signal::ctrl_c().await.is_err() {
         std::future::pending::<()>().await;
     }
 }
 
 async fn run_probes(args: RunArgs) -> Result<ExitCode> {
+    if args.target.openapi.is_some() {
+        return crate::discover::commands::run(&args).await;
+    }
     let opts = RunOptions {
         probes: args.probe.clone(),
         skip: args.skip.clone(),
@@ -101,11 +113,24 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
 
 /// The target description from `--target` and the flags; flags win over the file.
 fn target_from_args(args: &TargetArgs) -> Result<TargetSpec> {
+    let o = &args.openapi_args;
+    if o.base_url.is_some()
+        || !o.operations.is_empty()
+        || !o.key_header.is_empty()
+        || !o.path_param.is_empty()
+    {
+        bail!("--base-url, --operation, --key-header and --path-param need --openapi SPEC");
+    }
     let env: BTreeMap<String, String> = std::env::vars().collect();
-    let mut t = match &args.target {
+    let t = match &args.target {
         Some(path) => crate::target::load(path, &env)?,
         None => TargetSpec::default(),
     };
+    apply_flags(t, args)
+}
+
+/// `t` with the target flags laid over it.
+pub(crate) fn apply_flags(mut t: TargetSpec, args: &TargetArgs) -> Result<TargetSpec> {
     if let Some(url) = &args.url {
         t.url = url.clone();
     }
@@ -183,7 +208,8 @@ fn write_reports(
     Ok(())
 }
 
-struct ProgressObserver<'a>(&'a Progress);
+/// Moves the progress bar as probes start and finish.
+pub(crate) struct ProgressObserver<'a>(pub(crate) &'a Progress);
 
 impl Observer for ProgressObserver<'_> {
     fn started(&self, id: &str) {

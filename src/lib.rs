@@ -14,6 +14,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod diagnostic;
+pub mod discover;
 pub mod effects;
 pub mod exit;
 pub mod http;

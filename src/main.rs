@@ -30,7 +30,11 @@ fn main() {
         Ok(code) => code,
         Err(err) => {
             eprintln!("idem-check: error: {err:#}");
-            if err.chain().any(|e| e.downcast_ref::<FileError>().is_some()) {
+            if err.chain().any(|e| {
+                e.downcast_ref::<FileError>().is_some()
+                    || e.downcast_ref::<idem_check::discover::SpecError>()
+                        .is_some()
+            }) {
                 ExitCode::BadFile
             } else {
                 ExitCode::Usage

@@ -11,6 +11,7 @@
 //! second-url = "https://api.example.com/v1/payouts"
 //! replicas = ["https://eu-2.api.example.com/v1/payments"]
 //! http2 = true   # the target speaks HTTP/2 (h2c with prior knowledge for http://)
+//! key-header = "X-Idempotency-Key"   # when it is not the suite's (Idempotency-Key)
 //! [counter]
 //! url = "https://api.example.com/v1/payments/count"
 //! pointer = "/count"
@@ -55,6 +56,7 @@ struct TargetFile {
     replicas: Vec<Spanned<String>>,
     #[serde(default)]
     http2: bool,
+    key_header: Option<Spanned<String>>,
     counter: Option<CounterTable>,
     tenant_b: Option<TenantTable>,
     restart: Option<RestartTable>,
@@ -129,6 +131,7 @@ pub fn parse(
         ..TargetSpec::default()
     };
     spec.method = file.method.as_ref().map(&mut sub).transpose()?;
+    spec.key_header = file.key_header.as_ref().map(&mut sub).transpose()?;
     spec.headers = file
         .headers
         .iter()

@@ -19,6 +19,7 @@ mod auth;
 pub mod clock;
 pub mod config;
 mod idempotency;
+mod openapi;
 pub mod payments;
 mod problem;
 mod routes;

@@ -20,6 +20,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/api/payments/count", get(count_payments))
         .route("/api/payments/{id}", get(show_payment))
         .route("/healthz", get(healthz))
+        .route("/openapi.json", get(crate::openapi::serve))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(app)

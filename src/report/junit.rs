@@ -48,7 +48,46 @@ use crate::report::{ProbeReport, RenderOptions, RunReport};
 /// The JUnit document for `report`. `strict` turns WARN into `<failure>` (it already turned the
 /// outcome into FAIL when the run itself was strict).
 pub fn render(report: &RunReport, opts: &RenderOptions, strict: bool) -> anyhow::Result<String> {
-    let mut suite = TestSuite::new(&attr(&report.suite, opts));
+    document(vec![testsuite(report, None, opts, strict)])
+}
+
+/// One document for a run over several operations (`run --openapi`): one `<testsuite>` per
+/// operation, named `<suite>.<operation>`, whose testcases' classnames carry the operation too
+/// (`idem-check.<suite>.<operation>.<group>`), so CI history keeps operations apart.
+pub fn render_operations(
+    reports: &[(&str, &RunReport)],
+    opts: &RenderOptions,
+    strict: bool,
+) -> anyhow::Result<String> {
+    document(
+        reports
+            .iter()
+            .map(|(operation, report)| testsuite(report, Some(operation), opts, strict))
+            .collect(),
+    )
+}
+
+fn document(suites: Vec<TestSuite>) -> anyhow::Result<String> {
+    let mut doc = Report::new();
+    doc.add_testsuites(suites);
+    let mut xml = Vec::new();
+    doc.write_xml(&mut xml)?;
+    let mut out = String::from_utf8(xml)?;
+    out.push('\n');
+    Ok(out)
+}
+
+fn testsuite(
+    report: &RunReport,
+    operation: Option<&str>,
+    opts: &RenderOptions,
+    strict: bool,
+) -> TestSuite {
+    let name = match operation {
+        Some(op) => format!("{}.{op}", report.suite),
+        None => report.suite.clone(),
+    };
+    let mut suite = TestSuite::new(&attr(&name, opts));
     suite.package = "idem-check".into();
     // A fixed timestamp for a given report keeps the document a pure function of it.
     suite.set_timestamp(
@@ -62,7 +101,7 @@ pub fn render(report: &RunReport, opts: &RenderOptions, strict: bool) -> anyhow:
         report
             .probes
             .iter()
-            .map(|p| testcase(report, p, opts, strict)),
+            .map(|p| testcase(report, &name, p, opts, strict)),
     );
     let mut facts = vec![
         format!("target {}", report.target),
@@ -73,16 +112,16 @@ pub fn render(report: &RunReport, opts: &RenderOptions, strict: bool) -> anyhow:
         facts.push("interrupted: only finished probes are listed".into());
     }
     suite.set_system_out(&body(&facts.join(" · "), opts));
-    let mut doc = Report::new();
-    doc.add_testsuite(suite);
-    let mut xml = Vec::new();
-    doc.write_xml(&mut xml)?;
-    let mut out = String::from_utf8(xml)?;
-    out.push('\n');
-    Ok(out)
+    suite
 }
 
-fn testcase(report: &RunReport, p: &ProbeReport, opts: &RenderOptions, strict: bool) -> TestCase {
+fn testcase(
+    report: &RunReport,
+    suite: &str,
+    p: &ProbeReport,
+    opts: &RenderOptions,
+    strict: bool,
+) -> TestCase {
     let time = Duration::seconds_f64(p.duration_ms.max(0.0) / 1000.0);
     let evidence = || Some(body(&block(p, &report.suite, opts), opts));
     let message = || {
@@ -97,10 +136,7 @@ fn testcase(report: &RunReport, p: &ProbeReport, opts: &RenderOptions, strict: b
             .to_string()
     };
     let mut tc = TestCase::success(p.id, time);
-    tc.set_classname(&attr(
-        &format!("idem-check.{}.{}", report.suite, p.group),
-        opts,
-    ));
+    tc.set_classname(&attr(&format!("idem-check.{suite}.{}", p.group), opts));
     tc.result = match p.outcome {
         Outcome::Pass => TestResult::Success,
         Outcome::Warn if strict => TestResult::Failure {
