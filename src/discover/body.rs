@@ -54,6 +54,10 @@ const MAX_DEPTH: usize = 24;
 /// A value a unique per-probe string fits in (the checker's unique values are shorter).
 const UNIQUE_ROOM: u64 = 64;
 
+/// The longest `minLength` a unique value is sure to reach (`idem-check-<probe>-<12 hex>` is
+/// 33 characters or more).
+const UNIQUE_MIN: u64 = 32;
+
 /// The body of an OAS 3 operation (`requestBody`).
 pub fn oas3(root: &Value, op: &Value) -> Result<Body, String> {
     let Some(rb) = op.get("requestBody") else {
@@ -359,6 +363,9 @@ impl<'a> Generator<'a> {
             && s.get("maxLength")
                 .and_then(Value::as_u64)
                 .is_none_or(|m| m >= UNIQUE_ROOM)
+            && s.get("minLength")
+                .and_then(Value::as_u64)
+                .is_none_or(|m| m <= UNIQUE_MIN)
     }
 
     /// The schema of property `name` of `schema`, borrowed from the document (searched through
@@ -438,31 +445,35 @@ fn first_type(s: &Map<String, Value>) -> Option<&str> {
     }
 }
 
-/// The smallest number the bounds allow (1 when unbounded), rounded up to `multipleOf`.
+/// The smallest number the bounds allow (1 when unbounded), on a `multipleOf` step.
 fn number(s: &Map<String, Value>, integer: bool) -> Value {
     let f = |k: &str| s.get(k).and_then(Value::as_f64);
-    let step = if integer { 1.0 } else { 0.5 };
+    let multiple = f("multipleOf").filter(|m| *m > 0.0);
     // OAS 3.0 marks exclusivity with a boolean beside the bound; 3.1 gives the bound itself.
-    let min = match (f("minimum"), s.get("exclusiveMinimum")) {
-        (Some(m), Some(Value::Bool(true))) => Some(m + step),
-        (_, Some(Value::Number(n))) => n.as_f64().map(|m| m + step),
-        (m, _) => m,
+    let bound = |inclusive: &str, exclusive: &str| match (f(inclusive), s.get(exclusive)) {
+        (Some(m), Some(Value::Bool(true))) => Some((m, true)),
+        (_, Some(Value::Number(n))) => n.as_f64().map(|m| (m, true)),
+        (m, _) => m.map(|m| (m, false)),
     };
-    let max = match (f("maximum"), s.get("exclusiveMaximum")) {
-        (Some(m), Some(Value::Bool(true))) => Some(m - step),
-        (_, Some(Value::Number(n))) => n.as_f64().map(|m| m - step),
-        (m, _) => m,
-    };
+    let min = bound("minimum", "exclusiveMinimum");
+    let max = bound("maximum", "exclusiveMaximum");
     let mut v = match (min, max) {
-        (Some(min), _) => min,
-        (None, Some(max)) if max < 1.0 => max,
+        (Some((lo, _)), _) => lo,
+        (None, Some((hi, _))) if hi < 1.0 => hi,
         _ => 1.0,
     };
-    if let Some(m) = f("multipleOf").filter(|m| *m > 0.0) {
+    if let Some(m) = multiple {
         v = (v / m).ceil() * m;
     }
     if integer {
         v = v.ceil();
+    }
+    let step = multiple.unwrap_or(if integer { 1.0 } else { 0.5 });
+    if matches!(min, Some((lo, true)) if v <= lo) {
+        v += step;
+    }
+    if matches!((min, max), (None, Some((hi, true))) if v >= hi) {
+        v -= step;
     }
     if v.fract() == 0.0 && v.abs() < 9.0e15 {
         Value::Number((v as i64).into())
