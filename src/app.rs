@@ -86,22 +86,18 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
         return crate::discover::commands::run(&args).await;
     }
     let opts = RunOptions {
-        probes: args.probe.clone(),
-        skip: args.skip.clone(),
         strict: args.strict,
         ..RunOptions::default()
     };
     let (config, reference) = configure(&args.target, opts).await?;
+    let selection = probes::select(&config.suite, &args.probe, &args.skip)?;
     let render = RenderOptions {
         color: terminal::use_color(args.color),
         secrets: config.secrets.clone(),
     };
-    let progress = Progress::new(
-        config.selection.len() as u64,
-        std::io::stderr().is_terminal(),
-    );
+    let progress = Progress::new(selection.len() as u64, std::io::stderr().is_terminal());
     let observer = ProgressObserver(&progress);
-    let report = runner::run(config.clone(), &observer, interrupted()).await?;
+    let report = runner::run(config.clone(), selection, &observer, interrupted()).await?;
     progress.finish();
     if let Some(r) = reference {
         r.stop().await?;

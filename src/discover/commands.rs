@@ -102,8 +102,6 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode> {
     let base_opts = run_options(
         &args.target,
         RunOptions {
-            probes: args.probe.clone(),
-            skip: args.skip.clone(),
             strict: args.strict,
             ..RunOptions::default()
         },
@@ -121,11 +119,12 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode> {
         };
         let config = Config::build(target, &opts, None)
             .with_context(|| format!("operation {}", op.operation_id))?;
-        configs.push((op, Arc::new(config)));
+        let selection = crate::probes::select(&config.suite, &args.probe, &args.skip)?;
+        configs.push((op, Arc::new(config), selection));
     }
     let mut secrets: Vec<String> = configs
         .iter()
-        .flat_map(|(_, c)| c.secrets.iter().cloned())
+        .flat_map(|(_, c, _)| c.secrets.iter().cloned())
         .collect();
     secrets.sort();
     secrets.dedup();
@@ -136,13 +135,15 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode> {
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let start = Instant::now();
     let mut runs = Vec::new();
-    for (op, config) in configs {
-        let progress = Progress::new(
-            config.selection.len() as u64,
-            std::io::stderr().is_terminal(),
-        );
-        let report =
-            crate::runner::run(config.clone(), &ProgressObserver(&progress), interrupted()).await?;
+    for (op, config, selection) in configs {
+        let progress = Progress::new(selection.len() as u64, std::io::stderr().is_terminal());
+        let report = crate::runner::run(
+            config.clone(),
+            selection,
+            &ProgressObserver(&progress),
+            interrupted(),
+        )
+        .await?;
         progress.finish();
         let stop = report.interrupted;
         runs.push(OperationReport::new(&op, report));
