@@ -155,3 +155,65 @@ async fn the_race_is_found_on_the_payments_operation() {
         "{terminal}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stress_takes_one_operation_from_the_document() {
+    let reference = Reference::start(None).await.unwrap();
+    let stress = |extra: &[&str]| {
+        let mut args = vec![
+            "stress".to_string(),
+            "--openapi".into(),
+            format!("{}/openapi.json", reference.base),
+            "-H".into(),
+            format!("Authorization: Bearer {}", reference.token(0)),
+            "--keys".into(),
+            "20".into(),
+            "--duplicates".into(),
+            "4".into(),
+            "--duration".into(),
+            "20s".into(),
+            "--color".into(),
+            "never".into(),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_idem-check"))
+            .args(args)
+            .kill_on_drop(true)
+            .output();
+        async move {
+            tokio::time::timeout(Duration::from_secs(120), child)
+                .await
+                .expect("stress finishes")
+                .expect("the binary runs")
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("stress.json");
+    let both = stress(&[]).await;
+    let one = stress(&[
+        "--operation",
+        "createPayout",
+        "--report-json",
+        json.to_str().unwrap(),
+    ])
+    .await;
+    let base = reference.base.clone();
+    reference.stop().await.unwrap();
+    assert_eq!(both.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&both.stderr)
+            .contains("stress checks one operation; choose one of createPayment, createPayout"),
+        "{}",
+        String::from_utf8_lossy(&both.stderr)
+    );
+    let out = String::from_utf8_lossy(&one.stdout);
+    assert_eq!(
+        one.status.code(),
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&one.stderr)
+    );
+    assert!(out.contains("stress  PASS"), "{out}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["target"], format!("POST {base}/api/payouts"));
+}
