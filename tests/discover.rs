@@ -2,21 +2,16 @@
 //! case: versions and formats, where and how the key header is declared, bodies from examples
 //! and from schemas, servers, and the documents that must be refused.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use idem_check::discover::body::BodySource;
 use idem_check::discover::header::Match;
 use idem_check::discover::{discover, load, Discovery, Location, Operation, Options};
 use serde_json::{json, Value};
 
-fn fixture(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/openapi")
-        .join(name)
-        .display()
-        .to_string()
-}
+use common::openapi_fixture as fixture;
 
 fn found_with(name: &str, opts: &Options) -> Discovery {
     let path = fixture(name);

@@ -1,17 +1,12 @@
 //! The real binary on OpenAPI documents: `discover` output, `init` target files, and the
 //! one-line errors (exit 2) for documents that cannot be used.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::{Command, Output};
 
-fn fixture(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/openapi")
-        .join(name)
-        .display()
-        .to_string()
-}
+use common::openapi_fixture as fixture;
 
 fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_idem-check"))
