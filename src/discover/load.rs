@@ -2,7 +2,7 @@
 //! `serde_json::Value` tree.
 //!
 //! JSON goes straight to serde_json (a 7 MB document parses in tens of milliseconds). Anything
-//! else is YAML, read with yaml-rust2 (pure Rust, maintained, YAML 1.2) and converted: mapping
+//! else, or text starting with `{` that JSON refuses, is YAML, read with yaml-rust2 (pure Rust, maintained, YAML 1.2) and converted: mapping
 //! keys become strings (`200:` is an integer key in YAML, a status code in OpenAPI).
 //!
 //! Published YAML documents sometimes indent with tab characters, which YAML forbids and strict
@@ -92,12 +92,16 @@ async fn fetch(source: &str, timeout: std::time::Duration) -> Result<String, Spe
 pub fn parse(source: &str, text: &str) -> Result<Spec, SpecError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let root = if text.trim_start().starts_with('{') {
-        serde_json::from_str(text).map_err(|e| {
-            SpecError::new(
-                source,
-                Some(Location::Line(e.line(), e.column())),
-                format!("not valid JSON: {e}"),
-            )
+        // A YAML flow mapping also starts with `{`: when JSON refuses, YAML may still read it,
+        // and the JSON error (with its line) is what is reported if neither does.
+        serde_json::from_str(text).or_else(|e| {
+            parse_yaml(source, text).map_err(|_| {
+                SpecError::new(
+                    source,
+                    Some(Location::Line(e.line(), e.column())),
+                    format!("not valid JSON: {e}"),
+                )
+            })
         })?
     } else {
         parse_yaml(source, text)?
@@ -210,11 +214,11 @@ mod tests {
     fn errors_point_at_the_line() {
         let err = parse("t.yaml", "a: 1\nb: [1, 2\nc: 3\n").unwrap_err();
         assert!(matches!(err.location, Some(Location::Line(_, _))), "{err}");
-        let err = parse("t.json", "{\"a\": 1,\n \"b\": }").unwrap_err();
-        assert_eq!(err.location, Some(Location::Line(2, 7)), "{err}");
-        assert!(
-            err.to_string().starts_with("t.json:2:7: not valid JSON"),
-            "{err}"
-        );
+        let flow = parse("t.yaml", "{openapi: 3.0.3, paths: {}}").unwrap();
+        assert_eq!(flow.root["openapi"], "3.0.3");
+        let err = parse("t.json", "{\"a\": 1,\n \"b\": [}").unwrap_err();
+        assert!(matches!(err.location, Some(Location::Line(2, _))), "{err}");
+        assert!(err.to_string().starts_with("t.json:2:"), "{err}");
+        assert!(err.message.starts_with("not valid JSON"), "{err}");
     }
 }
