@@ -29,6 +29,10 @@ pub enum Command {
     /// retries, with many requests in flight. Not part of `run`.
     #[command(after_long_help = crate::exit::HELP)]
     Stress(Box<StressArgs>),
+    /// Check a client or SDK instead of a server: run its command against a fake payments API
+    /// that drops responses, refuses and throttles, and judge how it retries.
+    #[command(after_long_help = crate::exit::HELP)]
+    Client(Box<ClientArgs>),
     /// Build one table across implementations from JSON reports (files or folders).
     Matrix(MatrixArgs),
     /// List the operations of an OpenAPI or Swagger document that take an idempotency key.
@@ -273,6 +277,43 @@ pub struct TargetArgs {
     /// matrix`) [default: the target's host]
     #[arg(long, value_name = "NAME")]
     pub label: Option<String>,
+
+    /// A value to mask in every output (repeatable), named $IDEM_SECRET_1, … in reproduce lines.
+    /// Credentials in headers, cookies, URL userinfo and query parameters such as `sig` or
+    /// `access_token` are masked without it.
+    #[arg(long, value_name = "VALUE")]
+    pub secret: Vec<String>,
+
+    /// Mask the values of this header like a credential (repeatable); headers whose name holds
+    /// key, token, secret, password, session, signature, auth or credential already are.
+    #[arg(long, value_name = "NAME")]
+    pub redact_header: Vec<String>,
+}
+
+/// Where reports go and how they look: shared by `run` and `stress`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Write a JUnit XML report.
+    #[arg(long = "report-junit", value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+
+    /// Write a JSON report (schema idem-check.report/1, or idem-check.stress/1 for stress).
+    #[arg(long = "report-json", value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set, within
+    /// GitHub's 1 MiB limit).
+    #[arg(long = "report-markdown", value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+
+    /// Cut every body in every output at this many bytes (with its size and SHA-256)
+    /// [default: 2048 terminal, 1024 Markdown, 8192 JUnit, 16384 JSON]
+    #[arg(long, value_name = "BYTES")]
+    pub max_body_bytes: Option<usize>,
+
+    /// When to use colour.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
 }
 
 /// `idem-check run`.
@@ -293,21 +334,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub strict: bool,
 
-    /// Write a JUnit XML report.
-    #[arg(long, value_name = "FILE")]
-    pub report_junit: Option<PathBuf>,
-
-    /// Write a JSON report (schema idem-check.report/1).
-    #[arg(long, value_name = "FILE")]
-    pub report_json: Option<PathBuf>,
-
-    /// Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).
-    #[arg(long, value_name = "FILE")]
-    pub report_markdown: Option<PathBuf>,
-
-    /// When to use colour.
-    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
-    pub color: ColorChoice,
+    #[command(flatten)]
+    pub report: ReportArgs,
 }
 
 /// `idem-check stress`.
@@ -332,13 +360,63 @@ pub struct StressArgs {
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "60s")]
     pub duration: Duration,
 
-    /// Write a JUnit XML report (one testcase, `stress`).
+    /// Reports; JUnit holds one testcase, `stress`.
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+/// `idem-check client`.
+#[derive(Debug, Args)]
+pub struct ClientArgs {
+    /// The client command: it must create ONE payment with POST $IDEM_CHECK_BASE_URL/api/payments
+    /// (JSON {amountCents, currency, reference}, Authorization: Bearer $IDEM_CHECK_TOKEN),
+    /// retrying as it normally does, and exit 0 if and only if it believes the payment was
+    /// created. It runs once per operation of every scenario.
+    #[arg(
+        value_name = "CMD",
+        last = true,
+        required_unless_present = "listen",
+        conflicts_with = "listen"
+    )]
+    pub command: Vec<String>,
+
+    /// The suite whose key syntax applies (ietf-draft-07: an RFC 8941 String; stripe: either
+    /// form).
+    #[arg(long, value_name = "NAME|FILE", default_value = crate::suite::DEFAULT_SUITE)]
+    pub suite: String,
+
+    /// The longest one scenario may take (all its runs of the command); the command's whole
+    /// process group is then killed. Under --listen, how long the scenario is served at most.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "60s")]
+    pub client_timeout: Duration,
+
+    /// Serve one scenario on this address for a client that cannot take its base URL from the
+    /// environment, then judge what came (ends when the scenario is complete, at the timeout,
+    /// or on Ctrl-C). The token is $IDEM_CHECK_TOKEN when set, else a random one (printed).
+    #[arg(long, value_name = "ADDR", requires = "scenario")]
+    pub listen: Option<std::net::SocketAddr>,
+
+    /// Run only this scenario (repeatable; exactly one with --listen): created,
+    /// two-operations, lost-response, retry-after-503, retry-after-409, refused-422,
+    /// refused-400.
+    #[arg(long, value_name = "ID")]
+    pub scenario: Vec<String>,
+
+    /// Fail on recommended checks too (WARN becomes FAIL).
+    #[arg(long)]
+    pub strict: bool,
+
+    /// Write a JUnit XML report.
     #[arg(long, value_name = "FILE")]
     pub report_junit: Option<PathBuf>,
 
-    /// Write a JSON report (schema idem-check.stress/1).
+    /// Write a JSON report (schema idem-check.client/1).
     #[arg(long, value_name = "FILE")]
     pub report_json: Option<PathBuf>,
+
+    /// Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).
+    #[arg(long, value_name = "FILE")]
+    pub report_markdown: Option<PathBuf>,
 
     /// When to use colour.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]

@@ -8,10 +8,13 @@
 //! [`check::Check`]s with the shared verifiers; [`outcome`] decides each probe's verdict; and
 //! [`report`] renders the one [`report::RunReport`] to the terminal, JUnit, JSON and Markdown.
 //! [`mod@reference`] runs the bundled reference server in-process for `run --reference`.
+//! [`client`] turns the tables for `idem-check client`: a fake payments API judges how a client
+//! command retries.
 
 pub mod app;
 pub mod check;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod diagnostic;
 pub mod discover;

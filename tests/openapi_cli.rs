@@ -142,7 +142,9 @@ fn init_writes_one_target_file_per_operation_that_loads() {
         Some(r#"{"amount":500,"currency":"usd","description":"{{unique}}"}"#)
     );
     assert_eq!(t.id_pointer.as_deref(), Some("/id"));
-    assert!(t.secrets.contains(&"tok-123".to_string()));
+    assert!(t
+        .secret_vars
+        .contains(&("BEARERAUTH_TOKEN".to_string(), "tok-123".to_string())));
 
     // What the document does not say becomes a placeholder the environment must fill.
     let o = run(&[

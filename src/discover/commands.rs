@@ -12,12 +12,15 @@ use anyhow::{bail, Context as _, Result};
 
 use super::run::{OpenApiReport, OperationReport};
 use super::{Discovery, Operation, Options, Skipped, Spec};
-use crate::app::{apply_flags, interrupted, run_options, ProgressObserver};
+use crate::app::{
+    apply_flags, emit, finish_reports, interrupted, report_files, run_options, with_secret_flags,
+    ProgressObserver,
+};
 use crate::cli::{DiscoverArgs, DiscoverFormat, InitArgs, OpenApiArgs, RunArgs, TargetArgs};
 use crate::config::{Config, RunOptions, TargetSpec};
-use crate::exit::ExitCode;
+use crate::exit::{AppError, ExitCode};
 use crate::report::terminal::{self, Progress};
-use crate::report::{self, RenderOptions};
+use crate::report::{self, Format, RenderOptions};
 
 /// How long fetching a document may take when no `--timeout` applies.
 const FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -97,7 +100,8 @@ pub async fn single_target(t: &TargetArgs) -> Result<TargetSpec> {
 }
 
 /// `idem-check run --openapi SPEC`: every selected operation, one after the other.
-pub async fn run(args: &RunArgs) -> Result<ExitCode> {
+pub async fn run(args: &RunArgs) -> Result<ExitCode, AppError> {
+    let files = report_files(&args.report)?;
     let (found, targets, skipped) = targets(&args.target).await?;
     let base_opts = run_options(
         &args.target,
@@ -122,15 +126,18 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode> {
         let selection = crate::probes::select(&config.suite, &args.probe, &args.skip)?;
         configs.push((op, Arc::new(config), selection));
     }
-    let mut secrets: Vec<String> = configs
-        .iter()
-        .flat_map(|(_, c, _)| c.secrets.iter().cloned())
-        .collect();
-    secrets.sort();
-    secrets.dedup();
+    // Every operation shares the flags, so the first one's secrets are every run's.
+    let secrets = configs
+        .first()
+        .map(|(_, c, _)| c.secrets.clone())
+        .unwrap_or_default();
     let render = RenderOptions {
-        color: terminal::use_color(args.color),
+        color: terminal::use_color(args.report.color),
         secrets,
+        max_body: args
+            .report
+            .max_body_bytes
+            .unwrap_or(Format::Terminal.default_max_body()),
     };
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let start = Instant::now();
@@ -143,7 +150,8 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode> {
             &ProgressObserver(&progress),
             interrupted(),
         )
-        .await?;
+        .await
+        .map_err(AppError::runtime)?;
         progress.finish();
         let stop = report.interrupted;
         runs.push(OperationReport::new(&op, report));
@@ -156,27 +164,13 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode> {
         &found.version,
         started_at,
         start.elapsed().as_secs_f64() * 1000.0,
+        args.strict,
         runs,
         skipped,
     );
-    let strict = args.strict;
-    print!("{}", report.terminal(&render, strict));
-    if let Some(path) = &args.report_junit {
-        report::file::write_atomically(path, &report.junit(&render, strict)?)
-            .with_context(|| format!("could not write the JUnit report {}", path.display()))?;
-    }
-    if let Some(path) = &args.report_json {
-        report::file::write_atomically(path, &report::json::render_value(&report, &render)?)
-            .with_context(|| format!("could not write the JSON report {}", path.display()))?;
-    }
-    if let Some(path) = &args.report_markdown {
-        report::file::write_atomically(path, &report.markdown(&render))
-            .with_context(|| format!("could not write the Markdown report {}", path.display()))?;
-    }
-    for o in &report.operations {
-        report::markdown::append_to_step_summary(&o.report, &render)?;
-    }
-    Ok(ExitCode::for_run(&report.summary, report.interrupted))
+    emit(&report.terminal(&render, args.strict))?;
+    let code = ExitCode::for_run(&report.summary, report.interrupted);
+    Ok(finish_reports(&report, &files, &render, &args.report, code))
 }
 
 /// The discovered operations as target descriptions with the flags laid over them, and the
@@ -195,7 +189,7 @@ async fn targets(
     for op in selected {
         match &op.url {
             Ok(url) => {
-                let spec = apply_flags(base_target(&op, url, &t.headers), t)?;
+                let spec = with_secret_flags(apply_flags(base_target(&op, url, &t.headers), t)?, t);
                 out.push((op, spec));
             }
             Err(reason) => skipped.push(Skipped {

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::{Operation, Skipped};
 use crate::redact::sanitize_line;
 use crate::report::terminal::summary_line;
-use crate::report::{self, RenderOptions, RunReport, Summary, ToolInfo};
+use crate::report::{self, Format, RenderOptions, Reportable, RunReport, Summary, ToolInfo};
 
 /// The JSON schema id of an `--openapi` run's report.
 pub const SCHEMA: &str = "idem-check.openapi-report/1";
@@ -55,6 +55,8 @@ pub struct OpenApiReport {
     pub started_at: String,
     pub duration_ms: f64,
     pub interrupted: bool,
+    /// Recommended checks decided the outcomes (`--strict`).
+    pub strict: bool,
     /// The probes of every operation counted together.
     pub summary: Summary,
     pub operations: Vec<OperationReport>,
@@ -69,6 +71,7 @@ impl OpenApiReport {
         version: &str,
         started_at: String,
         duration_ms: f64,
+        strict: bool,
         operations: Vec<OperationReport>,
         skipped: Vec<Skipped>,
     ) -> Self {
@@ -91,6 +94,7 @@ impl OpenApiReport {
             started_at,
             duration_ms,
             interrupted: operations.iter().any(|o| o.report.interrupted),
+            strict,
             summary,
             operations,
             skipped,
@@ -157,5 +161,18 @@ impl OpenApiReport {
             })
             .collect::<Vec<_>>()
             .join("\n")
+    }
+}
+
+/// An `--openapi` run's files: its own JSON (`idem-check.openapi-report/1`), one JUnit
+/// testsuite per operation, and the operations' Markdown summaries one after the other.
+impl Reportable for OpenApiReport {
+    fn render(&self, format: Format, opts: &RenderOptions) -> anyhow::Result<String> {
+        match format {
+            Format::Json => report::json::render_value(self, opts),
+            Format::Junit => self.junit(opts, self.strict),
+            Format::Markdown => Ok(self.markdown(opts)),
+            Format::Terminal => Ok(self.terminal(opts, self.strict)),
+        }
     }
 }

@@ -1,0 +1,249 @@
+//! Running the user's client command once: in its own process group, with the fake API's
+//! address in its environment, its output captured, and a deadline after which the whole group
+//! is killed.
+//!
+//! The group matters because a client command is often a shell or an interpreter that starts
+//! the real client as a child: killing only the direct child would leave the grandchild retrying
+//! against the next scenario's server, or holding the output pipes open forever.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result};
+use serde::Serialize;
+use tokio::io::{AsyncRead, AsyncReadExt as _};
+use tokio::sync::watch;
+
+/// Bytes of stdout and of stderr kept per run; the rest is counted, not stored.
+pub const OUTPUT_CAP: usize = 64 * 1024;
+
+/// How long the output pipes may stay open after the group was killed (a process that left the
+/// group, e.g. with setsid, can hold them).
+const DRAIN_GRACE: Duration = Duration::from_secs(5);
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "value", rename_all = "lowercase")]
+pub enum Exit {
+    /// It exited with this status.
+    Code(i32),
+    /// A signal ended it.
+    Signal(i32),
+    /// The deadline passed; the group was killed.
+    Timeout,
+    /// Ctrl-C; the group was killed.
+    Interrupted,
+}
+
+impl Exit {
+    /// True for exit status 0: the client says the payment was created.
+    pub fn success(self) -> bool {
+        self == Exit::Code(0)
+    }
+
+    /// "exit 0", "killed by signal 9", "killed after the 60 s timeout".
+    pub fn describe(self, timeout: Duration) -> String {
+        match self {
+            Exit::Code(c) => format!("exit {c}"),
+            Exit::Signal(s) => format!("ended by signal {s}"),
+            Exit::Timeout => format!("killed after the {} s timeout", timeout.as_secs()),
+            Exit::Interrupted => "killed by Ctrl-C".into(),
+        }
+    }
+}
+
+/// A captured output stream.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Output {
+    /// The first [`OUTPUT_CAP`] bytes, as text (invalid UTF-8 replaced).
+    pub text: String,
+    /// Bytes left out after the cap.
+    pub omitted_bytes: usize,
+}
+
+/// One run of the command.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRecord {
+    /// 1-based within its scenario.
+    pub run: usize,
+    /// When it started, from the start of the scenario.
+    pub start_ms: f64,
+    pub duration_ms: f64,
+    pub exit: Exit,
+    pub stdout: Output,
+    pub stderr: Output,
+}
+
+/// Runs `argv` with `env` added to the inherited environment, until it exits, `timeout`
+/// passes, or `interrupt` turns true. `origin` is the scenario's start.
+pub async fn run(
+    argv: &[String],
+    env: &[(&str, String)],
+    timeout: Duration,
+    origin: Instant,
+    run: usize,
+    interrupt: &mut watch::Receiver<bool>,
+) -> Result<RunRecord> {
+    let (program, args) = argv.split_first().context("no command given after --")?;
+    let started = Instant::now();
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("could not start the client command {program:?}"))?;
+    let pid = child.id();
+    let stdout = tokio::spawn(capture(child.stdout.take()));
+    let stderr = tokio::spawn(capture(child.stderr.take()));
+    let exit = tokio::select! {
+        status = child.wait() => {
+            let status = status.context("could not wait for the client command")?;
+            use std::os::unix::process::ExitStatusExt as _;
+            match (status.code(), status.signal()) {
+                (Some(c), _) => Exit::Code(c),
+                (None, Some(s)) => Exit::Signal(s),
+                (None, None) => Exit::Signal(0),
+            }
+        }
+        () = tokio::time::sleep(timeout) => Exit::Timeout,
+        _ = interrupt.wait_for(|stop| *stop) => Exit::Interrupted,
+    };
+    // Whatever the command left running (a background retry, a timed-out child) ends with it.
+    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let _ = child.wait().await;
+    let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+    Ok(RunRecord {
+        run,
+        start_ms: started.duration_since(origin).as_secs_f64() * 1000.0,
+        duration_ms,
+        exit,
+        stdout: drained(stdout).await,
+        stderr: drained(stderr).await,
+    })
+}
+
+async fn drained(task: tokio::task::JoinHandle<Output>) -> Output {
+    let abort = task.abort_handle();
+    match tokio::time::timeout(DRAIN_GRACE, task).await {
+        Ok(Ok(out)) => out,
+        _ => {
+            abort.abort();
+            Output {
+                text: "(output still held open by a process outside the group; not read)".into(),
+                omitted_bytes: 0,
+            }
+        }
+    }
+}
+
+/// Reads a stream to its end, keeping the first [`OUTPUT_CAP`] bytes.
+async fn capture(stream: Option<impl AsyncRead + Unpin>) -> Output {
+    let Some(mut stream) = stream else {
+        return Output::default();
+    };
+    let mut kept = Vec::new();
+    let mut omitted = 0;
+    let mut buf = [0u8; 8192];
+    while let Ok(n) = stream.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        let room = OUTPUT_CAP.saturating_sub(kept.len()).min(n);
+        kept.extend_from_slice(&buf[..room]);
+        omitted += n - room;
+    }
+    Output {
+        text: String::from_utf8_lossy(&kept).into_owned(),
+        omitted_bytes: omitted,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> Vec<String> {
+        vec!["sh".into(), "-c".into(), script.into()]
+    }
+
+    #[tokio::test]
+    async fn captures_exit_status_output_and_environment() {
+        let (_tx, mut rx) = watch::channel(false);
+        let r = run(
+            &sh("echo \"base=$IDEM_CHECK_BASE_URL\"; echo oops >&2; exit 3"),
+            &[("IDEM_CHECK_BASE_URL", "http://127.0.0.1:9".into())],
+            Duration::from_secs(10),
+            Instant::now(),
+            1,
+            &mut rx,
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.exit, Exit::Code(3));
+        assert_eq!(r.stdout.text, "base=http://127.0.0.1:9\n");
+        assert_eq!(r.stderr.text, "oops\n");
+    }
+
+    /// True while `pid` runs (a zombie waiting for its reaper counts as ended).
+    fn running(pid: &str) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit(") ")
+                .next()
+                .is_some_and(|s| !s.starts_with('Z'))
+        })
+    }
+
+    #[tokio::test]
+    async fn a_timeout_kills_the_whole_group_including_grandchildren() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("grandchild.pid");
+        let (_tx, mut rx) = watch::channel(false);
+        let script = format!("sleep 30 & echo $! > '{}'; wait", pidfile.to_string_lossy());
+        let t = Instant::now();
+        let r = run(&sh(&script), &[], Duration::from_millis(500), t, 1, &mut rx)
+            .await
+            .unwrap();
+        assert_eq!(r.exit, Exit::Timeout);
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        // The shell wrote the grandchild's pid before waiting (unless it never got that far, in
+        // which case there is no grandchild to survive).
+        if let Ok(pid) = std::fs::read_to_string(&pidfile) {
+            let pid = pid.trim();
+            for _ in 0..50 {
+                if !running(pid) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            panic!("the grandchild {pid} outlived the timeout");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_missing_program_is_an_error_naming_it() {
+        let (_tx, mut rx) = watch::channel(false);
+        let err = run(
+            &["/nonexistent/client".to_string()],
+            &[],
+            Duration::from_secs(1),
+            Instant::now(),
+            1,
+            &mut rx,
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            format!("{err:#}").contains("/nonexistent/client"),
+            "{err:#}"
+        );
+    }
+}

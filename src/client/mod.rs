@@ -1,0 +1,395 @@
+//! `idem-check client`: the other half of the contract. An Idempotency-Key protects a payment
+//! only if the client uses it right, so this plays the server's part and watches the client.
+//!
+//! The pipeline: for each [`scenario`] a fresh [`fake_api`] (an empty store, one injected
+//! behaviour) is started on 127.0.0.1, the user's command is run against it by [`command`] (once
+//! per logical operation, `IDEM_CHECK_BASE_URL` and `IDEM_CHECK_TOKEN` in its environment, its
+//! process group killed at the deadline), every attempt is recorded, and [`checks`] judges the
+//! recordings. The result is a [`ClientReport`] (JSON schema `idem-check.client/1`), which also
+//! converts to the [`RunReport`] the terminal, JUnit and Markdown renderers read, so a client
+//! report looks exactly like a server one.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Result;
+use serde::Serialize;
+use tokio::sync::watch;
+
+use crate::outcome;
+use crate::report::{ProbeReport, RunReport, Summary, ToolInfo};
+use crate::suite::Suite;
+
+pub mod checks;
+pub mod cli;
+pub mod command;
+pub mod fake_api;
+pub mod scenario;
+
+use checks::{ClientProbe, Judging};
+use command::{Exit, RunRecord};
+use fake_api::FakeApi;
+use scenario::{Scenario, ScenarioRecord};
+
+/// The JSON schema id of a client report.
+pub const SCHEMA: &str = "idem-check.client/1";
+
+/// The environment variable that carries the fake API's base URL.
+pub const ENV_BASE_URL: &str = "IDEM_CHECK_BASE_URL";
+/// The environment variable that carries the bearer token.
+pub const ENV_TOKEN: &str = "IDEM_CHECK_TOKEN";
+
+/// Under `--listen`, how long no request may arrive after the scenario's last final answer
+/// before it counts as complete (a retry after a refusal must have had time to show up).
+const LISTEN_QUIET: Duration = Duration::from_secs(3);
+
+/// Under `--listen`, how long no request may arrive at all, final answer or not, before the
+/// client counts as done (one that gave up after a lost response never sends a final request).
+const LISTEN_IDLE: Duration = Duration::from_secs(10);
+
+/// What `idem-check client` was asked to do.
+pub struct ClientOptions {
+    /// The client command and its arguments (empty under `--listen`).
+    pub command: Vec<String>,
+    pub suite: Suite,
+    /// The longest one scenario (all its runs of the command, or under `--listen` all it
+    /// serves) may take.
+    pub timeout: Duration,
+    pub strict: bool,
+    /// The scenarios to run, in catalog order.
+    pub scenarios: Vec<&'static Scenario>,
+    /// The bearer token the fake API requires.
+    pub token: String,
+}
+
+/// One scenario as reported in JSON: what was done and what the command did.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioReport {
+    pub id: &'static str,
+    pub what: &'static str,
+    pub base_url: String,
+    pub attempts: usize,
+    pub payments: usize,
+    /// Empty under `--listen`.
+    pub runs: Vec<RunRecord>,
+}
+
+/// Everything `idem-check client` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClientReport {
+    pub schema: &'static str,
+    pub tool: ToolInfo,
+    /// The client command as given (secrets masked on rendering).
+    pub command: Vec<String>,
+    pub suite: String,
+    pub strict: bool,
+    /// RFC 3339, UTC.
+    pub started_at: String,
+    pub duration_ms: f64,
+    /// True when Ctrl-C stopped the run: only finished scenarios are judged.
+    pub interrupted: bool,
+    pub summary: Summary,
+    /// The client checks, in catalog order, each with the attempts it judged.
+    pub probes: Vec<ProbeReport>,
+    pub scenarios: Vec<ScenarioReport>,
+}
+
+impl ClientReport {
+    /// The report in the shape the terminal, JUnit and Markdown renderers read.
+    pub fn as_run_report(&self) -> RunReport {
+        let target = if self.command.is_empty() {
+            "client under --listen".to_string()
+        } else {
+            format!("client: {}", self.command.join(" "))
+        };
+        RunReport {
+            schema: SCHEMA,
+            tool: self.tool.clone(),
+            label: "client".into(),
+            reference: false,
+            target,
+            suite: self.suite.clone(),
+            strict: self.strict,
+            started_at: self.started_at.clone(),
+            duration_ms: self.duration_ms,
+            interrupted: self.interrupted,
+            context: vec![format!(
+                "{} scenario{} against a fake payments API on 127.0.0.1",
+                self.scenarios.len(),
+                if self.scenarios.len() == 1 { "" } else { "s" }
+            )],
+            summary: self.summary.clone(),
+            probes: self.probes.clone(),
+        }
+    }
+}
+
+/// A watch that turns true on Ctrl-C, for the runs to stop on.
+pub fn interrupt_watch() -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = tx.send(true);
+        }
+        // Keep the sender alive so receivers never see a closed channel as a stop.
+        tx.closed().await;
+    });
+    rx
+}
+
+/// Runs the command once per operation of every selected scenario, then judges.
+pub async fn run(
+    opts: &ClientOptions,
+    mut interrupt: watch::Receiver<bool>,
+) -> Result<ClientReport> {
+    let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let started = Instant::now();
+    let mut records = Vec::new();
+    let mut interrupted = false;
+    'scenarios: for &s in &opts.scenarios {
+        let api = FakeApi::start(
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+            s.behaviour,
+            &opts.suite.header,
+            &opts.token,
+        )
+        .await?;
+        let env = [
+            (ENV_BASE_URL, api.base_url()),
+            (ENV_TOKEN, opts.token.clone()),
+        ];
+        let mut runs = Vec::new();
+        let deadline = Instant::now() + opts.timeout;
+        for n in 1..=s.runs {
+            api.set_run(Some(n));
+            let record = command::run(
+                &opts.command,
+                &env,
+                deadline.saturating_duration_since(Instant::now()),
+                api.origin(),
+                n,
+                &mut interrupt,
+            )
+            .await?;
+            let stop = record.exit == Exit::Interrupted;
+            runs.push(record);
+            if stop {
+                interrupted = true;
+                break 'scenarios;
+            }
+        }
+        let base_url = api.base_url();
+        let rec = api.finish().await;
+        records.push(ScenarioRecord {
+            scenario: s,
+            base_url,
+            attempts: rec.attempts,
+            runs,
+            payments: rec.payments,
+        });
+    }
+    Ok(build(opts, records, started_at, started, interrupted))
+}
+
+/// Serves one scenario on `addr` for a client idem-check does not run, until the scenario is
+/// complete (its operations got their final answers and then 3 s passed without a request),
+/// the client fell silent for 10 s, the timeout passes, or Ctrl-C; then judges what came.
+/// `ready` is told the base URL once the server listens.
+pub async fn listen(
+    opts: &ClientOptions,
+    addr: SocketAddr,
+    ready: impl FnOnce(&str),
+    mut interrupt: watch::Receiver<bool>,
+) -> Result<ClientReport> {
+    let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let started = Instant::now();
+    let s = opts
+        .scenarios
+        .first()
+        .copied()
+        .ok_or_else(|| anyhow::anyhow!("--listen needs --scenario ID"))?;
+    let api = FakeApi::start(addr, s.behaviour, &opts.suite.header, &opts.token).await?;
+    ready(&api.base_url());
+    let deadline = tokio::time::Instant::now() + opts.timeout;
+    loop {
+        let p = api.progress();
+        let silent = p.last_attempt.map(|t| t.elapsed());
+        let complete = p.finals >= s.runs && silent.is_some_and(|q| q >= LISTEN_QUIET);
+        if complete || silent.is_some_and(|q| q >= LISTEN_IDLE) {
+            break;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            () = tokio::time::sleep_until(deadline) => break,
+            _ = interrupt.wait_for(|stop| *stop) => break,
+        }
+    }
+    let base_url = api.base_url();
+    let rec = api.finish().await;
+    let record = ScenarioRecord {
+        scenario: s,
+        base_url,
+        attempts: rec.attempts,
+        runs: Vec::new(),
+        payments: rec.payments,
+    };
+    Ok(build(opts, vec![record], started_at, started, false))
+}
+
+fn build(
+    opts: &ClientOptions,
+    records: Vec<ScenarioRecord>,
+    started_at: String,
+    started: Instant,
+    interrupted: bool,
+) -> ClientReport {
+    let probes: Vec<ProbeReport> = checks::CATALOG
+        .iter()
+        .filter_map(|p| judge(p, &records, opts))
+        .collect();
+    ClientReport {
+        schema: SCHEMA,
+        tool: ToolInfo::default(),
+        command: opts.command.clone(),
+        suite: opts.suite.name.clone(),
+        strict: opts.strict,
+        started_at,
+        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+        interrupted,
+        summary: Summary::of(&probes),
+        probes,
+        scenarios: records
+            .into_iter()
+            .map(|r| ScenarioReport {
+                id: r.scenario.id,
+                what: r.scenario.what,
+                base_url: r.base_url,
+                attempts: r.attempts.len(),
+                payments: r.payments,
+                runs: r.runs,
+            })
+            .collect(),
+    }
+}
+
+/// One probe's report from the scenarios it reads, or `None` when none of them ran.
+fn judge(p: &ClientProbe, records: &[ScenarioRecord], opts: &ClientOptions) -> Option<ProbeReport> {
+    let mut mine: Vec<ScenarioRecord> = records
+        .iter()
+        .filter(|r| p.scenarios.contains(&r.scenario.id))
+        .cloned()
+        .collect();
+    if mine.is_empty() {
+        return None;
+    }
+    // Number the attempts across the probe's scenarios, as the evidence cites them.
+    let mut n = 0;
+    for r in &mut mine {
+        let mut per_op = std::collections::HashMap::<usize, usize>::new();
+        for a in &mut r.attempts {
+            n += 1;
+            a.exchange.n = n;
+            a.exchange.role = if a.operation {
+                let i = per_op.entry(a.op).or_default();
+                *i += 1;
+                format!("{} op {} attempt {i}", r.scenario.id, a.op)
+            } else {
+                format!("{} other request", r.scenario.id)
+            };
+        }
+    }
+    let judged = (p.judge)(&Judging {
+        records: &mine,
+        key_syntax: opts.suite.key_syntax,
+        header: &opts.suite.header,
+        timeout: opts.timeout,
+    });
+    let verdict = outcome::decide(&judged.checks, judged.stop.as_ref(), opts.strict);
+    Some(ProbeReport {
+        id: p.id,
+        group: "client",
+        section: p.section,
+        stimulus: p.stimulus,
+        requirement: p.requirement,
+        outcome: verdict.outcome,
+        reason: verdict.reason,
+        effect_basis: Some("payments in the fake API's store".into()),
+        duration_ms: mine
+            .iter()
+            .flat_map(|r| r.runs.iter().map(|run| run.duration_ms))
+            .sum(),
+        checks: judged.checks,
+        timeline: mine
+            .iter()
+            .flat_map(|r| timeline(r, opts.timeout))
+            .collect(),
+        exchanges: mine
+            .into_iter()
+            .flat_map(|r| r.attempts.into_iter().map(|a| a.exchange))
+            .collect(),
+    })
+}
+
+/// Output lines of a stream shown in the text evidence (the JSON report has all of it).
+const OUTPUT_LINES: usize = 8;
+
+/// The scenario in a few lines: what was injected, every attempt after the first of its
+/// operation (how long after the previous answer, same key or not, same payload or not), how
+/// each run ended and the tail of its output.
+fn timeline(r: &ScenarioRecord, timeout: Duration) -> Vec<String> {
+    let id = r.scenario.id;
+    let mut out = vec![format!("{id}: {}", r.scenario.what)];
+    for op in 1..=r.scenario.runs {
+        let attempts = r.operation(op);
+        for pair in attempts.windows(2) {
+            let (prev, next) = (pair[0], pair[1]);
+            let key = if next.same_key_as(prev) {
+                "same key"
+            } else {
+                "another key"
+            };
+            let payload = if next.payload == prev.payload {
+                "same payload"
+            } else {
+                "another payload"
+            };
+            out.push(format!(
+                "{id}: #{} {:.0} ms after #{} ended ({}), {key}, {payload}",
+                next.exchange.n,
+                next.exchange.start_ms - prev.exchange.end_ms(),
+                prev.exchange.n,
+                prev.exchange.status_text(),
+            ));
+        }
+    }
+    for run in &r.runs {
+        out.push(format!(
+            "{id}: run {} {} after {:.0} ms",
+            run.run,
+            run.exit.describe(timeout),
+            run.duration_ms
+        ));
+        for (name, stream) in [("stdout", &run.stdout), ("stderr", &run.stderr)] {
+            let lines: Vec<&str> = stream.text.lines().collect();
+            let skip = lines.len().saturating_sub(OUTPUT_LINES);
+            if skip > 0 {
+                out.push(format!(
+                    "{id}: run {} {name}: ({skip} earlier lines in the JSON report)",
+                    run.run
+                ));
+            }
+            for line in &lines[skip..] {
+                out.push(format!("{id}: run {} {name}| {line}", run.run));
+            }
+        }
+    }
+    if r.runs.is_empty() {
+        out.push(format!("{id}: exit status not observed (--listen)"));
+    }
+    out.push(format!(
+        "{id}: {} payment{} at the end",
+        r.payments,
+        if r.payments == 1 { "" } else { "s" }
+    ));
+    out
+}
