@@ -27,7 +27,7 @@ pub async fn run(opts: Opts) -> Result<ExitCode> {
         Command::Run(args) => run_probes(*args).await,
         Command::List(args) => list(&args),
         Command::Stress(args) => stress(*args).await,
-        Command::Client(args) => Ok(crate::client::cli::run(*args).await?),
+        Command::Client(args) => crate::client::cli::run(*args).await,
         Command::Matrix(args) => matrix(&args),
         Command::Discover(args) => Ok(crate::discover::commands::discover(&args).await?),
         Command::Init(args) => Ok(crate::discover::commands::init(&args).await?),
@@ -142,6 +142,7 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
     }
     let opts = RunOptions {
         strict: args.strict,
+        key_form: args.key_form,
         ..RunOptions::default()
     };
     let files = report_files(&args.report)?;
@@ -154,6 +155,7 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
             .report
             .max_body_bytes
             .unwrap_or(Format::Terminal.default_max_body()),
+        key_header: config.suite.header.clone(),
     };
     let progress = Progress::new(selection.len() as u64, std::io::stderr().is_terminal());
     let observer = ProgressObserver(&progress);
@@ -272,6 +274,7 @@ async fn stress(args: StressArgs) -> Result<ExitCode> {
             .report
             .max_body_bytes
             .unwrap_or(Format::Terminal.default_max_body()),
+        key_header: config.suite.header.clone(),
     };
     let progress = Progress::new(args.keys as u64, std::io::stderr().is_terminal());
     let opts = crate::stress::StressOptions {

@@ -643,6 +643,7 @@ pub(crate) fn test_exchange(n: usize, status: u16, body: &str) -> Exchange {
             headers: vec![],
             body: body.as_bytes().to_vec(),
             body_truncated: false,
+            problem: None,
         }),
         error: None,
     }

@@ -334,6 +334,12 @@ pub struct RunArgs {
     #[arg(long)]
     pub strict: bool,
 
+    /// How keys are written: quoted (RFC 8941 Strings), bare, or auto — the suite's form, falling
+    /// back to bare keys when the API refuses the quoted form at the pre-flight (quoted-key then
+    /// FAILs and every report says so)
+    #[arg(long, value_name = "FORM", default_value = "auto")]
+    pub key_form: crate::keys::KeyForm,
+
     #[command(flatten)]
     pub report: ReportArgs,
 }
@@ -406,19 +412,7 @@ pub struct ClientArgs {
     #[arg(long)]
     pub strict: bool,
 
-    /// Write a JUnit XML report.
-    #[arg(long, value_name = "FILE")]
-    pub report_junit: Option<PathBuf>,
-
-    /// Write a JSON report (schema idem-check.client/1).
-    #[arg(long, value_name = "FILE")]
-    pub report_json: Option<PathBuf>,
-
-    /// Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).
-    #[arg(long, value_name = "FILE")]
-    pub report_markdown: Option<PathBuf>,
-
-    /// When to use colour.
-    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
-    pub color: ColorChoice,
+    /// Reports; the JSON report's schema is idem-check.client/1.
+    #[command(flatten)]
+    pub report: ReportArgs,
 }

@@ -141,7 +141,9 @@ pub const MAX_LEASE_WAIT: Duration = Duration::from_secs(150);
 pub trait RestartHook: Send + Sync {
     /// One line for the evidence ("in-process restart of the reference server").
     fn describe(&self) -> String;
-    fn restart(&self) -> BoxFuture<'_, Result<()>>;
+    /// Restarts, and says what the hook itself saw of the target going down ("the ready URL
+    /// failed 3 times"), if anything: a hook that returns is no proof that anything restarted.
+    fn restart(&self) -> BoxFuture<'_, Result<Option<String>>>;
 }
 
 /// The user's restart hook: a shell command, then polling a readiness URL.

@@ -139,11 +139,6 @@ impl Meter {
         }
     }
 
-    /// Whether executions can be counted at all.
-    pub fn is_blind(&self) -> bool {
-        self.counter.is_none() && self.identity == Identity::Blind
-    }
-
     pub fn has_counter(&self) -> bool {
         self.counter.is_some()
     }
@@ -475,7 +470,6 @@ mod tests {
         let same_b = ex(2, 202, r#"{"status":"accepted"}"#);
         let bodies = meter(false, false);
         let blind = bodies.calibrate(&none, &none, &same_a, &same_b).unwrap();
-        assert!(blind.is_blind());
         assert_eq!(blind.describe(), "blind");
         assert_eq!(
             blind.count(&none, &none, &[], &[&same_a]).unwrap_err(),

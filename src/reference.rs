@@ -223,10 +223,13 @@ impl RestartHook for InProcessRestart {
         "an in-process restart of the reference server (store closed and reopened)".into()
     }
 
-    fn restart(&self) -> BoxFuture<'_, Result<()>> {
+    fn restart(&self) -> BoxFuture<'_, Result<Option<String>>> {
         async move {
             self.0.stop().await?;
-            self.0.start().await
+            self.0.start().await?;
+            Ok(Some(
+                "the in-process server stopped (its store closed) and started again".into(),
+            ))
         }
         .boxed()
     }

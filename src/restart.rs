@@ -16,7 +16,7 @@ impl RestartHook for CommandRestart {
         }
     }
 
-    fn restart(&self) -> BoxFuture<'_, Result<()>> {
+    fn restart(&self) -> BoxFuture<'_, Result<Option<String>>> {
         async move {
             let deadline = Instant::now() + self.timeout;
             let status = tokio::time::timeout(
@@ -39,18 +39,28 @@ impl RestartHook for CommandRestart {
                 bail!("`{}` exited with {status}", self.command);
             }
             let Some(url) = &self.ready_url else {
-                return Ok(());
+                return Ok(None);
             };
             let client = reqwest::Client::builder()
                 .timeout(Duration::from_secs(2))
                 .build()?;
             let mut last = String::from("no attempt");
+            let mut failures = 0;
             while Instant::now() < deadline {
                 match client.get(url.clone()).send().await {
-                    Ok(r) if r.status().is_success() => return Ok(()),
+                    Ok(r) if r.status().is_success() => {
+                        return Ok((failures > 0).then(|| {
+                            format!(
+                                "GET {url} failed {failures} time{} after the command (last: {last}) before answering {}",
+                                if failures == 1 { "" } else { "s" },
+                                r.status()
+                            )
+                        }))
+                    }
                     Ok(r) => last = format!("status {}", r.status()),
                     Err(e) => last = e.to_string(),
                 }
+                failures += 1;
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             bail!(

@@ -2,8 +2,12 @@
 //!
 //! Probes run one at a time, in catalog order: most of them count effects with a counter the
 //! whole target shares, and two probes in flight at once would count each other's executions.
-//! `first-request` runs first as a pre-flight; if the baseline operation does not work, every
-//! other probe is reported as one ERROR naming that cause instead of twenty confusing FAILs.
+//! `first-request` always runs first, as the pre-flight: it calibrates the effect basis and the
+//! key form every later probe uses, and if the baseline operation does not work (FAIL or
+//! ERROR), every other probe is reported as one ERROR naming that cause instead of twenty
+//! confusing FAILs. Once the target stops answering, the remaining probes are ERRORs saying so.
+//! Root causes are settled after every probe has run, whatever the catalog order: a
+//! non-critical FAIL that follows from a failed prerequisite becomes INCONCLUSIVE naming it.
 //! Ctrl-C stops the run between or inside probes; the finished probes are still reported.
 
 use std::future::Future;
@@ -14,8 +18,9 @@ use anyhow::Result;
 
 use crate::config::Config;
 use crate::http::client::Client;
+use crate::keys::{KeySyntax, FELL_BACK};
 use crate::outcome::{decide, Outcome, Stop};
-use crate::probes::{ProbeCtx, ProbeDef, Session};
+use crate::probes::{self, ProbeCtx, ProbeDef, Session};
 use crate::report::{ProbeReport, RunReport, Summary, ToolInfo, SCHEMA};
 
 /// Longest a single probe may run before it is stopped and reported as ERROR.
@@ -43,6 +48,12 @@ pub async fn run(
     let mut preflight_failure: Option<String> = None;
     let mut session = Session::new(&config);
     tokio::pin!(interrupt);
+    let preflight = probes::first_request::PROBE;
+    let mut selection = selection;
+    if !selection.is_empty() && !selection.iter().any(|p| p.meta.id == preflight.meta.id) {
+        selection.insert(0, preflight);
+    }
+    let defs = selection.clone();
 
     for def in selection {
         observer.started(def.meta.id);
@@ -78,9 +89,10 @@ pub async fn run(
                 break;
             }
             session = ctx.session.clone();
-            let mut report = finish(&def, &config, ctx, stop, probe_start);
-            defer_to_prerequisites(&mut report, &def, &probes);
-            if def.meta.id == "first-request" && report.outcome != Outcome::Pass {
+            let report = finish(&def, &config, ctx, stop, probe_start);
+            if def.meta.id == preflight.meta.id
+                && matches!(report.outcome, Outcome::Fail | Outcome::Error)
+            {
                 preflight_failure = Some(format!(
                     "not run: the pre-flight first-request did not pass ({})",
                     report.reason
@@ -92,6 +104,7 @@ pub async fn run(
         probes.push(report);
     }
 
+    defer_to_prerequisites(&mut probes, &defs);
     let summary = Summary::of(&probes);
     let op = &config.operation;
     let mut context = vec![format!(
@@ -99,9 +112,12 @@ pub async fn run(
         1 + usize::from(config.tenant_b.is_some()),
         if config.tenant_b.is_some() { "s" } else { "" }
     )];
-    if let Some(c) = &config.counter {
-        context.push(format!("effects counted with {}", c.describe()));
-    }
+    context.push(format!("effects: {}", session.meter.describe()));
+    context.push(match (session.fell_back, session.keys) {
+        (true, _) => FELL_BACK.to_string(),
+        (false, KeySyntax::SfString) => "keys sent as RFC 8941 Strings".to_string(),
+        (false, KeySyntax::Bare) => "keys sent bare".to_string(),
+    });
     Ok(RunReport {
         schema: SCHEMA,
         tool: ToolInfo::default(),
@@ -163,25 +179,53 @@ fn finish(
     }
 }
 
-/// A non-critical FAIL that follows from a failed prerequisite becomes INCONCLUSIVE.
-fn defer_to_prerequisites(report: &mut ProbeReport, def: &ProbeDef, earlier: &[ProbeReport]) {
-    if report.outcome != Outcome::Fail
-        || report
-            .checks
-            .iter()
-            .any(|c| !c.passed && c.severity == crate::check::Severity::Critical)
-    {
-        return;
-    }
-    if let Some(pre) = earlier
+/// Settles root causes once every probe has run, whatever their order: a FAIL (or WARN) without
+/// a failed critical check, one of whose prerequisites FAILs too, says nothing new and becomes
+/// INCONCLUSIVE naming it. Critical failures (a duplicated effect, a leak) always stay FAIL.
+fn defer_to_prerequisites(reports: &mut [ProbeReport], defs: &[ProbeDef]) {
+    let failed: Vec<&'static str> = reports
         .iter()
-        .find(|p| p.outcome == Outcome::Fail && def.meta.prerequisites.contains(&p.id))
-    {
+        .filter(|p| p.outcome == Outcome::Fail)
+        .map(|p| p.id)
+        .collect();
+    let deferrable: Vec<&'static str> = reports
+        .iter()
+        .filter(|p| matches!(p.outcome, Outcome::Fail | Outcome::Warn))
+        .filter(|p| {
+            !p.checks
+                .iter()
+                .any(|c| !c.passed && c.severity == crate::check::Severity::Critical)
+        })
+        .map(|p| p.id)
+        .collect();
+    // The failed prerequisite a probe's failure follows from, if any.
+    let cause_of = |id: &str| -> Option<&'static str> {
+        if !deferrable.contains(&id) {
+            return None;
+        }
+        let def = defs.iter().find(|d| d.meta.id == id)?;
+        failed
+            .iter()
+            .copied()
+            .find(|f| def.meta.prerequisites.contains(f))
+    };
+    for report in reports.iter_mut() {
+        let Some(mut root) = cause_of(report.id) else {
+            continue;
+        };
+        // Follow the chain to a failure that does not itself follow from another one;
+        // prerequisites form no cycle, and the catalog bounds the walk.
+        for _ in 0..defs.len() {
+            match cause_of(root) {
+                Some(next) => root = next,
+                None => break,
+            }
+        }
         // The prerequisite's own entry has its message; repeating it here would double every
         // line that quotes a server's body.
         report.reason = format!(
-            "prerequisite {} failed (see its entry), so this probe's failure says nothing new: {}",
-            pre.id, report.reason
+            "prerequisite {root} failed (see its entry), so this probe's failure says nothing new: {}",
+            report.reason
         );
         report.outcome = Outcome::Inconclusive;
     }
@@ -201,5 +245,32 @@ fn skipped_report(def: &ProbeDef, outcome: Outcome, reason: String) -> ProbeRepo
         checks: Vec::new(),
         timeline: Vec::new(),
         exchanges: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{RunOptions, TargetSpec};
+
+    /// A probe that ends with neither a check nor a stop judged nothing: ERROR, never a PASS
+    /// of "0 checks passed".
+    #[test]
+    fn a_probe_that_judges_nothing_is_an_error() {
+        let target = TargetSpec {
+            url: "http://127.0.0.1:9/op".into(),
+            ..TargetSpec::default()
+        };
+        let config = Arc::new(Config::build(target, &RunOptions::default(), None).unwrap());
+        let client = Arc::new(Client::new(config.timeout, config.max_body).unwrap());
+        let def = probes::first_request::PROBE;
+        let ctx = ProbeCtx::new(config.clone(), client, def.meta, Session::new(&config));
+        let report = finish(&def, &config, ctx, None, Instant::now());
+        assert_eq!(report.outcome, Outcome::Error);
+        assert!(
+            report.reason.contains("without judging anything"),
+            "{}",
+            report.reason
+        );
     }
 }

@@ -2,9 +2,9 @@
 //! `--strict`, so recommended checks count), and every other probe still PASSes or SKIPs. This
 //! is the proof that no probe is a check that cannot fail.
 //!
-//! Two faults break the baseline request itself (`reject-all`, `reject-quoted`): the run stops at
-//! the pre-flight `first-request` and reports the rest as ERROR, by design. For those, the
-//! second test runs each listed probe on its own, so their target probe is still seen failing.
+//! A fault that breaks the baseline request itself (`reject-all`) stops the run at the pre-flight
+//! `first-request`, which reports the rest as ERROR, by design. For such faults, the second test
+//! runs each listed probe on its own, so their target probe is still seen failing.
 
 mod common;
 
@@ -90,7 +90,7 @@ async fn each_fault_fails_exactly_its_probes() {
 }
 
 /// A fault that stops the full run at the pre-flight still fails each probe it lists when that
-/// probe runs alone (`--probe quoted-key` under `reject-quoted`).
+/// probe runs alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preflight_faults_fail_their_probes_run_alone() {
     let mut problems = Vec::new();

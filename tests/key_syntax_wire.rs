@@ -261,9 +261,18 @@ async fn a_suite_renames_the_header_and_chooses_the_syntax() {
     .expect("write suite");
     let suite = path.to_string_lossy().into_owned();
     let (report, heads) = run_probes(suite, &["quoted-key", "empty-key"]).await;
-    assert_eq!(report.probes.len(), 2);
-    assert_eq!(heads.len(), 3, "original, retry, empty key");
+    let ids: Vec<&str> = report.probes.iter().map(|p| p.id).collect();
+    assert_eq!(ids, ["first-request", "quoted-key", "empty-key"]);
+    assert_eq!(
+        heads.len(),
+        5,
+        "the pre-flight's two, original, retry, empty key"
+    );
     for head in &heads {
+        assert!(field_lines(head, "idempotency-key").is_empty());
+    }
+    let heads = &heads[2..];
+    for head in heads {
         assert!(field_lines(head, "idempotency-key").is_empty());
     }
     let keys: Vec<Vec<u8>> = heads

@@ -70,6 +70,7 @@ fn response(status: u16, content_type: &str, body: &[u8]) -> ReceivedResponse {
         ],
         body: body.to_vec(),
         body_truncated: false,
+        problem: None,
     }
 }
 

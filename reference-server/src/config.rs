@@ -241,14 +241,12 @@ faults! {
     /// Breaks `replay-identity`.
     ReplayNewId = "replay-new-id" => ["replay-identity"];
     /// A retry of a completed request executes again and creates a new payment.
-    /// Breaks `replay-identity`, and every probe whose retries after completion count effects:
-    /// `quoted-key`, `escaped-key`, `key-parameters`, `concurrent-duplicates`,
-    /// `mismatch-no-poison`, `lost-response`, `loser-does-not-unlock`, `restart-persistence`,
-    /// `cross-replica`.
+    /// Breaks `replay-identity`, and every probe whose retries after completion count effects
+    /// with a critical check: `concurrent-duplicates`, `mismatch-no-poison`, `lost-response`,
+    /// `loser-does-not-unlock`, `restart-persistence`, `cross-replica`. (`quoted-key`,
+    /// `escaped-key` and `key-parameters` fail too, but only as a consequence of
+    /// `replay-identity`, so they are INCONCLUSIVE naming it.)
     ReplayReexecute = "replay-reexecute" => [
-        "quoted-key",
-        "escaped-key",
-        "key-parameters",
         "replay-identity",
         "concurrent-duplicates",
         "mismatch-no-poison",
@@ -269,9 +267,9 @@ faults! {
         "oversized-key",
         "key-parameters",
     ];
-    /// Only bare tokens are accepted; the draft's quoted String gets 400. Breaks `quoted-key`,
-    /// and with it the pre-flight `first-request`, whose key is a quoted String too.
-    RejectQuoted = "reject-quoted" => ["first-request", "quoted-key"];
+    /// Only bare tokens are accepted; the draft's quoted String gets 400. Breaks `quoted-key`;
+    /// the checker's pre-flight then falls back to bare keys for everything else.
+    RejectQuoted = "reject-quoted" => ["quoted-key"];
     /// The header is split on commas, so a String holding a comma gets 400. Breaks `escaped-key`.
     SplitOnComma = "split-on-comma" => ["escaped-key"];
     /// With two `Idempotency-Key` lines the first is used. Breaks `duplicate-header`.

@@ -1,20 +1,20 @@
 //! From the parsed `idem-check client` options to an exit code: which scenarios, which token,
 //! run or listen, then the same renderers as `run`.
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{anyhow, Result};
 
 use super::{scenario, ClientReport};
 use crate::cli::ClientArgs;
-use crate::exit::ExitCode;
+use crate::exit::{AppError, ExitCode};
 use crate::report::terminal;
-use crate::report::{file, json, junit, markdown, RenderOptions};
+use crate::report::{json, Format, RenderOptions, Reportable};
 use crate::suite::Suite;
 
 /// `idem-check client`: the options checked, the scenarios run (or one served), the reports
 /// written; the exit code follows the verdicts as for `run`.
-pub async fn run(args: ClientArgs) -> Result<ExitCode> {
+pub async fn run(args: ClientArgs) -> std::result::Result<ExitCode, AppError> {
     if args.listen.is_some() && args.scenario.len() != 1 {
-        bail!("--listen serves exactly one scenario: give one --scenario ID");
+        return Err(anyhow!("--listen serves exactly one scenario: give one --scenario ID").into());
     }
     let scenarios = if args.scenario.is_empty() {
         scenario::CATALOG.iter().collect()
@@ -28,6 +28,7 @@ pub async fn run(args: ClientArgs) -> Result<ExitCode> {
         chosen.dedup();
         chosen
     };
+    let files = crate::app::report_files(&args.report)?;
     let token = std::env::var(super::ENV_TOKEN)
         .ok()
         .filter(|t| args.listen.is_some() && !t.is_empty())
@@ -53,50 +54,42 @@ pub async fn run(args: ClientArgs) -> Result<ExitCode> {
                     super::ENV_TOKEN,
                 );
             };
-            super::listen(&opts, addr, ready, interrupt).await?
+            super::listen(&opts, addr, ready, interrupt)
+                .await
+                .map_err(AppError::runtime)?
         }
-        None => super::run(&opts, interrupt).await?,
+        None => super::run(&opts, interrupt)
+            .await
+            .map_err(AppError::runtime)?,
     };
     let render = RenderOptions {
-        color: terminal::use_color(args.color),
+        color: terminal::use_color(args.report.color),
         secrets: crate::redact::Secrets::from_values(&[token]),
-        max_body: crate::report::Format::Terminal.default_max_body(),
+        max_body: args
+            .report
+            .max_body_bytes
+            .unwrap_or(Format::Terminal.default_max_body()),
+        ..RenderOptions::default()
     };
     let run = report.as_run_report();
     print!("{}", terminal::render(&run, &render, opts.strict));
-    write_reports(&report, &render, &args)?;
-    Ok(ExitCode::for_run(&run.summary, report.interrupted))
+    let code = ExitCode::for_run(&run.summary, report.interrupted);
+    Ok(crate::app::finish_reports(
+        &report,
+        &files,
+        &render,
+        &args.report,
+        code,
+    ))
 }
 
-/// Writes the reports `args` asks for: JUnit, Markdown (and the step summary) from the
-/// run-report view, JSON as the full client report.
-fn write_reports(report: &ClientReport, render: &RenderOptions, args: &ClientArgs) -> Result<()> {
-    let run = report.as_run_report();
-    let outputs = [
-        (
-            &args.report_junit,
-            "JUnit",
-            junit::render(&run, render, report.strict)?,
-        ),
-        (
-            &args.report_json,
-            "JSON",
-            json::render_value(report, render)?,
-        ),
-        (
-            &args.report_markdown,
-            "Markdown",
-            markdown::render(&run, render),
-        ),
-    ];
-    for (path, what, text) in outputs {
-        if let Some(path) = path {
-            file::write_atomically(path, &text)
-                .with_context(|| format!("could not write the {what} report {}", path.display()))?;
+/// A client run's files: its own JSON (`idem-check.client/1`), and JUnit, Markdown and the
+/// terminal text of the [`RunReport`](crate::report::RunReport) view, one testcase per check.
+impl Reportable for ClientReport {
+    fn render(&self, format: Format, opts: &RenderOptions) -> Result<String> {
+        match format {
+            Format::Json => json::render_value(self, opts),
+            other => self.as_run_report().render(other, opts),
         }
     }
-    if let Some(path) = markdown::step_summary_path() {
-        markdown::append_to_step_summary(&path, &markdown::render(&run, render))?;
-    }
-    Ok(())
 }

@@ -364,6 +364,7 @@ async fn handle(
                 headers: recorded,
                 body: bytes.to_vec(),
                 body_truncated: false,
+                problem: None,
             };
             (Some(received), None, Ok(response))
         }

@@ -127,13 +127,14 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode, AppError> {
         configs.push((op, Arc::new(config), selection));
     }
     // Every operation shares the flags, so the first one's secrets are every run's.
-    let secrets = configs
+    let (secrets, key_header) = configs
         .first()
-        .map(|(_, c, _)| c.secrets.clone())
+        .map(|(_, c, _)| (c.secrets.clone(), c.suite.header.clone()))
         .unwrap_or_default();
     let render = RenderOptions {
         color: terminal::use_color(args.report.color),
         secrets,
+        key_header,
         max_body: args
             .report
             .max_body_bytes

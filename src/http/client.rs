@@ -106,6 +106,7 @@ impl Client {
             headers,
             body,
             body_truncated: truncated,
+            problem: None,
         })
     }
 }

@@ -57,6 +57,10 @@ pub struct ReceivedResponse {
     pub body: Vec<u8>,
     /// True when the body was longer than the capture limit and was cut.
     pub body_truncated: bool,
+    /// What was wrong with the response head when it was read leniently (a header field no
+    /// HTTP parser accepts): the status line and the fields were kept all the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 impl ReceivedResponse {

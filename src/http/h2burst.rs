@@ -851,6 +851,7 @@ impl Conn {
                 headers: std::mem::take(&mut s.headers),
                 body: std::mem::take(&mut s.body),
                 body_truncated: s.truncated,
+                problem: None,
             }),
             None => Err("the stream ended before any response headers".to_string()),
         };

@@ -183,6 +183,59 @@ pub async fn send_then_drop(
     }
 }
 
+/// A keep-alive connection used for one request and then left idle. Whether the server closes
+/// it later tells whether the server went down in between: `restart-persistence` opens one
+/// before the restart hook and checks it afterwards, so a hook that restarts nothing is seen.
+pub struct IdleConnection {
+    stream: Stream,
+}
+
+impl IdleConnection {
+    /// Connects to `url`'s origin, sends `GET <path>` with `headers` (tenant A's credentials)
+    /// and reads the answer, whatever its status. `Err` when no keep-alive connection could be
+    /// left open (the server closes after each answer, or does not answer).
+    pub async fn open(
+        url: &url::Url,
+        headers: &[Header],
+        timeout: Duration,
+    ) -> Result<Self, String> {
+        let deadline = Instant::now() + timeout;
+        let mut stream = connect(url, deadline, timeout).await?;
+        let mut headers: Vec<Header> = headers
+            .iter()
+            .filter(|h| !h.name.eq_ignore_ascii_case("content-type"))
+            .cloned()
+            .collect();
+        headers.push(Header::new("Connection", "keep-alive"));
+        let req = prepare(url, "GET", headers, Vec::new());
+        let wire = to_wire(&req).map_err(|e| format!("{e:#}"))?;
+        write_request(&mut stream, &wire, deadline, timeout).await?;
+        let answer = read_response(&mut stream, "GET", deadline, timeout, 64 * 1024).await?;
+        let closes = answer
+            .header("connection")
+            .is_some_and(|v| v.to_ascii_lowercase().contains("close"));
+        let mut idle = IdleConnection { stream };
+        if closes || idle.closed(Duration::from_millis(50)).await {
+            return Err(format!(
+                "the server closed the connection after answering GET {} ({})",
+                url.path(),
+                answer.status
+            ));
+        }
+        Ok(idle)
+    }
+
+    /// Whether the server has closed the connection (end of stream, a reset, or unsolicited
+    /// bytes such as a TLS close_notify), waiting at most `wait` for a sign.
+    pub async fn closed(&mut self, wait: Duration) -> bool {
+        let mut buf = [0u8; 512];
+        match tokio::time::timeout(wait, self.stream.read(&mut buf)).await {
+            Err(_) => false,
+            Ok(Ok(_)) | Ok(Err(_)) => true,
+        }
+    }
+}
+
 /// A connection to the target, plain or TLS; the burst engine reaches through it to the TCP
 /// socket to release pre-encrypted final bytes.
 pub(crate) enum Stream {
@@ -372,6 +425,7 @@ pub(crate) async fn read_response(
         headers: head.headers,
         body,
         body_truncated,
+        problem: head.problem,
     })
 }
 
@@ -379,6 +433,55 @@ struct Head {
     status: u16,
     version: String,
     headers: Vec<Header>,
+    /// Why the head had to be read leniently.
+    problem: Option<String>,
+}
+
+/// Reads a complete response head (`head` ends with the blank line) that a strict parser
+/// refused: the status line must be sound, and each header line is kept as `name: value` bytes,
+/// whatever they hold — a refusal that echoes a control byte in a header is still a refusal,
+/// and its status must not be lost. `None` when even the status line is unusable.
+fn lenient_head(head: &[u8], strict_error: &str) -> Option<Head> {
+    let mut lines = head
+        .split(|b| *b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let status_line = std::str::from_utf8(lines.next()?).ok()?;
+    let mut parts = status_line.splitn(3, ' ');
+    let version = parts.next()?;
+    let minor = version.strip_prefix("HTTP/1.")?;
+    if minor.len() != 1 || !minor.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let code = parts.next()?;
+    let status: u16 = code
+        .parse()
+        .ok()
+        .filter(|s| (100..=999).contains(s) && code.len() == 3)?;
+    let mut headers = Vec::new();
+    let mut dropped = 0;
+    for line in lines.take_while(|l| !l.is_empty()).take(MAX_HEADERS) {
+        match line.iter().position(|b| *b == b':') {
+            Some(colon) => {
+                let name = String::from_utf8_lossy(&line[..colon]).trim().to_string();
+                let value = line[colon + 1..].trim_ascii().to_vec();
+                headers.push(Header::new(name, value));
+            }
+            None => dropped += 1,
+        }
+    }
+    let mut problem = format!("{strict_error}; read leniently, the status line and fields kept");
+    if dropped > 0 {
+        problem.push_str(&format!(
+            " ({dropped} line{} without a colon dropped)",
+            if dropped == 1 { "" } else { "s" }
+        ));
+    }
+    Some(Head {
+        status,
+        version: version.to_string(),
+        headers,
+        problem: Some(problem),
+    })
 }
 
 /// Bytes read from the connection but not consumed yet.
@@ -416,10 +519,21 @@ impl Incoming<'_> {
                                 .iter()
                                 .map(|h| Header::new(h.name, h.value))
                                 .collect(),
+                            problem: None,
                         },
                     )),
                     Ok(httparse::Status::Partial) => None,
-                    Err(e) => return Err(format!("malformed response head: {e}")),
+                    Err(e) => match self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        // The head is complete but strict parsing refused it: keep what can be
+                        // kept. Without a usable status line there is no response at all.
+                        Some(end) => {
+                            let strict = format!("malformed response head: {e}");
+                            let head = lenient_head(&self.buf[..end + 2], &strict).ok_or(strict)?;
+                            Some((end + 4, head))
+                        }
+                        // Wait for the rest of the head before judging it.
+                        None => None,
+                    },
                 }
             };
             match parsed {
@@ -632,6 +746,19 @@ mod tests {
         req.url = "http://h/".into();
         req.method.clear();
         assert!(to_wire(&req).is_err());
+    }
+
+    #[test]
+    fn a_bad_header_keeps_the_status_line_and_the_fields() {
+        let head =
+            b"HTTP/1.1 400 Bad Request\r\nX-Echo-Key: \"k\x01\"\r\nContent-Length: 2\r\n\r\n";
+        let h = lenient_head(head, "malformed response head: invalid header value").unwrap();
+        assert_eq!(h.status, 400);
+        assert_eq!(h.headers[0].value, b"\"k\x01\"");
+        assert_eq!(h.headers[1], Header::new("Content-Length", "2"));
+        assert!(h.problem.unwrap().contains("invalid header value"));
+        assert!(lenient_head(b"HTTP/1.1 4x0 Nope\r\n\r\n", "e").is_none());
+        assert!(lenient_head(b"garbage\r\n\r\n", "e").is_none());
     }
 
     #[test]

@@ -82,7 +82,7 @@ impl Session {
 }
 
 /// Whether an exchange failed in transport (no answer), as opposed to a deliberate drop.
-pub fn transport_failed(ex: &Exchange) -> bool {
+fn transport_failed(ex: &Exchange) -> bool {
     ex.response.is_none() && ex.error.as_deref() != Some(raw::DROPPED)
 }
 
@@ -344,7 +344,15 @@ impl ProbeCtx {
         }
         let sent = req.prepare();
         let r = raw::send_one(&sent, self.config.timeout, self.config.max_body).await;
-        self.push_sent(role, sent, &r)
+        // Exact bytes are often deliberately malformed, and a server may drop the connection
+        // over them: that says nothing about whether it still answers, so only an answer
+        // counts towards the streak.
+        self.sent += 1;
+        let ex = self.push_exchange(role, sent, &r);
+        if ex.response.is_some() {
+            self.session.saw(true, None);
+        }
+        ex
     }
 
     /// Sends the request whole, then closes the connection without reading the answer, after
@@ -542,7 +550,8 @@ impl ProbeCtx {
     }
 
     /// The check that the resources behind `exchanges` are all one (`same`) or all different,
-    /// by id or, without ids, by body; unjudged when responses cannot tell resources apart.
+    /// by id or, without ids, by body. When responses cannot tell resources apart it is
+    /// unjudged — or, where the counter judges executions, left to the counter with a note.
     pub fn expect_identities(
         &mut self,
         decl: &CheckDecl,
@@ -558,6 +567,9 @@ impl ProbeCtx {
             Ok(values) => {
                 let c = check::values_relation(&self.spec(decl), label, &values, same);
                 self.push(c);
+            }
+            Err(why) if self.session.meter.has_counter() => {
+                self.note(format!("left to the counter: {} — {why}", decl.what))
             }
             Err(why) => self.unjudged(decl.what, &why),
         }

@@ -30,7 +30,7 @@ pub const PROBE: ProbeDef = ProbeDef {
         id: "distinct-keys-independent",
         group: Group::Enforcement,
         section: "draft-07 §2.1 §2.2 §2.4",
-        stimulus: "Sends one payload under two new keys, then another payload under two keys that differ only in letter case",
+        stimulus: "Sends one payload under two new keys, then two keys that differ only in letter case, each with its own payload",
         requirement: "Different keys are different requests: each executes, even with an identical payload or a key equal but for case",
         checks: &[SAME_PAYLOAD, CASE_SENSITIVE, DISTINCT_IDS],
         needs: &[],
@@ -54,8 +54,11 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let c = ctx
         .send("key 3, upper case", ctx.keyed_with_payload(&upper, 1))
         .await;
+    // Each case of the key is its own operation with its own payload: only the first pair's
+    // point is "same payload, different key", so a server that deduplicates payloads fails
+    // there, and one that folds case sees "same key, other payload" here.
     let d = ctx
-        .send("key 3, lower case", ctx.keyed_with_payload(&lower, 1))
+        .send("key 4, lower case", ctx.keyed_with_payload(&lower, 2))
         .await;
     let after = ctx.count("count after").await?;
     let e = ctx.executions(&before, &middle, &[], &[&a, &b]);

@@ -14,7 +14,7 @@ const ACCEPTED: CheckDecl =
 
 const REPLAYS: CheckDecl = CheckDecl::new(
     "replays",
-    "the retry with the same escaped key does not execute again",
+    "the retry with the same escaped key replays and does not execute again",
 );
 
 pub const PROBE: ProbeDef = ProbeDef {
@@ -26,7 +26,7 @@ pub const PROBE: ProbeDef = ProbeDef {
         requirement: "Any legal sf-string is a usable key, and a retry with the same value replays",
         checks: &[ACCEPTED, REPLAYS],
         needs: &[],
-        prerequisites: &[],
+        prerequisites: &["quoted-key", "replay-identity"],
     },
     run: |ctx| run(ctx).boxed(),
 };

@@ -26,7 +26,7 @@ pub const PROBE: ProbeDef = ProbeDef {
         requirement: "Parameters are not part of the key: the request without them is a retry of the first and replays",
         checks: &[ACCEPTED, SAME_KEY],
         needs: &[],
-        prerequisites: &[],
+        prerequisites: &["quoted-key", "replay-identity"],
     },
     run: |ctx| run(ctx).boxed(),
 };

@@ -44,7 +44,7 @@ pub const PROBE: ProbeDef = ProbeDef {
         requirement: "A request whose response was lost executes once: its retry gets a conflict while it runs, then the replay",
         checks: &[RETRY_ANSWER, REPLAYED, ONE_EFFECT],
         needs: &[],
-        prerequisites: &[],
+        prerequisites: &["replay-identity"],
     },
     run: |ctx| run(ctx).boxed(),
 };

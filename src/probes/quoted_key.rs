@@ -9,7 +9,10 @@ use crate::outcome::Stop;
 
 const EXECUTES: CheckDecl = CheckDecl::new("executes", "the request with a quoted key is accepted");
 
-const RECOGNISED: CheckDecl = CheckDecl::new("recognised", "the retry does not execute again");
+const RECOGNISED: CheckDecl = CheckDecl::new(
+    "recognised",
+    "the retry is recognised: it gets the replay and does not execute again",
+);
 
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
@@ -20,7 +23,7 @@ pub const PROBE: ProbeDef = ProbeDef {
         requirement: "A key written as an RFC 8941 String is accepted, and a retry with it is recognised as the same key",
         checks: &[EXECUTES, RECOGNISED],
         needs: &[],
-        prerequisites: &[],
+        prerequisites: &["replay-identity"],
     },
     run: |ctx| run(ctx).boxed(),
 };

@@ -7,6 +7,7 @@ use futures::FutureExt;
 
 use super::shared::{original, same_response};
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
+use crate::http::raw::IdleConnection;
 use crate::outcome::Stop;
 
 const SAME_STATUS: CheckDecl = CheckDecl::new("same-status", "same status after the restart");
@@ -46,8 +47,12 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         "there is nothing to persist",
     )
     .await?;
+    // A connection left idle across the restart: a server that went down closes it.
+    let op = &ctx.config.operation;
+    let idle = IdleConnection::open(&op.url, &op.headers, ctx.config.timeout).await;
     let t0 = ctx.elapsed_ms();
-    hook.restart()
+    let seen_by_hook = hook
+        .restart()
         .await
         .map_err(|e| Stop::Error(format!("the restart hook failed: {e:#}")))?;
     ctx.note(format!(
@@ -55,10 +60,35 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         hook.describe(),
         ctx.elapsed_ms() - t0
     ));
+    let proof = match idle {
+        Ok(mut conn) => {
+            if conn.closed(CLOSE_WAIT).await {
+                Ok("an idle connection opened before the restart was closed by the server".into())
+            } else {
+                Err("an idle connection opened before the restart stayed open".to_string())
+            }
+        }
+        Err(e) => Err(format!("no idle connection could be kept open ({e})")),
+    };
+    let proof = match (seen_by_hook, proof) {
+        (Some(seen), _) | (None, Ok(seen)) => Ok(seen),
+        (None, Err(why)) => Err(why),
+    };
     let retry = ctx.send("after restart", ctx.keyed(&key)).await;
     let after = ctx.count("count after").await?;
     same_response(ctx, (&SAME_STATUS, &SAME_BODY), &original, &[&retry]);
     let e = ctx.executions(&before, &after, &[], &[&original, &retry]);
     ctx.expect_executions(&NO_NEW_EFFECT, e, 1);
-    Ok(())
+    match proof {
+        Ok(seen) => {
+            ctx.note(format!("the target went down: {seen}"));
+            Ok(())
+        }
+        Err(why) => Err(Stop::Inconclusive(format!(
+            "the target was not seen to go down: {why}, and the ready URL never failed; check that --restart-cmd really restarts it (and pass --ready-url)"
+        ))),
+    }
 }
+
+/// How long, after the hook, the idle connection may take to show it was closed.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_millis(300);

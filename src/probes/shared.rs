@@ -59,6 +59,7 @@ pub(crate) async fn first_then_retry(
     }
     let retry = ctx.send("retry", retry).await;
     let after = ctx.count("count after").await?;
+    ctx.expect_replay(recognised, &first, &retry);
     let e = ctx.executions(&before, &after, &[], &[&first, &retry]);
     ctx.expect_executions(recognised, e, 1);
     Ok(())

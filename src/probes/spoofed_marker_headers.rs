@@ -23,7 +23,8 @@ pub const MARKERS: &[(&str, &str)] = &[
 const HANDLED: CheckDecl = CheckDecl::new(
     "handled",
     "the request with marker headers is answered like one without them",
-);
+)
+.timely();
 
 const EXECUTES_ONCE: CheckDecl = CheckDecl::new(
     "executes-once",

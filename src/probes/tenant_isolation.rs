@@ -9,6 +9,7 @@ use futures::FutureExt;
 use super::shared::is_success;
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta, Request};
 use crate::check;
+use crate::effects;
 use crate::outcome::Stop;
 
 const EXECUTES: CheckDecl = CheckDecl::new(
@@ -41,8 +42,12 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     ctx.needed(&ctx.config.tenant_b, Need::SecondTenant)?;
     let same_key = ctx.fresh_key();
     let other_key = ctx.fresh_key();
+    // Tenant A's two keys are two operations, so two payloads: a server that refuses a second
+    // key with an identical payload must not leave nothing to isolate.
     let a1 = ctx.send("tenant A, key 1", ctx.keyed(&same_key)).await;
-    let a2 = ctx.send("tenant A, key 2", ctx.keyed(&other_key)).await;
+    let a2 = ctx
+        .send("tenant A, key 2", ctx.keyed_with_payload(&other_key, 1))
+        .await;
     for a in [&a1, &a2] {
         if !is_success(a) {
             return Err(Stop::Error(format!(
@@ -61,7 +66,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let b2 = ctx
         .send(
             "tenant B, key 2, other payload",
-            as_b(ctx, ctx.keyed_with_payload(&other_key, 1))?,
+            as_b(ctx, ctx.keyed_with_payload(&other_key, 2))?,
         )
         .await;
 
@@ -77,6 +82,10 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
             &a_id,
             &b1,
         )),
+        // Every response is the same bytes: B's carrying A's says nothing about a leak.
+        None if ctx.session.meter.identity(&a1).is_err() => {
+            ctx.unjudged(NO_LEAK.what, effects::NO_IDENTITY);
+        }
         None => {
             let a_body = String::from_utf8_lossy(
                 &a1.response

@@ -99,10 +99,13 @@ pub fn outcome_label(p: &ProbeReport) -> String {
 /// successful reads (an effect counter's `{"count":17}`), whose value the check already quotes and
 /// whose summary line suffices. An ERROR that no check explains stopped at its last exchange, so
 /// that one is shown instead.
-pub fn cited_exchanges(p: &ProbeReport) -> Vec<usize> {
+pub fn cited_exchanges(p: &ProbeReport, key_header: &str) -> Vec<usize> {
     let mut cited: BTreeSet<usize> = failed(p)
         .flat_map(|c| c.exchanges.iter().copied())
-        .filter(|n| p.exchange(*n).is_some_and(|e| !is_small_read(e)))
+        .filter(|n| {
+            p.exchange(*n)
+                .is_some_and(|e| !is_small_read(e, key_header))
+        })
         .collect();
     if cited.is_empty() && p.outcome == Outcome::Error {
         cited.extend(p.exchanges.last().map(|e| e.n));
@@ -113,9 +116,9 @@ pub fn cited_exchanges(p: &ProbeReport) -> Vec<usize> {
 /// Bodies up to this size on a successful keyless GET count as a "small read".
 const SMALL_READ_MAX: usize = 64;
 
-fn is_small_read(e: &Exchange) -> bool {
+fn is_small_read(e: &Exchange, key_header: &str) -> bool {
     e.request.method == "GET"
-        && e.request.header_values("idempotency-key").is_empty()
+        && e.request.header_values(key_header).is_empty()
         && e.response
             .as_ref()
             .is_some_and(|r| r.is_success() && r.body.len() <= SMALL_READ_MAX)
@@ -141,11 +144,11 @@ pub struct ExchangeLine {
 }
 
 impl ExchangeLine {
-    /// Summarises `e`, sanitised and with secrets masked.
-    pub fn of(e: &Exchange, secrets: &Secrets) -> Self {
+    /// Summarises `e`, sanitised and with secrets masked; `key_header` names the key.
+    pub fn of(e: &Exchange, secrets: &Secrets, key_header: &str) -> Self {
         let keys: Vec<String> = e
             .request
-            .header_values("idempotency-key")
+            .header_values(key_header)
             .into_iter()
             .map(|v| short_key(&secrets.redact_bytes(v)))
             .collect();
@@ -174,9 +177,9 @@ impl ExchangeLine {
     /// One row for a run of exchanges of one kind (see [`fold`]): the range of numbers, the
     /// first start, the range of durations, the role's common part with the count, and a
     /// status histogram.
-    fn folded(run: &[&Exchange], secrets: &Secrets) -> Self {
-        let first = ExchangeLine::of(run[0], secrets);
-        let last = ExchangeLine::of(run[run.len() - 1], secrets);
+    fn folded(run: &[&Exchange], secrets: &Secrets, key_header: &str) -> Self {
+        let first = ExchangeLine::of(run[0], secrets, key_header);
+        let last = ExchangeLine::of(run[run.len() - 1], secrets, key_header);
         let (lo, hi) = run.iter().fold((f64::MAX, 0.0f64), |(lo, hi), e| {
             (lo.min(e.duration_ms), hi.max(e.duration_ms))
         });
@@ -255,14 +258,14 @@ fn role_kind(role: &str) -> String {
 
 /// Consecutive exchanges of one kind (role kind, method, URL, key) grouped into runs; a run
 /// shorter than [`FOLD_MIN`] is split back into single exchanges.
-fn fold(exchanges: &[Exchange]) -> Vec<Vec<&Exchange>> {
+fn fold<'a>(exchanges: &'a [Exchange], key_header: &str) -> Vec<Vec<&'a Exchange>> {
     let kind = |e: &Exchange| {
         (
             role_kind(&e.role),
             e.request.method.clone(),
             e.request.url.clone(),
             e.request
-                .header_values("idempotency-key")
+                .header_values(key_header)
                 .into_iter()
                 .map(<[u8]>::to_vec)
                 .collect::<Vec<_>>(),
@@ -362,7 +365,7 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
     }
     if !p.exchanges.is_empty() {
         out.push('\n');
-        write_exchange_table(&mut out, &p.exchanges, secrets);
+        write_exchange_table(&mut out, &p.exchanges, secrets, &opts.key_header);
     }
     if !p.timeline.is_empty() {
         out.push_str("\ntimeline\n");
@@ -370,7 +373,7 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
             let _ = writeln!(out, "  {}", quoted(t, secrets));
         }
     }
-    let cited = cited_exchanges(p);
+    let cited = cited_exchanges(p, &opts.key_header);
     if !cited.is_empty() {
         let reps = representatives(p, &cited);
         for (e, _) in &reps {
@@ -538,12 +541,17 @@ fn write_checks(out: &mut String, checks: &[Check], secrets: &Secrets) {
     }
 }
 
-fn write_exchange_table(out: &mut String, exchanges: &[Exchange], secrets: &Secrets) {
-    let lines: Vec<ExchangeLine> = fold(exchanges)
+fn write_exchange_table(
+    out: &mut String,
+    exchanges: &[Exchange],
+    secrets: &Secrets,
+    key_header: &str,
+) {
+    let lines: Vec<ExchangeLine> = fold(exchanges, key_header)
         .into_iter()
         .map(|run| match run.as_slice() {
-            [e] => ExchangeLine::of(e, secrets),
-            _ => ExchangeLine::folded(&run, secrets),
+            [e] => ExchangeLine::of(e, secrets, key_header),
+            _ => ExchangeLine::folded(&run, secrets, key_header),
         })
         .collect();
     let width = |f: fn(&ExchangeLine) -> &str| {
@@ -649,6 +657,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_key_is_read_from_the_suite_s_header() {
+        let mut e = crate::check::test_exchange(1, 201, "{}");
+        e.request.headers = vec![Header::new("X-Request-Token", "\"k-1\"")];
+        assert_eq!(
+            ExchangeLine::of(&e, &Secrets::default(), "x-request-token").key,
+            "key \"k-1\""
+        );
+        assert_eq!(
+            ExchangeLine::of(&e, &Secrets::default(), "Idempotency-Key").key,
+            ""
+        );
+    }
+
+    #[test]
     fn cited_ranges_fold_runs() {
         assert_eq!(cited_ranges(&[2, 3, 4, 9, 11, 12]), "#2–#4 #9 #11 #12");
         assert_eq!(cited_ranges(&[]), "");
@@ -674,6 +696,7 @@ mod tests {
                 headers: vec![],
                 body,
                 body_truncated: false,
+                problem: None,
             }),
             error: None,
         }
@@ -714,7 +737,7 @@ mod tests {
             ],
             vec![1, 2],
         );
-        assert_eq!(cited_exchanges(&p), vec![2]);
+        assert_eq!(cited_exchanges(&p, "Idempotency-Key"), vec![2]);
     }
 
     #[test]

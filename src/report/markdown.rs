@@ -96,6 +96,13 @@ pub fn render(report: &RunReport, opts: &RenderOptions) -> String {
             details(&mut out, p, opts);
         }
     }
+    let causes = crate::report::root_causes(report);
+    if !causes.is_empty() {
+        out.push_str("\n### Root causes\n\n");
+        for c in causes {
+            let _ = writeln!(out, "- {}", md(&c, opts));
+        }
+    }
     out
 }
 
@@ -122,7 +129,10 @@ fn details(out: &mut String, p: &ProbeReport, opts: &RenderOptions) {
         let _ = writeln!(
             out,
             "  - {}",
-            md(&ExchangeLine::of(e, &opts.secrets).joined(), opts)
+            md(
+                &ExchangeLine::of(e, &opts.secrets, &opts.key_header).joined(),
+                opts
+            )
         );
     }
 }

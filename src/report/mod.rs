@@ -126,6 +126,36 @@ impl ProbeReport {
     }
 }
 
+/// The root causes of a run, one line each, for the end of the terminal and Markdown output:
+/// every probe other FAILs were found to follow from ("replay-identity fails: 6 other FAILs
+/// follow from it"), read from the INCONCLUSIVE reasons the runner wrote when it settled them.
+pub fn root_causes(report: &RunReport) -> Vec<String> {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for p in &report.probes {
+        let cause = p
+            .reason
+            .strip_prefix("prerequisite ")
+            .and_then(|r| r.split_once(" failed ("))
+            .map(|(id, _)| id);
+        if let (Outcome::Inconclusive, Some(id)) = (p.outcome, cause) {
+            match counts.iter_mut().find(|(c, _)| *c == id) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((id, 1)),
+            }
+        }
+    }
+    counts
+        .into_iter()
+        .map(|(id, n)| {
+            format!(
+                "{id} fails: {n} other FAIL{} follow{} from it",
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "s" } else { "" }
+            )
+        })
+        .collect()
+}
+
 pub use format::{Format, ReportFile, Reportable};
 
 /// How renderers present a report (never what it says).
@@ -138,6 +168,9 @@ pub struct RenderOptions {
     /// Bodies are cut to this many bytes (with their size and digest): see
     /// [`Format::default_max_body`].
     pub max_body: usize,
+    /// The key header's name in the run's suite (suites may rename it), so the evidence shows
+    /// each exchange's key whatever the header is called.
+    pub key_header: String,
 }
 
 impl Default for RenderOptions {
@@ -146,6 +179,7 @@ impl Default for RenderOptions {
             color: false,
             secrets: Secrets::default(),
             max_body: Format::Terminal.default_max_body(),
+            key_header: "Idempotency-Key".into(),
         }
     }
 }
@@ -157,6 +191,7 @@ impl RenderOptions {
             color: self.color && format == Format::Terminal,
             secrets: self.secrets.clone(),
             max_body: max_body.unwrap_or(format.default_max_body()),
+            key_header: self.key_header.clone(),
         }
     }
 }

@@ -206,6 +206,13 @@ pub fn render(report: &RunReport, opts: &RenderOptions, strict: bool) -> String 
     };
     out.push_str(&paint(&summary, worst, opts.color));
     out.push('\n');
+    let causes = crate::report::root_causes(report);
+    if !causes.is_empty() {
+        out.push_str("root causes:\n");
+        for c in causes {
+            out.push_str(&format!("  {c}\n"));
+        }
+    }
     out
 }
 

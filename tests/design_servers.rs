@@ -1,0 +1,482 @@
+//! idem-check against small independent servers, one per real-world design
+//! (`fixtures/servers/*.py`, Python's standard library only), each run through the real binary.
+//! Every test pins the whole verdict table a correct checker gives on that design: a false PASS
+//! lets a double charge ship, a false FAIL costs its user a day, and what responses cannot show
+//! is INCONCLUSIVE with what to change.
+//!
+//! The runs are serialised: the concurrency probes time their bursts and held originals, and
+//! eight Python servers racing for two cores would measure the machine instead of the design.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Every probe of the default suite, in catalog order.
+fn catalog() -> Vec<&'static str> {
+    idem_check::probes::catalog()
+        .iter()
+        .map(|p| p.meta.id)
+        .collect()
+}
+
+/// Probes whose option no design run passes (--crash-header, --second-url, --restart-cmd,
+/// --replica): they SKIP naming it.
+const NOT_CONFIGURED: [&str; 4] = [
+    "wedged-key-recovery",
+    "cross-endpoint",
+    "restart-persistence",
+    "cross-replica",
+];
+
+/// The longest one checker run may take before the test gives up on it.
+const RUN_LIMIT: Duration = Duration::from_secs(150);
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// A design server, stopped when the test ends however it ends (its stdin is a pipe: the server
+/// also exits when that closes, and after its --lifetime in any case).
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(design: &str, args: &[&str]) -> Server {
+    let script = format!(
+        "{}/fixtures/servers/{design}.py",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut child = Command::new("python3")
+        .arg(&script)
+        .args(args)
+        .args(["--lifetime", "300"])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python3 runs (CI machines have Python)");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let mut server = Server {
+        child,
+        base: String::new(),
+    };
+    let line = rx
+        .recv_timeout(Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("{design} did not announce its address"));
+    server.base = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("{design}: unexpected first line {line:?}"))
+        .to_string();
+    server
+}
+
+/// What one checker run produced.
+struct Run {
+    exit: Option<i32>,
+    stdout: String,
+    /// (probe id, outcome, reason), in report order
+    probes: Vec<(String, String, String)>,
+}
+
+impl Run {
+    fn reason(&self, id: &str) -> &str {
+        self.probes
+            .iter()
+            .find(|p| p.0 == id)
+            .map_or("", |p| p.2.as_str())
+    }
+}
+
+/// Runs `idem-check run BASE/pay ARGS` against `server` (`{base}` in an argument becomes the
+/// server's base URL), bounded by [`RUN_LIMIT`].
+fn check(server: &Server, args: &[&str]) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, out) = (dir.path().join("r.json"), dir.path().join("out.txt"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_idem-check"))
+        .env("NO_COLOR", "1")
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .args(["run", &format!("{}/pay", server.base)])
+        .args(args.iter().map(|a| a.replace("{base}", &server.base)))
+        .args(["--report-json", json.to_str().unwrap()])
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + RUN_LIMIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("idem-check ran longer than {RUN_LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stdout = std::fs::read_to_string(&out).unwrap_or_default();
+    let report: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&json).unwrap_or_else(|e| panic!("no JSON report ({e})\n{stdout}")),
+    )
+    .unwrap();
+    let probes = report["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let field = |k: &str| p[k].as_str().unwrap_or_default().to_string();
+            (field("id"), field("outcome"), field("reason"))
+        })
+        .collect();
+    Run {
+        exit: status.code(),
+        stdout,
+        probes,
+    }
+}
+
+/// A verdict table: every catalog probe PASS, except the unconfigured ones (SKIP) and those in
+/// `except`.
+fn table(except: &[(&str, &str)]) -> Vec<(&'static str, String)> {
+    catalog()
+        .into_iter()
+        .map(|id| {
+            let verdict = except
+                .iter()
+                .find(|(p, _)| *p == id)
+                .map(|(_, v)| *v)
+                .unwrap_or(if NOT_CONFIGURED.contains(&id) {
+                    "SKIP"
+                } else {
+                    "PASS"
+                });
+            (id, verdict.to_string())
+        })
+        .collect()
+}
+
+/// The same verdict for every probe.
+fn all(verdict: &'static str) -> Vec<(&'static str, &'static str)> {
+    catalog().into_iter().map(|id| (id, verdict)).collect()
+}
+
+/// Starts `design` with `server_args`, runs the checker with `args`, and asserts the whole
+/// verdict table (every mismatch listed at once) and the exit code a correct checker gives.
+/// Returns the run for the design's further assertions.
+fn expect(
+    design: &str,
+    server_args: &[&str],
+    args: &[&str],
+    except: &[(&str, &str)],
+    exit: i32,
+) -> Run {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let server = start(design, server_args);
+    let run = check(&server, args);
+    let ids: Vec<&str> = run.probes.iter().map(|p| p.0.as_str()).collect();
+    assert_eq!(ids, catalog(), "{design}: the report lists other probes");
+    let mismatches: Vec<String> = table(except)
+        .iter()
+        .zip(&run.probes)
+        .filter(|((_, want), (_, got, _))| got != want)
+        .map(|((id, want), (_, got, reason))| {
+            format!("  {id}: got {got} ({reason}), expected {want}")
+        })
+        .collect();
+    assert!(
+        mismatches.is_empty(),
+        "{design}: {} verdicts differ\n{}\n\n{}",
+        mismatches.len(),
+        mismatches.join("\n"),
+        run.stdout
+    );
+    assert_eq!(run.exit, Some(exit), "{design}: exit code\n{}", run.stdout);
+    run
+}
+
+/// Asserts that `text` holds `needle`, saying what that shows.
+fn assert_says(text: &str, needle: &str, what: &str) {
+    assert!(text.contains(needle), "{what}: {needle:?} not in\n{text}");
+}
+
+/// The options of a full run against a design with tenants, a counter, ids and a hold header.
+fn full() -> Vec<&'static str> {
+    vec![
+        "-H",
+        "Authorization: Bearer ta",
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        r#"{"amount":5,"ref":"{{unique}}"}"#,
+        "--id-pointer",
+        "/id",
+        "--count-url",
+        "{base}/count",
+        "--tenant-b-header",
+        "Authorization: Bearer tb",
+        "--hold-header",
+        "X-Delay-Ms: 600",
+        "--invalid-body",
+        r#"{"amount":-1}"#,
+        "--timeout",
+        "3s",
+    ]
+}
+
+/// The 202 acceptor has no tenants, ids or hold: only a JSON body, tenant B's header (which it
+/// ignores) and, in one run, its job counter.
+fn acceptor(counter: bool) -> Vec<&'static str> {
+    let mut args = vec![
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        r#"{"amount":5,"ref":"{{unique}}"}"#,
+        "--tenant-b-header",
+        "Authorization: Bearer tb",
+        "--timeout",
+        "3s",
+    ];
+    if counter {
+        args.extend(["--count-url", "{base}/count"]);
+    }
+    args
+}
+
+/// Fingerprint dedupe across keys, store not scoped by tenant: B reusing A's key with A's
+/// payload is served A's payment — a critical leak tenant-isolation must FAIL (tenant A's two
+/// keys carry two payloads, so the dedupe cannot turn it into an ERROR). Two keys with one
+/// payload get 409 (distinct-keys-independent FAILs), and `"k";v=1` then `"k"` is answered
+/// 409 "Fingerprint conflict", which is not a replay (key-parameters WARNs, recommended).
+#[test]
+fn fingerprint_dedupe_leaks_tenant_a_to_tenant_b() {
+    expect(
+        "fingerprint_dedupe",
+        &[],
+        &full(),
+        &[
+            ("key-parameters", "WARN"),
+            ("distinct-keys-independent", "FAIL"),
+            ("tenant-isolation", "FAIL"),
+        ],
+        4,
+    );
+}
+
+/// A correct API behind bearer auth with a counter per tenant: everything PASSes, including
+/// tenant-isolation, whose tenant B executions never move tenant A's counter.
+#[test]
+fn per_tenant_counter_behind_auth_passes() {
+    expect("tenant_counter", &[], &full(), &[], 0);
+}
+
+/// The same API run without credentials answers 401 to everything: a setup mistake, not a
+/// contract failure. first-request is an ERROR that names the status and the option to check,
+/// and nothing else is judged.
+#[test]
+fn missing_credentials_are_a_setup_error_not_an_api_failure() {
+    let body = r#"{"amount":5,"ref":"{{unique}}"}"#;
+    let args = ["-H", "Content-Type: application/json", "-d", body];
+    let run = expect(
+        "tenant_counter",
+        &[],
+        &[&args[..], &["--id-pointer", "/id"]].concat(),
+        &all("ERROR"),
+        3,
+    );
+    let reason = run.reason("first-request");
+    assert_says(reason, "401", "first-request names the status");
+    assert_says(reason, "-H", "first-request names the option to check");
+}
+
+/// A unique constraint answers every repeat of a key 409, completed or not: nothing executes
+/// twice, but nothing is ever replayed. replay-identity FAILs once; the probes whose failure is
+/// only "the retry did not replay" (quoted-key, escaped-key, key-parameters, the replay after
+/// the bursts, mismatch-no-poison, lost-response, loser-does-not-unlock, spoofed-marker-headers)
+/// are INCONCLUSIVE naming it, whatever their place in the catalog.
+#[test]
+fn conflict_on_every_repeat_fails_replay_identity_once() {
+    let derived = [
+        "quoted-key",
+        "escaped-key",
+        "key-parameters",
+        "concurrent-duplicates",
+        "mismatch-no-poison",
+        "lost-response",
+        "loser-does-not-unlock",
+        "spoofed-marker-headers",
+    ];
+    let mut except: Vec<(&str, &str)> = derived.iter().map(|&id| (id, "INCONCLUSIVE")).collect();
+    except.push(("replay-identity", "FAIL"));
+    let run = expect("conflict_on_replay", &[], &full(), &except, 4);
+    for id in derived {
+        assert_says(run.reason(id), "replay-identity", "names the root cause");
+    }
+}
+
+/// Duplicates that wait for the original and get its replay are legal (no 409 at all): every
+/// probe PASSes, except loser-does-not-unlock, which has no refused duplicate to build on and
+/// says so (INCONCLUSIVE).
+#[test]
+fn duplicates_that_wait_then_replay_pass() {
+    expect(
+        "wait_then_replay",
+        &[],
+        &full(),
+        &[("loser-does-not-unlock", "INCONCLUSIVE")],
+        0,
+    );
+}
+
+/// An API that accepts only bare keys: quoted-key FAILs (draft-07 §2.1 makes the String form
+/// the rule), and every other probe runs with bare keys and judges the API on its merits. The
+/// two whose keys must be Strings (escaped-key, key-parameters' `"k";v=1`) are refused for the
+/// quotes alone: that follows from quoted-key, so they are INCONCLUSIVE naming it.
+#[test]
+fn bare_keys_only_fail_quoted_key_and_the_rest_runs_bare() {
+    let run = expect(
+        "bare_key",
+        &[],
+        &full(),
+        &[
+            ("quoted-key", "FAIL"),
+            ("escaped-key", "INCONCLUSIVE"),
+            ("key-parameters", "INCONCLUSIVE"),
+        ],
+        4,
+    );
+    assert_says(
+        &run.stdout,
+        "bare",
+        "the header line says keys were sent bare",
+    );
+}
+
+/// A correct API that echoes the raw key in a response header, control characters and all:
+/// the refusals of malformed keys are still read as refusals, so everything PASSes.
+#[test]
+fn raw_key_echoed_in_the_response_head_passes() {
+    expect("echo_key", &[], &full(), &[], 0);
+}
+
+/// Verdicts on the 202 acceptor that are the same with and without its counter: the statuses
+/// it gets wrong, the payload it never validates, the hold it does not offer.
+const ACCEPTOR_SEEN: [(&str, &str); 7] = [
+    ("missing-key", "FAIL"),
+    ("malformed-key", "FAIL"),
+    ("empty-key", "WARN"),
+    ("oversized-key", "FAIL"),
+    ("payload-mismatch", "FAIL"),
+    ("error-not-cached", "INCONCLUSIVE"),
+    ("loser-does-not-unlock", "SKIP"),
+];
+
+/// Every POST executes and gets the same `202 {"status":"accepted"}`. Without a counter the
+/// responses cannot tell one execution from five: no probe that counts executions may PASS
+/// (INCONCLUSIVE, naming --count-url), and identical bodies are not a leak between tenants
+/// either. What the statuses show (400 expected, 202 got) still FAILs.
+#[test]
+fn acceptor_without_counter_is_blind_not_green() {
+    let blind = [
+        "first-request",
+        "quoted-key",
+        "escaped-key",
+        "bare-token",
+        "duplicate-header",
+        "key-parameters",
+        "replay-identity",
+        "concurrent-duplicates",
+        "mismatch-no-poison",
+        "distinct-keys-independent",
+        "lost-response",
+        "spoofed-marker-headers",
+        "tenant-isolation",
+    ];
+    let mut except = ACCEPTOR_SEEN.to_vec();
+    except.extend(blind.iter().map(|&id| (id, "INCONCLUSIVE")));
+    let run = expect("accept_202", &[], &acceptor(false), &except, 4);
+    for id in ["replay-identity", "concurrent-duplicates", "lost-response"] {
+        assert_says(run.reason(id), "--count-url", "says what to change");
+    }
+    assert_says(&run.stdout, "blind", "the header line names the basis");
+}
+
+/// The same acceptor counted: every duplicate execution is now seen and FAILs (critical).
+/// distinct-keys-independent PASSes: its requirement is that each key executes, and the counter
+/// shows every execution even though the bodies are identical. Whether tenant B was handed
+/// tenant A's response cannot be seen when every response is the same bytes (INCONCLUSIVE). The
+/// key-syntax retries defer to replay-identity, those whose checks are only recommended too:
+/// key-parameters, and bare-token, whose `abc` then `"abc"` is a retry under another spelling
+/// and says nothing new once identical retries execute again.
+#[test]
+fn acceptor_with_counter_fails_every_duplicate() {
+    let mut except = ACCEPTOR_SEEN.to_vec();
+    except.extend([
+        ("quoted-key", "INCONCLUSIVE"),
+        ("escaped-key", "INCONCLUSIVE"),
+        ("bare-token", "INCONCLUSIVE"),
+        ("duplicate-header", "FAIL"),
+        ("key-parameters", "INCONCLUSIVE"),
+        ("replay-identity", "FAIL"),
+        ("concurrent-duplicates", "FAIL"),
+        ("mismatch-no-poison", "FAIL"),
+        ("lost-response", "FAIL"),
+        ("spoofed-marker-headers", "INCONCLUSIVE"),
+        ("tenant-isolation", "INCONCLUSIVE"),
+    ]);
+    let run = expect("accept_202", &[], &acceptor(true), &except, 4);
+    assert_says(&run.stdout, "counter", "the header line names the basis");
+    for id in ["quoted-key", "escaped-key", "bare-token", "key-parameters"] {
+        assert_says(run.reason(id), "replay-identity", "names the root cause");
+    }
+}
+
+/// Pointing --id-pointer at an id the acceptor's bodies do not have is a setup mistake: the
+/// pre-flight is an ERROR naming the option, not "0 executions" FAILs against the API.
+#[test]
+fn id_pointer_absent_from_the_body_is_a_setup_error() {
+    let args = [&acceptor(false)[..], &["--id-pointer", "/id"]].concat();
+    let run = expect("accept_202", &[], &args, &all("ERROR"), 3);
+    assert_says(
+        run.reason("first-request"),
+        "--id-pointer",
+        "names the option",
+    );
+}
+
+/// A correct API whose counter trails its writes by 1.5 s: read right after a request, it has
+/// not moved. Counting with it would turn into "0 executions" FAILs and hide real duplicates,
+/// so the pre-flight refuses it, naming --count-url, and nothing is judged.
+#[test]
+fn lagging_counter_is_refused_at_preflight() {
+    let lag = ["--lag-ms", "1500"];
+    let run = expect("lagging_counter", &lag, &full(), &all("ERROR"), 3);
+    assert_says(
+        run.reason("first-request"),
+        "--count-url",
+        "names the option",
+    );
+}
+
+/// The same API counted by resource ids instead: it is correct, and everything PASSes.
+#[test]
+fn lagging_counter_api_passes_when_counted_by_ids() {
+    let args: Vec<&str> = full()
+        .into_iter()
+        .filter(|a| !a.contains("count"))
+        .collect();
+    expect("lagging_counter", &["--lag-ms", "1500"], &args, &[], 0);
+}
