@@ -29,13 +29,15 @@ pub async fn run(opts: Opts) -> Result<ExitCode> {
         Command::Stress(args) => stress(*args).await,
         Command::Client(args) => crate::client::cli::run(*args).await,
         Command::Matrix(args) => matrix(&args),
+        Command::Discover(args) => Ok(crate::discover::commands::discover(&args).await?),
+        Command::Init(args) => Ok(crate::discover::commands::init(&args).await?),
         Command::Explain { id, suite } => explain(&id, &suite),
     }
 }
 
 /// Prints to stdout. A reader that went away (`idem-check list | head -1`) is not an error:
 /// the output is simply no longer wanted, so the command ends quietly with its own code.
-fn emit(text: &str) -> Result<()> {
+pub(crate) fn emit(text: &str) -> Result<()> {
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(AppError::runtime(
             anyhow::Error::new(e).context("cannot write to stdout"),
@@ -91,15 +93,28 @@ async fn configure(t: &TargetArgs, opts: RunOptions) -> Result<(Arc<Config>, Opt
         hook = Some(r.restart_hook());
         reference = Some(r);
         spec
+    } else if t.openapi.is_some() {
+        crate::discover::commands::single_target(t).await?
     } else {
         target_from_args(t)?
     };
-    let mut target = target;
+    let target = with_secret_flags(target, t);
+    let opts = run_options(t, opts);
+    Ok((Arc::new(Config::build(target, &opts, hook)?), reference))
+}
+
+/// `target` with `--secret` and `--redact-header` added.
+pub(crate) fn with_secret_flags(mut target: TargetSpec, t: &TargetArgs) -> TargetSpec {
     target.secrets.extend(t.secret.iter().cloned());
     target
         .redact_headers
         .extend(t.redact_header.iter().cloned());
-    let opts = RunOptions {
+    target
+}
+
+/// The run options the target flags set (suite, timeout, label, release threads) over `opts`.
+pub(crate) fn run_options(t: &TargetArgs, opts: RunOptions) -> RunOptions {
+    RunOptions {
         suite: t.suite.clone(),
         timeout: t.timeout,
         label: t.label.clone().or_else(|| {
@@ -111,18 +126,20 @@ async fn configure(t: &TargetArgs, opts: RunOptions) -> Result<(Arc<Config>, Opt
         reference: t.reference && t.reference_fault.is_none(),
         release_threads: !t.no_release_threads,
         ..opts
-    };
-    Ok((Arc::new(Config::build(target, &opts, hook)?), reference))
+    }
 }
 
 /// Resolves on Ctrl-C (never, where the signal cannot be watched).
-async fn interrupted() {
+pub(crate) async fn interrupted() {
     if tokio::signal::ctrl_c().await.is_err() {
         std::future::pending::<()>().await;
     }
 }
 
 async fn run_probes(args: RunArgs) -> Result<ExitCode> {
+    if args.target.openapi.is_some() {
+        return crate::discover::commands::run(&args).await;
+    }
     let opts = RunOptions {
         strict: args.strict,
         key_form: args.key_form,
@@ -156,11 +173,27 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
 
 /// The target description from `--target` and the flags; flags win over the file.
 fn target_from_args(args: &TargetArgs) -> Result<TargetSpec> {
+    let o = &args.openapi_args;
+    if o.base_url.is_some()
+        || !o.operations.is_empty()
+        || !o.key_header.is_empty()
+        || !o.path_param.is_empty()
+    {
+        return Err(anyhow::anyhow!(
+            "--base-url, --operation, --key-header and --path-param need --openapi SPEC"
+        )
+        .into());
+    }
     let env: BTreeMap<String, String> = std::env::vars().collect();
-    let mut t = match &args.target {
+    let t = match &args.target {
         Some(path) => crate::target::load(path, &env)?,
         None => TargetSpec::default(),
     };
+    apply_flags(t, args)
+}
+
+/// `t` with the target flags laid over it.
+pub(crate) fn apply_flags(mut t: TargetSpec, args: &TargetArgs) -> Result<TargetSpec> {
     if let Some(url) = &args.url {
         t.url = url.clone();
     }
@@ -220,7 +253,8 @@ fn body_arg(arg: &str, what: &str) -> Result<String> {
     }
 }
 
-struct ProgressObserver<'a>(&'a Progress);
+/// Moves the progress bar as probes start and finish.
+pub(crate) struct ProgressObserver<'a>(pub(crate) &'a Progress);
 
 impl Observer for ProgressObserver<'_> {
     fn started(&self, id: &str) {

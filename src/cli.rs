@@ -35,6 +35,13 @@ pub enum Command {
     Client(Box<ClientArgs>),
     /// Build one table across implementations from JSON reports (files or folders).
     Matrix(MatrixArgs),
+    /// List the operations of an OpenAPI or Swagger document that take an idempotency key.
+    #[command(after_long_help = crate::exit::HELP)]
+    Discover(DiscoverArgs),
+    /// Write one commented target file per operation of an OpenAPI or Swagger document that
+    /// takes an idempotency key, to edit before `run --target FILE`.
+    #[command(after_long_help = crate::exit::HELP)]
+    Init(InitArgs),
     /// Explain one probe: what it sends, what it expects, and why.
     Explain {
         /// The probe id (see `idem-check list`).
@@ -61,6 +68,70 @@ pub struct MatrixArgs {
     pub html: Option<PathBuf>,
 }
 
+/// How `discover` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum DiscoverFormat {
+    /// One aligned line per operation.
+    #[default]
+    Table,
+    /// JSON, schema idem-check.discover/1.
+    Json,
+}
+
+/// What a user adds to an API description (`discover`, `init`, `run --openapi`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct OpenApiArgs {
+    /// The base URL of the operations, instead of the document's servers (needed when they
+    /// are relative and the document is a local file).
+    #[arg(long, value_name = "URL", hide_short_help = true)]
+    pub base_url: Option<String>,
+
+    /// Only the operation with this operationId (repeatable).
+    #[arg(long = "operation", value_name = "ID", hide_short_help = true)]
+    pub operations: Vec<String>,
+
+    /// Another header name that carries the idempotency key (repeatable); names containing
+    /// "idempot", PayPal-Request-Id and X-Amz-Client-Token are recognised already.
+    #[arg(long, value_name = "NAME", hide_short_help = true)]
+    pub key_header: Vec<String>,
+
+    /// A path parameter's value, e.g. customer_id=cus_123 (repeatable); without it, the
+    /// parameter's example in the document.
+    #[arg(long, value_name = "NAME=VALUE", hide_short_help = true)]
+    pub path_param: Vec<String>,
+}
+
+/// `idem-check discover`.
+#[derive(Debug, Args)]
+pub struct DiscoverArgs {
+    /// The API description: an OpenAPI 3.0/3.1 or Swagger 2.0 document, JSON or YAML, a file
+    /// path or an http(s) URL.
+    #[arg(value_name = "SPEC")]
+    pub spec: String,
+
+    #[command(flatten)]
+    pub openapi: OpenApiArgs,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = DiscoverFormat::Table, value_name = "FORMAT")]
+    pub format: DiscoverFormat,
+}
+
+/// `idem-check init`.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The API description (file path or http(s) URL).
+    #[arg(long = "openapi", value_name = "SPEC")]
+    pub spec: String,
+
+    /// The folder to write the target files to (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    #[command(flatten)]
+    pub openapi: OpenApiArgs,
+}
+
 #[derive(Debug, Args)]
 pub struct ListArgs {
     /// The suite whose expectations to show.
@@ -72,8 +143,17 @@ pub struct ListArgs {
 #[derive(Debug, Args)]
 pub struct TargetArgs {
     /// URL of the operation to check, e.g. https://api.example.com/v1/payments
-    #[arg(value_name = "URL", required_unless_present_any = ["reference", "target"])]
+    #[arg(value_name = "URL", required_unless_present_any = ["reference", "target", "openapi"])]
     pub url: Option<String>,
+
+    /// Check every operation of this OpenAPI or Swagger document (file or URL) that takes an
+    /// idempotency key, with the header name, body and URL it declares; the other options
+    /// apply to every operation.
+    #[arg(long, value_name = "SPEC", conflicts_with_all = ["url", "reference", "target"])]
+    pub openapi: Option<String>,
+
+    #[command(flatten)]
+    pub openapi_args: OpenApiArgs,
 
     /// Check the bundled reference server, started in-process on a free port with a temporary
     /// database (restart included). Nothing to set up: this is what green looks like.

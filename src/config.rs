@@ -224,6 +224,9 @@ pub struct TargetSpec {
     /// The target speaks HTTP/2 (over `http://`: h2c with prior knowledge), so bursts can
     /// release every duplicate in one packet; `https://` targets are asked by ALPN anyway.
     pub http2: bool,
+    /// The key header's name when the target's differs from the suite's (an API description
+    /// declares it, e.g. `X-Idempotency-Key`).
+    pub key_header: Option<String>,
 }
 
 /// Options that shape the run rather than describe the target.
@@ -451,7 +454,13 @@ impl Config {
             (None, None, Some(_)) => bail!("--store-up-cmd needs --store-down-cmd"),
             (None, None, None) => None,
         };
-        let suite = Suite::load(&opts.suite)?;
+        let mut suite = Suite::load(&opts.suite)?;
+        if let Some(h) = &target.key_header {
+            if h.is_empty() || !h.bytes().all(is_token_byte) {
+                bail!("key header {h:?} is not a valid header name");
+            }
+            suite.header.clone_from(h);
+        }
         let urls: Vec<&str> = [&target.count_url, &target.ready_url, &target.second_url]
             .into_iter()
             .flatten()

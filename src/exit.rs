@@ -77,11 +77,15 @@ impl AppError {
     }
 }
 
-/// Untyped errors from configuration code: a located [`FileError`] anywhere in the chain makes
-/// it an input-file error, anything else is a usage error.
+/// Untyped errors from configuration code: a located [`FileError`] or an unusable API
+/// description anywhere in the chain makes it an input-file error, anything else is a usage
+/// error.
 impl From<anyhow::Error> for AppError {
     fn from(e: anyhow::Error) -> Self {
-        if e.chain().any(|c| c.downcast_ref::<FileError>().is_some()) {
+        if e.chain().any(|c| {
+            c.downcast_ref::<FileError>().is_some()
+                || c.downcast_ref::<crate::discover::SpecError>().is_some()
+        }) {
             AppError::InputFile(e)
         } else {
             AppError::Usage(e)

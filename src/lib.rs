@@ -17,6 +17,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod diagnostic;
+pub mod discover;
 pub mod effects;
 pub mod exit;
 pub mod http;

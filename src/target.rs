@@ -13,6 +13,7 @@
 //! http2 = true   # the target speaks HTTP/2 (h2c with prior knowledge for http://)
 //! read-url = "https://api.example.com/v1/payments/count"
 //! key-ttl = "1m"  # when the API sends no Idempotency-Key-Expires-At
+//! key-header = "X-Idempotency-Key"   # when it is not the suite's (Idempotency-Key)
 //! [counter]
 //! url = "https://api.example.com/v1/payments/count"
 //! pointer = "/count"
@@ -62,6 +63,7 @@ struct TargetFile {
     http2: bool,
     read_url: Option<Spanned<String>>,
     key_ttl: Option<Spanned<String>>,
+    key_header: Option<Spanned<String>>,
     counter: Option<CounterTable>,
     tenant_b: Option<TenantTable>,
     restart: Option<RestartTable>,
@@ -144,6 +146,7 @@ pub fn parse(
         ..TargetSpec::default()
     };
     spec.method = file.method.as_ref().map(&mut sub).transpose()?;
+    spec.key_header = file.key_header.as_ref().map(&mut sub).transpose()?;
     spec.headers = file
         .headers
         .iter()

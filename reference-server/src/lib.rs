@@ -29,6 +29,7 @@ mod edge;
 mod idempotency;
 mod key_names;
 pub mod limits;
+mod openapi;
 pub mod payments;
 mod problem;
 mod routes;

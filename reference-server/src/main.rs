@@ -15,8 +15,8 @@ use idem_reference_server::{Config, DbLocation, Fault, Tenant};
 /// A payments API that implements the Idempotency-Key contract correctly, with fault switches.
 ///
 /// Serves POST /api/payments and POST /api/payouts (idempotent), GET /api/payments/{id},
-/// GET /api/payments/count (the effect counter) and GET /healthz. Prints
-/// `listening on http://ADDR` on stdout once it accepts connections.
+/// GET /api/payments/count (the effect counter), GET /healthz and GET /openapi.json (its OpenAPI
+/// description). Prints `listening on http://ADDR` on stdout once it accepts connections.
 #[derive(Debug, Parser)]
 #[command(version, max_term_width = 98)]
 struct Opts {

@@ -21,6 +21,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/api/payments/{id}", get(show_payment))
         .route("/healthz", get(healthz))
         .route("/test-hooks/store/{state}", post(store_hook))
+        .route("/openapi.json", get(crate::openapi::serve))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(app)

@@ -56,16 +56,58 @@ use crate::report::{ProbeReport, RenderOptions, RunReport};
 /// The JUnit document for `report`. `strict` turns WARN into `<failure>` (it already turned the
 /// outcome into FAIL when the run itself was strict).
 pub fn render(report: &RunReport, opts: &RenderOptions, strict: bool) -> anyhow::Result<String> {
+    document(&[(None, report)], opts, strict)
+}
+
+/// One document for a run over several operations (`run --openapi`): one `<testsuite>` per
+/// operation, named `<suite>.<operation>`, whose testcases' classnames carry the operation too
+/// (`idem-check.<suite>.<operation>.<group>`), so CI history keeps operations apart.
+pub fn render_operations(
+    reports: &[(&str, &RunReport)],
+    opts: &RenderOptions,
+    strict: bool,
+) -> anyhow::Result<String> {
+    let suites: Vec<(Option<&str>, &RunReport)> =
+        reports.iter().map(|(op, r)| (Some(*op), *r)).collect();
+    document(&suites, opts, strict)
+}
+
+fn document(
+    suites: &[(Option<&str>, &RunReport)],
+    opts: &RenderOptions,
+    strict: bool,
+) -> anyhow::Result<String> {
     let mut w = Writer::new_with_indent(Vec::new(), b' ', 2);
     w.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
     w.write_event(Event::Start(BytesStart::new("testsuites")))?;
+    for (id, (operation, report)) in suites.iter().enumerate() {
+        testsuite(&mut w, id, *operation, report, opts, strict)?;
+    }
+    w.write_event(Event::End(BytesEnd::new("testsuites")))?;
+    let mut out = String::from_utf8(w.into_inner())?;
+    out.push('\n');
+    Ok(out)
+}
+
+fn testsuite(
+    w: &mut XmlWriter,
+    id: usize,
+    operation: Option<&str>,
+    report: &RunReport,
+    opts: &RenderOptions,
+    strict: bool,
+) -> anyhow::Result<()> {
     let s = &report.summary;
-    let suite_name = attr(&report.suite, opts);
+    let name = match operation {
+        Some(op) => format!("{}.{op}", report.suite),
+        None => report.suite.clone(),
+    };
+    let suite_name = attr(&name, opts);
     let mut suite = BytesStart::new("testsuite");
     for (k, v) in [
         ("name", suite_name.as_str()),
         ("package", "idem-check"),
-        ("id", "0"),
+        ("id", &id.to_string()),
         ("tests", &s.probes.to_string()),
         (
             "failures",
@@ -102,7 +144,7 @@ pub fn render(report: &RunReport, opts: &RenderOptions, strict: bool) -> anyhow:
     }
     w.write_event(Event::End(BytesEnd::new("properties")))?;
     for p in &report.probes {
-        testcase(&mut w, report, p, opts, strict)?;
+        testcase(w, report, &name, p, opts, strict)?;
     }
     let line: Vec<String> = facts
         .iter()
@@ -111,12 +153,9 @@ pub fn render(report: &RunReport, opts: &RenderOptions, strict: bool) -> anyhow:
             _ => v.clone(),
         })
         .collect();
-    text_element(&mut w, "system-out", &[], &body(&line.join(" · "), opts))?;
+    text_element(w, "system-out", &[], &body(&line.join(" · "), opts))?;
     w.write_event(Event::End(BytesEnd::new("testsuite")))?;
-    w.write_event(Event::End(BytesEnd::new("testsuites")))?;
-    let mut out = String::from_utf8(w.into_inner())?;
-    out.push('\n');
-    Ok(out)
+    Ok(())
 }
 
 /// Seconds with three decimals, as the schema's `SUREFIRE_TIME` allows.
@@ -151,6 +190,7 @@ fn text_element(
 fn testcase(
     w: &mut XmlWriter,
     report: &RunReport,
+    suite: &str,
     p: &ProbeReport,
     opts: &RenderOptions,
     strict: bool,
@@ -171,7 +211,7 @@ fn testcase(
     start.push_attribute(("name", p.id));
     start.push_attribute((
         "classname",
-        attr(&format!("idem-check.{}.{}", report.suite, p.group), opts).as_str(),
+        attr(&format!("idem-check.{suite}.{}", p.group), opts).as_str(),
     ));
     start.push_attribute(("time", seconds(p.duration_ms).as_str()));
     if p.outcome == Outcome::Pass {

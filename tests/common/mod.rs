@@ -63,3 +63,12 @@ pub fn outcomes(report: &RunReport) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// The path of a document in fixtures/openapi/.
+pub fn openapi_fixture(name: &str) -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/openapi")
+        .join(name)
+        .display()
+        .to_string()
+}

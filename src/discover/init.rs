@@ -1,0 +1,154 @@
+//! `init --openapi`: one commented target file per operation, for users who want to read and
+//! edit before running. Everything the document did not say (a base URL, a path parameter, a
+//! credential) is a `${VAR}` placeholder taken from the environment at run time, with a comment
+//! saying what to put there.
+
+use std::fmt::Write as _;
+
+use super::Operation;
+
+/// The file name for an operation: its id with anything unsafe in a file name replaced.
+pub fn file_name(op: &Operation) -> String {
+    let safe: String = op
+        .operation_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{}.toml", safe.trim_start_matches('.'))
+}
+
+/// The target file text for `op`, read from `document`.
+pub fn target_file(op: &Operation, document: &str) -> String {
+    let q = |s: &str| toml::Value::String(s.to_string()).to_string();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# idem-check target: {} ({} {})",
+        one_line(&op.operation_id),
+        op.method,
+        one_line(&op.path)
+    );
+    let _ = writeln!(
+        out,
+        "# written from {} by `idem-check init`; run it with",
+        one_line(document)
+    );
+    let _ = writeln!(out, "#   idem-check run --target {}", file_name(op));
+    let _ = writeln!(
+        out,
+        "# ${{VAR}} placeholders are read from the environment and masked in reports."
+    );
+    let _ = writeln!(out);
+    let base = match &op.base {
+        Ok(b) => b.clone(),
+        Err(why) => {
+            let _ = writeln!(out, "# BASE_URL: {}", one_line(why));
+            "${BASE_URL}".to_string()
+        }
+    };
+    for name in &op.unfilled {
+        let _ = writeln!(
+            out,
+            "# {}: the path parameter {} (the document gives no example)",
+            super::env_name(name),
+            one_line(name)
+        );
+    }
+    let mut url = format!("{base}{}", op.filled_path);
+    let queries: Vec<&str> = op
+        .credentials
+        .iter()
+        .filter_map(|c| c.query.as_deref())
+        .collect();
+    if !queries.is_empty() {
+        url.push(if url.contains('?') { '&' } else { '?' });
+        url.push_str(&queries.join("&"));
+    }
+    let _ = writeln!(out, "url = {}", q(&url));
+    let _ = writeln!(out, "method = {}", q(&op.method));
+    let _ = writeln!(
+        out,
+        "# the document declares this header as the key ({}, matched by {})",
+        if op.required { "required" } else { "optional" },
+        match op.matched {
+            super::header::Match::Name => "its name",
+            super::header::Match::Alias => "a known alias",
+            super::header::Match::Description => "its description",
+        }
+    );
+    let _ = writeln!(out, "key-header = {}", q(&op.header));
+    let _ = writeln!(out, "headers = [");
+    if let Some(ct) = &op.body.content_type {
+        let _ = writeln!(out, "  {},", q(&format!("Content-Type: {ct}")));
+    }
+    for c in &op.credentials {
+        let _ = writeln!(
+            out,
+            "  # security scheme {} ({}): set {}",
+            one_line(&c.scheme),
+            one_line(&c.kind),
+            c.variable
+        );
+        if let Some(h) = &c.header {
+            let _ = writeln!(out, "  {},", q(h));
+        }
+    }
+    let _ = writeln!(out, "]");
+    match (&op.body.text, op.body.source) {
+        (Some(text), source) => {
+            let _ = writeln!(
+                out,
+                "# body: {}; {{{{unique}}}} makes it unique per probe",
+                match source {
+                    super::body::BodySource::Example => "the document's example",
+                    _ => "generated from the request schema (required properties only)",
+                }
+            );
+            let _ = writeln!(out, "body = {}", q(text));
+        }
+        (None, _) => {
+            let _ = writeln!(out, "# the operation declares no request body");
+        }
+    }
+    match &op.id_pointer {
+        Some(p) => {
+            let _ = writeln!(
+                out,
+                "# the 2xx response has an id: executions are counted by it"
+            );
+            let _ = writeln!(out, "id-pointer = {}", q(p));
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "# id-pointer = \"/id\"   # where a 2xx body holds the new resource's id"
+            );
+        }
+    }
+    out.push_str(OPTIONAL);
+    out
+}
+
+/// Text from the document, safe inside a `#` comment line.
+fn one_line(s: &str) -> String {
+    crate::redact::sanitize_line(s)
+}
+
+/// The options a document cannot know, commented out.
+const OPTIONAL: &str = "
+# Stronger verdicts and more probes (see `idem-check list`), uncomment what the API offers:
+# [counter]            # an effect counter read before and after each probe
+# url = \"${BASE_URL}/count\"
+# pointer = \"/count\"
+# [tenant-b]           # a second identity (tenant-isolation)
+# headers = [\"Authorization: Bearer ${TENANT_B_TOKEN}\"]
+# [restart]            # restart-persistence
+# command = \"systemctl restart my-api\"
+# ready-url = \"${BASE_URL}/healthz\"
+";

@@ -1,0 +1,178 @@
+//! A run over every discovered operation: one ordinary single-operation [`RunReport`] per
+//! operation, and the renderers that put them side by side — the terminal grouped by
+//! operation, one JSON report listing each operation's probes, one JUnit testsuite per
+//! operation ([`crate::report::junit::render_operations`]).
+
+use serde::Serialize;
+
+use super::{Operation, Skipped};
+use crate::redact::sanitize_line;
+use crate::report::terminal::summary_line;
+use crate::report::{self, Format, RenderOptions, Reportable, RunReport, Summary, ToolInfo};
+
+/// The JSON schema id of an `--openapi` run's report.
+pub const SCHEMA: &str = "idem-check.openapi-report/1";
+
+/// One operation's run.
+#[derive(Debug, Clone, Serialize)]
+pub struct OperationReport {
+    pub operation_id: String,
+    pub method: String,
+    /// The path template as declared.
+    pub path: String,
+    /// The key header's name as declared.
+    pub header: String,
+    pub required: bool,
+    /// `example`, `schema` or `none`: where the body came from.
+    pub body: &'static str,
+    /// The ordinary report of the run against this operation (schema idem-check.report/1).
+    pub report: RunReport,
+}
+
+impl OperationReport {
+    pub fn new(op: &Operation, report: RunReport) -> Self {
+        OperationReport {
+            operation_id: op.operation_id.clone(),
+            method: op.method.clone(),
+            path: op.path.clone(),
+            header: op.header.clone(),
+            required: op.required,
+            body: op.body.source.as_str(),
+            report,
+        }
+    }
+}
+
+/// Everything a run over an API description found.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpenApiReport {
+    pub schema: &'static str,
+    pub tool: ToolInfo,
+    /// The document's path or URL.
+    pub document: String,
+    /// "OpenAPI 3.1.0", "Swagger 2.0".
+    pub version: String,
+    pub started_at: String,
+    pub duration_ms: f64,
+    pub interrupted: bool,
+    /// Recommended checks decided the outcomes (`--strict`).
+    pub strict: bool,
+    /// The probes of every operation counted together.
+    pub summary: Summary,
+    pub operations: Vec<OperationReport>,
+    /// Operations that take a key but could not be checked, with the reason.
+    pub skipped: Vec<Skipped>,
+}
+
+impl OpenApiReport {
+    /// Assembles the report; the summary adds up the operations'.
+    pub fn new(
+        document: &str,
+        version: &str,
+        started_at: String,
+        duration_ms: f64,
+        strict: bool,
+        operations: Vec<OperationReport>,
+        skipped: Vec<Skipped>,
+    ) -> Self {
+        let mut summary = Summary::default();
+        for o in &operations {
+            let s = &o.report.summary;
+            summary.probes += s.probes;
+            summary.passed += s.passed;
+            summary.warned += s.warned;
+            summary.failed += s.failed;
+            summary.skipped += s.skipped;
+            summary.inconclusive += s.inconclusive;
+            summary.errors += s.errors;
+        }
+        OpenApiReport {
+            schema: SCHEMA,
+            tool: ToolInfo::default(),
+            document: document.to_string(),
+            version: version.to_string(),
+            started_at,
+            duration_ms,
+            interrupted: operations.iter().any(|o| o.report.interrupted),
+            strict,
+            summary,
+            operations,
+            skipped,
+        }
+    }
+
+    /// The terminal report: each operation's ordinary report under a heading naming it, the
+    /// operations that could not be checked, and one summary line for all of them.
+    pub fn terminal(&self, opts: &RenderOptions, strict: bool) -> String {
+        let mut out = String::new();
+        for o in &self.operations {
+            out.push_str(&format!(
+                "━━ {} · {} {} · {} ({})\n",
+                sanitize_line(&o.operation_id),
+                o.method,
+                sanitize_line(&o.path),
+                sanitize_line(&o.header),
+                if o.required { "required" } else { "optional" }
+            ));
+            out.push_str(&report::terminal::render(&o.report, opts, strict));
+            out.push('\n');
+        }
+        for s in &self.skipped {
+            out.push_str(&format!(
+                "not checked: {} {} {} — {}\n",
+                sanitize_line(&s.operation_id),
+                s.method,
+                sanitize_line(&s.path),
+                sanitize_line(&s.reason)
+            ));
+        }
+        out.push_str(&format!(
+            "{} operation{} ({}): {}\n",
+            self.operations.len(),
+            if self.operations.len() == 1 { "" } else { "s" },
+            self.version,
+            summary_line(&self.summary, self.duration_ms)
+        ));
+        out
+    }
+
+    /// The JUnit document: one testsuite per operation.
+    pub fn junit(&self, opts: &RenderOptions, strict: bool) -> anyhow::Result<String> {
+        let suites: Vec<(&str, &RunReport)> = self
+            .operations
+            .iter()
+            .map(|o| (o.operation_id.as_str(), &o.report))
+            .collect();
+        report::junit::render_operations(&suites, opts, strict)
+    }
+
+    /// The Markdown summary: each operation's, one after the other.
+    pub fn markdown(&self, opts: &RenderOptions) -> String {
+        self.operations
+            .iter()
+            .map(|o| {
+                format!(
+                    "### {} `{} {}`\n\n{}",
+                    sanitize_line(&o.operation_id).replace('`', "'"),
+                    o.method,
+                    sanitize_line(&o.path).replace('`', "'"),
+                    report::markdown::render(&o.report, opts)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// An `--openapi` run's files: its own JSON (`idem-check.openapi-report/1`), one JUnit
+/// testsuite per operation, and the operations' Markdown summaries one after the other.
+impl Reportable for OpenApiReport {
+    fn render(&self, format: Format, opts: &RenderOptions) -> anyhow::Result<String> {
+        match format {
+            Format::Json => report::json::render_value(self, opts),
+            Format::Junit => self.junit(opts, self.strict),
+            Format::Markdown => Ok(self.markdown(opts)),
+            Format::Terminal => Ok(self.terminal(opts, self.strict)),
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! End to end: the reference server describes itself at `/openapi.json`, and
+//! `idem-check run --openapi URL/openapi.json -H 'Authorization: Bearer …'` checks both of its
+//! idempotent operations from that document alone: all PASS against the correct server, and
+//! the race found on the payments operation under the `race` fault.
+
+use std::time::Duration;
+
+use idem_check::reference::Reference;
+use idem_reference_server::Fault;
+use serde_json::Value;
+
+/// Runs the binary against `reference` with `extra` arguments; returns the exit code, the
+/// JSON report, the JUnit report and the terminal output.
+async fn run_openapi(reference: &Reference, extra: &[&str]) -> (i32, Value, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let junit = dir.path().join("report.xml");
+    let mut args: Vec<String> = vec![
+        "run".into(),
+        "--openapi".into(),
+        format!("{}/openapi.json", reference.base),
+        "-H".into(),
+        format!("Authorization: Bearer {}", reference.token(0)),
+        "--tenant-b-header".into(),
+        format!("Authorization: Bearer {}", reference.token(1)),
+        "--hold-header".into(),
+        format!("X-Test-Delay-Ms: {}", idem_check::reference::HOLD_MS),
+        "--report-json".into(),
+        json.display().to_string(),
+        "--report-junit".into(),
+        junit.display().to_string(),
+        "--color".into(),
+        "never".into(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_idem-check"))
+        .args(&args)
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(240), child)
+        .await
+        .expect("the run finishes within 4 minutes")
+        .expect("the binary runs");
+    let terminal = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let report = std::fs::read_to_string(&json)
+        .unwrap_or_else(|e| panic!("no JSON report ({e}); stdout:\n{terminal}\nstderr:\n{stderr}"));
+    (
+        out.status.code().unwrap_or(-1),
+        serde_json::from_str(&report).unwrap(),
+        std::fs::read_to_string(&junit).unwrap(),
+        terminal,
+    )
+}
+
+fn outcomes(op: &Value) -> Vec<(String, String)> {
+    op["report"]["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["id"].as_str().unwrap().to_string(),
+                p["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_operations_pass_from_the_servers_own_document() {
+    let reference = Reference::start(None).await.unwrap();
+    let (code, report, junit, terminal) = run_openapi(&reference, &[]).await;
+    reference.stop().await.unwrap();
+    assert_eq!(code, 0, "{terminal}");
+    assert_eq!(report["schema"], "idem-check.openapi-report/1");
+    assert_eq!(report["version"], "OpenAPI 3.1.0");
+    let ops = report["operations"].as_array().unwrap();
+    let ids: Vec<&str> = ops
+        .iter()
+        .map(|o| o["operation_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["createPayment", "createPayout"]);
+    assert_eq!(ops[0]["body"], "example");
+    assert_eq!(ops[1]["body"], "schema", "payouts declare only a schema");
+    for op in ops {
+        assert_eq!(op["header"], "Idempotency-Key");
+        let outcomes = outcomes(op);
+        // Everything that can run with these options passes; what needs options not given
+        // (a crash hook, a second URL, a restart hook, a replica) skips and says so.
+        for (id, outcome) in &outcomes {
+            let expected = match id.as_str() {
+                "wedged-key-recovery"
+                | "cross-endpoint"
+                | "restart-persistence"
+                | "cross-replica" => "SKIP",
+                _ => "PASS",
+            };
+            assert_eq!(outcome, expected, "{} {id}\n{terminal}", op["operation_id"]);
+        }
+        assert!(outcomes.len() >= 20, "{outcomes:?}");
+        // Executions were counted by the id the document's 201 schema declares.
+        let first = &op["report"]["probes"][0];
+        assert_eq!(first["id"], "first-request");
+        assert!(
+            first["effect_basis"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("distinct resource ids at /id"),
+            "{first}"
+        );
+    }
+    assert!(
+        junit.contains(r#"name="ietf-draft-07.createPayment""#),
+        "{junit}"
+    );
+    assert!(
+        junit.contains(r#"name="ietf-draft-07.createPayout""#),
+        "{junit}"
+    );
+    assert!(junit.contains(r#"classname="idem-check.ietf-draft-07.createPayout.enforcement""#));
+    assert!(terminal.contains("━━ createPayment · POST /api/payments · Idempotency-Key (required)"));
+    assert!(
+        terminal.contains("2 operations (OpenAPI 3.1.0): 48 probes:"),
+        "{terminal}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_race_is_found_on_the_payments_operation() {
+    let reference = Reference::start(Some(Fault::Race)).await.unwrap();
+    let (code, report, _, terminal) = run_openapi(
+        &reference,
+        &[
+            "--operation",
+            "createPayment",
+            "--probe",
+            "first-request",
+            "--probe",
+            "concurrent-duplicates",
+        ],
+    )
+    .await;
+    reference.stop().await.unwrap();
+    assert_eq!(code, 4, "{terminal}");
+    let ops = report["operations"].as_array().unwrap();
+    assert_eq!(ops.len(), 1);
+    assert_eq!(ops[0]["operation_id"], "createPayment");
+    assert_eq!(
+        outcomes(&ops[0]),
+        [
+            ("first-request".to_string(), "PASS".to_string()),
+            ("concurrent-duplicates".to_string(), "FAIL".to_string())
+        ],
+        "{terminal}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stress_takes_one_operation_from_the_document() {
+    let reference = Reference::start(None).await.unwrap();
+    let stress = |extra: &[&str]| {
+        let mut args = vec![
+            "stress".to_string(),
+            "--openapi".into(),
+            format!("{}/openapi.json", reference.base),
+            "-H".into(),
+            format!("Authorization: Bearer {}", reference.token(0)),
+            "--keys".into(),
+            "20".into(),
+            "--duplicates".into(),
+            "4".into(),
+            "--duration".into(),
+            "20s".into(),
+            "--color".into(),
+            "never".into(),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_idem-check"))
+            .args(args)
+            .kill_on_drop(true)
+            .output();
+        async move {
+            tokio::time::timeout(Duration::from_secs(120), child)
+                .await
+                .expect("stress finishes")
+                .expect("the binary runs")
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("stress.json");
+    let both = stress(&[]).await;
+    let one = stress(&[
+        "--operation",
+        "createPayout",
+        "--report-json",
+        json.to_str().unwrap(),
+    ])
+    .await;
+    let base = reference.base.clone();
+    reference.stop().await.unwrap();
+    assert_eq!(both.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&both.stderr)
+            .contains("stress checks one operation; choose one of createPayment, createPayout"),
+        "{}",
+        String::from_utf8_lossy(&both.stderr)
+    );
+    let out = String::from_utf8_lossy(&one.stdout);
+    assert_eq!(
+        one.status.code(),
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&one.stderr)
+    );
+    assert!(out.contains("stress  PASS"), "{out}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["target"], format!("POST {base}/api/payouts"));
+}
