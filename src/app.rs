@@ -43,12 +43,17 @@ async fn configure(t: &TargetArgs, opts: RunOptions) -> Result<(Arc<Config>, Opt
             .context("could not start the bundled reference server")?;
         let mut spec = r.target();
         spec.http2 = t.http2;
+        connection_from_args(t, &mut spec);
         hook = Some(r.restart_hook());
         reference = Some(r);
         spec
     } else {
         target_from_args(t)?
     };
+    // The in-process reference server is on loopback: only an explicit --proxy reaches it
+    // through a proxy.
+    crate::http::tls::configure(&target.tls)?;
+    crate::http::net::configure(&target.net, &|name| std::env::var(name).ok(), !t.reference)?;
     let opts = RunOptions {
         suite: t.suite.clone(),
         timeout: t.timeout,
@@ -137,6 +142,7 @@ fn target_from_args(args: &TargetArgs) -> Result<TargetSpec> {
         t.lease_wait = args.lease_wait;
     }
     t.http2 |= args.http2;
+    connection_from_args(args, &mut t);
     t.replicas.extend(args.replica.iter().cloned());
     t.tenant_b_headers
         .extend(args.tenant_b_header.iter().cloned());
@@ -147,6 +153,22 @@ fn target_from_args(args: &TargetArgs) -> Result<TargetSpec> {
         bail!("no URL: give one, or --target FILE, or --reference");
     }
     Ok(t)
+}
+
+/// TLS and route flags, over the target file's `[tls]`, `proxy` and `resolve`.
+fn connection_from_args(args: &TargetArgs, t: &mut TargetSpec) {
+    if args.cacert.is_some() {
+        t.tls.cacert.clone_from(&args.cacert);
+    }
+    if args.cert.is_some() {
+        t.tls.cert.clone_from(&args.cert);
+        t.tls.key.clone_from(&args.key);
+    }
+    t.tls.insecure |= args.insecure;
+    if args.proxy.is_some() {
+        t.net.proxy.clone_from(&args.proxy);
+    }
+    t.net.resolve.extend(args.resolve.iter().cloned());
 }
 
 /// A body given inline or as `@FILE`; `what` names the option in the error.

@@ -181,6 +181,33 @@ pub struct TargetArgs {
     #[arg(long, hide_short_help = true)]
     pub no_release_threads: bool,
 
+    /// Trust the CA certificates in this PEM file, besides the public roots (a private CA).
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+
+    /// Present this PEM client certificate (chain) to a server that asks for one (mutual TLS).
+    #[arg(long, value_name = "FILE")]
+    pub cert: Option<PathBuf>,
+
+    /// The PEM private key of --cert [default: the --cert file]
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    pub key: Option<PathBuf>,
+
+    /// Do not verify the server's certificate; the header and every report say so.
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+
+    /// Connect to ADDR whenever HOST:PORT is asked for, without DNS (repeatable), e.g.
+    /// api.example.com:443:10.0.0.7
+    #[arg(long, value_name = "HOST:PORT:ADDR")]
+    pub resolve: Vec<String>,
+
+    /// Send every connection through this HTTP proxy (http://[user:pass@]host:port); the raw
+    /// and burst requests in a CONNECT tunnel. Without it, HTTPS_PROXY / HTTP_PROXY apply,
+    /// except to NO_PROXY hosts and loopback.
+    #[arg(long, value_name = "URL")]
+    pub proxy: Option<String>,
+
     /// The suite: a built-in name (ietf-draft-07, stripe) or a suite file.
     #[arg(long, value_name = "NAME|FILE", default_value = crate::suite::DEFAULT_SUITE)]
     pub suite: String,

@@ -201,6 +201,11 @@ pub struct TargetSpec {
     /// The target speaks HTTP/2 (over `http://`: h2c with prior knowledge), so bursts can
     /// release every duplicate in one packet; `https://` targets are asked by ALPN anyway.
     pub http2: bool,
+    /// Trust, client certificate, `--insecure`: applied to the whole run by
+    /// [`crate::http::tls::configure`], not per request.
+    pub tls: crate::http::tls::TlsOptions,
+    /// Proxy and fixed addresses, applied by [`crate::http::net::configure`].
+    pub net: crate::http::net::NetOptions,
 }
 
 /// Options that shape the run rather than describe the target.

@@ -89,6 +89,7 @@ pub async fn run(
     if let Some(c) = &config.counter {
         context.push(format!("effects counted with {}", c.describe()));
     }
+    context.extend(crate::http::net::context());
     Ok(RunReport {
         schema: SCHEMA,
         tool: ToolInfo::default(),

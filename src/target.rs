@@ -11,6 +11,13 @@
 //! second-url = "https://api.example.com/v1/payouts"
 //! replicas = ["https://eu-2.api.example.com/v1/payments"]
 //! http2 = true   # the target speaks HTTP/2 (h2c with prior knowledge for http://)
+//! proxy = "http://proxy.internal:3128"
+//! resolve = ["api.example.com:443:10.0.0.7"]
+//! [tls]
+//! cacert = "certs/staging-ca.pem"   # paths are relative to the target file
+//! cert = "certs/client.pem"
+//! key = "certs/client-key.pem"
+//! insecure = false
 //! [counter]
 //! url = "https://api.example.com/v1/payments/count"
 //! pointer = "/count"
@@ -55,6 +62,10 @@ struct TargetFile {
     replicas: Vec<Spanned<String>>,
     #[serde(default)]
     http2: bool,
+    proxy: Option<Spanned<String>>,
+    #[serde(default)]
+    resolve: Vec<Spanned<String>>,
+    tls: Option<TlsTable>,
     counter: Option<CounterTable>,
     tenant_b: Option<TenantTable>,
     restart: Option<RestartTable>,
@@ -66,6 +77,16 @@ struct TargetFile {
 struct CrashTable {
     header: Spanned<String>,
     lease_wait: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct TlsTable {
+    cacert: Option<Spanned<String>>,
+    cert: Option<Spanned<String>>,
+    key: Option<Spanned<String>>,
+    #[serde(default)]
+    insecure: bool,
 }
 
 #[derive(Deserialize)]
@@ -167,6 +188,31 @@ pub fn parse(
         .map(&mut sub)
         .collect::<Result<_, _>>()?;
     spec.http2 = file.http2;
+    spec.net.proxy = file.proxy.as_ref().map(&mut sub).transpose()?;
+    for r in &file.resolve {
+        let entry = sub(r)?;
+        if let Err(e) = entry.parse::<crate::http::net::Resolve>() {
+            return Err(FileError::at(path, text, Some(r.span()), e));
+        }
+        spec.net.resolve.push(entry);
+    }
+    if let Some(t) = &file.tls {
+        let mut file_path = |p: &Option<Spanned<String>>| -> Result<_, FileError> {
+            p.as_ref().map(|p| sub(p).map(|p| base.join(p))).transpose()
+        };
+        spec.tls.cacert = file_path(&t.cacert)?;
+        spec.tls.cert = file_path(&t.cert)?;
+        spec.tls.key = file_path(&t.key)?;
+        spec.tls.insecure = t.insecure;
+        if let (Some(k), None) = (&t.key, &t.cert) {
+            return Err(FileError::at(
+                path,
+                text,
+                Some(k.span()),
+                "key needs cert (the client certificate it belongs to)",
+            ));
+        }
+    }
     if let Some(c) = &file.crash {
         spec.crash_header = Some(sub(&c.header)?);
         spec.lease_wait = c
@@ -295,6 +341,21 @@ mod tests {
         let bad = text.replace("\"2s\"", "\"soon\"");
         let e = parse("t.toml", &bad, &env(), Path::new(".")).unwrap_err();
         assert_eq!(e.line, 7);
+    }
+
+    #[test]
+    fn connection_keys_are_read() {
+        let text = "url = \"https://api.test/p\"\nproxy = \"http://127.0.0.1:3128\"\nresolve = [\"api.test:443:127.0.0.1\"]\n[tls]\ncacert = \"ca.pem\"\ncert = \"c.pem\"\nkey = \"k.pem\"\ninsecure = true\n";
+        let t = parse("t.toml", text, &env(), Path::new("dir")).unwrap();
+        assert_eq!(t.net.proxy.as_deref(), Some("http://127.0.0.1:3128"));
+        assert_eq!(t.net.resolve, vec!["api.test:443:127.0.0.1"]);
+        assert_eq!(t.tls.cacert, Some(Path::new("dir").join("ca.pem")));
+        assert_eq!(t.tls.key, Some(Path::new("dir").join("k.pem")));
+        assert!(t.tls.insecure);
+        let bad = text.replace(":443:127.0.0.1", ":443");
+        let e = parse("t.toml", &bad, &env(), Path::new(".")).unwrap_err();
+        assert_eq!(e.line, 3);
+        assert!(e.message.contains("HOST:PORT:ADDR"), "{}", e.message);
     }
 
     #[test]
