@@ -24,7 +24,30 @@ pub async fn run(opts: Opts) -> Result<ExitCode> {
         Command::Stress(args) => stress(*args).await,
         Command::Matrix(args) => matrix(&args),
         Command::Explain { id, suite } => explain(&id, &suite),
+        Command::Completions { shell } => {
+            let mut cmd = <Opts as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "idem-check", &mut std::io::stdout());
+            Ok(ExitCode::Ok)
+        }
+        Command::Man { dir } => man(dir.as_deref()),
     }
+}
+
+/// The man pages, from the same clap definition as `--help`.
+fn man(dir: Option<&std::path::Path>) -> Result<ExitCode> {
+    let cmd = <Opts as clap::CommandFactory>::command();
+    match dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("could not create {}", dir.display()))?;
+            clap_mangen::generate_to(cmd, dir)
+                .with_context(|| format!("could not write the man pages into {}", dir.display()))?;
+        }
+        None => clap_mangen::Man::new(cmd)
+            .render(&mut std::io::stdout())
+            .context("could not print the man page")?,
+    }
+    Ok(ExitCode::Ok)
 }
 
 /// The validated config for the target the user described, starting the bundled reference

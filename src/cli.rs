@@ -31,6 +31,17 @@ pub enum Command {
     Stress(Box<StressArgs>),
     /// Build one table across implementations from JSON reports (files or folders).
     Matrix(MatrixArgs),
+    /// Print a shell completion script: `idem-check completions bash > /etc/bash_completion.d/idem-check`.
+    Completions {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page, or write one page per command into DIR.
+    Man {
+        /// Write idem-check.1, idem-check-run.1, … here instead of printing idem-check.1.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Explain one probe: what it sends, what it expects, and why.
     Explain {
         /// The probe id (see `idem-check list`).

@@ -374,3 +374,52 @@ fn huge_body_is_capped() {
     assert_eq!(posts[0]["response"]["body_truncated"], true);
     assert!(posts[0]["response"]["body"].as_str().unwrap().len() <= 1024 * 1024);
 }
+
+/// Shell completions and man pages come from the same definition as `--help`, so they name the
+/// options that exist (here the connection options).
+#[test]
+fn completions_and_man_pages_name_the_options() {
+    for shell in ["bash", "zsh", "fish"] {
+        let o = run(&["completions", shell]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let script = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            script.contains("cacert") && script.contains("reference-fault"),
+            "{shell}: {script}"
+        );
+    }
+    let o = run(&["completions", "tcsh-like"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+
+    let o = run(&["man"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).starts_with(".ie"),
+        "{}",
+        text(&o)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(&["man", "--dir", &dir.path().display().to_string()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let page = std::fs::read_to_string(dir.path().join("idem-check-run.1")).unwrap();
+    assert!(
+        page.contains(".TH idem-check-run 1") && page.contains("cacert"),
+        "{page}"
+    );
+}
+
+/// The README's CI workflow is the example file CI lints with actionlint.
+#[test]
+fn readme_workflow_is_the_linted_example() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let example = std::fs::read_to_string(root.join("examples/idempotency-workflow.yml")).unwrap();
+    let ci = &readme[readme.find("### In CI").expect("README has a CI section")..];
+    let start = ci.find("```yaml\n").expect("a yaml block") + "```yaml\n".len();
+    let end = start + ci[start..].find("```").unwrap();
+    assert_eq!(
+        &ci[start..end],
+        example,
+        "README's workflow differs from the example file"
+    );
+}
