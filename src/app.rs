@@ -102,8 +102,8 @@ async fn interrupted() {
 
 async fn run_probes(args: RunArgs) -> Result<ExitCode> {
     let opts = RunOptions {
-        probes: args.probe.clone(),
-        skip: args.skip.clone(),
+        probes: expand_groups(&args.probe),
+        skip: expand_groups(&args.skip),
         strict: args.strict,
         ..RunOptions::default()
     };
@@ -116,13 +116,28 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
         config.selection.len() as u64,
         std::io::stderr().is_terminal(),
     );
-    let observer = ProgressObserver(&progress);
+    // The header and each verdict are printed as they are known; the evidence and the
+    // summary once the run is over.
+    let op = &config.operation;
+    let target = format!("{} {}", op.method, op.url);
+    let context = runner::context(&config);
+    progress.line(&terminal::header(
+        &target,
+        &config.suite.name,
+        &context,
+        &render,
+    ));
+    progress.line("");
+    let observer = ProgressObserver {
+        progress: &progress,
+        render: &render,
+    };
     let report = runner::run(config.clone(), &observer, interrupted()).await?;
     progress.finish();
     if let Some(r) = reference {
         r.stop().await?;
     }
-    print!("{}", terminal::render(&report, &render, config.strict));
+    print!("{}", terminal::render_tail(&report, &render, config.strict));
     write_reports(&args, &report, &render, config.strict)?;
     Ok(ExitCode::for_run(&report.summary, report.interrupted))
 }
@@ -178,6 +193,27 @@ fn target_from_args(args: &TargetArgs) -> Result<TargetSpec> {
     Ok(t)
 }
 
+/// `--probe`/`--skip` values with group names (`key-syntax`) replaced by their probes' ids;
+/// anything else is left for the config to accept or refuse.
+fn expand_groups(names: &[String]) -> Vec<String> {
+    let catalog = probes::catalog();
+    names
+        .iter()
+        .flat_map(|name| {
+            let group: Vec<String> = catalog
+                .iter()
+                .filter(|p| p.meta.group.as_str() == name)
+                .map(|p| p.meta.id.to_string())
+                .collect();
+            if group.is_empty() {
+                vec![name.clone()]
+            } else {
+                group
+            }
+        })
+        .collect()
+}
+
 /// TLS and route flags, over the target file's `[tls]`, `proxy` and `resolve`.
 fn connection_from_args(args: &TargetArgs, t: &mut TargetSpec) {
     if args.cacert.is_some() {
@@ -228,14 +264,24 @@ fn write_reports(
     Ok(())
 }
 
-struct ProgressObserver<'a>(&'a Progress);
+/// Streams the run to the terminal: the running probe on the bar, each verdict line above it
+/// as soon as its probe is done (the probes a failed pre-flight kept from running are one line
+/// in the tail instead).
+struct ProgressObserver<'a> {
+    progress: &'a Progress,
+    render: &'a RenderOptions,
+}
 
 impl Observer for ProgressObserver<'_> {
     fn started(&self, id: &str) {
-        self.0.start_probe(id);
+        self.progress.start_probe(id);
     }
-    fn finished(&self, _report: &ProbeReport) {
-        self.0.finish_probe();
+    fn finished(&self, report: &ProbeReport) {
+        if !terminal::not_run(report) {
+            self.progress
+                .line(&terminal::probe_line(report, self.render));
+        }
+        self.progress.finish_probe();
     }
 }
 
@@ -248,7 +294,11 @@ async fn stress(args: StressArgs) -> Result<ExitCode> {
         color: terminal::use_color(args.color),
         secrets: config.secrets.clone(),
     };
-    let progress = Progress::new(args.keys as u64, std::io::stderr().is_terminal());
+    let progress = Progress::for_stress(
+        args.keys as u64,
+        args.duration,
+        std::io::stderr().is_terminal(),
+    );
     let opts = crate::stress::StressOptions {
         keys: args.keys,
         duplicates: args.duplicates,

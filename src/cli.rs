@@ -239,12 +239,13 @@ pub struct RunArgs {
     #[command(flatten)]
     pub target: TargetArgs,
 
-    /// Run only this probe (repeatable).
-    #[arg(long, value_name = "ID")]
+    /// Run only this probe, or this group: key-syntax, enforcement, scope, durability
+    /// (repeatable).
+    #[arg(long, value_name = "ID|GROUP")]
     pub probe: Vec<String>,
 
-    /// Do not run this probe (repeatable).
-    #[arg(long, value_name = "ID")]
+    /// Do not run this probe or group (repeatable).
+    #[arg(long, value_name = "ID|GROUP")]
     pub skip: Vec<String>,
 
     /// Fail on recommended checks too (WARN becomes FAIL).

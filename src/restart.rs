@@ -1,4 +1,5 @@
 //! The user's restart hook: run a shell command, then poll a readiness URL until it answers 2xx.
+//! What the command prints is shown above the progress bar, or in the error when it fails.
 
 use std::time::{Duration, Instant};
 
@@ -19,13 +20,16 @@ impl RestartHook for CommandRestart {
     fn restart(&self) -> BoxFuture<'_, Result<()>> {
         async move {
             let deadline = Instant::now() + self.timeout;
-            let status = tokio::time::timeout(
+            // Captured, not inherited: output written straight to the terminal would land in
+            // the middle of the progress bar's line.
+            let output = tokio::time::timeout(
                 self.timeout,
                 tokio::process::Command::new("sh")
                     .arg("-c")
                     .arg(&self.command)
+                    .stdin(std::process::Stdio::null())
                     .kill_on_drop(true)
-                    .status(),
+                    .output(),
             )
             .await
             .with_context(|| {
@@ -35,13 +39,26 @@ impl RestartHook for CommandRestart {
                 )
             })?
             .with_context(|| format!("could not run `{}`", self.command))?;
-            if !status.success() {
-                bail!("`{}` exited with {status}", self.command);
+            let said = said(&output.stdout, &output.stderr);
+            if !output.status.success() {
+                bail!(
+                    "`{}` exited with {}{}",
+                    self.command,
+                    output.status,
+                    if said.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; it printed: {}", said.join(" / "))
+                    }
+                );
+            }
+            for line in &said {
+                crate::report::terminal::above_progress(&format!("restart hook: {line}"));
             }
             let Some(url) = &self.ready_url else {
                 return Ok(());
             };
-            let client = reqwest::Client::builder()
+            let client = crate::http::client::builder()?
                 .timeout(Duration::from_secs(2))
                 .build()?;
             let mut last = String::from("no attempt");
@@ -61,3 +78,22 @@ impl RestartHook for CommandRestart {
         .boxed()
     }
 }
+
+/// The restart command's output, at most [`SAID_LINES`] lines (the last ones), each sanitised
+/// for the terminal.
+fn said(stdout: &[u8], stderr: &[u8]) -> Vec<String> {
+    let text = [stdout, stderr]
+        .iter()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let lines: Vec<String> = text
+        .lines()
+        .map(crate::redact::sanitize_line)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    lines[lines.len().saturating_sub(SAID_LINES)..].to_vec()
+}
+
+/// How many lines of the restart command's output are shown.
+const SAID_LINES: usize = 20;

@@ -81,15 +81,7 @@ pub async fn run(
 
     let summary = Summary::of(&probes);
     let op = &config.operation;
-    let mut context = vec![format!(
-        "{} tenant{}",
-        1 + usize::from(config.tenant_b.is_some()),
-        if config.tenant_b.is_some() { "s" } else { "" }
-    )];
-    if let Some(c) = &config.counter {
-        context.push(format!("effects counted with {}", c.describe()));
-    }
-    context.extend(crate::http::net::context());
+    let context = context(&config);
     Ok(RunReport {
         schema: SCHEMA,
         tool: ToolInfo::default(),
@@ -105,6 +97,22 @@ pub async fn run(
         summary,
         probes,
     })
+}
+
+/// One-line facts about the run for headers and reports ("2 tenants", the effect basis, the
+/// proxy or `--insecure`), known before the first probe so a streaming terminal can print them
+/// first.
+pub fn context(config: &Config) -> Vec<String> {
+    let mut context = vec![format!(
+        "{} tenant{}",
+        1 + usize::from(config.tenant_b.is_some()),
+        if config.tenant_b.is_some() { "s" } else { "" }
+    )];
+    if let Some(c) = &config.counter {
+        context.push(format!("effects counted with {}", c.describe()));
+    }
+    context.extend(crate::http::net::context());
+    context
 }
 
 fn finish(

@@ -165,7 +165,6 @@ pub async fn run(
         };
         let config = config.clone();
         let unique = format!("idem-check-stress-{run_id}-{idx}");
-        progress.start_probe(&format!("key {}/{}", idx + 1, opts.keys));
         tasks.spawn(async move {
             let outcome = key::exercise(&config, &unique, burst_size, late).await;
             drop(permit);
