@@ -102,20 +102,20 @@ async fn interrupted() {
 
 async fn run_probes(args: RunArgs) -> Result<ExitCode> {
     let opts = RunOptions {
-        probes: expand_groups(&args.probe),
-        skip: expand_groups(&args.skip),
         strict: args.strict,
         ..RunOptions::default()
     };
     let (config, reference) = configure(&args.target, opts).await?;
+    let selection = probes::select(
+        &config.suite,
+        &expand_groups(&args.probe),
+        &expand_groups(&args.skip),
+    )?;
     let render = RenderOptions {
         color: terminal::use_color(args.color),
         secrets: config.secrets.clone(),
     };
-    let progress = Progress::new(
-        config.selection.len() as u64,
-        std::io::stderr().is_terminal(),
-    );
+    let progress = Progress::new(selection.len() as u64, std::io::stderr().is_terminal());
     // The header and each verdict are printed as they are known; the evidence and the
     // summary once the run is over.
     let op = &config.operation;
@@ -132,7 +132,7 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
         progress: &progress,
         render: &render,
     };
-    let report = runner::run(config.clone(), &observer, interrupted()).await?;
+    let report = runner::run(config.clone(), selection, &observer, interrupted()).await?;
     progress.finish();
     if let Some(r) = reference {
         r.stop().await?;

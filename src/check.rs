@@ -282,6 +282,44 @@ fn diff_window(a: &[u8], b: &[u8]) -> (String, String) {
     (show(a), show(b))
 }
 
+/// The retry is a replay of the original: the same status and the same resource (`identity`
+/// of each, labelled `label`: a resource id, or the body). A 409, an error or a response about
+/// another resource is no replay, however few executions were counted.
+pub fn replayed(
+    spec: &CheckSpec,
+    original: (&Exchange, Option<String>),
+    retry: (&Exchange, Option<String>),
+    label: &str,
+) -> Check {
+    let show = |(e, v): &(&Exchange, Option<String>)| match v {
+        Some(v) => format!("{} with {label} {}", e.status_text(), cut(v, 80)),
+        None => format!("{} without a {label}", e.status_text()),
+    };
+    let passed = retry.0.response.is_some()
+        && retry.0.status() == original.0.status()
+        && original.1.is_some()
+        && retry.1 == original.1;
+    Check::from_spec(
+        spec,
+        passed,
+        vec![format!("the replay: {}", show(&original))],
+        show(&retry),
+        vec![original.0.n, retry.0.n],
+    )
+}
+
+/// `text` on one line, cut at `max` characters.
+fn cut(text: &str, max: usize) -> String {
+    let one_line: String = text.chars().filter(|c| *c != '\n' && *c != '\r').collect();
+    if one_line.chars().count() > max {
+        format!("{}…", one_line.chars().take(max).collect::<String>())
+    } else if one_line.is_empty() {
+        "(empty)".into()
+    } else {
+        one_line
+    }
+}
+
 /// A response header has the same value (or is absent on both) on the two exchanges.
 pub fn same_header(spec: &CheckSpec, name: &str, original: &Exchange, retry: &Exchange) -> Check {
     let a = original.response.as_ref().and_then(|r| r.header(name));

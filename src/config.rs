@@ -1,8 +1,8 @@
 //! The validated run configuration: what probes read, with every default decided here.
 //!
 //! [`crate::cli`] (flags) and [`crate::target`] (a TOML target file) both produce a
-//! [`TargetSpec`]; [`Config::build`] validates it, loads the suite and resolves the probe
-//! selection. Probes never see raw options.
+//! [`TargetSpec`]; [`Config::build`] validates it and loads the suite. Probes never see raw
+//! options; which probes run is [`crate::probes::select`]'s business, not the config's.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +10,9 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use futures::future::BoxFuture;
 
+pub use crate::effects::Counter;
 use crate::http::exchange::Header;
-use crate::probes::{self, ProbeDef};
+use crate::keys::KeyForm;
 use crate::suite::Suite;
 
 /// The operation under test.
@@ -109,25 +110,6 @@ impl BodyTemplate {
     }
 }
 
-/// Where effects are counted (CONTRACT "Observing effects").
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Counter {
-    /// A GET whose JSON body holds the count at `pointer`.
-    Url { url: url::Url, pointer: String },
-    /// A shell command that prints the count.
-    Command(String),
-}
-
-impl Counter {
-    /// How the counter is named in evidence.
-    pub fn describe(&self) -> String {
-        match self {
-            Counter::Url { url, pointer } => format!("GET {url} at {pointer}"),
-            Counter::Command(cmd) => format!("command `{cmd}`"),
-        }
-    }
-}
-
 /// A payload the operation must refuse (`error-not-cached`), and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvalidBody {
@@ -213,8 +195,6 @@ pub struct TargetSpec {
 pub struct RunOptions {
     /// A suite name (`ietf-draft-07`, `stripe`) or a path to a suite file.
     pub suite: String,
-    pub probes: Vec<String>,
-    pub skip: Vec<String>,
     pub strict: bool,
     pub timeout: Duration,
     /// The report's label (`--label`); the target's host by default.
@@ -223,19 +203,20 @@ pub struct RunOptions {
     pub reference: bool,
     /// Bursts may use the dedicated release threads (see [`crate::http::release`]).
     pub release_threads: bool,
+    /// How keys are written (`--key-form`).
+    pub key_form: KeyForm,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
             suite: crate::suite::DEFAULT_SUITE.into(),
-            probes: Vec::new(),
-            skip: Vec::new(),
             strict: false,
             timeout: Duration::from_secs(10),
             label: None,
             reference: false,
             release_threads: true,
+            key_form: KeyForm::Auto,
         }
     }
 }
@@ -264,8 +245,8 @@ pub struct Config {
     pub max_body: usize,
     pub strict: bool,
     pub suite: Suite,
-    /// The probes to run, in catalog order.
-    pub selection: Vec<ProbeDef>,
+    /// How keys are written: the suite's form, or `--key-form` (see [`KeyForm`]).
+    pub key_form: KeyForm,
     pub secrets: Vec<String>,
     /// The report's label.
     pub label: String,
@@ -399,7 +380,6 @@ impl Config {
             bail!("--timeout must be more than 0");
         }
         let suite = Suite::load(&opts.suite)?;
-        let selection = select(&suite, &opts.probes, &opts.skip)?;
         let mut secrets = target.secrets.clone();
         secrets.extend(bearer_secrets(&headers));
         secrets.extend(bearer_secrets(tenant_b.as_deref().unwrap_or_default()));
@@ -434,30 +414,10 @@ impl Config {
             release_threads: opts.release_threads,
             strict: opts.strict,
             suite,
-            selection,
+            key_form: opts.key_form,
             secrets,
         })
     }
-}
-
-/// The suite's probes, narrowed by `--probe` and `--skip`; unknown ids are errors that list the
-/// known ones.
-fn select(suite: &Suite, only: &[String], skip: &[String]) -> Result<Vec<ProbeDef>> {
-    for id in only.iter().chain(skip) {
-        if probes::find(id).is_none() {
-            let known: Vec<&str> = probes::catalog().iter().map(|p| p.meta.id).collect();
-            bail!(
-                "unknown probe {id:?}; known probes: {} (see `idem-check list`)",
-                known.join(", ")
-            );
-        }
-    }
-    Ok(probes::catalog()
-        .into_iter()
-        .filter(|p| suite.enabled(p.meta.id))
-        .filter(|p| only.is_empty() || only.iter().any(|id| id == p.meta.id))
-        .filter(|p| !skip.iter().any(|id| id == p.meta.id))
-        .collect())
 }
 
 fn parse_url(text: &str, what: &str) -> Result<url::Url> {

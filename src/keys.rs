@@ -36,6 +36,64 @@ impl KeySyntax {
     }
 }
 
+/// How keys are written on the wire for a run (`--key-form`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeyForm {
+    /// Always the RFC 8941 String form (`"…"`).
+    Quoted,
+    /// Always the bare value.
+    Bare,
+    /// The suite's form; when the suite's form is the String and the API refuses it at the
+    /// pre-flight but accepts the same key bare, every probe but the key-syntax ones that test
+    /// the String form runs with bare keys, and every report says so.
+    #[default]
+    Auto,
+}
+
+impl FromStr for KeyForm {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "quoted" => Ok(KeyForm::Quoted),
+            "bare" => Ok(KeyForm::Bare),
+            "auto" => Ok(KeyForm::Auto),
+            other => Err(format!(
+                "{other:?} is not a key form (quoted, bare or auto)"
+            )),
+        }
+    }
+}
+
+impl KeyForm {
+    /// The syntax a run starts with under suite syntax `suite`.
+    pub fn initial(self, suite: KeySyntax) -> KeySyntax {
+        match self {
+            KeyForm::Quoted => KeySyntax::SfString,
+            KeyForm::Bare => KeySyntax::Bare,
+            KeyForm::Auto => suite,
+        }
+    }
+
+    /// Whether the pre-flight may fall back from the String form to bare keys.
+    pub fn may_fall_back(self, suite: KeySyntax) -> bool {
+        self == KeyForm::Auto && suite == KeySyntax::SfString
+    }
+}
+
+/// What the reports say when a run fell back to bare keys.
+pub const FELL_BACK: &str = "keys sent bare: the API refused the RFC 8941 String form";
+
+/// A fresh key: a UUIDv4 whose first character is a letter, so that written bare it is an RFC
+/// 8941 Token as well as an opaque string — APIs that parse bare keys as structured fields
+/// accept it too, and a key never reads as a number.
+pub fn fresh() -> String {
+    let mut key = uuid::Uuid::new_v4().to_string().into_bytes();
+    if key[0].is_ascii_digit() {
+        key[0] = b'a' + (key[0] - b'0') % 6;
+    }
+    String::from_utf8(key).unwrap_or_default()
+}
+
 /// `key` serialised as an RFC 8941 String (`None` if it holds characters a String cannot).
 pub fn sf_string(key: &str) -> Option<String> {
     let s = sfv::StringRef::from_str(key).ok()?;
@@ -114,6 +172,16 @@ pub fn malformed_corpus(uuid: &str) -> Vec<Malformed> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fresh_keys_are_tokens_and_uuids() {
+        for _ in 0..64 {
+            let key = fresh();
+            assert!(uuid::Uuid::parse_str(&key).is_ok(), "{key}");
+            let item = sfv::Parser::new(key.as_bytes()).parse_item::<sfv::Item>();
+            assert!(item.unwrap().bare_item.as_token().is_some(), "{key}");
+        }
+    }
 
     #[test]
     fn sf_string_escapes_quotes_and_backslashes() {

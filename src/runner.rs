@@ -15,7 +15,7 @@ use anyhow::Result;
 use crate::config::Config;
 use crate::http::client::Client;
 use crate::outcome::{decide, Outcome, Stop};
-use crate::probes::{ProbeCtx, ProbeDef};
+use crate::probes::{ProbeCtx, ProbeDef, Session};
 use crate::report::{ProbeReport, RunReport, Summary, ToolInfo, SCHEMA};
 
 /// Longest a single probe may run before it is stopped and reported as ERROR.
@@ -27,9 +27,11 @@ pub trait Observer {
     fn finished(&self, report: &ProbeReport);
 }
 
-/// Runs `config.selection` and returns the report. `interrupt` resolves on Ctrl-C.
+/// Runs `selection` (in catalog order, see [`crate::probes::select`]) and returns the report.
+/// `interrupt` resolves on Ctrl-C.
 pub async fn run(
     config: Arc<Config>,
+    selection: Vec<ProbeDef>,
     observer: &dyn Observer,
     interrupt: impl Future<Output = ()>,
 ) -> Result<RunReport> {
@@ -39,14 +41,24 @@ pub async fn run(
     let mut probes = Vec::new();
     let mut interrupted = false;
     let mut preflight_failure: Option<String> = None;
+    let mut session = Session::new(&config);
     tokio::pin!(interrupt);
 
-    for def in config.selection.clone() {
+    for def in selection {
         observer.started(def.meta.id);
+        let missing = def.meta.needs.iter().find(|n| !n.provided_by(&config));
         let report = if let Some(cause) = &preflight_failure {
             skipped_report(&def, Outcome::Error, cause.clone())
+        } else if let Some(why) = session.stopped() {
+            skipped_report(&def, Outcome::Error, format!("not run: {why}"))
+        } else if let Some(need) = missing {
+            skipped_report(
+                &def,
+                Outcome::Skip,
+                format!("needs {}: pass {}", need.what(), need.option()),
+            )
         } else {
-            let mut ctx = ProbeCtx::new(config.clone(), client.clone(), def.meta);
+            let mut ctx = ProbeCtx::new(config.clone(), client.clone(), def.meta, session.clone());
             let probe_start = Instant::now();
             let stop = tokio::select! {
                 biased;
@@ -54,8 +66,8 @@ pub async fn run(
                     interrupted = true;
                     None
                 }
-                stop = tokio::time::timeout(PROBE_TIME_LIMIT, (def.run)(&mut ctx)) => match stop {
-                    Ok(stop) => stop,
+                ran = tokio::time::timeout(PROBE_TIME_LIMIT, (def.run)(&mut ctx)) => match ran {
+                    Ok(ran) => ran.err(),
                     Err(_) => Some(Stop::Error(format!(
                         "the probe did not finish within {} s; the target may be hanging (raise --timeout?)",
                         PROBE_TIME_LIMIT.as_secs()
@@ -65,7 +77,8 @@ pub async fn run(
             if interrupted {
                 break;
             }
-            let mut report = finish(&def, &config, ctx, stop.as_ref(), probe_start);
+            session = ctx.session.clone();
+            let mut report = finish(&def, &config, ctx, stop, probe_start);
             defer_to_prerequisites(&mut report, &def, &probes);
             if def.meta.id == "first-request" && report.outcome != Outcome::Pass {
                 preflight_failure = Some(format!(
@@ -115,14 +128,34 @@ pub fn context(config: &Config) -> Vec<String> {
     context
 }
 
+/// The probe's report. A probe whose target stopped answering is an ERROR saying so; one that
+/// ended with unjudged checks and no other stop is INCONCLUSIVE with the first reason; one that
+/// ended with neither a check nor a stop judged nothing, which is a probe defect, never a PASS.
 fn finish(
     def: &ProbeDef,
     config: &Config,
     ctx: ProbeCtx,
-    stop: Option<&Stop>,
+    stop: Option<Stop>,
     started: Instant,
 ) -> ProbeReport {
-    let verdict = decide(&ctx.checks, stop, config.strict);
+    let stop = match (stop, ctx.session.stopped()) {
+        (_, Some(why)) => Some(Stop::Error(why)),
+        (Some(stop), None) => Some(stop),
+        (None, None) => match ctx.unjudged.first() {
+            Some(why) if ctx.unjudged.len() == 1 => Some(Stop::Inconclusive(why.clone())),
+            Some(why) => Some(Stop::Inconclusive(format!(
+                "{why} (and {} more check{} not judged)",
+                ctx.unjudged.len() - 1,
+                if ctx.unjudged.len() == 2 { "" } else { "s" }
+            ))),
+            None if ctx.checks.is_empty() => Some(Stop::Error(format!(
+                "{} ended without judging anything (no check, no stop): a defect of the probe",
+                def.meta.id
+            ))),
+            None => None,
+        },
+    };
+    let verdict = decide(&ctx.checks, stop.as_ref(), config.strict);
     ProbeReport {
         id: def.meta.id,
         group: def.meta.group.as_str(),

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use idem_check::config::{Config, RunOptions, TargetSpec};
 use idem_check::http::exchange::Exchange;
+use idem_check::probes::select;
 use idem_check::report::{ProbeReport, RunReport};
 use idem_check::runner::{self, Observer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -112,11 +113,12 @@ async fn run_probes(suite: String, probes: &[&str]) -> (RunReport, Vec<Vec<u8>>)
     };
     let opts = RunOptions {
         suite,
-        probes: probes.iter().map(|s| s.to_string()).collect(),
         ..RunOptions::default()
     };
     let config = Config::build(target, &opts, None).expect("valid target");
-    let report = runner::run(Arc::new(config), &Quiet, std::future::pending())
+    let only: Vec<String> = probes.iter().map(|s| s.to_string()).collect();
+    let selection = select(&config.suite, &only, &[]).expect("known probes");
+    let report = runner::run(Arc::new(config), selection, &Quiet, std::future::pending())
         .await
         .expect("run completes");
     let heads = heads.lock().expect("lock").clone();

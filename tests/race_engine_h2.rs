@@ -11,6 +11,7 @@ use idem_check::http::burst::BurstOptions;
 use idem_check::http::exchange::{Header, SentRequest};
 use idem_check::http::{h2burst, raw, tls};
 use idem_check::outcome::Outcome;
+use idem_check::probes::select;
 use idem_check::reference::Reference;
 use idem_check::report::ProbeReport;
 use idem_check::runner::{self, Observer};
@@ -116,16 +117,22 @@ async fn probe_over_h2c(fault: Option<Fault>) -> (Outcome, String) {
     let reference = Reference::start(fault).await.unwrap();
     let mut target = reference.target();
     target.http2 = true;
-    let opts = RunOptions {
-        probes: vec!["concurrent-duplicates".into()],
-        ..RunOptions::default()
-    };
-    let config = Config::build(target, &opts, Some(reference.restart_hook())).unwrap();
-    let report = runner::run(Arc::new(config), &Quiet, std::future::pending())
+    let config = Config::build(
+        target,
+        &RunOptions::default(),
+        Some(reference.restart_hook()),
+    )
+    .unwrap();
+    let selection = select(&config.suite, &["concurrent-duplicates".into()], &[]).unwrap();
+    let report = runner::run(Arc::new(config), selection, &Quiet, std::future::pending())
         .await
         .unwrap();
     reference.stop().await.unwrap();
-    let probe = &report.probes[0];
+    let probe = report
+        .probes
+        .iter()
+        .find(|p| p.id == "concurrent-duplicates")
+        .expect("the probe ran");
     let versions: Vec<String> = probe
         .exchanges
         .iter()

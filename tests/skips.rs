@@ -33,7 +33,8 @@ async fn missing_preconditions_skip_with_the_option_to_pass() {
         ..TargetSpec::default()
     };
     let config = Config::build(bare, &RunOptions::default(), None).expect("valid target");
-    let report = runner::run(Arc::new(config), &Quiet, std::future::pending())
+    let selection = probes::select(&config.suite, &[], &[]).expect("the default suite");
+    let report = runner::run(Arc::new(config), selection, &Quiet, std::future::pending())
         .await
         .expect("run completes");
     reference.stop().await.expect("reference server stops");

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 
 use super::exchange::{Header, ReceivedResponse, SentRequest};
 use super::raw::RawResponse;
-use crate::probes::Request;
+use super::Request;
 
 /// A shared, pooled client; one per run.
 pub struct Client {

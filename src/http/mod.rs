@@ -1,7 +1,7 @@
 //! Everything that talks to the target.
 //!
 //! [`client`] sends ordinary requests (HTTP/1.1 or HTTP/2 over reqwest) and records each one as
-//! an [`exchange::Exchange`]; [`raw`] writes exact bytes for the key-syntax probes and for
+//! an [`exchange::Exchange`] of a [`Request`]; [`raw`] writes exact bytes for the key-syntax probes and for
 //! dropping a connection on purpose; [`burst`] releases synchronised duplicates for the race
 //! probes, over HTTP/1.1 connections (the final bytes written by [`release`]'s two threads,
 //! scheduled by [`sched`]) or, with [`h2burst`], in one HTTP/2 packet; [`curl`] turns a recorded
@@ -16,5 +16,8 @@ pub mod h2burst;
 pub mod net;
 pub mod raw;
 pub mod release;
+mod request;
 pub mod sched;
 pub mod tls;
+
+pub use request::Request;

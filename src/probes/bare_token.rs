@@ -12,6 +12,16 @@ use crate::check;
 use crate::keys::{self, KeySyntax};
 use crate::outcome::Stop;
 
+const BARE_ACCEPTED: CheckDecl = CheckDecl::new(
+    "bare-accepted",
+    "how a bare token key is answered (the suite's key syntax decides which is expected)",
+);
+
+const SAME_KEY: CheckDecl = CheckDecl::new(
+    "same-key",
+    "the bare and the quoted form do not execute twice",
+);
+
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
         id: "bare-token",
@@ -19,17 +29,14 @@ pub const PROBE: ProbeDef = ProbeDef {
         section: "draft-07 §2.1, RFC 8941 §3.3.4",
         stimulus: "Sends a key as a bare token (no quotes), then the same characters as a quoted String, with one payload",
         requirement: "A bare token is not an sf-string; a server that accepts both forms treats them as one key and executes once",
-        checks: &[
-            CheckDecl { id: "bare-accepted", what: "how a bare token key is answered (the suite's key syntax decides which is expected)" },
-            CheckDecl { id: "same-key", what: "the bare and the quoted form do not execute twice" },
-        ],
+        checks: &[BARE_ACCEPTED, SAME_KEY],
         needs: &[],
         prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
-async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let token = keys::token_key(&ctx.fresh_key());
     let requests = vec![
         (
@@ -41,14 +48,11 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
             ctx.with_key_value(KeySyntax::SfString.encode(&token), 0),
         ),
     ];
-    let (sent, e) = match send_raw_counted(ctx, requests).await {
-        Ok(r) => r,
-        Err(stop) => return Some(stop),
-    };
+    let (sent, e) = send_raw_counted(ctx, requests).await?;
     let (bare, quoted) = (&sent[0], &sent[1]);
     let accepted = is_success(bare);
     ctx.push(check::observe(
-        &ctx.spec("bare-accepted"),
+        &ctx.spec(&BARE_ACCEPTED),
         accepted == (ctx.config.suite.key_syntax == KeySyntax::Bare),
         format!(
             "bare token answered {}, quoted String answered {}",
@@ -57,6 +61,6 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         ),
         vec![bare.n, quoted.n],
     ));
-    ctx.push(check::executed_at_most(&ctx.spec("same-key"), &e, 1));
-    None
+    ctx.expect_at_most(&SAME_KEY, e, 1);
+    Ok(())
 }

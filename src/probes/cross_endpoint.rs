@@ -5,10 +5,20 @@
 
 use futures::FutureExt;
 
-use super::shared::{identity, is_success, unless_success};
+use super::shared::{is_success, unless_success};
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
+
+const EXECUTES: CheckDecl = CheckDecl::new(
+    "executes",
+    "the second operation with the first one's key is accepted",
+);
+
+const INDEPENDENT: CheckDecl = CheckDecl::new(
+    "independent",
+    "the second operation's response is its own, not the first one's",
+);
 
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
@@ -17,25 +27,19 @@ pub const PROBE: ProbeDef = ProbeDef {
         section: "draft-07 §5",
         stimulus: "Sends the operation with a key, then a second operation (--second-url) with the same key and payload",
         requirement: "A key is scoped to its operation: the second operation executes on its own and never gets the first one's response",
-        checks: &[
-            CheckDecl { id: "executes", what: "the second operation with the first one's key is accepted" },
-            CheckDecl { id: "independent", what: "the second operation's response is its own, not the first one's" },
-        ],
+        checks: &[EXECUTES, INDEPENDENT],
         needs: &[Need::SecondOperation],
         prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
-async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
-    if let Some(skip) = ctx.missing(Need::SecondOperation) {
-        return Some(skip);
-    }
-    let second_url = ctx.config.second_url.clone()?;
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
+    let second_url = ctx.needed(&ctx.config.second_url, Need::SecondOperation)?;
     let key = ctx.fresh_key();
     let first = ctx.send("operation 1", ctx.keyed(&key)).await;
     if let Some(stop) = unless_success(&first, "the first operation", "there is no key to share") {
-        return Some(stop);
+        return Err(stop);
     }
     let second = ctx
         .send(
@@ -43,18 +47,9 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
             ctx.keyed(&key).with_url(second_url),
         )
         .await;
-    ctx.push(check::success(&ctx.spec("executes"), &second));
+    ctx.push(check::success(&ctx.spec(&EXECUTES), &second));
     if is_success(&second) {
-        let values = [
-            (first.n, identity(ctx, &first)),
-            (second.n, identity(ctx, &second)),
-        ];
-        ctx.push(check::values_relation(
-            &ctx.spec("independent"),
-            "response identity",
-            &values,
-            false,
-        ));
+        ctx.expect_identities(&INDEPENDENT, "response identity", &[&first, &second], false);
     }
-    None
+    Ok(())
 }

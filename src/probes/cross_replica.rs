@@ -10,7 +10,7 @@
 
 use futures::FutureExt;
 
-use super::shared::{count_or_stop, original_or_stop};
+use super::shared::original;
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta, Request};
 use crate::check;
 use crate::http::exchange::Exchange;
@@ -19,6 +19,21 @@ use crate::outcome::Stop;
 /// Pause between waves of duplicates (one per replica) while the original is held.
 const WAVE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
 
+const REPLAYS: CheckDecl = CheckDecl::new(
+    "replays",
+    "a retry on another replica gets the original response",
+);
+
+const ONE_EFFECT: CheckDecl = CheckDecl::new(
+    "one-effect",
+    "the original and its retries on the replicas execute once",
+);
+
+const IN_FLIGHT_ONE_EFFECT: CheckDecl = CheckDecl::new(
+    "in-flight-one-effect",
+    "duplicates on the replicas while the original is in flight on the target execute nothing",
+);
+
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
         id: "cross-replica",
@@ -26,48 +41,42 @@ pub const PROBE: ProbeDef = ProbeDef {
         section: "draft-07 §2.6",
         stimulus: "Sends the operation to the target and retries it on each replica (--replica); then holds an original on the target and sends duplicates to the replicas until it completes",
         requirement: "Replicas share one idempotency store: a retry on another replica replays, and a duplicate on another replica while the original runs does not execute it again",
-        checks: &[
-            CheckDecl { id: "replays", what: "a retry on another replica gets the original response" },
-            CheckDecl { id: "one-effect", what: "the original and its retries on the replicas execute once" },
-            CheckDecl { id: "in-flight-one-effect", what: "duplicates on the replicas while the original is in flight on the target execute nothing" },
-        ],
+        checks: &[REPLAYS, ONE_EFFECT, IN_FLIGHT_ONE_EFFECT],
         needs: &[Need::Replica],
         prerequisites: &["replay-identity"],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
-async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
-    if let Some(skip) = ctx.missing(Need::Replica) {
-        return Some(skip);
-    }
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let replicas = ctx.config.replicas.clone();
-    let before = count_or_stop!(ctx, "count before");
+    let before = ctx.count_before().await?;
     let req = ctx.keyed(&ctx.fresh_key());
-    let original = original_or_stop!(
+    let original = original(
         ctx,
         "original on the target",
         req.clone(),
-        "there is nothing to replay"
-    );
+        "there is nothing to replay",
+    )
+    .await?;
     let mut retries = Vec::with_capacity(replicas.len());
     for (i, url) in replicas.iter().enumerate() {
         let role = format!("retry on replica {} ({url})", i + 1);
         retries.push(ctx.send(role, req.clone().with_url(url.clone())).await);
     }
-    let after = count_or_stop!(ctx, "count after");
+    let after = ctx.count("count after").await?;
     let refs: Vec<&Exchange> = retries.iter().collect();
-    ctx.push(check::same_body(&ctx.spec("replays"), &original, &refs));
+    ctx.push(check::same_body(&ctx.spec(&REPLAYS), &original, &refs));
     let mut all = vec![&original];
     all.extend(refs.iter().copied());
-    let e = ctx.executions(before, after, &all);
-    ctx.push(check::executed(&ctx.spec("one-effect"), &e, 1));
+    let e = ctx.executions(&before, &after, &[], &all);
+    ctx.expect_executions(&ONE_EFFECT, e, 1);
 
     let Some(hold) = ctx.config.hold_header.clone() else {
         ctx.note("no --hold-header: only retries after completion were sent; a claim that other replicas cannot see while it is in flight is not tested");
-        return None;
+        return Ok(());
     };
-    let before = count_or_stop!(ctx, "count before held original");
+    let before = ctx.count("count before held original").await?;
     let req = ctx.keyed_with_payload(&ctx.fresh_key(), 1);
     let wave: Vec<Request> = replicas
         .iter()
@@ -80,7 +89,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
             WAVE_INTERVAL,
         )
         .await;
-    let after = count_or_stop!(ctx, "count after held original");
+    let after = ctx.count("count after held original").await?;
     let overlapping = dups.iter().filter(|d| d.start_ms < owner.end_ms()).count();
     ctx.note(format!(
         "{overlapping} duplicate{} sent to the replicas while #{} was in flight on the target (held {:.0} ms)",
@@ -90,14 +99,14 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     ));
     let mut attempts = vec![&owner];
     attempts.extend(dups.iter());
-    let e = ctx.executions(before, after, &attempts);
-    ctx.push(check::executed(&ctx.spec("in-flight-one-effect"), &e, 1));
+    let e = ctx.executions(&before, &after, &[], &attempts);
+    ctx.expect_executions(&IN_FLIGHT_ONE_EFFECT, e, 1);
     if overlapping == 0 {
-        return Some(Stop::Inconclusive(format!(
+        return Err(Stop::Inconclusive(format!(
             "#{} completed at +{:.0} ms, before any duplicate reached a replica; raise the hold in --hold-header",
             owner.n,
             owner.end_ms()
         )));
     }
-    None
+    Ok(())
 }

@@ -4,15 +4,16 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::check::{Check, CheckSpec, Severity};
-use crate::config::{Config, Counter};
-use crate::effects::{self, Executions};
+use crate::check::{self, Check, CheckSpec, Severity};
+use crate::config::Config;
+use crate::effects::{Executions, Meter, Reading};
 use crate::http::client::Client;
-use crate::http::exchange::{Exchange, Header, SentRequest};
+use crate::http::exchange::{Exchange, SentRequest};
 use crate::http::release::ReleaseMode;
-use crate::http::{burst, h2burst, raw};
+use crate::http::{burst, h2burst, raw, Request};
+use crate::keys::{self, KeySyntax};
 use crate::outcome::Stop;
-use crate::probes::ProbeMeta;
+use crate::probes::{CheckDecl, Need, ProbeMeta};
 
 /// The most duplicate waves [`ProbeCtx::held_with_waves`] sends while one original is held.
 pub const MAX_WAVES: usize = 40;
@@ -20,69 +21,69 @@ pub const MAX_WAVES: usize = 40;
 /// How long [`ProbeCtx::held_with_waves`] lets the held original travel before the first wave.
 pub const HEAD_START: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// A request a probe is about to send: starts as the configured operation for tenant A.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
-    pub method: String,
-    pub url: url::Url,
-    pub headers: Vec<Header>,
-    pub body: Vec<u8>,
+/// After this many requests in a row got no answer at all, the target counts as gone: nothing
+/// more is sent, and the remaining probes ERROR instead of each waiting out its timeouts.
+pub const STOP_AFTER_FAILURES: usize = 3;
+
+/// The error of a request that was not sent because the target had stopped answering.
+pub const NOT_SENT: &str = "not sent: the target stopped answering";
+
+/// What the run has learnt so far and every probe works with: the calibrated effects meter,
+/// how keys are written, and whether the target still answers. The pre-flight sets the first
+/// two; each probe carries the answer streak on to the next.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub meter: Meter,
+    /// How keys are written in this run (the suite's form, or bare after a fallback).
+    pub keys: KeySyntax,
+    /// The pre-flight fell back to bare keys ([`crate::keys::FELL_BACK`]).
+    pub fell_back: bool,
+    /// Consecutive requests that got no answer, and the last transport error.
+    failures: usize,
+    last_failure: String,
 }
 
-impl Request {
-    /// Adds a header line after the existing ones (a second line of the same name stays a second
-    /// line on the wire).
-    pub fn with_header(mut self, name: &str, value: impl Into<Vec<u8>>) -> Self {
-        self.headers.push(Header::new(name, value));
-        self
-    }
-
-    /// Replaces every line of this header with one line (appended if there was none).
-    pub fn set_header(self, name: &str, value: impl Into<Vec<u8>>) -> Self {
-        self.without_header(name).with_header(name, value)
-    }
-
-    pub fn without_header(mut self, name: &str) -> Self {
-        self.headers.retain(|h| !h.name.eq_ignore_ascii_case(name));
-        self
-    }
-
-    pub fn with_body(mut self, body: Vec<u8>) -> Self {
-        self.body = body;
-        self
-    }
-
-    pub fn with_url(mut self, url: url::Url) -> Self {
-        self.url = url;
-        self
-    }
-
-    /// A GET of the effect counter at `url`, with tenant A's headers (its credentials) but no
-    /// Content-Type, since it carries no body.
-    pub fn counter_read(config: &Config, url: &url::Url) -> Self {
-        Request {
-            method: "GET".into(),
-            url: url.clone(),
-            headers: config
-                .operation
-                .headers
-                .iter()
-                .filter(|h| !h.name.eq_ignore_ascii_case("content-type"))
-                .cloned()
-                .collect(),
-            body: Vec::new(),
+impl Session {
+    /// The session a run starts with: the configured basis, the configured key form.
+    pub fn new(config: &Config) -> Self {
+        Session {
+            meter: Meter::configured(
+                config.counter.clone(),
+                config.id_pointer.as_deref(),
+                config.operation.headers.clone(),
+                config.timeout,
+            ),
+            keys: config.key_form.initial(config.suite.key_syntax),
+            fell_back: false,
+            failures: 0,
+            last_failure: String::new(),
         }
     }
 
-    /// The request as the raw client will write it (Host and Content-Length made explicit).
-    pub fn prepare(&self) -> SentRequest {
-        raw::prepare(
-            &self.url,
-            &self.method,
-            self.headers.clone(),
-            self.body.clone(),
-        )
+    /// Why the run stops probing, once the target stopped answering.
+    pub fn stopped(&self) -> Option<String> {
+        (self.failures >= STOP_AFTER_FAILURES).then(|| {
+            format!(
+                "the target stopped answering: {} requests in a row got no response (last: {})",
+                self.failures, self.last_failure
+            )
+        })
     }
+
+    /// Counts a request that was answered (or not) towards the streak.
+    fn saw(&mut self, answered: bool, error: Option<&str>) {
+        if answered {
+            self.failures = 0;
+        } else if let Some(e) = error.filter(|e| *e != raw::DROPPED && *e != NOT_SENT) {
+            self.failures += 1;
+            self.last_failure = e.to_string();
+        }
+    }
+}
+
+/// Whether an exchange failed in transport (no answer), as opposed to a deliberate drop.
+pub fn transport_failed(ex: &Exchange) -> bool {
+    ex.response.is_none() && ex.error.as_deref() != Some(raw::DROPPED)
 }
 
 /// One probe's working state. Probes read the config through it and record everything through
@@ -93,14 +94,26 @@ pub struct ProbeCtx {
     meta: ProbeMeta,
     started: Instant,
     unique: String,
+    pub(crate) session: Session,
+    /// Requests to the operation sent so far (counter reads excluded): the traffic a counter
+    /// delta is checked against.
+    sent: usize,
     pub(crate) exchanges: Vec<Exchange>,
     pub(crate) checks: Vec<Check>,
     pub(crate) timeline: Vec<String>,
     pub(crate) basis: Option<String>,
+    /// Checks that could not be judged, each with why: they make the probe INCONCLUSIVE unless
+    /// another check FAILs.
+    pub(crate) unjudged: Vec<String>,
 }
 
 impl ProbeCtx {
-    pub fn new(config: Arc<Config>, client: Arc<Client>, meta: ProbeMeta) -> Self {
+    pub fn new(
+        config: Arc<Config>,
+        client: Arc<Client>,
+        meta: ProbeMeta,
+        session: Session,
+    ) -> Self {
         let unique = format!(
             "idem-check-{}-{}",
             meta.id,
@@ -112,39 +125,67 @@ impl ProbeCtx {
             meta,
             started: Instant::now(),
             unique,
+            session,
+            sent: 0,
             exchanges: Vec::new(),
             checks: Vec::new(),
             timeline: Vec::new(),
             basis: None,
+            unjudged: Vec::new(),
         }
     }
 
     /// The suite's setting for one of this probe's checks.
-    pub fn spec(&self, check_id: &'static str) -> CheckSpec {
-        let what = self
-            .meta
-            .checks
-            .iter()
-            .find(|c| c.id == check_id)
-            .map_or(check_id, |c| c.what);
+    pub fn spec(&self, decl: &CheckDecl) -> CheckSpec {
+        debug_assert!(
+            self.meta.checks.contains(decl),
+            "{} does not declare check {}",
+            self.meta.id,
+            decl.id
+        );
         let (severity, expect) = self
             .config
             .suite
-            .check(self.meta.id, check_id)
+            .check(self.meta.id, decl.id)
             .map_or((Severity::Required, Vec::new()), |s| {
                 (s.severity, s.expect.clone())
             });
         CheckSpec {
-            id: check_id,
-            what,
+            id: decl.id,
+            what: decl.what,
             severity,
             expect,
         }
     }
 
-    /// Records a check.
+    /// Records a check. A failed check that cites an exchange which got no answer (a timeout,
+    /// a reset) is not a violation the server was seen to commit: unless its requirement is
+    /// about answering in time, it is recorded as unjudged instead.
     pub fn push(&mut self, check: Check) {
+        let timely = self
+            .meta
+            .checks
+            .iter()
+            .any(|d| d.id == check.id && d.timely);
+        if !check.passed && check.severity != Severity::Info && !timely {
+            let failed = check
+                .exchanges
+                .iter()
+                .filter_map(|n| self.exchanges.iter().find(|e| e.n == *n))
+                .find(|e| transport_failed(e))
+                .map(|e| (e.n, e.error.clone().unwrap_or_default()));
+            if let Some((n, error)) = failed {
+                self.unjudged(&check.what, &format!("#{n} got no response ({error})"));
+                return;
+            }
+        }
         self.checks.push(check);
+    }
+
+    /// Records that the check `what` could not be judged, and why.
+    pub fn unjudged(&mut self, what: &str, why: &str) {
+        self.timeline.push(format!("not judged: {what} — {why}"));
+        self.unjudged.push(format!("{what}: not judged, {why}"));
     }
 
     /// Records a timeline fact for the evidence ("#3–#9 started while #2 was in flight").
@@ -157,9 +198,9 @@ impl ProbeCtx {
         &self.unique
     }
 
-    /// A fresh key (UUIDv4), never used before.
+    /// A fresh key (a UUIDv4, see [`keys::fresh`]), never used before.
     pub fn fresh_key(&self) -> String {
-        uuid::Uuid::new_v4().to_string()
+        keys::fresh()
     }
 
     /// The configured operation for tenant A, with payload variant 0 and no key.
@@ -184,8 +225,15 @@ impl ProbeCtx {
         self.config.operation.body.varies()
     }
 
-    /// The key header value for `key`, in the suite's syntax (`"key"` for an sf-string).
+    /// The key header value for `key`, in this run's key form (`"key"` for an sf-string; bare
+    /// after a fallback, see [`crate::keys::KeyForm`]).
     pub fn key_value(&self, key: &str) -> Vec<u8> {
+        self.session.keys.encode(key).into_bytes()
+    }
+
+    /// The key header value for `key` in the suite's own syntax, whatever the run fell back to:
+    /// for the probes that test that syntax itself (`quoted-key`, `escaped-key`).
+    pub fn suite_key_value(&self, key: &str) -> Vec<u8> {
         self.config.suite.key_syntax.encode(key).into_bytes()
     }
 
@@ -212,15 +260,6 @@ impl ProbeCtx {
     pub fn with_key_value(&self, value: impl Into<Vec<u8>>, variant: u32) -> Request {
         self.request_with_payload(variant)
             .set_header(&self.config.suite.header, value)
-    }
-
-    /// The operation with `key` and the payload the operation refuses (`None` without one).
-    pub fn keyed_invalid(&self, key: &str) -> Option<Request> {
-        let invalid = self.config.invalid_body.as_ref()?;
-        Some(
-            self.keyed(key)
-                .with_body(invalid.template.render(&self.unique, 0)),
-        )
     }
 
     /// Rewrites a request as tenant B (the `--tenant-b-header` lines replace A's same-named
@@ -265,17 +304,47 @@ impl ProbeCtx {
         ex
     }
 
+    /// Records one request to the operation and counts its answer towards the session's
+    /// streak.
+    fn push_sent(&mut self, role: String, request: SentRequest, r: &raw::RawResponse) -> Exchange {
+        self.sent += 1;
+        let ex = self.push_exchange(role, request, r);
+        self.session.saw(ex.response.is_some(), ex.error.as_deref());
+        ex
+    }
+
+    /// The exchange recorded instead of sending, once the target stopped answering.
+    fn not_sent(&mut self, role: String, req: &Request) -> Option<Exchange> {
+        self.session.stopped()?;
+        let now = Instant::now();
+        let r = raw::RawResponse {
+            started: now,
+            released: None,
+            finished: now,
+            result: Err(NOT_SENT.to_string()),
+        };
+        Some(self.push_exchange(role, req.prepare(), &r))
+    }
+
     /// Sends through the ordinary client (HTTP/1.1 or HTTP/2) and records the exchange.
     pub async fn send(&mut self, role: impl Into<String>, req: Request) -> Exchange {
+        let role = role.into();
+        if let Some(ex) = self.not_sent(role.clone(), &req) {
+            return ex;
+        }
         let (sent, r) = self.client.send(&req).await;
-        self.push_exchange(role.into(), sent, &r)
+        self.push_sent(role, sent, &r)
     }
 
     /// Sends exact bytes over HTTP/1.1 (key-syntax probes) and records the exchange.
     pub async fn send_raw(&mut self, role: impl Into<String>, req: Request) -> Exchange {
+        let role = role.into();
+        if let Some(ex) = self.not_sent(role.clone(), &req) {
+            return ex;
+        }
         let sent = req.prepare();
         let r = raw::send_one(&sent, self.config.timeout, self.config.max_body).await;
-        self.push_exchange(role.into(), sent, &r)
+        self.push_sent(role, sent, &r)
     }
 
     /// Sends the request whole, then closes the connection without reading the answer, after
@@ -286,9 +355,13 @@ impl ProbeCtx {
         req: Request,
         wait: std::time::Duration,
     ) -> Exchange {
+        let role = role.into();
+        if let Some(ex) = self.not_sent(role.clone(), &req) {
+            return ex;
+        }
         let sent = req.prepare();
         let r = raw::send_then_drop(&sent, wait, self.config.timeout).await;
-        self.push_exchange(role.into(), sent, &r)
+        self.push_sent(role, sent, &r)
     }
 
     /// Releases `reqs` as one synchronised burst and records each exchange with its release
@@ -300,6 +373,9 @@ impl ProbeCtx {
         role: &str,
         reqs: &[Request],
     ) -> Result<(Vec<Exchange>, ReleaseMode), Stop> {
+        if let Some(why) = self.session.stopped() {
+            return Err(Stop::Error(why));
+        }
         let sent: Vec<SentRequest> = reqs.iter().map(Request::prepare).collect();
         let opts = burst::BurstOptions {
             timeout: self.config.timeout,
@@ -319,8 +395,13 @@ impl ProbeCtx {
             .zip(report.responses.iter())
             .enumerate()
         {
+            self.sent += 1;
             out.push(self.push_exchange(format!("{role} {}/{total}", i + 1), s, r));
         }
+        // A burst answered at all shows the target alive, whatever happened to some duplicates.
+        let answered = out.iter().any(|e| e.response.is_some());
+        let error = out.iter().find_map(|e| e.error.clone());
+        self.session.saw(answered, error.as_deref());
         Ok((out, report.release))
     }
 
@@ -335,6 +416,9 @@ impl ProbeCtx {
         interval: std::time::Duration,
     ) -> (Exchange, Vec<Exchange>) {
         use std::sync::atomic::{AtomicBool, Ordering};
+        if let Some(ex) = self.not_sent("original (held)".into(), &original) {
+            return (ex, Vec::new());
+        }
         let done = AtomicBool::new(false);
         let client = self.client.clone();
         let deadline = Instant::now() + self.config.timeout;
@@ -360,96 +444,153 @@ impl ProbeCtx {
             sent
         };
         let ((o_sent, o_resp), waves) = tokio::join!(original_fut, waves_fut);
-        let original_ex = self.push_exchange("original (held)".into(), o_sent, &o_resp);
+        let original_ex = self.push_sent("original (held)".into(), o_sent, &o_resp);
         let total_waves = waves.last().map_or(0, |(w, _)| *w);
         let mut dups = Vec::with_capacity(waves.len());
         for (i, (w, (s, r))) in waves.into_iter().enumerate() {
             let role = format!("duplicate {}, wave {w}/{total_waves}", i + 1);
+            self.sent += 1;
             dups.push(self.push_exchange(role, s, &r));
         }
         (original_ex, dups)
     }
 
-    /// Reads the effect counter, recording the read. `Ok(None)` when no counter is configured;
-    /// `Err` (an ERROR stop) when it is configured but unreadable, since every effect check
-    /// would then be guesswork.
-    pub async fn count(&mut self, role: &str, tenant_b: bool) -> Result<Option<u64>, Stop> {
-        let counter = match &self.config.counter {
-            None => return Ok(None),
-            Some(c) => c.clone(),
+    /// Reads the effect counter, recording the read. Without a counter the reading holds no
+    /// value and the meter counts from the responses. An unreadable counter is an ERROR stop,
+    /// since every effect check would then be guesswork.
+    pub async fn count(&mut self, role: &str) -> Result<Reading, Stop> {
+        let Some(read) = self.session.meter.read(&self.client).await else {
+            return Ok(Reading::new(None, self.sent));
         };
-        match counter {
-            Counter::Url { url, pointer } => {
-                let mut req = Request::counter_read(&self.config, &url);
-                if tenant_b {
-                    req = match self.as_tenant_b(req) {
-                        Some(r) => r,
-                        None => return Ok(None),
-                    };
-                }
-                let ex = self.send(role, req).await;
-                effects::read_counter(&ex, &pointer).map(Some).map_err(|e| {
-                    Stop::Error(format!(
-                        "the effect counter could not be read (#{}): {e}; check --count-url and --count-pointer",
-                        ex.n
-                    ))
-                })
-            }
-            Counter::Command(cmd) => {
-                if tenant_b {
-                    return Ok(None);
-                }
-                let (value, line) = effects::run_count_cmd(&cmd, self.config.timeout).await;
-                self.note(format!("{role}: {line}"));
-                value
-                    .map(Some)
-                    .map_err(|e| Stop::Error(format!("--count-cmd failed: {e}")))
-            }
+        let mut cited = String::new();
+        if let Some((sent, raw)) = read.exchange {
+            let ex = self.push_exchange(role.to_string(), sent, &raw);
+            cited = format!("#{}: ", ex.n);
+        }
+        if let Some(line) = read.note {
+            self.note(format!("{role}: {line}"));
+        }
+        match read.value {
+            Ok(v) => Ok(Reading::new(Some(v), self.sent)),
+            Err(e) => Err(Stop::Error(
+                self.session.meter.unreadable(&format!("{cited}{e}")),
+            )),
         }
     }
 
-    /// How many times the operation executed across `attempts`, using the strongest basis
-    /// available: the counter delta (`before`/`after`), else distinct ids, else distinct bodies.
-    /// The basis is recorded for the report.
+    /// "count before": the reading every effect check starts from.
+    pub async fn count_before(&mut self) -> Result<Reading, Stop> {
+        self.count("count before").await
+    }
+
+    /// How many times `attempts` executed between `before` and `after`, on top of `earlier`
+    /// exchanges that had already executed; the basis is recorded for the report. `Err` says
+    /// why the count cannot be trusted.
     pub fn executions(
         &mut self,
-        before: Option<u64>,
-        after: Option<u64>,
+        before: &Reading,
+        after: &Reading,
+        earlier: &[&Exchange],
         attempts: &[&Exchange],
-    ) -> Executions {
-        let e = effects::executions(
-            self.config.counter.as_ref(),
-            self.config.id_pointer.as_deref(),
-            before,
-            after,
-            attempts,
-        );
+    ) -> Result<Executions, String> {
+        let e = self.session.meter.count(before, after, earlier, attempts)?;
         self.basis = Some(e.basis.clone());
-        e
+        Ok(e)
+    }
+
+    /// The check that `counted` is exactly `expected` executions; unjudged when the count
+    /// cannot be trusted. A count read from the counter is judged even when a cited exchange
+    /// timed out: the counter saw what really executed.
+    pub fn expect_executions(
+        &mut self,
+        decl: &CheckDecl,
+        counted: Result<Executions, String>,
+        expected: u64,
+    ) {
+        match counted {
+            Ok(e) => {
+                let c = check::executed(&self.spec(decl), &e, expected);
+                self.push_counted(c);
+            }
+            Err(why) => self.unjudged(decl.what, &why),
+        }
+    }
+
+    /// The check that `counted` is at most `limit` executions; unjudged when the count cannot
+    /// be trusted.
+    pub fn expect_at_most(
+        &mut self,
+        decl: &CheckDecl,
+        counted: Result<Executions, String>,
+        limit: u64,
+    ) {
+        match counted {
+            Ok(e) => {
+                let c = check::executed_at_most(&self.spec(decl), &e, limit);
+                self.push_counted(c);
+            }
+            Err(why) => self.unjudged(decl.what, &why),
+        }
+    }
+
+    fn push_counted(&mut self, c: Check) {
+        if self.session.meter.has_counter() {
+            self.checks.push(c);
+        } else {
+            self.push(c);
+        }
+    }
+
+    /// The check that the resources behind `exchanges` are all one (`same`) or all different,
+    /// by id or, without ids, by body; unjudged when responses cannot tell resources apart.
+    pub fn expect_identities(
+        &mut self,
+        decl: &CheckDecl,
+        label: &str,
+        exchanges: &[&Exchange],
+        same: bool,
+    ) {
+        let values: Result<Vec<(usize, Option<String>)>, String> = exchanges
+            .iter()
+            .map(|e| Ok((e.n, self.session.meter.identity(e)?)))
+            .collect();
+        match values {
+            Ok(values) => {
+                let c = check::values_relation(&self.spec(decl), label, &values, same);
+                self.push(c);
+            }
+            Err(why) => self.unjudged(decl.what, &why),
+        }
+    }
+
+    /// The check that `retry` replayed `original`: same status, same resource (id, or body).
+    pub fn expect_replay(&mut self, decl: &CheckDecl, original: &Exchange, retry: &Exchange) {
+        let meter = &self.session.meter;
+        let (a, label) = meter.replay_identity(original);
+        let (b, _) = meter.replay_identity(retry);
+        let c = check::replayed(&self.spec(decl), (original, a), (retry, b), label);
+        self.push(c);
     }
 
     /// The resource id in a response, via `--id-pointer`.
     pub fn resource_id(&self, ex: &Exchange) -> Option<String> {
-        effects::resource_id(ex, self.config.id_pointer.as_deref())
-    }
-
-    /// A SKIP naming the option that provides `need`, when the target description lacks it.
-    pub fn missing(&self, need: crate::probes::Need) -> Option<Stop> {
-        use crate::probes::Need;
-        let present = match need {
-            Need::SecondTenant => self.config.tenant_b.is_some(),
-            Need::RestartHook => self.config.restart.is_some(),
-            Need::HoldHeader => self.config.hold_header.is_some(),
-            Need::InvalidBody => self.config.invalid_body.is_some(),
-            Need::CrashHook => self.config.crash.is_some(),
-            Need::SecondOperation => self.config.second_url.is_some(),
-            Need::Replica => !self.config.replicas.is_empty(),
-        };
-        (!present).then(|| Stop::Skip(format!("needs {}: pass {}", need.what(), need.option())))
+        self.session.meter.resource_id(ex)
     }
 
     /// Milliseconds since the probe started.
     pub fn elapsed_ms(&self) -> f64 {
         self.offset_ms(Instant::now())
+    }
+
+    /// An option the runner checked before `run` was called; `Stop::Error` if it is missing
+    /// after all, which would be a catalog mistake (a need not declared).
+    pub fn needed<T: Clone>(&self, value: &Option<T>, need: Need) -> Result<T, Stop> {
+        value.clone().ok_or_else(|| {
+            Stop::Error(format!(
+                "{} was not checked before the probe ran: {} is missing",
+                self.meta.id,
+                need.what()
+            ))
+        })
     }
 }

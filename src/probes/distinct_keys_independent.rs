@@ -6,10 +6,24 @@
 
 use futures::FutureExt;
 
-use super::shared::{count_or_stop, identity, unless_success};
+use super::shared::unless_success;
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
-use crate::check;
 use crate::outcome::Stop;
+
+const SAME_PAYLOAD: CheckDecl = CheckDecl::new(
+    "same-payload",
+    "two new keys with one payload execute twice",
+);
+
+const CASE_SENSITIVE: CheckDecl = CheckDecl::new(
+    "case-sensitive",
+    "two keys that differ only in case execute twice",
+);
+
+const DISTINCT_IDS: CheckDecl = CheckDecl::new(
+    "distinct-ids",
+    "each of the four requests created its own resource",
+);
 
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
@@ -18,27 +32,23 @@ pub const PROBE: ProbeDef = ProbeDef {
         section: "draft-07 §2.1 §2.2 §2.4",
         stimulus: "Sends one payload under two new keys, then another payload under two keys that differ only in letter case",
         requirement: "Different keys are different requests: each executes, even with an identical payload or a key equal but for case",
-        checks: &[
-            CheckDecl { id: "same-payload", what: "two new keys with one payload execute twice" },
-            CheckDecl { id: "case-sensitive", what: "two keys that differ only in case execute twice" },
-            CheckDecl { id: "distinct-ids", what: "each of the four requests created its own resource" },
-        ],
+        checks: &[SAME_PAYLOAD, CASE_SENSITIVE, DISTINCT_IDS],
         needs: &[],
         prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
-async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
-    let before = count_or_stop!(ctx, "count before");
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
+    let before = ctx.count_before().await?;
     let a = ctx.send("key 1", ctx.keyed(&ctx.fresh_key())).await;
     if let Some(stop) = unless_success(&a, "the first request", "there is nothing to compare") {
-        return Some(stop);
+        return Err(stop);
     }
     let b = ctx
         .send("key 2, same payload", ctx.keyed(&ctx.fresh_key()))
         .await;
-    let middle = count_or_stop!(ctx, "count between pairs");
+    let middle = ctx.count("count between pairs").await?;
     let uuid = ctx.fresh_key();
     let (upper, lower) = (format!("K-{}", uuid.to_uppercase()), format!("k-{uuid}"));
     let c = ctx
@@ -47,24 +57,12 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     let d = ctx
         .send("key 3, lower case", ctx.keyed_with_payload(&lower, 1))
         .await;
-    let after = count_or_stop!(ctx, "count after");
-    for (id, pair, (from, to)) in [
-        ("same-payload", [&a, &b], (before, middle)),
-        ("case-sensitive", [&c, &d], (middle, after)),
-    ] {
-        let e = ctx.executions(from, to, &pair);
-        ctx.push(check::executed(&ctx.spec(id), &e, 2));
-    }
-    let values: Vec<(usize, Option<String>)> = [&a, &b, &c, &d]
-        .iter()
-        .map(|e| (e.n, identity(ctx, e)))
-        .collect();
-    ctx.push(check::values_relation(
-        &ctx.spec("distinct-ids"),
-        "resource identity",
-        &values,
-        false,
-    ));
+    let after = ctx.count("count after").await?;
+    let e = ctx.executions(&before, &middle, &[], &[&a, &b]);
+    ctx.expect_executions(&SAME_PAYLOAD, e, 2);
+    let e = ctx.executions(&middle, &after, &[], &[&c, &d]);
+    ctx.expect_executions(&CASE_SENSITIVE, e, 2);
+    ctx.expect_identities(&DISTINCT_IDS, "resource identity", &[&a, &b, &c, &d], false);
     ctx.note(format!("case pair: {upper} / {lower}"));
-    None
+    Ok(())
 }

@@ -11,6 +11,11 @@ use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
 
+const NO_EFFECT: CheckDecl =
+    CheckDecl::new("no-effect", "a request with two key lines executes nothing");
+
+const STATUS_400: CheckDecl = CheckDecl::new("status-400", "a request with two key lines gets 400");
+
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
         id: "duplicate-header",
@@ -18,17 +23,14 @@ pub const PROBE: ProbeDef = ProbeDef {
         section: "draft-07 §2.1, RFC 9110 §5.3",
         stimulus: "Sends two Idempotency-Key field lines: once the same key twice, once two different keys",
         requirement: "Two key lines are not one key: the request is refused (400 preferred) and executes nothing",
-        checks: &[
-            CheckDecl { id: "no-effect", what: "a request with two key lines executes nothing" },
-            CheckDecl { id: "status-400", what: "a request with two key lines gets 400" },
-        ],
+        checks: &[NO_EFFECT, STATUS_400],
         needs: &[],
         prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
-async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let header = ctx.key_header().to_string();
     let same = ctx.key_value(&ctx.fresh_key());
     let (first, second) = (
@@ -46,14 +48,11 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
             ctx.with_key_value(first, 1).with_header(&header, second),
         ),
     ];
-    let (sent, e) = match send_raw_counted(ctx, requests).await {
-        Ok(r) => r,
-        Err(stop) => return Some(stop),
-    };
-    ctx.push(check::executed(&ctx.spec("no-effect"), &e, 0));
-    let spec = ctx.spec("status-400");
+    let (sent, e) = send_raw_counted(ctx, requests).await?;
+    ctx.expect_executions(&NO_EFFECT, e, 0);
+    let spec = ctx.spec(&STATUS_400);
     let expect = spec.expect.clone();
     let refs: Vec<_> = sent.iter().collect();
     ctx.push(check::statuses_in(&spec, &refs, &expect));
-    None
+    Ok(())
 }

@@ -9,6 +9,8 @@ use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
 
+const STATUS_400: CheckDecl = CheckDecl::new("status-400", "an empty key gets 400");
+
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
         id: "empty-key",
@@ -16,26 +18,23 @@ pub const PROBE: ProbeDef = ProbeDef {
         section: "draft-07 §2.2 §5",
         stimulus: "Sends the operation with an empty key (\"\" as an sf-string)",
         requirement: "An empty key is refused with 400",
-        checks: &[CheckDecl {
-            id: "status-400",
-            what: "an empty key gets 400",
-        }],
+        checks: &[STATUS_400],
         needs: &[],
         prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
-async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let req = ctx.with_key_value(ctx.key_value(""), 0);
     let sent = ctx.send_raw("empty key", req).await;
     if sent.response.is_none() {
-        return Some(Stop::Error(format!(
+        return Err(Stop::Error(format!(
             "the empty-key request got no response (#{}: {})",
             sent.n,
             sent.error.clone().unwrap_or_default()
         )));
     }
-    ctx.push(check::status_in(&ctx.spec("status-400"), &sent));
-    None
+    ctx.push(check::status_in(&ctx.spec(&STATUS_400), &sent));
+    Ok(())
 }

@@ -11,6 +11,11 @@ use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
 
+const EXECUTES: CheckDecl = CheckDecl::new(
+    "executes",
+    "the valid request after a refused invalid one executes",
+);
+
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
         id: "error-not-cached",
@@ -18,39 +23,37 @@ pub const PROBE: ProbeDef = ProbeDef {
         section: "draft-07 §2.6",
         stimulus: "Sends an invalid payload with a key, then a valid payload with the same key",
         requirement: "A request refused by validation claims no key: the corrected request with the same key executes",
-        checks: &[CheckDecl {
-            id: "executes",
-            what: "the valid request after a refused invalid one executes",
-        }],
+        checks: &[EXECUTES],
         needs: &[Need::InvalidBody],
         prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
-async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
-    if let Some(skip) = ctx.missing(Need::InvalidBody) {
-        return Some(skip);
-    }
-    let origin = ctx.config.invalid_body.as_ref()?.origin;
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
+    let invalid_body = ctx.needed(&ctx.config.invalid_body, Need::InvalidBody)?;
     let key = ctx.fresh_key();
-    let invalid = ctx.send("invalid payload", ctx.keyed_invalid(&key)?).await;
+    let invalid_req = ctx
+        .keyed(&key)
+        .with_body(invalid_body.template.render(ctx.unique(), 0));
+    let invalid = ctx.send("invalid payload", invalid_req).await;
     if invalid.response.is_none() {
-        return Some(Stop::Error(format!(
+        return Err(Stop::Error(format!(
             "the invalid request (#{}) got no response: {}",
             invalid.n,
             invalid.error.clone().unwrap_or_default()
         )));
     }
     if is_success(&invalid) {
-        return Some(Stop::Inconclusive(format!(
-            "the invalid payload ({origin}) was accepted (#{} {}), so no error could be cached; pass --invalid-body with a payload the operation refuses",
+        return Err(Stop::Inconclusive(format!(
+            "the invalid payload ({}) was accepted (#{} {}), so no error could be cached; pass --invalid-body with a payload the operation refuses",
+            invalid_body.origin,
             invalid.n,
             invalid.status_text()
         )));
     }
-    ctx.note(format!("invalid payload: {origin}"));
+    ctx.note(format!("invalid payload: {}", invalid_body.origin));
     let valid = ctx.send("valid payload, same key", ctx.keyed(&key)).await;
-    ctx.push(check::success(&ctx.spec("executes"), &valid));
-    None
+    ctx.push(check::success(&ctx.spec(&EXECUTES), &valid));
+    Ok(())
 }

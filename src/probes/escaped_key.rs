@@ -9,6 +9,14 @@ use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::keys;
 use crate::outcome::Stop;
 
+const ACCEPTED: CheckDecl =
+    CheckDecl::new("accepted", "the request with an escaped key is accepted");
+
+const REPLAYS: CheckDecl = CheckDecl::new(
+    "replays",
+    "the retry with the same escaped key does not execute again",
+);
+
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
         id: "escaped-key",
@@ -16,17 +24,14 @@ pub const PROBE: ProbeDef = ProbeDef {
         section: "RFC 8941 §3.3.3, draft-07 §2.1",
         stimulus: "Sends a key String holding a comma, a semicolon, an equals sign, an escaped quote, an escaped backslash and a space, then the same again",
         requirement: "Any legal sf-string is a usable key, and a retry with the same value replays",
-        checks: &[
-            CheckDecl { id: "accepted", what: "the request with an escaped key is accepted" },
-            CheckDecl { id: "replays", what: "the retry with the same escaped key does not execute again" },
-        ],
+        checks: &[ACCEPTED, REPLAYS],
         needs: &[],
         prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
-async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let key = keys::escaped_key(&ctx.fresh_key());
-    super::accepted_then_recognised(ctx, &key, "accepted", "replays").await
+    super::accepted_then_recognised(ctx, &key, &ACCEPTED, &REPLAYS).await
 }

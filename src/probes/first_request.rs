@@ -4,10 +4,13 @@
 
 use futures::FutureExt;
 
-use super::shared::count_or_stop;
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
+
+const STATUS: CheckDecl = CheckDecl::new("status", "the first request is accepted (2xx)");
+
+const ONE_EFFECT: CheckDecl = CheckDecl::new("one-effect", "exactly one execution");
 
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
@@ -17,35 +20,26 @@ pub const PROBE: ProbeDef = ProbeDef {
         stimulus: "Sends the operation once with a fresh key and a valid payload",
         requirement:
             "A first request with a new key is processed normally: 2xx and exactly one execution",
-        checks: &[
-            CheckDecl {
-                id: "status",
-                what: "the first request is accepted (2xx)",
-            },
-            CheckDecl {
-                id: "one-effect",
-                what: "exactly one execution",
-            },
-        ],
+        checks: &[STATUS, ONE_EFFECT],
         needs: &[],
         prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
-async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
-    let before = count_or_stop!(ctx, "count before");
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
+    let before = ctx.count_before().await?;
     let key = ctx.fresh_key();
     let original = ctx.send("original", ctx.keyed(&key)).await;
     if original.response.is_none() {
-        return Some(Stop::Error(format!(
+        return Err(Stop::Error(format!(
             "{} {} could not be reached: {}",
             original.request.method,
             original.request.url,
             original.error.clone().unwrap_or_default()
         )));
     }
-    ctx.push(check::success(&ctx.spec("status"), &original));
+    ctx.push(check::success(&ctx.spec(&STATUS), &original));
     if let Some(404 | 405) = original.status() {
         ctx.note(format!(
             "#{} got {}: is the URL right? (the reference server uses /api/payments)",
@@ -53,8 +47,8 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
             original.status_text()
         ));
     }
-    let after = count_or_stop!(ctx, "count after");
-    let e = ctx.executions(before, after, &[&original]);
-    ctx.push(check::executed(&ctx.spec("one-effect"), &e, 1));
-    None
+    let after = ctx.count("count after").await?;
+    let e = ctx.executions(&before, &after, &[], &[&original]);
+    ctx.expect_executions(&ONE_EFFECT, e, 1);
+    Ok(())
 }

@@ -10,6 +10,13 @@ use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::keys;
 use crate::outcome::Stop;
 
+const ACCEPTED: CheckDecl = CheckDecl::new("accepted", "a key String with a parameter is accepted");
+
+const SAME_KEY: CheckDecl = CheckDecl::new(
+    "same-key",
+    "the key without its parameter replays instead of executing again",
+);
+
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
         id: "key-parameters",
@@ -17,19 +24,16 @@ pub const PROBE: ProbeDef = ProbeDef {
         section: "draft-07 §2.1, RFC 8941 §3.1.2",
         stimulus: "Sends a key String with a parameter (\"<uuid>\";v=1), then the same String without it",
         requirement: "Parameters are not part of the key: the request without them is a retry of the first and replays",
-        checks: &[
-            CheckDecl { id: "accepted", what: "a key String with a parameter is accepted" },
-            CheckDecl { id: "same-key", what: "the key without its parameter replays instead of executing again" },
-        ],
+        checks: &[ACCEPTED, SAME_KEY],
         needs: &[],
         prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
-async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let key = ctx.fresh_key();
     let first = ctx.with_key_value(keys::with_parameter(&key), 0);
-    let retry = ctx.keyed(&key);
-    first_then_retry(ctx, first, retry, "accepted", "same-key").await
+    let retry = ctx.with_key_value(ctx.suite_key_value(&key), 0);
+    first_then_retry(ctx, first, retry, &ACCEPTED, &SAME_KEY).await
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
-use super::shared::{count_or_stop, is_success};
+use super::shared::is_success;
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::http::exchange::Exchange;
@@ -18,6 +18,19 @@ use crate::outcome::Stop;
 /// duplicate after the first is sent after a refusal.
 const INTERVAL: Duration = Duration::from_millis(50);
 
+const STILL_REFUSED: CheckDecl = CheckDecl::new(
+    "still-refused",
+    "every duplicate sent while the owner is held is refused (or, once it completed, replayed)",
+);
+
+const ONE_EXECUTION: CheckDecl =
+    CheckDecl::new("one-execution", "the owner and its duplicates execute once");
+
+const OWNER_REPLAYS: CheckDecl = CheckDecl::new(
+    "owner-replays",
+    "after completion a retry gets the owner's result",
+);
+
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
         id: "loser-does-not-unlock",
@@ -25,31 +38,24 @@ pub const PROBE: ProbeDef = ProbeDef {
         section: "draft-07 §2.6 §2.7",
         stimulus: "Sends an original held in flight, and one duplicate after another while it is held, then a retry after it completes",
         requirement: "A refused duplicate does not release the owner's claim: later duplicates are refused too, the operation executes once, and the owner's result replays",
-        checks: &[
-            CheckDecl { id: "still-refused", what: "every duplicate sent while the owner is held is refused (or, once it completed, replayed)" },
-            CheckDecl { id: "one-execution", what: "the owner and its duplicates execute once" },
-            CheckDecl { id: "owner-replays", what: "after completion a retry gets the owner's result" },
-        ],
+        checks: &[STILL_REFUSED, ONE_EXECUTION, OWNER_REPLAYS],
         needs: &[Need::HoldHeader],
         prerequisites: &["replay-identity"],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
-async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
-    if let Some(skip) = ctx.missing(Need::HoldHeader) {
-        return Some(skip);
-    }
-    let hold = ctx.config.hold_header.clone()?;
-    let conflict = ctx.spec("still-refused").expect;
-    let before = count_or_stop!(ctx, "count before");
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
+    let hold = ctx.needed(&ctx.config.hold_header, Need::HoldHeader)?;
+    let conflict = ctx.spec(&STILL_REFUSED).expect;
+    let before = ctx.count_before().await?;
     let req = ctx.keyed(&ctx.fresh_key());
     let owner_req = req.clone().with_header(&hold.name, hold.value);
     let (owner, dups) = ctx
         .held_with_waves(owner_req, std::slice::from_ref(&req), INTERVAL)
         .await;
     let retry = ctx.send("retry after completion", req).await;
-    let after = count_or_stop!(ctx, "count after");
+    let after = ctx.count("count after").await?;
 
     let in_flight: Vec<&Exchange> = dups
         .iter()
@@ -58,8 +64,9 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     let mut attempts = vec![&owner];
     attempts.extend(dups.iter());
     attempts.push(&retry);
-    let e = ctx.executions(before, after, &attempts);
-    ctx.push(check::executed(&ctx.spec("one-execution"), &e, 1));
+    let e = ctx.executions(&before, &after, &[], &attempts);
+    let once = e.as_ref().is_ok_and(|e| e.count == 1);
+    ctx.expect_executions(&ONE_EXECUTION, e, 1);
     // The scenario needs the held original to own the key. A duplicate that reached the server
     // first shows as a duplicate's 2xx with no refusal before it, and the original then gets
     // a conflict (or its connection failed): refusals measured against it would say nothing.
@@ -76,7 +83,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
             && first_success.is_some()
             && !refused_first);
     if owner_lost {
-        return Some(Stop::Inconclusive(format!(
+        return Err(Stop::Inconclusive(format!(
             "the held original #{} did not own the key (it got {}): a duplicate reached the server first; raise the hold in --hold-header",
             owner.n,
             owner.status_text()
@@ -87,16 +94,16 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     // the operation ran once. Whether that replay is byte-identical is replay-identity's
     // question.
     let mut allowed = conflict.clone();
-    if is_success(&owner) && e.count == 1 {
+    if is_success(&owner) && once {
         allowed.extend(owner.status());
     }
     ctx.push(check::statuses_in(
-        &ctx.spec("still-refused"),
+        &ctx.spec(&STILL_REFUSED),
         &in_flight,
         &allowed,
     ));
     ctx.push(check::same_body(
-        &ctx.spec("owner-replays"),
+        &ctx.spec(&OWNER_REPLAYS),
         &owner,
         &[&retry],
     ));
@@ -114,9 +121,9 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
                 owner.duration_ms,
                 if followed == 1 { "" } else { "s" }
             ));
-            None
+            Ok(())
         }
-        _ => Some(Stop::Inconclusive(format!(
+        _ => Err(Stop::Inconclusive(format!(
             "no duplicate followed a refusal while #{} was in flight ({} sent during its {:.0} ms); raise the hold in --hold-header, or the server holds duplicates instead of refusing them",
             owner.n,
             in_flight.len(),

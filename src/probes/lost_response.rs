@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
-use super::shared::{count_or_stop, is_success, retry_while};
+use super::shared::{is_success, retry_while};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::http::exchange::Exchange;
@@ -25,6 +25,16 @@ const DROP_AFTER_HOLD: Duration = Duration::from_millis(100);
 /// Pause between retries that get a conflict.
 const RETRY_INTERVAL: Duration = Duration::from_millis(100);
 
+const RETRY_ANSWER: CheckDecl =
+    CheckDecl::new("retry-answer", "retries get a conflict or the replay");
+
+const REPLAYED: CheckDecl = CheckDecl::new("replayed", "a retry ends with the operation's result");
+
+const ONE_EFFECT: CheckDecl = CheckDecl::new(
+    "one-effect",
+    "the lost request and its retries execute once",
+);
+
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
         id: "lost-response",
@@ -32,19 +42,15 @@ pub const PROBE: ProbeDef = ProbeDef {
         section: "draft-07 §1 §2.6",
         stimulus: "Sends the operation and closes the connection before reading the answer, then retries with the same key until it gets the result, and once more",
         requirement: "A request whose response was lost executes once: its retry gets a conflict while it runs, then the replay",
-        checks: &[
-            CheckDecl { id: "retry-answer", what: "retries get a conflict or the replay" },
-            CheckDecl { id: "replayed", what: "a retry ends with the operation's result" },
-            CheckDecl { id: "one-effect", what: "the lost request and its retries execute once" },
-        ],
+        checks: &[RETRY_ANSWER, REPLAYED, ONE_EFFECT],
         needs: &[],
         prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
-async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
-    let before = count_or_stop!(ctx, "count before");
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
+    let before = ctx.count_before().await?;
     let req = ctx.keyed(&ctx.fresh_key());
     let (original, wait) = match ctx.config.hold_header.clone() {
         Some(h) => (req.clone().with_header(&h.name, h.value), DROP_AFTER_HOLD),
@@ -54,7 +60,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         .send_then_drop("original, dropped before reading", original, wait)
         .await;
     if dropped.error.as_deref() != Some(DROPPED) {
-        return Some(Stop::Error(format!(
+        return Err(Stop::Error(format!(
             "the original request (#{}) could not be sent: {}",
             dropped.n,
             dropped.error.clone().unwrap_or_default()
@@ -62,7 +68,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     }
     // Retry until the operation's result arrives, whatever comes first: a retry that stopped at
     // a 5xx would read the counter while the original may still be running.
-    let spec = ctx.spec("retry-answer");
+    let spec = ctx.spec(&RETRY_ANSWER);
     let bound = ctx.config.timeout;
     let mut retries = retry_while(
         ctx,
@@ -73,24 +79,26 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         RETRY_INTERVAL,
     )
     .await;
-    let last = retries.last().cloned()?;
+    let Some(last) = retries.last().cloned() else {
+        return Ok(());
+    };
     let replayed = is_success(&last);
     if replayed {
         // A replay that vanishes a moment later (a record dropped with the connection) shows
         // only on the next retry.
         retries.push(ctx.send("retry after the replay", req.clone()).await);
     }
-    let after = count_or_stop!(ctx, "count after");
+    let after = ctx.count("count after").await?;
     let refs: Vec<&Exchange> = retries.iter().collect();
     let mut allowed = spec.expect.clone();
     allowed.extend(last.status().filter(|_| replayed));
     ctx.push(check::statuses_in(&spec, &refs, &allowed));
-    ctx.push(check::success(&ctx.spec("replayed"), &last));
+    ctx.push(check::success(&ctx.spec(&REPLAYED), &last));
     if !replayed {
         // Without the result, the original may still be running: its effect cannot be counted.
-        return None;
+        return Ok(());
     }
-    let e = ctx.executions(before, after, &refs);
-    ctx.push(check::executed(&ctx.spec("one-effect"), &e, 1));
-    None
+    let e = ctx.executions(&before, &after, &[], &refs);
+    ctx.expect_executions(&ONE_EFFECT, e, 1);
+    Ok(())
 }

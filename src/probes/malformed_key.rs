@@ -6,11 +6,19 @@
 
 use futures::FutureExt;
 
-use super::shared::{is_success, refused_without_effect, send_raw_counted};
+use super::shared::{is_success, refused_without_effect, send_raw_counted, Refusal};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::keys;
 use crate::outcome::Stop;
+
+const REJECTED: CheckDecl = CheckDecl::new("rejected", "every malformed key is refused with a 4xx");
+
+const NO_EFFECT: CheckDecl = CheckDecl::new("no-effect", "no malformed key executes the operation");
+
+const NO_5XX: CheckDecl = CheckDecl::new("no-5xx", "no malformed key causes a server error");
+
+const STATUS_400: CheckDecl = CheckDecl::new("status-400", "malformed keys get 400");
 
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
@@ -19,35 +27,32 @@ pub const PROBE: ProbeDef = ProbeDef {
         section: "draft-07 §2.1 §5, RFC 8941 §4.2",
         stimulus: "Sends eight keys that are not RFC 8941 Strings: unterminated quote, bad escape, non-ASCII, control character, inner list, integer, boolean, byte sequence",
         requirement: "A key that is not an sf-string is refused with a 4xx (400 preferred), never a 5xx, and executes nothing",
-        checks: &[
-            CheckDecl { id: "rejected", what: "every malformed key is refused with a 4xx" },
-            CheckDecl { id: "no-effect", what: "no malformed key executes the operation" },
-            CheckDecl { id: "no-5xx", what: "no malformed key causes a server error" },
-            CheckDecl { id: "status-400", what: "malformed keys get 400" },
-        ],
+        checks: &[REJECTED, NO_EFFECT, NO_5XX, STATUS_400],
         needs: &[],
         prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
-async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let requests = keys::malformed_corpus(&ctx.fresh_key())
         .into_iter()
         .enumerate()
         .map(|(i, m)| (m.label.to_string(), ctx.with_key_value(m.value, i as u32)))
         .collect();
-    let (sent, e) = match send_raw_counted(ctx, requests).await {
-        Ok(r) => r,
-        Err(stop) => return Some(stop),
+    let (sent, e) = send_raw_counted(ctx, requests).await?;
+    let checks = Refusal {
+        rejected: &REJECTED,
+        no_5xx: &NO_5XX,
+        no_effect: &NO_EFFECT,
     };
-    refused_without_effect(ctx, &sent, &e);
+    refused_without_effect(ctx, checks, &sent, e);
     let refs: Vec<_> = sent.iter().collect();
     let refused: Vec<_> = refs.iter().copied().filter(|e| !is_success(e)).collect();
     if !refused.is_empty() {
-        let spec = ctx.spec("status-400");
+        let spec = ctx.spec(&STATUS_400);
         let expect = spec.expect.clone();
         ctx.push(check::statuses_in(&spec, &refused, &expect));
     }
-    None
+    Ok(())
 }

@@ -5,12 +5,24 @@
 
 use futures::FutureExt;
 
-use super::shared::{
-    count_or_stop, new_executions, original_or_stop, same_response, unless_payloads_vary,
-};
+use super::shared::{original, same_response, unless_payloads_vary};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
-use crate::check;
 use crate::outcome::Stop;
+
+const SAME_STATUS: CheckDecl = CheckDecl::new(
+    "same-status",
+    "the original request after the mismatch gets the original status",
+);
+
+const SAME_BODY: CheckDecl = CheckDecl::new(
+    "same-body",
+    "the original request after the mismatch gets the original body",
+);
+
+const NO_NEW_EFFECT: CheckDecl = CheckDecl::new(
+    "no-new-effect",
+    "the original request after the mismatch executes nothing",
+);
 
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
@@ -19,35 +31,30 @@ pub const PROBE: ProbeDef = ProbeDef {
         section: "draft-07 §2.6 §2.7",
         stimulus: "Sends the operation with a key, the same key with another payload, then the original request again",
         requirement: "A refused mismatch leaves the stored result alone: the original request still replays it and executes nothing",
-        checks: &[
-            CheckDecl { id: "same-status", what: "the original request after the mismatch gets the original status" },
-            CheckDecl { id: "same-body", what: "the original request after the mismatch gets the original body" },
-            CheckDecl { id: "no-new-effect", what: "the original request after the mismatch executes nothing" },
-        ],
+        checks: &[SAME_STATUS, SAME_BODY, NO_NEW_EFFECT],
         needs: &[],
         prerequisites: &["payload-mismatch", "replay-identity"],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
-async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
-    if let Some(skip) = unless_payloads_vary(ctx) {
-        return Some(skip);
-    }
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
+    unless_payloads_vary(ctx)?;
     let key = ctx.fresh_key();
-    let original = original_or_stop!(
+    let original = original(
         ctx,
         "original",
         ctx.keyed(&key),
-        "there is nothing to poison"
-    );
+        "there is nothing to poison",
+    )
+    .await?;
     ctx.send("other payload", ctx.keyed_with_payload(&key, 1))
         .await;
-    let before = count_or_stop!(ctx, "count before");
+    let before = ctx.count_before().await?;
     let again = ctx.send("original payload again", ctx.keyed(&key)).await;
-    let after = count_or_stop!(ctx, "count after");
-    same_response(ctx, &original, &[&again]);
-    let e = new_executions(ctx, before, after, &original, &[&again]);
-    ctx.push(check::executed(&ctx.spec("no-new-effect"), &e, 0));
-    None
+    let after = ctx.count("count after").await?;
+    same_response(ctx, (&SAME_STATUS, &SAME_BODY), &original, &[&again]);
+    let e = ctx.executions(&before, &after, &[&original], &[&again]);
+    ctx.expect_executions(&NO_NEW_EFFECT, e, 0);
+    Ok(())
 }

@@ -5,10 +5,20 @@
 
 use futures::FutureExt;
 
-use super::shared::{count_or_stop, is_success};
+use super::shared::is_success;
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
+
+const STATUS: CheckDecl = CheckDecl::new("status", "a request without a key is refused");
+
+const NO_EFFECT: CheckDecl =
+    CheckDecl::new("no-effect", "a request without a key executes nothing");
+
+const PROBLEM_DETAILS: CheckDecl = CheckDecl::new(
+    "problem-details",
+    "the error is problem+json or links its documentation",
+);
 
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
@@ -17,34 +27,30 @@ pub const PROBE: ProbeDef = ProbeDef {
         section: "draft-07 §2.7",
         stimulus: "Sends the operation without an Idempotency-Key header",
         requirement: "A request missing a required key is refused (400 in draft-07), executes nothing, and explains itself in problem details",
-        checks: &[
-            CheckDecl { id: "status", what: "a request without a key is refused" },
-            CheckDecl { id: "no-effect", what: "a request without a key executes nothing" },
-            CheckDecl { id: "problem-details", what: "the error is problem+json or links its documentation" },
-        ],
+        checks: &[STATUS, NO_EFFECT, PROBLEM_DETAILS],
         needs: &[],
         prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
-async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
-    let before = count_or_stop!(ctx, "count before");
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
+    let before = ctx.count_before().await?;
     let header = ctx.key_header().to_string();
     let req = ctx.request().without_header(&header);
     let ex = ctx.send("without key", req).await;
     if ex.response.is_none() {
-        return Some(Stop::Error(format!(
+        return Err(Stop::Error(format!(
             "no response: {}",
             ex.error.clone().unwrap_or_default()
         )));
     }
-    ctx.push(check::status_in(&ctx.spec("status"), &ex));
-    let after = count_or_stop!(ctx, "count after");
-    let e = ctx.executions(before, after, &[&ex]);
-    ctx.push(check::executed(&ctx.spec("no-effect"), &e, 0));
+    ctx.push(check::status_in(&ctx.spec(&STATUS), &ex));
+    let after = ctx.count("count after").await?;
+    let e = ctx.executions(&before, &after, &[], &[&ex]);
+    ctx.expect_executions(&NO_EFFECT, e, 0);
     if !is_success(&ex) {
-        ctx.push(check::problem_details(&ctx.spec("problem-details"), &ex));
+        ctx.push(check::problem_details(&ctx.spec(&PROBLEM_DETAILS), &ex));
     }
-    None
+    Ok(())
 }

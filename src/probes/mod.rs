@@ -4,14 +4,24 @@
 //! requirement, the checks it makes and what it needs) plus an async `run` that sends requests
 //! through the [`ProbeCtx`] and pushes checks built by [`crate::check`]'s verifiers. Severities
 //! and expected statuses come from the suite through [`ProbeCtx::spec`], never from the probe.
+//!
+//! The authoring API is shaped so the usual mistakes do not compile or cannot reach a verdict:
+//! a check is named by its typed [`CheckDecl`] constant (`ctx.spec(&SAME_BODY)`), never by a
+//! string; `run` returns `Result<(), Stop>`, so "count before" and "send the original" end the
+//! probe with `?`; the runner checks [`ProbeMeta::needs`] before `run` is called, and a probe
+//! that ends with neither a check nor a stop is an ERROR, never "0 checks passed"; executions
+//! are only counted through the run's one effects meter ([`crate::effects`]).
 
+use anyhow::{bail, Result};
 use futures::future::BoxFuture;
 
 use crate::outcome::Stop;
+use crate::suite::Suite;
 
 mod ctx;
 mod shared;
-pub use ctx::{ProbeCtx, Request};
+pub use crate::http::Request;
+pub use ctx::{ProbeCtx, Session};
 use shared::accepted_then_recognised;
 
 pub mod bare_token;
@@ -93,6 +103,19 @@ impl Need {
         }
     }
 
+    /// Whether the target description provides this.
+    pub fn provided_by(self, config: &crate::config::Config) -> bool {
+        match self {
+            Need::SecondTenant => config.tenant_b.is_some(),
+            Need::RestartHook => config.restart.is_some(),
+            Need::HoldHeader => config.hold_header.is_some(),
+            Need::InvalidBody => config.invalid_body.is_some(),
+            Need::CrashHook => config.crash.is_some(),
+            Need::SecondOperation => config.second_url.is_some(),
+            Need::Replica => !config.replicas.is_empty(),
+        }
+    }
+
     /// What is missing, as a noun phrase ("a second tenant").
     pub fn what(self) -> &'static str {
         match self {
@@ -108,10 +131,33 @@ impl Need {
 }
 
 /// A check a probe makes: its id (the key in suite files) and one line saying what it checks.
+/// Each is a constant in its probe's file, listed in [`ProbeMeta::checks`] and passed to
+/// [`ProbeCtx::spec`], so a misspelt check is a compile error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CheckDecl {
     pub id: &'static str,
     pub what: &'static str,
+    /// The requirement is about an answer arriving in time, so an exchange that timed out fails
+    /// it; any other check that cites a timed-out exchange is left unjudged (INCONCLUSIVE).
+    pub timely: bool,
+}
+
+impl CheckDecl {
+    pub const fn new(id: &'static str, what: &'static str) -> Self {
+        CheckDecl {
+            id,
+            what,
+            timely: false,
+        }
+    }
+
+    /// A check whose requirement includes answering within the timeout.
+    pub const fn timely(self) -> Self {
+        CheckDecl {
+            timely: true,
+            ..self
+        }
+    }
 }
 
 /// A probe's identity, as listed by `idem-check list` and written into every report.
@@ -137,8 +183,8 @@ pub struct ProbeMeta {
 }
 
 /// The async body of a probe: sends, pushes checks into the context, and returns how it stopped
-/// (`None` when it judged everything it meant to).
-pub type RunFn = for<'a> fn(&'a mut ProbeCtx) -> BoxFuture<'a, Option<Stop>>;
+/// (`Ok(())` when it judged everything it meant to).
+pub type RunFn = for<'a> fn(&'a mut ProbeCtx) -> BoxFuture<'a, Result<(), Stop>>;
 
 /// A catalog entry.
 #[derive(Clone, Copy)]
@@ -180,6 +226,26 @@ pub fn catalog() -> Vec<ProbeDef> {
 /// The catalog entry with this id.
 pub fn find(id: &str) -> Option<ProbeDef> {
     catalog().into_iter().find(|p| p.meta.id == id)
+}
+
+/// The suite's probes, narrowed by `--probe` and `--skip`, in catalog order; unknown ids are
+/// errors that list the known ones.
+pub fn select(suite: &Suite, only: &[String], skip: &[String]) -> Result<Vec<ProbeDef>> {
+    for id in only.iter().chain(skip) {
+        if find(id).is_none() {
+            let known: Vec<&str> = catalog().iter().map(|p| p.meta.id).collect();
+            bail!(
+                "unknown probe {id:?}; known probes: {} (see `idem-check list`)",
+                known.join(", ")
+            );
+        }
+    }
+    Ok(catalog()
+        .into_iter()
+        .filter(|p| suite.enabled(p.meta.id))
+        .filter(|p| only.is_empty() || only.iter().any(|id| id == p.meta.id))
+        .filter(|p| !skip.iter().any(|id| id == p.meta.id))
+        .collect())
 }
 
 #[cfg(test)]

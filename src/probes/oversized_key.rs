@@ -5,10 +5,16 @@
 
 use futures::FutureExt;
 
-use super::shared::{refused_without_effect, send_raw_counted};
+use super::shared::{refused_without_effect, send_raw_counted, Refusal};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::keys;
 use crate::outcome::Stop;
+
+const REJECTED: CheckDecl = CheckDecl::new("rejected", "an 8 KiB key is refused with a 4xx");
+
+const NO_5XX: CheckDecl = CheckDecl::new("no-5xx", "an 8 KiB key causes no server error");
+
+const NO_EFFECT: CheckDecl = CheckDecl::new("no-effect", "an 8 KiB key executes nothing");
 
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
@@ -17,36 +23,25 @@ pub const PROBE: ProbeDef = ProbeDef {
         section: "draft-07 §5",
         stimulus: "Sends the operation with an 8 KiB sf-string key",
         requirement: "An oversized key is refused with a 4xx, never a 5xx, and executes nothing",
-        checks: &[
-            CheckDecl {
-                id: "rejected",
-                what: "an 8 KiB key is refused with a 4xx",
-            },
-            CheckDecl {
-                id: "no-5xx",
-                what: "an 8 KiB key causes no server error",
-            },
-            CheckDecl {
-                id: "no-effect",
-                what: "an 8 KiB key executes nothing",
-            },
-        ],
+        checks: &[REJECTED, NO_5XX, NO_EFFECT],
         needs: &[],
         prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
-async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let key = keys::oversized_key(&ctx.fresh_key());
     let requests = vec![(
         format!("{} KiB key", keys::OVERSIZED_LEN / 1024),
         ctx.with_key_value(ctx.key_value(&key), 0),
     )];
-    let (sent, e) = match send_raw_counted(ctx, requests).await {
-        Ok(r) => r,
-        Err(stop) => return Some(stop),
+    let (sent, e) = send_raw_counted(ctx, requests).await?;
+    let checks = Refusal {
+        rejected: &REJECTED,
+        no_5xx: &NO_5XX,
+        no_effect: &NO_EFFECT,
     };
-    refused_without_effect(ctx, &sent, &e);
-    None
+    refused_without_effect(ctx, checks, &sent, e);
+    Ok(())
 }

@@ -5,12 +5,23 @@
 
 use futures::FutureExt;
 
-use super::shared::{
-    count_or_stop, is_success, new_executions, original_or_stop, unless_payloads_vary,
-};
+use super::shared::{is_success, original, unless_payloads_vary};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
+
+const STATUS: CheckDecl =
+    CheckDecl::new("status", "the reused key with another payload is refused");
+
+const NO_EFFECT: CheckDecl = CheckDecl::new(
+    "no-effect",
+    "the reused key with another payload executes nothing",
+);
+
+const PROBLEM_DETAILS: CheckDecl = CheckDecl::new(
+    "problem-details",
+    "the error is problem+json or links its documentation",
+);
 
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
@@ -20,47 +31,33 @@ pub const PROBE: ProbeDef = ProbeDef {
         stimulus: "Sends the operation with a key, then the same key with a different payload",
         requirement:
             "A key reused with another payload is refused (422 in draft-07) and executes nothing",
-        checks: &[
-            CheckDecl {
-                id: "status",
-                what: "the reused key with another payload is refused",
-            },
-            CheckDecl {
-                id: "no-effect",
-                what: "the reused key with another payload executes nothing",
-            },
-            CheckDecl {
-                id: "problem-details",
-                what: "the error is problem+json or links its documentation",
-            },
-        ],
+        checks: &[STATUS, NO_EFFECT, PROBLEM_DETAILS],
         needs: &[],
         prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
-async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
-    if let Some(skip) = unless_payloads_vary(ctx) {
-        return Some(skip);
-    }
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
+    unless_payloads_vary(ctx)?;
     let key = ctx.fresh_key();
-    let original = original_or_stop!(
+    let original = original(
         ctx,
         "original",
         ctx.keyed(&key),
-        "a mismatch cannot be tried"
-    );
-    let before = count_or_stop!(ctx, "count before");
+        "a mismatch cannot be tried",
+    )
+    .await?;
+    let before = ctx.count_before().await?;
     let other = ctx
         .send("other payload", ctx.keyed_with_payload(&key, 1))
         .await;
-    let after = count_or_stop!(ctx, "count after");
-    ctx.push(check::status_in(&ctx.spec("status"), &other));
-    let e = new_executions(ctx, before, after, &original, &[&other]);
-    ctx.push(check::executed(&ctx.spec("no-effect"), &e, 0));
+    let after = ctx.count("count after").await?;
+    ctx.push(check::status_in(&ctx.spec(&STATUS), &other));
+    let e = ctx.executions(&before, &after, &[&original], &[&other]);
+    ctx.expect_executions(&NO_EFFECT, e, 0);
     if !is_success(&other) && other.response.is_some() {
-        ctx.push(check::problem_details(&ctx.spec("problem-details"), &other));
+        ctx.push(check::problem_details(&ctx.spec(&PROBLEM_DETAILS), &other));
     }
-    None
+    Ok(())
 }

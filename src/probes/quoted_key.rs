@@ -7,6 +7,10 @@ use futures::FutureExt;
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::outcome::Stop;
 
+const EXECUTES: CheckDecl = CheckDecl::new("executes", "the request with a quoted key is accepted");
+
+const RECOGNISED: CheckDecl = CheckDecl::new("recognised", "the retry does not execute again");
+
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
         id: "quoted-key",
@@ -14,16 +18,14 @@ pub const PROBE: ProbeDef = ProbeDef {
         section: "draft-07 §2.1, RFC 8941 §3.3.3",
         stimulus: "Sends the operation with a quoted sf-string key, then the same request again",
         requirement: "A key written as an RFC 8941 String is accepted, and a retry with it is recognised as the same key",
-        checks: &[
-            CheckDecl { id: "executes", what: "the request with a quoted key is accepted" },
-            CheckDecl { id: "recognised", what: "the retry does not execute again" },
-        ],
+        checks: &[EXECUTES, RECOGNISED],
         needs: &[],
         prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
-async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
-    super::accepted_then_recognised(ctx, &ctx.fresh_key(), "executes", "recognised").await
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
+    let key = ctx.fresh_key();
+    super::accepted_then_recognised(ctx, &key, &EXECUTES, &RECOGNISED).await
 }

@@ -6,7 +6,7 @@
 
 use futures::FutureExt;
 
-use super::shared::{count_or_stop, original_or_stop, same_response};
+use super::shared::{original, same_response};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
@@ -23,6 +23,28 @@ const MARKERS: &[&str] = &[
     "x-cache",
 ];
 
+const SAME_STATUS: CheckDecl = CheckDecl::new("same-status", "same status on every attempt");
+
+const SAME_BODY: CheckDecl =
+    CheckDecl::new("same-body", "replay body byte-identical to the original");
+
+const SAME_CONTENT_TYPE: CheckDecl =
+    CheckDecl::new("same-content-type", "same Content-Type on the replay");
+
+const SAME_LOCATION: CheckDecl = CheckDecl::new("same-location", "same Location on the replay");
+
+const SAME_ETAG: CheckDecl = CheckDecl::new("same-etag", "same ETag on the replay");
+
+const SAME_ID: CheckDecl = CheckDecl::new("same-id", "same resource id on every attempt");
+
+const NO_NEW_EFFECT: CheckDecl =
+    CheckDecl::new("no-new-effect", "effect count unchanged by retries");
+
+const REPLAY_MARKER: CheckDecl = CheckDecl::new(
+    "replay-marker",
+    "the replay is marked as such (e.g. Idempotency-Replayed: true)",
+);
+
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
         id: "replay-identity",
@@ -30,31 +52,23 @@ pub const PROBE: ProbeDef = ProbeDef {
         section: "draft-07 §2.6",
         stimulus: "Sends the same request with one key 4 times, one after another",
         requirement: "A retry after completion gets the completed result, byte for byte, and does not execute again",
-        checks: &[
-            CheckDecl { id: "same-status", what: "same status on every attempt" },
-            CheckDecl { id: "same-body", what: "replay body byte-identical to the original" },
-            CheckDecl { id: "same-content-type", what: "same Content-Type on the replay" },
-            CheckDecl { id: "same-location", what: "same Location on the replay" },
-            CheckDecl { id: "same-etag", what: "same ETag on the replay" },
-            CheckDecl { id: "same-id", what: "same resource id on every attempt" },
-            CheckDecl { id: "no-new-effect", what: "effect count unchanged by retries" },
-            CheckDecl { id: "replay-marker", what: "the replay is marked as such (e.g. Idempotency-Replayed: true)" },
-        ],
+        checks: &[SAME_STATUS, SAME_BODY, SAME_CONTENT_TYPE, SAME_LOCATION, SAME_ETAG, SAME_ID, NO_NEW_EFFECT, REPLAY_MARKER],
         needs: &[],
         prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
-async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
-    let before = count_or_stop!(ctx, "count before");
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
+    let before = ctx.count_before().await?;
     let key = ctx.fresh_key();
-    let original = original_or_stop!(
+    let original = original(
         ctx,
         "original",
         ctx.keyed(&key),
-        "there is nothing to replay"
-    );
+        "there is nothing to replay",
+    )
+    .await?;
     let mut retries = Vec::new();
     for i in 1..=RETRIES {
         retries.push(
@@ -62,52 +76,44 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
                 .await,
         );
     }
-    let after = count_or_stop!(ctx, "count after");
+    let after = ctx.count("count after").await?;
     let refs: Vec<_> = retries.iter().collect();
-    same_response(ctx, &original, &refs);
+    same_response(ctx, (&SAME_STATUS, &SAME_BODY), &original, &refs);
     let first = &retries[0];
-    ctx.push(check::same_header(
-        &ctx.spec("same-content-type"),
-        "content-type",
-        &original,
-        first,
-    ));
-    ctx.push(check::same_header(
-        &ctx.spec("same-location"),
-        "location",
-        &original,
-        first,
-    ));
-    ctx.push(check::same_header(
-        &ctx.spec("same-etag"),
-        "etag",
-        &original,
-        first,
-    ));
-    if ctx.config.id_pointer.is_some() {
-        let mut ids = vec![(original.n, ctx.resource_id(&original))];
-        ids.extend(retries.iter().map(|r| (r.n, ctx.resource_id(r))));
-        ctx.push(check::values_relation(
-            &ctx.spec("same-id"),
-            "resource id",
-            &ids,
-            true,
+    for (decl, header) in [
+        (&SAME_CONTENT_TYPE, "content-type"),
+        (&SAME_LOCATION, "location"),
+        (&SAME_ETAG, "etag"),
+    ] {
+        ctx.push(check::same_header(
+            &ctx.spec(decl),
+            header,
+            &original,
+            first,
         ));
     }
-    let mut attempts = vec![&original];
-    attempts.extend(refs.iter().copied());
-    let e = ctx.executions(before, after, &attempts);
-    ctx.push(check::executed(&ctx.spec("no-new-effect"), &e, 1));
+    if ctx.config.id_pointer.is_some() {
+        let mut all = vec![&original];
+        all.extend(refs.iter().copied());
+        ctx.expect_identities(&SAME_ID, "resource id", &all, true);
+    }
+    let e = ctx.executions(
+        &before,
+        &after,
+        &[],
+        &[&original, &retries[0], &retries[1], &retries[2]],
+    );
+    ctx.expect_executions(&NO_NEW_EFFECT, e, 1);
     let marker = first.response.as_ref().and_then(|r| {
         MARKERS
             .iter()
             .find_map(|m| r.header(m).map(|v| format!("{m}: {v}")))
     });
     ctx.push(check::observe(
-        &ctx.spec("replay-marker"),
+        &ctx.spec(&REPLAY_MARKER),
         marker.is_some(),
         marker.unwrap_or_else(|| "no replay marker header".into()),
         vec![first.n],
     ));
-    None
+    Ok(())
 }

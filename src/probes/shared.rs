@@ -7,67 +7,61 @@ use crate::effects::Executions;
 use crate::http::exchange::Exchange;
 use crate::outcome::Stop;
 
-use super::{ProbeCtx, Request};
-
-/// Reads the counter, turning an unreadable counter into the probe's stop.
-macro_rules! count_or_stop {
-    ($ctx:expr, $role:expr) => {
-        match $ctx.count($role, false).await {
-            Ok(c) => c,
-            Err(stop) => return Some(stop),
-        }
-    };
-}
-pub(crate) use count_or_stop;
+use super::{CheckDecl, ProbeCtx, Request};
 
 /// Sends the original request and ends the probe with an ERROR unless it got a 2xx: a probe
-/// that builds on a completed original can judge nothing without one. `$consequence` says
-/// what could not be tried ("there is nothing to replay").
-macro_rules! original_or_stop {
-    ($ctx:expr, $role:expr, $req:expr, $consequence:expr) => {{
-        let original = $ctx.send($role, $req).await;
-        if let Some(stop) =
-            $crate::probes::shared::unless_success(&original, "the original request", $consequence)
-        {
-            return Some(stop);
-        }
-        original
-    }};
+/// that builds on a completed original can judge nothing without one. `consequence` says what
+/// could not be tried ("there is nothing to replay").
+pub(crate) async fn original(
+    ctx: &mut ProbeCtx,
+    role: &str,
+    req: Request,
+    consequence: &str,
+) -> Result<Exchange, Stop> {
+    let original = ctx.send(role, req).await;
+    match unless_success(&original, "the original request", consequence) {
+        Some(stop) => Err(stop),
+        None => Ok(original),
+    }
 }
-pub(crate) use original_or_stop;
 
 /// Sends the operation with `key` twice in a row: the first must be accepted (`accepted` check)
-/// and the whole pair must execute once (`recognised` check).
+/// and the retry must be recognised as the same key (`recognised`: replayed, and the pair
+/// executes once).
 pub(crate) async fn accepted_then_recognised(
     ctx: &mut ProbeCtx,
     key: &str,
-    accepted: &'static str,
-    recognised: &'static str,
-) -> Option<Stop> {
-    let (first, retry) = (ctx.keyed(key), ctx.keyed(key));
-    first_then_retry(ctx, first, retry, accepted, recognised).await
+    accepted: &CheckDecl,
+    recognised: &CheckDecl,
+) -> Result<(), Stop> {
+    let req = ctx
+        .request()
+        .set_header(ctx.key_header(), ctx.suite_key_value(key));
+    first_then_retry(ctx, req.clone(), req, accepted, recognised).await
 }
 
 /// Sends `first`, then `retry` (the same key written another way, or the same request): the
-/// first must be accepted (`accepted` check) and the pair must execute once (`recognised`).
+/// first must be accepted (`accepted` check), and the retry recognised as the same key
+/// (`recognised`): it gets the first one's status and resource back — a 409 or a fresh
+/// execution is no replay — and the pair executes once.
 pub(crate) async fn first_then_retry(
     ctx: &mut ProbeCtx,
     first: Request,
     retry: Request,
-    accepted: &'static str,
-    recognised: &'static str,
-) -> Option<Stop> {
-    let before = count_or_stop!(ctx, "count before");
+    accepted: &CheckDecl,
+    recognised: &CheckDecl,
+) -> Result<(), Stop> {
+    let before = ctx.count_before().await?;
     let first = ctx.send("original", first).await;
     ctx.push(check::success(&ctx.spec(accepted), &first));
     if !is_success(&first) {
-        return None;
+        return Ok(());
     }
     let retry = ctx.send("retry", retry).await;
-    let after = count_or_stop!(ctx, "count after");
-    let e = ctx.executions(before, after, &[&first, &retry]);
-    ctx.push(check::executed(&ctx.spec(recognised), &e, 1));
-    None
+    let after = ctx.count("count after").await?;
+    let e = ctx.executions(&before, &after, &[], &[&first, &retry]);
+    ctx.expect_executions(recognised, e, 1);
+    Ok(())
 }
 
 /// Whether the exchange got a 2xx.
@@ -88,36 +82,56 @@ pub(crate) fn unless_success(ex: &Exchange, what: &str, consequence: &str) -> Op
 }
 
 /// The SKIP for a probe that needs a second payload when the body template cannot vary.
-pub(crate) fn unless_payloads_vary(ctx: &ProbeCtx) -> Option<Stop> {
-    (!ctx.payloads_vary()).then(|| {
-        Stop::Skip(
-            "cannot build a different payload: put {{unique}} in the body template (-d)".into(),
-        )
-    })
+pub(crate) fn unless_payloads_vary(ctx: &ProbeCtx) -> Result<(), Stop> {
+    if ctx.payloads_vary() {
+        return Ok(());
+    }
+    Err(Stop::Skip(
+        "cannot build a different payload: put {{unique}} in the body template (-d)".into(),
+    ))
 }
 
-/// A retry of `original` got the same response: the `same-status` and `same-body` checks.
-pub(crate) fn same_response(ctx: &mut ProbeCtx, original: &Exchange, retries: &[&Exchange]) {
+/// A retry of `original` got the same response: the `same_status` and `same_body` checks.
+pub(crate) fn same_response(
+    ctx: &mut ProbeCtx,
+    (same_status, same_body): (&CheckDecl, &CheckDecl),
+    original: &Exchange,
+    retries: &[&Exchange],
+) {
     ctx.push(check::same_status(
-        &ctx.spec("same-status"),
+        &ctx.spec(same_status),
         original,
         retries,
     ));
-    ctx.push(check::same_body(&ctx.spec("same-body"), original, retries));
+    ctx.push(check::same_body(&ctx.spec(same_body), original, retries));
 }
 
-/// A key the server must refuse: every exchange got a 4xx (`rejected`), none a 5xx (`no-5xx`),
-/// and nothing executed (`no-effect`).
-pub(crate) fn refused_without_effect(ctx: &mut ProbeCtx, sent: &[Exchange], e: &Executions) {
+/// The checks of a key the server must refuse.
+pub(crate) struct Refusal<'a> {
+    /// Every exchange got a 4xx.
+    pub rejected: &'a CheckDecl,
+    /// None got a 5xx.
+    pub no_5xx: &'a CheckDecl,
+    /// Nothing executed.
+    pub no_effect: &'a CheckDecl,
+}
+
+/// A key the server must refuse: every exchange got a 4xx, none a 5xx, and nothing executed.
+pub(crate) fn refused_without_effect(
+    ctx: &mut ProbeCtx,
+    checks: Refusal<'_>,
+    sent: &[Exchange],
+    e: Result<Executions, String>,
+) {
     let refs: Vec<&Exchange> = sent.iter().collect();
     ctx.push(check::statuses_within(
-        &ctx.spec("rejected"),
+        &ctx.spec(checks.rejected),
         &refs,
         400,
         499,
     ));
-    ctx.push(check::no_server_error(&ctx.spec("no-5xx"), &refs));
-    ctx.push(check::executed(&ctx.spec("no-effect"), e, 0));
+    ctx.push(check::no_server_error(&ctx.spec(checks.no_5xx), &refs));
+    ctx.expect_executions(checks.no_effect, e, 0);
 }
 
 /// Sends each request through the raw client (exact bytes) between two counter reads, and says
@@ -125,8 +139,8 @@ pub(crate) fn refused_without_effect(ctx: &mut ProbeCtx, sent: &[Exchange], e: &
 pub(crate) async fn send_raw_counted(
     ctx: &mut ProbeCtx,
     requests: Vec<(String, Request)>,
-) -> Result<(Vec<Exchange>, Executions), Stop> {
-    let before = ctx.count("count before", false).await?;
+) -> Result<(Vec<Exchange>, Result<Executions, String>), Stop> {
+    let before = ctx.count_before().await?;
     let mut sent = Vec::with_capacity(requests.len());
     for (role, req) in requests {
         sent.push(ctx.send_raw(role, req).await);
@@ -138,9 +152,9 @@ pub(crate) async fn send_raw_counted(
             sent[0].error.clone().unwrap_or_default()
         )));
     }
-    let after = ctx.count("count after", false).await?;
+    let after = ctx.count("count after").await?;
     let refs: Vec<&Exchange> = sent.iter().collect();
-    let e = ctx.executions(before, after, &refs);
+    let e = ctx.executions(&before, &after, &[], &refs);
     Ok((sent, e))
 }
 
@@ -182,35 +196,4 @@ pub(crate) async fn retry_while(
         ctx.note(line);
     }
     attempts
-}
-
-/// What tells two responses apart: the resource id when `--id-pointer` is given, else the body.
-pub(crate) fn identity(ctx: &ProbeCtx, ex: &Exchange) -> Option<String> {
-    if ctx.config.id_pointer.is_some() {
-        ctx.resource_id(ex)
-    } else {
-        ex.response
-            .as_ref()
-            .map(|r| String::from_utf8_lossy(&r.body).into_owned())
-    }
-}
-
-/// How many executions `later` caused on top of an `original` that already executed: the
-/// counter delta between `before` and `after` (read around `later`), or without a counter the
-/// new ids (or bodies) among `later` that the original did not have.
-pub(crate) fn new_executions(
-    ctx: &mut ProbeCtx,
-    before: Option<u64>,
-    after: Option<u64>,
-    original: &Exchange,
-    later: &[&Exchange],
-) -> Executions {
-    if before.is_some() {
-        return ctx.executions(before, after, later);
-    }
-    let mut all = vec![original];
-    all.extend_from_slice(later);
-    let mut e = ctx.executions(None, None, &all);
-    e.count = e.count.saturating_sub(1);
-    e
 }

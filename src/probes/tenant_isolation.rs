@@ -6,10 +6,22 @@
 
 use futures::FutureExt;
 
-use super::shared::{identity, is_success};
-use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
+use super::shared::is_success;
+use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta, Request};
 use crate::check;
 use crate::outcome::Stop;
+
+const EXECUTES: CheckDecl = CheckDecl::new(
+    "executes",
+    "tenant B's request with A's key executes independently",
+);
+
+const NO_LEAK: CheckDecl = CheckDecl::new("no-leak", "tenant B never receives tenant A's response");
+
+const NO_EXISTENCE_LEAK: CheckDecl = CheckDecl::new(
+    "no-existence-leak",
+    "tenant B's other payload with A's key is not refused as a mismatch",
+);
 
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
@@ -18,54 +30,49 @@ pub const PROBE: ProbeDef = ProbeDef {
         section: "draft-07 §5",
         stimulus: "Sends two keys as tenant A, then the same keys as tenant B: one with A's payload, one with another payload",
         requirement: "Keys are scoped to the authenticated client: B's requests execute on their own, never see A's response, and never learn that A used the key",
-        checks: &[
-            CheckDecl { id: "executes", what: "tenant B's request with A's key executes independently" },
-            CheckDecl { id: "no-leak", what: "tenant B never receives tenant A's response" },
-            CheckDecl { id: "no-existence-leak", what: "tenant B's other payload with A's key is not refused as a mismatch" },
-        ],
+        checks: &[EXECUTES, NO_LEAK, NO_EXISTENCE_LEAK],
         needs: &[Need::SecondTenant],
         prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
-async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
-    if let Some(skip) = ctx.missing(Need::SecondTenant) {
-        return Some(skip);
-    }
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
+    ctx.needed(&ctx.config.tenant_b, Need::SecondTenant)?;
     let same_key = ctx.fresh_key();
     let other_key = ctx.fresh_key();
     let a1 = ctx.send("tenant A, key 1", ctx.keyed(&same_key)).await;
     let a2 = ctx.send("tenant A, key 2", ctx.keyed(&other_key)).await;
     for a in [&a1, &a2] {
         if !is_success(a) {
-            return Some(Stop::Error(format!(
+            return Err(Stop::Error(format!(
                 "tenant A's request #{} got {}, so there is nothing to isolate",
                 a.n,
                 a.status_text()
             )));
         }
     }
-    let b1_req = ctx.as_tenant_b(ctx.keyed(&same_key))?;
-    let b1 = ctx.send("tenant B, key 1, A's payload", b1_req).await;
-    let b2_req = ctx.as_tenant_b(ctx.keyed_with_payload(&other_key, 1))?;
-    let b2 = ctx.send("tenant B, key 2, other payload", b2_req).await;
-
-    let (a_value, b_value) = (identity(ctx, &a1), identity(ctx, &b1));
-    let executes = if is_success(&b1) {
-        check::values_relation(
-            &ctx.spec("executes"),
-            "response identity",
-            &[(a1.n, a_value.clone()), (b1.n, b_value)],
-            false,
+    let b1 = ctx
+        .send(
+            "tenant B, key 1, A's payload",
+            as_b(ctx, ctx.keyed(&same_key))?,
         )
+        .await;
+    let b2 = ctx
+        .send(
+            "tenant B, key 2, other payload",
+            as_b(ctx, ctx.keyed_with_payload(&other_key, 1))?,
+        )
+        .await;
+
+    if is_success(&b1) {
+        ctx.expect_identities(&EXECUTES, "response identity", &[&a1, &b1], false);
     } else {
-        check::success(&ctx.spec("executes"), &b1)
-    };
-    ctx.push(executes);
+        ctx.push(check::success(&ctx.spec(&EXECUTES), &b1));
+    }
     match ctx.resource_id(&a1) {
         Some(a_id) => ctx.push(check::body_excludes(
-            &ctx.spec("no-leak"),
+            &ctx.spec(&NO_LEAK),
             "tenant A's resource id",
             &a_id,
             &b1,
@@ -79,7 +86,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
             )
             .into_owned();
             ctx.push(check::body_excludes(
-                &ctx.spec("no-leak"),
+                &ctx.spec(&NO_LEAK),
                 "tenant A's response body",
                 &a_body,
                 &b1,
@@ -87,10 +94,16 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         }
     }
     ctx.push(check::status_not_in(
-        &ctx.spec("no-existence-leak"),
+        &ctx.spec(&NO_EXISTENCE_LEAK),
         &b2,
         &[409, 422],
     ));
     ctx.note(format!("A's keys: {same_key}, {other_key}"));
-    None
+    Ok(())
+}
+
+/// `req` as tenant B.
+fn as_b(ctx: &ProbeCtx, req: Request) -> Result<Request, Stop> {
+    let b = ctx.as_tenant_b(req);
+    ctx.needed(&b, Need::SecondTenant)
 }

@@ -8,11 +8,24 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
-use super::shared::{count_or_stop, is_success, retry_while};
+use super::shared::{is_success, retry_while};
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::http::exchange::Exchange;
 use crate::outcome::Stop;
+
+const NOT_STUCK: CheckDecl = CheckDecl::new(
+    "not-stuck",
+    "within the lease wait a retry is no longer refused as in flight",
+);
+
+const COMPLETES: CheckDecl =
+    CheckDecl::new("completes", "the retry ends with the operation's result");
+
+const ONE_EXECUTION: CheckDecl = CheckDecl::new(
+    "one-execution",
+    "the crashed attempt and its retries execute once",
+);
 
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
@@ -21,24 +34,17 @@ pub const PROBE: ProbeDef = ProbeDef {
         section: "draft-07 §2.6",
         stimulus: "Sends the operation with the crash header so it fails inside the server, then retries without it until it is not refused or the lease wait is over",
         requirement: "A key whose first attempt crashed is not refused forever: within the lease wait a retry replays or executes, once",
-        checks: &[
-            CheckDecl { id: "not-stuck", what: "within the lease wait a retry is no longer refused as in flight" },
-            CheckDecl { id: "completes", what: "the retry ends with the operation's result" },
-            CheckDecl { id: "one-execution", what: "the crashed attempt and its retries execute once" },
-        ],
+        checks: &[NOT_STUCK, COMPLETES, ONE_EXECUTION],
         needs: &[Need::CrashHook],
         prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
-async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
-    if let Some(skip) = ctx.missing(Need::CrashHook) {
-        return Some(skip);
-    }
-    let crash = ctx.config.crash.clone()?;
-    let conflict = ctx.spec("not-stuck").expect;
-    let before = count_or_stop!(ctx, "count before");
+async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
+    let crash = ctx.needed(&ctx.config.crash, Need::CrashHook)?;
+    let conflict = ctx.spec(&NOT_STUCK).expect;
+    let before = ctx.count_before().await?;
     let req = ctx.keyed(&ctx.fresh_key());
     let crashed = ctx
         .send(
@@ -48,7 +54,7 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
         )
         .await;
     if is_success(&crashed) {
-        return Some(Stop::Inconclusive(format!(
+        return Err(Stop::Inconclusive(format!(
             "the first attempt succeeded (#{} {}), so nothing crashed; check that --crash-header {}: {} makes the server fail",
             crashed.n,
             crashed.status_text(),
@@ -60,22 +66,20 @@ async fn run(ctx: &mut ProbeCtx) -> Option<Stop> {
     let interval = (crash.lease_wait / 20).clamp(Duration::from_millis(50), Duration::from_secs(2));
     let refused = |e: &Exchange| e.status().is_some_and(|s| conflict.contains(&s));
     let retries = retry_while(ctx, "retry", &req, refused, crash.lease_wait, interval).await;
-    let after = count_or_stop!(ctx, "count after");
-    let last = retries.last()?;
-    ctx.push(check::status_not_in(
-        &ctx.spec("not-stuck"),
-        last,
-        &conflict,
-    ));
+    let after = ctx.count("count after").await?;
+    let Some(last) = retries.last() else {
+        return Ok(());
+    };
+    ctx.push(check::status_not_in(&ctx.spec(&NOT_STUCK), last, &conflict));
     if refused(last) {
-        return None;
+        return Ok(());
     }
-    ctx.push(check::success(&ctx.spec("completes"), last));
+    ctx.push(check::success(&ctx.spec(&COMPLETES), last));
     if is_success(last) {
         let mut attempts: Vec<&Exchange> = vec![&crashed];
         attempts.extend(retries.iter());
-        let e = ctx.executions(before, after, &attempts);
-        ctx.push(check::executed(&ctx.spec("one-execution"), &e, 1));
+        let e = ctx.executions(&before, &after, &[], &attempts);
+        ctx.expect_executions(&ONE_EXECUTION, e, 1);
     }
-    None
+    Ok(())
 }

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::check::{self, Check, CheckSpec, Severity};
 use crate::config::Config;
-use crate::effects::{self, Executions};
+use crate::effects::{Executions, Meter, Reading};
 use crate::http::burst::BurstOptions;
 use crate::http::exchange::{Exchange, Header, SentRequest};
 use crate::http::h2burst;
@@ -128,7 +128,20 @@ fn number(t0: Instant, raws: Vec<(String, SentRequest, RawResponse)>) -> Vec<Exc
 /// The checks of one key, from its exchanges alone (the counter is judged for the whole run).
 fn judge(config: &Config, key: String, exchanges: Vec<Exchange>) -> KeyOutcome {
     let refs: Vec<&Exchange> = exchanges.iter().collect();
-    let executions = effects::executions(None, config.id_pointer.as_deref(), None, None, &refs);
+    // Per key, executions are told apart by the responses; the counter is judged for the run.
+    let none = Reading::new(None, 0);
+    let executions = Meter::configured(
+        None,
+        config.id_pointer.as_deref(),
+        Vec::new(),
+        config.timeout,
+    )
+    .count(&none, &none, &[], &refs)
+    .unwrap_or_else(|why| Executions {
+        count: 0,
+        basis: why,
+        exchanges: Vec::new(),
+    });
     let completed = exchanges
         .iter()
         .any(|e| e.response.as_ref().is_some_and(|r| r.is_success()));

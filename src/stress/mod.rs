@@ -18,12 +18,11 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::check::{self, CheckSpec, Severity};
-use crate::config::{Config, Counter};
-use crate::effects;
+use crate::config::Config;
+use crate::effects::{Meter, Reading};
 use crate::http::client::Client;
 use crate::http::exchange::Exchange;
 use crate::outcome::{decide, Outcome, Stop};
-use crate::probes::Request;
 use crate::report::terminal::Progress;
 use crate::report::{ProbeReport, RunReport, Summary, ToolInfo, SCHEMA};
 
@@ -127,17 +126,27 @@ pub async fn run(
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let start = Instant::now();
     let client = Client::new(config.timeout, key::STRESS_MAX_BODY)?;
+    let meter = Meter::configured(
+        config.counter.clone(),
+        config.id_pointer.as_deref(),
+        config.operation.headers.clone(),
+        config.timeout,
+    );
     let mut count_exchanges = Vec::new();
-    let before = read_counter(&config, &client, "count before", &mut count_exchanges).await;
-    if let Err(stop) = &before {
-        return Ok(failed_to_start(
-            &config,
-            opts,
-            started_at,
-            stop.clone(),
-            count_exchanges,
-        ));
-    }
+    let before = read_counter(&meter, &client, "count before", &mut count_exchanges, 0).await;
+    let before = match before {
+        Ok(reading) => reading,
+        Err(stop) => {
+            return Ok(failed_to_start(
+                &config,
+                &meter,
+                opts,
+                started_at,
+                stop,
+                count_exchanges,
+            ))
+        }
+    };
 
     let duplicates = opts.duplicates.max(1);
     let late = if duplicates >= 2 {
@@ -178,9 +187,10 @@ pub async fn run(
         agg.add(done?, progress);
     }
     let elapsed = start.elapsed();
-    let after = read_counter(&config, &client, "count after", &mut count_exchanges).await;
+    let sent = agg.stats.requests as usize;
+    let after = read_counter(&meter, &client, "count after", &mut count_exchanges, sent).await;
 
-    let mut result = agg.verdict(&config, before.ok().flatten(), after, count_exchanges);
+    let mut result = agg.verdict(&meter, before, after, count_exchanges);
     result.duration_ms = elapsed.as_secs_f64() * 1000.0;
     Ok(StressReport {
         schema: STRESS_SCHEMA,
@@ -258,9 +268,9 @@ impl Aggregate {
     /// exchanges renumbered into one list.
     fn verdict(
         &mut self,
-        config: &Config,
-        before: Option<u64>,
-        after: Result<Option<u64>, Stop>,
+        meter: &Meter,
+        before: Reading,
+        after: Result<Reading, Stop>,
         count_exchanges: Vec<Exchange>,
     ) -> ProbeReport {
         let mut exchanges = Vec::new();
@@ -280,18 +290,18 @@ impl Aggregate {
                 nums
             };
         let counts = renumber(count_exchanges, "", &mut exchanges);
-        match (&config.counter, before, &after) {
-            (_, _, Err(s)) => stop = Some(s.clone()),
-            (Some(c), Some(b), Ok(Some(a))) => {
-                let e = effects::executions(Some(c), None, Some(b), Some(*a), &[]);
-                checks.push(check::executions(
+        match &after {
+            Err(s) => stop = Some(s.clone()),
+            Ok(a) if meter.has_counter() => match meter.count(&before, a, &[], &[]) {
+                Ok(e) => checks.push(check::executions(
                     &EFFECTS,
                     &e.basis,
                     self.completed as u64,
                     e.count,
                     counts,
-                ));
-            }
+                )),
+                Err(why) => stop = Some(Stop::Inconclusive(why)),
+            },
             _ => timeline.push(format!(
                 "no --count-url: executions were counted per key by {}",
                 if self.basis.is_empty() {
@@ -348,54 +358,49 @@ impl Aggregate {
     }
 }
 
-/// Reads the counter through the ordinary client, recording the read.
+/// Reads the counter once through the run's effects meter, recording the read; `sent` is how
+/// many requests had been sent, which bounds a sane delta.
 async fn read_counter(
-    config: &Config,
+    meter: &Meter,
     client: &Client,
     role: &str,
     out: &mut Vec<Exchange>,
-) -> Result<Option<u64>, Stop> {
-    let Some(Counter::Url { url, pointer }) = &config.counter else {
-        if let Some(Counter::Command(cmd)) = &config.counter {
-            let (value, _) = effects::run_count_cmd(cmd, config.timeout).await;
-            return value
-                .map(Some)
-                .map_err(|e| Stop::Error(format!("--count-cmd failed: {e}")));
-        }
-        return Ok(None);
+    sent: usize,
+) -> Result<Reading, Stop> {
+    let Some(read) = meter.read(client).await else {
+        return Ok(Reading::new(None, sent));
     };
-    let req = Request::counter_read(config, url);
-    let (sent, r) = client.send(&req).await;
-    let ex = Exchange {
-        n: out.len() + 1,
-        role: role.to_string(),
-        start_ms: 0.0,
-        duration_ms: r
-            .finished
-            .saturating_duration_since(r.started)
-            .as_secs_f64()
-            * 1000.0,
-        release_us: None,
-        request: sent,
-        response: r.result.as_ref().ok().cloned(),
-        error: r.result.as_ref().err().cloned(),
-    };
-    let value = effects::read_counter(&ex, pointer);
-    out.push(ex);
-    value
-        .map(Some)
-        .map_err(|e| Stop::Error(format!("the effect counter could not be read: {e}")))
+    if let Some((request, r)) = read.exchange {
+        out.push(Exchange {
+            n: out.len() + 1,
+            role: role.to_string(),
+            start_ms: 0.0,
+            duration_ms: r
+                .finished
+                .saturating_duration_since(r.started)
+                .as_secs_f64()
+                * 1000.0,
+            release_us: None,
+            request,
+            response: r.result.as_ref().ok().cloned(),
+            error: r.result.as_ref().err().cloned(),
+        });
+    }
+    read.value
+        .map(|v| Reading::new(Some(v), sent))
+        .map_err(|e| Stop::Error(meter.unreadable(&e)))
 }
 
 fn failed_to_start(
     config: &Config,
+    meter: &Meter,
     opts: &StressOptions,
     started_at: String,
     stop: Stop,
     exchanges: Vec<Exchange>,
 ) -> StressReport {
     let mut agg = Aggregate::default();
-    let mut result = agg.verdict(config, None, Err(stop), exchanges);
+    let mut result = agg.verdict(meter, Reading::new(None, 0), Err(stop), exchanges);
     result.outcome = Outcome::Error;
     StressReport {
         schema: STRESS_SCHEMA,

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use idem_check::config::{Config, RunOptions};
+use idem_check::probes::select;
 use idem_check::reference::Reference;
 use idem_check::report::{ProbeReport, RunReport};
 use idem_check::runner::{self, Observer};
@@ -24,13 +25,14 @@ pub async fn run_reference(fault: Option<Fault>, probes: &[&str], strict: bool) 
         .await
         .expect("reference server starts");
     let opts = RunOptions {
-        probes: probes.iter().map(|p| p.to_string()).collect(),
         strict,
         ..RunOptions::default()
     };
     let config = Config::build(reference.target(), &opts, Some(reference.restart_hook()))
         .expect("reference target is valid");
-    let report = runner::run(Arc::new(config), &Quiet, std::future::pending())
+    let only: Vec<String> = probes.iter().map(|p| p.to_string()).collect();
+    let selection = select(&config.suite, &only, &[]).expect("known probes");
+    let report = runner::run(Arc::new(config), selection, &Quiet, std::future::pending())
         .await
         .expect("run completes");
     reference.stop().await.expect("reference server stops");
