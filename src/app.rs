@@ -55,6 +55,12 @@ fn man(dir: Option<&std::path::Path>) -> Result<ExitCode> {
 async fn configure(t: &TargetArgs, opts: RunOptions) -> Result<(Arc<Config>, Option<Reference>)> {
     let mut reference = None;
     let mut hook: Option<Arc<dyn RestartHook>> = None;
+    if let (Some(fault), false) = (&t.reference_fault, t.reference) {
+        bail!(
+            "--reference-fault switches a fault on in the bundled reference server, which only \
+             --reference starts: idem-check run --reference --reference-fault {fault}"
+        );
+    }
     let target = if t.reference {
         let fault = t
             .reference_fault
@@ -188,7 +194,14 @@ fn target_from_args(args: &TargetArgs) -> Result<TargetSpec> {
         t.restart_timeout = Some(args.restart_timeout);
     }
     if t.url.is_empty() {
-        bail!("no URL: give one, or --target FILE, or --reference");
+        bail!(
+            "nothing to check: give the operation's URL (idem-check run \
+             https://api.example.com/v1/payments …), a target file (--target FILE), or \
+             --reference to check the bundled reference server"
+        );
+    }
+    if let Some(hint) = crate::target::scheme_hint(&t.url) {
+        bail!("{hint}");
     }
     Ok(t)
 }

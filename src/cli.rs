@@ -79,7 +79,7 @@ pub struct ListArgs {
 #[derive(Debug, Args)]
 pub struct TargetArgs {
     /// URL of the operation to check, e.g. https://api.example.com/v1/payments
-    #[arg(value_name = "URL", required_unless_present_any = ["reference", "target"])]
+    #[arg(value_name = "URL")]
     pub url: Option<String>,
 
     /// Check the bundled reference server, started in-process on a free port with a temporary
@@ -89,12 +89,7 @@ pub struct TargetArgs {
 
     /// Start the bundled reference server with this fault switched on (see the reference
     /// server's README), to see a probe fail.
-    #[arg(
-        long,
-        value_name = "FAULT",
-        requires = "reference",
-        hide_short_help = true
-    )]
+    #[arg(long, value_name = "FAULT")]
     pub reference_fault: Option<String>,
 
     /// Read the target description from a TOML file (see fixtures/targets/).
@@ -183,13 +178,13 @@ pub struct TargetArgs {
     /// The target speaks HTTP/2 (for http:// URLs, h2c with prior knowledge): race bursts then
     /// release every duplicate in one packet. https:// targets that pick h2 in ALPN get that
     /// without the flag.
-    #[arg(long, hide_short_help = true)]
+    #[arg(long)]
     pub http2: bool,
 
     /// Release HTTP/1.1 bursts from the calling thread. By default two dedicated release threads
     /// do it, about twice as tight (BENCHMARKS.md): at real-time priority where the process may
     /// (root, CAP_SYS_NICE or `ulimit -r`), else with a short time slice (Linux 6.12 or later).
-    #[arg(long, hide_short_help = true)]
+    #[arg(long)]
     pub no_release_threads: bool,
 
     /// Trust the CA certificates in this PEM file, besides the public roots (a private CA).

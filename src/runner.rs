@@ -55,7 +55,12 @@ pub async fn run(
             skipped_report(
                 &def,
                 Outcome::Skip,
-                format!("needs {}: pass {}", need.what(), need.option()),
+                match &config.target_file {
+                    Some(file) => {
+                        format!("needs {}: add {} to {file}", need.what(), need.target_key())
+                    }
+                    None => format!("needs {}: pass {}", need.what(), need.option()),
+                },
             )
         } else {
             let mut ctx = ProbeCtx::new(config.clone(), client.clone(), def.meta, session.clone());

@@ -137,7 +137,11 @@ pub fn parse(
             path,
             text,
             e.span(),
-            format!("invalid target file: {}", e.message()),
+            format!(
+                "invalid target file: {}{}",
+                e.message(),
+                misplaced(e.message())
+            ),
         )
     })?;
     let mut secrets = Vec::new();
@@ -253,6 +257,9 @@ pub fn parse(
             ));
         }
     }
+    if let Some(hint) = scheme_hint(&spec.url) {
+        return Err(FileError::at(path, text, Some(file.url.span()), hint));
+    }
     if url::Url::parse(&spec.url).is_err() {
         return Err(FileError::at(
             path,
@@ -262,7 +269,74 @@ pub fn parse(
         ));
     }
     spec.secrets = secrets;
+    spec.target_file = Some(path.to_string());
     Ok(spec)
+}
+
+/// For a URL written without its scheme (`api.example.com/v1/payments`), what to write
+/// instead; `None` for anything else.
+pub fn scheme_hint(url: &str) -> Option<String> {
+    if url.contains("://") || url.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{url:?} has no scheme: write https://{url} (or http:// for a plain-HTTP target)"
+    ))
+}
+
+/// Where each key of a target file goes: the table (`""` for the top level) and its keys, as in
+/// fixtures/targets/README.md.
+const KEYS: &[(&str, &[&str])] = &[
+    (
+        "",
+        &[
+            "url",
+            "method",
+            "headers",
+            "body",
+            "body-file",
+            "id-pointer",
+            "hold-header",
+            "invalid-body",
+            "second-url",
+            "replicas",
+            "http2",
+            "proxy",
+            "resolve",
+        ],
+    ),
+    ("counter", &["url", "pointer", "command"]),
+    ("tenant-b", &["headers"]),
+    ("restart", &["command", "ready-url", "timeout"]),
+    ("crash", &["header", "lease-wait"]),
+    ("tls", &["cacert", "cert", "key", "insecure"]),
+];
+
+/// For an "unknown field" error, where that key belongs (" — `ready-url` belongs in the
+/// [restart] table"); empty when the key belongs nowhere or the error is another one.
+fn misplaced(message: &str) -> String {
+    let Some(key) = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split('`').next())
+    else {
+        return String::new();
+    };
+    let homes: Vec<String> = KEYS
+        .iter()
+        .filter(|(_, keys)| keys.contains(&key))
+        .map(|(table, _)| match *table {
+            "" => "at the top level, before the first [table]".to_string(),
+            t => format!("in the [{t}] table"),
+        })
+        .collect();
+    if homes.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " — `{key}` belongs {} (see fixtures/targets/README.md)",
+            homes.join(" or ")
+        )
+    }
 }
 
 /// A humantime duration ("30s", "1m"), located on error.
@@ -356,6 +430,28 @@ mod tests {
         let e = parse("t.toml", &bad, &env(), Path::new(".")).unwrap_err();
         assert_eq!(e.line, 3);
         assert!(e.message.contains("HOST:PORT:ADDR"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_misplaced_key_is_pointed_to_its_table() {
+        let text = "url = \"http://127.0.0.1:1/p\"\nready-url = \"http://127.0.0.1:1/healthz\"\n";
+        let e = parse("t.toml", text, &env(), Path::new(".")).unwrap_err();
+        assert!(
+            e.message
+                .contains("`ready-url` belongs in the [restart] table"),
+            "{}",
+            e.message
+        );
+        let text = "url = \"http://127.0.0.1:1/p\"\n[restart]\ncommand = \"true\"\nhold-header = \"X: 1\"\n";
+        let e = parse("t.toml", text, &env(), Path::new(".")).unwrap_err();
+        assert!(
+            e.message.contains("belongs at the top level"),
+            "{}",
+            e.message
+        );
+        let text = "url = \"http://127.0.0.1:1/p\"\nmethd = \"POST\"\n";
+        let e = parse("t.toml", text, &env(), Path::new(".")).unwrap_err();
+        assert!(!e.message.contains("belongs"), "{}", e.message);
     }
 
     #[test]

@@ -423,3 +423,83 @@ fn readme_workflow_is_the_linted_example() {
         "README's workflow differs from the example file"
     );
 }
+
+/// The usual first mistakes get a message that says what to type instead (exit 1).
+#[test]
+fn first_mistakes_say_what_to_type() {
+    let cases: [(&[&str], &str); 3] = [
+        (&["run"], "--reference"),
+        (
+            &["run", "api.example.com/v1/payments"],
+            "write https://api.example.com/v1/payments",
+        ),
+        (
+            &["run", "--reference-fault", "race"],
+            "idem-check run --reference --reference-fault race",
+        ),
+    ];
+    for (args, wanted) in cases {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(wanted),
+            "{args:?}: {}",
+            text(&o)
+        );
+    }
+    let o = run(&["run", "--target", "/nonexistent/none.toml"]);
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("nothing to check"));
+}
+
+/// `-h` lists the options the README documents, the advanced ones included.
+#[test]
+fn short_help_lists_every_documented_option() {
+    let o = run(&["run", "-h"]);
+    let help = String::from_utf8_lossy(&o.stdout);
+    for option in [
+        "--reference-fault",
+        "--http2",
+        "--no-release-threads",
+        "--cacert",
+        "--proxy",
+    ] {
+        assert!(
+            help.contains(option),
+            "{option} missing from run -h:\n{help}"
+        );
+    }
+}
+
+/// `--probe GROUP` runs the group; `--skip` takes an id out of it.
+#[test]
+fn probe_accepts_a_group_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let o = run(&[
+        "run",
+        "--reference",
+        "--probe",
+        "key-syntax",
+        "--skip",
+        "malformed-key",
+        "--report-json",
+        &json.display().to_string(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let ids: Vec<&str> = report["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&"missing-key") && ids.contains(&"oversized-key"),
+        "{ids:?}"
+    );
+    assert!(
+        !ids.contains(&"malformed-key") && !ids.contains(&"replay-identity"),
+        "{ids:?}"
+    );
+}
