@@ -319,14 +319,21 @@ fn with(mut args: Vec<String>, extra: &[&str]) -> Vec<String> {
     args
 }
 
+/// Certificates, the reference server, and a TLS front for it: (pki, server, its plain
+/// `host:port`, the front's port).
+async fn behind_tls(client_auth: bool) -> (Pki, Reference, String, u16) {
+    let pki = Pki::new();
+    let reference = Reference::start(None).await.unwrap();
+    let backend = reference.base.trim_start_matches("http://").to_string();
+    let port = pki.front(&backend, client_auth).await;
+    (pki, reference, backend, port)
+}
+
 /// A private CA: refused without `--cacert` (ERROR naming the TLS handshake), trusted with it by
 /// every client; `--insecure` also gets through, and the header and the report say so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_private_ca_is_trusted_with_cacert_or_skipped_with_insecure() {
-    let pki = Pki::new();
-    let reference = Reference::start(None).await.unwrap();
-    let backend = reference.base.trim_start_matches("http://").to_string();
-    let port = pki.front(&backend, false).await;
+    let (pki, reference, _, port) = behind_tls(false).await;
     let base = format!("https://localhost:{port}");
     let args = flags(&reference.target(), &reference.base, &base);
 
@@ -367,10 +374,7 @@ async fn a_private_ca_is_trusted_with_cacert_or_skipped_with_insecure() {
 /// certificate its CA did not sign; accepted with `--cert` and `--key`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_tls_presents_the_client_certificate() {
-    let pki = Pki::new();
-    let reference = Reference::start(None).await.unwrap();
-    let backend = reference.base.trim_start_matches("http://").to_string();
-    let port = pki.front(&backend, true).await;
+    let (pki, reference, _, port) = behind_tls(true).await;
     let base = format!("https://localhost:{port}");
     let cacert = pki.path("ca.pem");
     let args = with(
@@ -398,10 +402,7 @@ async fn mutual_tls_presents_the_client_certificate() {
 /// proxy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_carries_every_client_and_both_burst_engines() {
-    let pki = Pki::new();
-    let reference = Reference::start(None).await.unwrap();
-    let backend = reference.base.trim_start_matches("http://").to_string();
-    let port = pki.front(&backend, false).await;
+    let (pki, reference, backend, port) = behind_tls(false).await;
     let cacert = pki.path("ca.pem");
 
     let proxy = Proxy::start().await;
@@ -457,10 +458,7 @@ async fn proxy_carries_every_client_and_both_burst_engines() {
 /// name in `NO_PROXY` the proxy sees nothing and `--resolve` supplies the address instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn environment_proxy_no_proxy_and_resolve() {
-    let pki = Pki::new();
-    let reference = Reference::start(None).await.unwrap();
-    let backend = reference.base.trim_start_matches("http://").to_string();
-    let port = pki.front(&backend, false).await;
+    let (pki, reference, _, port) = behind_tls(false).await;
     let cacert = pki.path("ca.pem");
     let base = format!("https://api.test:{port}");
     let args = with(
