@@ -1,20 +1,25 @@
 //! What each command does, from parsed options to an exit code.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write as _};
 use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Context;
 
-use crate::cli::{Command, ListArgs, MatrixArgs, Opts, RunArgs, StressArgs, TargetArgs};
+use crate::cli::{
+    Command, ListArgs, MatrixArgs, Opts, ReportArgs, RunArgs, StressArgs, TargetArgs,
+};
 use crate::config::{Config, RestartHook, RunOptions, TargetSpec};
-use crate::exit::ExitCode;
+use crate::exit::{AppError, ExitCode};
 use crate::probes;
 use crate::reference::Reference;
 use crate::report::terminal::{self, Progress};
-use crate::report::{self, ProbeReport, RenderOptions, RunReport};
+use crate::report::{self, Format, ProbeReport, RenderOptions, ReportFile, Reportable};
 use crate::runner::{self, Observer};
 use crate::suite::Suite;
+
+type Result<T, E = AppError> = std::result::Result<T, E>;
 
 /// Runs the parsed command.
 pub async fn run(opts: Opts) -> Result<ExitCode> {
@@ -50,16 +55,55 @@ fn man(dir: Option<&std::path::Path>) -> Result<ExitCode> {
     Ok(ExitCode::Ok)
 }
 
+/// Prints to stdout. A reader that went away (`idem-check list | head -1`) is not an error:
+/// the output is simply no longer wanted, so the command ends quietly with its own code.
+fn emit(text: &str) -> Result<()> {
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(AppError::runtime(
+            anyhow::Error::new(e).context("cannot write to stdout"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The report files asked for, checked writable (folders created) before any work is done.
+fn report_files(args: &ReportArgs) -> Result<Vec<ReportFile>> {
+    let files = ReportFile::list(&[
+        (Format::Junit, &args.junit),
+        (Format::Json, &args.json),
+        (Format::Markdown, &args.markdown),
+    ]);
+    report::format::prepare(&files).map_err(AppError::runtime)?;
+    Ok(files)
+}
+
+/// Writes every report; each failure is printed, and folded into the exit code as
+/// [`ExitCode::with_report_failure`] documents.
+fn finish_reports(
+    report: &dyn Reportable,
+    files: &[ReportFile],
+    render: &RenderOptions,
+    args: &ReportArgs,
+    code: ExitCode,
+) -> ExitCode {
+    let failures = report::format::write_reports(report, files, render, args.max_body_bytes);
+    for e in &failures {
+        eprintln!("idem-check: error: {e:#}");
+    }
+    code.with_report_failure(!failures.is_empty())
+}
+
 /// The validated config for the target the user described, starting the bundled reference
 /// server when asked (it lives as long as the returned handle).
 async fn configure(t: &TargetArgs, opts: RunOptions) -> Result<(Arc<Config>, Option<Reference>)> {
     let mut reference = None;
     let mut hook: Option<Arc<dyn RestartHook>> = None;
     if let (Some(fault), false) = (&t.reference_fault, t.reference) {
-        bail!(
+        return Err(anyhow::anyhow!(
             "--reference-fault switches a fault on in the bundled reference server, which only \
              --reference starts: idem-check run --reference --reference-fault {fault}"
-        );
+        )
+        .into());
     }
     let target = if t.reference {
         let fault = t
@@ -69,7 +113,8 @@ async fn configure(t: &TargetArgs, opts: RunOptions) -> Result<(Arc<Config>, Opt
             .transpose()?;
         let r = Reference::start(fault)
             .await
-            .context("could not start the bundled reference server")?;
+            .context("could not start the bundled reference server")
+            .map_err(AppError::runtime)?;
         let mut spec = r.target();
         spec.http2 = t.http2;
         connection_from_args(t, &mut spec);
@@ -79,6 +124,11 @@ async fn configure(t: &TargetArgs, opts: RunOptions) -> Result<(Arc<Config>, Opt
     } else {
         target_from_args(t)?
     };
+    let mut target = target;
+    target.secrets.extend(t.secret.iter().cloned());
+    target
+        .redact_headers
+        .extend(t.redact_header.iter().cloned());
     // The in-process reference server is on loopback: only an explicit --proxy reaches it
     // through a proxy.
     crate::http::tls::configure(&target.tls)?;
@@ -111,6 +161,7 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
         strict: args.strict,
         ..RunOptions::default()
     };
+    let files = report_files(&args.report)?;
     let (config, reference) = configure(&args.target, opts).await?;
     let selection = probes::select(
         &config.suite,
@@ -118,8 +169,12 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
         &expand_groups(&args.skip),
     )?;
     let render = RenderOptions {
-        color: terminal::use_color(args.color),
+        color: terminal::use_color(args.report.color),
         secrets: config.secrets.clone(),
+        max_body: args
+            .report
+            .max_body_bytes
+            .unwrap_or(Format::Terminal.default_max_body()),
     };
     let progress = Progress::new(selection.len() as u64, std::io::stderr().is_terminal());
     // The header and each verdict are printed as they are known; the evidence and the
@@ -138,14 +193,16 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
         progress: &progress,
         render: &render,
     };
-    let report = runner::run(config.clone(), selection, &observer, interrupted()).await?;
+    let report = runner::run(config.clone(), selection, &observer, interrupted())
+        .await
+        .map_err(AppError::runtime)?;
     progress.finish();
     if let Some(r) = reference {
-        r.stop().await?;
+        r.stop().await.map_err(AppError::runtime)?;
     }
-    print!("{}", terminal::render_tail(&report, &render, config.strict));
-    write_reports(&args, &report, &render, config.strict)?;
-    Ok(ExitCode::for_run(&report.summary, report.interrupted))
+    emit(&terminal::render_tail(&report, &render, config.strict))?;
+    let code = ExitCode::for_run(&report.summary, report.interrupted);
+    Ok(finish_reports(&report, &files, &render, &args.report, code))
 }
 
 /// The target description from `--target` and the flags; flags win over the file.
@@ -194,14 +251,15 @@ fn target_from_args(args: &TargetArgs) -> Result<TargetSpec> {
         t.restart_timeout = Some(args.restart_timeout);
     }
     if t.url.is_empty() {
-        bail!(
+        return Err(anyhow::anyhow!(
             "nothing to check: give the operation's URL (idem-check run \
              https://api.example.com/v1/payments …), a target file (--target FILE), or \
              --reference to check the bundled reference server"
-        );
+        )
+        .into());
     }
     if let Some(hint) = crate::target::scheme_hint(&t.url) {
-        bail!("{hint}");
+        return Err(anyhow::anyhow!("{hint}").into());
     }
     Ok(t)
 }
@@ -247,34 +305,10 @@ fn connection_from_args(args: &TargetArgs, t: &mut TargetSpec) {
 fn body_arg(arg: &str, what: &str) -> Result<String> {
     match arg.strip_prefix('@') {
         Some(path) => std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read the body file {path:?} ({what})")),
+            .with_context(|| format!("cannot read the body file {path:?} ({what})"))
+            .map_err(AppError::input_file),
         None => Ok(arg.to_string()),
     }
-}
-
-fn write_reports(
-    args: &RunArgs,
-    report: &RunReport,
-    render: &RenderOptions,
-    strict: bool,
-) -> Result<()> {
-    if let Some(path) = &args.report_junit {
-        let xml = report::junit::render(report, render, strict)?;
-        report::file::write_atomically(path, &xml)
-            .with_context(|| format!("could not write the JUnit report {}", path.display()))?;
-    }
-    if let Some(path) = &args.report_json {
-        let json = report::json::render(report, render)?;
-        report::file::write_atomically(path, &json)
-            .with_context(|| format!("could not write the JSON report {}", path.display()))?;
-    }
-    if let Some(path) = &args.report_markdown {
-        let md = report::markdown::render(report, render);
-        report::file::write_atomically(path, &md)
-            .with_context(|| format!("could not write the Markdown report {}", path.display()))?;
-    }
-    report::markdown::append_to_step_summary(report, render)?;
-    Ok(())
 }
 
 /// Streams the run to the terminal: the running probe on the bar, each verdict line above it
@@ -300,12 +334,19 @@ impl Observer for ProgressObserver<'_> {
 
 async fn stress(args: StressArgs) -> Result<ExitCode> {
     if args.keys == 0 || args.duplicates == 0 || args.concurrency == 0 {
-        bail!("--keys, --duplicates and --concurrency must be at least 1");
+        return Err(
+            anyhow::anyhow!("--keys, --duplicates and --concurrency must be at least 1").into(),
+        );
     }
+    let files = report_files(&args.report)?;
     let (config, reference) = configure(&args.target, RunOptions::default()).await?;
     let render = RenderOptions {
-        color: terminal::use_color(args.color),
+        color: terminal::use_color(args.report.color),
         secrets: config.secrets.clone(),
+        max_body: args
+            .report
+            .max_body_bytes
+            .unwrap_or(Format::Terminal.default_max_body()),
     };
     let progress = Progress::for_stress(
         args.keys as u64,
@@ -318,45 +359,50 @@ async fn stress(args: StressArgs) -> Result<ExitCode> {
         concurrency: args.concurrency,
         duration: args.duration,
     };
-    let report = crate::stress::run(config.clone(), &opts, &progress, interrupted()).await?;
+    let report = crate::stress::run(config.clone(), &opts, &progress, interrupted())
+        .await
+        .map_err(AppError::runtime)?;
     progress.finish();
     if let Some(r) = reference {
-        r.stop().await?;
+        r.stop().await.map_err(AppError::runtime)?;
     }
-    print!("{}", crate::stress::render_terminal(&report, &render));
-    if let Some(path) = &args.report_json {
-        let json = report::json::render_value(&report, &render)?;
-        report::file::write_atomically(path, &json)
-            .with_context(|| format!("could not write the JSON report {}", path.display()))?;
-    }
-    if let Some(path) = &args.report_junit {
-        let xml = report::junit::render(&report.as_run_report(), &render, false)?;
-        report::file::write_atomically(path, &xml)
-            .with_context(|| format!("could not write the JUnit report {}", path.display()))?;
-    }
+    emit(&crate::stress::render_terminal(&report, &render))?;
     let run = report.as_run_report();
-    Ok(ExitCode::for_run(&run.summary, report.interrupted))
+    let code = ExitCode::for_run(&run.summary, report.interrupted);
+    Ok(finish_reports(&report, &files, &render, &args.report, code))
 }
 
 fn matrix(args: &MatrixArgs) -> Result<ExitCode> {
-    let m = crate::matrix::build(crate::matrix::load(&args.reports)?);
+    let m = crate::matrix::build(crate::matrix::load(&args.reports).map_err(AppError::input_file)?);
     let md = crate::matrix::markdown::render(&m);
+    let write = |path: &std::path::Path, text: &str| {
+        report::format::prepare(&[ReportFile {
+            format: Format::Markdown,
+            path: path.to_path_buf(),
+        }])
+        .and_then(|()| report::file::write_atomically(path, text))
+        .with_context(|| format!("could not write {}", path.display()))
+        .map_err(AppError::runtime)
+    };
     match &args.markdown {
-        Some(path) => report::file::write_atomically(path, &md)
-            .with_context(|| format!("could not write {}", path.display()))?,
-        None => print!("{md}"),
+        Some(path) => write(path, &md)?,
+        None => emit(&md)?,
     }
     if let Some(path) = &args.html {
-        report::file::write_atomically(path, &crate::matrix::html::render(&m))
-            .with_context(|| format!("could not write {}", path.display()))?;
+        write(path, &crate::matrix::html::render(&m))?;
     }
     Ok(ExitCode::Ok)
 }
 
 fn list(args: &ListArgs) -> Result<ExitCode> {
     let suite = Suite::load(&args.suite)?;
-    println!("suite {}: {}\n", suite.name, suite.description);
-    println!("{:<26} {:<12} {:<32} needs", "probe", "group", "section");
+    let mut out = String::new();
+    let _ = writeln!(out, "suite {}: {}\n", suite.name, suite.description);
+    let _ = writeln!(
+        out,
+        "{:<26} {:<12} {:<32} needs",
+        "probe", "group", "section"
+    );
     for p in probes::catalog() {
         let m = p.meta;
         let needs = if m.needs.is_empty() {
@@ -373,7 +419,8 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
         } else {
             "  (not in this suite)"
         };
-        println!(
+        let _ = writeln!(
+            out,
             "{:<26} {:<12} {:<32} {needs}{off}",
             m.id,
             m.group.as_str(),
@@ -396,23 +443,27 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
                         .join(" or ")
                 )
             };
-            println!("    {sev:<12} {}{expect}", c.what);
+            let _ = writeln!(out, "    {sev:<12} {}{expect}", c.what);
         }
     }
+    emit(&out)?;
     Ok(ExitCode::Ok)
 }
 
 fn explain(id: &str, suite: &str) -> Result<ExitCode> {
     let Some(p) = probes::find(id) else {
         let known: Vec<&str> = probes::catalog().iter().map(|p| p.meta.id).collect();
-        bail!("unknown probe {id:?}; known probes: {}", known.join(", "));
+        return Err(
+            anyhow::anyhow!("unknown probe {id:?}; known probes: {}", known.join(", ")).into(),
+        );
     };
     let suite = Suite::load(suite)?;
     let m = p.meta;
-    println!("{}  ({}, {})", m.id, m.group.as_str(), m.section);
-    println!("stimulus:    {}", m.stimulus);
-    println!("requirement: {}", m.requirement);
-    println!("checks in suite {}:", suite.name);
+    let mut out = String::new();
+    let _ = writeln!(out, "{}  ({}, {})", m.id, m.group.as_str(), m.section);
+    let _ = writeln!(out, "stimulus:    {}", m.stimulus);
+    let _ = writeln!(out, "requirement: {}", m.requirement);
+    let _ = writeln!(out, "checks in suite {}:", suite.name);
     for c in m.checks {
         if let Some(s) = suite.check(m.id, c.id) {
             let expect = s
@@ -421,7 +472,8 @@ fn explain(id: &str, suite: &str) -> Result<ExitCode> {
                 .map(|s| s.to_string())
                 .collect::<Vec<_>>()
                 .join(" or ");
-            println!(
+            let _ = writeln!(
+                out,
                 "  {:<12} {:<20} {}{}",
                 s.severity.as_str(),
                 c.id,
@@ -435,7 +487,8 @@ fn explain(id: &str, suite: &str) -> Result<ExitCode> {
         }
     }
     for n in m.needs {
-        println!("needs: {} ({})", n.what(), n.option());
+        let _ = writeln!(out, "needs: {} ({})", n.what(), n.option());
     }
+    emit(&out)?;
     Ok(ExitCode::Ok)
 }

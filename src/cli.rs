@@ -226,6 +226,43 @@ pub struct TargetArgs {
     /// matrix`) [default: the target's host]
     #[arg(long, value_name = "NAME")]
     pub label: Option<String>,
+
+    /// A value to mask in every output (repeatable), named $IDEM_SECRET_1, … in reproduce lines.
+    /// Credentials in headers, cookies, URL userinfo and query parameters such as `sig` or
+    /// `access_token` are masked without it.
+    #[arg(long, value_name = "VALUE")]
+    pub secret: Vec<String>,
+
+    /// Mask the values of this header like a credential (repeatable); headers whose name holds
+    /// key, token, secret, password, session, signature, auth or credential already are.
+    #[arg(long, value_name = "NAME")]
+    pub redact_header: Vec<String>,
+}
+
+/// Where reports go and how they look: shared by `run` and `stress`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Write a JUnit XML report.
+    #[arg(long = "report-junit", value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+
+    /// Write a JSON report (schema idem-check.report/1, or idem-check.stress/1 for stress).
+    #[arg(long = "report-json", value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set, within
+    /// GitHub's 1 MiB limit).
+    #[arg(long = "report-markdown", value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+
+    /// Cut every body in every output at this many bytes (with its size and SHA-256)
+    /// [default: 2048 terminal, 1024 Markdown, 8192 JUnit, 16384 JSON]
+    #[arg(long, value_name = "BYTES")]
+    pub max_body_bytes: Option<usize>,
+
+    /// When to use colour.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
 }
 
 /// `idem-check run`.
@@ -247,21 +284,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub strict: bool,
 
-    /// Write a JUnit XML report.
-    #[arg(long, value_name = "FILE")]
-    pub report_junit: Option<PathBuf>,
-
-    /// Write a JSON report (schema idem-check.report/1).
-    #[arg(long, value_name = "FILE")]
-    pub report_json: Option<PathBuf>,
-
-    /// Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).
-    #[arg(long, value_name = "FILE")]
-    pub report_markdown: Option<PathBuf>,
-
-    /// When to use colour.
-    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
-    pub color: ColorChoice,
+    #[command(flatten)]
+    pub report: ReportArgs,
 }
 
 /// `idem-check stress`.
@@ -286,15 +310,7 @@ pub struct StressArgs {
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "60s")]
     pub duration: Duration,
 
-    /// Write a JUnit XML report (one testcase, `stress`).
-    #[arg(long, value_name = "FILE")]
-    pub report_junit: Option<PathBuf>,
-
-    /// Write a JSON report (schema idem-check.stress/1).
-    #[arg(long, value_name = "FILE")]
-    pub report_json: Option<PathBuf>,
-
-    /// When to use colour.
-    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
-    pub color: ColorChoice,
+    /// Reports; JUnit holds one testcase, `stress`.
+    #[command(flatten)]
+    pub report: ReportArgs,
 }

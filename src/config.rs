@@ -13,6 +13,7 @@ use futures::future::BoxFuture;
 pub use crate::effects::Counter;
 use crate::http::exchange::Header;
 use crate::keys::KeyForm;
+use crate::redact::{SecretSources, Secrets};
 use crate::suite::Suite;
 
 /// The operation under test.
@@ -178,8 +179,13 @@ pub struct TargetSpec {
     /// `Name: value` that makes the server fail after claiming the key.
     pub crash_header: Option<String>,
     pub lease_wait: Option<Duration>,
-    /// Values substituted from the environment or named as tokens: masked in every report.
+    /// `(VAR, value)` for every `${VAR}` a target file took from the environment: masked in
+    /// every report, and named `$VAR` in reproduce lines.
+    pub secret_vars: Vec<(String, String)>,
+    /// `--secret` values, in the order given.
     pub secrets: Vec<String>,
+    /// `--redact-header` names: their values are masked like credentials.
+    pub redact_headers: Vec<String>,
     /// The target speaks HTTP/2 (over `http://`: h2c with prior knowledge), so bursts can
     /// release every duplicate in one packet; `https://` targets are asked by ALPN anyway.
     pub http2: bool,
@@ -249,7 +255,8 @@ pub struct Config {
     pub suite: Suite,
     /// How keys are written: the suite's form, or `--key-form` (see [`KeyForm`]).
     pub key_form: KeyForm,
-    pub secrets: Vec<String>,
+    /// Everything to mask in reports, named by role for reproduce lines.
+    pub secrets: Secrets,
     /// The report's label.
     pub label: String,
     /// The target is the bundled reference server.
@@ -384,12 +391,21 @@ impl Config {
             bail!("--timeout must be more than 0");
         }
         let suite = Suite::load(&opts.suite)?;
-        let mut secrets = target.secrets.clone();
-        secrets.extend(bearer_secrets(&headers));
-        secrets.extend(bearer_secrets(tenant_b.as_deref().unwrap_or_default()));
-        secrets.retain(|s| !s.is_empty());
-        secrets.sort();
-        secrets.dedup();
+        let urls: Vec<&str> = [&target.count_url, &target.ready_url, &target.second_url]
+            .into_iter()
+            .flatten()
+            .chain(std::iter::once(&target.url))
+            .chain(&target.replicas)
+            .map(String::as_str)
+            .collect();
+        let secrets = Secrets::for_target(&SecretSources {
+            tenant_a: &headers,
+            tenant_b: tenant_b.as_deref().unwrap_or_default(),
+            given: &target.secrets,
+            urls: &urls,
+            file_vars: &target.secret_vars,
+            redact_headers: &target.redact_headers,
+        });
         let label = opts.label.clone().unwrap_or_else(|| match url.port() {
             Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
             None => url.host_str().unwrap_or_default().to_string(),
@@ -464,24 +480,6 @@ fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
-/// Credentials in `Authorization`-like headers are secrets even when the user typed them.
-fn bearer_secrets(headers: &[Header]) -> Vec<String> {
-    headers
-        .iter()
-        .filter(|h| {
-            let n = h.name.to_ascii_lowercase();
-            n == "authorization" || n == "cookie" || n.contains("api-key") || n.contains("token")
-        })
-        .map(|h| {
-            let v = h.value_str();
-            match v.split_once(' ') {
-                Some((_scheme, cred)) => cred.trim().to_string(),
-                None => v.trim().to_string(),
-            }
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -529,6 +527,5 @@ mod tests {
         assert_eq!(h.value, b"Bearer abc");
         assert!(parse_header("no colon", "-H").is_err());
         assert!(parse_header("bad name: x", "-H").is_err());
-        assert_eq!(bearer_secrets(&[h]), vec!["abc".to_string()]);
     }
 }

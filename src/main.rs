@@ -3,7 +3,6 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use idem_check::diagnostic::FileError;
 use idem_check::exit::ExitCode;
 
 fn main() {
@@ -15,6 +14,7 @@ fn main() {
             std::process::exit(ExitCode::Usage.into());
         }
         Err(e) => {
+            // --help and --version; a closed pipe is no reason to fail.
             let _ = e.print();
             std::process::exit(ExitCode::Ok.into());
         }
@@ -29,12 +29,8 @@ fn main() {
     let code = match runtime.block_on(idem_check::app::run(opts)) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("idem-check: error: {err:#}");
-            if err.chain().any(|e| e.downcast_ref::<FileError>().is_some()) {
-                ExitCode::BadFile
-            } else {
-                ExitCode::Usage
-            }
+            eprintln!("idem-check: error: {err}");
+            err.code()
         }
     };
     std::process::exit(code.into());

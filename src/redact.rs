@@ -9,25 +9,20 @@
 //! - [`sanitize_text`] / [`sanitize_line`] escape control, bidi and zero-width characters as
 //!   `\x1B` / `\u{202E}` (the way fd's `sanitize.rs` does for file names);
 //! - [`bytes_for_text`] shows a body capped in size, as hex when it is not UTF-8;
-//! - [`redact`] / [`redact_bytes`] mask the secrets named by the target file;
-//! - [`mask_header`] applies the header rule: `Authorization`, `Proxy-Authorization`, `Cookie` and
-//!   `Set-Cookie` values are never shown, and nor is any value that contains a secret.
+//! - [`cut_line`] keeps a quoted value readable at any size (a 1 MiB body quoted by a check
+//!   becomes 200 characters, its size and its digest);
+//! - [`Secrets`] knows every secret of a run by role (tenant A's and B's credentials, every
+//!   cookie, headers whose name says key/token/secret/…, URL userinfo, secret query parameters,
+//!   `--secret` values, `--redact-header` names) and masks them wherever they reappear.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
+use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
 /// What a masked secret is replaced with, everywhere.
 pub const REDACTED: &str = "[redacted]";
-
-/// Headers whose values are credentials whatever they contain.
-const CREDENTIAL_HEADERS: [&str; 4] = [
-    "authorization",
-    "proxy-authorization",
-    "cookie",
-    "set-cookie",
-];
 
 /// True for characters that must not reach a terminal or an XML document as they are: C0 and C1
 /// controls, DEL, bidi embeddings/overrides/isolates and marks, zero-width characters, the BOM,
@@ -118,10 +113,44 @@ pub fn bytes_for_text(bytes: &[u8], max: usize) -> String {
         if !out.is_empty() && !out.ends_with('\n') {
             out.push('\n');
         }
-        let _ = write!(out, "… {cut} bytes more, sha256 ");
-        for b in Sha256::digest(bytes) {
-            let _ = write!(out, "{b:02x}");
+        let _ = write!(out, "… {cut} bytes more, sha256 {}", sha256_hex(bytes));
+    }
+    out
+}
+
+/// At most `max` characters of `text`, then `… (N bytes, sha256 …)` when it was longer: for a
+/// value quoted inside a line (a check's expected/actual, a reason), where a whole body would
+/// drown the verdict. The size and digest let two long values be compared by eye.
+pub fn cut_line(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_string(),
+        Some((end, _)) => format!(
+            "{}… ({} bytes, sha256 {})",
+            &text[..end],
+            group_thousands(text.len()),
+            &sha256_hex(text.as_bytes())[..16]
+        ),
+    }
+}
+
+/// `1048576` → `1,048,576`.
+pub fn group_thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
         }
+        out.push(c);
+    }
+    out
+}
+
+/// The SHA-256 of `bytes` in lower-case hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(64);
+    for b in Sha256::digest(bytes) {
+        let _ = write!(out, "{b:02x}");
     }
     out
 }
@@ -153,17 +182,6 @@ fn hex_dump(bytes: &[u8]) -> String {
     out
 }
 
-/// The secrets worth masking, longest first so that a secret containing another is masked whole.
-fn ordered(secrets: &[String]) -> Vec<&str> {
-    let mut v: Vec<&str> = secrets
-        .iter()
-        .map(String::as_str)
-        .filter(|s| !s.is_empty())
-        .collect();
-    v.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    v
-}
-
 /// Secrets at least this long are masked wherever they occur. A shorter one (a test token such
 /// as `ta`) would also match inside ordinary words ("res-ta-rt"), so it is masked only where it
 /// stands alone: not touching a letter or digit on either side.
@@ -187,65 +205,405 @@ pub fn find_secret(haystack: &[u8], secret: &[u8]) -> Option<usize> {
     (0..haystack.len()).find(|&i| secret_at(haystack, i, secret))
 }
 
-/// Replaces every occurrence of every secret with [`REDACTED`].
-pub fn redact(text: &str, secrets: &[String]) -> String {
-    match redact_bytes(text.as_bytes(), secrets) {
-        // Secrets are whole strings and the mask is ASCII, so the result is still UTF-8.
-        Cow::Owned(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-        Cow::Borrowed(_) => text.to_string(),
-    }
+/// Words that make a header or query parameter name a secret's name, compared with the name
+/// lower-cased and stripped of `-` and `_` (`X-Api-Key`, `x_auth_secret`, `accessToken`).
+const SECRET_NAME_WORDS: [&str; 9] = [
+    "key",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "session",
+    "signature",
+    "auth",
+    "credential",
+];
+
+/// Short query parameter names that are secrets only when they are the whole name (as a
+/// substring, `sig` would match `design`).
+const SECRET_QUERY_NAMES: [&str; 2] = ["sig", "pwd"];
+
+/// Names that contain a secret word but are the subject under test, never a credential: the key
+/// must be shown in full, since a user searches server logs for it.
+fn is_idempotency_header(lower: &str) -> bool {
+    lower.starts_with("idempotency-key")
 }
 
-/// [`redact`] on raw bytes, applied to bodies *before* they are cut to size, so a secret that
-/// straddles the cut cannot leak its first half.
-pub fn redact_bytes<'a>(bytes: &'a [u8], secrets: &[String]) -> Cow<'a, [u8]> {
-    let mut out: Cow<'a, [u8]> = Cow::Borrowed(bytes);
-    for s in ordered(secrets) {
-        let needle = s.as_bytes();
-        if find_secret(&out, needle).is_none() {
-            continue;
+fn squashed(name: &str) -> String {
+    name.chars()
+        .filter(|c| *c != '-' && *c != '_')
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// True for a query parameter whose value is a credential (`sig`, `access_token`, `api_key`).
+pub fn is_secret_query_name(name: &str) -> bool {
+    let s = squashed(name);
+    SECRET_QUERY_NAMES.contains(&s.as_str()) || SECRET_NAME_WORDS.iter().any(|w| s.contains(w))
+}
+
+/// One value that must never be shown, and what stands for it in a reproduce line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Secret {
+    pub value: String,
+    /// The environment variable a reproduce line uses instead (`IDEM_TOKEN_A`, `IDEM_SECRET_1`,
+    /// or the target file's own `${VAR}` name).
+    pub var: String,
+    /// Where the value was found, for the legend under a reproduce line ("tenant A's
+    /// Authorization credential").
+    pub what: String,
+}
+
+/// Every secret of a run, plus the extra header names to mask (`--redact-header`).
+///
+/// Values are masked wherever they reappear (an echoed body, a header, a URL); header values are
+/// masked by the role their name gives them even when their value is unknown (a `Set-Cookie` the
+/// server chose). One instance is built per run and read by every renderer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Secrets {
+    list: Vec<Secret>,
+    headers: Vec<String>,
+}
+
+/// What a secret comes from, in the order variables are numbered.
+#[derive(Debug, Clone, Default)]
+pub struct SecretSources<'a> {
+    /// Tenant A's headers: its first credential is `$IDEM_TOKEN_A`.
+    pub tenant_a: &'a [crate::http::exchange::Header],
+    /// Tenant B's headers: its first credential is `$IDEM_TOKEN_B`.
+    pub tenant_b: &'a [crate::http::exchange::Header],
+    /// `--secret` values, in the order given: `$IDEM_SECRET_1`, …
+    pub given: &'a [String],
+    /// Every URL of the target (userinfo and secret query parameters).
+    pub urls: &'a [&'a str],
+    /// `${VAR}` substitutions of the target file, `(VAR, value)`: the user's names win.
+    pub file_vars: &'a [(String, String)],
+    /// `--redact-header` names.
+    pub redact_headers: &'a [String],
+}
+
+impl Secrets {
+    /// Values to mask with generic variable names (`IDEM_SECRET_1`, …), no extra header names.
+    pub fn from_values<S: AsRef<str>>(values: &[S]) -> Secrets {
+        let mut s = Secrets::default();
+        for v in values {
+            s.add_numbered(v.as_ref(), "a secret");
         }
-        let mut replaced = Vec::with_capacity(out.len());
-        let mut i = 0;
-        while i < out.len() {
-            if secret_at(&out, i, needle) {
-                replaced.extend_from_slice(REDACTED.as_bytes());
-                i += needle.len();
+        s
+    }
+
+    /// The secrets of a target, named by role: tenant A's first credential is `IDEM_TOKEN_A`,
+    /// tenant B's `IDEM_TOKEN_B`, then `--secret` values and every other credential as
+    /// `IDEM_SECRET_n`, and any value the target file took from `${VAR}` keeps the name `VAR`.
+    pub fn for_target(src: &SecretSources) -> Secrets {
+        let mut s = Secrets {
+            list: Vec::new(),
+            headers: src
+                .redact_headers
+                .iter()
+                .map(|h| h.trim().to_ascii_lowercase())
+                .filter(|h| !h.is_empty())
+                .collect(),
+        };
+        let a = s.credentials(src.tenant_a);
+        let b = s.credentials(src.tenant_b);
+        // (value, role variable, what) in numbering order.
+        let mut found: Vec<(String, Option<&str>, String)> = Vec::new();
+        let role = |list: &[(String, String)], var, tenant: &str| {
+            list.first()
+                .map(|(v, w)| (v.clone(), Some(var), format!("tenant {tenant}'s {w}")))
+        };
+        found.extend(role(&a, "IDEM_TOKEN_A", "A"));
+        found.extend(role(&b, "IDEM_TOKEN_B", "B"));
+        found.extend(
+            src.given
+                .iter()
+                .map(|v| (v.clone(), None, "--secret".to_string())),
+        );
+        for (list, tenant) in [(&a, "A"), (&b, "B")] {
+            found.extend(
+                list.iter()
+                    .skip(1)
+                    .map(|(v, w)| (v.clone(), None, format!("tenant {tenant}'s {w}"))),
+            );
+        }
+        for url in src.urls {
+            found.extend(url_credentials(url).into_iter().map(|(v, w)| (v, None, w)));
+        }
+        for (var, value) in src.file_vars {
+            found.push((
+                value.clone(),
+                None,
+                format!("${{{var}}} of the target file"),
+            ));
+        }
+        let mut numbered = 0;
+        for (value, role_var, what) in found {
+            if value.trim().is_empty() || s.list.iter().any(|x| x.value == value) {
+                continue;
+            }
+            let var = match (src.file_vars.iter().find(|(_, v)| *v == value), role_var) {
+                (Some((var, _)), _) => var.clone(),
+                (None, Some(var)) => var.to_string(),
+                (None, None) => {
+                    numbered += 1;
+                    format!("IDEM_SECRET_{numbered}")
+                }
+            };
+            s.add(&value, &var, &what);
+        }
+        s
+    }
+
+    fn add(&mut self, value: &str, var: &str, what: &str) {
+        if value.trim().is_empty() || self.list.iter().any(|x| x.value == value) {
+            return;
+        }
+        self.list.push(Secret {
+            value: value.to_string(),
+            var: var.to_string(),
+            what: what.to_string(),
+        });
+    }
+
+    fn add_numbered(&mut self, value: &str, what: &str) {
+        let n = 1 + self
+            .list
+            .iter()
+            .filter(|x| x.var.starts_with("IDEM_SECRET_"))
+            .count();
+        self.add(value, &format!("IDEM_SECRET_{n}"), what);
+    }
+
+    /// The secrets, in the order their variables were given.
+    pub fn list(&self) -> &[Secret] {
+        &self.list
+    }
+
+    /// Longest first, so that a secret containing another is masked (or named) whole.
+    pub fn ordered(&self) -> Vec<&Secret> {
+        let mut v: Vec<&Secret> = self.list.iter().collect();
+        v.sort_by_key(|s| std::cmp::Reverse(s.value.len()));
+        v
+    }
+
+    /// True for headers whose value is a credential whatever it contains: `Authorization`,
+    /// `Proxy-Authorization`, cookies, any name with a secret word in it (`X-Api-Key`,
+    /// `X-Auth-Secret`, `Session-Id`), and the `--redact-header` names.
+    pub fn is_secret_header(&self, name: &str) -> bool {
+        let lower = name.to_ascii_lowercase();
+        if is_idempotency_header(&lower) {
+            return false;
+        }
+        let s = squashed(name);
+        lower == "cookie"
+            || lower == "set-cookie"
+            || SECRET_NAME_WORDS.iter().any(|w| s.contains(w))
+            || self.headers.contains(&lower)
+    }
+
+    /// The credentials in header lines, by role, with what they are: the value after an
+    /// `Authorization` scheme, every cookie's value, the whole value of any other secret header.
+    fn credentials(&self, headers: &[crate::http::exchange::Header]) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for h in headers.iter().filter(|h| self.is_secret_header(&h.name)) {
+            let v = h.value_str();
+            let lower = h.name.to_ascii_lowercase();
+            if lower.ends_with("authorization") {
+                let cred = match auth_scheme(&h.value) {
+                    Some(scheme) => v[scheme.len()..].trim().to_string(),
+                    None => v.trim().to_string(),
+                };
+                out.push((cred, format!("{} credential", h.name)));
+            } else if lower == "cookie" {
+                for pair in v.split(';') {
+                    let (name, value) = pair.split_once('=').unwrap_or(("", pair));
+                    out.push((value.trim().to_string(), format!("cookie {}", name.trim())));
+                }
             } else {
-                replaced.push(out[i]);
-                i += 1;
+                out.push((v.trim().to_string(), h.name.clone()));
             }
         }
-        out = Cow::Owned(replaced);
+        out
     }
-    out
-}
 
-/// True for headers whose value is a credential whatever it contains.
-pub fn is_credential_header(name: &str) -> bool {
-    CREDENTIAL_HEADERS
-        .iter()
-        .any(|h| name.eq_ignore_ascii_case(h))
-}
-
-/// The header rule: `Some(masked)` when the value must not be shown, `None` when it may be.
-///
-/// Credential headers and any value containing a secret are masked whole. For the two
-/// `*Authorization` headers the scheme is kept (`Bearer [redacted]`), since "which scheme was
-/// sent" is often the very thing a reader needs to check.
-pub fn mask_header(name: &str, value: &[u8], secrets: &[String]) -> Option<String> {
-    let carries_secret = ordered(secrets)
-        .into_iter()
-        .any(|s| find_secret(value, s.as_bytes()).is_some());
-    if !is_credential_header(name) && !carries_secret {
-        return None;
-    }
-    if name.to_ascii_lowercase().ends_with("authorization") {
-        if let Some(scheme) = auth_scheme(value) {
-            return Some(format!("{scheme} {REDACTED}"));
+    /// Replaces every occurrence of every secret with [`REDACTED`].
+    pub fn redact(&self, text: &str) -> String {
+        match self.redact_bytes(text.as_bytes()) {
+            // Secrets are whole strings and the mask is ASCII, so the result is still UTF-8.
+            Cow::Owned(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Cow::Borrowed(_) => text.to_string(),
         }
     }
-    Some(REDACTED.to_string())
+
+    /// [`Secrets::redact`] on raw bytes, applied to bodies *before* they are cut to size, so a
+    /// secret that straddles the cut cannot leak its first half.
+    pub fn redact_bytes<'a>(&self, bytes: &'a [u8]) -> Cow<'a, [u8]> {
+        let mut out: Cow<'a, [u8]> = Cow::Borrowed(bytes);
+        for s in self.ordered() {
+            let needle = s.value.as_bytes();
+            if find_secret(&out, needle).is_none() {
+                continue;
+            }
+            let mut replaced = Vec::with_capacity(out.len());
+            let mut i = 0;
+            while i < out.len() {
+                if secret_at(&out, i, needle) {
+                    replaced.extend_from_slice(REDACTED.as_bytes());
+                    i += needle.len();
+                } else {
+                    replaced.push(out[i]);
+                    i += 1;
+                }
+            }
+            out = Cow::Owned(replaced);
+        }
+        out
+    }
+
+    /// True when `value` contains a known secret.
+    pub fn carries_secret(&self, value: &[u8]) -> bool {
+        self.list
+            .iter()
+            .any(|s| find_secret(value, s.value.as_bytes()).is_some())
+    }
+
+    /// The header rule: `Some(masked)` when the value must not be shown, `None` when it may be.
+    ///
+    /// `*Authorization` keeps its scheme (`Bearer [redacted]`: "which scheme was sent" is often
+    /// what a reader checks), cookies keep their names (`sid=[redacted]; theme=[redacted]`),
+    /// `Set-Cookie` its attributes; any other secret header, or any value holding a known
+    /// secret, is masked whole.
+    pub fn mask_header(&self, name: &str, value: &[u8]) -> Option<String> {
+        if !self.is_secret_header(name) && !self.carries_secret(value) {
+            return None;
+        }
+        let lower = name.to_ascii_lowercase();
+        if lower.ends_with("authorization") {
+            if let Some(scheme) = auth_scheme(value) {
+                return Some(format!("{scheme} {REDACTED}"));
+            }
+        }
+        let text = String::from_utf8_lossy(value);
+        let mask_pair = |pair: &str| match pair.split_once('=') {
+            Some((n, _)) => format!("{}={REDACTED}", sanitize_line(n.trim())),
+            None => REDACTED.to_string(),
+        };
+        if lower == "cookie" {
+            return Some(
+                text.split(';')
+                    .map(mask_pair)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            );
+        }
+        if lower == "set-cookie" {
+            let mut parts = text.split(';');
+            let first = mask_pair(parts.next().unwrap_or_default());
+            let attrs: Vec<String> = parts
+                .map(|a| self.redact(&sanitize_line(a.trim())))
+                .collect();
+            return Some(
+                std::iter::once(first)
+                    .chain(attrs)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            );
+        }
+        Some(REDACTED.to_string())
+    }
+
+    /// A header value ready for text output: masked by [`Secrets::mask_header`], otherwise
+    /// [`bytes_inline`].
+    pub fn header_value_for_text(&self, name: &str, value: &[u8]) -> String {
+        self.mask_header(name, value)
+            .unwrap_or_else(|| bytes_inline(value))
+    }
+
+    /// A URL for text output: userinfo and the values of secret query parameters masked by
+    /// role (even when the value is not a known secret, e.g. in a `Location` the server sent),
+    /// then every known secret.
+    pub fn url_for_text(&self, url: &str) -> String {
+        self.redact(&mask_url(url))
+    }
+}
+
+/// A URL with its userinfo and the values of its secret query parameters replaced by
+/// [`REDACTED`], done on the text so that nothing else about the URL changes.
+fn mask_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), url),
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) if userinfo.contains(':') => {
+            format!("{REDACTED}:{REDACTED}@{host}")
+        }
+        Some((_, host)) => format!("{REDACTED}@{host}"),
+        None => authority.to_string(),
+    };
+    let (before_fragment, fragment) = tail.split_at(tail.find('#').unwrap_or(tail.len()));
+    let tail = match before_fragment.split_once('?') {
+        Some((path, query)) => {
+            let pairs: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((k, _)) if is_secret_query_name(k) => format!("{k}={REDACTED}"),
+                    _ => pair.to_string(),
+                })
+                .collect();
+            format!("{path}?{}{fragment}", pairs.join("&"))
+        }
+        None => tail.to_string(),
+    };
+    format!("{scheme}{authority}{tail}")
+}
+
+/// Credentials in a URL: userinfo and the values of secret query parameters.
+fn url_credentials(url: &str) -> Vec<(String, String)> {
+    let Ok(u) = url::Url::parse(url) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let decode = |s: &str| {
+        url::form_urlencoded::parse(format!("x={s}").as_bytes())
+            .next()
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default()
+    };
+    if !u.username().is_empty() {
+        out.push((u.username().to_string(), "the user name in a URL".into()));
+        if decode(u.username()) != u.username() {
+            out.push((decode(u.username()), "the user name in a URL".into()));
+        }
+    }
+    if let Some(p) = u.password() {
+        out.push((p.to_string(), "the password in a URL".into()));
+        if decode(p) != p {
+            out.push((decode(p), "the password in a URL".into()));
+        }
+        // HTTP clients send userinfo as `Authorization: Basic base64(user:password)`, which a
+        // server may echo back.
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!(
+            "{}:{}",
+            decode(u.username()),
+            decode(p)
+        ));
+        out.push((basic, "the URL's userinfo as Basic credentials".into()));
+    }
+    for pair in u.query().unwrap_or_default().split('&') {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if is_secret_query_name(&decode(k)) && !v.is_empty() {
+            let what = format!("query parameter {}", decode(k));
+            out.push((v.to_string(), what.clone()));
+            if decode(v) != v {
+                out.push((decode(v), what));
+            }
+        }
+    }
+    out
 }
 
 /// The auth scheme of an `Authorization` value (`Bearer`, `Basic`), if it has a well-formed one.
@@ -259,30 +617,25 @@ pub fn auth_scheme(value: &[u8]) -> Option<&str> {
     (is_token && !rest.trim().is_empty()).then_some(scheme)
 }
 
-/// A header value ready for text output: masked by [`mask_header`], otherwise [`bytes_inline`].
-pub fn header_value_for_text(name: &str, value: &[u8], secrets: &[String]) -> String {
-    mask_header(name, value, secrets).unwrap_or_else(|| bytes_inline(value))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::exchange::Header;
 
-    fn secrets() -> Vec<String> {
-        vec!["s3cr3t-token".into()]
+    fn secrets() -> Secrets {
+        Secrets::from_values(&["s3cr3t-token"])
     }
 
     #[test]
     fn short_secrets_are_masked_only_where_they_stand_alone() {
-        let secrets = vec!["ta".to_string()];
-        assert_eq!(redact("restart the target", &secrets), "restart the target");
-        assert_eq!(redact("Bearer ta", &secrets), format!("Bearer {REDACTED}"));
+        let s = Secrets::from_values(&["ta"]);
+        assert_eq!(s.redact("restart the target"), "restart the target");
+        assert_eq!(s.redact("Bearer ta"), format!("Bearer {REDACTED}"));
         assert_eq!(
-            redact("{\"t\":\"ta\"}", &secrets),
+            s.redact("{\"t\":\"ta\"}"),
             format!("{{\"t\":\"{REDACTED}\"}}")
         );
-        let long = vec!["s3cr3t-token".to_string()];
-        assert_eq!(redact("xs3cr3t-tokenx", &long), format!("x{REDACTED}x"));
+        assert_eq!(secrets().redact("xs3cr3t-tokenx"), format!("x{REDACTED}x"));
     }
 
     #[test]
@@ -307,6 +660,19 @@ mod tests {
     }
 
     #[test]
+    fn quoted_values_are_cut_with_size_and_digest() {
+        let big = "x".repeat(1_048_576);
+        let cut = cut_line(&big, 200);
+        assert!(cut.starts_with(&"x".repeat(200)), "{cut}");
+        assert!(cut.ends_with(&format!(
+            "… (1,048,576 bytes, sha256 {})",
+            &sha256_hex(big.as_bytes())[..16]
+        )));
+        assert_eq!(cut_line("short", 200), "short");
+        assert_eq!(group_thousands(999), "999");
+    }
+
+    #[test]
     fn non_utf8_bodies_become_a_hex_dump() {
         let text = bytes_for_text(b"ok\xff\x00", 4096);
         assert_eq!(
@@ -319,41 +685,111 @@ mod tests {
 
     #[test]
     fn secrets_are_masked_in_text_and_bytes() {
+        assert_eq!(secrets().redact("token=s3cr3t-token;"), "token=[redacted];");
         assert_eq!(
-            redact("token=s3cr3t-token;", &secrets()),
-            "token=[redacted];"
-        );
-        assert_eq!(
-            redact_bytes(b"\xffs3cr3t-token\xff", &secrets()).as_ref(),
+            secrets().redact_bytes(b"\xffs3cr3t-token\xff").as_ref(),
             b"\xff[redacted]\xff"
         );
-        let longest_first = vec!["abc".to_string(), "abcdef".to_string()];
-        assert_eq!(
-            redact("abcdef abc", &longest_first),
-            "[redacted] [redacted]"
-        );
-        assert_eq!(redact("x", &["".to_string()]), "x");
+        let longest_first = Secrets::from_values(&["abc", "abcdef"]);
+        assert_eq!(longest_first.redact("abcdef abc"), "[redacted] [redacted]");
+        assert_eq!(Secrets::from_values(&[""]).redact("x"), "x");
     }
 
     #[test]
-    fn credential_headers_keep_only_their_scheme() {
-        let none: Vec<String> = vec![];
+    fn headers_are_masked_by_role() {
+        let none = Secrets::default();
+        let mask = |n: &str, v: &str| none.mask_header(n, v.as_bytes());
         assert_eq!(
-            mask_header("Authorization", b"Bearer abc", &none).as_deref(),
+            mask("Authorization", "Bearer abc").as_deref(),
             Some("Bearer [redacted]")
         );
         assert_eq!(
-            mask_header("cookie", b"sid=1", &none).as_deref(),
-            Some("[redacted]")
+            mask("proxy-authorization", "Basic abc").as_deref(),
+            Some("Basic [redacted]")
         );
         assert_eq!(
-            mask_header("x-api-key", b"s3cr3t-token", &secrets()).as_deref(),
-            Some("[redacted]")
+            mask("cookie", "sid=1; theme=x").as_deref(),
+            Some("sid=[redacted]; theme=[redacted]")
         );
-        assert_eq!(mask_header("content-type", b"text/plain", &secrets()), None);
         assert_eq!(
-            mask_header("authorization", b"s3cr3t-token", &secrets()).as_deref(),
-            Some("[redacted]")
+            mask("Set-Cookie", "sid=1; Path=/").as_deref(),
+            Some("sid=[redacted]; Path=/")
         );
+        for name in [
+            "X-Apikey",
+            "X-Auth-Secret",
+            "x_session_id",
+            "X-Signature",
+            "X-Passwd",
+            "X-Credential",
+        ] {
+            assert_eq!(mask(name, "v").as_deref(), Some(REDACTED), "{name}");
+        }
+        assert_eq!(mask("Idempotency-Key", "\"k\""), None);
+        assert_eq!(mask("Idempotency-Key-Expires-At", "x"), None);
+        assert_eq!(mask("content-type", "text/plain"), None);
+        assert_eq!(
+            secrets()
+                .mask_header("x-anything", b"s3cr3t-token")
+                .as_deref(),
+            Some(REDACTED)
+        );
+        let extra = Secrets::for_target(&SecretSources {
+            redact_headers: &["X-Tenant".to_string()],
+            ..SecretSources::default()
+        });
+        assert_eq!(
+            extra.mask_header("x-tenant", b"acme").as_deref(),
+            Some(REDACTED)
+        );
+    }
+
+    #[test]
+    fn variables_are_named_by_role_not_by_value() {
+        let a = [
+            Header::new("Authorization", "Bearer zzz-tenant-a"),
+            Header::new("Cookie", "sid=c00kie-value; t=theme-value"),
+        ];
+        let b = [Header::new("Authorization", "Bearer aaa-tenant-b")];
+        let vars = [("MY_TOKEN".to_string(), "theme-value".to_string())];
+        let s = Secrets::for_target(&SecretSources {
+            tenant_a: &a,
+            tenant_b: &b,
+            given: &["given-secret".to_string()],
+            urls: &["https://user:pa%24s@h/x?sig=abc123&page=2"],
+            file_vars: &vars,
+            redact_headers: &[],
+        });
+        let named: Vec<(&str, &str)> = s
+            .list()
+            .iter()
+            .map(|x| (x.var.as_str(), x.value.as_str()))
+            .collect();
+        assert_eq!(
+            named,
+            vec![
+                ("IDEM_TOKEN_A", "zzz-tenant-a"),
+                ("IDEM_TOKEN_B", "aaa-tenant-b"),
+                ("IDEM_SECRET_1", "given-secret"),
+                ("IDEM_SECRET_2", "c00kie-value"),
+                ("MY_TOKEN", "theme-value"),
+                ("IDEM_SECRET_3", "user"),
+                ("IDEM_SECRET_4", "pa%24s"),
+                ("IDEM_SECRET_5", "pa$s"),
+                ("IDEM_SECRET_6", "dXNlcjpwYSRz"),
+                ("IDEM_SECRET_7", "abc123"),
+            ]
+        );
+        assert_eq!(s.list()[0].what, "tenant A's Authorization credential");
+    }
+
+    #[test]
+    fn urls_lose_userinfo_and_secret_query_values() {
+        let s = Secrets::default();
+        assert_eq!(
+            s.url_for_text("https://u:p@h/a?sig=1&page=2&access_token=x#f"),
+            "https://[redacted]:[redacted]@h/a?sig=[redacted]&page=2&access_token=[redacted]#f"
+        );
+        assert_eq!(s.url_for_text("http://h/a?page=2"), "http://h/a?page=2");
     }
 }

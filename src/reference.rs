@@ -200,7 +200,6 @@ impl Reference {
             replicas: vec![format!("{}/api/payments", self.replica_base)],
             crash_header: Some("X-Test-Crash: 1".into()),
             lease_wait: Some(LEASE_WAIT),
-            secrets: vec![self.token(0), self.token(1)],
             ..TargetSpec::default()
         }
     }

@@ -191,9 +191,11 @@ fn defer_to_prerequisites(report: &mut ProbeReport, def: &ProbeDef, earlier: &[P
         .iter()
         .find(|p| p.outcome == Outcome::Fail && def.meta.prerequisites.contains(&p.id))
     {
+        // The prerequisite's own entry has its message; repeating it here would double every
+        // line that quotes a server's body.
         report.reason = format!(
-            "prerequisite {} failed ({}), so this probe's failure ({}) says nothing new",
-            pre.id, pre.reason, report.reason
+            "prerequisite {} failed (see its entry), so this probe's failure says nothing new: {}",
+            pre.id, report.reason
         );
         report.outcome = Outcome::Inconclusive;
     }

@@ -268,7 +268,7 @@ pub fn parse(
             format!("{:?} is not a URL", spec.url),
         ));
     }
-    spec.secrets = secrets;
+    spec.secret_vars = secrets;
     spec.target_file = Some(path.to_string());
     Ok(spec)
 }
@@ -351,11 +351,11 @@ fn duration(path: &str, text: &str, t: &Spanned<String>) -> Result<Duration, Fil
     })
 }
 
-/// Replaces `${VAR}` with its value, collecting the values as secrets.
+/// Replaces `${VAR}` with its value, collecting `(VAR, value)` as secrets.
 fn substitute(
     s: &str,
     env: &BTreeMap<String, String>,
-    secrets: &mut Vec<String>,
+    secrets: &mut Vec<(String, String)>,
 ) -> Result<String, String> {
     let mut out = String::new();
     let mut rest = s;
@@ -369,7 +369,7 @@ fn substitute(
         let value = env
             .get(name)
             .ok_or_else(|| format!("environment variable {name} is not set"))?;
-        secrets.push(value.clone());
+        secrets.push((name.to_string(), value.clone()));
         out.push_str(value);
         rest = &after[end + 1..];
     }
@@ -391,7 +391,10 @@ mod tests {
             "url = \"http://127.0.0.1:1/p\"\nheaders = [\"Authorization: Bearer ${TOKEN}\"]\n";
         let t = parse("t.toml", text, &env(), Path::new(".")).unwrap();
         assert_eq!(t.headers, vec!["Authorization: Bearer s3cr3t"]);
-        assert_eq!(t.secrets, vec!["s3cr3t"]);
+        assert_eq!(
+            t.secret_vars,
+            vec![("TOKEN".to_string(), "s3cr3t".to_string())]
+        );
     }
 
     #[test]

@@ -1,28 +1,17 @@
 //! The real binary: exit codes, clear errors on bad input, reports on disk, secrets kept out.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_idem-check"));
-    c.env_remove("GITHUB_STEP_SUMMARY").env("NO_COLOR", "1");
-    c
-}
+use common::binary::{bin, text};
 
 fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("the binary runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// A loopback server that answers every connection with `reply` (or nothing at all when it is

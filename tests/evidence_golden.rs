@@ -40,18 +40,17 @@ fn normalise(text: &str) -> String {
 }
 
 async fn failing_block(fault: Fault, probe: &str) -> String {
-    let report = common::run_reference(Some(fault), &[probe], false).await;
+    let (report, secrets) = common::run_reference_with_secrets(Some(fault), &[probe], false).await;
     let p = report
         .probes
         .iter()
         .find(|p| p.id == probe)
         .expect("the probe ran");
     assert_eq!(p.outcome, Outcome::Fail, "{}", common::outcomes(&report));
-    // No secrets named: the reference server's tokens are random per run, and credential
-    // headers are masked whether or not their value is known.
+    // The reference server's tokens are random per run; the variables naming them are not.
     let opts = RenderOptions {
-        color: false,
-        secrets: Vec::new(),
+        secrets,
+        ..RenderOptions::default()
     };
     normalise(&evidence::block(p, &report.suite, &opts))
 }

@@ -6,15 +6,18 @@
 //! Goldens live in `fixtures/golden/<format>/`; run with `UPDATE_GOLDEN=1` to rewrite them after
 //! an intended change, and review the diff.
 
+mod common;
+
 use std::path::Path;
 
 use base64::Engine as _;
 use idem_check::check::{Check, Severity};
 use idem_check::http::exchange::{Exchange, Header, ReceivedResponse, SentRequest};
 use idem_check::outcome::Outcome;
+use idem_check::redact::{SecretSources, Secrets};
 use idem_check::report::{
-    json, junit, markdown, terminal, ProbeReport, RenderOptions, RunReport, Summary, ToolInfo,
-    SCHEMA,
+    json, junit, markdown, terminal, Format, ProbeReport, RenderOptions, RunReport, Summary,
+    ToolInfo, SCHEMA,
 };
 
 const SECRET: &str = "s3cr3t-token";
@@ -22,10 +25,20 @@ const BASE: &str = "http://127.0.0.1:41873";
 const KEY: &str = "\"5b0c1c9e-4f0e-4b7a-9a55-0d1d3c2e7f10\"";
 
 fn opts(color: bool) -> RenderOptions {
+    let tenant_a = [Header::new("Authorization", format!("Bearer {SECRET}"))];
     RenderOptions {
         color,
-        secrets: vec![SECRET.to_string()],
+        secrets: Secrets::for_target(&SecretSources {
+            tenant_a: &tenant_a,
+            ..SecretSources::default()
+        }),
+        ..RenderOptions::default()
     }
+}
+
+/// The options a report file of `format` is rendered with (its own body cap).
+fn as_file(format: Format) -> RenderOptions {
+    opts(false).for_format(format, None)
 }
 
 fn request(method: &str, path: &str, key: Option<&str>, body: &[u8]) -> SentRequest {
@@ -560,19 +573,19 @@ fn renderings(name: &str, report: &RunReport) -> Vec<(String, String)> {
         ),
         (
             format!("junit/{name}.xml"),
-            junit::render(report, &opts(false), false).unwrap(),
+            junit::render(report, &as_file(Format::Junit), false).unwrap(),
         ),
         (
             format!("junit/{name}-strict.xml"),
-            junit::render(report, &opts(false), true).unwrap(),
+            junit::render(report, &as_file(Format::Junit), true).unwrap(),
         ),
         (
             format!("json/{name}.json"),
-            json::render(report, &opts(false)).unwrap(),
+            json::render(report, &as_file(Format::Json)).unwrap(),
         ),
         (
             format!("markdown/{name}.md"),
-            markdown::render(report, &opts(false)),
+            markdown::render(report, &as_file(Format::Markdown)),
         ),
     ]
 }
@@ -615,7 +628,7 @@ fn parse_junit(xml: &str) -> (Vec<(String, String)>, String) {
                 };
                 cases.push((attr(b"name"), attr(b"classname")));
             }
-            Ok(Event::CData(c)) => cdata.push_str(&String::from_utf8_lossy(&c.into_inner())),
+            Ok(Event::Text(t)) => cdata.push_str(&t.unescape().unwrap()),
             Ok(_) => {}
         }
     }
@@ -640,7 +653,7 @@ fn junit_parses_and_names_every_testcase() {
                     .any(|c| c.is_control() && c != '\n' && c != '\t'),
                 "raw control character in JUnit"
             );
-            // The split CDATA sections join back into the original text.
+            // The escaped text reads back as the sanitised original.
             if report.probes[0].id == "replay-identity" && report.probes.len() == 3 {
                 assert!(
                     cdata.contains("\"x\":\"]]>\\x1B[31mred\\x00\\u{202E}txt\""),
@@ -731,4 +744,32 @@ fn json_keeps_schema_and_field_order() {
         v["probes"][2]["exchanges"][1]["request"]["headers"][1]["value"],
         "Bearer [redacted]"
     );
+}
+
+/// Every golden JUnit file validates against `junit-10.xsd` with a real schema validator, and
+/// the validator does reject what the schema forbids (a time with more than three decimals).
+#[test]
+fn golden_junit_files_validate_against_the_junit_10_schema() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/golden/junit");
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "xml"))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 4, "{files:?}");
+    let out = common::junit_schema::validate(&files);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bad = tempfile::tempdir().unwrap();
+    let path = bad.path().join("bad.xml");
+    std::fs::write(
+        &path,
+        r#"<testsuites><testsuite name="s" tests="0" failures="0" errors="0" time="12.6075000000000001"/></testsuites>"#,
+    )
+    .unwrap();
+    assert!(!common::junit_schema::validate(&[path]).status.success());
 }

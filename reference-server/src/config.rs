@@ -69,6 +69,8 @@ pub struct Config {
     pub group_commit: bool,
     /// The time source for leases, expiry and `createdAt`.
     pub clock: Arc<dyn Clock>,
+    /// Header-read, body-read and idle timeouts.
+    pub limits: crate::limits::Limits,
 }
 
 impl Config {
@@ -85,6 +87,7 @@ impl Config {
             fault: None,
             race_window_us: 0,
             group_commit: true,
+            limits: crate::limits::Limits::default(),
             clock: Arc::new(SystemClock),
         }
     }

@@ -11,14 +11,19 @@
 //! together, fenced by the owner token. All writes go through one writer thread that commits
 //! concurrent requests together (group commit); completed records are cached for replays.
 //! `problem` renders every error as RFC 9457 problem+json. [`config`] holds the settings and
-//! the [`Fault`] catalog; [`clock`] lets tests move time.
+//! the [`Fault`] catalog; [`clock`] lets tests move time. Before any of that, `connection`
+//! times out slow heads and idle connections and `edge` refuses malformed or oversized
+//! requests ([`Limits`]).
 
 #![forbid(unsafe_code)]
 
 mod auth;
 pub mod clock;
 pub mod config;
+mod connection;
+mod edge;
 mod idempotency;
+pub mod limits;
 pub mod payments;
 mod problem;
 mod routes;
@@ -29,6 +34,7 @@ use std::future::Future;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, DbLocation, Fault, Tenant};
+pub use limits::Limits;
 
 /// Serves the API on `listener` until `shutdown` resolves, then drains in-flight requests,
 /// waits for their claim → execute → commit work, stops the background purge, and closes the

@@ -57,6 +57,19 @@ struct Opts {
     /// Commit each store operation in its own transaction (to measure group commit).
     #[arg(long)]
     no_group_commit: bool,
+
+    /// How long a client may take to send a request head, from its first byte; a slower one
+    /// (slowloris) is disconnected.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    header_read_timeout: Duration,
+
+    /// How long a client may take to send a request body; a slower one gets 408.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    body_read_timeout: Duration,
+
+    /// How long a kept-alive connection may wait for its next request.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+    idle_timeout: Duration,
 }
 
 fn parse_tenant(s: &str) -> Result<Tenant, String> {
@@ -86,6 +99,11 @@ fn config_from(opts: Opts) -> Config {
     config.fault = opts.fault;
     config.race_window_us = opts.race_window_us;
     config.group_commit = !opts.no_group_commit;
+    config.limits = idem_reference_server::Limits {
+        header_read: opts.header_read_timeout,
+        body_read: opts.body_read_timeout,
+        idle: opts.idle_timeout,
+    };
     config
 }
 

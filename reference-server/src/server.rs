@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -111,14 +110,12 @@ pub(crate) async fn run(
     if let Some(fault) = config.fault {
         tracing::warn!(%fault, probes = ?fault.breaks(), "running with a deliberate fault");
     }
-    // Responses are small and written whole; don't let Nagle hold them back.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(cause = %e, "could not set TCP_NODELAY");
-        }
-    });
-    let served = axum::serve(listener, routes::router(app))
-        .with_graceful_shutdown(shutdown)
+    let limits = config.limits;
+    let router =
+        routes::router(Arc::clone(&app)).layer(axum::middleware::from_fn(move |request, next| {
+            crate::edge::check(limits, app.style(), request, next)
+        }));
+    let served = crate::connection::serve(listener, router, limits, shutdown)
         .await
         .context("serving HTTP");
     // In-flight requests are drained; detached work may still be committing.

@@ -3,14 +3,17 @@
 //! The line reproduces the bytes that were *sent* (hurl's `curl_cmd.rs` does the same), with two
 //! exceptions that keep it safe to paste into a CI log:
 //!
-//! - each secret of the target file becomes an environment variable, the first `$IDEM_TOKEN_A`,
-//!   the second `$IDEM_TOKEN_B`, …, so the reader sets it once and reruns;
-//! - a credential header holding no known secret (`Authorization: Basic …` typed into the target
-//!   file by hand) keeps its scheme and gets `$IDEM_AUTHORIZATION` / `$IDEM_COOKIE` / … instead
-//!   of its value.
+//! - each secret becomes the environment variable [`crate::redact::Secrets`] named by its role:
+//!   `$IDEM_SECRET_1` is always tenant A's credential, `$IDEM_SECRET_2` tenant B's, other secrets
+//!   `$IDEM_SECRET_1`, … in the order given, and a target file's `${VAR}` keeps its own name, so
+//!   the reader exports them once (the legend under the line says which is which) and reruns;
+//! - a credential header holding no known secret keeps its scheme and gets `$IDEM_AUTHORIZATION`
+//!   / `$IDEM_COOKIE` / … instead of its value.
+//!
+//! `curl -i` prints the status line, which is usually what the reader wants to see again.
 //!
 //! Quoting: plain printable ASCII goes in single quotes; a word holding a variable goes in double
-//! quotes (as in `-H "Authorization: Bearer $IDEM_TOKEN_A"`); bytes outside printable ASCII use
+//! quotes (as in `-H "Authorization: Bearer $IDEM_SECRET_1"`); bytes outside printable ASCII use
 //! bash's `$'\x..'` quoting, since the key-syntax probes send such bytes on purpose. A body with a
 //! NUL byte cannot be a shell argument at all, so it is piped in through `printf`.
 //! `Host` and `Content-Length` are left to curl, which derives them from the URL and the body.
@@ -18,7 +21,7 @@
 use std::fmt::Write as _;
 
 use crate::http::exchange::SentRequest;
-use crate::redact::{auth_scheme, find_secret, is_credential_header, secret_at};
+use crate::redact::{auth_scheme, secret_at, Secrets};
 
 /// One piece of a shell word: bytes to quote, or an environment variable to expand.
 #[derive(Debug, PartialEq)]
@@ -27,35 +30,21 @@ enum Part {
     Var(String),
 }
 
-/// The variable a secret becomes: `IDEM_TOKEN_A` for the first, …, `IDEM_TOKEN_AA` after `Z`.
-pub fn token_var(index: usize) -> String {
-    let mut letters = Vec::new();
-    let mut i = index + 1;
-    while i > 0 {
-        i -= 1;
-        letters.push(b'A' + (i % 26) as u8);
-        i /= 26;
-    }
-    letters.reverse();
-    format!("IDEM_TOKEN_{}", String::from_utf8_lossy(&letters))
-}
-
 /// Splits `bytes` at every occurrence of a secret, which becomes its variable.
-fn split_secrets(bytes: &[u8], secrets: &[String]) -> Vec<Part> {
+fn split_secrets(bytes: &[u8], secrets: &Secrets) -> Vec<Part> {
     // Longest secret first, so a secret containing another one is replaced whole.
-    let mut order: Vec<usize> = (0..secrets.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(secrets[i].len()));
+    let order = secrets.ordered();
     let mut parts = Vec::new();
     let mut literal = Vec::new();
     let mut pos = 0;
     'scan: while pos < bytes.len() {
-        for &i in &order {
-            let s = secrets[i].as_bytes();
+        for secret in &order {
+            let s = secret.value.as_bytes();
             if secret_at(bytes, pos, s) {
                 if !literal.is_empty() {
                     parts.push(Part::Bytes(std::mem::take(&mut literal)));
                 }
-                parts.push(Part::Var(token_var(i)));
+                parts.push(Part::Var(secret.var.clone()));
                 pos += s.len();
                 continue 'scan;
             }
@@ -160,10 +149,8 @@ fn escaped(open: &str, quote: &str, bytes: &[u8], byte: fn(&mut String, u8)) -> 
 }
 
 /// The parts of one `-H` argument, credentials and secrets already swapped for variables.
-fn header_parts(name: &str, value: &[u8], secrets: &[String]) -> Vec<Part> {
-    let carries_secret = secrets
-        .iter()
-        .any(|s| find_secret(value, s.as_bytes()).is_some());
+fn header_parts(name: &str, value: &[u8], secrets: &Secrets) -> Vec<Part> {
+    let carries_secret = secrets.carries_secret(value);
     let mut parts = vec![Part::Bytes(name.as_bytes().to_vec())];
     if value.is_empty() {
         // `Name;` is curl's syntax for an empty value (`Name:` would remove the header).
@@ -171,7 +158,7 @@ fn header_parts(name: &str, value: &[u8], secrets: &[String]) -> Vec<Part> {
         return merge(parts);
     }
     parts.push(Part::Bytes(b": ".to_vec()));
-    if is_credential_header(name) && !carries_secret {
+    if secrets.is_secret_header(name) && !carries_secret {
         let var = format!("IDEM_{}", name.to_ascii_uppercase().replace('-', "_"));
         if let Some(scheme) = auth_scheme(value) {
             parts.push(Part::Bytes(format!("{scheme} ").into_bytes()));
@@ -195,13 +182,34 @@ fn merge(parts: Vec<Part>) -> Vec<Part> {
     out
 }
 
-/// The curl command line replaying `req`; secrets appear only as `$IDEM_TOKEN_*` variables.
-pub fn curl_line(req: &SentRequest, secrets: &[String]) -> String {
+/// A curl command and the variables it needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CurlLine {
+    /// The command, ready to paste once the variables are exported.
+    pub text: String,
+    /// The environment variables the command reads, in order of first use.
+    pub vars: Vec<String>,
+}
+
+/// The curl command line replaying `req`; secrets appear only as environment variables.
+pub fn curl_line(req: &SentRequest, secrets: &Secrets) -> CurlLine {
+    let mut vars = Vec::new();
+    let mut note = |parts: &[Part]| {
+        for p in parts {
+            if let Part::Var(v) = p {
+                if !vars.contains(v) {
+                    vars.push(v.clone());
+                }
+            }
+        }
+    };
     let has_nul = req.body.contains(&0);
     let mut line = String::new();
     if has_nul {
         line.push_str("printf '%b' ");
-        for part in split_secrets(&req.body, secrets) {
+        let parts = split_secrets(&req.body, secrets);
+        note(&parts);
+        for part in parts {
             match part {
                 Part::Bytes(b) => line.push_str(&printf_b_quoted(&b)),
                 Part::Var(v) => {
@@ -211,7 +219,7 @@ pub fn curl_line(req: &SentRequest, secrets: &[String]) -> String {
         }
         line.push_str(" | ");
     }
-    line.push_str("curl -sS");
+    line.push_str("curl -i -sS");
     if req.method != "GET" || !req.body.is_empty() {
         // Methods are tokens; an odd one (the probes never send one) is quoted like any word.
         let method = if req.method.bytes().all(|b| b.is_ascii_alphabetic()) {
@@ -221,31 +229,25 @@ pub fn curl_line(req: &SentRequest, secrets: &[String]) -> String {
         };
         let _ = write!(line, " -X {method}");
     }
-    let _ = write!(
-        line,
-        " {}",
-        quote(&split_secrets(req.url.as_bytes(), secrets))
-    );
+    let url = split_secrets(req.url.as_bytes(), secrets);
+    note(&url);
+    let _ = write!(line, " {}", quote(&url));
     for h in &req.headers {
         if h.name.eq_ignore_ascii_case("host") || h.name.eq_ignore_ascii_case("content-length") {
             continue;
         }
-        let _ = write!(
-            line,
-            " -H {}",
-            quote(&header_parts(&h.name, &h.value, secrets))
-        );
+        let parts = header_parts(&h.name, &h.value, secrets);
+        note(&parts);
+        let _ = write!(line, " -H {}", quote(&parts));
     }
     if has_nul {
         line.push_str(" --data-binary @-");
     } else if !req.body.is_empty() {
-        let _ = write!(
-            line,
-            " --data-raw {}",
-            quote(&merge(split_secrets(&req.body, secrets)))
-        );
+        let parts = merge(split_secrets(&req.body, secrets));
+        note(&parts);
+        let _ = write!(line, " --data-raw {}", quote(&parts));
     }
-    line
+    CurlLine { text: line, vars }
 }
 
 #[cfg(test)]
@@ -262,8 +264,12 @@ mod tests {
         }
     }
 
-    fn secrets() -> Vec<String> {
-        vec!["s3cr3t-token".into(), "other".into()]
+    fn secrets() -> Secrets {
+        Secrets::from_values(&["s3cr3t-token", "other"])
+    }
+
+    fn line(r: &SentRequest, s: &Secrets) -> String {
+        curl_line(r, s).text
     }
 
     #[test]
@@ -280,9 +286,9 @@ mod tests {
             b"{\"a\":1}",
         );
         assert_eq!(
-            curl_line(&r, &secrets()),
-            "curl -sS -X POST 'http://127.0.0.1:41873/api/payments' \
-             -H \"Authorization: Bearer $IDEM_TOKEN_A\" -H \"X-Second: $IDEM_TOKEN_B\" \
+            line(&r, &secrets()),
+            "curl -i -sS -X POST 'http://127.0.0.1:41873/api/payments' \
+             -H \"Authorization: Bearer $IDEM_SECRET_1\" -H \"X-Second: $IDEM_SECRET_2\" \
              -H 'Content-Type: application/json' -H 'Idempotency-Key: \"5b0c1c9e\"' \
              --data-raw '{\"a\":1}'"
         );
@@ -298,8 +304,8 @@ mod tests {
             b"it's",
         );
         assert_eq!(
-            curl_line(&r, &[]),
-            "curl -sS -X POST 'http://127.0.0.1:41873/api/payments' \
+            line(&r, &Secrets::default()),
+            "curl -i -sS -X POST 'http://127.0.0.1:41873/api/payments' \
              -H $'Idempotency-Key: \"caf\\xE9\\x01\"' -H 'X-Empty;' --data-raw 'it'\\''s'"
         );
     }
@@ -313,7 +319,7 @@ mod tests {
             ],
             b"",
         );
-        let line = curl_line(&r, &[]);
+        let line = line(&r, &Secrets::default());
         assert!(
             line.contains("-H \"Authorization: Basic $IDEM_AUTHORIZATION\""),
             "{line}"
@@ -325,25 +331,37 @@ mod tests {
     #[test]
     fn a_secret_next_to_unsafe_characters_is_concatenated() {
         let r = req(vec![Header::new("X-Key", "$s3cr3t-token!x")], b"");
-        assert!(curl_line(&r, &secrets()).ends_with("-H 'X-Key: $'\"$IDEM_TOKEN_A\"'!x'"));
+        assert!(line(&r, &secrets()).ends_with("-H 'X-Key: $'\"$IDEM_SECRET_1\"'!x'"));
         let glued = req(vec![Header::new("X-Key", "s3cr3t-tokenabc")], b"");
-        assert!(curl_line(&glued, &secrets()).ends_with("-H \"X-Key: ${IDEM_TOKEN_A}abc\""));
+        assert!(line(&glued, &secrets()).ends_with("-H \"X-Key: ${IDEM_SECRET_1}abc\""));
     }
 
     #[test]
     fn a_body_with_nul_is_piped_in() {
         let r = req(vec![], b"a\0'\\s3cr3t-token");
         assert_eq!(
-            curl_line(&r, &secrets()),
-            "printf '%b' 'a\\0000'\\''\\\\'\"$IDEM_TOKEN_A\" | curl -sS -X POST \
+            line(&r, &secrets()),
+            "printf '%b' 'a\\0000'\\''\\\\'\"$IDEM_SECRET_1\" | curl -i -sS -X POST \
              'http://127.0.0.1:41873/api/payments' --data-binary @-"
         );
     }
 
     #[test]
-    fn variable_names_continue_after_z() {
-        assert_eq!(token_var(0), "IDEM_TOKEN_A");
-        assert_eq!(token_var(25), "IDEM_TOKEN_Z");
-        assert_eq!(token_var(26), "IDEM_TOKEN_AA");
+    fn the_variables_used_are_listed_once() {
+        let r = req(
+            vec![
+                Header::new("Cookie", "a=s3cr3t-token; b=other"),
+                Header::new("X-Again", "s3cr3t-token"),
+            ],
+            b"",
+        );
+        let c = curl_line(&r, &secrets());
+        assert_eq!(c.vars, vec!["IDEM_SECRET_1", "IDEM_SECRET_2"]);
+        assert!(
+            c.text
+                .contains("-H \"Cookie: a=$IDEM_SECRET_1; b=$IDEM_SECRET_2\""),
+            "{}",
+            c.text
+        );
     }
 }

@@ -31,7 +31,8 @@
 //! < {"id":"pay_01H8","amountCents":1250,"currency":"EUR","reference":"idem-check-7f3a2c"}
 //! (#1 #3 in full in the JSON report)
 //! reproduce #2:
-//!   curl -sS -X POST 'http://127.0.0.1:41873/api/payments' -H "authorization: Bearer $IDEM_TOKEN_A" …
+//!   curl -i -sS -X POST 'http://127.0.0.1:41873/api/payments' -H "authorization: Bearer $IDEM_TOKEN_A" …
+//! variables: $IDEM_TOKEN_A = tenant A's authorization credential
 //! ```
 //!
 //! Only the exchanges that a *failed* check cites are printed in full (small counter reads
@@ -39,21 +40,29 @@
 //! JSON report has all of them). Without this rule a 50-request concurrency
 //! probe would bury its verdict. Keys are shown in full in the dumps (a user greps server logs for
 //! them) and shortened in the summary table; tokens never appear.
+//!
+//! Bursts stay short too: consecutive exchanges that differ only in their number fold into one
+//! table row with a status histogram (`#2–#17 … burst 1/10 ×16 … → 201×15 409×1`); of the cited
+//! exchanges, only the first of each kind (same role, same request, same status) is printed in
+//! full, and each distinct request gets one reproduce line. Bodies are cut at the format's
+//! `--max-body-bytes`, quoted values at [`QUOTE_MAX`] characters, both with size and digest.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use crate::check::{Check, Severity};
 use crate::http::curl::curl_line;
-use crate::http::exchange::{Exchange, Header};
+use crate::http::exchange::{Exchange, Header, SentRequest};
 use crate::outcome::Outcome;
-use crate::redact::{
-    bytes_for_text, bytes_inline, header_value_for_text, redact, redact_bytes, sanitize_line,
-};
+use crate::redact::{bytes_for_text, bytes_inline, cut_line, sanitize_line, Secrets};
 use crate::report::{ProbeReport, RenderOptions};
 
-/// Bodies longer than this are cut in text renderings (the JSON report keeps them whole).
-pub const TEXT_BODY_MAX: usize = 4096;
+/// Characters of a value quoted inside a line (a check's expected or actual, a reason) before it
+/// is cut with its size and digest.
+pub const QUOTE_MAX: usize = 200;
+
+/// Consecutive exchanges of one kind fold into one table row from this many on.
+const FOLD_MIN: usize = 3;
 
 /// Bytes of an `Idempotency-Key` value kept in the one-line summary of an exchange.
 const KEY_SHORT: usize = 8;
@@ -133,32 +142,68 @@ pub struct ExchangeLine {
 
 impl ExchangeLine {
     /// Summarises `e`, sanitised and with secrets masked.
-    pub fn of(e: &Exchange, secrets: &[String]) -> Self {
+    pub fn of(e: &Exchange, secrets: &Secrets) -> Self {
         let keys: Vec<String> = e
             .request
             .header_values("idempotency-key")
             .into_iter()
-            .map(|v| short_key(&redact_bytes(v, secrets)))
+            .map(|v| short_key(&secrets.redact_bytes(v)))
             .collect();
         let result = match (&e.response, &e.error) {
             (Some(r), _) => format!("→ {}", r.status),
             (None, Some(err)) => format!("→ error: {}", sanitize_line(err)),
             (None, None) => "→ no response".to_string(),
         };
-        let safe = |s: &str| redact(&sanitize_line(s), secrets);
+        let safe = |s: &str| secrets.redact(&sanitize_line(s));
         ExchangeLine {
             n: format!("#{}", e.n),
             start: format!("+{}", ms(e.start_ms)),
             duration: ms(e.duration_ms),
             role: safe(&e.role),
             method: safe(&e.request.method),
-            path: safe(path_of(&e.request.url)),
+            path: secrets.url_for_text(&sanitize_line(path_of(&e.request.url))),
             key: if keys.is_empty() {
                 String::new()
             } else {
                 format!("key {}", keys.join(", "))
             },
-            result: redact(&result, secrets),
+            result: secrets.redact(&result),
+        }
+    }
+
+    /// One row for a run of exchanges of one kind (see [`fold`]): the range of numbers, the
+    /// first start, the range of durations, the role's common part with the count, and a
+    /// status histogram.
+    fn folded(run: &[&Exchange], secrets: &Secrets) -> Self {
+        let first = ExchangeLine::of(run[0], secrets);
+        let last = ExchangeLine::of(run[run.len() - 1], secrets);
+        let (lo, hi) = run.iter().fold((f64::MAX, 0.0f64), |(lo, hi), e| {
+            (lo.min(e.duration_ms), hi.max(e.duration_ms))
+        });
+        let duration = if ms(lo) == ms(hi) {
+            ms(lo)
+        } else {
+            format!("{:.0}–{}", lo.max(0.0), ms(hi))
+        };
+        let common = common_words(&first.role, &last.role);
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        for e in run {
+            let status = match e.status() {
+                Some(s) => s.to_string(),
+                None => "no response".to_string(),
+            };
+            match counts.iter_mut().find(|(s, _)| *s == status) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((status, 1)),
+            }
+        }
+        let histogram: Vec<String> = counts.iter().map(|(s, n)| format!("{s}×{n}")).collect();
+        ExchangeLine {
+            n: format!("{}–{}", first.n, last.n),
+            duration,
+            role: format!("{common} ×{}", run.len()).trim_start().to_string(),
+            result: format!("→ {}", histogram.join(" ")),
+            ..first
         }
     }
 
@@ -180,6 +225,84 @@ impl ExchangeLine {
         .collect::<Vec<_>>()
         .join(" ")
     }
+}
+
+/// The leading words two roles share: `burst 1/10 1/16` and `burst 1/10 16/16` give `burst 1/10`.
+fn common_words(a: &str, b: &str) -> String {
+    a.split(' ')
+        .zip(b.split(' '))
+        .take_while(|(x, y)| x == y)
+        .map(|(x, _)| x)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A role with its numbers taken out: exchanges whose roles differ only in numbers are of one
+/// kind (`burst 1/10 3/16`, `burst 1/10 4/16`).
+fn role_kind(role: &str) -> String {
+    let mut out = String::new();
+    for c in role.chars() {
+        if c.is_ascii_digit() {
+            if !out.ends_with('#') {
+                out.push('#');
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Consecutive exchanges of one kind (role kind, method, URL, key) grouped into runs; a run
+/// shorter than [`FOLD_MIN`] is split back into single exchanges.
+fn fold(exchanges: &[Exchange]) -> Vec<Vec<&Exchange>> {
+    let kind = |e: &Exchange| {
+        (
+            role_kind(&e.role),
+            e.request.method.clone(),
+            e.request.url.clone(),
+            e.request
+                .header_values("idempotency-key")
+                .into_iter()
+                .map(<[u8]>::to_vec)
+                .collect::<Vec<_>>(),
+        )
+    };
+    let mut runs: Vec<Vec<&Exchange>> = Vec::new();
+    for e in exchanges {
+        match runs.last_mut() {
+            Some(run) if kind(run[0]) == kind(e) => run.push(e),
+            _ => runs.push(vec![e]),
+        }
+    }
+    runs.into_iter()
+        .flat_map(|run| {
+            if run.len() >= FOLD_MIN {
+                vec![run]
+            } else {
+                run.into_iter().map(|e| vec![e]).collect()
+            }
+        })
+        .collect()
+}
+
+/// The cited exchanges printed in full: the first of each kind (role kind, request, status).
+/// Returns each shown exchange with the numbers of the cited ones it stands for.
+fn representatives<'a>(p: &'a ProbeReport, cited: &[usize]) -> Vec<(&'a Exchange, Vec<usize>)> {
+    let mut reps: Vec<(&Exchange, Vec<usize>)> = Vec::new();
+    for e in cited.iter().filter_map(|&n| p.exchange(n)) {
+        let same = |r: &Exchange| {
+            role_kind(&r.role) == role_kind(&e.role)
+                && r.request == e.request
+                && r.status() == e.status()
+                && r.error == e.error
+        };
+        match reps.iter_mut().find(|(r, _)| same(r)) {
+            Some((_, also)) => also.push(e.n),
+            None => reps.push((e, Vec::new())),
+        }
+    }
+    reps
 }
 
 /// Whole milliseconds: sub-millisecond detail is noise next to network latency.
@@ -228,14 +351,14 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
     let _ = writeln!(out, "stimulus:    {}", p.stimulus);
     let _ = writeln!(out, "requirement: {}", p.requirement);
     if let Some(basis) = &p.effect_basis {
-        let _ = writeln!(out, "effects:     {}", sanitize_line(basis));
+        let _ = writeln!(out, "effects:     {}", quoted(basis, secrets));
     }
     if !matches!(p.outcome, Outcome::Pass | Outcome::Fail | Outcome::Warn) {
-        let _ = writeln!(out, "reason:      {}", sanitize_line(&p.reason));
+        let _ = writeln!(out, "reason:      {}", quoted(&p.reason, secrets));
     }
     if !p.checks.is_empty() {
         out.push('\n');
-        write_checks(&mut out, &p.checks);
+        write_checks(&mut out, &p.checks, secrets);
     }
     if !p.exchanges.is_empty() {
         out.push('\n');
@@ -244,41 +367,114 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
     if !p.timeline.is_empty() {
         out.push_str("\ntimeline\n");
         for t in &p.timeline {
-            let _ = writeln!(out, "  {}", sanitize_line(t));
+            let _ = writeln!(out, "  {}", quoted(t, secrets));
         }
     }
     let cited = cited_exchanges(p);
     if !cited.is_empty() {
-        for e in cited.iter().filter_map(|&n| p.exchange(n)) {
+        let reps = representatives(p, &cited);
+        for (e, _) in &reps {
             out.push('\n');
-            write_dump(&mut out, e, secrets);
+            write_dump(&mut out, e, opts);
         }
-        let others: Vec<String> = p
+        let mut notes: Vec<String> = reps
+            .iter()
+            .filter(|(_, also)| !also.is_empty())
+            .map(|(e, also)| {
+                format!(
+                    "{} as #{}: same request, same status",
+                    cited_ranges(also),
+                    e.n
+                )
+            })
+            .collect();
+        let others: Vec<usize> = p
             .exchanges
             .iter()
             .filter(|e| !cited.contains(&e.n))
-            .map(|e| format!("#{}", e.n))
+            .map(|e| e.n)
             .collect();
         if !others.is_empty() {
-            let _ = writeln!(out, "({} in full in the JSON report)", others.join(" "));
+            notes.push(format!(
+                "{} in full in the JSON report",
+                cited_ranges(&others)
+            ));
         }
-        for e in cited.iter().filter_map(|&n| p.exchange(n)) {
-            let _ = writeln!(out, "reproduce #{}:", e.n);
-            let mut line = curl_line(&e.request, secrets);
-            // An exchange that went over HTTP/2 on a plain-text URL was h2c with prior
-            // knowledge; curl must be told, or it would replay it over HTTP/1.1.
-            let h2c = e.request.url.starts_with("http://")
-                && e.response.as_ref().is_some_and(|r| r.version == "HTTP/2");
-            if h2c {
-                line.push_str(" --http2-prior-knowledge");
-            }
-            let _ = writeln!(out, "  {line}");
+        if !notes.is_empty() {
+            let _ = writeln!(out, "({})", notes.join("; "));
         }
+        write_reproduce(&mut out, &reps, secrets);
     }
     // Last line of defence: anything that slipped through above (a secret echoed in a check's
     // `actual`, in a role, in a timeline fact) is masked here.
-    let text = redact(&out, secrets);
+    let text = secrets.redact(&out);
     text.trim_end_matches('\n').to_string()
+}
+
+/// A value quoted inside a line: one line, cut at [`QUOTE_MAX`], secrets masked (before the
+/// cut, so a secret straddling it cannot leak its first half).
+fn quoted(text: &str, secrets: &Secrets) -> String {
+    cut_line(&secrets.redact(&sanitize_line(text)), QUOTE_MAX)
+}
+
+/// One curl line per distinct request among the shown exchanges, then which variable stands
+/// for which secret, once.
+fn write_reproduce(out: &mut String, reps: &[(&Exchange, Vec<usize>)], secrets: &Secrets) {
+    // Grouped by the request itself: two tenants' requests differ only in a credential, which
+    // may print the same when it is not a known secret.
+    let mut lines: Vec<(Vec<usize>, &SentRequest, String)> = Vec::new();
+    let mut vars: Vec<String> = Vec::new();
+    for (e, also) in reps {
+        let curl = curl_line(&e.request, secrets);
+        let mut line = curl.text;
+        // An exchange that went over HTTP/2 on a plain-text URL was h2c with prior
+        // knowledge; curl must be told, or it would replay it over HTTP/1.1.
+        let h2c = e.request.url.starts_with("http://")
+            && e.response.as_ref().is_some_and(|r| r.version == "HTTP/2");
+        if h2c {
+            line.push_str(" --http2-prior-knowledge");
+        }
+        for v in curl.vars {
+            if !vars.contains(&v) {
+                vars.push(v);
+            }
+        }
+        let numbers = std::iter::once(e.n).chain(also.iter().copied());
+        match lines
+            .iter_mut()
+            .find(|(_, r, l)| **r == e.request && *l == line)
+        {
+            Some((ns, _, _)) => ns.extend(numbers),
+            None => lines.push((numbers.collect(), &e.request, line)),
+        }
+    }
+    for (mut ns, _, line) in lines {
+        ns.sort_unstable();
+        let first = ns.remove(0);
+        if ns.is_empty() {
+            let _ = writeln!(out, "reproduce #{first}:");
+        } else {
+            let _ = writeln!(
+                out,
+                "reproduce #{first} (the same request as {}):",
+                cited_ranges(&ns)
+            );
+        }
+        let _ = writeln!(out, "  {line}");
+    }
+    if !vars.is_empty() {
+        let legend: Vec<String> = vars
+            .iter()
+            .map(|v| {
+                let what = secrets.list().iter().find(|s| &s.var == v).map_or_else(
+                    || format!("the {} header's value", v.trim_start_matches("IDEM_")),
+                    |s| s.what.clone(),
+                );
+                format!("${v} = {}", sanitize_line(&what))
+            })
+            .collect();
+        let _ = writeln!(out, "variables: {}", legend.join(" · "));
+    }
 }
 
 /// Exchange numbers with runs folded: `#2 #3 #4 #9` → `#2–#4 #9`, so a check over a
@@ -303,7 +499,7 @@ pub fn cited_ranges(numbers: &[usize]) -> String {
     parts.join(" ")
 }
 
-fn write_checks(out: &mut String, checks: &[Check]) {
+fn write_checks(out: &mut String, checks: &[Check], secrets: &Secrets) {
     let sev_width = checks
         .iter()
         .map(|c| c.severity.as_str().len())
@@ -329,23 +525,26 @@ fn write_checks(out: &mut String, checks: &[Check]) {
         );
         let shows_proof = !c.passed && c.severity != Severity::Info;
         if !shows_proof && !c.actual.is_empty() {
-            let _ = write!(line, "  {}", sanitize_line(&c.actual));
+            let _ = write!(line, "  {}", quoted(&c.actual, secrets));
         }
         let _ = writeln!(out, "{}", line.trim_end());
         if shows_proof {
             for (i, e) in c.expected.iter().enumerate() {
                 let label = if i == 0 { "expected:" } else { "" };
-                let _ = writeln!(out, "    {label:<9} {}", sanitize_line(e));
+                let _ = writeln!(out, "    {label:<9} {}", quoted(e, secrets));
             }
-            let _ = writeln!(out, "    actual:   {}", sanitize_line(&c.actual));
+            let _ = writeln!(out, "    actual:   {}", quoted(&c.actual, secrets));
         }
     }
 }
 
-fn write_exchange_table(out: &mut String, exchanges: &[Exchange], secrets: &[String]) {
-    let lines: Vec<ExchangeLine> = exchanges
-        .iter()
-        .map(|e| ExchangeLine::of(e, secrets))
+fn write_exchange_table(out: &mut String, exchanges: &[Exchange], secrets: &Secrets) {
+    let lines: Vec<ExchangeLine> = fold(exchanges)
+        .into_iter()
+        .map(|run| match run.as_slice() {
+            [e] => ExchangeLine::of(e, secrets),
+            _ => ExchangeLine::folded(&run, secrets),
+        })
         .collect();
     let width = |f: fn(&ExchangeLine) -> &str| {
         lines
@@ -378,23 +577,23 @@ fn write_exchange_table(out: &mut String, exchanges: &[Exchange], secrets: &[Str
     }
 }
 
-fn write_headers(out: &mut String, prefix: char, headers: &[Header], secrets: &[String]) {
+fn write_headers(out: &mut String, prefix: char, headers: &[Header], secrets: &Secrets) {
     for h in headers {
-        let _ = writeln!(
-            out,
-            "{prefix} {}: {}",
-            sanitize_line(&h.name),
-            header_value_for_text(&h.name, &h.value, secrets)
-        );
+        let value = if h.name.eq_ignore_ascii_case("location") {
+            secrets.url_for_text(&bytes_inline(&h.value))
+        } else {
+            secrets.header_value_for_text(&h.name, &h.value)
+        };
+        let _ = writeln!(out, "{prefix} {}: {value}", sanitize_line(&h.name));
     }
 }
 
-fn write_body(out: &mut String, prefix: char, body: &[u8], secrets: &[String]) {
+fn write_body(out: &mut String, prefix: char, body: &[u8], opts: &RenderOptions) {
     if body.is_empty() {
         return;
     }
     let _ = writeln!(out, "{prefix}");
-    for line in bytes_for_text(&redact_bytes(body, secrets), TEXT_BODY_MAX).split('\n') {
+    for line in bytes_for_text(&opts.secrets.redact_bytes(body), opts.max_body).split('\n') {
         if line.is_empty() {
             let _ = writeln!(out, "{prefix}");
         } else {
@@ -404,7 +603,8 @@ fn write_body(out: &mut String, prefix: char, body: &[u8], secrets: &[String]) {
 }
 
 /// The full `>` / `<` transcript of one exchange, curl `-v` style.
-fn write_dump(out: &mut String, e: &Exchange, secrets: &[String]) {
+fn write_dump(out: &mut String, e: &Exchange, opts: &RenderOptions) {
+    let secrets = &opts.secrets;
     let _ = writeln!(
         out,
         "#{} {} (+{:.0} ms, {:.0} ms)",
@@ -422,15 +622,15 @@ fn write_dump(out: &mut String, e: &Exchange, secrets: &[String]) {
         out,
         "> {} {}{version}",
         sanitize_line(&e.request.method),
-        redact(&sanitize_line(path_of(&e.request.url)), secrets)
+        secrets.url_for_text(&sanitize_line(path_of(&e.request.url)))
     );
     write_headers(out, '>', &e.request.headers, secrets);
-    write_body(out, '>', &e.request.body, secrets);
+    write_body(out, '>', &e.request.body, opts);
     match (&e.response, &e.error) {
         (Some(r), _) => {
             let _ = writeln!(out, "< {} {}", sanitize_line(&r.version), r.status);
             write_headers(out, '<', &r.headers, secrets);
-            write_body(out, '<', &r.body, secrets);
+            write_body(out, '<', &r.body, opts);
             if r.body_truncated {
                 let _ = writeln!(out, "< (body cut at the capture limit)");
             }
@@ -518,11 +718,55 @@ mod tests {
     }
 
     #[test]
-    fn bodies_are_capped_at_4_kib_in_text() {
+    fn bodies_are_capped_at_the_format_limit() {
         let p = probe(vec![ex(1, "POST", vec![b'a'; 10_000])], vec![1]);
+        let opts = RenderOptions::default();
+        let text = block(&p, "s", &opts);
+        assert!(text.contains(&format!("< {}\n", "a".repeat(opts.max_body))));
+        assert!(
+            text.contains(&format!(
+                "< … {} bytes more, sha256 ",
+                10_000 - opts.max_body
+            )),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_burst_folds_into_one_row_one_dump_and_one_reproduce_line() {
+        let mut exchanges: Vec<Exchange> = (2..=17)
+            .map(|n| {
+                let mut e = ex(n, "POST", b"{}".to_vec());
+                e.role = format!("burst 1/10 {}/16", n - 1);
+                e
+            })
+            .collect();
+        exchanges[15].response.as_mut().unwrap().status = 409;
+        let p = probe(exchanges, (2..=17).collect());
         let text = block(&p, "s", &RenderOptions::default());
-        assert!(text.contains(&format!("< {}\n", "a".repeat(TEXT_BODY_MAX))));
-        assert!(text.contains("< … 5904 bytes more, sha256 "), "{text}");
+        assert!(text.contains("#2–#17"), "{text}");
+        assert!(text.contains("burst 1/10 ×16"), "{text}");
+        assert!(text.contains("→ 200×15 409×1"), "{text}");
+        assert_eq!(text.matches("\n#2 burst").count(), 1, "{text}");
+        assert_eq!(text.matches("\n#17 burst").count(), 1, "{text}");
+        assert!(
+            text.contains("(#3–#16 as #2: same request, same status)"),
+            "{text}"
+        );
+        assert_eq!(text.matches("curl -i").count(), 1, "{text}");
+        assert!(
+            text.contains("reproduce #2 (the same request as #3–#17):"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn quoted_values_are_cut() {
+        let mut p = probe(vec![ex(1, "POST", vec![])], vec![1]);
+        p.checks[0].actual = "y".repeat(1_048_576);
+        let text = block(&p, "s", &RenderOptions::default());
+        assert!(text.contains("… (1,048,576 bytes, sha256 "), "{text}");
+        assert!(text.len() < 4000, "{}", text.len());
     }
 
     #[test]

@@ -6,13 +6,18 @@
 //!
 //! Redaction works on the `serde_json::Value` tree rather than on the model, so no field added to
 //! the model later can escape it: every string is masked, header objects follow the header rule
-//! of [`crate::redact::mask_header`], and base64 bodies are decoded, masked and re-encoded (a
-//! token inside a binary body would otherwise survive as base64).
+//! of [`crate::redact::Secrets::mask_header`], and base64 bodies are decoded, masked and
+//! re-encoded (a token inside a binary body would otherwise survive as base64).
+//!
+//! Size is bounded the same way: a `body` longer than the JSON body cap (`--max-body-bytes`) is
+//! cut, and the object gains `body_size` (bytes on the wire) and `body_sha256` (of the whole
+//! body) beside it; any other string longer than the cap is cut with its size and digest.
+//! Every exchange stays in the report.
 
 use base64::Engine as _;
 use serde_json::Value;
 
-use crate::redact::{mask_header, redact, redact_bytes};
+use crate::redact::{cut_line, sha256_hex, Secrets};
 use crate::report::{RenderOptions, RunReport};
 
 /// The report as pretty JSON with a trailing newline.
@@ -27,20 +32,20 @@ pub fn render_value<T: serde::Serialize>(
     opts: &RenderOptions,
 ) -> anyhow::Result<String> {
     let mut tree = serde_json::to_value(report)?;
-    scrub(&mut tree, &opts.secrets);
+    scrub(&mut tree, &opts.secrets, opts.max_body);
     let mut out = serde_json::to_string_pretty(&tree)?;
     out.push('\n');
     Ok(out)
 }
 
-/// Masks secrets everywhere in `v`.
-fn scrub(v: &mut Value, secrets: &[String]) {
+/// Masks secrets everywhere in `v`, and cuts what is longer than `max`.
+fn scrub(v: &mut Value, secrets: &Secrets, max: usize) {
     match v {
-        Value::String(s) => *s = redact(s, secrets),
-        Value::Array(items) => items.iter_mut().for_each(|i| scrub(i, secrets)),
+        Value::String(s) => *s = cut_line(&secrets.redact(s), max),
+        Value::Array(items) => items.iter_mut().for_each(|i| scrub(i, secrets, max)),
         Value::Object(map) => {
             if let Some(bytes) = base64_body(map) {
-                let masked = redact_bytes(&bytes, secrets);
+                let masked = secrets.redact_bytes(&bytes);
                 if masked.as_ref() != bytes.as_slice() {
                     map.insert(
                         "base64".into(),
@@ -55,13 +60,52 @@ fn scrub(v: &mut Value, secrets: &[String]) {
                     Value::Object(inner) => base64_body(inner),
                     _ => None,
                 };
-                if let Some(masked) = raw.and_then(|raw| mask_header(name, &raw, secrets)) {
+                if let Some(masked) = raw.and_then(|raw| secrets.mask_header(name, &raw)) {
                     map.insert("value".into(), Value::String(masked));
                 }
             }
-            map.values_mut().for_each(|i| scrub(i, secrets));
+            cut_body(map, secrets, max);
+            map.values_mut().for_each(|i| scrub(i, secrets, max));
         }
         Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+/// Cuts the `body` of a request or response object to `max` bytes (masked first, so no secret
+/// is split by the cut), recording the whole body's size and digest beside it.
+fn cut_body(map: &mut serde_json::Map<String, Value>, secrets: &Secrets, max: usize) {
+    let cut = match map.get("body") {
+        Some(Value::String(text)) if text.len() > max => {
+            let masked = secrets.redact(text);
+            let mut end = max.min(masked.len());
+            while !masked.is_char_boundary(end) {
+                end -= 1;
+            }
+            Some((
+                Value::String(masked[..end].to_string()),
+                text.len(),
+                sha256_hex(text.as_bytes()),
+            ))
+        }
+        Some(Value::Object(inner)) => base64_body(inner).filter(|b| b.len() > max).map(|bytes| {
+            let masked = secrets.redact_bytes(&bytes);
+            let kept = &masked[..max.min(masked.len())];
+            let mut obj = serde_json::Map::new();
+            obj.insert(
+                "base64".into(),
+                Value::String(base64::engine::general_purpose::STANDARD.encode(kept)),
+            );
+            (Value::Object(obj), bytes.len(), sha256_hex(&bytes))
+        }),
+        _ => None,
+    };
+    if let Some((body, size, digest)) = cut {
+        map.insert("body".into(), body);
+        map.insert("body_size".into(), Value::from(size));
+        map.insert("body_sha256".into(), Value::String(digest));
+        if map.contains_key("body_truncated") {
+            map.insert("body_truncated".into(), Value::Bool(true));
+        }
     }
 }
 

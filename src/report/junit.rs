@@ -12,79 +12,150 @@
 //! | INCONCLUSIVE | `<skipped type="inconclusive" message="<reason: what to change>">`, body = the evidence block |
 //! | WARN | a passing testcase with `<system-out>WARN: …</system-out>` and the evidence; under `--strict`, a `<failure type="recommended">` |
 //! | PASS | a passing testcase |
-//! | target, versions, context | the testsuite's `<system-out>` (junit-report 0.9.1 writes no `<properties>`) |
+//! | target, versions, context | the testsuite's `<properties>` (`target`, `tool`, `context`, and `interrupted` when Ctrl-C stopped the run) and the same line in its `<system-out>` |
+//!
+//! The document validates against the Jenkins/Ant `junit-10.xsd` (as shipped with pytest; a
+//! test checks every golden file with a schema validator): times have at most three decimals,
+//! the testsuite counts `tests`, `failures`, `errors` and `skipped` (SKIP and INCONCLUSIVE).
 //!
 //! ```xml
 //! <testsuites>
-//!   <testsuite id="0" name="ietf-draft-07" package="idem-check" tests="3" errors="0" failures="1" …>
-//!     <testcase name="replay-identity" time="0.134" classname="idem-check.ietf-draft-07.enforcement">
-//!       <failure type="critical" message="effect count unchanged by retries: expected 1 execution (counter), got 3 executions"><![CDATA[
-//! replay-identity  FAIL (critical)   suite ietf-draft-07 · draft-07 §2.6
-//! …]]></failure>
+//!   <testsuite name="ietf-draft-07" tests="3" failures="1" errors="0" skipped="1" time="2.415" …>
+//!     <properties>
+//!       <property name="target" value="POST http://127.0.0.1:41873/api/payments"/>
+//!       …
+//!     </properties>
+//!     <testcase name="replay-identity" classname="idem-check.ietf-draft-07.enforcement" time="0.134">
+//!       <failure type="critical" message="effect count unchanged by retries: expected 1 execution (counter), got 3 executions">replay-identity  FAIL (critical) …</failure>
 //!     </testcase>
-//!     <testcase name="tenant-isolation" time="0" classname="idem-check.ietf-draft-07.scope">
+//!     <testcase name="tenant-isolation" classname="idem-check.ietf-draft-07.scope" time="0.000">
 //!       <skipped type="skip" message="needs a second tenant: add [tenants.b] to the target file"/>
 //!     </testcase>
-//!     <testcase name="missing-key" time="0.02" classname="idem-check.ietf-draft-07.key-syntax">
-//!       <system-out><![CDATA[WARN: problem+json or Link: expected …, got …]]></system-out>
+//!     <testcase name="missing-key" classname="idem-check.ietf-draft-07.key-syntax" time="0.020">
+//!       <system-out>WARN: problem+json or Link: expected …, got …</system-out>
 //!     </testcase>
-//!     <system-out><![CDATA[target POST http://127.0.0.1:41873/api/payments · idem-check 0.1.0 · 2 tenants]]></system-out>
+//!     <system-out>target POST http://127.0.0.1:41873/api/payments · idem-check 0.1.0 · 2 tenants</system-out>
 //!   </testsuite>
 //! </testsuites>
 //! ```
 //!
-//! Text is made safe before the crate sees it. XML cannot hold most C0 controls even as character
-//! references, so they are written as `\x00` text (see [`crate::redact`]); and junit-report writes
-//! each body raw inside one CDATA section, which a `]]>` in a server's body would close early, so
-//! `]]>` is rewritten as `]]]]><![CDATA[>` (the standard split, which a reader joins back).
+//! Text is made safe before it is written: XML cannot hold most C0 controls even as character
+//! references, so they are written as `\x00` text (see [`crate::redact`]); everything else is
+//! escaped by the XML writer. Messages are one line and cut at
+//! [`crate::report::evidence::QUOTE_MAX`] characters, bodies at the format's body cap.
 
-use junit_report::{Duration, OffsetDateTime, Report, TestCase, TestResult, TestSuite};
+use quick_xml::escape::partial_escape;
+use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
+use quick_xml::Writer;
 
 use crate::outcome::{first_line, Outcome};
-use crate::redact::{redact, sanitize_line, sanitize_text};
-use crate::report::evidence::{block, first_failed};
+use crate::redact::{cut_line, sanitize_line, sanitize_text};
+use crate::report::evidence::{block, first_failed, QUOTE_MAX};
 use crate::report::{ProbeReport, RenderOptions, RunReport};
 
 /// The JUnit document for `report`. `strict` turns WARN into `<failure>` (it already turned the
 /// outcome into FAIL when the run itself was strict).
 pub fn render(report: &RunReport, opts: &RenderOptions, strict: bool) -> anyhow::Result<String> {
-    let mut suite = TestSuite::new(&attr(&report.suite, opts));
-    suite.package = "idem-check".into();
-    // A fixed timestamp for a given report keeps the document a pure function of it.
-    suite.set_timestamp(
-        OffsetDateTime::parse(
-            &report.started_at,
-            &time::format_description::well_known::Rfc3339,
-        )
-        .unwrap_or(OffsetDateTime::UNIX_EPOCH),
-    );
-    suite.add_testcases(
-        report
-            .probes
-            .iter()
-            .map(|p| testcase(report, p, opts, strict)),
-    );
-    let mut facts = vec![
-        format!("target {}", report.target),
-        format!("{} {}", report.tool.name, report.tool.version),
-    ];
-    facts.extend(report.context.iter().cloned());
-    if report.interrupted {
-        facts.push("interrupted: only finished probes are listed".into());
+    let mut w = Writer::new_with_indent(Vec::new(), b' ', 2);
+    w.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
+    w.write_event(Event::Start(BytesStart::new("testsuites")))?;
+    let s = &report.summary;
+    let suite_name = attr(&report.suite, opts);
+    let mut suite = BytesStart::new("testsuite");
+    for (k, v) in [
+        ("name", suite_name.as_str()),
+        ("package", "idem-check"),
+        ("id", "0"),
+        ("tests", &s.probes.to_string()),
+        (
+            "failures",
+            &(s.failed + if strict { s.warned } else { 0 }).to_string(),
+        ),
+        ("errors", &s.errors.to_string()),
+        ("skipped", &(s.skipped + s.inconclusive).to_string()),
+        ("time", &seconds(report.duration_ms)),
+        ("timestamp", &report.started_at),
+    ] {
+        suite.push_attribute((k, v));
     }
-    suite.set_system_out(&body(&facts.join(" · "), opts));
-    let mut doc = Report::new();
-    doc.add_testsuite(suite);
-    let mut xml = Vec::new();
-    doc.write_xml(&mut xml)?;
-    let mut out = String::from_utf8(xml)?;
+    w.write_event(Event::Start(suite))?;
+    let mut facts = vec![
+        ("target", opts.secrets.url_for_text(&report.target)),
+        (
+            "tool",
+            format!("{} {}", report.tool.name, report.tool.version),
+        ),
+    ];
+    facts.extend(report.context.iter().map(|c| ("context", c.clone())));
+    if report.interrupted {
+        facts.push((
+            "interrupted",
+            "interrupted: only finished probes are listed".into(),
+        ));
+    }
+    w.write_event(Event::Start(BytesStart::new("properties")))?;
+    for (name, value) in &facts {
+        let mut prop = BytesStart::new("property");
+        prop.push_attribute(("name", *name));
+        prop.push_attribute(("value", attr(value, opts).as_str()));
+        w.write_event(Event::Empty(prop))?;
+    }
+    w.write_event(Event::End(BytesEnd::new("properties")))?;
+    for p in &report.probes {
+        testcase(&mut w, report, p, opts, strict)?;
+    }
+    let line: Vec<String> = facts
+        .iter()
+        .map(|(name, v)| match *name {
+            "target" => format!("target {v}"),
+            _ => v.clone(),
+        })
+        .collect();
+    text_element(&mut w, "system-out", &[], &body(&line.join(" · "), opts))?;
+    w.write_event(Event::End(BytesEnd::new("testsuite")))?;
+    w.write_event(Event::End(BytesEnd::new("testsuites")))?;
+    let mut out = String::from_utf8(w.into_inner())?;
     out.push('\n');
     Ok(out)
 }
 
-fn testcase(report: &RunReport, p: &ProbeReport, opts: &RenderOptions, strict: bool) -> TestCase {
-    let time = Duration::seconds_f64(p.duration_ms.max(0.0) / 1000.0);
-    let evidence = || Some(body(&block(p, &report.suite, opts), opts));
+/// Seconds with three decimals, as the schema's `SUREFIRE_TIME` allows.
+fn seconds(ms: f64) -> String {
+    format!("{:.3}", ms.max(0.0) / 1000.0)
+}
+
+type XmlWriter = Writer<Vec<u8>>;
+
+/// `<name attrs…>text</name>`, or `<name attrs…/>` when there is no text.
+fn text_element(
+    w: &mut XmlWriter,
+    name: &str,
+    attrs: &[(&str, &str)],
+    text: &str,
+) -> anyhow::Result<()> {
+    let mut start = BytesStart::new(name);
+    for a in attrs {
+        start.push_attribute(*a);
+    }
+    if text.is_empty() {
+        w.write_event(Event::Empty(start))?;
+    } else {
+        w.write_event(Event::Start(start))?;
+        // Only `<`, `>` and `&` need escaping in element text; quotes stay readable.
+        w.write_event(Event::Text(BytesText::from_escaped(partial_escape(text))))?;
+        w.write_event(Event::End(BytesEnd::new(name)))?;
+    }
+    Ok(())
+}
+
+fn testcase(
+    w: &mut XmlWriter,
+    report: &RunReport,
+    p: &ProbeReport,
+    opts: &RenderOptions,
+    strict: bool,
+) -> anyhow::Result<()> {
+    let evidence = || body(&block(p, &report.suite, opts), opts);
     let message = || {
         attr(
             &first_failed(p).map_or_else(|| p.reason.clone(), first_line),
@@ -96,57 +167,62 @@ fn testcase(report: &RunReport, p: &ProbeReport, opts: &RenderOptions, strict: b
             .map_or("fail", |c| c.severity.as_str())
             .to_string()
     };
-    let mut tc = TestCase::success(p.id, time);
-    tc.set_classname(&attr(
-        &format!("idem-check.{}.{}", report.suite, p.group),
-        opts,
+    let mut start = BytesStart::new("testcase");
+    start.push_attribute(("name", p.id));
+    start.push_attribute((
+        "classname",
+        attr(&format!("idem-check.{}.{}", report.suite, p.group), opts).as_str(),
     ));
-    tc.result = match p.outcome {
-        Outcome::Pass => TestResult::Success,
-        Outcome::Warn if strict => TestResult::Failure {
-            type_: severity(),
-            message: message(),
-            cause: evidence(),
-        },
-        Outcome::Warn => {
-            tc.set_system_out(&body(
-                &format!("WARN: {}\n\n{}", message(), block(p, &report.suite, opts)),
-                opts,
-            ));
-            TestResult::Success
+    start.push_attribute(("time", seconds(p.duration_ms).as_str()));
+    if p.outcome == Outcome::Pass {
+        w.write_event(Event::Empty(start))?;
+        return Ok(());
+    }
+    w.write_event(Event::Start(start))?;
+    match p.outcome {
+        Outcome::Pass => {}
+        Outcome::Warn if !strict => {
+            let text = format!("WARN: {}\n\n{}", message(), block(p, &report.suite, opts));
+            text_element(w, "system-out", &[], &body(&text, opts))?;
         }
-        Outcome::Fail => TestResult::Failure {
-            type_: severity(),
-            message: message(),
-            cause: evidence(),
-        },
-        Outcome::Error => TestResult::Error {
-            type_: "error".into(),
-            message: attr(&p.reason, opts),
-            cause: evidence(),
-        },
-        Outcome::Skip => TestResult::SkippedWithCause {
-            type_: "skip".into(),
-            message: attr(&p.reason, opts),
-            cause: None,
-        },
-        Outcome::Inconclusive => TestResult::SkippedWithCause {
-            type_: "inconclusive".into(),
-            message: attr(&p.reason, opts),
-            cause: evidence(),
-        },
-    };
-    tc
+        Outcome::Warn | Outcome::Fail => {
+            let (t, m) = (severity(), message());
+            text_element(w, "failure", &[("type", &t), ("message", &m)], &evidence())?;
+        }
+        Outcome::Error => {
+            let m = attr(&p.reason, opts);
+            text_element(
+                w,
+                "error",
+                &[("type", "error"), ("message", &m)],
+                &evidence(),
+            )?;
+        }
+        Outcome::Skip => {
+            let m = attr(&p.reason, opts);
+            text_element(w, "skipped", &[("type", "skip"), ("message", &m)], "")?;
+        }
+        Outcome::Inconclusive => {
+            let m = attr(&p.reason, opts);
+            text_element(
+                w,
+                "skipped",
+                &[("type", "inconclusive"), ("message", &m)],
+                &evidence(),
+            )?;
+        }
+    }
+    w.write_event(Event::End(BytesEnd::new("testcase")))?;
+    Ok(())
 }
 
-/// One-line text for an attribute: no controls, no line breaks, no secrets (the crate escapes
-/// `<`, `&` and quotes).
+/// One-line text for an attribute: no controls, no line breaks, no secrets, at most
+/// [`QUOTE_MAX`] characters (the writer escapes `<`, `&` and quotes).
 fn attr(text: &str, opts: &RenderOptions) -> String {
-    redact(&sanitize_line(text), &opts.secrets)
+    cut_line(&opts.secrets.redact(&sanitize_line(text)), QUOTE_MAX)
 }
 
-/// Multi-line text for a CDATA section: no controls, no secrets, and no `]]>` that would end the
-/// section early.
+/// Multi-line text for an element: no controls, no secrets.
 fn body(text: &str, opts: &RenderOptions) -> String {
-    redact(&sanitize_text(text), &opts.secrets).replace("]]>", "]]]]><![CDATA[>")
+    opts.secrets.redact(&sanitize_text(text))
 }

@@ -15,8 +15,8 @@ use std::io::Write as _;
 use anyhow::Context as _;
 
 use crate::outcome::{first_line, Outcome};
-use crate::redact::{redact, sanitize_line};
-use crate::report::evidence::{deciding_severity, first_failed, ExchangeLine};
+use crate::redact::{cut_line, sanitize_line};
+use crate::report::evidence::{deciding_severity, first_failed, ExchangeLine, QUOTE_MAX};
 use crate::report::terminal::summary_line;
 use crate::report::{ProbeReport, RenderOptions, RunReport};
 
@@ -34,10 +34,10 @@ fn symbol(outcome: Outcome) -> &'static str {
     }
 }
 
-/// Text safe inside a table cell or a list item: one line, secrets masked, Markdown and HTML
-/// metacharacters neutralised.
+/// Text safe inside a table cell or a list item: one line, secrets masked, cut at
+/// [`QUOTE_MAX`] characters, Markdown and HTML metacharacters neutralised.
 fn md(text: &str, opts: &RenderOptions) -> String {
-    let line = redact(&sanitize_line(text), &opts.secrets);
+    let line = cut_line(&opts.secrets.redact(&sanitize_line(text)), QUOTE_MAX);
     let mut out = String::with_capacity(line.len());
     for c in line.chars() {
         match c {
@@ -59,7 +59,7 @@ pub fn render(report: &RunReport, opts: &RenderOptions) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "## idem-check · {}\n", md(&report.suite, opts));
     let mut facts = vec![
-        format!("target {}", report.target),
+        format!("target {}", opts.secrets.url_for_text(&report.target)),
         format!("{} {}", report.tool.name, report.tool.version),
     ];
     facts.extend(report.context.iter().cloned());
@@ -127,19 +127,70 @@ fn details(out: &mut String, p: &ProbeReport, opts: &RenderOptions) {
     }
 }
 
-/// Appends the summary to `$GITHUB_STEP_SUMMARY` when GitHub Actions set it; returns whether it
-/// did, so the caller can mention it. Appending is how the step summary file is meant to be used:
-/// several steps share it.
-pub fn append_to_step_summary(report: &RunReport, opts: &RenderOptions) -> anyhow::Result<bool> {
-    let Some(path) = std::env::var_os(STEP_SUMMARY).filter(|p| !p.is_empty()) else {
-        return Ok(false);
-    };
+/// GitHub refuses a step summary above 1 MiB (and then shows none of it).
+pub const STEP_SUMMARY_MAX: u64 = 1024 * 1024;
+
+/// The step summary file, when GitHub Actions set one.
+pub fn step_summary_path() -> Option<std::path::PathBuf> {
+    std::env::var_os(STEP_SUMMARY)
+        .filter(|p| !p.is_empty())
+        .map(Into::into)
+}
+
+/// Appends `md` to the step summary file at `path`, cut at a line so that the file stays within
+/// [`STEP_SUMMARY_MAX`] (earlier steps may have used part of it). Appending is how the file is
+/// meant to be used: several steps share it.
+pub fn append_to_step_summary(path: &std::path::Path, md: &str) -> anyhow::Result<()> {
+    let used = std::fs::metadata(path).map_or(0, |m| m.len());
+    let room = usize::try_from(STEP_SUMMARY_MAX.saturating_sub(used)).unwrap_or(usize::MAX);
+    let text = fit(md, room);
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(&path)
-        .with_context(|| format!("cannot open ${STEP_SUMMARY} ({})", path.to_string_lossy()))?;
-    file.write_all(render(report, opts).as_bytes())
-        .with_context(|| format!("cannot write ${STEP_SUMMARY} ({})", path.to_string_lossy()))?;
-    Ok(true)
+        .open(path)
+        .with_context(|| format!("cannot open ${STEP_SUMMARY} ({})", path.display()))?;
+    file.write_all(text.as_bytes())
+        .with_context(|| format!("cannot write ${STEP_SUMMARY} ({})", path.display()))?;
+    Ok(())
+}
+
+/// `md` whole if it fits in `room` bytes, else its first lines and a note saying where the rest
+/// is; nothing at all if not even the note fits.
+fn fit(md: &str, room: usize) -> String {
+    if md.len() <= room {
+        return md.to_string();
+    }
+    let note = "\n_… summary cut to stay within GitHub's 1 MiB step summary limit; the JSON and JUnit reports have everything._\n";
+    let Some(budget) = room.checked_sub(note.len()) else {
+        return String::new();
+    };
+    let mut end = budget.min(md.len());
+    while !md.is_char_boundary(end) {
+        end -= 1;
+    }
+    let end = md[..end].rfind('\n').map_or(0, |i| i + 1);
+    format!("{}{note}", &md[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_step_summary_never_exceeds_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("summary.md");
+        std::fs::write(&path, "x".repeat(1000)).unwrap();
+        let md = "| row |\n".repeat(200_000);
+        append_to_step_summary(&path, &md).unwrap();
+        let len = std::fs::metadata(&path).unwrap().len();
+        assert!(
+            len <= STEP_SUMMARY_MAX && len > STEP_SUMMARY_MAX - 200,
+            "{len}"
+        );
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.ends_with("have everything._\n"));
+        assert_eq!(fit("short\n", 100), "short\n");
+        assert_eq!(fit("short\n", 3), "");
+    }
 }

@@ -9,9 +9,11 @@ use serde::Serialize;
 use crate::check::Check;
 use crate::http::exchange::Exchange;
 use crate::outcome::Outcome;
+use crate::redact::Secrets;
 
 pub mod evidence;
 pub mod file;
+pub mod format;
 pub mod json;
 pub mod junit;
 pub mod markdown;
@@ -124,11 +126,49 @@ impl ProbeReport {
     }
 }
 
+pub use format::{Format, ReportFile, Reportable};
+
 /// How renderers present a report (never what it says).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RenderOptions {
     /// ANSI colour in terminal output.
     pub color: bool,
-    /// Secrets to mask wherever evidence goes (tokens named by the target, Authorization values).
-    pub secrets: Vec<String>,
+    /// Secrets to mask wherever evidence goes, and the variables reproduce lines name them by.
+    pub secrets: Secrets,
+    /// Bodies are cut to this many bytes (with their size and digest): see
+    /// [`Format::default_max_body`].
+    pub max_body: usize,
+}
+
+impl Default for RenderOptions {
+    fn default() -> Self {
+        RenderOptions {
+            color: false,
+            secrets: Secrets::default(),
+            max_body: Format::Terminal.default_max_body(),
+        }
+    }
+}
+
+impl RenderOptions {
+    /// The same options for `format`: its body cap unless `--max-body-bytes` set one for all.
+    pub fn for_format(&self, format: Format, max_body: Option<usize>) -> RenderOptions {
+        RenderOptions {
+            color: self.color && format == Format::Terminal,
+            secrets: self.secrets.clone(),
+            max_body: max_body.unwrap_or(format.default_max_body()),
+        }
+    }
+}
+
+/// A run's files: JUnit, JSON and Markdown of the [`RunReport`].
+impl Reportable for RunReport {
+    fn render(&self, format: Format, opts: &RenderOptions) -> anyhow::Result<String> {
+        match format {
+            Format::Junit => junit::render(self, opts, self.strict),
+            Format::Json => json::render(self, opts),
+            Format::Markdown => Ok(markdown::render(self, opts)),
+            Format::Terminal => Ok(terminal::render(self, opts, self.strict)),
+        }
+    }
 }

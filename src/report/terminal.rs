@@ -26,8 +26,8 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::outcome::Outcome;
-use crate::redact::{redact, sanitize_line};
-use crate::report::evidence::block;
+use crate::redact::{cut_line, sanitize_line};
+use crate::report::evidence::{block, QUOTE_MAX};
 use crate::report::{ProbeReport, RenderOptions, RunReport, Summary};
 
 /// When to colour terminal output (`--color`).
@@ -85,7 +85,7 @@ fn paint(text: &str, code: &str, color: bool) -> String {
 pub fn probe_line(p: &ProbeReport, opts: &RenderOptions) -> String {
     let (symbol, code) = style(p.outcome);
     let head = format!("{symbol} {:<12}", p.outcome.as_str());
-    let reason = redact(&sanitize_line(&p.reason), &opts.secrets);
+    let reason = cut_line(&opts.secrets.redact(&sanitize_line(&p.reason)), QUOTE_MAX);
     format!(
         "{}  {:<ID_WIDTH$} {:>7}  {reason}",
         paint(&head, code, opts.color),
@@ -114,13 +114,13 @@ pub fn header_line(report: &RunReport, opts: &RenderOptions) -> String {
 /// [`header_line`] from its parts, for a run that prints it before the report exists.
 pub fn header(target: &str, suite: &str, context: &[String], opts: &RenderOptions) -> String {
     let mut parts = vec![
-        redact(&sanitize_line(target), &opts.secrets),
+        opts.secrets.url_for_text(&sanitize_line(target)),
         format!("suite {suite}"),
     ];
     parts.extend(
         context
             .iter()
-            .map(|c| redact(&sanitize_line(c), &opts.secrets)),
+            .map(|c| opts.secrets.redact(&sanitize_line(c))),
     );
     let tool = crate::report::ToolInfo::default();
     parts.push(format!("{} {}", tool.name, tool.version));
@@ -177,7 +177,10 @@ pub fn render_tail(report: &RunReport, opts: &RenderOptions, strict: bool) -> St
             "! ERROR         {} more probe{} {}",
             not_run.len(),
             if not_run.len() == 1 { "" } else { "s" },
-            sanitize_line(&redact(&first.reason, &opts.secrets))
+            cut_line(
+                &opts.secrets.redact(&sanitize_line(&first.reason)),
+                QUOTE_MAX
+            )
         );
         out.push_str(&paint(&line, "31", opts.color));
         out.push('\n');

@@ -431,6 +431,24 @@ fn failed_to_start(
     }
 }
 
+/// A stress run's files: its own JSON (`idem-check.stress/1`), and JUnit and Markdown of the
+/// one-testcase [`RunReport`] it amounts to.
+impl crate::report::Reportable for StressReport {
+    fn render(
+        &self,
+        format: crate::report::Format,
+        opts: &crate::report::RenderOptions,
+    ) -> anyhow::Result<String> {
+        use crate::report::Format;
+        match format {
+            Format::Json => crate::report::json::render_value(self, opts),
+            Format::Junit => crate::report::junit::render(&self.as_run_report(), opts, false),
+            Format::Markdown => Ok(crate::report::markdown::render(&self.as_run_report(), opts)),
+            Format::Terminal => Ok(render_terminal(self, opts)),
+        }
+    }
+}
+
 /// The terminal rendering: the verdict line, throughput, statuses, the latency table, the
 /// violating keys, and the evidence block when the run failed.
 pub fn render_terminal(r: &StressReport, opts: &crate::report::RenderOptions) -> String {
@@ -506,5 +524,6 @@ pub fn render_terminal(r: &StressReport, opts: &crate::report::RenderOptions) ->
         out.push_str(&crate::report::evidence::block(&r.result, "stress", opts));
         out.push('\n');
     }
-    out
+    // The reasons above quote what the server sent, which may echo a secret.
+    opts.secrets.redact(&out)
 }

@@ -3,10 +3,14 @@
 
 #![allow(dead_code)]
 
+pub mod binary;
+pub mod junit_schema;
+
 use std::sync::Arc;
 
 use idem_check::config::{Config, RunOptions};
 use idem_check::probes::select;
+use idem_check::redact::Secrets;
 use idem_check::reference::Reference;
 use idem_check::report::{ProbeReport, RunReport};
 use idem_check::runner::{self, Observer};
@@ -21,6 +25,16 @@ impl Observer for Quiet {
 
 /// Runs `probes` (all when empty) of the default suite against the reference server.
 pub async fn run_reference(fault: Option<Fault>, probes: &[&str], strict: bool) -> RunReport {
+    run_reference_with_secrets(fault, probes, strict).await.0
+}
+
+/// [`run_reference`], also returning the run's secrets (to render its evidence as the binary
+/// would).
+pub async fn run_reference_with_secrets(
+    fault: Option<Fault>,
+    probes: &[&str],
+    strict: bool,
+) -> (RunReport, Secrets) {
     let reference = Reference::start(fault)
         .await
         .expect("reference server starts");
@@ -30,13 +44,14 @@ pub async fn run_reference(fault: Option<Fault>, probes: &[&str], strict: bool) 
     };
     let config = Config::build(reference.target(), &opts, Some(reference.restart_hook()))
         .expect("reference target is valid");
+    let secrets = config.secrets.clone();
     let only: Vec<String> = probes.iter().map(|p| p.to_string()).collect();
     let selection = select(&config.suite, &only, &[]).expect("known probes");
     let report = runner::run(Arc::new(config), selection, &Quiet, std::future::pending())
         .await
         .expect("run completes");
     reference.stop().await.expect("reference server stops");
-    report
+    (report, secrets)
 }
 
 /// "id OUTCOME reason" lines, for assertion messages.

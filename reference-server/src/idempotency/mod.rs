@@ -37,7 +37,7 @@ use crate::store::{ClaimOutcome, Completion, NewPayment, Owner, Scope, Store, St
 use key::{mask, KeyError};
 
 /// The largest request body accepted (413 beyond).
-const MAX_BODY: usize = 64 * 1024;
+pub(crate) const MAX_BODY: usize = 64 * 1024;
 
 /// The longest `X-Test-Delay-Ms` honoured.
 const MAX_TEST_DELAY: Duration = Duration::from_secs(10);

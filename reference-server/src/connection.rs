@@ -1,0 +1,238 @@
+//! Accepting connections and serving HTTP/1.1 and HTTP/2 on them, with the time limits of
+//! [`Limits`] enforced on the socket itself.
+//!
+//! A connection is in one of three states, and each has its own clock:
+//!
+//! - **idle**: no request in flight and no byte of a new one received; it may stay so for
+//!   [`Limits::idle`] (the wait for a kept-alive client's next request);
+//! - **reading a head**: bytes of a request arrived but the request has not reached a handler;
+//!   the head must be complete within [`Limits::header_read`] of its first byte;
+//! - **in flight**: a handler runs; the body must arrive within [`Limits::body_read`]
+//!   ([`crate::edge`] enforces that, since only the handler reads the body), and a handler that
+//!   holds a request (the test hooks) is never cut off.
+//!
+//! When a clock runs out the socket read fails with `TimedOut` and hyper closes the connection.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt as _;
+
+use crate::limits::Limits;
+
+/// What the socket guard needs to know about the requests on its connection.
+#[derive(Debug)]
+struct ConnState {
+    in_flight: usize,
+    /// When the first byte of the next request head arrived.
+    head_started: Option<Instant>,
+    /// When the connection last became idle (opened, or its last request finished).
+    idle_since: Instant,
+}
+
+type Shared = Arc<Mutex<ConnState>>;
+
+fn lock(state: &Shared) -> std::sync::MutexGuard<'_, ConnState> {
+    state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The deadline for the pending read, if any.
+fn deadline(state: &Shared, limits: &Limits) -> Option<Instant> {
+    let s = lock(state);
+    if s.in_flight > 0 {
+        None
+    } else if let Some(start) = s.head_started {
+        Some(start + limits.header_read)
+    } else {
+        Some(s.idle_since + limits.idle)
+    }
+}
+
+/// A TCP stream whose reads fail once the connection's current clock runs out.
+struct Guarded {
+    tcp: TcpStream,
+    state: Shared,
+    limits: Limits,
+    sleep: Pin<Box<Sleep>>,
+}
+
+impl AsyncRead for Guarded {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        match Pin::new(&mut self.tcp).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before {
+                    let mut s = lock(&self.state);
+                    if s.in_flight == 0 && s.head_started.is_none() {
+                        s.head_started = Some(Instant::now());
+                    }
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Pending => {
+                let Some(at) = deadline(&self.state, &self.limits) else {
+                    return Poll::Pending;
+                };
+                self.sleep.as_mut().reset(at);
+                match self.sleep.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the client was too slow (header read or idle timeout)",
+                    ))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+            other => other,
+        }
+    }
+}
+
+impl AsyncWrite for Guarded {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.tcp).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+}
+
+/// Marks a request in flight for as long as it lives (its handler runs).
+struct InFlight(Shared);
+
+impl InFlight {
+    fn start(state: &Shared) -> Self {
+        let mut s = lock(state);
+        s.in_flight += 1;
+        s.head_started = None;
+        InFlight(Arc::clone(state))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut s = lock(&self.0);
+        s.in_flight -= 1;
+        if s.in_flight == 0 {
+            s.idle_since = Instant::now();
+        }
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and waits for
+/// the open connections to finish their requests.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    let stop = CancellationToken::new();
+    let connections = TaskTracker::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, _peer) = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of descriptors and the like: wait a little rather than spin.
+                    tracing::warn!(cause = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        // Responses are small and written whole; don't let Nagle hold them back.
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(cause = %e, "could not set TCP_NODELAY");
+        }
+        connections.spawn(serve_one(tcp, router.clone(), limits, stop.clone()));
+    }
+    stop.cancel();
+    connections.close();
+    connections.wait().await;
+    Ok(())
+}
+
+async fn serve_one(tcp: TcpStream, router: Router, limits: Limits, stop: CancellationToken) {
+    let state: Shared = Arc::new(Mutex::new(ConnState {
+        in_flight: 0,
+        head_started: None,
+        idle_since: Instant::now(),
+    }));
+    let io = Guarded {
+        tcp,
+        state: Arc::clone(&state),
+        limits,
+        sleep: Box::pin(tokio::time::sleep(Duration::ZERO)),
+    };
+    // The request counts as in flight from its parsed head until its response is ready.
+    let service = tower::service_fn(move |req: axum::http::Request<hyper::body::Incoming>| {
+        let guard = InFlight::start(&state);
+        let response = router.clone().oneshot(req.map(axum::body::Body::new));
+        async move {
+            let response = response.await;
+            drop(guard);
+            response
+        }
+    });
+    let builder = Builder::new(TokioExecutor::new());
+    let conn =
+        builder.serve_connection_with_upgrades(TokioIo::new(io), TowerToHyperService::new(service));
+    tokio::pin!(conn);
+    let mut stopping = false;
+    loop {
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(cause = %e, "connection ended");
+                }
+                return;
+            }
+            () = stop.cancelled(), if !stopping => {
+                stopping = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}

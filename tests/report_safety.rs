@@ -1,0 +1,488 @@
+//! The real binary against a server that echoes every request back: no secret reaches any
+//! output, the printed curl lines can be pasted, reports stay small when bodies are 1 MiB, and
+//! report paths, broken pipes and exit codes behave as documented.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::binary::{bin, text};
+
+/// How the echo server answers.
+#[derive(Clone)]
+struct Echo {
+    /// `Authorization` value required (401 otherwise), if any.
+    require: Option<String>,
+    /// Bytes of padding added to every 2xx body.
+    pad: usize,
+}
+
+/// Reads one request (head and `Content-Length` body); `None` when the client went away.
+fn read_request(stream: &mut BufReader<TcpStream>) -> Option<(Vec<String>, Vec<u8>)> {
+    let mut lines = Vec::new();
+    loop {
+        let mut line = String::new();
+        if stream.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end().to_string();
+        if line.is_empty() {
+            break;
+        }
+        lines.push(line);
+    }
+    let len = lines
+        .iter()
+        .find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse::<usize>().ok())?
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    stream.read_exact(&mut body).ok()?;
+    Some((lines, body))
+}
+
+/// A loopback server (for at most two minutes) that answers every request with 201 and a JSON
+/// body holding the whole request (so every secret sent comes back), a fresh `id`, and the
+/// request's credentials echoed in `Set-Cookie`, `X-Echo-Authorization` and `Location`.
+fn echo_server(echo: Echo) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let served = Arc::new(AtomicUsize::new(0));
+    std::thread::spawn(move || {
+        let end = Instant::now() + Duration::from_secs(120);
+        listener.set_nonblocking(true).unwrap();
+        while Instant::now() < end {
+            let Ok((s, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
+            };
+            s.set_nonblocking(false).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let (echo, served) = (echo.clone(), served.clone());
+            std::thread::spawn(move || serve(s, &echo, &served));
+        }
+    });
+    format!("127.0.0.1:{}", addr.port())
+}
+
+fn serve(s: TcpStream, echo: &Echo, served: &AtomicUsize) {
+    let mut writer = s.try_clone().unwrap();
+    let mut reader = BufReader::new(s);
+    while let Some((lines, body)) = read_request(&mut reader) {
+        let header = |name: &str| {
+            lines.iter().skip(1).find_map(|l| {
+                let (n, v) = l.split_once(':')?;
+                n.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+            })
+        };
+        let auth = header("authorization").unwrap_or_default();
+        let n = served.fetch_add(1, Ordering::SeqCst);
+        let (status, json) = match &echo.require {
+            Some(want) if *want != auth => {
+                ("401 Unauthorized", serde_json::json!({"error": "auth"}))
+            }
+            _ => (
+                "201 Created",
+                serde_json::json!({
+                    "id": format!("pay_{n}"),
+                    "count": n,
+                    "request": lines,
+                    "body": String::from_utf8_lossy(&body),
+                    "pad": "x".repeat(echo.pad),
+                }),
+            ),
+        };
+        let body = serde_json::to_vec(&json).unwrap();
+        let cookie = header("cookie").unwrap_or_default();
+        let head = format!(
+            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+X-Echo-Authorization: {auth}\r\nSet-Cookie: {cookie}; Path=/\r\nLocation: /api/payments/{n}?{}\r\n\r\n",
+            body.len(),
+            lines[0].split('?').nth(1).unwrap_or("").split(' ').next().unwrap_or("")
+        );
+        if writer.write_all(head.as_bytes()).is_err() || writer.write_all(&body).is_err() {
+            return;
+        }
+    }
+}
+
+/// One secret in each place a user can put one.
+const SECRETS: [(&str, &str); 11] = [
+    ("bearer", "tok-a-7f3e9c1d2b"),
+    ("tenant b", "tok-b-0c4d8e2f6a"),
+    ("x-apikey", "apikey-5d1c9e7b3f"),
+    ("x-auth-secret", "authsec-8a2b6c4d"),
+    ("cookie session", "sess-9e1f3a5c7b"),
+    ("cookie theme", "theme-2b4d6f8a0c"),
+    ("proxy-authorization", "proxy-6c8e0a2b4d"),
+    ("url password", "urlpass-3f5a7c9e"),
+    ("query sig", "sig-4a6c8e0b2d"),
+    ("--secret", "given-1b3d5f7a9c"),
+    ("--redact-header", "tenantref-7e9a1c3b"),
+];
+
+fn secret(name: &str) -> &'static str {
+    SECRETS.iter().find(|(n, _)| *n == name).unwrap().1
+}
+
+/// The run options that put every secret of [`SECRETS`] somewhere.
+fn secret_args(addr: &str) -> Vec<String> {
+    vec![
+        format!(
+            "http://user:{}@{addr}/api/payments?sig={}&page=1",
+            secret("url password"),
+            secret("query sig")
+        ),
+        "-H".into(),
+        format!("Authorization: Bearer {}", secret("bearer")),
+        "-H".into(),
+        format!("X-Apikey: {}", secret("x-apikey")),
+        "-H".into(),
+        format!("X-Auth-Secret: {}", secret("x-auth-secret")),
+        "-H".into(),
+        format!(
+            "Cookie: session={}; theme={}",
+            secret("cookie session"),
+            secret("cookie theme")
+        ),
+        "-H".into(),
+        format!(
+            "Proxy-Authorization: Basic {}",
+            secret("proxy-authorization")
+        ),
+        "-H".into(),
+        format!("X-Tenant-Ref: {}", secret("--redact-header")),
+        "-H".into(),
+        "Content-Type: application/json".into(),
+        "--tenant-b-header".into(),
+        format!("Authorization: Bearer {}", secret("tenant b")),
+        "-d".into(),
+        format!(
+            r#"{{"amountCents":1250,"reference":"{{{{unique}}}}","note":"{}"}}"#,
+            secret("--secret")
+        ),
+        "--secret".into(),
+        secret("--secret").into(),
+        "--redact-header".into(),
+        "X-Tenant-Ref".into(),
+        "--timeout".into(),
+        "5s".into(),
+    ]
+}
+
+fn report_args(dir: &Path, prefix: &str) -> Vec<String> {
+    let p = |ext: &str| {
+        dir.join(format!("{prefix}.{ext}"))
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    vec![
+        "--report-json".into(),
+        p("json"),
+        "--report-junit".into(),
+        p("xml"),
+        "--report-markdown".into(),
+        p("md"),
+    ]
+}
+
+/// Every file under `dir`, with its text.
+fn files(dir: &Path) -> Vec<(PathBuf, String)> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            let t = String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned();
+            (p, t)
+        })
+        .collect()
+}
+
+/// Secrets in every place, echoed back in bodies, headers and URLs: none reaches the terminal,
+/// JUnit, JSON, Markdown, the step summary, the stress reports or the matrix.
+#[test]
+fn no_secret_reaches_any_output() {
+    let addr = echo_server(Echo {
+        require: None,
+        pad: 0,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("step-summary.md");
+    let mut outputs: Vec<(String, String)> = Vec::new();
+    let probes = [
+        "--probe",
+        "first-request",
+        "--probe",
+        "replay-identity",
+        "--probe",
+        "payload-mismatch",
+        "--probe",
+        "tenant-isolation",
+        "--probe",
+        "missing-key",
+    ];
+    let o = bin()
+        .arg("run")
+        .args(secret_args(&addr))
+        .args(probes)
+        .args(report_args(dir.path(), "run"))
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    outputs.push(("run terminal".into(), text(&o)));
+    let o = bin()
+        .arg("stress")
+        .args(secret_args(&addr))
+        .args([
+            "--keys",
+            "3",
+            "--duplicates",
+            "2",
+            "--concurrency",
+            "4",
+            "--duration",
+            "20s",
+        ])
+        .args(report_args(dir.path(), "stress"))
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    outputs.push(("stress terminal".into(), text(&o)));
+    let matrix = dir.path().join("matrix");
+    std::fs::create_dir(&matrix).unwrap();
+    std::fs::copy(dir.path().join("run.json"), matrix.join("run.json")).unwrap();
+    let o = bin()
+        .arg("matrix")
+        .arg(&matrix)
+        .arg("--html")
+        .arg(dir.path().join("matrix.html"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    outputs.push(("matrix terminal".into(), text(&o)));
+    for (path, t) in files(dir.path()) {
+        outputs.push((path.display().to_string(), t));
+    }
+    assert!(
+        outputs.len() >= 11,
+        "{:?}",
+        outputs.iter().map(|o| &o.0).collect::<Vec<_>>()
+    );
+    let everything: String = outputs.iter().map(|(_, t)| t.as_str()).collect();
+    // The scan is only worth something if the echo came back and the evidence was printed.
+    assert!(everything.contains("[redacted]") && everything.contains("curl -i"));
+    for (name, value) in SECRETS {
+        for (output, t) in &outputs {
+            assert!(!t.contains(value), "the {name} secret leaks into {output}");
+        }
+    }
+}
+
+/// The first reproduce line of the evidence and its legend.
+fn reproduce_line(stdout: &str) -> (String, String) {
+    let mut lines = stdout.lines();
+    lines
+        .find(|l| l.starts_with("reproduce #"))
+        .expect("a reproduce line");
+    let curl = lines.next().expect("the curl line").trim().to_string();
+    let legend = lines
+        .find(|l| l.starts_with("variables: "))
+        .expect("the legend")
+        .to_string();
+    (curl, legend)
+}
+
+/// The printed curl line, with the variables its legend names exported, reproduces the status:
+/// with flags (`$IDEM_TOKEN_A`) and with a target file (the file's own `${VAR}` name).
+#[test]
+fn the_printed_curl_line_reproduces_the_status() {
+    let token = "pasteable-token-5c7e";
+    let addr = echo_server(Echo {
+        require: Some(format!("Bearer {token}")),
+        pad: 0,
+    });
+    let url = format!("http://{addr}/api/payments");
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("t.toml");
+    std::fs::write(
+        &target,
+        format!(
+            "url = \"{url}\"\nheaders = [\"Authorization: Bearer ${{MY_TOKEN}}\", \"Content-Type: application/json\"]\nbody = '{{\"amountCents\":1,\"reference\":\"{{{{unique}}}}\"}}'\n"
+        ),
+    )
+    .unwrap();
+    let flag_args: Vec<String> = vec![
+        url.clone(),
+        "-H".into(),
+        format!("Authorization: Bearer {token}"),
+        "-H".into(),
+        "Content-Type: application/json".into(),
+        "-d".into(),
+        r#"{"amountCents":1,"reference":"{{unique}}"}"#.into(),
+    ];
+    let file_args: Vec<String> = vec!["--target".into(), target.to_str().unwrap().into()];
+    for (args, var) in [(flag_args, "IDEM_TOKEN_A"), (file_args, "MY_TOKEN")] {
+        let o = bin()
+            .arg("run")
+            .args(&args)
+            .args(["--probe", "replay-identity"])
+            .env("MY_TOKEN", token)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        let (curl, legend) = reproduce_line(&stdout);
+        assert!(curl.starts_with("curl -i "), "{curl}");
+        assert!(curl.contains(&format!("${var}")), "{curl}");
+        assert!(legend.contains(&format!("${var} = ")), "{legend}");
+        assert!(!curl.contains(token));
+        let replay = Command::new("bash")
+            .arg("-c")
+            .arg(&curl)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap())
+            .env(var, token)
+            .output()
+            .expect("bash and curl run (.ci/run installs curl)");
+        let out = String::from_utf8_lossy(&replay.stdout);
+        assert!(out.starts_with("HTTP/1.1 201"), "{curl}\n{out}");
+    }
+}
+
+/// A server sending 1 MiB bodies: every report stays within its bound, and no line of any
+/// report (a JUnit message, a quoted body) is longer than a screen can take in.
+#[test]
+fn reports_stay_bounded_with_1_mib_bodies() {
+    let addr = echo_server(Echo {
+        require: None,
+        pad: 1024 * 1024,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("step-summary.md");
+    let o = bin()
+        .arg("run")
+        .arg(format!("http://{addr}/api/payments"))
+        .args(["-H", "Content-Type: application/json"])
+        .args(["-d", r#"{"amountCents":1,"reference":"{{unique}}"}"#])
+        .args(["--probe", "first-request", "--probe", "replay-identity"])
+        .args([
+            "--probe",
+            "concurrent-duplicates",
+            "--probe",
+            "payload-mismatch",
+        ])
+        .args(["--probe", "distinct-keys-independent"])
+        .args(report_args(dir.path(), "big"))
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let size = |ext: &str| {
+        std::fs::metadata(dir.path().join(format!("big.{ext}")))
+            .unwrap()
+            .len()
+    };
+    let bounds = [
+        ("terminal", o.stdout.len() as u64, 256 * 1024),
+        ("JUnit", size("xml"), 1024 * 1024),
+        ("JSON", size("json"), 8 * 1024 * 1024),
+        ("Markdown", size("md"), 64 * 1024),
+        (
+            "step summary",
+            std::fs::metadata(&summary).unwrap().len(),
+            1024 * 1024,
+        ),
+    ];
+    for (what, size, max) in bounds {
+        assert!(size <= max, "{what}: {size} bytes, more than {max}");
+    }
+    let longest = |t: &str| t.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest(&String::from_utf8_lossy(&o.stdout)) < 8 * 1024);
+    let xml = std::fs::read_to_string(dir.path().join("big.xml")).unwrap();
+    assert!(longest(&xml) < 16 * 1024, "{}", longest(&xml));
+    assert!(
+        xml.contains(" bytes more, sha256 "),
+        "a cut body names its size and digest"
+    );
+}
+
+/// A report under folders that do not exist yet is written; an unwritable report path stops
+/// the run before it starts, with exit 3 and a message naming the path.
+#[test]
+fn report_paths_are_prepared_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let nested = dir.path().join("new/deeper/r.json");
+    let o = bin()
+        .args([
+            "run",
+            "--reference",
+            "--probe",
+            "first-request",
+            "--report-json",
+        ])
+        .arg(&nested)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(nested.is_file());
+    let blocker = dir.path().join("a-file");
+    std::fs::write(&blocker, "x").unwrap();
+    let start = Instant::now();
+    let o = bin()
+        .args(["run", "--reference", "--report-junit"])
+        .arg(blocker.join("r.xml"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("JUnit report"),
+        "{}",
+        text(&o)
+    );
+    assert!(o.stdout.is_empty(), "the run started: {}", text(&o));
+    assert!(start.elapsed() < Duration::from_secs(20));
+}
+
+/// A reader that goes away (`idem-check list | head -1`) ends the command quietly with 0.
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    let mut child = bin()
+        .arg("list")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(o.stderr.is_empty(), "{}", text(&o));
+}
+
+/// Each class of error has its code: a missing body file is an input file (2).
+#[test]
+fn a_missing_body_file_exits_2() {
+    let o = bin()
+        .args([
+            "run",
+            "http://127.0.0.1:9/x",
+            "-d",
+            "@/nonexistent/body.json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/body.json"));
+}
