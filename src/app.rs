@@ -32,7 +32,30 @@ pub async fn run(opts: Opts) -> Result<ExitCode> {
         Command::Discover(args) => Ok(crate::discover::commands::discover(&args).await?),
         Command::Init(args) => Ok(crate::discover::commands::init(&args).await?),
         Command::Explain { id, suite } => explain(&id, &suite),
+        Command::Completions { shell } => {
+            let mut cmd = <Opts as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "idem-check", &mut std::io::stdout());
+            Ok(ExitCode::Ok)
+        }
+        Command::Man { dir } => man(dir.as_deref()),
     }
+}
+
+/// The man pages, from the same clap definition as `--help`.
+fn man(dir: Option<&std::path::Path>) -> Result<ExitCode> {
+    let cmd = <Opts as clap::CommandFactory>::command();
+    match dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("could not create {}", dir.display()))?;
+            clap_mangen::generate_to(cmd, dir)
+                .with_context(|| format!("could not write the man pages into {}", dir.display()))?;
+        }
+        None => clap_mangen::Man::new(cmd)
+            .render(&mut std::io::stdout())
+            .context("could not print the man page")?,
+    }
+    Ok(ExitCode::Ok)
 }
 
 /// Prints to stdout. A reader that went away (`idem-check list | head -1`) is not an error:
@@ -78,6 +101,13 @@ pub(crate) fn finish_reports(
 async fn configure(t: &TargetArgs, opts: RunOptions) -> Result<(Arc<Config>, Option<Reference>)> {
     let mut reference = None;
     let mut hook: Option<Arc<dyn RestartHook>> = None;
+    if let (Some(fault), false) = (&t.reference_fault, t.reference) {
+        return Err(anyhow::anyhow!(
+            "--reference-fault switches a fault on in the bundled reference server, which only \
+             --reference starts: idem-check run --reference --reference-fault {fault}"
+        )
+        .into());
+    }
     let target = if t.reference {
         let fault = t
             .reference_fault
@@ -90,6 +120,7 @@ async fn configure(t: &TargetArgs, opts: RunOptions) -> Result<(Arc<Config>, Opt
             .map_err(AppError::runtime)?;
         let mut spec = r.target();
         spec.http2 = t.http2;
+        connection_from_args(t, &mut spec);
         hook = Some(r.restart_hook());
         reference = Some(r);
         spec
@@ -99,8 +130,17 @@ async fn configure(t: &TargetArgs, opts: RunOptions) -> Result<(Arc<Config>, Opt
         target_from_args(t)?
     };
     let target = with_secret_flags(target, t);
+    configure_connections(&target, t)?;
     let opts = run_options(t, opts);
     Ok((Arc::new(Config::build(target, &opts, hook)?), reference))
+}
+
+/// Applies the target's TLS and proxy settings to every client of the run. The in-process
+/// reference server is on loopback: only an explicit --proxy reaches it through a proxy.
+pub(crate) fn configure_connections(target: &TargetSpec, t: &TargetArgs) -> Result<()> {
+    crate::http::tls::configure(&target.tls)?;
+    crate::http::net::configure(&target.net, &|name| std::env::var(name).ok(), !t.reference)?;
+    Ok(())
 }
 
 /// `target` with `--secret` and `--redact-header` added.
@@ -147,7 +187,11 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
     };
     let files = report_files(&args.report)?;
     let (config, reference) = configure(&args.target, opts).await?;
-    let selection = probes::select(&config.suite, &args.probe, &args.skip)?;
+    let selection = probes::select(
+        &config.suite,
+        &expand_groups(&args.probe),
+        &expand_groups(&args.skip),
+    )?;
     let render = RenderOptions {
         color: terminal::use_color(args.report.color),
         secrets: config.secrets.clone(),
@@ -158,7 +202,22 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
         key_header: config.suite.header.clone(),
     };
     let progress = Progress::new(selection.len() as u64, std::io::stderr().is_terminal());
-    let observer = ProgressObserver(&progress);
+    // The header and each verdict are printed as they are known; the evidence and the
+    // summary once the run is over.
+    let op = &config.operation;
+    let target = format!("{} {}", op.method, op.url);
+    let context = runner::context(&config);
+    progress.line(&terminal::header(
+        &target,
+        &config.suite.name,
+        &context,
+        &render,
+    ));
+    progress.line("");
+    let observer = ProgressObserver {
+        progress: &progress,
+        render: &render,
+    };
     let report = runner::run(config.clone(), selection, &observer, interrupted())
         .await
         .map_err(AppError::runtime)?;
@@ -166,7 +225,7 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
     if let Some(r) = reference {
         r.stop().await.map_err(AppError::runtime)?;
     }
-    emit(&terminal::render(&report, &render, config.strict))?;
+    emit(&terminal::render_tail(&report, &render, config.strict))?;
     let code = ExitCode::for_run(&report.summary, report.interrupted);
     Ok(finish_reports(&report, &files, &render, &args.report, code))
 }
@@ -231,6 +290,7 @@ pub(crate) fn apply_flags(mut t: TargetSpec, args: &TargetArgs) -> Result<Target
         t.key_ttl = args.key_ttl;
     }
     t.http2 |= args.http2;
+    connection_from_args(args, &mut t);
     t.replicas.extend(args.replica.iter().cloned());
     t.tenant_b_headers
         .extend(args.tenant_b_header.iter().cloned());
@@ -238,9 +298,54 @@ pub(crate) fn apply_flags(mut t: TargetSpec, args: &TargetArgs) -> Result<Target
         t.restart_timeout = Some(args.restart_timeout);
     }
     if t.url.is_empty() {
-        return Err(anyhow::anyhow!("no URL: give one, or --target FILE, or --reference").into());
+        return Err(anyhow::anyhow!(
+            "nothing to check: give the operation's URL (idem-check run \
+             https://api.example.com/v1/payments …), a target file (--target FILE), or \
+             --reference to check the bundled reference server"
+        )
+        .into());
+    }
+    if let Some(hint) = crate::target::scheme_hint(&t.url) {
+        return Err(anyhow::anyhow!("{hint}").into());
     }
     Ok(t)
+}
+
+/// `--probe`/`--skip` values with group names (`key-syntax`) replaced by their probes' ids;
+/// anything else is left for the config to accept or refuse.
+fn expand_groups(names: &[String]) -> Vec<String> {
+    let catalog = probes::catalog();
+    names
+        .iter()
+        .flat_map(|name| {
+            let group: Vec<String> = catalog
+                .iter()
+                .filter(|p| p.meta.group.as_str() == name)
+                .map(|p| p.meta.id.to_string())
+                .collect();
+            if group.is_empty() {
+                vec![name.clone()]
+            } else {
+                group
+            }
+        })
+        .collect()
+}
+
+/// TLS and route flags, over the target file's `[tls]`, `proxy` and `resolve`.
+fn connection_from_args(args: &TargetArgs, t: &mut TargetSpec) {
+    if args.cacert.is_some() {
+        t.tls.cacert.clone_from(&args.cacert);
+    }
+    if args.cert.is_some() {
+        t.tls.cert.clone_from(&args.cert);
+        t.tls.key.clone_from(&args.key);
+    }
+    t.tls.insecure |= args.insecure;
+    if args.proxy.is_some() {
+        t.net.proxy.clone_from(&args.proxy);
+    }
+    t.net.resolve.extend(args.resolve.iter().cloned());
 }
 
 /// A body given inline or as `@FILE`; `what` names the option in the error.
@@ -253,15 +358,24 @@ fn body_arg(arg: &str, what: &str) -> Result<String> {
     }
 }
 
-/// Moves the progress bar as probes start and finish.
-pub(crate) struct ProgressObserver<'a>(pub(crate) &'a Progress);
+/// Streams the run to the terminal: the running probe on the bar, each verdict line above it
+/// as soon as its probe is done (the probes a failed pre-flight kept from running are one line
+/// in the tail instead).
+pub(crate) struct ProgressObserver<'a> {
+    pub(crate) progress: &'a Progress,
+    pub(crate) render: &'a RenderOptions,
+}
 
 impl Observer for ProgressObserver<'_> {
     fn started(&self, id: &str) {
-        self.0.start_probe(id);
+        self.progress.start_probe(id);
     }
-    fn finished(&self, _report: &ProbeReport) {
-        self.0.finish_probe();
+    fn finished(&self, report: &ProbeReport) {
+        if !terminal::not_run(report) {
+            self.progress
+                .line(&terminal::probe_line(report, self.render));
+        }
+        self.progress.finish_probe();
     }
 }
 
@@ -282,7 +396,11 @@ async fn stress(args: StressArgs) -> Result<ExitCode> {
             .unwrap_or(Format::Terminal.default_max_body()),
         key_header: config.suite.header.clone(),
     };
-    let progress = Progress::new(args.keys as u64, std::io::stderr().is_terminal());
+    let progress = Progress::for_stress(
+        args.keys as u64,
+        args.duration,
+        std::io::stderr().is_terminal(),
+    );
     let opts = crate::stress::StressOptions {
         keys: args.keys,
         duplicates: args.duplicates,

@@ -42,6 +42,17 @@ pub enum Command {
     /// takes an idempotency key, to edit before `run --target FILE`.
     #[command(after_long_help = crate::exit::HELP)]
     Init(InitArgs),
+    /// Print a shell completion script: `idem-check completions bash > /etc/bash_completion.d/idem-check`.
+    Completions {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page, or write one page per command into DIR.
+    Man {
+        /// Write idem-check.1, idem-check-run.1, … here instead of printing idem-check.1.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Explain one probe: what it sends, what it expects, and why.
     Explain {
         /// The probe id (see `idem-check list`).
@@ -162,12 +173,7 @@ pub struct TargetArgs {
 
     /// Start the bundled reference server with this fault switched on (see the reference
     /// server's README), to see a probe fail.
-    #[arg(
-        long,
-        value_name = "FAULT",
-        requires = "reference",
-        hide_short_help = true
-    )]
+    #[arg(long, value_name = "FAULT")]
     pub reference_fault: Option<String>,
 
     /// Run the bundled reference server on this PostgreSQL database (postgres://USER@HOST/DB)
@@ -287,14 +293,41 @@ pub struct TargetArgs {
     /// The target speaks HTTP/2 (for http:// URLs, h2c with prior knowledge): race bursts then
     /// release every duplicate in one packet. https:// targets that pick h2 in ALPN get that
     /// without the flag.
-    #[arg(long, hide_short_help = true)]
+    #[arg(long)]
     pub http2: bool,
 
     /// Release HTTP/1.1 bursts from the calling thread. By default two dedicated release threads
     /// do it, about twice as tight (BENCHMARKS.md): at real-time priority where the process may
     /// (root, CAP_SYS_NICE or `ulimit -r`), else with a short time slice (Linux 6.12 or later).
-    #[arg(long, hide_short_help = true)]
+    #[arg(long)]
     pub no_release_threads: bool,
+
+    /// Trust the CA certificates in this PEM file, besides the public roots (a private CA).
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+
+    /// Present this PEM client certificate (chain) to a server that asks for one (mutual TLS).
+    #[arg(long, value_name = "FILE")]
+    pub cert: Option<PathBuf>,
+
+    /// The PEM private key of --cert [default: the --cert file]
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    pub key: Option<PathBuf>,
+
+    /// Do not verify the server's certificate; the header and every report say so.
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+
+    /// Connect to ADDR whenever HOST:PORT is asked for, without DNS (repeatable), e.g.
+    /// api.example.com:443:10.0.0.7
+    #[arg(long, value_name = "HOST:PORT:ADDR")]
+    pub resolve: Vec<String>,
+
+    /// Send every connection through this HTTP proxy (http://[user:pass@]host:port); the raw
+    /// and burst requests in a CONNECT tunnel. Without it, HTTPS_PROXY / HTTP_PROXY apply,
+    /// except to NO_PROXY hosts and loopback.
+    #[arg(long, value_name = "URL")]
+    pub proxy: Option<String>,
 
     /// The suite: a built-in name (ietf-draft-07, stripe) or a suite file.
     #[arg(long, value_name = "NAME|FILE", default_value = crate::suite::DEFAULT_SUITE)]
@@ -353,12 +386,13 @@ pub struct RunArgs {
     #[command(flatten)]
     pub target: TargetArgs,
 
-    /// Run only this probe (repeatable).
-    #[arg(long, value_name = "ID")]
+    /// Run only this probe, or this group: key-syntax, enforcement, scope, durability
+    /// (repeatable).
+    #[arg(long, value_name = "ID|GROUP")]
     pub probe: Vec<String>,
 
-    /// Do not run this probe (repeatable).
-    #[arg(long, value_name = "ID")]
+    /// Do not run this probe or group (repeatable).
+    #[arg(long, value_name = "ID|GROUP")]
     pub skip: Vec<String>,
 
     /// Fail on recommended checks too (WARN becomes FAIL).

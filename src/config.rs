@@ -227,6 +227,13 @@ pub struct TargetSpec {
     /// The key header's name when the target's differs from the suite's (an API description
     /// declares it, e.g. `X-Idempotency-Key`).
     pub key_header: Option<String>,
+    /// Trust, client certificate, `--insecure`: applied to the whole run by
+    /// [`crate::http::tls::configure`], not per request.
+    pub tls: crate::http::tls::TlsOptions,
+    /// Proxy and fixed addresses, applied by [`crate::http::net::configure`].
+    pub net: crate::http::net::NetOptions,
+    /// The target file this came from, so hints name its keys instead of flags.
+    pub target_file: Option<String>,
 }
 
 /// Options that shape the run rather than describe the target.
@@ -302,6 +309,8 @@ pub struct Config {
     pub http2: bool,
     /// See [`RunOptions::release_threads`].
     pub release_threads: bool,
+    /// See [`TargetSpec::target_file`].
+    pub target_file: Option<String>,
 }
 
 /// Bodies larger than this are cut in evidence and never buffered whole.
@@ -505,6 +514,7 @@ impl Config {
             max_body: MAX_BODY,
             http2: target.http2,
             release_threads: opts.release_threads,
+            target_file: target.target_file.clone(),
             strict: opts.strict,
             suite,
             key_form: opts.key_form,

@@ -1,6 +1,7 @@
 //! The user's hooks: the restart hook runs a shell command, then polls a readiness URL until it
 //! answers 2xx; the store-outage hook runs one command to take the store down and another to
-//! bring it back.
+//! bring it back. What a command prints is shown above the progress bar, or in the error when
+//! it fails.
 
 use std::time::{Duration, Instant};
 
@@ -21,11 +22,13 @@ impl RestartHook for CommandRestart {
     fn restart(&self) -> BoxFuture<'_, Result<Option<String>>> {
         async move {
             let deadline = Instant::now() + self.timeout;
-            run_command(&self.command, self.timeout).await?;
+            for line in run_command(&self.command, self.timeout).await? {
+                crate::report::terminal::above_progress(&format!("restart hook: {line}"));
+            }
             let Some(url) = &self.ready_url else {
                 return Ok(None);
             };
-            let client = reqwest::Client::builder()
+            let client = crate::http::client::builder()?
                 .timeout(Duration::from_secs(2))
                 .build()?;
             let mut last = String::from("no attempt");
@@ -62,29 +65,68 @@ impl OutageHook for CommandOutage {
     }
 
     fn down(&self) -> BoxFuture<'_, Result<()>> {
-        run_command(&self.down, self.timeout).boxed()
+        outage_command(&self.down, self.timeout).boxed()
     }
 
     fn up(&self) -> BoxFuture<'_, Result<()>> {
-        run_command(&self.up, self.timeout).boxed()
+        outage_command(&self.up, self.timeout).boxed()
     }
 }
 
-/// Runs `command` with `sh -c`; an error unless it exits 0 within `timeout`.
-async fn run_command(command: &str, timeout: Duration) -> Result<()> {
-    let status = tokio::time::timeout(
+/// Runs a store-outage command, showing what it printed above the progress bar.
+async fn outage_command(command: &str, timeout: Duration) -> Result<()> {
+    for line in run_command(command, timeout).await? {
+        crate::report::terminal::above_progress(&format!("store-outage hook: {line}"));
+    }
+    Ok(())
+}
+
+/// Runs `command` with `sh -c` and returns what it printed; an error (quoting that output)
+/// unless it exits 0 within `timeout`. Output is captured, not inherited: written straight to
+/// the terminal it would land in the middle of the progress bar's line.
+async fn run_command(command: &str, timeout: Duration) -> Result<Vec<String>> {
+    let output = tokio::time::timeout(
         timeout,
         tokio::process::Command::new("sh")
             .arg("-c")
             .arg(command)
+            .stdin(std::process::Stdio::null())
             .kill_on_drop(true)
-            .status(),
+            .output(),
     )
     .await
     .with_context(|| format!("`{command}` did not finish within {timeout:?}"))?
     .with_context(|| format!("could not run `{command}`"))?;
-    if !status.success() {
-        bail!("`{command}` exited with {status}");
+    let said = said(&output.stdout, &output.stderr);
+    if !output.status.success() {
+        bail!(
+            "`{command}` exited with {}{}",
+            output.status,
+            if said.is_empty() {
+                String::new()
+            } else {
+                format!("; it printed: {}", said.join(" / "))
+            }
+        );
     }
-    Ok(())
+    Ok(said)
 }
+
+/// The restart command's output, at most [`SAID_LINES`] lines (the last ones), each sanitised
+/// for the terminal.
+fn said(stdout: &[u8], stderr: &[u8]) -> Vec<String> {
+    let text = [stdout, stderr]
+        .iter()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let lines: Vec<String> = text
+        .lines()
+        .map(crate::redact::sanitize_line)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    lines[lines.len().saturating_sub(SAID_LINES)..].to_vec()
+}
+
+/// How many lines of the restart command's output are shown.
+const SAID_LINES: usize = 20;

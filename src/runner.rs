@@ -66,7 +66,12 @@ pub async fn run(
             skipped_report(
                 &def,
                 Outcome::Skip,
-                format!("needs {}: pass {}", need.what(), need.option()),
+                match &config.target_file {
+                    Some(file) => {
+                        format!("needs {}: add {} to {file}", need.what(), need.target_key())
+                    }
+                    None => format!("needs {}: pass {}", need.what(), need.option()),
+                },
             )
         } else {
             let mut ctx = ProbeCtx::new(config.clone(), client.clone(), def.meta, session.clone());
@@ -107,11 +112,7 @@ pub async fn run(
     defer_to_prerequisites(&mut probes, &defs);
     let summary = Summary::of(&probes);
     let op = &config.operation;
-    let mut context = vec![format!(
-        "{} tenant{}",
-        1 + usize::from(config.tenant_b.is_some()),
-        if config.tenant_b.is_some() { "s" } else { "" }
-    )];
+    let mut context = context(&config);
     context.push(format!("effects: {}", session.meter.describe()));
     context.push(match (session.fell_back, session.keys) {
         (true, _) => FELL_BACK.to_string(),
@@ -133,6 +134,19 @@ pub async fn run(
         summary,
         probes,
     })
+}
+
+/// One-line facts about the run for headers and reports ("2 tenants", the effect basis, the
+/// proxy or `--insecure`), known before the first probe so a streaming terminal can print them
+/// first.
+pub fn context(config: &Config) -> Vec<String> {
+    let mut context = vec![format!(
+        "{} tenant{}",
+        1 + usize::from(config.tenant_b.is_some()),
+        if config.tenant_b.is_some() { "s" } else { "" }
+    )];
+    context.extend(crate::http::net::context());
+    context
 }
 
 /// The probe's report. A probe whose target stopped answering is an ERROR saying so; one that

@@ -14,6 +14,13 @@
 //! read-url = "https://api.example.com/v1/payments/count"
 //! key-ttl = "1m"  # when the API sends no Idempotency-Key-Expires-At
 //! key-header = "X-Idempotency-Key"   # when it is not the suite's (Idempotency-Key)
+//! proxy = "http://proxy.internal:3128"
+//! resolve = ["api.example.com:443:10.0.0.7"]
+//! [tls]
+//! cacert = "certs/staging-ca.pem"   # paths are relative to the target file
+//! cert = "certs/client.pem"
+//! key = "certs/client-key.pem"
+//! insecure = false
 //! [counter]
 //! url = "https://api.example.com/v1/payments/count"
 //! pointer = "/count"
@@ -64,6 +71,10 @@ struct TargetFile {
     read_url: Option<Spanned<String>>,
     key_ttl: Option<Spanned<String>>,
     key_header: Option<Spanned<String>>,
+    proxy: Option<Spanned<String>>,
+    #[serde(default)]
+    resolve: Vec<Spanned<String>>,
+    tls: Option<TlsTable>,
     counter: Option<CounterTable>,
     tenant_b: Option<TenantTable>,
     restart: Option<RestartTable>,
@@ -83,6 +94,16 @@ struct StoreOutageTable {
 struct CrashTable {
     header: Spanned<String>,
     lease_wait: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct TlsTable {
+    cacert: Option<Spanned<String>>,
+    cert: Option<Spanned<String>>,
+    key: Option<Spanned<String>>,
+    #[serde(default)]
+    insecure: bool,
 }
 
 #[derive(Deserialize)]
@@ -133,7 +154,11 @@ pub fn parse(
             path,
             text,
             e.span(),
-            format!("invalid target file: {}", e.message()),
+            format!(
+                "invalid target file: {}{}",
+                e.message(),
+                misplaced(e.message())
+            ),
         )
     })?;
     let mut secrets = Vec::new();
@@ -195,6 +220,31 @@ pub fn parse(
         spec.store_down_cmd = Some(sub(&o.down_command)?);
         spec.store_up_cmd = Some(sub(&o.up_command)?);
     }
+    spec.net.proxy = file.proxy.as_ref().map(&mut sub).transpose()?;
+    for r in &file.resolve {
+        let entry = sub(r)?;
+        if let Err(e) = entry.parse::<crate::http::net::Resolve>() {
+            return Err(FileError::at(path, text, Some(r.span()), e));
+        }
+        spec.net.resolve.push(entry);
+    }
+    if let Some(t) = &file.tls {
+        let mut file_path = |p: &Option<Spanned<String>>| -> Result<_, FileError> {
+            p.as_ref().map(|p| sub(p).map(|p| base.join(p))).transpose()
+        };
+        spec.tls.cacert = file_path(&t.cacert)?;
+        spec.tls.cert = file_path(&t.cert)?;
+        spec.tls.key = file_path(&t.key)?;
+        spec.tls.insecure = t.insecure;
+        if let (Some(k), None) = (&t.key, &t.cert) {
+            return Err(FileError::at(
+                path,
+                text,
+                Some(k.span()),
+                "key needs cert (the client certificate it belongs to)",
+            ));
+        }
+    }
     if let Some(c) = &file.crash {
         spec.crash_header = Some(sub(&c.header)?);
         spec.lease_wait = c
@@ -235,6 +285,9 @@ pub fn parse(
             ));
         }
     }
+    if let Some(hint) = scheme_hint(&spec.url) {
+        return Err(FileError::at(path, text, Some(file.url.span()), hint));
+    }
     if url::Url::parse(&spec.url).is_err() {
         return Err(FileError::at(
             path,
@@ -244,7 +297,74 @@ pub fn parse(
         ));
     }
     spec.secret_vars = secrets;
+    spec.target_file = Some(path.to_string());
     Ok(spec)
+}
+
+/// For a URL written without its scheme (`api.example.com/v1/payments`), what to write
+/// instead; `None` for anything else.
+pub fn scheme_hint(url: &str) -> Option<String> {
+    if url.contains("://") || url.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{url:?} has no scheme: write https://{url} (or http:// for a plain-HTTP target)"
+    ))
+}
+
+/// Where each key of a target file goes: the table (`""` for the top level) and its keys, as in
+/// fixtures/targets/README.md.
+const KEYS: &[(&str, &[&str])] = &[
+    (
+        "",
+        &[
+            "url",
+            "method",
+            "headers",
+            "body",
+            "body-file",
+            "id-pointer",
+            "hold-header",
+            "invalid-body",
+            "second-url",
+            "replicas",
+            "http2",
+            "proxy",
+            "resolve",
+        ],
+    ),
+    ("counter", &["url", "pointer", "command"]),
+    ("tenant-b", &["headers"]),
+    ("restart", &["command", "ready-url", "timeout"]),
+    ("crash", &["header", "lease-wait"]),
+    ("tls", &["cacert", "cert", "key", "insecure"]),
+];
+
+/// For an "unknown field" error, where that key belongs (" — `ready-url` belongs in the
+/// [restart] table"); empty when the key belongs nowhere or the error is another one.
+fn misplaced(message: &str) -> String {
+    let Some(key) = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split('`').next())
+    else {
+        return String::new();
+    };
+    let homes: Vec<String> = KEYS
+        .iter()
+        .filter(|(_, keys)| keys.contains(&key))
+        .map(|(table, _)| match *table {
+            "" => "at the top level, before the first [table]".to_string(),
+            t => format!("in the [{t}] table"),
+        })
+        .collect();
+    if homes.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " — `{key}` belongs {} (see fixtures/targets/README.md)",
+            homes.join(" or ")
+        )
+    }
 }
 
 /// A humantime duration ("30s", "1m"), located on error.
@@ -338,6 +458,43 @@ mod tests {
         assert_eq!(t.store_up_cmd.as_deref(), Some("up"));
         let bad = text.replace("up-command = \"up\"\n", "");
         assert!(parse("t.toml", &bad, &env(), Path::new(".")).is_err());
+    }
+
+    #[test]
+    fn connection_keys_are_read() {
+        let text = "url = \"https://api.test/p\"\nproxy = \"http://127.0.0.1:3128\"\nresolve = [\"api.test:443:127.0.0.1\"]\n[tls]\ncacert = \"ca.pem\"\ncert = \"c.pem\"\nkey = \"k.pem\"\ninsecure = true\n";
+        let t = parse("t.toml", text, &env(), Path::new("dir")).unwrap();
+        assert_eq!(t.net.proxy.as_deref(), Some("http://127.0.0.1:3128"));
+        assert_eq!(t.net.resolve, vec!["api.test:443:127.0.0.1"]);
+        assert_eq!(t.tls.cacert, Some(Path::new("dir").join("ca.pem")));
+        assert_eq!(t.tls.key, Some(Path::new("dir").join("k.pem")));
+        assert!(t.tls.insecure);
+        let bad = text.replace(":443:127.0.0.1", ":443");
+        let e = parse("t.toml", &bad, &env(), Path::new(".")).unwrap_err();
+        assert_eq!(e.line, 3);
+        assert!(e.message.contains("HOST:PORT:ADDR"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_misplaced_key_is_pointed_to_its_table() {
+        let text = "url = \"http://127.0.0.1:1/p\"\nready-url = \"http://127.0.0.1:1/healthz\"\n";
+        let e = parse("t.toml", text, &env(), Path::new(".")).unwrap_err();
+        assert!(
+            e.message
+                .contains("`ready-url` belongs in the [restart] table"),
+            "{}",
+            e.message
+        );
+        let text = "url = \"http://127.0.0.1:1/p\"\n[restart]\ncommand = \"true\"\nhold-header = \"X: 1\"\n";
+        let e = parse("t.toml", text, &env(), Path::new(".")).unwrap_err();
+        assert!(
+            e.message.contains("belongs at the top level"),
+            "{}",
+            e.message
+        );
+        let text = "url = \"http://127.0.0.1:1/p\"\nmethd = \"POST\"\n";
+        let e = parse("t.toml", text, &env(), Path::new(".")).unwrap_err();
+        assert!(!e.message.contains("belongs"), "{}", e.message);
     }
 
     #[test]

@@ -363,3 +363,132 @@ fn huge_body_is_capped() {
     assert_eq!(posts[0]["response"]["body_truncated"], true);
     assert!(posts[0]["response"]["body"].as_str().unwrap().len() <= 1024 * 1024);
 }
+
+/// Shell completions and man pages come from the same definition as `--help`, so they name the
+/// options that exist (here the connection options).
+#[test]
+fn completions_and_man_pages_name_the_options() {
+    for shell in ["bash", "zsh", "fish"] {
+        let o = run(&["completions", shell]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let script = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            script.contains("cacert") && script.contains("reference-fault"),
+            "{shell}: {script}"
+        );
+    }
+    let o = run(&["completions", "tcsh-like"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+
+    let o = run(&["man"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).starts_with(".ie"),
+        "{}",
+        text(&o)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(&["man", "--dir", &dir.path().display().to_string()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let page = std::fs::read_to_string(dir.path().join("idem-check-run.1")).unwrap();
+    assert!(
+        page.contains(".TH idem-check-run 1") && page.contains("cacert"),
+        "{page}"
+    );
+}
+
+/// The README's CI workflow is the example file CI lints with actionlint.
+#[test]
+fn readme_workflow_is_the_linted_example() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let example = std::fs::read_to_string(root.join("examples/idempotency-workflow.yml")).unwrap();
+    let ci = &readme[readme.find("### In CI").expect("README has a CI section")..];
+    let start = ci.find("```yaml\n").expect("a yaml block") + "```yaml\n".len();
+    let end = start + ci[start..].find("```").unwrap();
+    assert_eq!(
+        &ci[start..end],
+        example,
+        "README's workflow differs from the example file"
+    );
+}
+
+/// The usual first mistakes get a message that says what to type instead (exit 1).
+#[test]
+fn first_mistakes_say_what_to_type() {
+    let cases: [(&[&str], &str); 3] = [
+        (&["run"], "--reference"),
+        (
+            &["run", "api.example.com/v1/payments"],
+            "write https://api.example.com/v1/payments",
+        ),
+        (
+            &["run", "--reference-fault", "race"],
+            "idem-check run --reference --reference-fault race",
+        ),
+    ];
+    for (args, wanted) in cases {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(wanted),
+            "{args:?}: {}",
+            text(&o)
+        );
+    }
+    let o = run(&["run", "--target", "/nonexistent/none.toml"]);
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("nothing to check"));
+}
+
+/// `-h` lists the options the README documents, the advanced ones included.
+#[test]
+fn short_help_lists_every_documented_option() {
+    let o = run(&["run", "-h"]);
+    let help = String::from_utf8_lossy(&o.stdout);
+    for option in [
+        "--reference-fault",
+        "--http2",
+        "--no-release-threads",
+        "--cacert",
+        "--proxy",
+    ] {
+        assert!(
+            help.contains(option),
+            "{option} missing from run -h:\n{help}"
+        );
+    }
+}
+
+/// `--probe GROUP` runs the group; `--skip` takes an id out of it.
+#[test]
+fn probe_accepts_a_group_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let o = run(&[
+        "run",
+        "--reference",
+        "--probe",
+        "key-syntax",
+        "--skip",
+        "malformed-key",
+        "--report-json",
+        &json.display().to_string(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let ids: Vec<&str> = report["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&"missing-key") && ids.contains(&"oversized-key"),
+        "{ids:?}"
+    );
+    assert!(
+        !ids.contains(&"malformed-key") && !ids.contains(&"replay-identity"),
+        "{ids:?}"
+    );
+}

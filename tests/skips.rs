@@ -17,6 +17,15 @@ impl Observer for Quiet {
     fn finished(&self, _report: &ProbeReport) {}
 }
 
+/// Runs `only` (all when empty) of the default suite against `target`, without a restart hook.
+async fn run(target: TargetSpec, only: &[String]) -> idem_check::report::RunReport {
+    let config = Config::build(target, &RunOptions::default(), None).expect("valid target");
+    let selection = probes::select(&config.suite, only, &[]).expect("known probes");
+    runner::run(Arc::new(config), selection, &Quiet, std::future::pending())
+        .await
+        .expect("run completes")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_preconditions_skip_with_the_option_to_pass() {
     let reference = Reference::start(None)
@@ -32,11 +41,7 @@ async fn missing_preconditions_skip_with_the_option_to_pass() {
         secrets: full.secrets.clone(),
         ..TargetSpec::default()
     };
-    let config = Config::build(bare, &RunOptions::default(), None).expect("valid target");
-    let selection = probes::select(&config.suite, &[], &[]).expect("the default suite");
-    let report = runner::run(Arc::new(config), selection, &Quiet, std::future::pending())
-        .await
-        .expect("run completes");
+    let report = run(bare, &[]).await;
     reference.stop().await.expect("reference server stops");
 
     let mut skipped = 0;
@@ -81,4 +86,36 @@ async fn missing_preconditions_skip_with_the_option_to_pass() {
         let p = report.probes.iter().find(|p| p.id == id).unwrap();
         assert_eq!(p.outcome, Outcome::Skip, "{id}: {}", p.reason);
     }
+}
+
+/// Described by a target file, a SKIP names the file's key, not a flag the user never typed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn target_file_skips_name_the_file_key() {
+    let reference = Reference::start(None)
+        .await
+        .expect("reference server starts");
+    let full = reference.target();
+    let bare = TargetSpec {
+        url: full.url.clone(),
+        headers: full.headers.clone(),
+        body: full.body.clone(),
+        target_file: Some("api.toml".into()),
+        ..TargetSpec::default()
+    };
+    let only = [
+        "tenant-isolation".to_string(),
+        "restart-persistence".to_string(),
+    ];
+    let report = run(bare, &only).await;
+    reference.stop().await.expect("reference server stops");
+    let reason = |id: &str| {
+        let p = report.probes.iter().find(|p| p.id == id).expect(id);
+        assert_eq!(p.outcome, Outcome::Skip, "{id}: {}", p.reason);
+        p.reason.clone()
+    };
+    assert_eq!(
+        reason("tenant-isolation"),
+        "needs a second tenant: add [tenant-b] headers to api.toml"
+    );
+    assert!(reason("restart-persistence").contains("[restart] command"));
 }

@@ -13,8 +13,8 @@ use anyhow::{bail, Context as _, Result};
 use super::run::{OpenApiReport, OperationReport};
 use super::{Discovery, Operation, Options, Skipped, Spec};
 use crate::app::{
-    apply_flags, emit, finish_reports, interrupted, report_files, run_options, with_secret_flags,
-    ProgressObserver,
+    apply_flags, configure_connections, emit, finish_reports, interrupted, report_files,
+    run_options, with_secret_flags, ProgressObserver,
 };
 use crate::cli::{DiscoverArgs, DiscoverFormat, InitArgs, OpenApiArgs, RunArgs, TargetArgs};
 use crate::config::{Config, RunOptions, TargetSpec};
@@ -148,7 +148,10 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode, AppError> {
         let report = crate::runner::run(
             config.clone(),
             selection,
-            &ProgressObserver(&progress),
+            &ProgressObserver {
+                progress: &progress,
+                render: &render,
+            },
             interrupted(),
         )
         .await
@@ -191,6 +194,7 @@ async fn targets(
         match &op.url {
             Ok(url) => {
                 let spec = with_secret_flags(apply_flags(base_target(&op, url, &t.headers), t)?, t);
+                configure_connections(&spec, t)?;
                 out.push((op, spec));
             }
             Err(reason) => skipped.push(Skipped {

@@ -28,6 +28,7 @@ use futures::future::join_all;
 use socket2::SockRef;
 
 use super::exchange::SentRequest;
+use super::net;
 use super::raw::{self, RawResponse, Stream};
 use super::release::{release_all, Job, ReleaseMode};
 
@@ -170,11 +171,12 @@ pub async fn burst(reqs: &[SentRequest], opts: &BurstOptions) -> anyhow::Result<
         (Some(first), Some(last)) => last.duration_since(*first).as_secs_f64() * 1e6,
         _ => 0.0,
     };
+    let proxy = urls.first().and_then(net::proxy_for);
     Ok(BurstReport {
         requests: reqs.to_vec(),
         responses,
         spread_us,
-        release: mode,
+        release: mode.through(proxy.map(|p| net::shown(&p))),
     })
 }
 

@@ -20,11 +20,25 @@ pub struct Client {
     max_body: usize,
 }
 
+/// A reqwest builder with the run's TLS settings, proxy and fixed addresses from
+/// [`super::tls`] and [`super::net`], the same the raw client uses; for every other HTTP client
+/// of a run (the restart hook's readiness poll).
+pub fn builder() -> Result<reqwest::ClientBuilder> {
+    let tls = super::tls::client_config().context("could not set up TLS")?;
+    let mut builder = reqwest::Client::builder()
+        .use_preconfigured_tls(tls)
+        .proxy(reqwest::Proxy::custom(super::net::proxy_for));
+    for r in super::net::overrides() {
+        builder = builder.resolve(&r.host, std::net::SocketAddr::new(r.addr, r.port));
+    }
+    Ok(builder)
+}
+
 impl Client {
     /// A client that never follows redirects (a 3xx is an answer to judge, not to chase) and
-    /// gives up on any request after `timeout`.
+    /// gives up on any request after `timeout`, connecting as [`builder`] says.
     pub fn new(timeout: Duration, max_body: usize) -> Result<Client> {
-        let inner = reqwest::Client::builder()
+        let inner = builder()?
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(timeout)
             .timeout(timeout)

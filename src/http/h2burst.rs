@@ -34,7 +34,7 @@ use super::burst::{self, BurstOptions, BurstReport};
 use super::exchange::{Header, ReceivedResponse, SentRequest};
 use super::raw::{self, RawResponse, Stream};
 use super::release::ReleaseMode;
-use super::tls;
+use super::{net, tls};
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -227,7 +227,7 @@ async fn run_on(
         responses,
         // One write released every stream.
         spread_us: 0.0,
-        release: ReleaseMode::OnePacket,
+        release: ReleaseMode::OnePacket.through(net::proxy_for(&first).map(|p| net::shown(&p))),
     })
 }
 

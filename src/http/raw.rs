@@ -21,7 +21,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
 use super::exchange::{Header, ReceivedResponse, SentRequest};
-use super::tls;
+use super::{net, tls};
 
 /// The longest response head accepted: a server that sends more is broken or hostile.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
@@ -338,7 +338,8 @@ pub(crate) async fn connect(
 }
 
 /// The TCP half of [`connect`]: the connected socket (TCP_NODELAY set) and the URL's host, for
-/// callers that run their own TLS handshake.
+/// callers that run their own TLS handshake. Through a proxy (see [`super::net`]) the socket
+/// leads to the proxy, with a CONNECT tunnel to the target already open on it.
 pub(crate) async fn connect_tcp(
     url: &url::Url,
     deadline: Instant,
@@ -351,22 +352,30 @@ pub(crate) async fn connect_tcp(
         .port_or_known_default()
         .ok_or_else(|| format!("the URL {url} has no port"))?;
     let authority = format!("{host}:{port}");
-    let phase = format!("connecting to {authority}");
+    let proxy = net::proxy_for(url);
+    let phase = match &proxy {
+        Some(p) => format!(
+            "connecting to {authority} through the proxy {}",
+            net::shown(p)
+        ),
+        None => format!("connecting to {authority}"),
+    };
     let tcp = within(deadline, timeout, &phase, async {
-        let addrs = tokio::net::lookup_host(authority.as_str())
-            .await
-            .map_err(|e| format!("could not resolve {host}: {e}"))?;
-        let mut last = format!("could not resolve {host}: no address");
-        for addr in addrs {
-            match TcpStream::connect(addr).await {
-                Ok(s) => return Ok(s),
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                    last = format!("connection refused to {addr}");
-                }
-                Err(e) => last = format!("could not connect to {addr}: {e}"),
+        match &proxy {
+            None => net::dial(host, port).await,
+            Some(p) => {
+                let (Some(proxy_host), Some(proxy_port)) =
+                    (p.host_str(), p.port_or_known_default())
+                else {
+                    return Err(format!("the proxy URL {} has no host", net::shown(p)));
+                };
+                let mut tcp = net::dial(proxy_host, proxy_port)
+                    .await
+                    .map_err(|e| format!("{e} (the proxy)"))?;
+                net::tunnel(&mut tcp, host, port, p).await?;
+                Ok(tcp)
             }
         }
-        Err(last)
     })
     .await?;
     tcp.set_nodelay(true)

@@ -58,6 +58,26 @@ pub enum ReleaseMode {
         /// Why the release did not use the release threads, when it did not.
         why_not: Option<String>,
     },
+    /// Released as `mode` at idem-check, into CONNECT tunnels through `proxy`: the spread
+    /// measured here is what left this host, and the proxy, forwarding each connection on its
+    /// own, may widen it before the server sees the bytes.
+    ThroughProxy {
+        proxy: String,
+        mode: Box<ReleaseMode>,
+    },
+}
+
+impl ReleaseMode {
+    /// This mode, marked as having gone through `proxy` when there was one.
+    pub(crate) fn through(self, proxy: Option<String>) -> ReleaseMode {
+        match proxy {
+            Some(proxy) => ReleaseMode::ThroughProxy {
+                proxy,
+                mode: Box::new(self),
+            },
+            None => self,
+        }
+    }
 }
 
 impl std::fmt::Display for ReleaseMode {
@@ -77,6 +97,10 @@ impl std::fmt::Display for ReleaseMode {
                     None => Ok(()),
                 }
             }
+            ReleaseMode::ThroughProxy { proxy, mode } => write!(
+                f,
+                "{mode} at idem-check, then through the proxy {proxy} (which may spread them)"
+            ),
         }
     }
 }
@@ -390,6 +414,12 @@ mod tests {
         };
         assert_eq!(one.to_string(), "from 1 thread (--no-release-threads)");
         assert_eq!(ReleaseMode::OnePacket.to_string(), "in one HTTP/2 packet");
+        assert_eq!(
+            ReleaseMode::OnePacket
+                .through(Some("http://127.0.0.1:3128".into()))
+                .to_string(),
+            "in one HTTP/2 packet at idem-check, then through the proxy http://127.0.0.1:3128 (which may spread them)"
+        );
     }
 
     /// Connected loopback pairs: (client side, server side).

@@ -1,26 +1,57 @@
-//! TLS for the raw client and the bursts: rustls with ALPN `http/1.1` only, or `h2` first.
+//! TLS for every connection of the run: the raw client, the bursts and the ordinary client.
 //!
-//! The raw client speaks HTTP/1.1 byte for byte, so it must never let a server pick h2 under it;
-//! the HTTP/2 burst ([`super::h2burst`]) offers `h2` (then `http/1.1`) and learns from the
-//! server's pick whether the single-packet release is possible.
-//! Trust comes from the Mozilla roots (webpki-roots) plus any extra roots the user configured
-//! (a private CA, or a test certificate), kept process-wide because the probe-facing functions
-//! (`raw::send_one`, `burst::burst`) take no TLS argument: trust is a property of the run, not of
-//! one request.
+//! One rustls configuration is built per run from the user's TLS settings (`--cacert`,
+//! `--cert`/`--key`, `--insecure`) and shared by all three clients, so a request never trusts a
+//! server the next one would refuse. The raw client speaks HTTP/1.1 byte for byte, so it offers
+//! ALPN `http/1.1` only and a server can never pick h2 under it; the HTTP/2 burst
+//! ([`super::h2burst`]) and the ordinary client offer `h2` first and learn from the server's
+//! pick. The settings are process-wide because the probe-facing functions (`raw::send_one`,
+//! `burst::burst`) take no TLS argument: trust is a property of the run, not of one request.
 
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use anyhow::Context;
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
+use tokio_rustls::rustls::client::danger::{
+    HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier,
+};
+use tokio_rustls::rustls::crypto::{
+    verify_tls12_signature, verify_tls13_signature, CryptoProvider,
+};
 use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
-use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use tokio_rustls::rustls::{
+    self, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
+};
 use tokio_rustls::TlsConnector;
 
-/// The configurations in force (`http/1.1` only, and `h2` first); `None` until first use or
-/// until roots are added.
-static CONFIG: RwLock<Option<Configs>> = RwLock::new(None);
+/// The user's TLS settings, as files (flags or the target file's `[tls]` table).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// PEM certificates to trust besides the public roots (a private CA).
+    pub cacert: Option<PathBuf>,
+    /// PEM certificate chain presented to servers that ask for one (mutual TLS).
+    pub cert: Option<PathBuf>,
+    /// PEM private key of [`TlsOptions::cert`]; the certificate file itself when absent.
+    pub key: Option<PathBuf>,
+    /// Accept any server certificate. The handshake signature is still checked, so the
+    /// connection is encrypted, but nobody vouches for whom it reaches.
+    pub insecure: bool,
+}
+
+/// What the configurations are built from.
+#[derive(Default)]
+struct Settings {
+    extra_roots: Vec<CertificateDer<'static>>,
+    identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+    insecure: bool,
+}
+
+/// The settings and, once built, the configurations they give (`http/1.1` only, and `h2`
+/// first). Rebuilt whenever the settings change.
+static STATE: RwLock<(Option<Configs>, Option<Settings>)> = RwLock::new((None, None));
 
 #[derive(Clone)]
 struct Configs {
@@ -28,11 +59,34 @@ struct Configs {
     h2: Arc<ClientConfig>,
 }
 
-/// Extra trust anchors added by [`trust_pem`], kept so the config can be rebuilt.
-static EXTRA_ROOTS: RwLock<Vec<CertificateDer<'static>>> = RwLock::new(Vec::new());
+/// Applies `opts` to every later TLS connection of the process. Errors name the file and what
+/// was wrong with it.
+pub fn configure(opts: &TlsOptions) -> anyhow::Result<()> {
+    if opts.key.is_some() && opts.cert.is_none() {
+        anyhow::bail!("--key needs --cert (the certificate it belongs to)");
+    }
+    let mut state = STATE.write().unwrap_or_else(|e| e.into_inner());
+    let mut settings = state.1.take().unwrap_or_default();
+    if let Some(path) = &opts.cacert {
+        let certs = read_certs(path).context("--cacert")?;
+        settings.extra_roots.extend(certs);
+    }
+    if let Some(cert) = &opts.cert {
+        let chain = read_certs(cert).context("--cert")?;
+        let key_path = opts.key.as_deref().unwrap_or(cert);
+        let key = PrivateKeyDer::from_pem_file(key_path).map_err(|e| {
+            anyhow::anyhow!("--key: no PEM private key in {}: {e}", key_path.display())
+        })?;
+        settings.identity = Some((chain, key));
+    }
+    settings.insecure = opts.insecure;
+    let configs = build(&settings)?;
+    *state = (Some(configs), Some(settings));
+    Ok(())
+}
 
 /// Trusts the PEM certificates in `pem` in addition to the public roots, for every later TLS
-/// connection of the process (e.g. `--cacert` for a staging API behind a private CA).
+/// connection of the process (what `--cacert` does with a file).
 pub fn trust_pem(pem: &[u8]) -> anyhow::Result<()> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<_, _>>()
@@ -40,27 +94,50 @@ pub fn trust_pem(pem: &[u8]) -> anyhow::Result<()> {
     if certs.is_empty() {
         anyhow::bail!("no PEM certificate found");
     }
-    let mut extra = EXTRA_ROOTS.write().unwrap_or_else(|e| e.into_inner());
-    extra.extend(certs);
-    let configs = build(&extra)?;
-    *CONFIG.write().unwrap_or_else(|e| e.into_inner()) = Some(configs);
+    let mut state = STATE.write().unwrap_or_else(|e| e.into_inner());
+    let mut settings = state.1.take().unwrap_or_default();
+    settings.extra_roots.extend(certs);
+    let configs = build(&settings)?;
+    *state = (Some(configs), Some(settings));
     Ok(())
 }
 
-fn build(extra: &[CertificateDer<'static>]) -> anyhow::Result<Configs> {
-    let mut roots = RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    for cert in extra {
-        roots
-            .add(cert.clone())
-            .context("adding a trusted certificate")?;
+fn read_certs(path: &Path) -> anyhow::Result<Vec<CertificateDer<'static>>> {
+    let pem = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("{} is not valid PEM", path.display()))?;
+    if certs.is_empty() {
+        anyhow::bail!("no PEM certificate in {}", path.display());
     }
+    Ok(certs)
+}
+
+fn build(settings: &Settings) -> anyhow::Result<Configs> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ClientConfig::builder_with_provider(provider)
+    let versions = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .context("choosing TLS versions")?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .context("choosing TLS versions")?;
+    let verified = if settings.insecure {
+        versions
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+    } else {
+        let mut roots = RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        for cert in &settings.extra_roots {
+            roots
+                .add(cert.clone())
+                .context("adding a trusted certificate")?;
+        }
+        versions.with_root_certificates(roots)
+    };
+    let mut config = match &settings.identity {
+        Some((chain, key)) => verified
+            .with_client_auth_cert(chain.clone(), key.clone_key())
+            .context("the client certificate and key do not belong together")?,
+        None => verified.with_no_client_auth(),
+    };
     let mut h2 = config.clone();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     h2.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
@@ -71,13 +148,78 @@ fn build(extra: &[CertificateDer<'static>]) -> anyhow::Result<Configs> {
 }
 
 fn configs() -> anyhow::Result<Configs> {
-    if let Some(c) = CONFIG.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+    if let Some(c) = STATE.read().unwrap_or_else(|e| e.into_inner()).0.as_ref() {
         return Ok(c.clone());
     }
-    let extra = EXTRA_ROOTS.read().unwrap_or_else(|e| e.into_inner());
-    let built = build(&extra)?;
-    *CONFIG.write().unwrap_or_else(|e| e.into_inner()) = Some(built.clone());
+    let mut state = STATE.write().unwrap_or_else(|e| e.into_inner());
+    let built = build(state.1.get_or_insert_with(Settings::default))?;
+    state.0 = Some(built.clone());
     Ok(built)
+}
+
+/// The configuration offering `h2` then `http/1.1`, for the ordinary client.
+pub fn client_config() -> anyhow::Result<ClientConfig> {
+    Ok(configs()?.h2.as_ref().clone())
+}
+
+/// Whether server certificates go unverified (`--insecure`), for the run's header and reports.
+pub fn insecure() -> bool {
+    STATE
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .1
+        .as_ref()
+        .is_some_and(|s| s.insecure)
+}
+
+/// `--insecure`: accepts any certificate chain, but still checks that the server holds the key
+/// of the certificate it showed (the handshake signature), as curl -k does.
+#[derive(Debug)]
+struct AnyCertificate(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
 }
 
 /// Runs the TLS handshake for `host` over an open TCP stream, offering only `http/1.1`. Errors

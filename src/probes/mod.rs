@@ -113,6 +113,21 @@ impl Need {
         }
     }
 
+    /// The target-file key that provides this (see fixtures/targets/README.md).
+    pub fn target_key(self) -> &'static str {
+        match self {
+            Need::SecondTenant => "[tenant-b] headers",
+            Need::RestartHook => "[restart] command (with ready-url)",
+            Need::HoldHeader => "hold-header",
+            Need::InvalidBody => "invalid-body (or a JSON object body to derive one from)",
+            Need::CrashHook => "[crash] header (with lease-wait)",
+            Need::SecondOperation => "second-url",
+            Need::Replica => "replicas",
+            Need::ReadOperation => "read-url",
+            Need::StoreOutageHook => "[store-outage] down-command (with up-command)",
+        }
+    }
+
     /// Whether the target description provides this.
     pub fn provided_by(self, config: &crate::config::Config) -> bool {
         match self {

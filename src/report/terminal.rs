@@ -20,6 +20,7 @@
 //! stdout stays clean for machine output and a CI log never fills with `\r` redraws.
 
 use std::io::IsTerminal as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -107,25 +108,31 @@ fn duration(ms: f64) -> String {
 /// `POST http://…/api/payments · suite ietf-draft-07 · 2 tenants · idem-check 0.1.0`: what was
 /// checked, first, so a pasted terminal log says what it is about.
 pub fn header_line(report: &RunReport, opts: &RenderOptions) -> String {
+    header(&report.target, &report.suite, &report.context, opts)
+}
+
+/// [`header_line`] from its parts, for a run that prints it before the report exists.
+pub fn header(target: &str, suite: &str, context: &[String], opts: &RenderOptions) -> String {
     let mut parts = vec![
-        opts.secrets.url_for_text(&sanitize_line(&report.target)),
-        format!("suite {}", report.suite),
+        opts.secrets.url_for_text(&sanitize_line(target)),
+        format!("suite {suite}"),
     ];
     parts.extend(
-        report
-            .context
+        context
             .iter()
             .map(|c| opts.secrets.redact(&sanitize_line(c))),
     );
-    parts.push(format!("{} {}", report.tool.name, report.tool.version));
+    let tool = crate::report::ToolInfo::default();
+    parts.push(format!("{} {}", tool.name, tool.version));
     parts.join(" · ")
 }
 
 /// `N probes: N passed, N warned, N failed, N skipped, N inconclusive, N errors, in 2.3 s`.
 pub fn summary_line(s: &Summary, duration_ms: f64) -> String {
     format!(
-        "{} probes: {} passed, {} warned, {} failed, {} skipped, {} inconclusive, {} errors, in {:.1} s",
+        "{} probe{}: {} passed, {} warned, {} failed, {} skipped, {} inconclusive, {} errors, in {:.1} s",
         s.probes,
+        if s.probes == 1 { "" } else { "s" },
         s.passed,
         s.warned,
         s.failed,
@@ -144,15 +151,27 @@ pub fn summary_line(s: &Summary, duration_ms: f64) -> String {
 pub fn render(report: &RunReport, opts: &RenderOptions, strict: bool) -> String {
     let mut out = header_line(report, opts);
     out.push_str("\n\n");
-    // After a failed pre-flight, the probes that never ran are one line, not twenty.
-    let (not_run, ran): (Vec<&ProbeReport>, Vec<&ProbeReport>) =
-        report.probes.iter().partition(|p| {
-            p.outcome == Outcome::Error && p.checks.is_empty() && p.exchanges.is_empty()
-        });
-    for p in &ran {
+    for p in report.probes.iter().filter(|p| !not_run(p)) {
         out.push_str(&probe_line(p, opts));
         out.push('\n');
     }
+    out.push_str(&render_tail(report, opts, strict));
+    out
+}
+
+/// Whether `p` never ran because the pre-flight failed: such probes are one line together,
+/// not twenty.
+pub fn not_run(p: &ProbeReport) -> bool {
+    p.outcome == Outcome::Error && p.checks.is_empty() && p.exchanges.is_empty()
+}
+
+/// What [`render`] prints after the probe lines: the probes that never ran, the evidence of
+/// failures and warnings, the summary. A streaming run prints the header and each probe line as
+/// it happens (see [`Progress::line`]), then this.
+pub fn render_tail(report: &RunReport, opts: &RenderOptions, strict: bool) -> String {
+    let mut out = String::new();
+    let (not_run, ran): (Vec<&ProbeReport>, Vec<&ProbeReport>) =
+        report.probes.iter().partition(|p| not_run(p));
     if let Some(first) = not_run.first() {
         let line = format!(
             "! ERROR         {} more probe{} {}",
@@ -216,33 +235,76 @@ pub fn render(report: &RunReport, opts: &RenderOptions, strict: bool) -> String 
     out
 }
 
-/// A progress bar on stderr while probes run.
+/// A progress bar on stderr while probes run, with the finished probes' lines printed above it.
 ///
-/// It draws only when enabled *and* stderr is a terminal; otherwise every method is a no-op, so a
-/// piped or CI stderr never receives `\r` or escape sequences. Redraws are capped at 10 per
-/// second, so a burst of fast probes costs nothing.
+/// It draws only when enabled *and* stderr is a terminal; otherwise it draws nothing, so a
+/// piped or CI stderr never receives `\r` or escape sequences, and [`Progress::line`] is a plain
+/// `println!`. Redraws are capped at 10 per second, so a burst of fast probes costs nothing.
 pub struct Progress {
     bar: ProgressBar,
+    /// For `stress`: what stops the run, so the bar measures against whichever comes first.
+    bounds: Option<StressBounds>,
+    /// Probes or keys finished.
+    done: AtomicU64,
 }
 
+/// `stress` stops at `--keys` keys or after `--duration`, whichever comes first.
+#[derive(Debug, Clone, Copy)]
+struct StressBounds {
+    keys: u64,
+    duration: Duration,
+    started: std::time::Instant,
+}
+
+/// The bar shown while the run is drawing, so output from elsewhere (the restart hook) can be
+/// printed above it instead of through it.
+static ACTIVE: std::sync::Mutex<Option<ProgressBar>> = std::sync::Mutex::new(None);
+
 impl Progress {
-    /// A bar for `total` probes; `enabled` is false when nobody watches. The probe lines
-    /// themselves are printed once, by [`render`], when the run is over, so a terminal never
-    /// shows them twice.
+    /// A bar for `total` probes; `enabled` is false when nobody watches.
     pub fn new(total: u64, enabled: bool) -> Self {
+        Self::drawn(
+            total,
+            enabled,
+            "{spinner} [{pos}/{len}] {wide_msg} {elapsed}",
+            None,
+        )
+    }
+
+    /// A bar for `stress`: the share done is that of the bound that will end the run first —
+    /// keys sent out of `keys`, or time spent out of `duration`.
+    pub fn for_stress(keys: u64, duration: Duration, enabled: bool) -> Self {
+        let bounds = StressBounds {
+            keys,
+            duration,
+            started: std::time::Instant::now(),
+        };
+        Self::drawn(
+            1000,
+            enabled,
+            "{spinner} {percent:>3}% {wide_msg} {elapsed}",
+            Some(bounds),
+        )
+    }
+
+    fn drawn(total: u64, enabled: bool, template: &str, bounds: Option<StressBounds>) -> Self {
         let bar = if enabled && std::io::stderr().is_terminal() {
             let bar =
                 ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr_with_hz(10));
-            let template = "{spinner} [{pos}/{len}] {wide_msg} {elapsed}";
             if let Ok(style) = ProgressStyle::with_template(template) {
                 bar.set_style(style);
             }
             bar.enable_steady_tick(Duration::from_millis(100));
+            *ACTIVE.lock().unwrap_or_else(|e| e.into_inner()) = Some(bar.clone());
             bar
         } else {
             ProgressBar::hidden()
         };
-        Progress { bar }
+        Progress {
+            bar,
+            bounds,
+            done: AtomicU64::new(0),
+        }
     }
 
     /// Shows which probe is running (the id comes from the catalog, never from the server).
@@ -250,14 +312,68 @@ impl Progress {
         self.bar.set_message(id.to_string());
     }
 
-    /// Advances the bar.
+    /// Advances the bar by one probe, or for `stress` by one key.
     pub fn finish_probe(&self) {
-        self.bar.inc(1);
+        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        match self.bounds {
+            None => self.bar.set_position(done),
+            Some(b) => {
+                let (permille, message) =
+                    stress_position(done, b.keys, b.started.elapsed(), b.duration);
+                self.bar.set_position(permille);
+                self.bar.set_message(message);
+            }
+        }
+    }
+
+    /// Prints a finished probe's line on stdout, above the bar, so the verdicts stream while
+    /// later probes run and the bar stays the last line.
+    pub fn line(&self, text: &str) {
+        if self.bar.is_hidden() {
+            println!("{text}");
+        } else {
+            self.bar.suspend(|| println!("{text}"));
+        }
     }
 
     /// Removes the bar, leaving the printed lines.
     pub fn finish(&self) {
         self.bar.finish_and_clear();
+        *ACTIVE.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+/// Prints `text` on stderr above the progress bar when one is drawing (the bar is redrawn
+/// below it), else plainly: how output from the restart hook reaches the terminal without
+/// leaving a broken bar line behind.
+pub fn above_progress(text: &str) {
+    let active = ACTIVE.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    match active {
+        Some(bar) => bar.suspend(|| eprintln!("{text}")),
+        None => eprintln!("{text}"),
+    }
+}
+
+/// How far a stress run is, in thousandths, and what the bar says: against `--keys` while the
+/// keys are ahead of the clock, against `--duration` once the clock is ahead (the run ends
+/// then, however many keys are left).
+fn stress_position(done: u64, keys: u64, elapsed: Duration, duration: Duration) -> (u64, String) {
+    let by_keys = done as f64 / keys.max(1) as f64;
+    let by_time = elapsed.as_secs_f64() / duration.as_secs_f64().max(1e-9);
+    if by_keys >= by_time {
+        (
+            (by_keys * 1000.0).min(1000.0) as u64,
+            format!("key {done}/{keys}"),
+        )
+    } else {
+        (
+            (by_time * 1000.0).min(1000.0) as u64,
+            format!(
+                "{} of {} (--duration ends the run) · {done} of {keys} keys",
+                humantime::format_duration(Duration::from_secs(elapsed.as_secs())),
+                humantime::format_duration(duration)
+            ),
+        )
     }
 }
 
@@ -278,6 +394,30 @@ mod tests {
             assert!(p.bar.is_hidden());
         }
         assert!(Progress::new(3, false).bar.is_hidden());
+    }
+
+    #[test]
+    fn stress_progress_follows_the_bound_that_ends_the_run() {
+        let minute = Duration::from_secs(60);
+        let (p, m) = stress_position(500, 2000, Duration::from_secs(6), minute);
+        assert_eq!((p, m.as_str()), (250, "key 500/2000"));
+        let (p, m) = stress_position(100, 2000, Duration::from_secs(30), minute);
+        assert_eq!(p, 500);
+        assert_eq!(m, "30s of 1m (--duration ends the run) · 100 of 2000 keys");
+        assert_eq!(
+            stress_position(5, 2000, Duration::from_secs(90), minute).0,
+            1000
+        );
+    }
+
+    #[test]
+    fn one_probe_is_singular() {
+        let s = Summary {
+            probes: 1,
+            passed: 1,
+            ..Summary::default()
+        };
+        assert!(summary_line(&s, 100.0).starts_with("1 probe: 1 passed"));
     }
 
     #[test]

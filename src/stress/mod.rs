@@ -65,6 +65,8 @@ pub struct StressReport {
     pub tool: ToolInfo,
     pub label: String,
     pub target: String,
+    /// How the target was reached: a proxy, `--resolve` pins, `--insecure`.
+    pub connection: Vec<String>,
     pub started_at: String,
     pub duration_ms: f64,
     pub interrupted: bool,
@@ -98,10 +100,12 @@ impl StressReport {
             started_at: self.started_at.clone(),
             duration_ms: self.duration_ms,
             interrupted: self.interrupted,
-            context: vec![format!(
+            context: std::iter::once(format!(
                 "{} keys × {} duplicates, {} in flight",
                 self.keys, self.duplicates, self.concurrency
-            )],
+            ))
+            .chain(self.connection.iter().cloned())
+            .collect(),
             summary: Summary::of(&probes),
             probes,
         }
@@ -174,7 +178,6 @@ pub async fn run(
         };
         let config = config.clone();
         let unique = format!("idem-check-stress-{run_id}-{idx}");
-        progress.start_probe(&format!("key {}/{}", idx + 1, opts.keys));
         tasks.spawn(async move {
             let outcome = key::exercise(&config, &unique, burst_size, late).await;
             drop(permit);
@@ -198,6 +201,7 @@ pub async fn run(
         tool: ToolInfo::default(),
         label: config.label.clone(),
         target: format!("{} {}", config.operation.method, config.operation.url),
+        connection: crate::http::net::context(),
         started_at,
         duration_ms: elapsed.as_secs_f64() * 1000.0,
         interrupted,
@@ -408,6 +412,7 @@ fn failed_to_start(
         tool: ToolInfo::default(),
         label: config.label.clone(),
         target: format!("{} {}", config.operation.method, config.operation.url),
+        connection: crate::http::net::context(),
         started_at,
         duration_ms: 0.0,
         interrupted: false,
@@ -465,6 +470,9 @@ pub fn render_terminal(r: &StressReport, opts: &crate::report::RenderOptions) ->
         r.concurrency,
         if r.interrupted { " (interrupted)" } else { "" }
     );
+    if !r.connection.is_empty() {
+        let _ = writeln!(out, "connection:  {}", r.connection.join(" · "));
+    }
     let _ = writeln!(
         out,
         "requests:    {} in {:.1} s = {:.0} requests/s",

@@ -1,0 +1,504 @@
+//! Reaching a deployment the way staging APIs are reached: behind a private CA, with mutual TLS,
+//! through a forward proxy, at a fixed address. The reference server runs in-process behind a
+//! TLS front (certificates made here with rcgen) and the `idem-check` binary runs against it
+//! with the connection options; a small forward proxy (CONNECT and absolute-form) logs what went
+//! through it. Every test runs the ordinary client (first-request), the raw client
+//! (malformed-key) and a burst (concurrent-duplicates).
+
+use std::path::Path;
+use std::process::Output;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use idem_check::config::TargetSpec;
+use idem_check::reference::Reference;
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::server::WebPkiClientVerifier;
+use tokio_rustls::rustls::{self, RootCertStore, ServerConfig};
+
+const PROBES: [&str; 3] = ["first-request", "malformed-key", "concurrent-duplicates"];
+
+/// A CA, a server certificate it signed, and a client certificate signed by a second CA, all
+/// written as PEM files in `dir`.
+struct Pki {
+    dir: tempfile::TempDir,
+    server_chain: String,
+    server_key: String,
+    client_ca: String,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let ca = |name: &str| {
+            let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+            p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            p.distinguished_name
+                .push(rcgen::DnType::CommonName, name.to_string());
+            CertifiedIssuer::self_signed(p, KeyPair::generate().unwrap()).unwrap()
+        };
+        let leaf = |names: &[&str], issuer: &CertifiedIssuer<'_, KeyPair>| {
+            let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+            let params = CertificateParams::new(names).unwrap();
+            let key = KeyPair::generate().unwrap();
+            let cert = params.signed_by(&key, issuer).unwrap();
+            (cert.pem(), key.serialize_pem())
+        };
+        let server_ca = ca("idem-check test server CA");
+        let client_ca = ca("idem-check test client CA");
+        let (server_chain, server_key) = leaf(&["localhost", "api.test", "127.0.0.1"], &server_ca);
+        let (client_cert, client_key) = leaf(&["idem-check client"], &client_ca);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ca.pem"), server_ca.pem()).unwrap();
+        std::fs::write(dir.path().join("client.pem"), client_cert).unwrap();
+        std::fs::write(dir.path().join("client-key.pem"), client_key).unwrap();
+        Pki {
+            dir,
+            server_chain,
+            server_key,
+            client_ca: client_ca.pem(),
+        }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    /// A TLS front for `backend` offering h2 and http/1.1; with `client_auth`, a client
+    /// certificate from the client CA is required.
+    async fn front(&self, backend: &str, client_auth: bool) -> u16 {
+        let certs: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(self.server_chain.as_bytes())
+                .collect::<Result<_, _>>()
+                .unwrap();
+        let key = PrivateKeyDer::from_pem_slice(self.server_key.as_bytes()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap();
+        let builder = if client_auth {
+            let mut roots = RootCertStore::empty();
+            for c in CertificateDer::pem_slice_iter(self.client_ca.as_bytes()) {
+                roots.add(c.unwrap()).unwrap();
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
+                .build()
+                .unwrap();
+            builder.with_client_cert_verifier(verifier)
+        } else {
+            builder.with_no_client_auth()
+        };
+        let mut config = builder.with_single_cert(certs, key).unwrap();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let backend = backend.to_string();
+        tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    return;
+                };
+                let acceptor = acceptor.clone();
+                let backend = backend.clone();
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let Ok(mut up) = TcpStream::connect(&backend).await else {
+                        return;
+                    };
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut up).await;
+                });
+            }
+        });
+        port
+    }
+}
+
+/// A forward proxy on 127.0.0.1: CONNECT opens a tunnel, an absolute-form request is passed on
+/// in origin form. Every destination is reached on 127.0.0.1 (its port kept), so `api.test`
+/// works without DNS. Each connection logs its first line.
+struct Proxy {
+    port: u16,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Proxy {
+    async fn start() -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let shared = log.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((client, _)) = listener.accept().await else {
+                    return;
+                };
+                tokio::spawn(forward(client, shared.clone()));
+            }
+        });
+        Proxy { port, log }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+async fn forward(mut client: TcpStream, log: Arc<Mutex<Vec<String>>>) {
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") && head.len() < 64 * 1024 {
+        match client.read_u8().await {
+            Ok(b) => head.push(b),
+            Err(_) => return,
+        }
+    }
+    let text = String::from_utf8_lossy(&head).into_owned();
+    let line = text.lines().next().unwrap_or_default().to_string();
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target)) = (parts.next(), parts.next()) else {
+        return;
+    };
+    log.lock().unwrap().push(format!("{method} {target}"));
+    let (authority, rest) = if method == "CONNECT" {
+        (target.to_string(), None)
+    } else {
+        let Some(after) = target.strip_prefix("http://") else {
+            return;
+        };
+        let (authority, path) = after.split_at(after.find('/').unwrap_or(after.len()));
+        let path = if path.is_empty() { "/" } else { path };
+        (
+            authority.to_string(),
+            Some(text.replacen(target, path, 1).into_bytes()),
+        )
+    };
+    let port = authority.rsplit(':').next().unwrap_or("80");
+    let Ok(mut upstream) = TcpStream::connect(format!("127.0.0.1:{port}")).await else {
+        let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n").await;
+        return;
+    };
+    match rest {
+        None => {
+            if client
+                .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+        Some(head) => {
+            if upstream.write_all(&head).await.is_err() {
+                return;
+            }
+        }
+    }
+    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+}
+
+/// The reference target's options as flags, with `base` in place of its own origin.
+fn flags(spec: &TargetSpec, own_base: &str, base: &str) -> Vec<String> {
+    let at = |u: &str| u.replacen(own_base, base, 1);
+    let mut args = vec!["run".to_string(), at(&spec.url)];
+    for h in &spec.headers {
+        args.extend(["-H".to_string(), h.clone()]);
+    }
+    let pairs = [
+        ("-d", spec.body.clone()),
+        ("--id-pointer", spec.id_pointer.clone()),
+        ("--count-url", spec.count_url.as_deref().map(at)),
+        ("--count-pointer", spec.count_pointer.clone()),
+        ("--hold-header", spec.hold_header.clone()),
+    ];
+    for (flag, value) in pairs {
+        if let Some(v) = value {
+            args.extend([flag.to_string(), v]);
+        }
+    }
+    for p in PROBES {
+        args.extend(["--probe".to_string(), p.to_string()]);
+    }
+    args.extend([
+        "--color".into(),
+        "never".into(),
+        "--timeout".into(),
+        "5s".into(),
+    ]);
+    args
+}
+
+struct Run {
+    output: Output,
+    json: serde_json::Value,
+}
+
+impl Run {
+    fn code(&self) -> i32 {
+        self.output.status.code().unwrap_or(-1)
+    }
+
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+
+    fn outcomes(&self) -> Vec<(String, String)> {
+        self.json["probes"]
+            .as_array()
+            .map(|ps| {
+                ps.iter()
+                    .map(|p| {
+                        (
+                            p["id"].as_str().unwrap_or_default().to_string(),
+                            p["outcome"].as_str().unwrap_or_default().to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn all_pass(&self) -> bool {
+        let o = self.outcomes();
+        o.len() == PROBES.len() && o.iter().all(|(_, outcome)| outcome == "PASS")
+    }
+
+    fn explain(&self) -> String {
+        format!(
+            "exit {}\n{:?}\nstdout:\n{}\nstderr:\n{}",
+            self.code(),
+            self.outcomes(),
+            self.stdout(),
+            String::from_utf8_lossy(&self.output.stderr)
+        )
+    }
+}
+
+/// Runs the binary with `args` and `env`, the machine's proxy variables removed.
+async fn run(args: &[String], env: &[(&str, &str)], dir: &Path) -> Run {
+    let json_path = dir.join(format!("report-{}.json", uuid::Uuid::new_v4()));
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_idem-check"));
+    cmd.args(args)
+        .arg("--report-json")
+        .arg(&json_path)
+        .kill_on_drop(true);
+    for var in [
+        "http_proxy",
+        "HTTP_PROXY",
+        "https_proxy",
+        "HTTPS_PROXY",
+        "all_proxy",
+        "ALL_PROXY",
+        "no_proxy",
+        "NO_PROXY",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.envs(env.iter().copied());
+    let output = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("idem-check finishes within 2 minutes")
+        .expect("idem-check runs");
+    let json = std::fs::read_to_string(&json_path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(serde_json::Value::Null);
+    Run { output, json }
+}
+
+fn with(mut args: Vec<String>, extra: &[&str]) -> Vec<String> {
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+/// Certificates, the reference server, and a TLS front for it: (pki, server, its plain
+/// `host:port`, the front's port).
+async fn behind_tls(client_auth: bool) -> (Pki, Reference, String, u16) {
+    let pki = Pki::new();
+    let reference = Reference::start(None).await.unwrap();
+    let backend = reference.base.trim_start_matches("http://").to_string();
+    let port = pki.front(&backend, client_auth).await;
+    (pki, reference, backend, port)
+}
+
+/// A private CA: refused without `--cacert` (ERROR naming the TLS handshake), trusted with it by
+/// every client; `--insecure` also gets through, and the header and the report say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_ca_is_trusted_with_cacert_or_skipped_with_insecure() {
+    let (pki, reference, _, port) = behind_tls(false).await;
+    let base = format!("https://localhost:{port}");
+    let args = flags(&reference.target(), &reference.base, &base);
+
+    let refused = run(&args, &[], pki.dir.path()).await;
+    assert_eq!(refused.code(), 3, "{}", refused.explain());
+    assert!(
+        refused.stdout().contains("TLS handshake failed"),
+        "{}",
+        refused.explain()
+    );
+
+    let cacert = pki.path("ca.pem");
+    let trusted = run(
+        &with(args.clone(), &["--cacert", &cacert]),
+        &[],
+        pki.dir.path(),
+    )
+    .await;
+    assert!(trusted.all_pass(), "{}", trusted.explain());
+    assert_eq!(trusted.code(), 0, "{}", trusted.explain());
+    assert!(
+        !trusted.stdout().contains("NOT verified"),
+        "{}",
+        trusted.explain()
+    );
+
+    let insecure = run(&with(args, &["--insecure"]), &[], pki.dir.path()).await;
+    assert!(insecure.all_pass(), "{}", insecure.explain());
+    assert!(insecure
+        .stdout()
+        .contains("TLS certificates NOT verified (--insecure)"));
+    let context = insecure.json["context"].to_string();
+    assert!(context.contains("NOT verified"), "{context}");
+    reference.stop().await.unwrap();
+}
+
+/// A server that requires a client certificate: refused without `--cert`, and with a
+/// certificate its CA did not sign; accepted with `--cert` and `--key`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_presents_the_client_certificate() {
+    let (pki, reference, _, port) = behind_tls(true).await;
+    let base = format!("https://localhost:{port}");
+    let cacert = pki.path("ca.pem");
+    let args = with(
+        flags(&reference.target(), &reference.base, &base),
+        &["--cacert", &cacert],
+    );
+
+    let anonymous = run(&args, &[], pki.dir.path()).await;
+    assert_eq!(anonymous.code(), 3, "{}", anonymous.explain());
+
+    let (cert, key) = (pki.path("client.pem"), pki.path("client-key.pem"));
+    let presented = run(
+        &with(args, &["--cert", &cert, "--key", &key]),
+        &[],
+        pki.dir.path(),
+    )
+    .await;
+    assert!(presented.all_pass(), "{}", presented.explain());
+    reference.stop().await.unwrap();
+}
+
+/// `--proxy`: every request goes through the proxy: CONNECT tunnels for the raw client and the
+/// bursts (the HTTP/2 single packet over https, the HTTP/1.1 last-byte release over http),
+/// absolute-form requests from the ordinary client over http; the burst evidence names the
+/// proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_carries_every_client_and_both_burst_engines() {
+    let (pki, reference, backend, port) = behind_tls(false).await;
+    let cacert = pki.path("ca.pem");
+
+    let proxy = Proxy::start().await;
+    let base = format!("https://localhost:{port}");
+    let args = with(
+        flags(&reference.target(), &reference.base, &base),
+        &["--cacert", &cacert, "--proxy", &proxy.url()],
+    );
+    let tls = run(&args, &[], pki.dir.path()).await;
+    assert!(tls.all_pass(), "{}", tls.explain());
+    let connects = proxy
+        .lines()
+        .iter()
+        .filter(|l| *l == &format!("CONNECT localhost:{port}"))
+        .count();
+    assert!(connects >= 3, "{:?}", proxy.lines());
+    assert!(tls
+        .stdout()
+        .contains(&format!("through the proxy {} (--proxy)", proxy.url())));
+    let evidence = tls.json.to_string();
+    assert!(
+        evidence.contains("in one HTTP/2 packet at idem-check, then through the proxy"),
+        "{evidence}"
+    );
+
+    let plain = Proxy::start().await;
+    let args = with(
+        flags(&reference.target(), &reference.base, &reference.base),
+        &["--proxy", &plain.url()],
+    );
+    let http = run(&args, &[], pki.dir.path()).await;
+    assert!(http.all_pass(), "{}", http.explain());
+    let lines = plain.lines();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with(&format!("POST {}/", reference.base))),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l == &format!("CONNECT {backend}")),
+        "{lines:?}"
+    );
+    let evidence = http.json.to_string();
+    assert!(
+        evidence.contains("thread") && evidence.contains("at idem-check, then through the proxy"),
+        "{evidence}"
+    );
+    reference.stop().await.unwrap();
+}
+
+/// `HTTPS_PROXY` from the environment carries a run to a name only the proxy knows; with the
+/// name in `NO_PROXY` the proxy sees nothing and `--resolve` supplies the address instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn environment_proxy_no_proxy_and_resolve() {
+    let (pki, reference, _, port) = behind_tls(false).await;
+    let cacert = pki.path("ca.pem");
+    let base = format!("https://api.test:{port}");
+    let args = with(
+        flags(&reference.target(), &reference.base, &base),
+        &["--cacert", &cacert],
+    );
+
+    let proxy = Proxy::start().await;
+    let proxied = run(&args, &[("HTTPS_PROXY", &proxy.url())], pki.dir.path()).await;
+    assert!(proxied.all_pass(), "{}", proxied.explain());
+    assert!(
+        proxied.stdout().contains("(HTTPS_PROXY)"),
+        "{}",
+        proxied.explain()
+    );
+    let seen = proxy.lines().len();
+    assert!(
+        proxy
+            .lines()
+            .iter()
+            .all(|l| l == &format!("CONNECT api.test:{port}"))
+            && seen >= 3,
+        "{:?}",
+        proxy.lines()
+    );
+
+    let resolve = format!("api.test:{port}:127.0.0.1");
+    let direct = run(
+        &with(args, &["--resolve", &resolve]),
+        &[
+            ("HTTPS_PROXY", &proxy.url()),
+            ("NO_PROXY", "example.org,.test"),
+        ],
+        pki.dir.path(),
+    )
+    .await;
+    assert!(direct.all_pass(), "{}", direct.explain());
+    assert_eq!(proxy.lines().len(), seen, "{:?}", proxy.lines());
+    assert!(direct
+        .stdout()
+        .contains("resolved to 127.0.0.1 (--resolve)"));
+    reference.stop().await.unwrap();
+}
