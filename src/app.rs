@@ -12,10 +12,11 @@ use crate::cli::{
 };
 use crate::config::{Config, RestartHook, RunOptions, TargetSpec};
 use crate::exit::{AppError, ExitCode};
+use crate::outcome::Outcome;
 use crate::probes;
 use crate::reference::Reference;
 use crate::report::terminal::{self, Progress};
-use crate::report::{self, Format, ProbeReport, RenderOptions, ReportFile, Reportable};
+use crate::report::{self, Format, ProbeReport, RenderOptions, ReportFile, Reportable, RunReport};
 use crate::runner::{self, Observer};
 use crate::suite::Suite;
 
@@ -214,10 +215,7 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
         &render,
     ));
     progress.line("");
-    let observer = ProgressObserver {
-        progress: &progress,
-        render: &render,
-    };
+    let observer = ProgressObserver::new(&progress, &render);
     let report = runner::run(config.clone(), selection, &observer, interrupted())
         .await
         .map_err(AppError::runtime)?;
@@ -225,7 +223,14 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
     if let Some(r) = reference {
         r.stop().await.map_err(AppError::runtime)?;
     }
-    emit(&terminal::render_tail(&report, &render, config.strict))?;
+    // The header printed before the run could not know what the pre-flight settled (the effect
+    // basis, the key form): the whole line again, above the evidence and the summary.
+    emit(&format!(
+        "{}\n{}\n{}",
+        observer.settled(&report),
+        terminal::header_line(&report, &render),
+        terminal::render_tail(&report, &render, config.strict)
+    ))?;
     let code = ExitCode::for_run(&report.summary, report.interrupted);
     Ok(finish_reports(&report, &files, &render, &args.report, code))
 }
@@ -300,8 +305,8 @@ pub(crate) fn apply_flags(mut t: TargetSpec, args: &TargetArgs) -> Result<Target
     if t.url.is_empty() {
         return Err(anyhow::anyhow!(
             "nothing to check: give the operation's URL (idem-check run \
-             https://api.example.com/v1/payments …), a target file (--target FILE), or \
-             --reference to check the bundled reference server"
+             https://api.example.com/v1/payments …), a target file (--target FILE), an API \
+             description (--openapi SPEC), or --reference to check the bundled reference server"
         )
         .into());
     }
@@ -362,8 +367,47 @@ fn body_arg(arg: &str, what: &str) -> Result<String> {
 /// as soon as its probe is done (the probes a failed pre-flight kept from running are one line
 /// in the tail instead).
 pub(crate) struct ProgressObserver<'a> {
-    pub(crate) progress: &'a Progress,
-    pub(crate) render: &'a RenderOptions,
+    progress: &'a Progress,
+    render: &'a RenderOptions,
+    /// The verdict each probe was streamed with, before root causes were settled.
+    streamed: std::sync::Mutex<Vec<(&'static str, Outcome)>>,
+}
+
+impl<'a> ProgressObserver<'a> {
+    pub(crate) fn new(progress: &'a Progress, render: &'a RenderOptions) -> Self {
+        ProgressObserver {
+            progress,
+            render,
+            streamed: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The probes whose verdict changed once root causes were settled after the run (a FAIL
+    /// streamed while its prerequisite had not run yet), each line again with its final verdict;
+    /// empty when none changed.
+    pub(crate) fn settled(&self, report: &RunReport) -> String {
+        let streamed = self
+            .streamed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let changed: Vec<String> = report
+            .probes
+            .iter()
+            .filter(|p| {
+                streamed
+                    .iter()
+                    .any(|(id, o)| *id == p.id && *o != p.outcome)
+            })
+            .map(|p| terminal::probe_line(p, self.render))
+            .collect();
+        if changed.is_empty() {
+            return String::new();
+        }
+        format!(
+            "\nsettled after the run (these follow from another probe's failure):\n{}\n",
+            changed.join("\n")
+        )
+    }
 }
 
 impl Observer for ProgressObserver<'_> {
@@ -374,6 +418,10 @@ impl Observer for ProgressObserver<'_> {
         if !terminal::not_run(report) {
             self.progress
                 .line(&terminal::probe_line(report, self.render));
+            self.streamed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push((report.id, report.outcome));
         }
         self.progress.finish_probe();
     }

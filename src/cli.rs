@@ -154,7 +154,7 @@ pub struct ListArgs {
 #[derive(Debug, Args)]
 pub struct TargetArgs {
     /// URL of the operation to check, e.g. https://api.example.com/v1/payments
-    #[arg(value_name = "URL", required_unless_present_any = ["reference", "target", "openapi"])]
+    #[arg(value_name = "URL")]
     pub url: Option<String>,
 
     /// Check every operation of this OpenAPI or Swagger document (file or URL) that takes an

@@ -7,10 +7,13 @@
 //! The runs are serialised: the concurrency probes time their bursts and held originals, and
 //! eight Python servers racing for two cores would measure the machine instead of the design.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+mod common;
+
+use common::python::{self, PythonServer};
 
 /// Every probe of the default suite, in catalog order.
 fn catalog() -> Vec<&'static str> {
@@ -21,12 +24,15 @@ fn catalog() -> Vec<&'static str> {
 }
 
 /// Probes whose option no design run passes (--crash-header, --second-url, --restart-cmd,
-/// --replica): they SKIP naming it.
-const NOT_CONFIGURED: [&str; 4] = [
+/// --replica, --key-ttl, --read-url, --store-down-cmd): they SKIP naming it.
+const NOT_CONFIGURED: [&str; 7] = [
     "wedged-key-recovery",
     "cross-endpoint",
     "restart-persistence",
     "cross-replica",
+    "key-expiry",
+    "get-ignored",
+    "store-outage",
 ];
 
 /// The longest one checker run may take before the test gives up on it.
@@ -34,55 +40,11 @@ const RUN_LIMIT: Duration = Duration::from_secs(150);
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// A design server, stopped when the test ends however it ends (its stdin is a pipe: the server
-/// also exits when that closes, and after its --lifetime in any case).
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(design: &str, args: &[&str]) -> Server {
-    let script = format!(
-        "{}/fixtures/servers/{design}.py",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let mut child = Command::new("python3")
-        .arg(&script)
-        .args(args)
-        .args(["--lifetime", "300"])
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("python3 runs (CI machines have Python)");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let mut server = Server {
-        child,
-        base: String::new(),
-    };
-    let line = rx
-        .recv_timeout(Duration::from_secs(20))
-        .unwrap_or_else(|_| panic!("{design} did not announce its address"));
-    server.base = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("{design}: unexpected first line {line:?}"))
-        .to_string();
-    server
+/// A design server; it also exits after its --lifetime in any case.
+fn start(design: &str, args: &[&str]) -> PythonServer {
+    let mut args = args.to_vec();
+    args.extend(["--lifetime", "300"]);
+    python::start(&format!("fixtures/servers/{design}.py"), &args)
 }
 
 /// What one checker run produced.
@@ -104,7 +66,7 @@ impl Run {
 
 /// Runs `idem-check run BASE/pay ARGS` against `server` (`{base}` in an argument becomes the
 /// server's base URL), bounded by [`RUN_LIMIT`].
-fn check(server: &Server, args: &[&str]) -> Run {
+fn check(server: &PythonServer, args: &[&str]) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let (json, out) = (dir.path().join("r.json"), dir.path().join("out.txt"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_idem-check"))
@@ -305,7 +267,8 @@ fn missing_credentials_are_a_setup_error_not_an_api_failure() {
 /// A unique constraint answers every repeat of a key 409, completed or not: nothing executes
 /// twice, but nothing is ever replayed. replay-identity FAILs once; the probes whose failure is
 /// only "the retry did not replay" (quoted-key, escaped-key, key-parameters, the replay after
-/// the bursts, mismatch-no-poison, lost-response, loser-does-not-unlock, spoofed-marker-headers)
+/// the bursts, mismatch-no-poison, lost-response, loser-does-not-unlock, spoofed-marker-headers,
+/// header-name-case)
 /// are INCONCLUSIVE naming it, whatever their place in the catalog.
 #[test]
 fn conflict_on_every_repeat_fails_replay_identity_once() {
@@ -318,6 +281,7 @@ fn conflict_on_every_repeat_fails_replay_identity_once() {
         "lost-response",
         "loser-does-not-unlock",
         "spoofed-marker-headers",
+        "header-name-case",
     ];
     let mut except: Vec<(&str, &str)> = derived.iter().map(|&id| (id, "INCONCLUSIVE")).collect();
     except.push(("replay-identity", "FAIL"));
@@ -404,6 +368,7 @@ fn acceptor_without_counter_is_blind_not_green() {
         "lost-response",
         "spoofed-marker-headers",
         "tenant-isolation",
+        "header-name-case",
     ];
     let mut except = ACCEPTOR_SEEN.to_vec();
     except.extend(blind.iter().map(|&id| (id, "INCONCLUSIVE")));
@@ -436,6 +401,9 @@ fn acceptor_with_counter_fails_every_duplicate() {
         ("lost-response", "FAIL"),
         ("spoofed-marker-headers", "INCONCLUSIVE"),
         ("tenant-isolation", "INCONCLUSIVE"),
+        // The upper-case spelling executes again: a duplicated effect, critical whatever
+        // replay-identity says.
+        ("header-name-case", "FAIL"),
     ]);
     let run = expect("accept_202", &[], &acceptor(true), &except, 4);
     assert_says(&run.stdout, "counter", "the header line names the basis");

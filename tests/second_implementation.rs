@@ -3,41 +3,15 @@
 //! `escaped-key`, which catches that server's naive parameter split. This keeps the probes honest
 //! about the contract instead of about the reference server's particular answers.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
-/// Kills the Python server when the test ends, however it ends.
-struct Server(Child);
+mod common;
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::python::{self, PythonServer};
 
-fn start() -> (Server, String) {
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/fixtures/servers/naive_python.py"
-    );
-    let mut child = Command::new("python3")
-        .arg(script)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("python3 runs (CI machines have Python)");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let server = Server(child);
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("the server prints its address");
-    let base = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
+fn start() -> (PythonServer, String) {
+    let server = python::start("fixtures/servers/naive_python.py", &[]);
+    let base = server.base.clone();
     (server, base)
 }
 

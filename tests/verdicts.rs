@@ -3,42 +3,18 @@
 //! checker gives — never a PASS for what was not observed, never a FAIL for what the server did
 //! not do, and an ERROR naming the option when the setup is wrong.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// Kills the Python server when the test ends, however it ends.
-struct Server(Child);
+mod common;
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::python::{self, PythonServer};
 
-fn start(flags: &[&str]) -> (Server, String) {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/hostile.py");
-    let mut child = Command::new("python3")
-        .arg(script)
-        .args(flags)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("python3 runs (CI machines have Python)");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let server = Server(child);
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("the server prints its address");
-    let base = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
+fn start(flags: &[&str]) -> (PythonServer, String) {
+    let server = python::start("tests/data/hostile.py", flags);
+    let base = server.base.clone();
     (server, base)
 }
 
@@ -370,9 +346,12 @@ fn root_causes_are_settled_after_the_run() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
+    // The last line of a probe is its final verdict: one streamed before its prerequisite ran
+    // is repeated, settled, after the run.
     let line = |id: &str| {
         stdout
             .lines()
+            .rev()
             .find(|l| l.split_whitespace().nth(2) == Some(id))
             .unwrap_or_else(|| panic!("no line for {id}\n{stdout}"))
             .to_string()

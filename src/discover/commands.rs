@@ -148,10 +148,7 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode, AppError> {
         let report = crate::runner::run(
             config.clone(),
             selection,
-            &ProgressObserver {
-                progress: &progress,
-                render: &render,
-            },
+            &ProgressObserver::new(&progress, &render),
             interrupted(),
         )
         .await

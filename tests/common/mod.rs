@@ -5,6 +5,7 @@
 
 pub mod binary;
 pub mod junit_schema;
+pub mod python;
 
 use std::sync::Arc;
 
