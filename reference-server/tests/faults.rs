@@ -109,10 +109,12 @@ async fn demonstrate(fault: Fault, kind: StoreKind) {
             s.stop().await;
         }
         Fault::ExpiringLock => {
-            let s = server(&db, fault, |c| c.lease = Duration::from_millis(100)).await;
+            // The lease outlives the owner's head start by far, so the first duplicate meets a
+            // live claim even on a busy machine (under the fault nothing renews it).
+            let s = server(&db, fault, |c| c.lease = Duration::from_millis(500)).await;
             let c = s.client();
             let req = Req::payment(A, &fresh_key(), &body("lock"));
-            let owner = hold(c, &req, 1500, 100).await;
+            let owner = hold(c, &req, 2500, 100).await;
             // Once the owner holds the key (a duplicate is refused), let its lease run out.
             let deadline = std::time::Instant::now() + Duration::from_secs(1);
             while c.send(&req).await.status != 409 {
@@ -122,7 +124,7 @@ async fn demonstrate(fault: Fault, kind: StoreKind) {
                 );
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            tokio::time::sleep(Duration::from_millis(250)).await;
+            tokio::time::sleep(Duration::from_millis(700)).await;
             let dup = c.send(&req).await;
             assert_eq!(dup.status, 201, "the duplicate took over the expired lock");
             assert_eq!(owner.await.expect("owner").status, 201, "no fencing");
