@@ -378,6 +378,9 @@ impl Client {
             .write_all(&held.to_bytes(false))
             .await
             .expect("write");
+        // A duplicate sent before the held request reached the server would claim the key
+        // itself: give the held one a head start, as the checker does.
+        tokio::time::sleep(Duration::from_millis(100)).await;
         let deadline = tokio::time::Instant::now() + TIMEOUT;
         while self.send(duplicate).await.status != 409 {
             assert!(
