@@ -92,7 +92,7 @@ async fn demonstrate(fault: Fault, kind: StoreKind) {
             let s = server(&db, fault, |_| {}).await;
             let c = s.client();
             let req = Req::payment(A, &fresh_key(), &body("c500"));
-            let owner = hold(c, &req, 500, 150).await;
+            let owner = hold(c, &req, 2000, 150).await;
             assert_eq!(c.send(&req).await.status, 500);
             assert_eq!(owner.await.expect("owner").status, 201);
             s.stop().await;
@@ -101,7 +101,7 @@ async fn demonstrate(fault: Fault, kind: StoreKind) {
             let s = server(&db, fault, |_| {}).await;
             let c = s.client();
             let req = Req::payment(A, &fresh_key(), &body("nra"));
-            let owner = hold(c, &req, 500, 150).await;
+            let owner = hold(c, &req, 2000, 150).await;
             let dup = c.send(&req).await;
             assert_eq!(dup.status, 409);
             assert_eq!(dup.header("retry-after"), None);
