@@ -281,6 +281,11 @@ pub(crate) fn apply_flags(mut t: TargetSpec, args: &TargetArgs) -> Result<Target
     set(&mut t.count_pointer, &args.count_pointer);
     set(&mut t.count_cmd, &args.count_cmd);
     set(&mut t.hold_header, &args.hold_header);
+    set(&mut t.hold_release, &args.hold_release);
+    if args.hold_at_least.is_some() {
+        t.hold_at_least = args.hold_at_least;
+    }
+    set(&mut t.key_ttl_header, &args.key_ttl_header);
     set(&mut t.restart_cmd, &args.restart_cmd);
     set(&mut t.ready_url, &args.ready_url);
     set(&mut t.second_url, &args.second_url);

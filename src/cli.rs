@@ -232,6 +232,18 @@ pub struct TargetArgs {
     #[arg(long, value_name = "'Name: value'")]
     pub hold_header: Option<String>,
 
+    /// A URL that ends a hold early when POSTed, with {{hold}} where the hold's name goes; the
+    /// --hold-header value then carries {{hold}} too, so each held request gets its own name.
+    /// The probes release it once they have sent what they need while it was in flight.
+    #[arg(long, value_name = "URL")]
+    pub hold_release: Option<String>,
+
+    /// With --hold-release: concurrent-duplicates still holds its original at least this long,
+    /// so a lock that expires while the original runs is seen; make it longer than the
+    /// target's lease [default: 0s]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub hold_at_least: Option<Duration>,
+
     /// A shell command that restarts the target (restart-persistence).
     #[arg(long, value_name = "CMD")]
     pub restart_cmd: Option<String>,
@@ -280,6 +292,12 @@ pub struct TargetArgs {
     /// Idempotency-Key-Expires-At (key-expiry waits it out; at most 150s).
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub key_ttl: Option<Duration>,
+
+    /// A header that asks the server for a short lifetime of the key it is sent with, added to
+    /// key-expiry's original so the probe need not wait out the deployment's lifetime, e.g.
+    /// 'X-Test-Key-Ttl-Ms: 200' on the reference server.
+    #[arg(long, value_name = "'Name: value'")]
+    pub key_ttl_header: Option<String>,
 
     /// A shell command that takes the idempotency store down (store-outage; with
     /// --store-up-cmd, bounded by --restart-timeout).

@@ -191,6 +191,11 @@ pub struct TargetSpec {
     pub count_cmd: Option<String>,
     pub tenant_b_headers: Vec<String>,
     pub hold_header: Option<String>,
+    /// POSTed to end a hold early; `{{hold}}` names the hold (see [`HoldRelease`]).
+    pub hold_release: Option<String>,
+    pub hold_at_least: Option<Duration>,
+    /// `Name: value` that asks the server for a short key lifetime (`key-expiry`).
+    pub key_ttl_header: Option<String>,
     pub restart_cmd: Option<String>,
     pub ready_url: Option<String>,
     pub restart_timeout: Option<Duration>,
@@ -277,6 +282,10 @@ pub struct Config {
     pub tenant_b: Option<Vec<Header>>,
     /// Added to an original request to hold it in flight on the server.
     pub hold_header: Option<Header>,
+    /// Ends a hold early; `None` when holds last as long as the server makes them.
+    pub hold_release: Option<HoldRelease>,
+    /// Added to `key-expiry`'s original to shorten its key's lifetime.
+    pub key_ttl_header: Option<Header>,
     pub restart: Option<Arc<dyn RestartHook>>,
     /// `None` when neither `--invalid-body` nor a JSON object template provides one.
     pub invalid_body: Option<InvalidBody>,
@@ -345,6 +354,12 @@ impl Config {
             .hold_header
             .as_deref()
             .map(|h| parse_header(h, "--hold-header"))
+            .transpose()?;
+        let hold_release = hold_release(&target, hold_header.as_ref())?;
+        let key_ttl_header = target
+            .key_ttl_header
+            .as_deref()
+            .map(|h| parse_header(h, "--key-ttl-header"))
             .transpose()?;
         let counter = match (&target.count_url, &target.count_cmd) {
             (Some(_), Some(_)) => bail!("give either --count-url or --count-cmd, not both"),
@@ -502,6 +517,8 @@ impl Config {
             counter,
             tenant_b,
             hold_header,
+            hold_release,
+            key_ttl_header,
             restart,
             invalid_body,
             second_url,
@@ -521,6 +538,62 @@ impl Config {
             secrets,
         })
     }
+}
+
+/// Where the name of each held request goes, in `--hold-header` and `--hold-release`.
+pub const HOLD_NAME: &str = "{{hold}}";
+
+/// The longest `--hold-at-least`: past it, the hold is a wait, not a window.
+pub const MAX_HOLD_AT_LEAST: Duration = Duration::from_secs(30);
+
+/// How a held request is released early: `url` with [`HOLD_NAME`] replaced by the hold's name,
+/// POSTed once the probe has sent what it needs while the request was in flight.
+#[derive(Debug, Clone)]
+pub struct HoldRelease {
+    pub url: String,
+    /// `concurrent-duplicates` holds at least this long before releasing (a lock that expires
+    /// while the original runs shows only past the server's lease).
+    pub at_least: Duration,
+}
+
+impl HoldRelease {
+    /// The release URL of the hold named `name`.
+    pub fn url_for(&self, name: &str) -> String {
+        self.url.replace(HOLD_NAME, name)
+    }
+}
+
+/// `--hold-release` and `--hold-at-least`, checked against `--hold-header`: a release needs a
+/// hold whose header and URL both name it.
+fn hold_release(target: &TargetSpec, hold: Option<&Header>) -> Result<Option<HoldRelease>> {
+    let Some(url) = &target.hold_release else {
+        if target.hold_at_least.is_some() {
+            bail!("--hold-at-least needs --hold-release");
+        }
+        return Ok(None);
+    };
+    let Some(hold) = hold else {
+        bail!("--hold-release needs --hold-header");
+    };
+    if !String::from_utf8_lossy(&hold.value).contains(HOLD_NAME) {
+        bail!("--hold-release needs {HOLD_NAME} in the --hold-header value, so each held request has its own name");
+    }
+    if !url.contains(HOLD_NAME) {
+        bail!("--hold-release {url:?} must contain {HOLD_NAME} where the hold's name goes");
+    }
+    parse_url(&url.replace(HOLD_NAME, "x"), "--hold-release")?;
+    let at_least = target.hold_at_least.unwrap_or_default();
+    if at_least > MAX_HOLD_AT_LEAST {
+        bail!(
+            "--hold-at-least {} must be at most {}",
+            humantime::format_duration(at_least),
+            humantime::format_duration(MAX_HOLD_AT_LEAST)
+        );
+    }
+    Ok(Some(HoldRelease {
+        url: url.clone(),
+        at_least,
+    }))
 }
 
 fn parse_url(text: &str, what: &str) -> Result<url::Url> {

@@ -21,12 +21,21 @@ use tokio::task::JoinHandle;
 
 use crate::config::{OutageHook, RestartHook, TargetSpec};
 
-/// The hold the concurrency probes ask of the reference server, in milliseconds.
-pub const HOLD_MS: u64 = 600;
+/// The hold the concurrency probes ask of the reference server: a named hold the checker
+/// releases once it has sent its duplicates (the server ends it after 10 s at the latest).
+pub const HOLD_HEADER: &str = "X-Test-Hold: {{hold}}";
 
-/// The lease the reference server runs with here: shorter than [`HOLD_MS`], so a server that
-/// does not renew its lease while working is caught by the duplicate waves.
+/// The lease the reference server runs with here: shorter than [`HOLD_AT_LEAST`], so a server
+/// that does not renew its lease while working is caught by the duplicate waves.
 pub const LEASE: Duration = Duration::from_millis(250);
+
+/// How long `concurrent-duplicates` holds its original at least: past the lease, with room
+/// for a duplicate wave after it ran out.
+pub const HOLD_AT_LEAST: Duration = Duration::from_millis(350);
+
+/// The key lifetime `key-expiry`'s original asks for here, so the probe waits a fraction of a
+/// second instead of [`KEY_TTL`].
+pub const SHORT_KEY_TTL_HEADER: &str = "X-Test-Key-Ttl-Ms: 200";
 
 /// How long `wedged-key-recovery` retries after a crash here: several leases, so a key that is
 /// still refused after it is wedged, not merely waiting for its lease to run out.
@@ -213,7 +222,13 @@ impl Reference {
             count_url: Some(format!("{}/api/payments/count", self.base)),
             count_pointer: Some("/count".into()),
             tenant_b_headers: vec![format!("Authorization: Bearer {}", self.token(1))],
-            hold_header: Some(format!("X-Test-Delay-Ms: {HOLD_MS}")),
+            hold_header: Some(HOLD_HEADER.into()),
+            hold_release: Some(format!(
+                "{}/test-hooks/holds/{{{{hold}}}}/release",
+                self.base
+            )),
+            hold_at_least: Some(HOLD_AT_LEAST),
+            key_ttl_header: Some(SHORT_KEY_TTL_HEADER.into()),
             invalid_body: Some(
                 r#"{"amountCents":-1,"currency":"EUR","reference":"{{unique}}"}"#.into(),
             ),

@@ -62,6 +62,9 @@ struct TargetFile {
     body_file: Option<Spanned<String>>,
     id_pointer: Option<Spanned<String>>,
     hold_header: Option<Spanned<String>>,
+    hold_release: Option<Spanned<String>>,
+    hold_at_least: Option<Spanned<String>>,
+    key_ttl_header: Option<Spanned<String>>,
     invalid_body: Option<Spanned<String>>,
     second_url: Option<Spanned<String>>,
     #[serde(default)]
@@ -202,6 +205,13 @@ pub fn parse(
     };
     spec.id_pointer = file.id_pointer.as_ref().map(&mut sub).transpose()?;
     spec.hold_header = file.hold_header.as_ref().map(&mut sub).transpose()?;
+    spec.hold_release = file.hold_release.as_ref().map(&mut sub).transpose()?;
+    spec.hold_at_least = file
+        .hold_at_least
+        .as_ref()
+        .map(|t| duration(path, text, t))
+        .transpose()?;
+    spec.key_ttl_header = file.key_ttl_header.as_ref().map(&mut sub).transpose()?;
     spec.invalid_body = file.invalid_body.as_ref().map(&mut sub).transpose()?;
     spec.second_url = file.second_url.as_ref().map(&mut sub).transpose()?;
     spec.replicas = file
@@ -325,6 +335,9 @@ const KEYS: &[(&str, &[&str])] = &[
             "body-file",
             "id-pointer",
             "hold-header",
+            "hold-release",
+            "hold-at-least",
+            "key-ttl-header",
             "invalid-body",
             "second-url",
             "replicas",

@@ -16,6 +16,7 @@ use crate::behaviour::Behaviour;
 use crate::claims::Claims;
 use crate::clock::Clock;
 use crate::config::Outage;
+use crate::holds::Holds;
 use crate::payments::Operation;
 use crate::problem::ErrorStyle;
 use crate::store::{Scope, Store};
@@ -30,6 +31,8 @@ pub(crate) struct App {
     pub(crate) test_hooks: bool,
     /// The store-outage test hook (see [`Outage`]).
     pub(crate) outage: Outage,
+    /// The named holds test hook (see [`crate::holds`]).
+    pub(crate) holds: Holds,
     /// The `replay-keyed-reads` fault's answers, by tenant and raw key.
     pub(crate) keyed_reads: Mutex<HashMap<(String, Vec<u8>), Bytes>>,
     pub(crate) lease: Duration,

@@ -26,6 +26,7 @@ pub mod clock;
 pub mod config;
 mod connection;
 mod edge;
+mod holds;
 mod idempotency;
 mod key_names;
 pub mod limits;

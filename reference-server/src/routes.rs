@@ -1,14 +1,16 @@
 //! The HTTP surface: which path goes to which handler.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
 use crate::app::App;
+use crate::holds::{self, HoldState};
 use crate::idempotency;
 use crate::payments::Operation;
 use crate::problem::{storage_unavailable, Problem};
@@ -21,6 +23,8 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/api/payments/{id}", get(show_payment))
         .route("/healthz", get(healthz))
         .route("/test-hooks/store/{state}", post(store_hook))
+        .route("/test-hooks/holds/{name}", get(hold_state))
+        .route("/test-hooks/holds/{name}/release", post(release_hold))
         .route("/openapi.json", get(crate::openapi::serve))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -113,6 +117,53 @@ async fn store_hook(
     app.outage.set_down(down);
     tracing::warn!(store = %state, "store outage test hook");
     axum::Json(serde_json::json!({ "store": state })).into_response()
+}
+
+/// How long `GET /test-hooks/holds/NAME?wait=STATE` waits for the hold to reach that state.
+const HOLD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The named-hold test hook (`--test-hooks` only): where the hold `name` is; with
+/// `?wait=held` (or `released`), once it got there or [`HOLD_WAIT`] passed.
+async fn hold_state(
+    State(app): State<Arc<App>>,
+    Path(name): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    request: Request,
+) -> Response {
+    if !app.test_hooks || !holds::valid_name(&name) {
+        return not_found(State(app), request).await;
+    }
+    let until = match query.get("wait").map(String::as_str) {
+        None => None,
+        Some("held") => Some(HoldState::Held),
+        Some("released") => Some(HoldState::Released),
+        Some(other) => {
+            return Problem::new(
+                StatusCode::BAD_REQUEST,
+                "invalid-test-hook",
+                "Invalid test hook",
+                format!("wait must be held or released, not {other:?}"),
+            )
+            .into_response(app.style())
+        }
+    };
+    let state = app.holds.state(&name, until, HOLD_WAIT).await;
+    axum::Json(serde_json::json!({ "hold": name, "state": state.as_str() })).into_response()
+}
+
+/// Releases the named hold `name` (`--test-hooks` only); a hold not reached yet is released in
+/// advance. Says what the hold was before.
+async fn release_hold(
+    State(app): State<Arc<App>>,
+    Path(name): Path<String>,
+    request: Request,
+) -> Response {
+    if !app.test_hooks || !holds::valid_name(&name) {
+        return not_found(State(app), request).await;
+    }
+    let was = app.holds.release(&name);
+    axum::Json(serde_json::json!({ "hold": name, "state": "released", "was": was.as_str() }))
+        .into_response()
 }
 
 async fn healthz() -> Response {

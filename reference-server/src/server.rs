@@ -43,6 +43,7 @@ pub(crate) async fn run(
             config.outage.clone(),
         ),
         outage: config.outage.clone(),
+        holds: Default::default(),
         behaviour,
         test_hooks: config.test_hooks,
         keyed_reads: Default::default(),

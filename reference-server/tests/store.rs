@@ -99,6 +99,7 @@ fn finish(
         payment,
         response,
         fenced: true,
+        ttl: None,
     }
 }
 

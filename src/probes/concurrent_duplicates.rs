@@ -107,15 +107,18 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     }
 
     let mut inconclusive = None;
-    if let (Some(hold), false) = (
-        ctx.config.hold_header.clone(),
-        rounds.iter().any(|r| r.count() > 1),
-    ) {
+    if ctx.config.hold_header.is_some() && !rounds.iter().any(|r| r.count() > 1) {
         let before = ctx.count("count before held original").await?;
         let request = ctx.keyed_with_payload(&ctx.fresh_key(), BURSTS as u32 + 1);
-        let original = request.clone().with_header(&hold.name, hold.value.clone());
+        // The hold outlasts --hold-at-least: a lock that expires while its owner runs shows
+        // only once the server's lease has passed.
         let (orig, dups) = ctx
-            .held_with_waves(original, &vec![request.clone(); WAVE_SIZE], WAVE_INTERVAL)
+            .held_with_waves(
+                request.clone(),
+                &vec![request.clone(); WAVE_SIZE],
+                WAVE_INTERVAL,
+                true,
+            )
             .await;
         let retry = retry_after(ctx, &request, std::slice::from_ref(&orig)).await;
         let after = ctx.count("count after held original").await?;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::check::{self, Check, CheckSpec, Severity};
-use crate::config::Config;
+use crate::config::{Config, HOLD_NAME};
 use crate::effects::{Executions, Meter, Reading};
 use crate::http::client::Client;
 use crate::http::exchange::{Exchange, SentRequest};
@@ -20,6 +20,43 @@ pub const MAX_WAVES: usize = 40;
 
 /// How long [`ProbeCtx::held_with_waves`] lets the held original travel before the first wave.
 pub const HEAD_START: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// How many waves must be answered while a releasable hold is in flight before it is
+/// released: two, so a refusal is followed by another duplicate (loser-does-not-unlock).
+pub const RELEASE_AFTER: usize = 2;
+
+/// The pause between waves while a releasable hold is in flight.
+const RELEASED_WAVE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// POSTs the release URL of the hold `name`; the timeline line that says how it went, `None`
+/// without `--hold-release`. A test hook's URL needs none of the operation's headers.
+async fn release(client: &Client, config: &Config, name: &str, start: Instant) -> Option<String> {
+    let url = config.hold_release.as_ref()?.url_for(name);
+    let at = start.elapsed().as_secs_f64() * 1000.0;
+    let req = match url::Url::parse(&url) {
+        Ok(url) => Request {
+            method: "POST".into(),
+            url,
+            headers: Vec::new(),
+            body: Vec::new(),
+        },
+        Err(e) => return Some(format!("could not release the hold at {url}: {e}")),
+    };
+    let (_, r) = client.send(&req).await;
+    Some(match r.result {
+        Ok(resp) if resp.is_success() => format!(
+            "released the hold at +{at:.0} ms (POST {url} → {})",
+            resp.status
+        ),
+        Ok(resp) => format!(
+            "the hold release POST {url} got {}: the hold lasts as long as the server keeps it",
+            resp.status
+        ),
+        Err(e) => format!(
+            "could not release the hold (POST {url}: {e}): it lasts as long as the server keeps it"
+        ),
+    })
+}
 
 /// After this many requests in a row got no answer at all, the target counts as gone: nothing
 /// more is sent, and the remaining probes ERROR instead of each waiting out its timeouts.
@@ -413,22 +450,60 @@ impl ProbeCtx {
         Ok((out, report.release))
     }
 
-    /// Sends `original` and, while it is still in flight, a wave of all of `wave` (sent
-    /// together; e.g. copies of one duplicate, or one per replica) every `interval`, until the
-    /// original completes. Bounded by the request timeout and by `MAX_WAVES`. Returns the
-    /// original's exchange and the duplicates', in send order.
+    /// `req` with the run's hold header; `{{hold}}` in its value becomes a fresh name, returned
+    /// when the hold can be released early (`--hold-release`). `None` without `--hold-header`.
+    pub fn held(&self, req: Request) -> Option<(Request, Option<String>)> {
+        let hold = self.config.hold_header.as_ref()?;
+        let name = format!("hold-{}", uuid::Uuid::new_v4().simple());
+        let value = String::from_utf8_lossy(&hold.value).replace(HOLD_NAME, &name);
+        let releasable = self.config.hold_release.is_some();
+        Some((
+            req.with_header(&hold.name, value),
+            releasable.then_some(name),
+        ))
+    }
+
+    /// Ends the hold `name` early (`--hold-release`) and notes how that went; a release that
+    /// fails leaves the hold to the server's own limit, which the notes say.
+    pub async fn release(&mut self, name: &str) {
+        let Some(line) = release(&self.client, self.config.as_ref(), name, self.started).await
+        else {
+            return;
+        };
+        self.note(line);
+    }
+
+    /// Sends `original` with the run's hold (see [`ProbeCtx::held`]) and, after a head start,
+    /// waves of `wave` every `interval` until it completes (at most [`MAX_WAVES`] waves, and
+    /// within the timeout). Returns the original's exchange and the duplicates' (roles
+    /// "duplicate i, wave w/N"). A hold that can be released ends once [`RELEASE_AFTER`] waves
+    /// were answered while the original was in flight, and, with `at_least`, not before
+    /// `--hold-at-least`: then the waves come faster, since no fixed hold has to be spread
+    /// over.
     pub async fn held_with_waves(
         &mut self,
         original: Request,
         wave: &[Request],
         interval: std::time::Duration,
+        at_least: bool,
     ) -> (Exchange, Vec<Exchange>) {
         use std::sync::atomic::{AtomicBool, Ordering};
+        let (original, name) = self.held(original.clone()).unwrap_or((original, None));
         if let Some(ex) = self.not_sent("original (held)".into(), &original) {
             return (ex, Vec::new());
         }
+        let minimum = match (&self.config.hold_release, at_least) {
+            (Some(r), true) => r.at_least,
+            _ => std::time::Duration::ZERO,
+        };
+        let interval = match name {
+            Some(_) if minimum.is_zero() => interval.min(RELEASED_WAVE_INTERVAL),
+            _ => interval,
+        };
         let done = AtomicBool::new(false);
         let client = self.client.clone();
+        let config = self.config.clone();
+        let run_start = self.started;
         let deadline = Instant::now() + self.config.timeout;
         let original_fut = async {
             let r = client.send(&original).await;
@@ -436,7 +511,10 @@ impl ProbeCtx {
             r
         };
         let waves_fut = async {
+            let held_at = Instant::now();
             let mut sent = Vec::new();
+            let mut answered = 0;
+            let mut released = None;
             // Give the original a head start so it is the one that claims the key; on a loaded
             // machine 20 ms was sometimes not enough (probes check who owned, see
             // loser-does-not-unlock).
@@ -446,13 +524,24 @@ impl ProbeCtx {
                     break;
                 }
                 let batch = futures::future::join_all(wave.iter().map(|d| client.send(d))).await;
+                if !done.load(Ordering::SeqCst) && batch.iter().all(|(_, r)| r.result.is_ok()) {
+                    answered += 1;
+                }
                 sent.extend(batch.into_iter().map(|r| (w, r)));
+                if let (Some(name), None) = (&name, &released) {
+                    if answered >= RELEASE_AFTER && held_at.elapsed() >= minimum {
+                        released = release(&client, &config, name, run_start).await;
+                    }
+                }
                 tokio::time::sleep(interval).await;
             }
-            sent
+            (sent, released)
         };
-        let ((o_sent, o_resp), waves) = tokio::join!(original_fut, waves_fut);
+        let ((o_sent, o_resp), (waves, released)) = tokio::join!(original_fut, waves_fut);
         let original_ex = self.push_sent("original (held)".into(), o_sent, &o_resp);
+        if let Some(line) = released {
+            self.note(line);
+        }
         let total_waves = waves.last().map_or(0, |(w, _)| *w);
         let mut dups = Vec::with_capacity(waves.len());
         for (i, (w, (s, r))) in waves.into_iter().enumerate() {

@@ -46,13 +46,12 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let hold = ctx.needed(&ctx.config.hold_header, Need::HoldHeader)?;
+    ctx.needed(&ctx.config.hold_header, Need::HoldHeader)?;
     let conflict = ctx.spec(&STILL_REFUSED).expect;
     let before = ctx.count_before().await?;
     let req = ctx.keyed(&ctx.fresh_key());
-    let owner_req = req.clone().with_header(&hold.name, hold.value);
     let (owner, dups) = ctx
-        .held_with_waves(owner_req, std::slice::from_ref(&req), INTERVAL)
+        .held_with_waves(req.clone(), std::slice::from_ref(&req), INTERVAL, false)
         .await;
     let retry = ctx.send("retry after completion", req).await;
     let after = ctx.count("count after").await?;

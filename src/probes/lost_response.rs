@@ -25,6 +25,9 @@ const DROP_AFTER_HOLD: Duration = Duration::from_millis(100);
 /// Pause between retries that get a conflict.
 const RETRY_INTERVAL: Duration = Duration::from_millis(100);
 
+/// Pause between retries once a releasable hold was released: the original finishes at once.
+const RELEASED_RETRY_INTERVAL: Duration = Duration::from_millis(10);
+
 const RETRY_ANSWER: CheckDecl =
     CheckDecl::new("retry-answer", "retries get a conflict or the replay");
 
@@ -52,9 +55,9 @@ pub const PROBE: ProbeDef = ProbeDef {
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let before = ctx.count_before().await?;
     let req = ctx.keyed(&ctx.fresh_key());
-    let (original, wait) = match ctx.config.hold_header.clone() {
-        Some(h) => (req.clone().with_header(&h.name, h.value), DROP_AFTER_HOLD),
-        None => (req.clone(), Duration::ZERO),
+    let (original, wait, hold) = match ctx.held(req.clone()) {
+        Some((held, name)) => (held, DROP_AFTER_HOLD, name),
+        None => (req.clone(), Duration::ZERO, None),
     };
     let dropped = ctx
         .send_then_drop("original, dropped before reading", original, wait)
@@ -70,15 +73,18 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     // a 5xx would read the counter while the original may still be running.
     let spec = ctx.spec(&RETRY_ANSWER);
     let bound = ctx.config.timeout;
-    let mut retries = retry_while(
-        ctx,
-        "retry",
-        &req,
-        |e| !is_success(e),
-        bound,
-        RETRY_INTERVAL,
-    )
-    .await;
+    let mut retries = Vec::new();
+    let mut interval = RETRY_INTERVAL;
+    if let Some(name) = hold {
+        // A releasable hold: one retry while the original is surely still running, then the
+        // hold ends and the retries below see it finish.
+        retries.push(ctx.send("retry while held", req.clone()).await);
+        ctx.release(&name).await;
+        interval = RELEASED_RETRY_INTERVAL;
+    }
+    if !retries.last().is_some_and(is_success) {
+        retries.extend(retry_while(ctx, "retry", &req, |e| !is_success(e), bound, interval).await);
+    }
     let Some(last) = retries.last().cloned() else {
         return Ok(());
     };

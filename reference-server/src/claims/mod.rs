@@ -232,25 +232,28 @@ impl Claims {
 
     /// Completes an acquired claim (effect and response in one transaction).
     pub(crate) async fn complete(&self, finish: Finish) -> anyhow::Result<Completion> {
-        let (scope, fingerprint) = (finish.scope.clone(), finish.fingerprint.clone());
+        let (scope, fingerprint, ttl) =
+            (finish.scope.clone(), finish.fingerprint.clone(), finish.ttl);
         let response = Arc::new(finish.response.clone());
         let completion = self.store.complete(finish).await?;
         if let Completion::Completed { expires_at } = completion {
             self.remember(&scope, &fingerprint, &response, expires_at);
             if self.dedupe_by_payload {
-                self.index_payload(&scope, &fingerprint, &response).await?;
+                self.index_payload(&scope, &fingerprint, &response, ttl)
+                    .await?;
             }
         }
         Ok(completion)
     }
 
     /// The `fingerprint-dedupe` fault's index: the response is stored a second time, under a
-    /// record keyed by the payload's fingerprint.
+    /// record keyed by the payload's fingerprint, which lives as long as the key's record.
     async fn index_payload(
         &self,
         scope: &Scope,
         fingerprint: &str,
         response: &StoredResponse,
+        ttl: Option<std::time::Duration>,
     ) -> anyhow::Result<()> {
         let shadow = payload_scope(scope, fingerprint);
         let claimed = self
@@ -266,6 +269,7 @@ impl Claims {
                     payment: None,
                     response: response.clone(),
                     fenced: true,
+                    ttl,
                 })
                 .await?;
         }

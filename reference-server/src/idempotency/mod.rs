@@ -50,12 +50,17 @@ const REPLAYED: HeaderName = HeaderName::from_static("idempotency-replayed");
 const EXPIRES_AT: HeaderName = HeaderName::from_static("idempotency-key-expires-at");
 
 /// Test hooks a client can ask for when the server runs with `--test-hooks`.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 struct TestHooks {
     /// Hold the claimed request this long before executing (heartbeats keep the lease alive).
     delay: Option<Duration>,
+    /// Hold the claimed request until a client releases this name (see [`crate::holds`]).
+    hold: Option<String>,
     /// Fail the execution after the claim, as a crash would.
     crash: bool,
+    /// Forget this key sooner than the configured TTL once it completes, so a client can see
+    /// expiry without waiting out the server's lifetime.
+    ttl: Option<Duration>,
 }
 
 impl TestHooks {
@@ -63,30 +68,52 @@ impl TestHooks {
         if !enabled {
             return Ok(Self::default());
         }
-        let delay = match headers.get("x-test-delay-ms") {
+        let millis = |name: &str| -> Result<Option<Duration>, Problem> {
+            let Some(value) = headers.get(name) else {
+                return Ok(None);
+            };
+            let ms: u64 = value
+                .to_str()
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .ok_or_else(|| {
+                    invalid_hook(format!("{name} must be a whole number of milliseconds"))
+                })?;
+            Ok(Some(Duration::from_millis(ms)))
+        };
+        let delay = millis("x-test-delay-ms")?.map(|d| d.min(MAX_TEST_DELAY));
+        let ttl = millis("x-test-key-ttl-ms")?;
+        let hold = match headers.get("x-test-hold") {
             None => None,
-            Some(value) => {
-                let ms: u64 = value
-                    .to_str()
-                    .ok()
-                    .and_then(|v| v.trim().parse().ok())
-                    .ok_or_else(|| {
-                        Problem::new(
-                            StatusCode::BAD_REQUEST,
-                            "invalid-test-hook",
-                            "Invalid test hook",
-                            "X-Test-Delay-Ms must be a whole number of milliseconds",
-                        )
-                    })?;
-                Some(Duration::from_millis(ms).min(MAX_TEST_DELAY))
-            }
+            Some(value) => match value.to_str().map(str::trim) {
+                Ok(name) if crate::holds::valid_name(name) => Some(name.to_owned()),
+                _ => {
+                    return Err(invalid_hook(
+                        "X-Test-Hold must be 1-64 letters, digits, '-' or '_'".into(),
+                    ))
+                }
+            },
         };
         let crash = headers
             .get("x-test-crash")
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| matches!(v.trim(), "1" | "true"));
-        Ok(Self { delay, crash })
+        Ok(Self {
+            delay,
+            hold,
+            crash,
+            ttl,
+        })
     }
+}
+
+fn invalid_hook(detail: String) -> Problem {
+    Problem::new(
+        StatusCode::BAD_REQUEST,
+        "invalid-test-hook",
+        "Invalid test hook",
+        detail,
+    )
 }
 
 /// Handles `POST` on an idempotent operation.
@@ -325,7 +352,7 @@ impl Claim {
             scope,
             fingerprint: self.fingerprint.clone(),
             payload: self.payload.clone(),
-            hooks: self.hooks,
+            hooks: self.hooks.clone(),
         };
         unkeyed.execute(&owner).await
     }
@@ -335,6 +362,9 @@ impl Claim {
         let (app, style) = (&self.app, self.app.style());
         if let Some(delay) = self.hooks.delay {
             tokio::time::sleep(delay).await;
+        }
+        if let Some(name) = &self.hooks.hold {
+            app.holds.hold(name).await;
         }
         if self.hooks.crash {
             if app.behaviour.release_failed {
@@ -361,6 +391,7 @@ impl Claim {
                 payment: Some(payment),
                 response: response.clone(),
                 fenced: app.behaviour.fenced,
+                ttl: self.hooks.ttl,
             })
             .await;
         match completion {
@@ -433,6 +464,7 @@ impl Claim {
                 payment: None,
                 response: stored_problem(problem, self.app.style()),
                 fenced: true,
+                ttl: None,
             })
             .await?;
         Ok(())
@@ -558,6 +590,7 @@ async fn store_validation_error(
                 payment: None,
                 response: stored.clone(),
                 fenced: app.behaviour.fenced,
+                ttl: None,
             };
             match app.claims.complete(finish).await {
                 Ok(Completion::Completed { expires_at }) => {

@@ -173,6 +173,9 @@ pub struct Finish {
     pub response: StoredResponse,
     /// Complete only if `owner` still holds the claim. Off only under faults.
     pub fenced: bool,
+    /// How long the record lives from completion, when not the store's configured TTL (the
+    /// `X-Test-Key-Ttl-Ms` test hook).
+    pub ttl: Option<std::time::Duration>,
 }
 
 /// The result of completing a claim.

@@ -288,7 +288,6 @@ impl Store for PgStore {
     fn complete(&self, finish: Finish) -> StoreFuture<'_, Completion> {
         Box::pin(async move {
             let now = self.now();
-            let expires_at = now.saturating_add(self.ttl_ms);
             let Finish {
                 scope,
                 owner,
@@ -296,7 +295,9 @@ impl Store for PgStore {
                 payment,
                 response,
                 fenced,
+                ttl,
             } = &finish;
+            let expires_at = now.saturating_add(ttl.map_or(self.ttl_ms, millis));
             let status = i32::from(response.status);
             let body: &[u8] = response.body.as_ref();
             let p = payment.as_ref();

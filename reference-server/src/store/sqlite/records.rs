@@ -127,8 +127,10 @@ pub(super) fn complete(
         payment,
         response,
         fenced,
+        ttl,
     } = finish;
-    let expires_at = now.saturating_add(policy.ttl_ms);
+    let ttl_ms = ttl.map_or(policy.ttl_ms, crate::clock::millis);
+    let expires_at = now.saturating_add(ttl_ms);
     let changed = if *fenced {
         conn.prepare_cached(
             "UPDATE idempotency_records SET status = 'completed', lease_until = 0, \
@@ -166,7 +168,7 @@ pub(super) fn complete(
             fingerprint,
             owner.token(),
             now,
-            policy.ttl_ms,
+            ttl_ms,
             response.status,
             response.content_type,
             response.location,
