@@ -228,7 +228,8 @@ pub struct TargetArgs {
     pub tenant_b_header: Vec<String>,
 
     /// A header that makes the server hold a request in flight, added to the original of the
-    /// concurrency probes, e.g. 'X-Test-Delay-Ms: 600' on the reference server.
+    /// concurrency probes, e.g. 'X-Test-Delay-Ms: 600', or 'X-Test-Hold: {{hold}}' with
+    /// --hold-release, on the reference server.
     #[arg(long, value_name = "'Name: value'")]
     pub hold_header: Option<String>,
 

@@ -639,6 +639,47 @@ fn is_token_byte(b: u8) -> bool {
 mod tests {
     use super::*;
 
+    /// A release needs a hold whose header and URL both name it, and a bounded minimum.
+    #[test]
+    fn hold_release_is_checked_against_the_hold() {
+        let build = |hold: Option<&str>, release: Option<&str>, at_least: Option<u64>| {
+            let target = TargetSpec {
+                url: "http://127.0.0.1:9/op".into(),
+                hold_header: hold.map(Into::into),
+                hold_release: release.map(Into::into),
+                hold_at_least: at_least.map(Duration::from_millis),
+                ..TargetSpec::default()
+            };
+            Config::build(target, &RunOptions::default(), None).map_err(|e| format!("{e:#}"))
+        };
+        let release = Some("http://127.0.0.1:9/holds/{{hold}}/release");
+        let named = Some("X-Hold: {{hold}}");
+        let ok = build(named, release, Some(300)).unwrap();
+        let hold = ok.hold_release.unwrap();
+        assert_eq!(hold.at_least, Duration::from_millis(300));
+        assert_eq!(hold.url_for("h1"), "http://127.0.0.1:9/holds/h1/release");
+        let refused = [
+            (build(None, release, None), "needs --hold-header"),
+            (
+                build(Some("X-Hold: 1"), release, None),
+                "in the --hold-header value",
+            ),
+            (
+                build(named, Some("http://127.0.0.1:9/release"), None),
+                "must contain {{hold}}",
+            ),
+            (
+                build(named, None, Some(300)),
+                "--hold-at-least needs --hold-release",
+            ),
+            (build(named, release, Some(60_000)), "at most 30s"),
+        ];
+        for (result, wanted) in refused {
+            let err = result.err().expect("refused");
+            assert!(err.contains(wanted), "{err}");
+        }
+    }
+
     #[test]
     fn placeholders_make_payloads_unique_per_variant() {
         let t = BodyTemplate::new(r#"{"ref":"{{unique}}"}"#);
