@@ -263,8 +263,10 @@ pub enum ConfigError {
     },
 }
 
+// `$d` is a `$` handed in by the invocation, so the `for_each_fault!` this generates can have
+// metavariables of its own.
 macro_rules! faults {
-    ($( $(#[$doc:meta])* $variant:ident = $name:literal => [$($probe:literal),* $(,)?]; )*) => {
+    ($d:tt; $( $(#[$doc:meta])* $variant:ident = $name:literal => [$($probe:literal),* $(,)?]; )*) => {
         /// One deliberate defect. Each variant makes the checker probe(s) returned by
         /// [`Fault::breaks`] fail, and only those: that is how the suite proves it can fail.
         /// The kebab-case name is what `--fault` takes.
@@ -289,10 +291,19 @@ macro_rules! faults {
                 match self { $(Fault::$variant => &[$($probe),*],)* }
             }
         }
+
+        /// `for_each_fault!(m)` expands to `m! { Variant, … }` with every [`Fault`] variant, in
+        /// catalog order: test files generate one test per fault from it, so a new fault gets
+        /// its tests without anyone copying the list.
+        #[macro_export]
+        macro_rules! for_each_fault {
+            ($d m:ident) => { $d m! { $($variant),* } };
+        }
     };
 }
 
 faults! {
+    $;
     /// A request without `Idempotency-Key` executes instead of getting 400. Breaks `missing-key`.
     NoKeyRequired = "no-key-required" => ["missing-key"];
     /// Errors are `text/plain` without problem+json or `Link`. Breaks the recommended checks of
