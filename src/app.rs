@@ -286,6 +286,9 @@ pub(crate) fn apply_flags(mut t: TargetSpec, args: &TargetArgs) -> Result<Target
         t.hold_at_least = args.hold_at_least;
     }
     set(&mut t.key_ttl_header, &args.key_ttl_header);
+    if args.quiet_window.is_some() {
+        t.quiet_window = args.quiet_window;
+    }
     set(&mut t.restart_cmd, &args.restart_cmd);
     set(&mut t.ready_url, &args.ready_url);
     set(&mut t.second_url, &args.second_url);
@@ -387,9 +390,9 @@ impl<'a> ProgressObserver<'a> {
         }
     }
 
-    /// The probes whose verdict changed once root causes were settled after the run (a FAIL
-    /// streamed while its prerequisite had not run yet), each line again with its final verdict;
-    /// empty when none changed.
+    /// The probes whose verdict changed after the run (a FAIL streamed while its prerequisite
+    /// had not run yet, or a PASS whose counts missed a late execution), each line again with
+    /// its final verdict; empty when none changed.
     pub(crate) fn settled(&self, report: &RunReport) -> String {
         let streamed = self
             .streamed
@@ -409,7 +412,7 @@ impl<'a> ProgressObserver<'a> {
             return String::new();
         }
         format!(
-            "\nsettled after the run (these follow from another probe's failure):\n{}\n",
+            "\nsettled after the run (a failure these follow from, or executions that landed after they ended):\n{}\n",
             changed.join("\n")
         )
     }

@@ -300,6 +300,13 @@ pub struct TargetArgs {
     #[arg(long, value_name = "'Name: value'")]
     pub key_ttl_header: Option<String>,
 
+    /// After a request the probe left unfinished (dropped, held, unanswered), how long the
+    /// effect counter must stay unchanged before the probe counts, so a late execution is
+    /// charged to the probe that caused it; lengthen it for APIs that execute asynchronously
+    /// [default: 300ms]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub quiet_window: Option<Duration>,
+
     /// A shell command that takes the idempotency store down (store-outage; with
     /// --store-up-cmd, bounded by --restart-timeout).
     #[arg(long, value_name = "CMD")]

@@ -191,12 +191,25 @@ fn full() -> Vec<&'static str> {
         "--tenant-b-header",
         "Authorization: Bearer tb",
         "--hold-header",
-        "X-Delay-Ms: 600",
+        "X-Hold: {{hold}}",
+        "--hold-release",
+        "{base}/holds/{{hold}}/release",
         "--invalid-body",
         r#"{"amount":-1}"#,
         "--timeout",
         "3s",
     ]
+}
+
+/// [`full`] with a hold the server ends alone after 600 ms, as most real middlewares' test
+/// hooks do: the checker must learn how long it lasts.
+fn fixed_hold() -> Vec<&'static str> {
+    let mut args = full();
+    let at = args.iter().position(|a| *a == "--hold-release").unwrap();
+    args.drain(at..at + 2);
+    let value = args.iter().position(|a| *a == "X-Hold: {{hold}}").unwrap();
+    args[value] = "X-Delay-Ms: 600";
+    args
 }
 
 /// The 202 acceptor has no tenants, ids or hold: only a JSON body, tenant B's header (which it
@@ -236,6 +249,33 @@ fn fingerprint_dedupe_leaks_tenant_a_to_tenant_b() {
         ],
         4,
     );
+}
+
+/// A response cache written only once the handler returned, with no lock: a retry that arrives
+/// while the first request still runs executes again, and the first request's payment lands
+/// after the retry was answered. lost-response learns how long the hold lasts, waits past the
+/// dropped original's hold and until the counter is quiet, so that late payment is counted in
+/// its own window: FAIL, critical (before, it read the counter right after the retry and
+/// PASSed). loser-does-not-unlock then counts its own two executions (the owner and the
+/// duplicate nothing refused), not lost-response's late one (before: 3). The same with a named
+/// hold the checker releases.
+#[test]
+fn cache_written_after_execute_pays_a_lost_response_twice() {
+    let except = [
+        ("concurrent-duplicates", "FAIL"),
+        ("lost-response", "FAIL"),
+        ("loser-does-not-unlock", "FAIL"),
+    ];
+    for args in [fixed_hold(), full()] {
+        let run = expect("cache_after_execute", &[], &args, &except, 4);
+        for id in ["lost-response", "loser-does-not-unlock"] {
+            assert_says(
+                run.reason(id),
+                "got 2 executions",
+                "counts its own executions",
+            );
+        }
+    }
 }
 
 /// A correct API behind bearer auth with a counter per tenant: everything PASSes, including
