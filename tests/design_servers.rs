@@ -448,3 +448,45 @@ fn lagging_counter_api_passes_when_counted_by_ids() {
         .collect();
     expect("lagging_counter", &["--lag-ms", "1500"], &args, &[], 0);
 }
+
+/// [`full`] with the crash header of `close_after_5xx` and a lease wait long enough for it.
+fn crashing() -> Vec<&'static str> {
+    [
+        &full()[..],
+        &["--crash-header", "X-Crash: 1", "--lease-wait", "3s"],
+    ]
+    .concat()
+}
+
+/// A correct API that closes its keep-alive connection silently after every 5xx and never
+/// answers the request written on it next: the crash's 500 must not leave the retry on that
+/// dead connection, so wedged-key-recovery sees the retry execute once and PASSes, like
+/// everything else.
+#[test]
+fn connection_closed_after_a_5xx_does_not_swallow_the_retry() {
+    expect(
+        "close_after_5xx",
+        &[],
+        &crashing(),
+        &[("wedged-key-recovery", "PASS")],
+        0,
+    );
+}
+
+/// The same design whose crash never releases the claim: the retries on new connections get
+/// 409 until the lease wait is over, and wedged-key-recovery FAILs on them.
+#[test]
+fn connection_closed_after_a_5xx_still_shows_a_wedged_key() {
+    let run = expect(
+        "close_after_5xx",
+        &["--keep-claim"],
+        &crashing(),
+        &[("wedged-key-recovery", "FAIL")],
+        4,
+    );
+    assert_says(
+        run.reason("wedged-key-recovery"),
+        "409",
+        "the retries' refusal is the evidence",
+    );
+}
