@@ -500,3 +500,28 @@ fn key_header_of_another_name_is_used_by_every_probe() {
     let args = [&full()[..], &header[..]].concat();
     expect("tenant_counter", &header, &args, &[], 0);
 }
+
+/// Every second keyed request reaches a broken replica and gets 500: the pre-flight's second
+/// request fails, so nothing can be judged (all ERROR). The evidence shows that 500 in full and
+/// reproduces it, not the counter read that followed it.
+#[test]
+fn an_error_cites_the_500_it_stopped_on() {
+    let run = expect("every_second_500", &[], &full(), &all("ERROR"), 3);
+    let reason = run.reason("first-request");
+    assert_says(
+        reason,
+        "(#3) got 500",
+        "the reason names the failed request",
+    );
+    let evidence = &run.stdout[run.stdout.find("\nexchanges\n").expect("evidence")..];
+    assert_says(
+        evidence,
+        "reproduce #3:\n  curl -i -sS -X POST",
+        "the curl line reproduces the failed request",
+    );
+    assert_says(evidence, "< HTTP/1.1 500", "the 500 is shown in full");
+    assert!(
+        !evidence.contains("count after (+"),
+        "the counter read is not the evidence\n{evidence}"
+    );
+}
