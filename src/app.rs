@@ -238,21 +238,30 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
 /// The target description from `--target` and the flags; flags win over the file.
 fn target_from_args(args: &TargetArgs) -> Result<TargetSpec> {
     let o = &args.openapi_args;
-    if o.base_url.is_some()
-        || !o.operations.is_empty()
-        || !o.key_header.is_empty()
-        || !o.path_param.is_empty()
-    {
+    if o.base_url.is_some() || !o.operations.is_empty() || !o.path_param.is_empty() {
         return Err(anyhow::anyhow!(
-            "--base-url, --operation, --key-header and --path-param need --openapi SPEC"
+            "--base-url, --operation and --path-param need --openapi SPEC"
         )
         .into());
     }
     let env: BTreeMap<String, String> = std::env::vars().collect();
-    let t = match &args.target {
+    let mut t = match &args.target {
         Some(path) => crate::target::load(path, &env)?,
         None => TargetSpec::default(),
     };
+    match o.key_header.as_slice() {
+        [] => {}
+        [name] => t.key_header = Some(name.clone()),
+        names => {
+            return Err(anyhow::anyhow!(
+                "--key-header is given {} times: without --openapi it names the one header that \
+                 carries the key, as a target file's key-header does (several names are for \
+                 --openapi, which recognises the key header among them)",
+                names.len()
+            )
+            .into())
+        }
+    }
     apply_flags(t, args)
 }
 

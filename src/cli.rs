@@ -101,9 +101,11 @@ pub struct OpenApiArgs {
     #[arg(long = "operation", value_name = "ID", hide_short_help = true)]
     pub operations: Vec<String>,
 
-    /// Another header name that carries the idempotency key (repeatable); names containing
-    /// "idempot", PayPal-Request-Id and X-Amz-Client-Token are recognised already.
-    #[arg(long, value_name = "NAME", hide_short_help = true)]
+    /// The header that carries the idempotency key when it is not Idempotency-Key, like a
+    /// target file's key-header (`run` without --openapi). In an API description: another
+    /// header name that carries the key (repeatable); names containing "idempot",
+    /// PayPal-Request-Id and X-Amz-Client-Token are recognised already.
+    #[arg(long, value_name = "NAME")]
     pub key_header: Vec<String>,
 
     /// A path parameter's value, e.g. customer_id=cus_123 (repeatable); without it, the

@@ -511,6 +511,7 @@ impl Config {
             urls: &urls,
             file_vars: &target.secret_vars,
             redact_headers: &target.redact_headers,
+            key_header: &suite.header,
         });
         let label = opts.label.clone().unwrap_or_else(|| match url.port() {
             Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),

@@ -488,3 +488,80 @@ fn lagging_counter_api_passes_when_counted_by_ids() {
         .collect();
     expect("lagging_counter", &["--lag-ms", "1500"], &args, &[], 0);
 }
+
+/// [`full`] with the crash header of `close_after_5xx` and a lease wait long enough for it.
+fn crashing() -> Vec<&'static str> {
+    [
+        &full()[..],
+        &["--crash-header", "X-Crash: 1", "--lease-wait", "3s"],
+    ]
+    .concat()
+}
+
+/// A correct API that closes its keep-alive connection silently after every 5xx and never
+/// answers the request written on it next: the crash's 500 must not leave the retry on that
+/// dead connection, so wedged-key-recovery sees the retry execute once and PASSes, like
+/// everything else.
+#[test]
+fn connection_closed_after_a_5xx_does_not_swallow_the_retry() {
+    expect(
+        "close_after_5xx",
+        &[],
+        &crashing(),
+        &[("wedged-key-recovery", "PASS")],
+        0,
+    );
+}
+
+/// The same design whose crash never releases the claim: the retries on new connections get
+/// 409 until the lease wait is over, and wedged-key-recovery FAILs on them.
+#[test]
+fn connection_closed_after_a_5xx_still_shows_a_wedged_key() {
+    let run = expect(
+        "close_after_5xx",
+        &["--keep-claim"],
+        &crashing(),
+        &[("wedged-key-recovery", "FAIL")],
+        4,
+    );
+    assert_says(
+        run.reason("wedged-key-recovery"),
+        "409",
+        "the retries' refusal is the evidence",
+    );
+}
+
+/// The per-tenant API reading its key from `Idempotent-Token`, a name the secret rules would
+/// mask: `run --key-header` (no --openapi needed) sends every key, in every probe, there, and
+/// everything PASSes as with the standard name.
+#[test]
+fn key_header_of_another_name_is_used_by_every_probe() {
+    let header = ["--key-header", "Idempotent-Token"];
+    let args = [&full()[..], &header[..]].concat();
+    expect("tenant_counter", &header, &args, &[], 0);
+}
+
+/// Every second keyed request reaches a broken replica and gets 500: the pre-flight's second
+/// request fails, so nothing can be judged (all ERROR). The evidence shows that 500 in full and
+/// reproduces it, not the counter read that followed it.
+#[test]
+fn an_error_cites_the_500_it_stopped_on() {
+    let run = expect("every_second_500", &[], &full(), &all("ERROR"), 3);
+    let reason = run.reason("first-request");
+    assert_says(
+        reason,
+        "(#3) got 500",
+        "the reason names the failed request",
+    );
+    let evidence = &run.stdout[run.stdout.find("\nexchanges\n").expect("evidence")..];
+    assert_says(
+        evidence,
+        "reproduce #3:\n  curl -i -sS -X POST",
+        "the curl line reproduces the failed request",
+    );
+    assert_says(evidence, "< HTTP/1.1 500", "the 500 is shown in full");
+    assert!(
+        !evidence.contains("count after (+"),
+        "the counter read is not the evidence\n{evidence}"
+    );
+}

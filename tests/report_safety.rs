@@ -362,6 +362,106 @@ fn the_printed_curl_line_reproduces_the_status() {
     }
 }
 
+/// The key header is never a secret, whatever its name: with `--key-header X-Idempotency-Key`
+/// and with a target file's `key-header = "Idempotent-Token"` (names the secret rules mask),
+/// the keys sent are shown in the terminal evidence, JUnit and JSON, and the curl line sends
+/// the key itself instead of a variable nobody could fill in. The credential stays masked.
+#[test]
+fn the_key_header_is_shown_whatever_its_name() {
+    let token = "bearer-kept-secret-4e1a";
+    let addr = echo_server(Echo {
+        require: None,
+        pad: 0,
+    });
+    let url = format!("http://{addr}/api/payments");
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("t.toml");
+    std::fs::write(
+        &target,
+        format!(
+            "url = \"{url}\"\nkey-header = \"Idempotent-Token\"\nheaders = [\"Authorization: Bearer {token}\", \"Content-Type: application/json\"]\nbody = '{{\"amountCents\":1,\"reference\":\"{{{{unique}}}}\"}}'\n"
+        ),
+    )
+    .unwrap();
+    let flag_args: Vec<String> = vec![
+        url.clone(),
+        "--key-header".into(),
+        "X-Idempotency-Key".into(),
+        "-H".into(),
+        format!("Authorization: Bearer {token}"),
+        "-H".into(),
+        "Content-Type: application/json".into(),
+        "-d".into(),
+        r#"{"amountCents":1,"reference":"{{unique}}"}"#.into(),
+    ];
+    let file_args: Vec<String> = vec!["--target".into(), target.to_str().unwrap().into()];
+    for (args, name) in [
+        (flag_args, "X-Idempotency-Key"),
+        (file_args, "Idempotent-Token"),
+    ] {
+        let (json, junit) = (dir.path().join("r.json"), dir.path().join("r.xml"));
+        let o = bin()
+            .arg("run")
+            .args(&args)
+            .args(["--probe", "replay-identity"])
+            .arg("--report-json")
+            .arg(&json)
+            .arg("--report-junit")
+            .arg(&junit)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(4), "{name}: {}", text(&o));
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let replay = report["probes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"] == "replay-identity")
+            .unwrap();
+        let keys: Vec<&str> = replay["exchanges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|e| e["request"]["headers"].as_array().unwrap())
+            .filter(|h| h["name"] == name)
+            .map(|h| h["value"].as_str().unwrap())
+            .collect();
+        assert!(!keys.is_empty(), "{name}: no key sent in the JSON report");
+        let key = keys[0];
+        assert!(
+            keys.iter().all(|k| *k == key) && key.starts_with('"') && key.len() > 10,
+            "{name}: the JSON report shows {keys:?}"
+        );
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        let junit = std::fs::read_to_string(&junit).unwrap();
+        assert!(
+            stdout.contains(&format!("> {name}: {key}")),
+            "{name}: the terminal evidence hides the key\n{stdout}"
+        );
+        assert!(
+            junit.contains(&format!("{name}: {key}")),
+            "{name}: JUnit hides the key\n{junit}"
+        );
+        let (curl, legend) = reproduce_line(&stdout);
+        assert!(
+            curl.contains(&format!("-H '{name}: {key}'")),
+            "{name}: the curl line does not send the key\n{curl}"
+        );
+        assert_eq!(
+            legend, "variables: $IDEM_TOKEN_A = tenant A's Authorization credential",
+            "{name}: only the credential is a variable"
+        );
+        for (output, t) in [("terminal", &*stdout), ("JUnit", &junit)] {
+            assert!(
+                !t.contains(token),
+                "{name}: the credential leaks into {output}"
+            );
+        }
+        assert!(!std::fs::read_to_string(&json).unwrap().contains(token));
+    }
+}
+
 /// A server sending 1 MiB bodies: every report stays within its bound, and no line of any
 /// report (a JUnit message, a quoted body) is longer than a screen can take in.
 #[test]

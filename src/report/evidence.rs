@@ -97,8 +97,8 @@ pub fn outcome_label(p: &ProbeReport) -> String {
 
 /// The numbers of the exchanges printed in full: those cited by failed checks, except small
 /// successful reads (an effect counter's `{"count":17}`), whose value the check already quotes and
-/// whose summary line suffices. An ERROR that no check explains stopped at its last exchange, so
-/// that one is shown instead.
+/// whose summary line suffices. An ERROR that no check explains shows the exchange it stopped
+/// on instead ([`error_cause`]).
 pub fn cited_exchanges(p: &ProbeReport, key_header: &str) -> Vec<usize> {
     let mut cited: BTreeSet<usize> = failed(p)
         .flat_map(|c| c.exchanges.iter().copied())
@@ -108,9 +108,41 @@ pub fn cited_exchanges(p: &ProbeReport, key_header: &str) -> Vec<usize> {
         })
         .collect();
     if cited.is_empty() && p.outcome == Outcome::Error {
-        cited.extend(p.exchanges.last().map(|e| e.n));
+        cited.extend(error_cause(p));
     }
     cited.into_iter().collect()
+}
+
+/// The exchanges an ERROR stopped on: those its reason names ("the second request (#3) got
+/// 500"), else the last one without a 2xx, else the last one. The last exchange alone is often
+/// the counter read that followed the request that failed, and its curl line reproduces nothing.
+fn error_cause(p: &ProbeReport) -> Vec<usize> {
+    let named: Vec<usize> = exchange_refs(&p.reason)
+        .filter(|n| p.exchange(*n).is_some())
+        .collect();
+    if !named.is_empty() {
+        return named;
+    }
+    let unsuccessful = p
+        .exchanges
+        .iter()
+        .rev()
+        .find(|e| !e.response.as_ref().is_some_and(|r| r.is_success()));
+    unsuccessful
+        .or(p.exchanges.last())
+        .map(|e| e.n)
+        .into_iter()
+        .collect()
+}
+
+/// The exchange numbers a reason cites: every `#N` in it (`#3`, both ends of `#2–#5`).
+fn exchange_refs(text: &str) -> impl Iterator<Item = usize> + '_ {
+    text.split('#').skip(1).filter_map(|after| {
+        let end = after
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(after.len());
+        after[..end].parse().ok()
+    })
 }
 
 /// Bodies up to this size on a successful keyless GET count as a "small read".
@@ -738,6 +770,33 @@ mod tests {
             vec![1, 2],
         );
         assert_eq!(cited_exchanges(&p, "Idempotency-Key"), vec![2]);
+    }
+
+    #[test]
+    fn an_error_cites_the_exchange_it_stopped_on_not_the_last_one() {
+        let mut failed = ex(3, "POST", b"{}".to_vec());
+        failed.response.as_mut().unwrap().status = 500;
+        let exchanges = vec![
+            ex(1, "GET", b"{\"count\":1}".to_vec()),
+            ex(2, "POST", b"{}".to_vec()),
+            failed,
+            ex(4, "GET", b"{\"count\":2}".to_vec()),
+        ];
+        let mut p = probe(exchanges, vec![]);
+        p.checks.clear();
+        p.outcome = Outcome::Error;
+        p.reason = "the second request (#3) got 500, so nothing".into();
+        assert_eq!(cited_exchanges(&p, "Idempotency-Key"), vec![3]);
+        p.reason = "the target failed".into();
+        assert_eq!(
+            cited_exchanges(&p, "Idempotency-Key"),
+            vec![3],
+            "unnamed: the last without a 2xx"
+        );
+        p.exchanges[2].response.as_mut().unwrap().status = 201;
+        assert_eq!(cited_exchanges(&p, "Idempotency-Key"), vec![4]);
+        p.reason = "#99 is not an exchange; #2–#3 are".into();
+        assert_eq!(cited_exchanges(&p, "Idempotency-Key"), vec![2, 3]);
     }
 
     #[test]
