@@ -162,7 +162,7 @@ mod tests {
             base64::engine::general_purpose::STANDARD.encode("org:t0k")
         );
         let any = Auth::Any;
-        let h = |p| headers(p);
+        let h = headers;
         assert_eq!(
             any.check(&h(&[("authorization", "Bearer t0k")]), "t0k"),
             Ok("bearer".into())

@@ -502,7 +502,7 @@ fn lost_response(j: &Judging) -> Judged {
                 run.exit.success(),
                 "exit 0",
                 run.exit.describe(j.timeout),
-                Vec::new(),
+                all,
             ));
         }
     }

@@ -80,10 +80,12 @@ pub async fn run(args: ClientArgs) -> std::result::Result<ExitCode, AppError> {
             .report
             .max_body_bytes
             .unwrap_or(Format::Terminal.default_max_body()),
-        ..RenderOptions::default()
     };
     let run = report.as_run_report();
-    print!("{}", terminal::render(&run, &render, opts.strict));
+    print!(
+        "{}",
+        terminal::render(&report.as_terminal_report(), &render, opts.strict)
+    );
     let code = ExitCode::for_run(&run.summary, report.interrupted);
     Ok(crate::app::finish_reports(
         &report,
