@@ -143,8 +143,8 @@ impl ClientReport {
 impl ClientReport {
     /// The run report for the terminal: a full run with many scenarios must fit on a screen or
     /// two, so each probe keeps only the attempts its verdict's check cites (shown in full),
-    /// and the timeline the scenario facts and the last line of each run's output. The file
-    /// reports keep everything.
+    /// and its timeline the scenario facts without the runs' output. The file reports keep
+    /// everything.
     pub fn as_terminal_report(&self) -> RunReport {
         let mut run = self.as_run_report();
         for p in &mut run.probes {
@@ -156,17 +156,10 @@ impl ClientReport {
             if p.checks.iter().any(|c| !c.passed) {
                 p.exchanges.retain(|e| keep.contains(&e.n));
             }
-            let mut last_output: Vec<String> = Vec::new();
-            p.timeline.retain(|line| {
-                let output = line.contains(" stdout| ") || line.contains(" stderr| ");
-                if output {
-                    last_output.push(line.clone());
-                }
-                !output && !line.contains("earlier lines in the JSON report")
-            });
-            if let Some(last) = last_output.pop() {
-                p.timeline.push(last);
-            }
+            p.timeline
+                .retain(|line| !line.contains(" stdout| ") && !line.contains(" stderr| "));
+            p.timeline
+                .retain(|line| !line.contains("earlier lines in the JSON report"));
         }
         run.context
             .push("every attempt and all output in --report-json".into());
