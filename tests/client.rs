@@ -643,3 +643,36 @@ fn list_shows_the_client_checks_with_severities() {
         assert!(text.contains(want), "{want}\n{text}");
     }
 }
+
+/// `--error-body FILE` gives every injected error the shape an SDK parses, with the status,
+/// message and Stripe-like type filled in; the status code stays the scenario's.
+#[test]
+fn an_error_body_file_shapes_every_injected_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let template = dir.path().join("error.json");
+    std::fs::write(
+        &template,
+        r#"{"errors": [{"status": {{status}}, "kind": "{{type}}", "text": "{{message}}"}]}"#,
+    )
+    .unwrap();
+    let run = check_client(
+        &[
+            "--error-body",
+            template.to_str().unwrap(),
+            "--scenario",
+            "throttled-429",
+        ],
+        &sample("correct"),
+    );
+    let first = &run.json["probes"][0]["exchanges"][0]["response"];
+    assert_eq!(first["status"], 429, "{first}");
+    let body: Value = serde_json::from_str(first["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["errors"][0]["status"], 429, "{body}");
+    assert_eq!(body["errors"][0]["kind"], "invalid_request_error");
+    assert_eq!(run.json["errors"], "--error-body errors");
+    assert!(
+        failed_checks(&run.json).is_empty(),
+        "{}",
+        run.json["probes"]
+    );
+}

@@ -57,11 +57,13 @@ pub async fn run(args: ClientArgs) -> std::result::Result<ExitCode, AppError> {
             let ready = |base: &str| {
                 eprintln!(
                     "serving scenario {} until it completes, {} pass or Ctrl-C:\n  \
-                     export {}={base} {}={token}",
+                     export {}={base} {}={token} {}={}",
                     opts.scenarios[0].id,
                     humantime::format_duration(opts.timeout),
                     super::ENV_BASE_URL,
                     super::ENV_TOKEN,
+                    super::ENV_OPERATIONS,
+                    opts.scenarios[0].operations,
                 );
             };
             super::listen(&opts, addr, ready, interrupt)

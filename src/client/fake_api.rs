@@ -95,14 +95,6 @@ impl Behaviour {
             _ => None,
         }
     }
-
-    /// The status injected on the first attempt, if any.
-    pub fn injected(self) -> Option<u16> {
-        match self {
-            Behaviour::Transient(status, _) => Some(status),
-            other => other.final_refusal(),
-        }
-    }
 }
 
 /// What the fake API serves, the same in every scenario of a run.

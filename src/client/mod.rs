@@ -19,6 +19,7 @@ use anyhow::Result;
 use serde::Serialize;
 use tokio::sync::watch;
 
+use crate::check::Severity;
 use crate::outcome;
 use crate::report::{ProbeReport, RunReport, Summary, ToolInfo};
 use crate::suite::Suite;
@@ -142,9 +143,9 @@ impl ClientReport {
 
 impl ClientReport {
     /// The run report for the terminal: a full run with many scenarios must fit on a screen or
-    /// two, so each probe keeps only the attempts its verdict's check cites (shown in full),
-    /// and its timeline the scenario facts without the runs' output. The file reports keep
-    /// everything.
+    /// two, so a probe that failed keeps only its failed checks and the attempts its verdict's
+    /// check cites (shown in full), and every timeline the scenario facts without the runs'
+    /// output. The file reports keep everything.
     pub fn as_terminal_report(&self) -> RunReport {
         let mut run = self.as_run_report();
         for p in &mut run.probes {
@@ -153,8 +154,13 @@ impl ClientReport {
                 .iter()
                 .find(|c| !c.passed && p.reason.starts_with(c.what.as_str()));
             let keep: Vec<usize> = primary.map(|c| c.exchanges.clone()).unwrap_or_default();
-            if p.checks.iter().any(|c| !c.passed) {
+            if p.checks
+                .iter()
+                .any(|c| !c.passed && c.severity != Severity::Info)
+            {
                 p.exchanges.retain(|e| keep.contains(&e.n));
+                p.checks
+                    .retain(|c| !c.passed && c.severity != Severity::Info);
             }
             p.timeline
                 .retain(|line| !line.contains(" stdout| ") && !line.contains(" stderr| "));
