@@ -419,7 +419,7 @@ fn a_hanging_client_is_killed_at_the_timeout_with_its_output_kept() {
 
 /// `--listen`: idem-check serves one scenario on the given address and judges whoever comes;
 /// the base URL and token are printed for the user to export.
-fn listen(defect: &str) -> Value {
+fn listen(scenario: &str, defect: &str) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let json_path: PathBuf = dir.path().join("listen.json");
     let mut server = Command::new(env!("CARGO_BIN_EXE_idem-check"))
@@ -428,7 +428,7 @@ fn listen(defect: &str) -> Value {
             "--listen",
             "127.0.0.1:0",
             "--scenario",
-            "lost-response",
+            scenario,
             "--client-timeout",
             "30s",
             "--color",
@@ -470,10 +470,10 @@ fn listen(defect: &str) -> Value {
 
 #[test]
 fn listen_mode_judges_an_external_client_and_can_fail_it() {
-    let good = listen("correct");
+    let good = listen("lost-response", "correct");
     assert_eq!(outcomes(&good)["client-lost-response"], "PASS");
     assert!(failed_checks(&good).is_empty(), "{}", good["probes"]);
-    let bad = listen("no-retry-on-lost-response");
+    let bad = listen("lost-response", "no-retry-on-lost-response");
     assert_eq!(outcomes(&bad)["client-lost-response"], "FAIL");
     assert!(failed_checks(&bad).contains(&("client-lost-response".into(), "retried".into())));
     // Under --listen idem-check does not run the client, so it judges no exit status.
@@ -675,4 +675,20 @@ fn an_error_body_file_shapes_every_injected_error() {
         "{}",
         run.json["probes"]
     );
+}
+
+/// Under `--listen`, a client run once against two-operations made one operation: that is
+/// INCONCLUSIVE and says to run it again (not "made no request"), with a real duration.
+#[test]
+fn listen_mode_with_one_of_two_operations_says_to_run_the_client_again() {
+    let report = listen("two-operations", "correct");
+    let p = &report["probes"][0];
+    assert_eq!(p["id"], "client-key-per-operation");
+    assert_eq!(p["outcome"], "INCONCLUSIVE", "{p}");
+    let reason = p["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("only 1 of the 2 operations") && reason.contains("run the client 2 times"),
+        "{reason}"
+    );
+    assert!(p["duration_ms"].as_f64().unwrap() >= 0.0, "{p}");
 }
