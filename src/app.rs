@@ -559,6 +559,7 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
             let _ = writeln!(out, "    {sev:<12} {}{expect}", c.what);
         }
     }
+    out.push_str(&crate::client::checks::listing());
     emit(&out)?;
     Ok(ExitCode::Ok)
 }

@@ -29,9 +29,12 @@ pub enum Command {
     /// retries, with many requests in flight. Not part of `run`.
     #[command(after_long_help = crate::exit::HELP)]
     Stress(Box<StressArgs>),
-    /// Check a client or SDK instead of a server: run its command against a fake payments API
-    /// that drops responses, refuses and throttles, and judge how it retries.
-    #[command(after_long_help = crate::exit::HELP)]
+    /// Check a client or SDK instead of a server: run its command against a fake API that drops
+    /// responses, refuses and throttles, and judge how it retries.
+    #[command(
+        after_long_help = crate::exit::HELP,
+        mut_arg("json", |a| a.help("Write a JSON report (schema idem-check.client/1)."))
+    )]
     Client(Box<ClientArgs>),
     /// Build one table across implementations from JSON reports (files or folders).
     Matrix(MatrixArgs),
@@ -467,10 +470,11 @@ pub struct StressArgs {
 /// `idem-check client`.
 #[derive(Debug, Args)]
 pub struct ClientArgs {
-    /// The client command: it must create ONE payment with POST $IDEM_CHECK_BASE_URL/api/payments
-    /// (JSON {amountCents, currency, reference}, Authorization: Bearer $IDEM_CHECK_TOKEN),
-    /// retrying as it normally does, and exit 0 if and only if it believes the payment was
-    /// created. It runs once per operation of every scenario.
+    /// The client command: it must perform $IDEM_CHECK_OPERATIONS (usually 1) logical
+    /// operations against $IDEM_CHECK_BASE_URL, retrying as it normally does, and exit 0 if and
+    /// only if it believes they were all created. Without --openapi or --path the operation is
+    /// POST /api/payments (JSON {amountCents, currency, reference}, Authorization: Bearer
+    /// $IDEM_CHECK_TOKEN). It runs once per operation of every scenario.
     #[arg(
         value_name = "CMD",
         last = true,
@@ -479,8 +483,49 @@ pub struct ClientArgs {
     )]
     pub command: Vec<String>,
 
+    /// Serve the operations of this OpenAPI or Swagger document (file or URL) that take an
+    /// idempotency key, at their declared paths, answering with the 2xx response's example or
+    /// schema (a fresh id each time), so an SDK's own create method works unchanged.
+    #[arg(long, value_name = "SPEC", conflicts_with_all = ["method", "path"])]
+    pub openapi: Option<String>,
+
+    /// With --openapi: serve only the operation with this operationId (repeatable).
+    #[arg(long = "operation", value_name = "ID", requires = "openapi")]
+    pub operations: Vec<String>,
+
+    /// With --openapi: another header name that carries the idempotency key (repeatable).
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "openapi",
+        hide_short_help = true
+    )]
+    pub key_header: Vec<String>,
+
+    /// Serve this one path instead of /api/payments ({name} matches any segment); any body is
+    /// accepted and echoed back with a fresh id.
+    #[arg(long, value_name = "PATH")]
+    pub path: Option<String>,
+
+    /// The method of --path [default: POST]
+    #[arg(long, value_name = "METHOD", requires = "path")]
+    pub method: Option<String>,
+
+    /// The credential the fake API takes, with $IDEM_CHECK_TOKEN as its secret: bearer, basic
+    /// (the token as user name or password), header:NAME, none, or any (whichever comes)
+    /// [default: bearer for /api/payments, the document's scheme with --openapi, any with
+    /// --path]
+    #[arg(long, value_name = "KIND")]
+    pub auth: Option<crate::client::auth::Auth>,
+
+    /// The body of every error the fake API answers, with {{status}}, {{message}}, {{type}} and
+    /// {{code}} filled in [default: problem+json; the {"error": {type, code, message}}
+    /// envelope under --suite stripe]
+    #[arg(long, value_name = "FILE")]
+    pub error_body: Option<PathBuf>,
+
     /// The suite whose key syntax applies (ietf-draft-07: an RFC 8941 String; stripe: either
-    /// form).
+    /// form, and Stripe's error envelope).
     #[arg(long, value_name = "NAME|FILE", default_value = crate::suite::DEFAULT_SUITE)]
     pub suite: String,
 
@@ -496,8 +541,9 @@ pub struct ClientArgs {
     pub listen: Option<std::net::SocketAddr>,
 
     /// Run only this scenario (repeatable; exactly one with --listen): created,
-    /// two-operations, lost-response, retry-after-503, retry-after-409, refused-422,
-    /// refused-400.
+    /// two-operations, operations-in-one-process, lost-response, retry-after-503,
+    /// retry-after-409, retry-after-7s, retry-after-ms, throttled-429, timeout-408,
+    /// refused-422, refused-400.
     #[arg(long, value_name = "ID")]
     pub scenario: Vec<String>,
 
