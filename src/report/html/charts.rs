@@ -146,11 +146,11 @@ pub fn arrival(p: &ProbeReport, b: &Burst, secrets: &Secrets) -> String {
                 e.n
             );
         }
-        out.push_str("</g>");
+        out.push_str("</g>\n");
     }
-    out.push_str("</svg>");
+    out.push_str("</svg>\n");
     out.push_str(&svg::legend(&classes(b.exchanges.iter().copied(), &[])));
-    out.push_str("</figure>");
+    out.push_str("</figure>\n");
     out
 }
 
@@ -276,9 +276,9 @@ pub fn timeline(p: &ProbeReport, secrets: &Secrets) -> Option<String> {
                 esc(&answer(e))
             );
         }
-        out.push_str("</g>");
+        out.push_str("</g>\n");
     }
-    out.push_str("</svg>");
+    out.push_str("</svg>\n");
     let mut extra = Vec::new();
     if shown.iter().any(is_held) {
         extra.push(("hold", "held in flight"));
@@ -298,7 +298,7 @@ pub fn timeline(p: &ProbeReport, secrets: &Secrets) -> Option<String> {
             p.exchanges.len()
         );
     }
-    out.push_str("</figure>");
+    out.push_str("</figure>\n");
     Some(out)
 }
 

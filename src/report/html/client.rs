@@ -70,7 +70,7 @@ pub fn section(lanes: &[&Lane], secrets: &Secrets) -> String {
     for lane in lanes {
         let _ = write!(
             out,
-            "<figure class=\"lane\"><figcaption><code>{}</code> {} · {} payment{} at the end</figcaption>{}{}</figure>",
+            "<figure class=\"lane\"><figcaption><code>{}</code> {} · {} payment{} at the end</figcaption>{}{}</figure>\n",
             line(&lane.scenario, secrets),
             line(&lane.what, secrets),
             lane.payments,
@@ -203,7 +203,7 @@ fn chart(lane: &Lane) -> String {
         if let Some(r) = row.and_then(|op| lane.runs.iter().find(|r| r.run == op)) {
             let _ = write!(
                 out,
-                "<g><title>run {}: {} after {:.0} ms</title><rect class=\"run\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"22\"/>{}</g>",
+                "<g><title>run {}: {} after {:.0} ms</title><rect class=\"run\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"22\"/>{}</g>\n",
                 r.run,
                 esc(&r.exit),
                 r.duration_ms,
@@ -254,10 +254,10 @@ fn chart(lane: &Lane) -> String {
                 let class = if kept(a) { "a ok" } else { "a bad" };
                 out.push_str(&label(class, x, y + 46.0, &sameness_label(a, room)));
             }
-            out.push_str("</g>");
+            out.push_str("</g>\n");
         }
     }
-    out.push_str("</svg>");
+    out.push_str("</svg>\n");
     out
 }
 
@@ -289,7 +289,7 @@ fn attempts(lane: &Lane) -> String {
         };
         let _ = write!(
             out,
-            "<tr><td>{}</td><td>{op}</td><td>+{:.0} ms</td><td>{gap}</td><td class=\"{}\">{}</td>{}{}</tr>",
+            "<tr><td>{}</td><td>{op}</td><td>+{:.0} ms</td><td>{gap}</td><td class=\"{}\">{}</td>{}{}</tr>\n",
             i + 1,
             a.start_ms,
             svg::status_class(a.status),
@@ -298,6 +298,6 @@ fn attempts(lane: &Lane) -> String {
             mark(a.payload, payload_text(a.payload)),
         );
     }
-    out.push_str("</tbody></table>");
+    out.push_str("</tbody></table>\n");
     out
 }

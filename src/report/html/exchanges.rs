@@ -126,14 +126,14 @@ fn entry(e: &Exchange, row: &Option<String>, dump: &Option<String>, probe: &str)
     let id = anchor(probe, e.n);
     match (row, dump) {
         (None, _) => format!(
-            "<p class=\"note\" id=\"{id}\">#{} left out: the page keeps within its size bound; the JSON report has it</p>",
+            "<p class=\"note\" id=\"{id}\">#{} left out: the page keeps within its size bound; the JSON report has it</p>\n",
             e.n
         ),
         (Some(row), Some(dump)) => {
-            format!("<details class=\"x\" id=\"{id}\"><summary>{row}</summary>{dump}</details>")
+            format!("<details class=\"x\" id=\"{id}\"><summary>{row}</summary>{dump}</details>\n")
         }
         (Some(row), None) => format!(
-            "<details class=\"x\" id=\"{id}\"><summary>{row}</summary><p class=\"note\">transcript left out: the page keeps within its size bound; the JSON report has it</p></details>"
+            "<details class=\"x\" id=\"{id}\"><summary>{row}</summary><p class=\"note\">transcript left out: the page keeps within its size bound; the JSON report has it</p></details>\n"
         ),
     }
 }

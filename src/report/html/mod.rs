@@ -90,7 +90,7 @@ pub fn render_operations(
         let mut out =
             String::from("<section class=\"notes\"><h2>Not checked</h2><ul class=\"facts\">");
         for n in not_checked {
-            let _ = write!(out, "<li>{}</li>", line(n, &opts.secrets));
+            let _ = write!(out, "<li>{}</li>\n", line(n, &opts.secrets));
         }
         out.push_str("</ul></section>\n");
         page.notes.push(out);
@@ -239,11 +239,11 @@ impl Page {
             }
             let causes = root_causes(sec.run);
             if !causes.is_empty() {
-                out.push_str("<h3>Root causes</h3><ul class=\"facts causes\">");
+                out.push_str("<h3>Root causes</h3>\n<ul class=\"facts causes\">");
                 for c in causes {
-                    let _ = write!(out, "<li>{}</li>", line(&c, secrets));
+                    let _ = write!(out, "<li>{}</li>\n", line(&c, secrets));
                 }
-                out.push_str("</ul>");
+                out.push_str("</ul>\n");
             }
             out.push_str("</section>\n");
         }

@@ -72,43 +72,43 @@ pub fn body(p: &ProbeReport, anchor: &str, budget: &mut Budget, opts: &RenderOpt
     if !matches!(p.outcome, Outcome::Pass) {
         fact("reason", line(&p.reason, secrets));
     }
-    out.push_str("</dl>");
+    out.push_str("</dl>\n");
     if !p.checks.is_empty() {
-        out.push_str("<h4>Checks</h4>");
+        out.push_str("<h4>Checks</h4>\n");
         out.push_str(&checks(&p.checks, anchor, opts));
     }
     let bursts = charts::bursts(&p.exchanges);
     if !bursts.is_empty() {
-        out.push_str("<h4>Bursts: when each duplicate's final byte was released</h4>");
+        out.push_str("<h4>Bursts: when each duplicate's final byte was released</h4>\n");
         for b in &bursts {
             let chart = charts::arrival(p, b, secrets);
             out.push_str(&budget.take(chart).unwrap_or_else(left_out));
         }
     }
     if let Some(chart) = charts::timeline(p, secrets) {
-        out.push_str("<h4>Timeline</h4>");
+        out.push_str("<h4>Timeline</h4>\n");
         out.push_str(&budget.take(chart).unwrap_or_else(left_out));
     }
     if !p.timeline.is_empty() {
         out.push_str("<ul class=\"facts\">");
         for t in &p.timeline {
-            let _ = write!(out, "<li>{}</li>", line(t, secrets));
+            let _ = write!(out, "<li>{}</li>\n", line(t, secrets));
         }
-        out.push_str("</ul>");
+        out.push_str("</ul>\n");
     }
     if !p.exchanges.is_empty() {
-        out.push_str("<h4>Exchanges</h4>");
+        out.push_str("<h4>Exchanges</h4>\n");
         out.push_str(&exchanges::table(p, anchor, budget, opts));
     }
     let cited = evidence::cited_exchanges(p, &opts.key_header);
     if !cited.is_empty() {
         let reps = evidence::representatives(p, &cited);
         let r = Reproduce::of(&reps, secrets);
-        out.push_str("<h4>Reproduce</h4><div class=\"repro\">");
+        out.push_str("<h4>Reproduce</h4>\n<div class=\"repro\">");
         for (title, curl) in &r.lines {
             let _ = write!(
                 out,
-                "<p>{}:</p><pre>{}</pre>",
+                "<p>{}:</p><pre>{}</pre>\n",
                 esc(title),
                 esc(&secrets.redact(curl))
             );
@@ -152,14 +152,14 @@ fn checks(checks: &[Check], anchor: &str, opts: &RenderOptions) -> String {
         };
         let _ = write!(
             out,
-            "<tr class=\"{class}\"><td class=\"mark\">{mark}</td><td class=\"sev\">{}</td><td>{}</td><td class=\"refs\">{}</td><td>{expected}</td><td class=\"actual\">{}</td></tr>",
+            "<tr class=\"{class}\"><td class=\"mark\">{mark}</td><td class=\"sev\">{}</td><td>{}</td><td class=\"refs\">{}</td><td>{expected}</td><td class=\"actual\">{}</td></tr>\n",
             c.severity.as_str(),
             line(&c.what, secrets),
             refs(&c.exchanges, anchor),
             line(&c.actual, secrets),
         );
     }
-    out.push_str("</tbody></table>");
+    out.push_str("</tbody></table>\n");
     out
 }
 

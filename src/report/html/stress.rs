@@ -71,28 +71,28 @@ pub fn section(v: &StressView, secrets: &Secrets) -> String {
     );
     let _ = write!(
         out,
-        "<dt>violating keys</dt><dd>{}</dd></dl>",
+        "<dt>violating keys</dt><dd>{}</dd></dl>\n",
         v.violating_keys
     );
     if !v.statuses.is_empty() {
-        out.push_str("<h3>Status counts</h3>");
+        out.push_str("<h3>Status counts</h3>\n");
         out.push_str(&statuses(v.statuses));
     }
     if !v.latency.is_empty() {
-        out.push_str("<h3>Latency per outcome</h3>");
+        out.push_str("<h3>Latency per outcome</h3>\n");
         out.push_str(&histograms(&v.latency));
         out.push_str(&percentiles(&v.latency));
     }
     if !v.released.is_empty() {
-        out.push_str("<h3>Bursts</h3>");
+        out.push_str("<h3>Bursts</h3>\n");
         out.push_str(&release(v));
     }
     if !v.violations.is_empty() {
-        out.push_str("<h3>Violating keys</h3><ul class=\"facts\">");
+        out.push_str("<h3>Violating keys</h3>\n<ul class=\"facts\">");
         for (key, why) in v.violations.iter().take(LISTED) {
             let _ = write!(
                 out,
-                "<li><code>{}</code> {}</li>",
+                "<li><code>{}</code> {}</li>\n",
                 line(key, secrets),
                 line(why, secrets)
             );
@@ -100,11 +100,11 @@ pub fn section(v: &StressView, secrets: &Secrets) -> String {
         if v.violating_keys > LISTED.min(v.violations.len()) {
             let _ = write!(
                 out,
-                "<li>… {} more in the JSON report</li>",
+                "<li>… {} more in the JSON report</li>\n",
                 v.violating_keys - LISTED.min(v.violations.len())
             );
         }
-        out.push_str("</ul>");
+        out.push_str("</ul>\n");
     }
     out.push_str("</section>\n");
     out
@@ -127,7 +127,7 @@ fn statuses(counts: &BTreeMap<String, u64>) -> String {
         let y = 2.0 + i as f64 * row;
         let _ = write!(
             out,
-            "<g><title>{status}: {n} requests</title><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{status}</text><rect class=\"{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/><text class=\"a\" x=\"{}\" y=\"{}\">{n}</text></g>",
+            "<g><title>{status}: {n} requests</title><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{status}</text><rect class=\"{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/><text class=\"a\" x=\"{}\" y=\"{}\">{n}</text></g>\n",
             px(x0 - 8.0),
             px(y + 15.0),
             class_of(status),
@@ -140,7 +140,7 @@ fn statuses(counts: &BTreeMap<String, u64>) -> String {
             status = esc(status),
         );
     }
-    out.push_str("</svg>");
+    out.push_str("</svg>\n");
     out
 }
 
@@ -215,7 +215,7 @@ fn histograms(rows: &[Latency]) -> String {
             let h = (*n as f64 / fullest * (band - 20.0)).max(1.0);
             let _ = write!(
                 out,
-                "<g><title>{}: {n} requests up to {} ms</title><rect class=\"{class}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/></g>",
+                "<g><title>{}: {n} requests up to {} ms</title><rect class=\"{class}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/></g>\n",
                 esc(r.class),
                 bound(*upper),
                 px(x0 + j as f64 * slot + 1.0),
@@ -247,7 +247,7 @@ fn percentiles(rows: &[Latency]) -> String {
     for r in rows {
         let _ = write!(
             out,
-            "<tr><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td></tr>\n",
             esc(r.class),
             r.count,
             r.p50_ms,
@@ -256,7 +256,7 @@ fn percentiles(rows: &[Latency]) -> String {
             r.max_ms
         );
     }
-    out.push_str("</tbody></table>");
+    out.push_str("</tbody></table>\n");
     out
 }
 
@@ -264,9 +264,9 @@ fn percentiles(rows: &[Latency]) -> String {
 fn release(v: &StressView) -> String {
     let mut out = String::from("<ul class=\"facts\">");
     for (how, n) in v.released {
-        let _ = write!(out, "<li>{n} released {}</li>", esc(how));
+        let _ = write!(out, "<li>{n} released {}</li>\n", esc(how));
     }
-    out.push_str("</ul>");
+    out.push_str("</ul>\n");
     let [p50, p90, max] = v.spread_us;
     let (x0, x1) = (110.0, WIDTH - 30.0);
     let scale = Scale::zero_to(max.max(1.0), x0, x1, 8);
@@ -286,7 +286,7 @@ fn release(v: &StressView) -> String {
             "<g><title>{name}: {at:.0} µs</title><line class=\"tick\" x1=\"{x}\" y1=\"16\" x2=\"{x}\" y2=\"38\"/><text class=\"a\" x=\"{x}\" y=\"10\" text-anchor=\"middle\">{name}</text></g>"
         );
     }
-    svg_out.push_str("</svg>");
+    svg_out.push_str("</svg>\n");
     let _ = write!(
         out,
         "<figure><figcaption>release spread: p50 {p50:.0} µs · p90 {p90:.0} µs · max {max:.0} µs (from the first final byte of a burst to its last)</figcaption>{svg_out}</figure>"
