@@ -68,9 +68,9 @@ pub struct LaneRun {
 pub fn section(lanes: &[&Lane], secrets: &Secrets) -> String {
     let mut out = String::from("<section class=\"overview\"><h2>Scenarios</h2>");
     for lane in lanes {
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "<figure class=\"lane\"><figcaption><code>{}</code> {} · {} payment{} at the end</figcaption>{}{}</figure>\n",
+            "<figure class=\"lane\"><figcaption><code>{}</code> {} · {} payment{} at the end</figcaption>{}{}</figure>",
             line(&lane.scenario, secrets),
             line(&lane.what, secrets),
             lane.payments,
@@ -201,9 +201,9 @@ fn chart(lane: &Lane) -> String {
             px(y + 27.0)
         );
         if let Some(r) = row.and_then(|op| lane.runs.iter().find(|r| r.run == op)) {
-            let _ = write!(
+            let _ = writeln!(
                 out,
-                "<g><title>run {}: {} after {:.0} ms</title><rect class=\"run\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"22\"/>{}</g>\n",
+                "<g><title>run {}: {} after {:.0} ms</title><rect class=\"run\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"22\"/>{}</g>",
                 r.run,
                 esc(&r.exit),
                 r.duration_ms,
@@ -287,9 +287,9 @@ fn attempts(lane: &Lane) -> String {
         } else {
             "other request".into()
         };
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "<tr><td>{}</td><td>{op}</td><td>+{:.0} ms</td><td>{gap}</td><td class=\"{}\">{}</td>{}{}</tr>\n",
+            "<tr><td>{}</td><td>{op}</td><td>+{:.0} ms</td><td>{gap}</td><td class=\"{}\">{}</td>{}{}</tr>",
             i + 1,
             a.start_ms,
             svg::status_class(a.status),

@@ -90,7 +90,7 @@ pub fn render_operations(
         let mut out =
             String::from("<section class=\"notes\"><h2>Not checked</h2><ul class=\"facts\">");
         for n in not_checked {
-            let _ = write!(out, "<li>{}</li>\n", line(n, &opts.secrets));
+            let _ = writeln!(out, "<li>{}</li>", line(n, &opts.secrets));
         }
         out.push_str("</ul></section>\n");
         page.notes.push(out);
@@ -241,7 +241,7 @@ impl Page {
             if !causes.is_empty() {
                 out.push_str("<h3>Root causes</h3>\n<ul class=\"facts causes\">");
                 for c in causes {
-                    let _ = write!(out, "<li>{}</li>\n", line(&c, secrets));
+                    let _ = writeln!(out, "<li>{}</li>", line(&c, secrets));
                 }
                 out.push_str("</ul>\n");
             }

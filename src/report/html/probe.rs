@@ -92,7 +92,7 @@ pub fn body(p: &ProbeReport, anchor: &str, budget: &mut Budget, opts: &RenderOpt
     if !p.timeline.is_empty() {
         out.push_str("<ul class=\"facts\">");
         for t in &p.timeline {
-            let _ = write!(out, "<li>{}</li>\n", line(t, secrets));
+            let _ = writeln!(out, "<li>{}</li>", line(t, secrets));
         }
         out.push_str("</ul>\n");
     }
@@ -106,9 +106,9 @@ pub fn body(p: &ProbeReport, anchor: &str, budget: &mut Budget, opts: &RenderOpt
         let r = Reproduce::of(&reps, secrets);
         out.push_str("<h4>Reproduce</h4>\n<div class=\"repro\">");
         for (title, curl) in &r.lines {
-            let _ = write!(
+            let _ = writeln!(
                 out,
-                "<p>{}:</p><pre>{}</pre>\n",
+                "<p>{}:</p><pre>{}</pre>",
                 esc(title),
                 esc(&secrets.redact(curl))
             );
@@ -150,9 +150,9 @@ fn checks(checks: &[Check], anchor: &str, opts: &RenderOptions) -> String {
         } else {
             String::new()
         };
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "<tr class=\"{class}\"><td class=\"mark\">{mark}</td><td class=\"sev\">{}</td><td>{}</td><td class=\"refs\">{}</td><td>{expected}</td><td class=\"actual\">{}</td></tr>\n",
+            "<tr class=\"{class}\"><td class=\"mark\">{mark}</td><td class=\"sev\">{}</td><td>{}</td><td class=\"refs\">{}</td><td>{expected}</td><td class=\"actual\">{}</td></tr>",
             c.severity.as_str(),
             line(&c.what, secrets),
             refs(&c.exchanges, anchor),

@@ -69,9 +69,9 @@ pub fn section(v: &StressView, secrets: &Secrets) -> String {
         v.duration_ms / 1000.0,
         v.requests_per_second
     );
-    let _ = write!(
+    let _ = writeln!(
         out,
-        "<dt>violating keys</dt><dd>{}</dd></dl>\n",
+        "<dt>violating keys</dt><dd>{}</dd></dl>",
         v.violating_keys
     );
     if !v.statuses.is_empty() {
@@ -90,17 +90,17 @@ pub fn section(v: &StressView, secrets: &Secrets) -> String {
     if !v.violations.is_empty() {
         out.push_str("<h3>Violating keys</h3>\n<ul class=\"facts\">");
         for (key, why) in v.violations.iter().take(LISTED) {
-            let _ = write!(
+            let _ = writeln!(
                 out,
-                "<li><code>{}</code> {}</li>\n",
+                "<li><code>{}</code> {}</li>",
                 line(key, secrets),
                 line(why, secrets)
             );
         }
         if v.violating_keys > LISTED.min(v.violations.len()) {
-            let _ = write!(
+            let _ = writeln!(
                 out,
-                "<li>… {} more in the JSON report</li>\n",
+                "<li>… {} more in the JSON report</li>",
                 v.violating_keys - LISTED.min(v.violations.len())
             );
         }
@@ -125,9 +125,9 @@ fn statuses(counts: &BTreeMap<String, u64>) -> String {
     let mut out = svg::open("statuses", height, "requests per status");
     for (i, (status, n)) in counts.iter().enumerate() {
         let y = 2.0 + i as f64 * row;
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "<g><title>{status}: {n} requests</title><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{status}</text><rect class=\"{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/><text class=\"a\" x=\"{}\" y=\"{}\">{n}</text></g>\n",
+            "<g><title>{status}: {n} requests</title><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{status}</text><rect class=\"{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/><text class=\"a\" x=\"{}\" y=\"{}\">{n}</text></g>",
             px(x0 - 8.0),
             px(y + 15.0),
             class_of(status),
@@ -213,9 +213,9 @@ fn histograms(rows: &[Latency]) -> String {
                 .position(|b| (b - upper).abs() < 1e-9)
                 .unwrap_or(0);
             let h = (*n as f64 / fullest * (band - 20.0)).max(1.0);
-            let _ = write!(
+            let _ = writeln!(
                 out,
-                "<g><title>{}: {n} requests up to {} ms</title><rect class=\"{class}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/></g>\n",
+                "<g><title>{}: {n} requests up to {} ms</title><rect class=\"{class}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/></g>",
                 esc(r.class),
                 bound(*upper),
                 px(x0 + j as f64 * slot + 1.0),
@@ -245,9 +245,9 @@ fn percentiles(rows: &[Latency]) -> String {
         "<table class=\"nums\"><thead><tr><th>latency ms</th><th>count</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr></thead><tbody>",
     );
     for r in rows {
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "<tr><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td></tr>\n",
+            "<tr><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td></tr>",
             esc(r.class),
             r.count,
             r.p50_ms,
@@ -264,7 +264,7 @@ fn percentiles(rows: &[Latency]) -> String {
 fn release(v: &StressView) -> String {
     let mut out = String::from("<ul class=\"facts\">");
     for (how, n) in v.released {
-        let _ = write!(out, "<li>{n} released {}</li>\n", esc(how));
+        let _ = writeln!(out, "<li>{n} released {}</li>", esc(how));
     }
     out.push_str("</ul>\n");
     let [p50, p90, max] = v.spread_us;
