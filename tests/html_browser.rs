@@ -1,5 +1,6 @@
 //! The HTML report in a real browser. The binary writes pages for a run against the reference
-//! server with the race fault, a stress run and a client run; headless Chromium (Debian's
+//! server with the race fault, a `run --openapi` over its two operations, a stress run and a
+//! client run; headless Chromium (Debian's
 //! `chromium`, which `scripts/test` installs) opens each, and the test checks through the
 //! DevTools protocol that the page renders with no console error and fetches nothing but
 //! itself, runs no script, opens its FAIL probes, and lays out its SVG charts; then it takes a
@@ -197,6 +198,8 @@ struct Seen {
     png: Vec<u8>,
     /// The page's size in CSS pixels.
     size: (f64, f64),
+    /// Sections of probes (one per operation of `run --openapi`).
+    sections: u64,
 }
 
 /// What a page lays out, as the test reads it from the DOM.
@@ -206,7 +209,8 @@ const LOOK: &str = r#"(() => {
   const charts = [...document.querySelectorAll('svg.chart')]
     .filter(s => s.closest('details:not([open])') === null)
     .map(s => { const r = s.getBoundingClientRect(); return [s.getAttribute('class'), r.width, r.height]; });
-  return {probes, charts, scripts: document.scripts.length};
+  return {probes, charts, scripts: document.scripts.length,
+          sections: document.querySelectorAll('section.probes').length};
 })()"#;
 
 /// Opens `page` in the browser and checks what every page must do: load with no console
@@ -317,6 +321,7 @@ fn open_page(page: &Path, shot_name: &str) -> Seen {
         charts,
         png,
         size: (w, h),
+        sections: look["sections"].as_u64().unwrap(),
     }
 }
 
@@ -379,6 +384,55 @@ fn the_race_page_renders_in_chromium() {
     assert!(drawn(&seen, "arrival") >= 1, "{:?}", seen.charts);
     assert!(drawn(&seen, "timeline") >= 1, "{:?}", seen.charts);
     assert!(seen.png.len() > 10_000 && seen.size.1 > 900.0);
+}
+
+/// `run --openapi` over the reference server's own document under the race fault: one section
+/// per operation, each FAILing concurrent-duplicates open with its burst drawn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_page_renders_in_chromium() {
+    if !browser_present() {
+        return;
+    }
+    let reference =
+        idem_check::reference::Reference::start(Some(idem_reference_server::Fault::Race))
+            .await
+            .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("openapi.html");
+    let mut cmd = bin();
+    cmd.args(["run", "--openapi"])
+        .arg(format!("{}/openapi.json", reference.base))
+        .arg("-H")
+        .arg(format!("Authorization: Bearer {}", reference.token(0)))
+        .args([
+            "--probe",
+            "first-request",
+            "--probe",
+            "concurrent-duplicates",
+        ])
+        .arg("--report-html")
+        .arg(&page);
+    let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    reference.stop().await.unwrap();
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let seen = tokio::task::spawn_blocking(move || open_page(&page, "openapi"))
+        .await
+        .unwrap();
+    assert_eq!(seen.sections, 2);
+    let failed: Vec<&str> = seen
+        .probes
+        .iter()
+        .filter(|p| p.1 == "FAIL")
+        .map(|p| p.0.as_str())
+        .collect();
+    assert!(
+        failed.contains(&"o1-concurrent-duplicates"),
+        "{:?}",
+        seen.probes
+    );
+    assert!(drawn(&seen, "arrival") >= failed.len(), "{:?}", seen.charts);
 }
 
 /// A stress page over the race fault: the load charts (statuses, latency histograms, burst

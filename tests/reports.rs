@@ -1187,3 +1187,41 @@ fn operations_page_matches_its_golden() {
     );
     golden("html/operations.html", &page);
 }
+
+/// A probe with 300 exchanges of 100 KB bodies: the page stays within its bound, says what it
+/// left out, and keeps the transcripts the FAIL's checks cite (failures spend the budget first).
+#[test]
+fn the_page_stays_bounded_and_keeps_the_failure_s_evidence() {
+    let mut report = mixed();
+    let big = vec![b'x'; 100_000];
+    let mut noisy = report.probes[0].clone();
+    noisy.exchanges = (1..=300)
+        .map(|n| {
+            exchange(
+                n,
+                &format!("retry {n}/300"),
+                n as f64,
+                1.0,
+                request("POST", "/api/payments", Some(KEY), &big),
+                Some(response(201, "application/json", &big)),
+            )
+        })
+        .collect();
+    report.probes.insert(0, noisy);
+    let page = html::render(&report, &as_file(Format::Html));
+    assert!(page.len() < 1024 * 1024, "{} bytes", page.len());
+    assert!(page.contains("transcript left out"));
+    assert!(page.contains("of the evidence left out to keep the page within its size bound"));
+    let (elements, _) = parse_page(&page);
+    let dumped = |id: &str| {
+        let at = elements
+            .iter()
+            .position(|e| e.attr("id") == Some(id))
+            .unwrap();
+        elements[at + 1..]
+            .iter()
+            .take_while(|e| e.name != "details")
+            .any(|e| e.attr("class") == Some("dump"))
+    };
+    assert!(dumped("replay-identity-x2") && dumped("replay-identity-x3"));
+}

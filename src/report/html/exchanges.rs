@@ -38,6 +38,17 @@ impl Budget {
         }
     }
 
+    /// Whether a piece of at least `bytes` could still fit: lets a caller skip rendering what
+    /// would be refused anyway.
+    pub fn could_fit(&mut self, bytes: usize) -> bool {
+        if bytes <= self.left {
+            true
+        } else {
+            self.left_out += 1;
+            false
+        }
+    }
+
     /// `piece` if it fits in what is left (and spends it), else `None`.
     pub fn take(&mut self, piece: String) -> Option<String> {
         if piece.len() <= self.left {
@@ -86,7 +97,7 @@ pub fn table(
         rows.push(budget.take(cells(&ExchangeLine::of(e, &opts.secrets, &opts.key_header))));
     }
     for (i, e) in order.collect::<Vec<_>>() {
-        if rows[i].is_some() {
+        if rows[i].is_some() && budget.could_fit(smallest_transcript(e, opts.max_body)) {
             dumps[i] = budget.take(transcript(e, opts));
         }
     }
@@ -158,6 +169,14 @@ fn cells(l: &ExchangeLine) -> String {
     )
 }
 
+/// Fewer bytes than the transcript of `e` can take: half of its bodies as cut (masking can
+/// shorten a body, escaping only lengthens it), so that a transcript that cannot fit is not
+/// rendered, which for large bodies is most of the work.
+fn smallest_transcript(e: &Exchange, max_body: usize) -> usize {
+    let body = |b: &[u8]| b.len().min(max_body);
+    (body(&e.request.body) + e.response.as_ref().map_or(0, |r| body(&r.body))) / 2
+}
+
 /// The request and response transcript of `e`, as the other formats print it.
 fn transcript(e: &Exchange, opts: &RenderOptions) -> String {
     // The first line names the exchange, which its row already does.
@@ -189,6 +208,7 @@ mod tests {
         assert_eq!(b.take("12345678".into()).as_deref(), Some("12345678"));
         assert_eq!(b.take("123".into()), None);
         assert_eq!(b.take("12".into()).as_deref(), Some("12"));
-        assert_eq!(b.left_out, 1);
+        assert!(!b.could_fit(1));
+        assert_eq!(b.left_out, 2);
     }
 }
