@@ -1,6 +1,6 @@
 //! The HTML report in a real browser. The binary writes pages for a run against the reference
-//! server with the race fault, a `run --openapi` over its two operations, a stress run and a
-//! client run; headless Chromium (Debian's
+//! server with the race fault, a `run --openapi` over its two operations, a run against a server
+//! that echoes control bytes back, a stress run and a client run; headless Chromium (Debian's
 //! `chromium`, which `scripts/test` installs) opens each, and the test checks through the
 //! DevTools protocol that the page renders with no console error and fetches nothing but
 //! itself, runs no script, opens its FAIL probes, and lays out its SVG charts; then it takes a
@@ -433,6 +433,44 @@ async fn the_openapi_page_renders_in_chromium() {
         seen.probes
     );
     assert!(drawn(&seen, "arrival") >= failed.len(), "{:?}", seen.charts);
+}
+
+/// A server that echoes every refused key, control bytes and all, in a response header
+/// (tests/data/hostile.py --echo-key), under the key-syntax probes, which send such bytes on
+/// purpose: the page holds no raw control character, shows the bytes as escapes, and renders
+/// with no console error.
+#[test]
+fn a_page_of_echoed_control_bytes_renders_in_chromium() {
+    if !browser_present() {
+        return;
+    }
+    let server = common::python::start("tests/data/hostile.py", &["--echo-key"]);
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("echo.html");
+    let o = bin()
+        .arg("run")
+        .arg(format!("{}/pay", server.base))
+        .args(["-H", "Content-Type: application/json"])
+        .args(["-d", r#"{"amount":5,"ref":"{{unique}}"}"#])
+        .args(["--count-url", &format!("{}/count", server.base)])
+        .args(["--probe", "key-syntax", "--timeout", "3s", "--strict"])
+        .arg("--report-html")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(page.is_file(), "{}", text(&o));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        !html
+            .chars()
+            .any(|c| c.is_control() && c != '\n' && c != '\t'),
+        "a raw control character on the page"
+    );
+    assert!(html.contains("x-echo-key: "), "the echoed header is shown");
+    let escaped = (0u8..0x20).any(|b| html.contains(&format!("\\x{b:02X}")));
+    assert!(escaped, "no control byte shown as an escape");
+    let seen = open_page(&page, "echo");
+    assert!(seen.probes.len() >= 5, "{:?}", seen.probes);
 }
 
 /// A stress page over the race fault: the load charts (statuses, latency histograms, burst
