@@ -172,9 +172,10 @@ impl OpenApiReport {
             .iter()
             .map(|s| format!("{} {} {} — {}", s.operation_id, s.method, s.path, s.reason))
             .collect();
+        // The document may be a URL with credentials in it.
+        let document = opts.secrets.url_for_text(&self.document);
         let facts = vec![format!(
-            "{} ({}) · {} operation{} · {} {}",
-            self.document,
+            "{document} ({}) · {} operation{} · {} {}",
             self.version,
             self.operations.len(),
             if self.operations.len() == 1 { "" } else { "s" },
@@ -182,7 +183,7 @@ impl OpenApiReport {
             self.tool.version
         )];
         report::html::render_operations(
-            &format!("idem-check · {}", self.document),
+            &format!("idem-check · {document}"),
             &facts,
             &self.summary,
             self.duration_ms,
