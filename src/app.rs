@@ -76,6 +76,7 @@ pub(crate) fn report_files(args: &ReportArgs) -> Result<Vec<ReportFile>> {
         (Format::Junit, &args.junit),
         (Format::Json, &args.json),
         (Format::Markdown, &args.markdown),
+        (Format::Html, &args.html),
     ]);
     report::format::prepare(&files).map_err(AppError::runtime)?;
     Ok(files)

@@ -401,8 +401,13 @@ pub struct ReportArgs {
     #[arg(long = "report-markdown", value_name = "FILE")]
     pub markdown: Option<PathBuf>,
 
+    /// Write one self-contained HTML page: verdicts, evidence, and the bursts and timings drawn
+    /// (no script, nothing fetched).
+    #[arg(long = "report-html", value_name = "FILE")]
+    pub html: Option<PathBuf>,
+
     /// Cut every body in every output at this many bytes (with its size and SHA-256)
-    /// [default: 2048 terminal, 1024 Markdown, 8192 JUnit, 16384 JSON]
+    /// [default: 2048 terminal, 1024 Markdown, 8192 JUnit and HTML, 16384 JSON]
     #[arg(long, value_name = "BYTES")]
     pub max_body_bytes: Option<usize>,
 

@@ -193,6 +193,8 @@ fn report_args(dir: &Path, prefix: &str) -> Vec<String> {
         p("xml"),
         "--report-markdown".into(),
         p("md"),
+        "--report-html".into(),
+        p("html"),
     ]
 }
 
@@ -210,7 +212,7 @@ fn files(dir: &Path) -> Vec<(PathBuf, String)> {
 }
 
 /// Secrets in every place, echoed back in bodies, headers and URLs: none reaches the terminal,
-/// JUnit, JSON, Markdown, the step summary, the stress reports or the matrix.
+/// JUnit, JSON, Markdown, HTML, the step summary, the stress reports or the matrix.
 #[test]
 fn no_secret_reaches_any_output() {
     let addr = echo_server(Echo {
@@ -277,7 +279,7 @@ fn no_secret_reaches_any_output() {
         outputs.push((path.display().to_string(), t));
     }
     assert!(
-        outputs.len() >= 11,
+        outputs.len() >= 13,
         "{:?}",
         outputs.iter().map(|o| &o.0).collect::<Vec<_>>()
     );
@@ -500,6 +502,7 @@ fn reports_stay_bounded_with_1_mib_bodies() {
         ("JUnit", size("xml"), 1024 * 1024),
         ("JSON", size("json"), 8 * 1024 * 1024),
         ("Markdown", size("md"), 64 * 1024),
+        ("HTML", size("html"), 1024 * 1024),
         (
             "step summary",
             std::fs::metadata(&summary).unwrap().len(),
@@ -516,6 +519,11 @@ fn reports_stay_bounded_with_1_mib_bodies() {
     assert!(
         xml.contains(" bytes more, sha256 "),
         "a cut body names its size and digest"
+    );
+    let page = std::fs::read_to_string(dir.path().join("big.html")).unwrap();
+    assert!(
+        page.contains(" bytes more, sha256 "),
+        "the page cuts bodies too"
     );
 }
 
@@ -554,6 +562,23 @@ fn report_paths_are_prepared_before_the_run() {
     );
     assert!(o.stdout.is_empty(), "the run started: {}", text(&o));
     assert!(start.elapsed() < Duration::from_secs(20));
+    let html = blocker.join("r.html");
+    let html = html.to_str().unwrap();
+    for args in [
+        vec!["run", "--reference", "--report-html", html],
+        vec!["stress", "--reference", "--report-html", html],
+        vec!["client", "--report-html", html, "--", "true"],
+    ] {
+        let command = args[0];
+        let o = bin().args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("HTML report"),
+            "{}",
+            text(&o)
+        );
+        assert!(o.stdout.is_empty(), "the {command} started: {}", text(&o));
+    }
 }
 
 /// A reader that goes away (`idem-check list | head -1`) ends the command quietly with 0.

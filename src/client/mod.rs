@@ -83,6 +83,10 @@ pub struct ScenarioReport {
     pub credentials: Vec<String>,
     /// Empty under `--listen`.
     pub runs: Vec<RunRecord>,
+    /// The attempts on a time axis, for the HTML page (the JSON report has them in full under
+    /// the checks).
+    #[serde(skip)]
+    pub lane: crate::report::html::Lane,
 }
 
 /// Everything `idem-check client` found.
@@ -314,6 +318,7 @@ fn build(
         scenarios: records
             .into_iter()
             .map(|r| ScenarioReport {
+                lane: lane(&r, opts.timeout),
                 id: r.scenario.id,
                 what: r.scenario.what,
                 base_url: r.base_url,
@@ -329,6 +334,62 @@ fn build(
                 runs: r.runs,
             })
             .collect(),
+    }
+}
+
+/// A scenario as the HTML page draws it: each attempt with whether it kept the key and the
+/// payload of the attempt before it of the same operation (the rule of the client checks), and
+/// each run of the command.
+fn lane(r: &ScenarioRecord, timeout: Duration) -> crate::report::html::Lane {
+    use crate::report::html::{Lane, LaneAttempt, LaneRun, Sameness};
+    let attempts = r
+        .attempts
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let previous = r.attempts[..i]
+                .iter()
+                .rev()
+                .find(|p| p.operation == a.operation && p.op == a.op);
+            let same = |same: bool| {
+                if same {
+                    Sameness::Same
+                } else {
+                    Sameness::Changed
+                }
+            };
+            LaneAttempt {
+                op: a.op,
+                operation: a.operation,
+                start_ms: a.exchange.start_ms,
+                duration_ms: a.exchange.duration_ms,
+                status: a.exchange.status(),
+                key: match (&a.key, previous) {
+                    (None, _) => Sameness::Absent,
+                    (Some(_), None) => Sameness::First,
+                    (Some(_), Some(p)) => same(a.same_key_as(p)),
+                },
+                payload: previous.map_or(Sameness::First, |p| same(a.payload == p.payload)),
+            }
+        })
+        .collect();
+    Lane {
+        scenario: r.scenario.id.to_string(),
+        what: r.scenario.what.to_string(),
+        operations: r.scenario.runs,
+        attempts,
+        runs: r
+            .runs
+            .iter()
+            .map(|run| LaneRun {
+                run: run.run,
+                start_ms: run.start_ms,
+                duration_ms: run.duration_ms,
+                exit: run.exit.describe(timeout),
+                success: run.exit.success(),
+            })
+            .collect(),
+        payments: r.payments,
     }
 }
 
