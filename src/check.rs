@@ -5,6 +5,8 @@
 //! acceptable value), `actual`, and the numbers of the exchanges it looked at. This keeps the
 //! evidence uniform across probes and renderers (h2spec's `verifier.go`, hurl's `AssertResult`).
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 
 use crate::effects::Executions;
@@ -49,6 +51,47 @@ pub struct CheckSpec {
     pub expect: Vec<u16>,
 }
 
+/// What kind of difference a failed check saw, so a failure is deferred to a failed
+/// prerequisite only when it shows the same symptom (a 409 on every repeat after
+/// `replay-identity` failed with 409s), never because the prerequisite failed for another reason.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Symptom {
+    /// Answered with statuses the check did not accept (a refusal or conflict): those statuses.
+    Status(BTreeSet<u16>),
+    /// More (or fewer) executions than the check allows.
+    Executions,
+    /// A response header missing or different: its name, lower-case.
+    Header(String),
+    /// A body, or a resource id read from it, differs.
+    Body,
+    /// Anything else (no response, problem details, an overlap); shared with nothing.
+    #[default]
+    Other,
+}
+
+impl Symptom {
+    /// The statuses of `exchanges` (those that got a response), as a status symptom.
+    fn statuses<'a>(exchanges: impl IntoIterator<Item = &'a Exchange>) -> Self {
+        let set: BTreeSet<u16> = exchanges.into_iter().filter_map(|e| e.status()).collect();
+        if set.is_empty() {
+            Symptom::Other
+        } else {
+            Symptom::Status(set)
+        }
+    }
+
+    /// Whether two failures show the same symptom: a status in common, the same header, or the
+    /// same kind of difference. [`Symptom::Other`] is never shared.
+    pub fn shared_with(&self, other: &Symptom) -> bool {
+        match (self, other) {
+            (Symptom::Status(a), Symptom::Status(b)) => !a.is_disjoint(b),
+            (Symptom::Header(a), Symptom::Header(b)) => a == b,
+            (Symptom::Executions, Symptom::Executions) | (Symptom::Body, Symptom::Body) => true,
+            _ => false,
+        }
+    }
+}
+
 /// The result of comparing one observation with its expectation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Check {
@@ -61,6 +104,9 @@ pub struct Check {
     pub actual: String,
     /// The exchanges this check compared (`#n`).
     pub exchanges: Vec<usize>,
+    /// What kind of difference it saw when it failed (read by the runner's root causes).
+    #[serde(skip)]
+    pub symptom: Symptom,
 }
 
 impl Check {
@@ -79,7 +125,16 @@ impl Check {
             expected,
             actual,
             exchanges,
+            symptom: Symptom::Other,
         }
+    }
+
+    /// The check with the symptom it shows when it fails.
+    fn showing(mut self, symptom: Symptom) -> Self {
+        if !self.passed {
+            self.symptom = symptom;
+        }
+        self
     }
 }
 
@@ -97,6 +152,7 @@ pub fn status_in(spec: &CheckSpec, ex: &Exchange) -> Check {
         ex.status_text(),
         vec![ex.n],
     )
+    .showing(Symptom::statuses([ex]))
 }
 
 /// Every exchange got a status within `lo..=hi` (e.g. 400..=499 for "a 4xx").
@@ -161,7 +217,8 @@ fn every_status(
     } else {
         offenders(&bad)
     };
-    Check::from_spec(spec, bad.is_empty(), expected, actual, nums(exchanges))
+    let symptom = Symptom::statuses(exchanges.iter().copied().filter(|e| !ok(e.status())));
+    Check::from_spec(spec, bad.is_empty(), expected, actual, nums(exchanges)).showing(symptom)
 }
 
 /// "#n status" for each exchange `pick` selects.
@@ -188,6 +245,7 @@ pub fn status_not_in(spec: &CheckSpec, ex: &Exchange, forbidden: &[u16]) -> Chec
         actual_with_error(ex),
         vec![ex.n],
     )
+    .showing(Symptom::statuses([ex]))
 }
 
 /// The exchange got a 2xx: the operation was accepted.
@@ -200,6 +258,7 @@ pub fn success(spec: &CheckSpec, ex: &Exchange) -> Check {
         actual_with_error(ex),
         vec![ex.n],
     )
+    .showing(Symptom::statuses([ex]))
 }
 
 /// Both exchanges got the same status.
@@ -213,7 +272,13 @@ pub fn same_status(spec: &CheckSpec, original: &Exchange, retries: &[&Exchange])
     } else {
         capped(&bad)
     };
-    Check::from_spec(spec, bad.is_empty(), vec![want], actual, nums(&all))
+    let symptom = Symptom::statuses(
+        retries
+            .iter()
+            .copied()
+            .filter(|e| e.status() != original.status()),
+    );
+    Check::from_spec(spec, bad.is_empty(), vec![want], actual, nums(&all)).showing(symptom)
 }
 
 /// Every retry's body is byte-identical to the original's. On a difference, expected and
@@ -257,7 +322,7 @@ pub fn same_body(spec: &CheckSpec, original: &Exchange, retries: &[&Exchange]) -
     } else {
         actual
     };
-    Check::from_spec(spec, false, vec![expected], actual, cited)
+    Check::from_spec(spec, false, vec![expected], actual, cited).showing(Symptom::Body)
 }
 
 /// The two bodies around their first differing byte: `byte 57: …"createdAt":"2026-11-30T0…`.
@@ -306,6 +371,11 @@ pub fn replayed(
         show(&retry),
         vec![original.0.n, retry.0.n],
     )
+    .showing(if retry.0.status() != original.0.status() {
+        Symptom::statuses([retry.0])
+    } else {
+        Symptom::Body
+    })
 }
 
 /// `text` on one line, cut at `max` characters.
@@ -335,6 +405,7 @@ pub fn same_header(spec: &CheckSpec, name: &str, original: &Exchange, retry: &Ex
         show(&b),
         vec![original.n, retry.n],
     )
+    .showing(Symptom::Header(name.to_ascii_lowercase()))
 }
 
 /// The values (e.g. resource ids) read from the exchanges are all the same, or all different.
@@ -369,6 +440,7 @@ pub fn values_relation(
         actual,
         values.iter().map(|(n, _)| *n).collect(),
     )
+    .showing(Symptom::Body)
 }
 
 /// The number of executions observed equals what was expected (`executions` comes from
@@ -430,6 +502,7 @@ fn execution_check(
         format!("{observed} execution{}", plural(observed)),
         exchanges,
     )
+    .showing(Symptom::Executions)
 }
 
 /// [`executions_at_most`] for a count from [`crate::effects`], citing the exchanges it was
@@ -487,6 +560,7 @@ pub fn header_present(spec: &CheckSpec, name: &str, exchanges: &[&Exchange]) -> 
         actual,
         nums(exchanges),
     )
+    .showing(Symptom::Header(name.to_ascii_lowercase()))
 }
 
 /// The response body does not contain `secret` (e.g. another tenant's resource id).

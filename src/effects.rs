@@ -186,17 +186,50 @@ impl Meter {
         earlier: &[&Exchange],
         attempts: &[&Exchange],
     ) -> Result<Executions, String> {
-        let exchanges: Vec<usize> = attempts.iter().map(|e| e.n).collect();
         if let (Some(c), Some(b), Some(a)) = (&self.counter, before.value, after.value) {
             let count = sane_delta(b, a, after.sent.saturating_sub(before.sent))?;
             return Ok(Executions {
                 count,
                 basis: format!("counter {} ({b} before, {a} after)", c.describe()),
-                exchanges,
+                exchanges: attempts.iter().map(|e| e.n).collect(),
             });
         }
+        self.count_by_identity(earlier, attempts, "")
+    }
+
+    /// [`Meter::count`] across a restart of the target: a counter kept in memory starts again
+    /// from zero, so when it went backwards and ids are available, the probe is judged by ids
+    /// (the same id after the restart is the replay, a new id a new execution) and the basis
+    /// says so. Without ids the backwards counter leaves the probe unjudged, as `count` does.
+    pub fn count_across_restart(
+        &self,
+        before: &Reading,
+        after: &Reading,
+        earlier: &[&Exchange],
+        attempts: &[&Exchange],
+    ) -> Result<Executions, String> {
+        let went_back = matches!((before.value, after.value), (Some(b), Some(a)) if a < b);
+        if self.counter.is_none() || !went_back || !matches!(self.identity, Identity::Ids(_)) {
+            return self.count(before, after, earlier, attempts);
+        }
+        let (b, a) = (before.value.unwrap_or(0), after.value.unwrap_or(0));
+        let why = format!(
+            " (judged by ids: the counter reset across the restart, {b} before, {a} after)"
+        );
+        self.count_by_identity(earlier, attempts, &why)
+    }
+
+    /// Executions counted by ids or bodies: the `attempts`' distinct identities not already
+    /// seen on `earlier`; `why` is appended to the basis (why the counter was not used).
+    fn count_by_identity(
+        &self,
+        earlier: &[&Exchange],
+        attempts: &[&Exchange],
+        why: &str,
+    ) -> Result<Executions, String> {
+        let exchanges: Vec<usize> = attempts.iter().map(|e| e.n).collect();
         let basis = match &self.identity {
-            Identity::Ids(p) => format!("distinct resource ids at {p} in 2xx bodies"),
+            Identity::Ids(p) => format!("distinct resource ids at {p} in 2xx bodies{why}"),
             Identity::Bodies => {
                 "distinct 2xx bodies (weak basis: give --id-pointer or --count-url)".into()
             }
@@ -461,6 +494,38 @@ mod tests {
         assert!(back.unwrap_err().contains("from 5 to 3"));
         let jump = m.count(&r(Some(5), 0), &r(Some(u64::MAX), 2), &[], &[&a]);
         assert!(jump.unwrap_err().contains("while 2 requests were sent"));
+    }
+
+    /// A counter that went backwards across a restart (kept in memory) is replaced by ids for
+    /// that probe: the same id after the restart is the replay (1 execution), a new id a second
+    /// one. Without ids the probe stays unjudged; a counter that did not go back is still used.
+    #[test]
+    fn a_counter_reset_by_the_restart_falls_back_to_ids() {
+        let original = ex(1, 201, r#"{"id":"p1"}"#);
+        let replay = ex(2, 201, r#"{"id":"p1"}"#);
+        let again = ex(3, 201, r#"{"id":"p2"}"#);
+        let (before, reset) = (r(Some(7), 0), r(Some(0), 2));
+        let m = meter(true, true);
+        let e = m
+            .count_across_restart(&before, &reset, &[], &[&original, &replay])
+            .unwrap();
+        assert_eq!(e.count, 1);
+        assert!(
+            e.basis
+                .contains("judged by ids: the counter reset across the restart, 7 before, 0 after"),
+            "{}",
+            e.basis
+        );
+        let e = m
+            .count_across_restart(&before, &reset, &[], &[&original, &again])
+            .unwrap();
+        assert_eq!(e.count, 2);
+        let blind = meter(true, false).count_across_restart(&before, &reset, &[], &[&original]);
+        assert!(blind.unwrap_err().contains("from 7 to 0"));
+        let kept = m
+            .count_across_restart(&before, &r(Some(8), 2), &[], &[&original, &replay])
+            .unwrap();
+        assert!(kept.basis.starts_with("counter"), "{}", kept.basis);
     }
 
     #[test]

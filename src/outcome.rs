@@ -145,6 +145,7 @@ mod tests {
             expected: vec!["1".into()],
             actual: if passed { "1" } else { "2" }.into(),
             exchanges: vec![1],
+            symptom: Default::default(),
         }
     }
 

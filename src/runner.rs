@@ -201,13 +201,14 @@ fn finish(
 }
 
 /// Settles root causes once every probe has run, whatever their order: a FAIL (or WARN) without
-/// a failed critical check, one of whose prerequisites FAILs too, says nothing new and becomes
-/// INCONCLUSIVE naming it. Critical failures (a duplicated effect, a leak) always stay FAIL.
+/// a failed critical check, one of whose prerequisites FAILs with the same symptom (every failed
+/// check of the probe shares its [`crate::check::Symptom`] with a failed check of the
+/// prerequisite), says nothing new and becomes INCONCLUSIVE naming it. A failure with another
+/// cause stays, and critical failures (a duplicated effect, a leak) always stay FAIL.
 fn defer_to_prerequisites(reports: &mut [ProbeReport], defs: &[ProbeDef]) {
-    let failed: Vec<&'static str> = reports
+    let failed: Vec<&ProbeReport> = reports
         .iter()
         .filter(|p| p.outcome == Outcome::Fail)
-        .map(|p| p.id)
         .collect();
     let deferrable: Vec<&'static str> = reports
         .iter()
@@ -217,31 +218,46 @@ fn defer_to_prerequisites(reports: &mut [ProbeReport], defs: &[ProbeDef]) {
                 .iter()
                 .any(|c| !c.passed && c.severity == crate::check::Severity::Critical)
         })
+        .filter(|p| !failing(p).is_empty())
         .map(|p| p.id)
         .collect();
-    // The failed prerequisite a probe's failure follows from, if any.
+    // The failed prerequisite a probe's failure follows from, if any: one whose failed checks
+    // show every symptom the probe's own failed checks show. A failure with another cause is
+    // the probe's own, whatever else failed.
     let cause_of = |id: &str| -> Option<&'static str> {
         if !deferrable.contains(&id) {
             return None;
         }
         let def = defs.iter().find(|d| d.meta.id == id)?;
+        let own = failing(reports.iter().find(|p| p.id == id)?);
         failed
             .iter()
-            .copied()
-            .find(|f| def.meta.prerequisites.contains(f))
+            .filter(|f| def.meta.prerequisites.contains(&f.id))
+            .find(|f| {
+                let seen = failing(f);
+                own.iter()
+                    .all(|c| seen.iter().any(|s| c.symptom.shared_with(&s.symptom)))
+            })
+            .map(|f| f.id)
     };
-    for report in reports.iter_mut() {
-        let Some(mut root) = cause_of(report.id) else {
-            continue;
-        };
-        // Follow the chain to a failure that does not itself follow from another one;
-        // prerequisites form no cycle, and the catalog bounds the walk.
-        for _ in 0..defs.len() {
-            match cause_of(root) {
-                Some(next) => root = next,
-                None => break,
+    let causes: Vec<(usize, &'static str)> = reports
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let mut root = cause_of(r.id)?;
+            // Follow the chain to a failure that does not itself follow from another one;
+            // prerequisites form no cycle, and the catalog bounds the walk.
+            for _ in 0..defs.len() {
+                match cause_of(root) {
+                    Some(next) => root = next,
+                    None => break,
+                }
             }
-        }
+            Some((i, root))
+        })
+        .collect();
+    for (i, root) in causes {
+        let report = &mut reports[i];
         // The prerequisite's own entry has its message; repeating it here would double every
         // line that quotes a server's body.
         report.reason = format!(
@@ -250,6 +266,15 @@ fn defer_to_prerequisites(reports: &mut [ProbeReport], defs: &[ProbeDef]) {
         );
         report.outcome = Outcome::Inconclusive;
     }
+}
+
+/// The checks whose failure made a probe FAIL or WARN (an info check never does).
+fn failing(report: &ProbeReport) -> Vec<&crate::check::Check> {
+    report
+        .checks
+        .iter()
+        .filter(|c| !c.passed && c.severity > crate::check::Severity::Info)
+        .collect()
 }
 
 /// Executions that landed between a probe's last counter reading and the next probe's first
@@ -291,6 +316,7 @@ fn skipped_report(def: &ProbeDef, outcome: Outcome, reason: String) -> ProbeRepo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::check::Symptom;
     use crate::config::{RunOptions, TargetSpec};
 
     /// Executions that landed after a probe ended are charged to it: its PASS built on counts
@@ -337,5 +363,102 @@ mod tests {
             "{}",
             report.reason
         );
+    }
+
+    /// A failed check of `severity` showing `symptom`.
+    fn failed_check(severity: crate::check::Severity, symptom: Symptom) -> crate::check::Check {
+        crate::check::Check {
+            id: "c".into(),
+            what: "w".into(),
+            severity,
+            passed: false,
+            expected: vec![],
+            actual: String::new(),
+            exchanges: vec![],
+            symptom,
+        }
+    }
+
+    fn with_checks(
+        def: &ProbeDef,
+        outcome: Outcome,
+        checks: Vec<crate::check::Check>,
+    ) -> ProbeReport {
+        let mut report = skipped_report(def, outcome, "own reason".into());
+        report.checks = checks;
+        report
+    }
+
+    /// A failure is deferred to a failed prerequisite only when it shows the prerequisite's
+    /// symptom: bare-token's WARN from a second execution and key-parameters' WARN from a
+    /// refusal stay WARN beside a replay-identity that failed on a missing Location; the same
+    /// refusal after a quoted-key refused with 400 is deferred, and only replay-identity's own
+    /// symptom (a 409) defers a failure to it.
+    #[test]
+    fn only_the_prerequisites_symptom_is_deferred() {
+        use crate::check::Severity::{Recommended, Required};
+        let defs = [
+            probes::replay_identity::PROBE,
+            probes::quoted_key::PROBE,
+            probes::bare_token::PROBE,
+            probes::key_parameters::PROBE,
+            probes::concurrent_duplicates::PROBE,
+        ];
+        let status = |s: u16| Symptom::Status([s].into());
+        let location = || Symptom::Header("location".into());
+        let run = |quoted: Outcome, replay: Symptom| {
+            let mut reports = vec![
+                with_checks(
+                    &defs[0],
+                    Outcome::Fail,
+                    vec![failed_check(Required, replay)],
+                ),
+                with_checks(&defs[1], quoted, vec![failed_check(Required, status(400))]),
+                with_checks(
+                    &defs[2],
+                    Outcome::Warn,
+                    vec![failed_check(Recommended, Symptom::Executions)],
+                ),
+                with_checks(
+                    &defs[3],
+                    Outcome::Warn,
+                    vec![failed_check(Recommended, status(400))],
+                ),
+                with_checks(
+                    &defs[4],
+                    Outcome::Fail,
+                    vec![failed_check(Required, status(409))],
+                ),
+            ];
+            defer_to_prerequisites(&mut reports, &defs);
+            reports
+                .iter()
+                .map(|r| (r.id, r.outcome, r.reason.clone()))
+                .collect::<Vec<_>>()
+        };
+        let seen = run(Outcome::Fail, location());
+        let outcomes: Vec<Outcome> = seen.iter().map(|r| r.1).collect();
+        assert_eq!(
+            outcomes,
+            [
+                Outcome::Fail,
+                Outcome::Fail,
+                Outcome::Warn,
+                Outcome::Inconclusive,
+                Outcome::Fail
+            ],
+            "{seen:?}"
+        );
+        assert!(
+            seen[3].2.starts_with("prerequisite quoted-key failed"),
+            "{seen:?}"
+        );
+        let seen = run(Outcome::Pass, status(409));
+        assert_eq!(seen[4].1, Outcome::Inconclusive, "{seen:?}");
+        assert!(
+            seen[4].2.starts_with("prerequisite replay-identity failed"),
+            "{seen:?}"
+        );
+        assert_eq!(seen[2].1, Outcome::Warn, "{seen:?}");
     }
 }

@@ -369,6 +369,54 @@ fn bare_keys_only_fail_quoted_key_and_the_rest_runs_bare() {
     );
 }
 
+/// Two defects with two causes: quoted keys refused with 400, and replays without their
+/// `Location`. quoted-key FAILs on the refusal and replay-identity on the missing header; neither
+/// is deferred to the other, since they show different symptoms. escaped-key and
+/// key-parameters are refused for the quotes alone (the same 400): they follow from quoted-key,
+/// and the root cause counts exactly those two.
+#[test]
+fn quoted_keys_refused_and_replays_without_location_are_two_failures() {
+    let run = expect(
+        "replay_without_location",
+        &[],
+        &full(),
+        &[
+            ("quoted-key", "FAIL"),
+            ("replay-identity", "FAIL"),
+            ("escaped-key", "INCONCLUSIVE"),
+            ("key-parameters", "INCONCLUSIVE"),
+        ],
+        4,
+    );
+    assert_says(
+        run.reason("quoted-key"),
+        "got 400",
+        "quoted-key fails on the refusal",
+    );
+    assert_says(
+        run.reason("replay-identity"),
+        "no location",
+        "replay-identity fails on the missing header",
+    );
+    for id in ["escaped-key", "key-parameters"] {
+        assert_says(
+            run.reason(id),
+            "prerequisite quoted-key",
+            "names its own cause",
+        );
+    }
+    assert_says(
+        &run.stdout,
+        "quoted-key fails: 2 other FAILs follow from it",
+        "counts only what was deferred",
+    );
+    assert!(
+        !run.stdout.contains("replay-identity fails:"),
+        "nothing follows from the missing header\n{}",
+        run.stdout
+    );
+}
+
 /// A correct API that echoes the raw key in a response header, control characters and all:
 /// the refusals of malformed keys are still read as refusals, so everything PASSes.
 #[test]

@@ -118,3 +118,39 @@ fn every_probe_is_broken_by_some_fault() {
         .collect();
     assert!(never.is_empty(), "probes no fault makes FAIL: {never:?}");
 }
+
+/// Severity follows what was seen: under `concurrent-500` the duplicates sent while the owner is
+/// held get 500 while the key stays claimed, and the operation executes once. That is a wrong
+/// answer, not a duplicated effect, so `loser-does-not-unlock` FAILs as required: its
+/// `still-refused` check fails as required, `one-execution` (critical) passes, and the run exits
+/// with the FAIL code.
+#[test]
+fn duplicates_answered_500_fail_as_required_not_critical() {
+    let o = common::binary::bin()
+        .args([
+            "run",
+            "--reference",
+            "--reference-fault",
+            "concurrent-500",
+            "--probe",
+            "loser-does-not-unlock",
+        ])
+        .output()
+        .expect("idem-check runs");
+    let all = common::binary::text(&o);
+    assert_eq!(o.status.code(), Some(4), "{all}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("loser-does-not-unlock  FAIL (required)"),
+        "{all}"
+    );
+    assert!(
+        out.contains("✗ required  every duplicate sent while the owner is held is refused"),
+        "{all}"
+    );
+    assert!(
+        out.contains("✓ critical  the owner and its duplicates execute once"),
+        "{all}"
+    );
+    assert!(!out.contains("FAIL (critical)"), "{all}");
+}

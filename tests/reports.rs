@@ -129,6 +129,7 @@ fn check(
         expected: expected.iter().map(|s| s.to_string()).collect(),
         actual: actual.into(),
         exchanges: exchanges.to_vec(),
+        symptom: Default::default(),
     }
 }
 

@@ -295,6 +295,54 @@ fn a_restart_must_be_seen() {
     r.expect("restart-persistence", "INCONCLUSIVE", "not seen to go down");
 }
 
+/// A counter kept in memory starts again from zero at the restart, while the records survive:
+/// with `--id-pointer` restart-persistence is judged by ids (the retry's id is the original's,
+/// so it is the replay) and says so; without ids nothing else can judge it: INCONCLUSIVE.
+#[test]
+fn a_counter_reset_by_the_restart_is_judged_by_ids() {
+    let (_s, base) = start(&["--memory-counter"]);
+    let restart = format!(
+        "python3 -c \"import urllib.request as u; u.urlopen(u.Request('{base}/restart', data=b''))\""
+    );
+    let ready = format!("{base}/ready");
+    let args = |ids: bool| {
+        let mut a = vec![
+            COUNTER[0],
+            COUNTER[1],
+            "--restart-cmd",
+            restart.as_str(),
+            "--ready-url",
+            ready.as_str(),
+            "--probe",
+            "restart-persistence",
+        ];
+        if ids {
+            a.extend(["--id-pointer", "/id"]);
+        }
+        a
+    };
+    let r = run(&base, &args(true));
+    r.expect("restart-persistence", "PASS", "");
+    let probe = r.report["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "restart-persistence")
+        .unwrap();
+    let basis = probe["effect_basis"].as_str().unwrap_or_default();
+    assert!(
+        basis.contains("judged by ids: the counter reset across the restart"),
+        "{basis}\n{}",
+        r.stdout
+    );
+    let r = run(&base, &args(false));
+    r.expect(
+        "restart-persistence",
+        "INCONCLUSIVE",
+        "the counter went from",
+    );
+}
+
 /// An API that accepts only bare keys: quoted-key FAILs (draft-07 §2.1 makes the String the
 /// rule), everything else runs with bare keys, and every report says so.
 #[test]

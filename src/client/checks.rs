@@ -50,6 +50,7 @@ impl ClientCheck {
             expected: vec![expected.into()],
             actual: actual.into(),
             exchanges,
+            symptom: Default::default(),
         }
     }
 }

@@ -850,6 +850,22 @@ impl ProbeCtx {
         Ok(e)
     }
 
+    /// [`ProbeCtx::executions`] across a restart of the target: a counter that reset falls back
+    /// to ids for this probe ([`crate::effects::Meter::count_across_restart`]).
+    pub fn executions_across_restart(
+        &mut self,
+        before: &Reading,
+        after: &Reading,
+        attempts: &[&Exchange],
+    ) -> Result<Executions, String> {
+        let e = self
+            .session
+            .meter
+            .count_across_restart(before, after, &[], attempts)?;
+        self.basis = Some(e.basis.clone());
+        Ok(e)
+    }
+
     /// The check that `counted` is exactly `expected` executions; unjudged when the count
     /// cannot be trusted. A count read from the counter is judged even when a cited exchange
     /// timed out: the counter saw what really executed.

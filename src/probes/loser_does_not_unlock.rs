@@ -1,8 +1,10 @@
 //! `loser-does-not-unlock` — CONTRACT "Enforcement": owner held in flight; duplicate 1 → 409;
-//! duplicate 2 while the owner is still held → duplicate 2 is still refused and nothing executes
-//! twice; the owner's result replays afterwards (critical). Draft-07 §2.6: while the original is
-//! processing, a retry gets a conflict — every retry, not just the first. A refusal path that
-//! releases or deletes the claim hands the key to the next duplicate while the owner still runs.
+//! duplicate 2 while the owner is still held → duplicate 2 is still refused (required) and
+//! nothing executes twice (critical); the owner's result replays afterwards (required). A
+//! duplicate answered 500 while the key stays claimed is a wrong answer, not a second effect,
+//! so it fails as required. Draft-07 §2.6: while the original is processing, a retry gets a
+//! conflict — every retry, not just the first. A refusal path that releases or deletes the claim
+//! hands the key to the next duplicate while the owner still runs.
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
 //! `missing-key` ★ — CONTRACT "Key syntax": the operation without the header → 400 (required);
-//! no effect (critical); problem+json or Link describedby (recommended). Draft-07 §2.7: "If the
+//! no effect (required: one unprotected execution is not a duplicate); problem+json or Link describedby (recommended). Draft-07 §2.7: "If the
 //! Idempotency-Key request header is missing for a documented idempotent operation requiring
 //! this header, the resource server SHOULD reply with an HTTP 400 status code".
 

@@ -77,7 +77,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let retry = ctx.send("after restart", ctx.keyed(&key)).await;
     let after = ctx.count("count after").await?;
     same_response(ctx, (&SAME_STATUS, &SAME_BODY), &original, &[&retry]);
-    let e = ctx.executions(&before, &after, &[], &[&original, &retry]);
+    let e = ctx.executions_across_restart(&before, &after, &[&original, &retry]);
     ctx.expect_executions(&NO_NEW_EFFECT, e, 1);
     match proof {
         Ok(seen) => {

@@ -1,8 +1,8 @@
 //! `tenant-isolation` ★ — CONTRACT "Scope and security": tenant B sends tenant A's key, same
-//! payload; then with another payload → B's request executes independently and never receives
-//! A's body (critical: data leak); no 422 that reveals A's key exists (required). Draft-07 §5:
-//! the lookup key SHOULD combine the client's key with client-specific attributes, otherwise one
-//! client can read another's cached responses.
+//! payload; then with another payload → B's request executes independently (required) and never
+//! receives A's body (critical: data leak); no 422 that reveals A's key exists (required).
+//! Draft-07 §5: the lookup key SHOULD combine the client's key with client-specific attributes,
+//! otherwise one client can read another's cached responses.
 
 use futures::FutureExt;
 

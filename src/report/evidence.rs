@@ -783,6 +783,7 @@ mod tests {
                 expected: vec!["a".into()],
                 actual: "b".into(),
                 exchanges: cites,
+                symptom: Default::default(),
             }],
             timeline: vec![],
             exchanges,

@@ -20,6 +20,8 @@ Flags (any combination):
   --die-after N         after N POSTs every request stalls: the server stops answering
   --auth                every request without `Bearer ta` or `Bearer tb` gets 401
   --bare-only           a quoted key gets 400
+  --memory-counter      POST /restart is a restart that keeps the records (a database) but
+                        zeroes the counter (kept in memory); GET /ready fails twice after it
 
 Usage: python3 hostile.py [FLAGS]   (prints "listening on http://ADDR" once it accepts)
 """
@@ -30,7 +32,7 @@ FLAGS = set(a for a in sys.argv[1:] if a.startswith("--"))
 DIE_AFTER = int(sys.argv[sys.argv.index("--die-after") + 1]) if "--die-after" in FLAGS else None
 LOCK = threading.Lock()
 RECORDS, PAYLOADS = {}, {}
-STATE = {"executions": 0, "reads": 0, "posts": 0, "stalled": False}
+STATE = {"executions": 0, "reads": 0, "posts": 0, "stalled": False, "down": 0}
 
 class H(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -58,6 +60,11 @@ class H(BaseHTTPRequestHandler):
         self.stall_if_dead()
         if "--auth" in FLAGS and self.tenant() is None:
             return self.reply(401, {"error": "unauthorized"})
+        if self.path == "/ready" and "--memory-counter" in FLAGS:
+            with LOCK:
+                down = STATE["down"] > 0
+                STATE["down"] = max(0, STATE["down"] - 1)
+            return self.reply(503 if down else 200, {"ready": not down})
         if self.path != "/count":
             return self.reply(404, {"error": "not found"})
         with LOCK:
@@ -72,6 +79,10 @@ class H(BaseHTTPRequestHandler):
     def do_POST(self):
         length = int(self.headers.get("Content-Length", "0"))
         payload = self.rfile.read(length)
+        if self.path == "/restart" and "--memory-counter" in FLAGS:
+            with LOCK:
+                STATE["executions"], STATE["down"] = 0, 2
+            return self.reply(200, {"restarted": True})
         with LOCK:
             STATE["posts"] += 1
         self.stall_if_dead()
