@@ -2,12 +2,15 @@
 //! every check, and each defect is flagged by exactly the checks listed in [`TABLE`]. The real
 //! binary runs real client processes that speak HTTP to the fake API on 127.0.0.1.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::binary::{bin, wait_bounded};
 use serde_json::Value;
 
 fn client_py() -> String {
@@ -36,7 +39,7 @@ struct Run {
 fn check_client(extra: &[&str], argv: &[String]) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let json_path = dir.path().join("client.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_idem-check"))
+    let out = bin()
         .arg("client")
         .args(extra)
         .args(["--color", "never", "--report-json"])
@@ -316,7 +319,7 @@ fn a_hanging_client_is_killed_at_the_timeout_with_its_output_kept() {
 fn listen(defect: &str) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let json_path: PathBuf = dir.path().join("listen.json");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_idem-check"))
+    let mut server = bin()
         .args([
             "client",
             "--listen",
@@ -357,7 +360,7 @@ fn listen(defect: &str) -> Value {
         .output()
         .unwrap();
     assert!(client.status.code().is_some());
-    let status = server.wait().unwrap();
+    let status = wait_bounded(&mut server, Duration::from_secs(60));
     assert!(status.code().is_some());
     serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap()
 }
