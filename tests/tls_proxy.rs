@@ -186,7 +186,8 @@ async fn forward(mut client: TcpStream, log: Arc<Mutex<Vec<String>>>) {
     let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
 }
 
-/// The reference target's options as flags, with `base` in place of its own origin.
+/// The reference target's options as flags, with `base` in place of its own origin (but for the
+/// hold release, a test hook).
 fn flags(spec: &TargetSpec, own_base: &str, base: &str) -> Vec<String> {
     let at = |u: &str| u.replacen(own_base, base, 1);
     let mut args = vec!["run".to_string(), at(&spec.url)];
@@ -199,6 +200,15 @@ fn flags(spec: &TargetSpec, own_base: &str, base: &str) -> Vec<String> {
         ("--count-url", spec.count_url.as_deref().map(at)),
         ("--count-pointer", spec.count_pointer.clone()),
         ("--hold-header", spec.hold_header.clone()),
+        // The release is a test hook of the reference server, reached at its own address: a
+        // held original nobody releases would run out its 10 s hold after the run and add a
+        // payment to the next run's counter.
+        ("--hold-release", spec.hold_release.clone()),
+        (
+            "--hold-at-least",
+            spec.hold_at_least
+                .map(|d| humantime::format_duration(d).to_string()),
+        ),
     ];
     for (flag, value) in pairs {
         if let Some(v) = value {
