@@ -76,6 +76,7 @@ pub(crate) fn report_files(args: &ReportArgs) -> Result<Vec<ReportFile>> {
         (Format::Junit, &args.junit),
         (Format::Json, &args.json),
         (Format::Markdown, &args.markdown),
+        (Format::Html, &args.html),
     ]);
     report::format::prepare(&files).map_err(AppError::runtime)?;
     Ok(files)
@@ -238,21 +239,30 @@ async fn run_probes(args: RunArgs) -> Result<ExitCode> {
 /// The target description from `--target` and the flags; flags win over the file.
 fn target_from_args(args: &TargetArgs) -> Result<TargetSpec> {
     let o = &args.openapi_args;
-    if o.base_url.is_some()
-        || !o.operations.is_empty()
-        || !o.key_header.is_empty()
-        || !o.path_param.is_empty()
-    {
+    if o.base_url.is_some() || !o.operations.is_empty() || !o.path_param.is_empty() {
         return Err(anyhow::anyhow!(
-            "--base-url, --operation, --key-header and --path-param need --openapi SPEC"
+            "--base-url, --operation and --path-param need --openapi SPEC"
         )
         .into());
     }
     let env: BTreeMap<String, String> = std::env::vars().collect();
-    let t = match &args.target {
+    let mut t = match &args.target {
         Some(path) => crate::target::load(path, &env)?,
         None => TargetSpec::default(),
     };
+    match o.key_header.as_slice() {
+        [] => {}
+        [name] => t.key_header = Some(name.clone()),
+        names => {
+            return Err(anyhow::anyhow!(
+                "--key-header is given {} times: without --openapi it names the one header that \
+                 carries the key, as a target file's key-header does (several names are for \
+                 --openapi, which recognises the key header among them)",
+                names.len()
+            )
+            .into())
+        }
+    }
     apply_flags(t, args)
 }
 
@@ -286,6 +296,9 @@ pub(crate) fn apply_flags(mut t: TargetSpec, args: &TargetArgs) -> Result<Target
         t.hold_at_least = args.hold_at_least;
     }
     set(&mut t.key_ttl_header, &args.key_ttl_header);
+    if args.quiet_window.is_some() {
+        t.quiet_window = args.quiet_window;
+    }
     set(&mut t.restart_cmd, &args.restart_cmd);
     set(&mut t.ready_url, &args.ready_url);
     set(&mut t.second_url, &args.second_url);
@@ -387,9 +400,9 @@ impl<'a> ProgressObserver<'a> {
         }
     }
 
-    /// The probes whose verdict changed once root causes were settled after the run (a FAIL
-    /// streamed while its prerequisite had not run yet), each line again with its final verdict;
-    /// empty when none changed.
+    /// The probes whose verdict changed after the run (a FAIL streamed while its prerequisite
+    /// had not run yet, or a PASS whose counts missed a late execution), each line again with
+    /// its final verdict; empty when none changed.
     pub(crate) fn settled(&self, report: &RunReport) -> String {
         let streamed = self
             .streamed
@@ -409,7 +422,7 @@ impl<'a> ProgressObserver<'a> {
             return String::new();
         }
         format!(
-            "\nsettled after the run (these follow from another probe's failure):\n{}\n",
+            "\nsettled after the run (a failure these follow from, or executions that landed after they ended):\n{}\n",
             changed.join("\n")
         )
     }
@@ -547,6 +560,7 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
             let _ = writeln!(out, "    {sev:<12} {}{expect}", c.what);
         }
     }
+    out.push_str(&crate::client::checks::listing());
     emit(&out)?;
     Ok(ExitCode::Ok)
 }

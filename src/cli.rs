@@ -29,9 +29,12 @@ pub enum Command {
     /// retries, with many requests in flight. Not part of `run`.
     #[command(after_long_help = crate::exit::HELP)]
     Stress(Box<StressArgs>),
-    /// Check a client or SDK instead of a server: run its command against a fake payments API
-    /// that drops responses, refuses and throttles, and judge how it retries.
-    #[command(after_long_help = crate::exit::HELP)]
+    /// Check a client or SDK instead of a server: run its command against a fake API that drops
+    /// responses, refuses and throttles, and judge how it retries.
+    #[command(
+        after_long_help = crate::exit::HELP,
+        mut_arg("json", |a| a.help("Write a JSON report (schema idem-check.client/1)."))
+    )]
     Client(Box<ClientArgs>),
     /// Build one table across implementations from JSON reports (files or folders).
     Matrix(MatrixArgs),
@@ -101,9 +104,11 @@ pub struct OpenApiArgs {
     #[arg(long = "operation", value_name = "ID", hide_short_help = true)]
     pub operations: Vec<String>,
 
-    /// Another header name that carries the idempotency key (repeatable); names containing
-    /// "idempot", PayPal-Request-Id and X-Amz-Client-Token are recognised already.
-    #[arg(long, value_name = "NAME", hide_short_help = true)]
+    /// The header that carries the idempotency key when it is not Idempotency-Key, like a
+    /// target file's key-header (`run` without --openapi). In an API description: another
+    /// header name that carries the key (repeatable); names containing "idempot",
+    /// PayPal-Request-Id and X-Amz-Client-Token are recognised already.
+    #[arg(long, value_name = "NAME")]
     pub key_header: Vec<String>,
 
     /// A path parameter's value, e.g. customer_id=cus_123 (repeatable); without it, the
@@ -300,6 +305,13 @@ pub struct TargetArgs {
     #[arg(long, value_name = "'Name: value'")]
     pub key_ttl_header: Option<String>,
 
+    /// After a request the probe left unfinished (dropped, held, unanswered), how long the
+    /// effect counter must stay unchanged before the probe counts, so a late execution is
+    /// charged to the probe that caused it; lengthen it for APIs that execute asynchronously
+    /// [default: 300ms]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub quiet_window: Option<Duration>,
+
     /// A shell command that takes the idempotency store down (store-outage; with
     /// --store-up-cmd, bounded by --restart-timeout).
     #[arg(long, value_name = "CMD")]
@@ -389,8 +401,13 @@ pub struct ReportArgs {
     #[arg(long = "report-markdown", value_name = "FILE")]
     pub markdown: Option<PathBuf>,
 
+    /// Write one self-contained HTML page: verdicts, evidence, and the bursts and timings drawn
+    /// (no script, nothing fetched).
+    #[arg(long = "report-html", value_name = "FILE")]
+    pub html: Option<PathBuf>,
+
     /// Cut every body in every output at this many bytes (with its size and SHA-256)
-    /// [default: 2048 terminal, 1024 Markdown, 8192 JUnit, 16384 JSON]
+    /// [default: 2048 terminal, 1024 Markdown, 8192 JUnit and HTML, 16384 JSON]
     #[arg(long, value_name = "BYTES")]
     pub max_body_bytes: Option<usize>,
 
@@ -458,10 +475,11 @@ pub struct StressArgs {
 /// `idem-check client`.
 #[derive(Debug, Args)]
 pub struct ClientArgs {
-    /// The client command: it must create ONE payment with POST $IDEM_CHECK_BASE_URL/api/payments
-    /// (JSON {amountCents, currency, reference}, Authorization: Bearer $IDEM_CHECK_TOKEN),
-    /// retrying as it normally does, and exit 0 if and only if it believes the payment was
-    /// created. It runs once per operation of every scenario.
+    /// The client command: it must perform $IDEM_CHECK_OPERATIONS (usually 1) logical
+    /// operations against $IDEM_CHECK_BASE_URL, retrying as it normally does, and exit 0 if and
+    /// only if it believes they were all created. Without --openapi or --path the operation is
+    /// POST /api/payments (JSON {amountCents, currency, reference}, Authorization: Bearer
+    /// $IDEM_CHECK_TOKEN). It runs once per operation of every scenario.
     #[arg(
         value_name = "CMD",
         last = true,
@@ -470,8 +488,49 @@ pub struct ClientArgs {
     )]
     pub command: Vec<String>,
 
+    /// Serve the operations of this OpenAPI or Swagger document (file or URL) that take an
+    /// idempotency key, at their declared paths, answering with the 2xx response's example or
+    /// schema (a fresh id each time), so an SDK's own create method works unchanged.
+    #[arg(long, value_name = "SPEC", conflicts_with_all = ["method", "path"])]
+    pub openapi: Option<String>,
+
+    /// With --openapi: serve only the operation with this operationId (repeatable).
+    #[arg(long = "operation", value_name = "ID", requires = "openapi")]
+    pub operations: Vec<String>,
+
+    /// With --openapi: another header name that carries the idempotency key (repeatable).
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "openapi",
+        hide_short_help = true
+    )]
+    pub key_header: Vec<String>,
+
+    /// Serve this one path instead of /api/payments ({name} matches any segment); any body is
+    /// accepted and echoed back with a fresh id.
+    #[arg(long, value_name = "PATH")]
+    pub path: Option<String>,
+
+    /// The method of --path [default: POST]
+    #[arg(long, value_name = "METHOD", requires = "path")]
+    pub method: Option<String>,
+
+    /// The credential the fake API takes, with $IDEM_CHECK_TOKEN as its secret: bearer, basic
+    /// (the token as user name or password), header:NAME, none, or any (whichever comes)
+    /// [default: bearer for /api/payments, the document's scheme with --openapi, any with
+    /// --path]
+    #[arg(long, value_name = "KIND")]
+    pub auth: Option<crate::client::auth::Auth>,
+
+    /// The body of every error the fake API answers, with {{status}}, {{message}}, {{type}} and
+    /// {{code}} filled in [default: problem+json; the {"error": {type, code, message}}
+    /// envelope under --suite stripe]
+    #[arg(long, value_name = "FILE")]
+    pub error_body: Option<PathBuf>,
+
     /// The suite whose key syntax applies (ietf-draft-07: an RFC 8941 String; stripe: either
-    /// form).
+    /// form, and Stripe's error envelope).
     #[arg(long, value_name = "NAME|FILE", default_value = crate::suite::DEFAULT_SUITE)]
     pub suite: String,
 
@@ -487,8 +546,9 @@ pub struct ClientArgs {
     pub listen: Option<std::net::SocketAddr>,
 
     /// Run only this scenario (repeatable; exactly one with --listen): created,
-    /// two-operations, lost-response, retry-after-503, retry-after-409, refused-422,
-    /// refused-400.
+    /// two-operations, operations-in-one-process, lost-response, retry-after-503,
+    /// retry-after-409, retry-after-7s, retry-after-ms, throttled-429, timeout-408,
+    /// refused-422, refused-400.
     #[arg(long, value_name = "ID")]
     pub scenario: Vec<String>,
 

@@ -196,6 +196,8 @@ pub struct TargetSpec {
     pub hold_at_least: Option<Duration>,
     /// `Name: value` that asks the server for a short key lifetime (`key-expiry`).
     pub key_ttl_header: Option<String>,
+    /// How long the counter must stay unchanged after unfinished requests.
+    pub quiet_window: Option<Duration>,
     pub restart_cmd: Option<String>,
     pub ready_url: Option<String>,
     pub restart_timeout: Option<Duration>,
@@ -286,6 +288,8 @@ pub struct Config {
     pub hold_release: Option<HoldRelease>,
     /// Added to `key-expiry`'s original to shorten its key's lifetime.
     pub key_ttl_header: Option<Header>,
+    /// How long the basis must stay unchanged after requests a probe left unfinished.
+    pub quiet_window: Duration,
     pub restart: Option<Arc<dyn RestartHook>>,
     /// `None` when neither `--invalid-body` nor a JSON object template provides one.
     pub invalid_body: Option<InvalidBody>,
@@ -356,6 +360,14 @@ impl Config {
             .map(|h| parse_header(h, "--hold-header"))
             .transpose()?;
         let hold_release = hold_release(&target, hold_header.as_ref())?;
+        let quiet_window = target.quiet_window.unwrap_or(DEFAULT_QUIET_WINDOW);
+        if quiet_window.is_zero() || quiet_window > MAX_QUIET_WINDOW {
+            bail!(
+                "--quiet-window {} must be more than 0 and at most {} (each probe that left a request unfinished waits it out)",
+                humantime::format_duration(quiet_window),
+                humantime::format_duration(MAX_QUIET_WINDOW)
+            );
+        }
         let key_ttl_header = target
             .key_ttl_header
             .as_deref()
@@ -499,6 +511,7 @@ impl Config {
             urls: &urls,
             file_vars: &target.secret_vars,
             redact_headers: &target.redact_headers,
+            key_header: &suite.header,
         });
         let label = opts.label.clone().unwrap_or_else(|| match url.port() {
             Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
@@ -519,6 +532,7 @@ impl Config {
             hold_header,
             hold_release,
             key_ttl_header,
+            quiet_window,
             restart,
             invalid_body,
             second_url,
@@ -539,6 +553,13 @@ impl Config {
         })
     }
 }
+
+/// The quiet window when none is given: long enough for a server on the same network to finish
+/// a request whose answer the checker dropped, short enough to pay once per such probe.
+pub const DEFAULT_QUIET_WINDOW: Duration = Duration::from_millis(300);
+
+/// The longest `--quiet-window`.
+pub const MAX_QUIET_WINDOW: Duration = Duration::from_secs(60);
 
 /// Where the name of each held request goes, in `--hold-header` and `--hold-release`.
 pub const HOLD_NAME: &str = "{{hold}}";
@@ -638,6 +659,28 @@ fn is_token_byte(b: u8) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A quiet window is waited out by every probe that left a request unfinished: 0 would
+    /// count before a late execution could land, an hour would be a hang.
+    #[test]
+    fn quiet_window_is_bounded() {
+        let build = |ms: u64| {
+            let target = TargetSpec {
+                url: "http://127.0.0.1:9/op".into(),
+                quiet_window: Some(Duration::from_millis(ms)),
+                ..TargetSpec::default()
+            };
+            Config::build(target, &RunOptions::default(), None).map_err(|e| format!("{e:#}"))
+        };
+        assert_eq!(build(500).unwrap().quiet_window, Duration::from_millis(500));
+        for ms in [0, 3_600_000] {
+            let err = build(ms).err().expect("refused");
+            assert!(
+                err.contains("--quiet-window") && err.contains("at most 1m"),
+                "{err}"
+            );
+        }
+    }
 
     /// A release needs a hold whose header and URL both name it, and a bounded minimum.
     #[test]

@@ -224,7 +224,9 @@ const SECRET_NAME_WORDS: [&str; 9] = [
 const SECRET_QUERY_NAMES: [&str; 2] = ["sig", "pwd"];
 
 /// Names that contain a secret word but are the subject under test, never a credential: the key
-/// must be shown in full, since a user searches server logs for it.
+/// must be shown in full, since a user searches server logs for it. The run's own key header is
+/// exempt whatever its name ([`SecretSources::key_header`]); this covers the standard name and
+/// its companions (`Idempotency-Key-Expires-At`) in every run.
 fn is_idempotency_header(lower: &str) -> bool {
     lower.starts_with("idempotency-key")
 }
@@ -263,6 +265,8 @@ pub struct Secret {
 pub struct Secrets {
     list: Vec<Secret>,
     headers: Vec<String>,
+    /// The run's key header, lower-cased: never a secret, whatever its name says.
+    key_header: Option<String>,
 }
 
 /// What a secret comes from, in the order variables are numbered.
@@ -280,6 +284,10 @@ pub struct SecretSources<'a> {
     pub file_vars: &'a [(String, String)],
     /// `--redact-header` names.
     pub redact_headers: &'a [String],
+    /// The header that carries the idempotency key (`X-Idempotency-Key`, `Idempotent-Key`, a
+    /// target file's `key-header`): its values are shown, since they are what a reader looks
+    /// up in the server's logs and what a reproduce line must send, and idem-check made them.
+    pub key_header: &'a str,
 }
 
 impl Secrets {
@@ -304,6 +312,7 @@ impl Secrets {
                 .map(|h| h.trim().to_ascii_lowercase())
                 .filter(|h| !h.is_empty())
                 .collect(),
+            key_header: Some(src.key_header.trim().to_ascii_lowercase()).filter(|h| !h.is_empty()),
         };
         let a = s.credentials(src.tenant_a);
         let b = s.credentials(src.tenant_b);
@@ -389,10 +398,10 @@ impl Secrets {
 
     /// True for headers whose value is a credential whatever it contains: `Authorization`,
     /// `Proxy-Authorization`, cookies, any name with a secret word in it (`X-Api-Key`,
-    /// `X-Auth-Secret`, `Session-Id`), and the `--redact-header` names.
+    /// `X-Auth-Secret`, `Session-Id`), and the `--redact-header` names; never the key header.
     pub fn is_secret_header(&self, name: &str) -> bool {
         let lower = name.to_ascii_lowercase();
-        if is_idempotency_header(&lower) {
+        if is_idempotency_header(&lower) || self.key_header.as_ref() == Some(&lower) {
             return false;
         }
         let s = squashed(name);
@@ -745,6 +754,26 @@ mod tests {
     }
 
     #[test]
+    fn the_key_header_is_never_a_secret() {
+        let a = [
+            Header::new("Authorization", "Bearer zzz-tenant-a"),
+            Header::new("X-Idempotency-Key", "fixed-key-from-a-header"),
+        ];
+        let s = Secrets::for_target(&SecretSources {
+            tenant_a: &a,
+            key_header: "X-Idempotency-Key",
+            ..SecretSources::default()
+        });
+        assert_eq!(s.mask_header("x-idempotency-key", b"\"k\""), None);
+        assert_eq!(s.list().len(), 1, "{:?}", s.list());
+        assert_eq!(
+            s.mask_header("X-Api-Key", b"v").as_deref(),
+            Some(REDACTED),
+            "other names keep the rules"
+        );
+    }
+
+    #[test]
     fn variables_are_named_by_role_not_by_value() {
         let a = [
             Header::new("Authorization", "Bearer zzz-tenant-a"),
@@ -759,6 +788,7 @@ mod tests {
             urls: &["https://user:pa%24s@h/x?sig=abc123&page=2"],
             file_vars: &vars,
             redact_headers: &[],
+            key_header: "Idempotency-Key",
         });
         let named: Vec<(&str, &str)> = s
             .list()

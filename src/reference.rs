@@ -33,6 +33,10 @@ pub const LEASE: Duration = Duration::from_millis(250);
 /// for a duplicate wave after it ran out.
 pub const HOLD_AT_LEAST: Duration = Duration::from_millis(350);
 
+/// The quiet window here: the reference server commits an execution before it answers, so the
+/// counter settles as soon as a released hold has run.
+pub const QUIET_WINDOW: Duration = Duration::from_millis(50);
+
 /// The key lifetime `key-expiry`'s original asks for here, so the probe waits a fraction of a
 /// second instead of [`KEY_TTL`].
 pub const SHORT_KEY_TTL_HEADER: &str = "X-Test-Key-Ttl-Ms: 200";
@@ -229,6 +233,7 @@ impl Reference {
             )),
             hold_at_least: Some(HOLD_AT_LEAST),
             key_ttl_header: Some(SHORT_KEY_TTL_HEADER.into()),
+            quiet_window: Some(QUIET_WINDOW),
             invalid_body: Some(
                 r#"{"amountCents":-1,"currency":"EUR","reference":"{{unique}}"}"#.into(),
             ),

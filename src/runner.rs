@@ -47,6 +47,8 @@ pub async fn run(
     let mut interrupted = false;
     let mut preflight_failure: Option<String> = None;
     let mut session = Session::new(&config);
+    // The report of the last probe that ran: executions that land after it ended are its own.
+    let mut last_ran: Option<usize> = None;
     tokio::pin!(interrupt);
     let preflight = probes::first_request::PROBE;
     let mut selection = selection;
@@ -94,6 +96,11 @@ pub async fn run(
                 break;
             }
             session = ctx.session.clone();
+            session.last_count = ctx.closing_count();
+            if let (Some((last, next)), Some(i)) = (ctx.landed_before, last_ran) {
+                charge_late_effects(&mut probes[i], last, next, def.meta.id);
+            }
+            last_ran = Some(probes.len());
             let report = finish(&def, &config, ctx, stop, probe_start);
             if def.meta.id == preflight.meta.id
                 && matches!(report.outcome, Outcome::Fail | Outcome::Error)
@@ -245,6 +252,25 @@ fn defer_to_prerequisites(reports: &mut [ProbeReport], defs: &[ProbeDef]) {
     }
 }
 
+/// Executions that landed between a probe's last counter reading and the next probe's first
+/// (`last` → `next`) were caused by the probe, never by the next one, whose window starts after
+/// them. Its own counts missed them, so a PASS or WARN built on those counts cannot stand: it
+/// becomes INCONCLUSIVE saying what landed; a FAIL stays, with the fact in its timeline.
+fn charge_late_effects(report: &mut ProbeReport, last: u64, next: u64, next_id: &str) {
+    let n = next - last;
+    let line = format!(
+        "late effect: {n} execution{} landed after this probe ended (the counter read {last} at its last reading, {next} when {next_id} began)",
+        if n == 1 { "" } else { "s" }
+    );
+    report.timeline.push(line.clone());
+    if matches!(report.outcome, Outcome::Pass | Outcome::Warn) {
+        report.outcome = Outcome::Inconclusive;
+        report.reason = format!(
+            "{line}: its counts missed them; raise --quiet-window, or check what executes asynchronously"
+        );
+    }
+}
+
 fn skipped_report(def: &ProbeDef, outcome: Outcome, reason: String) -> ProbeReport {
     ProbeReport {
         id: def.meta.id,
@@ -266,6 +292,31 @@ fn skipped_report(def: &ProbeDef, outcome: Outcome, reason: String) -> ProbeRepo
 mod tests {
     use super::*;
     use crate::config::{RunOptions, TargetSpec};
+
+    /// Executions that landed after a probe ended are charged to it: its PASS built on counts
+    /// that missed them becomes INCONCLUSIVE saying what landed; a FAIL stays FAIL.
+    #[test]
+    fn late_effects_are_charged_to_the_probe_that_left_them() {
+        let def = probes::lost_response::PROBE;
+        let mut passed = skipped_report(&def, Outcome::Pass, "3 checks passed".into());
+        charge_late_effects(&mut passed, 7, 8, "error-not-cached");
+        assert_eq!(passed.outcome, Outcome::Inconclusive);
+        assert!(passed.reason.starts_with("late effect: 1 execution landed after this probe ended (the counter read 7 at its last reading, 8 when error-not-cached began)"), "{}", passed.reason);
+        assert!(
+            passed.reason.contains("--quiet-window"),
+            "{}",
+            passed.reason
+        );
+        let mut failed = skipped_report(&def, Outcome::Fail, "got 2 executions".into());
+        charge_late_effects(&mut failed, 7, 9, "error-not-cached");
+        assert_eq!(failed.outcome, Outcome::Fail);
+        assert_eq!(failed.reason, "got 2 executions");
+        assert!(
+            failed.timeline[0].contains("2 executions landed"),
+            "{:?}",
+            failed.timeline
+        );
+    }
 
     /// A probe that ends with neither a check nor a stop judged nothing: ERROR, never a PASS
     /// of "0 checks passed".

@@ -65,6 +65,7 @@ struct TargetFile {
     hold_release: Option<Spanned<String>>,
     hold_at_least: Option<Spanned<String>>,
     key_ttl_header: Option<Spanned<String>>,
+    quiet_window: Option<Spanned<String>>,
     invalid_body: Option<Spanned<String>>,
     second_url: Option<Spanned<String>>,
     #[serde(default)]
@@ -212,6 +213,11 @@ pub fn parse(
         .map(|t| duration(path, text, t))
         .transpose()?;
     spec.key_ttl_header = file.key_ttl_header.as_ref().map(&mut sub).transpose()?;
+    spec.quiet_window = file
+        .quiet_window
+        .as_ref()
+        .map(|t| duration(path, text, t))
+        .transpose()?;
     spec.invalid_body = file.invalid_body.as_ref().map(&mut sub).transpose()?;
     spec.second_url = file.second_url.as_ref().map(&mut sub).transpose()?;
     spec.replicas = file
@@ -338,6 +344,7 @@ const KEYS: &[(&str, &[&str])] = &[
             "hold-release",
             "hold-at-least",
             "key-ttl-header",
+            "quiet-window",
             "invalid-body",
             "second-url",
             "replicas",

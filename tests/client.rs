@@ -74,7 +74,9 @@ type Pair = (&'static str, &'static str);
 /// For each sample client: the (probe, check) pairs that must fail, and the probes that must be
 /// INCONCLUSIVE; every other probe must PASS. A defect can be flagged by more than its own check
 /// only where another check states the same rule: a client without keys double-charges when a
-/// response is lost, and a new key per retry breaks both checks that require the same key.
+/// response is lost, a new key per retry breaks every check that requires the same key, one
+/// fixed key is reused across processes and within one, and a client that ignores Retry-After
+/// ignores it on a 429 too. Info checks (retry-after-ms) are left out: they never decide.
 const TABLE: &[Expected] = &[
     ("correct", &[], &[]),
     (
@@ -83,7 +85,12 @@ const TABLE: &[Expected] = &[
             ("client-key-present", "key-on-first-attempt"),
             ("client-lost-response", "one-payment"),
         ],
-        &["client-key-syntax", "client-key-per-operation"],
+        &[
+            "client-key-syntax",
+            "client-key-per-operation",
+            "client-retry-after",
+            "client-throttled",
+        ],
     ),
     ("bare-key", &[("client-key-syntax", "key-syntax")], &[]),
     (
@@ -92,6 +99,7 @@ const TABLE: &[Expected] = &[
             ("client-lost-response", "same-key"),
             ("client-lost-response", "one-payment"),
             ("client-retry-after", "same-key"),
+            ("client-throttled", "same-key"),
         ],
         &[],
     ),
@@ -121,24 +129,77 @@ const TABLE: &[Expected] = &[
     ),
     (
         "ignores-retry-after",
-        &[("client-retry-after", "waited")],
+        &[
+            ("client-retry-after", "waited"),
+            ("client-throttled", "waited"),
+        ],
         &[],
     ),
     (
         "static-key",
-        &[("client-key-per-operation", "distinct-keys")],
+        &[
+            ("client-key-per-operation", "distinct-keys"),
+            ("client-key-per-operation", "distinct-keys-in-process"),
+        ],
+        &[],
+    ),
+    (
+        "key-reused-across-operations",
+        &[("client-key-per-operation", "distinct-keys-in-process")],
+        &[],
+    ),
+    ("ignores-429", &[("client-throttled", "retried")], &[]),
+    (
+        "retries-on-400",
+        &[
+            ("client-stops-on-4xx", "no-retry"),
+            ("client-stops-on-4xx", "exit-failure"),
+        ],
+        &[],
+    ),
+    (
+        "needs-error-envelope",
+        &[("client-stops-on-4xx", "exit-failure")],
         &[],
     ),
 ];
 
-const PROBES: [&str; 6] = [
+/// Sample clients whose only failed checks are recommended ones: a WARN, which exits 0.
+const WARN_ONLY: &[&str] = &["ignores-retry-after", "ignores-429"];
+
+const PROBES: [&str; 7] = [
     "client-key-present",
     "client-key-syntax",
     "client-lost-response",
     "client-retry-after",
+    "client-throttled",
     "client-stops-on-4xx",
     "client-key-per-operation",
 ];
+
+/// The scenario whose Retry-After is 7 s: run once per client it can tell apart (the correct
+/// one and the one that ignores Retry-After), beside the table, not in every row of it.
+const LONG_WAIT: &str = "retry-after-7s";
+
+/// Every scenario but [`LONG_WAIT`], as `--scenario` options.
+fn short_scenarios() -> Vec<String> {
+    let list = [
+        "created",
+        "two-operations",
+        "operations-in-one-process",
+        "lost-response",
+        "retry-after-503",
+        "retry-after-409",
+        "retry-after-ms",
+        "throttled-429",
+        "timeout-408",
+        "refused-422",
+        "refused-400",
+    ];
+    list.iter()
+        .flat_map(|s| ["--scenario".to_string(), s.to_string()])
+        .collect()
+}
 
 fn outcomes(json: &Value) -> BTreeMap<String, String> {
     json["probes"]
@@ -165,30 +226,66 @@ fn failed_checks(json: &Value) -> BTreeSet<(String, String)> {
                 .as_array()
                 .unwrap()
                 .iter()
-                .filter(|c| c["passed"] == false)
+                .filter(|c| c["passed"] == false && c["severity"] != "info")
                 .map(move |c| (id.clone(), c["id"].as_str().unwrap().to_string()))
         })
         .collect()
 }
 
 /// Every sample client against every scenario, in parallel (each run has its own fake APIs on
-/// ephemeral ports). Prints the verdict table.
+/// ephemeral ports); the 7 s Retry-After runs once each for the two clients it tells apart, in
+/// the same parallel batch. Prints the verdict table.
 #[test]
 fn each_defect_is_flagged_by_its_checks_and_the_correct_client_passes_everything() {
-    let runs: Vec<(&str, Run)> = std::thread::scope(|s| {
+    let short = short_scenarios();
+    let long = ["--scenario", LONG_WAIT];
+    let (runs, long_runs): (Vec<(&str, Run)>, Vec<Run>) = std::thread::scope(|s| {
+        let long_handles: Vec<_> = ["correct", "ignores-retry-after"]
+            .into_iter()
+            .map(|name| s.spawn(move || check_client(&long, &sample(name))))
+            .collect();
         let handles: Vec<_> = TABLE
             .iter()
-            .map(|(name, _, _)| (*name, s.spawn(move || check_client(&[], &sample(name)))))
+            .map(|(name, _, _)| {
+                let short: Vec<&str> = short.iter().map(String::as_str).collect();
+                (*name, s.spawn(move || check_client(&short, &sample(name))))
+            })
             .collect();
-        handles
-            .into_iter()
-            .map(|(n, h)| (n, h.join().unwrap()))
-            .collect()
+        (
+            handles
+                .into_iter()
+                .map(|(n, h)| (n, h.join().unwrap()))
+                .collect(),
+            long_handles
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .collect(),
+        )
     });
+    let waited = |run: &Run| {
+        run.json["probes"][0]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == "waited")
+            .map(|c| c["passed"].clone())
+    };
+    assert_eq!(
+        waited(&long_runs[0]),
+        Some(Value::Bool(true)),
+        "{}",
+        long_runs[0].json["probes"]
+    );
+    assert_eq!(
+        waited(&long_runs[1]),
+        Some(Value::Bool(false)),
+        "{}",
+        long_runs[1].json["probes"]
+    );
     let mut table = format!(
         "| client | {} |\n|---|{}\n",
         PROBES.join(" | "),
-        "---|".repeat(6)
+        "---|".repeat(PROBES.len())
     );
     for (name, run) in &runs {
         let o = outcomes(&run.json);
@@ -216,8 +313,7 @@ fn each_defect_is_flagged_by_its_checks_and_the_correct_client_passes_everything
                 "{name}: {probe} is {outcome}\n{table}"
             );
         }
-        // Only recommended checks failed for ignores-retry-after: a WARN, which exits 0.
-        let want_code = if fails.is_empty() || *name == "ignores-retry-after" {
+        let want_code = if fails.is_empty() || WARN_ONLY.contains(name) {
             0
         } else {
             4
@@ -242,6 +338,8 @@ fn the_lost_response_is_a_closed_connection_to_a_real_client_and_reports_hide_th
             "tool",
             "command",
             "suite",
+            "operations",
+            "errors",
             "strict",
             "started_at",
             "duration_ms",
@@ -254,7 +352,15 @@ fn the_lost_response_is_a_closed_connection_to_a_real_client_and_reports_hide_th
     let scenario = &run.json["scenarios"][0];
     assert_eq!(
         keys(scenario),
-        ["id", "what", "base_url", "attempts", "payments", "runs"]
+        [
+            "id",
+            "what",
+            "base_url",
+            "attempts",
+            "payments",
+            "credentials",
+            "runs"
+        ]
     );
     assert_eq!(
         keys(&scenario["runs"][0]),
@@ -316,7 +422,7 @@ fn a_hanging_client_is_killed_at_the_timeout_with_its_output_kept() {
 
 /// `--listen`: idem-check serves one scenario on the given address and judges whoever comes;
 /// the base URL and token are printed for the user to export.
-fn listen(defect: &str) -> Value {
+fn listen(scenario: &str, defect: &str) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let json_path: PathBuf = dir.path().join("listen.json");
     let mut server = bin()
@@ -325,7 +431,7 @@ fn listen(defect: &str) -> Value {
             "--listen",
             "127.0.0.1:0",
             "--scenario",
-            "lost-response",
+            scenario,
             "--client-timeout",
             "30s",
             "--color",
@@ -367,10 +473,10 @@ fn listen(defect: &str) -> Value {
 
 #[test]
 fn listen_mode_judges_an_external_client_and_can_fail_it() {
-    let good = listen("correct");
+    let good = listen("lost-response", "correct");
     assert_eq!(outcomes(&good)["client-lost-response"], "PASS");
     assert!(failed_checks(&good).is_empty(), "{}", good["probes"]);
-    let bad = listen("no-retry-on-lost-response");
+    let bad = listen("lost-response", "no-retry-on-lost-response");
     assert_eq!(outcomes(&bad)["client-lost-response"], "FAIL");
     assert!(failed_checks(&bad).contains(&("client-lost-response".into(), "retried".into())));
     // Under --listen idem-check does not run the client, so it judges no exit status.
@@ -405,4 +511,187 @@ raise SystemExit(0 if c.getresponse().status < 300 else 1)
         "{}",
         p["reason"]
     );
+}
+
+/// An SDK-style client creates through an API description: the fake API serves the declared
+/// path with the document's answer (a fresh `pi_` id, `object` kept) and, under the stripe
+/// suite, errors in Stripe's envelope, so a client that reads only that envelope is right.
+#[test]
+fn an_api_description_is_served_with_its_answer_and_the_suite_error_envelope() {
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/clients/openapi/stripe-payment-intents.yaml")
+        .to_string_lossy()
+        .into_owned();
+    let mut argv = sample("needs-error-envelope");
+    argv.push("--stripe".into());
+    let run = check_client(
+        &[
+            "--openapi",
+            &spec,
+            "--suite",
+            "stripe",
+            "--scenario",
+            "created",
+            "--scenario",
+            "refused-400",
+        ],
+        &argv,
+    );
+    assert!(
+        failed_checks(&run.json).is_empty(),
+        "{}",
+        run.json["probes"]
+    );
+    assert_eq!(run.code, 0);
+    assert_eq!(run.json["operations"][0], "POST /v1/payment_intents");
+    let created = &run.json["scenarios"][0];
+    let stdout = created["runs"][0]["stdout"]["text"].as_str().unwrap();
+    assert!(stdout.starts_with("created pi_0001"), "{stdout}");
+    assert_eq!(created["credentials"][0], "bearer");
+    let refused = &run.json["probes"][2]["exchanges"][0]["response"];
+    let body = String::from_utf8(
+        refused["body"]
+            .as_str()
+            .map(|b| b.as_bytes().to_vec())
+            .unwrap_or_default(),
+    )
+    .unwrap();
+    assert!(body.contains("invalid_request_error"), "{refused}");
+}
+
+/// Any credential is accepted under --path (here an API-key header), recorded by kind, and
+/// its secret masked; a client that ignores IDEM_CHECK_OPERATIONS performs one operation, which
+/// is INCONCLUSIVE for key-per-operation, never a PASS.
+#[test]
+fn any_credential_is_recorded_and_one_operation_is_not_a_pass_of_key_per_operation() {
+    let script = r#"
+import http.client, os, urllib.parse, uuid
+u = urllib.parse.urlsplit(os.environ["IDEM_CHECK_BASE_URL"])
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+c.request("POST", "/v2/orders/o-1/charges", body='{"total": 5}',
+          headers={"Idempotency-Key": '"%s"' % uuid.uuid4(), "X-Api-Key": os.environ["IDEM_CHECK_TOKEN"],
+                   "Content-Type": "application/json"})
+raise SystemExit(0 if c.getresponse().status < 300 else 1)
+"#;
+    let run = check_client(
+        &[
+            "--path",
+            "/v2/orders/{id}/charges",
+            "--scenario",
+            "created",
+            "--scenario",
+            "operations-in-one-process",
+        ],
+        &["python3".into(), "-c".into(), script.into()],
+    );
+    let o = outcomes(&run.json);
+    assert_eq!(o["client-key-present"], "PASS", "{}", run.json["probes"]);
+    assert_eq!(o["client-key-per-operation"], "INCONCLUSIVE");
+    let reason = run.json["probes"][2]["reason"].as_str().unwrap();
+    assert!(reason.contains("IDEM_CHECK_OPERATIONS=2"), "{reason}");
+    assert_eq!(
+        run.json["scenarios"][0]["credentials"][0],
+        "header x-api-key"
+    );
+    assert!(!regex::Regex::new("idem-check-[0-9a-f]{32}")
+        .unwrap()
+        .is_match(&run.json.to_string()));
+}
+
+/// Bad input ends with one clear line before any client runs: a document without a keyed
+/// operation, one whose operation has no 2xx answer to serve.
+#[test]
+fn documents_that_cannot_be_served_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "openapi: 3.0.3\npaths:\n  /a:\n    post:\n      responses:\n        '200': {description: ok}\n",
+            "no operation takes an idempotency key header",
+        ),
+        (
+            "openapi: 3.0.3\npaths:\n  /a:\n    post:\n      operationId: makeA\n      parameters:\n        - {name: Idempotency-Key, in: header, schema: {type: string}}\n      responses:\n        '204': {description: nothing}\n",
+            "operation makeA (POST /a) cannot be served",
+        ),
+    ];
+    for (i, (doc, want)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("doc{i}.yaml"));
+        std::fs::write(&path, doc).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_idem-check"))
+            .args(["client", "--openapi"])
+            .arg(&path)
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(want), "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert_ne!(out.status.code(), Some(0));
+    }
+}
+
+/// `idem-check list` shows the client checks beside the probes, with their severities.
+#[test]
+fn list_shows_the_client_checks_with_severities() {
+    let out = Command::new(env!("CARGO_BIN_EXE_idem-check"))
+        .arg("list")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "client-throttled",
+        "throttled-429, timeout-408",
+        "recommended  the client tries again after a 429 or 408",
+        "critical     each operation has its own key (several operations in one process)",
+    ] {
+        assert!(text.contains(want), "{want}\n{text}");
+    }
+}
+
+/// `--error-body FILE` gives every injected error the shape an SDK parses, with the status,
+/// message and Stripe-like type filled in; the status code stays the scenario's.
+#[test]
+fn an_error_body_file_shapes_every_injected_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let template = dir.path().join("error.json");
+    std::fs::write(
+        &template,
+        r#"{"errors": [{"status": {{status}}, "kind": "{{type}}", "text": "{{message}}"}]}"#,
+    )
+    .unwrap();
+    let run = check_client(
+        &[
+            "--error-body",
+            template.to_str().unwrap(),
+            "--scenario",
+            "throttled-429",
+        ],
+        &sample("correct"),
+    );
+    let first = &run.json["probes"][0]["exchanges"][0]["response"];
+    assert_eq!(first["status"], 429, "{first}");
+    let body: Value = serde_json::from_str(first["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["errors"][0]["status"], 429, "{body}");
+    assert_eq!(body["errors"][0]["kind"], "invalid_request_error");
+    assert_eq!(run.json["errors"], "--error-body errors");
+    assert!(
+        failed_checks(&run.json).is_empty(),
+        "{}",
+        run.json["probes"]
+    );
+}
+
+/// Under `--listen`, a client run once against two-operations made one operation: that is
+/// INCONCLUSIVE and says to run it again (not "made no request"), with a real duration.
+#[test]
+fn listen_mode_with_one_of_two_operations_says_to_run_the_client_again() {
+    let report = listen("two-operations", "correct");
+    let p = &report["probes"][0];
+    assert_eq!(p["id"], "client-key-per-operation");
+    assert_eq!(p["outcome"], "INCONCLUSIVE", "{p}");
+    let reason = p["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("only 1 of the 2 operations") && reason.contains("run the client 2 times"),
+        "{reason}"
+    );
+    assert!(p["duration_ms"].as_f64().unwrap() >= 0.0, "{p}");
 }

@@ -180,12 +180,25 @@ fn full() -> Vec<&'static str> {
         "--tenant-b-header",
         "Authorization: Bearer tb",
         "--hold-header",
-        "X-Delay-Ms: 600",
+        "X-Hold: {{hold}}",
+        "--hold-release",
+        "{base}/holds/{{hold}}/release",
         "--invalid-body",
         r#"{"amount":-1}"#,
         "--timeout",
         "3s",
     ]
+}
+
+/// [`full`] with a hold the server ends alone after 600 ms, as most real middlewares' test
+/// hooks do: the checker must learn how long it lasts.
+fn fixed_hold() -> Vec<&'static str> {
+    let mut args = full();
+    let at = args.iter().position(|a| *a == "--hold-release").unwrap();
+    args.drain(at..at + 2);
+    let value = args.iter().position(|a| *a == "X-Hold: {{hold}}").unwrap();
+    args[value] = "X-Delay-Ms: 600";
+    args
 }
 
 /// The 202 acceptor has no tenants, ids or hold: only a JSON body, tenant B's header (which it
@@ -225,6 +238,33 @@ fn fingerprint_dedupe_leaks_tenant_a_to_tenant_b() {
         ],
         4,
     );
+}
+
+/// A response cache written only once the handler returned, with no lock: a retry that arrives
+/// while the first request still runs executes again, and the first request's payment lands
+/// after the retry was answered. lost-response learns how long the hold lasts, waits past the
+/// dropped original's hold and until the counter is quiet, so that late payment is counted in
+/// its own window: FAIL, critical (before, it read the counter right after the retry and
+/// PASSed). loser-does-not-unlock then counts its own two executions (the owner and the
+/// duplicate nothing refused), not lost-response's late one (before: 3). The same with a named
+/// hold the checker releases.
+#[test]
+fn cache_written_after_execute_pays_a_lost_response_twice() {
+    let except = [
+        ("concurrent-duplicates", "FAIL"),
+        ("lost-response", "FAIL"),
+        ("loser-does-not-unlock", "FAIL"),
+    ];
+    for args in [fixed_hold(), full()] {
+        let run = expect("cache_after_execute", &[], &args, &except, 4);
+        for id in ["lost-response", "loser-does-not-unlock"] {
+            assert_says(
+                run.reason(id),
+                "got 2 executions",
+                "counts its own executions",
+            );
+        }
+    }
 }
 
 /// A correct API behind bearer auth with a counter per tenant: everything PASSes, including
@@ -436,4 +476,81 @@ fn lagging_counter_api_passes_when_counted_by_ids() {
         .filter(|a| !a.contains("count"))
         .collect();
     expect("lagging_counter", &["--lag-ms", "1500"], &args, &[], 0);
+}
+
+/// [`full`] with the crash header of `close_after_5xx` and a lease wait long enough for it.
+fn crashing() -> Vec<&'static str> {
+    [
+        &full()[..],
+        &["--crash-header", "X-Crash: 1", "--lease-wait", "3s"],
+    ]
+    .concat()
+}
+
+/// A correct API that closes its keep-alive connection silently after every 5xx and never
+/// answers the request written on it next: the crash's 500 must not leave the retry on that
+/// dead connection, so wedged-key-recovery sees the retry execute once and PASSes, like
+/// everything else.
+#[test]
+fn connection_closed_after_a_5xx_does_not_swallow_the_retry() {
+    expect(
+        "close_after_5xx",
+        &[],
+        &crashing(),
+        &[("wedged-key-recovery", "PASS")],
+        0,
+    );
+}
+
+/// The same design whose crash never releases the claim: the retries on new connections get
+/// 409 until the lease wait is over, and wedged-key-recovery FAILs on them.
+#[test]
+fn connection_closed_after_a_5xx_still_shows_a_wedged_key() {
+    let run = expect(
+        "close_after_5xx",
+        &["--keep-claim"],
+        &crashing(),
+        &[("wedged-key-recovery", "FAIL")],
+        4,
+    );
+    assert_says(
+        run.reason("wedged-key-recovery"),
+        "409",
+        "the retries' refusal is the evidence",
+    );
+}
+
+/// The per-tenant API reading its key from `Idempotent-Token`, a name the secret rules would
+/// mask: `run --key-header` (no --openapi needed) sends every key, in every probe, there, and
+/// everything PASSes as with the standard name.
+#[test]
+fn key_header_of_another_name_is_used_by_every_probe() {
+    let header = ["--key-header", "Idempotent-Token"];
+    let args = [&full()[..], &header[..]].concat();
+    expect("tenant_counter", &header, &args, &[], 0);
+}
+
+/// Every second keyed request reaches a broken replica and gets 500: the pre-flight's second
+/// request fails, so nothing can be judged (all ERROR). The evidence shows that 500 in full and
+/// reproduces it, not the counter read that followed it.
+#[test]
+fn an_error_cites_the_500_it_stopped_on() {
+    let run = expect("every_second_500", &[], &full(), &all("ERROR"), 3);
+    let reason = run.reason("first-request");
+    assert_says(
+        reason,
+        "(#3) got 500",
+        "the reason names the failed request",
+    );
+    let evidence = &run.stdout[run.stdout.find("\nexchanges\n").expect("evidence")..];
+    assert_says(
+        evidence,
+        "reproduce #3:\n  curl -i -sS -X POST",
+        "the curl line reproduces the failed request",
+    );
+    assert_says(evidence, "< HTTP/1.1 500", "the 500 is shown in full");
+    assert!(
+        !evidence.contains("count after (+"),
+        "the counter read is not the evidence\n{evidence}"
+    );
 }

@@ -98,6 +98,21 @@ fn options_for_a_document_need_one() {
     let o = run(&["run", "http://127.0.0.1:9/x", "--path-param", "a=b"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("need --openapi"), "{}", stderr(&o));
+    // One --key-header names the run's key header; several are only for a document.
+    let o = run(&[
+        "run",
+        "http://127.0.0.1:9/x",
+        "--key-header",
+        "A-Key",
+        "--key-header",
+        "B-Key",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("target file's key-header"),
+        "{}",
+        stderr(&o)
+    );
     let o = run(&["discover", &fixture("aliases.yaml"), "--operation", "nope"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("those that do: idempotentKey, paypal, amazon, prose"));

@@ -193,6 +193,8 @@ fn report_args(dir: &Path, prefix: &str) -> Vec<String> {
         p("xml"),
         "--report-markdown".into(),
         p("md"),
+        "--report-html".into(),
+        p("html"),
     ]
 }
 
@@ -210,7 +212,7 @@ fn files(dir: &Path) -> Vec<(PathBuf, String)> {
 }
 
 /// Secrets in every place, echoed back in bodies, headers and URLs: none reaches the terminal,
-/// JUnit, JSON, Markdown, the step summary, the stress reports or the matrix.
+/// JUnit, JSON, Markdown, HTML, the step summary, the stress reports or the matrix.
 #[test]
 fn no_secret_reaches_any_output() {
     let addr = echo_server(Echo {
@@ -277,7 +279,7 @@ fn no_secret_reaches_any_output() {
         outputs.push((path.display().to_string(), t));
     }
     assert!(
-        outputs.len() >= 11,
+        outputs.len() >= 13,
         "{:?}",
         outputs.iter().map(|o| &o.0).collect::<Vec<_>>()
     );
@@ -362,6 +364,106 @@ fn the_printed_curl_line_reproduces_the_status() {
     }
 }
 
+/// The key header is never a secret, whatever its name: with `--key-header X-Idempotency-Key`
+/// and with a target file's `key-header = "Idempotent-Token"` (names the secret rules mask),
+/// the keys sent are shown in the terminal evidence, JUnit and JSON, and the curl line sends
+/// the key itself instead of a variable nobody could fill in. The credential stays masked.
+#[test]
+fn the_key_header_is_shown_whatever_its_name() {
+    let token = "bearer-kept-secret-4e1a";
+    let addr = echo_server(Echo {
+        require: None,
+        pad: 0,
+    });
+    let url = format!("http://{addr}/api/payments");
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("t.toml");
+    std::fs::write(
+        &target,
+        format!(
+            "url = \"{url}\"\nkey-header = \"Idempotent-Token\"\nheaders = [\"Authorization: Bearer {token}\", \"Content-Type: application/json\"]\nbody = '{{\"amountCents\":1,\"reference\":\"{{{{unique}}}}\"}}'\n"
+        ),
+    )
+    .unwrap();
+    let flag_args: Vec<String> = vec![
+        url.clone(),
+        "--key-header".into(),
+        "X-Idempotency-Key".into(),
+        "-H".into(),
+        format!("Authorization: Bearer {token}"),
+        "-H".into(),
+        "Content-Type: application/json".into(),
+        "-d".into(),
+        r#"{"amountCents":1,"reference":"{{unique}}"}"#.into(),
+    ];
+    let file_args: Vec<String> = vec!["--target".into(), target.to_str().unwrap().into()];
+    for (args, name) in [
+        (flag_args, "X-Idempotency-Key"),
+        (file_args, "Idempotent-Token"),
+    ] {
+        let (json, junit) = (dir.path().join("r.json"), dir.path().join("r.xml"));
+        let o = bin()
+            .arg("run")
+            .args(&args)
+            .args(["--probe", "replay-identity"])
+            .arg("--report-json")
+            .arg(&json)
+            .arg("--report-junit")
+            .arg(&junit)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(4), "{name}: {}", text(&o));
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let replay = report["probes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"] == "replay-identity")
+            .unwrap();
+        let keys: Vec<&str> = replay["exchanges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|e| e["request"]["headers"].as_array().unwrap())
+            .filter(|h| h["name"] == name)
+            .map(|h| h["value"].as_str().unwrap())
+            .collect();
+        assert!(!keys.is_empty(), "{name}: no key sent in the JSON report");
+        let key = keys[0];
+        assert!(
+            keys.iter().all(|k| *k == key) && key.starts_with('"') && key.len() > 10,
+            "{name}: the JSON report shows {keys:?}"
+        );
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        let junit = std::fs::read_to_string(&junit).unwrap();
+        assert!(
+            stdout.contains(&format!("> {name}: {key}")),
+            "{name}: the terminal evidence hides the key\n{stdout}"
+        );
+        assert!(
+            junit.contains(&format!("{name}: {key}")),
+            "{name}: JUnit hides the key\n{junit}"
+        );
+        let (curl, legend) = reproduce_line(&stdout);
+        assert!(
+            curl.contains(&format!("-H '{name}: {key}'")),
+            "{name}: the curl line does not send the key\n{curl}"
+        );
+        assert_eq!(
+            legend, "variables: $IDEM_TOKEN_A = tenant A's Authorization credential",
+            "{name}: only the credential is a variable"
+        );
+        for (output, t) in [("terminal", &*stdout), ("JUnit", &junit)] {
+            assert!(
+                !t.contains(token),
+                "{name}: the credential leaks into {output}"
+            );
+        }
+        assert!(!std::fs::read_to_string(&json).unwrap().contains(token));
+    }
+}
+
 /// A server sending 1 MiB bodies: every report stays within its bound, and no line of any
 /// report (a JUnit message, a quoted body) is longer than a screen can take in.
 #[test]
@@ -400,6 +502,7 @@ fn reports_stay_bounded_with_1_mib_bodies() {
         ("JUnit", size("xml"), 1024 * 1024),
         ("JSON", size("json"), 8 * 1024 * 1024),
         ("Markdown", size("md"), 64 * 1024),
+        ("HTML", size("html"), 1024 * 1024),
         (
             "step summary",
             std::fs::metadata(&summary).unwrap().len(),
@@ -416,6 +519,11 @@ fn reports_stay_bounded_with_1_mib_bodies() {
     assert!(
         xml.contains(" bytes more, sha256 "),
         "a cut body names its size and digest"
+    );
+    let page = std::fs::read_to_string(dir.path().join("big.html")).unwrap();
+    assert!(
+        page.contains(" bytes more, sha256 "),
+        "the page cuts bodies too"
     );
 }
 
@@ -454,6 +562,23 @@ fn report_paths_are_prepared_before_the_run() {
     );
     assert!(o.stdout.is_empty(), "the run started: {}", text(&o));
     assert!(start.elapsed() < Duration::from_secs(20));
+    let html = blocker.join("r.html");
+    let html = html.to_str().unwrap();
+    for args in [
+        vec!["run", "--reference", "--report-html", html],
+        vec!["stress", "--reference", "--report-html", html],
+        vec!["client", "--report-html", html, "--", "true"],
+    ] {
+        let command = args[0];
+        let o = bin().args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("HTML report"),
+            "{}",
+            text(&o)
+        );
+        assert!(o.stdout.is_empty(), "the {command} started: {}", text(&o));
+    }
 }
 
 /// A reader that goes away (`idem-check list | head -1`) ends the command quietly with 0.

@@ -2,7 +2,9 @@
 //!
 //! Two reports go through every renderer: `mixed` has one probe of each outcome, and `hostile`
 //! carries what a misbehaving server can send back (a body with `]]>`, an ANSI escape, NUL, a
-//! bidi override, invalid UTF-8) plus the token `s3cr3t-token` in headers, URL and bodies.
+//! bidi override, invalid UTF-8, markup) plus the token `s3cr3t-token` in headers, URL and
+//! bodies. The HTML page also has goldens for its `stress`, `client` and `--openapi` forms,
+//! from hand-made aggregates.
 //! Goldens live in `fixtures/golden/<format>/`; run with `UPDATE_GOLDEN=1` to rewrite them after
 //! an intended change, and review the diff.
 
@@ -15,6 +17,7 @@ use idem_check::check::{Check, Severity};
 use idem_check::http::exchange::{Exchange, Header, ReceivedResponse, SentRequest};
 use idem_check::outcome::Outcome;
 use idem_check::redact::{SecretSources, Secrets};
+use idem_check::report::html::{self, Lane, LaneAttempt, LaneRun, Latency, Sameness, StressView};
 use idem_check::report::{
     json, junit, markdown, terminal, Format, ProbeReport, RenderOptions, RunReport, Summary,
     ToolInfo, SCHEMA,
@@ -588,6 +591,10 @@ fn renderings(name: &str, report: &RunReport) -> Vec<(String, String)> {
             format!("markdown/{name}.md"),
             markdown::render(report, &as_file(Format::Markdown)),
         ),
+        (
+            format!("html/{name}.html"),
+            html::render(report, &as_file(Format::Html)),
+        ),
     ]
 }
 
@@ -773,4 +780,448 @@ fn golden_junit_files_validate_against_the_junit_10_schema() {
     )
     .unwrap();
     assert!(!common::junit_schema::validate(&[path]).status.success());
+}
+
+/// The elements a page is made of: anything else would have come from a server.
+const PAGE_ELEMENTS: &[&str] = &[
+    "html",
+    "head",
+    "meta",
+    "title",
+    "style",
+    "body",
+    "header",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "p",
+    "section",
+    "div",
+    "b",
+    "details",
+    "summary",
+    "span",
+    "code",
+    "dl",
+    "dt",
+    "dd",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "a",
+    "ul",
+    "li",
+    "pre",
+    "figure",
+    "figcaption",
+    "footer",
+    "svg",
+    "g",
+    "line",
+    "text",
+    "rect",
+    "circle",
+    "polygon",
+];
+
+/// One element of a page: its name, its attributes, and whether it is a probe's `<details>`.
+struct Element {
+    name: String,
+    attrs: Vec<(String, String)>,
+}
+
+impl Element {
+    fn attr(&self, name: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Every element of `page` and its text; panics if the page is not well-formed.
+fn parse_page(page: &str) -> (Vec<Element>, String) {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_str(page);
+    let (mut elements, mut text) = (Vec::new(), String::new());
+    loop {
+        match reader.read_event() {
+            Err(e) => panic!(
+                "the page does not parse at {}: {e}",
+                reader.buffer_position()
+            ),
+            Ok(Event::Eof) => break,
+            Ok(Event::Start(t) | Event::Empty(t)) => elements.push(Element {
+                name: String::from_utf8(t.name().as_ref().to_vec()).unwrap(),
+                attrs: t
+                    .attributes()
+                    .map(|a| {
+                        let a = a.unwrap();
+                        (
+                            String::from_utf8(a.key.as_ref().to_vec()).unwrap(),
+                            a.unescape_value().unwrap().into_owned(),
+                        )
+                    })
+                    .collect(),
+            }),
+            Ok(Event::Text(t)) => text.push_str(&t.unescape().unwrap()),
+            Ok(_) => {}
+        }
+    }
+    (elements, text)
+}
+
+/// The page is well-formed, made only of its own elements with no handler, link or source
+/// leaving it; it holds no raw control or bidi character; FAIL and WARN probes are open and the
+/// others closed; and the server's bytes read back as the escapes every format shows.
+#[test]
+fn the_page_holds_only_its_own_markup() {
+    for report in [mixed(), hostile()] {
+        let page = html::render(&report, &as_file(Format::Html));
+        let (elements, text) = parse_page(&page);
+        for e in &elements {
+            assert!(
+                PAGE_ELEMENTS.contains(&e.name.as_str()),
+                "<{}> on the page",
+                e.name
+            );
+            for (k, v) in &e.attrs {
+                assert!(
+                    !k.starts_with("on") && k != "src" && k != "style",
+                    "{k}={v:?}"
+                );
+                if k == "href" {
+                    assert!(v.starts_with('#'), "a link out of the page: {v}");
+                }
+            }
+        }
+        assert!(
+            !page
+                .chars()
+                .any(|c| (c.is_control() && c != '\n' && c != '\t')
+                    || ('\u{202A}'..='\u{202E}').contains(&c)
+                    || ('\u{2066}'..='\u{2069}').contains(&c)),
+            "a raw control or bidi character"
+        );
+        let probes: Vec<&Element> = elements
+            .iter()
+            .filter(|e| e.name == "details" && e.attr("data-outcome").is_some())
+            .collect();
+        assert_eq!(probes.len(), report.probes.len());
+        for (e, p) in probes.iter().zip(&report.probes) {
+            let open = matches!(p.outcome, Outcome::Fail | Outcome::Warn);
+            assert_eq!(e.attr("open").is_some(), open, "{}", p.id);
+        }
+        assert!(elements.iter().any(|e| e.name == "svg"));
+        let csp = elements
+            .iter()
+            .find(|e| e.attr("http-equiv") == Some("Content-Security-Policy"))
+            .expect("a Content-Security-Policy");
+        assert_eq!(
+            csp.attr("content"),
+            Some("default-src 'none'; style-src 'unsafe-inline'")
+        );
+        if report.probes.len() == 3 {
+            assert!(
+                text.contains("\"x\":\"]]>\\x1B[31mred\\x00\\u{202E}txt\""),
+                "{text}"
+            );
+            assert!(text.contains("text/html ]]> \\x1B[0m <script>"), "{text}");
+        }
+    }
+}
+
+/// Markup a server puts in a role, a reason or a header cannot open an element or an
+/// attribute of its own.
+#[test]
+fn markup_from_the_server_stays_text() {
+    let mut report = hostile();
+    let evil = "\"><img src=x onerror=alert(1)><svg onload=alert(2)>'";
+    report.probes[0].reason = evil.into();
+    report.probes[0].exchanges[1].role = evil.into();
+    report.probes[0].timeline.push(evil.into());
+    report.probes[0].checks[0].actual = evil.into();
+    report.probes[0].exchanges[1]
+        .request
+        .headers
+        .push(Header::new("x-note", evil));
+    let page = html::render(&report, &as_file(Format::Html));
+    let (elements, text) = parse_page(&page);
+    assert!(elements.iter().all(|e| e.name != "img"));
+    assert!(elements
+        .iter()
+        .all(|e| e.attrs.iter().all(|(k, _)| !k.starts_with("on"))));
+    assert!(text.contains("<img src=x onerror=alert(1)>"), "{text}");
+}
+
+/// A stress run's aggregates, as the stress report hands them to the page.
+fn stress_view<'a>(
+    statuses: &'a std::collections::BTreeMap<String, u64>,
+    released: &'a std::collections::BTreeMap<String, u64>,
+) -> StressView<'a> {
+    let buckets = |peak: usize| -> Vec<(f64, u64)> {
+        (0..10)
+            .map(|i| {
+                let n = 1u64 << (8 - (i as i64 - peak as i64).unsigned_abs().min(8));
+                (0.032 * f64::from(1u32 << i), n)
+            })
+            .collect()
+    };
+    StressView {
+        keys: 2000,
+        keys_completed: 2000,
+        duplicates: 8,
+        concurrency: 64,
+        requests: 16000,
+        requests_per_second: 1290.3,
+        duration_ms: 12_400.0,
+        interrupted: false,
+        statuses,
+        latency: vec![
+            Latency {
+                class: "2xx",
+                count: 2000,
+                p50_ms: 4.1,
+                p90_ms: 9.8,
+                p99_ms: 15.2,
+                max_ms: 16.4,
+                buckets: buckets(7),
+            },
+            Latency {
+                class: "409",
+                count: 13990,
+                p50_ms: 2.0,
+                p90_ms: 4.4,
+                p99_ms: 7.9,
+                max_ms: 8.1,
+                buckets: buckets(6),
+            },
+        ],
+        released,
+        spread_us: [21.0, 31.0, 56.0],
+        violating_keys: 1,
+        violations: vec![(
+            "c0e76a12-f24a-4e48-8aef-7fbca005536d",
+            "each key executes at most once: expected at most 1 execution, got 2 executions",
+        )],
+    }
+}
+
+/// The stress page: the load drawn above its one probe, whose kept key has a burst.
+#[test]
+fn stress_page_matches_its_golden() {
+    let statuses = [("201", 2010), ("409", 13990)]
+        .into_iter()
+        .map(|(s, n)| (s.to_string(), n))
+        .collect();
+    let released = [("from 2 real-time threads".to_string(), 2000)].into();
+    let mut result = probe(
+        "stress",
+        "load",
+        Outcome::Fail,
+        "1 of 2000 keys violated exactly-once",
+    );
+    result.duration_ms = 12_400.0;
+    result.checks = vec![check(
+        "one-execution",
+        "key c0e76a12: each key executes at most once",
+        Severity::Critical,
+        false,
+        &["at most 1 execution (distinct resource ids at /id in 2xx bodies)"],
+        "2 executions",
+        &[1, 2, 3, 4],
+    )];
+    result.timeline = vec!["key c0e76a12 = c0e76a12-f24a-4e48-8aef-7fbca005536d".into()];
+    result.exchanges = (1..=5)
+        .map(|n| {
+            let mut e = exchange(
+                n,
+                &if n < 5 {
+                    format!("key c0e76a12 burst {n}/4")
+                } else {
+                    "key c0e76a12 late retry 1/1".into()
+                },
+                if n < 5 { 1.0 + n as f64 * 0.1 } else { 9.0 },
+                if n < 5 { 4.0 } else { 1.5 },
+                request("POST", "/api/payments", Some(KEY), PAYMENT),
+                Some(response(
+                    if n == 3 { 409 } else { 201 },
+                    "application/json",
+                    b"{\"id\":\"pay_1\"}",
+                )),
+            );
+            if n < 5 {
+                e.release_us = Some(2_000.0 + n as f64 * 7.0);
+            }
+            e
+        })
+        .collect();
+    let mut run = run(vec![result]);
+    run.suite = "stress".into();
+    run.context = vec!["2000 keys × 8 duplicates, 64 in flight".into()];
+    let page = html::render_stress(
+        &run,
+        &stress_view(&statuses, &released),
+        &as_file(Format::Html),
+    );
+    parse_page(&page);
+    golden("html/stress.html", &page);
+}
+
+/// The client page: each scenario's attempts with whether a retry kept the key and payload.
+#[test]
+fn client_page_matches_its_golden() {
+    let attempt =
+        |start_ms: f64, status: Option<u16>, key: Sameness, payload: Sameness| LaneAttempt {
+            op: 1,
+            operation: true,
+            start_ms,
+            duration_ms: 3.0,
+            status,
+            key,
+            payload,
+        };
+    let run_of = |duration_ms: f64, exit: &str| LaneRun {
+        run: 1,
+        start_ms: 0.0,
+        duration_ms,
+        exit: exit.into(),
+        success: exit == "exit 0",
+    };
+    let lanes = [
+        Lane {
+            scenario: "lost-response".into(),
+            what: "the first attempt is committed, then its connection is closed without an answer"
+                .into(),
+            operations: 1,
+            attempts: vec![
+                attempt(40.0, None, Sameness::First, Sameness::First),
+                attempt(250.0, Some(201), Sameness::Changed, Sameness::Same),
+            ],
+            runs: vec![run_of(270.0, "exit 0")],
+            payments: 2,
+        },
+        Lane {
+            scenario: "retry-after-503".into(),
+            what: "the first attempt gets 503 with Retry-After: 2 (nothing committed)".into(),
+            operations: 1,
+            attempts: vec![
+                attempt(40.0, Some(503), Sameness::First, Sameness::First),
+                attempt(2050.0, Some(201), Sameness::Same, Sameness::Same),
+            ],
+            runs: vec![run_of(2080.0, "exit 0")],
+            payments: 1,
+        },
+    ];
+    let mut lost = probe(
+        "client-lost-response",
+        "client",
+        Outcome::Fail,
+        "every retry carries the first attempt's key: expected Idempotency-Key: \"k1\", got #2 Idempotency-Key: \"k2\"",
+    );
+    lost.checks = vec![check(
+        "same-key",
+        "every retry carries the first attempt's key",
+        Severity::Critical,
+        false,
+        &["Idempotency-Key: \"k1\""],
+        "#2 Idempotency-Key: \"k2\"",
+        &[1, 2],
+    )];
+    let mut report = run(vec![
+        lost,
+        probe(
+            "client-retry-after",
+            "client",
+            Outcome::Pass,
+            "3 checks passed",
+        ),
+    ]);
+    report.target = "client: python3 client.py".into();
+    report.label = "client".into();
+    let page = html::render_client(
+        &report,
+        &lanes.iter().collect::<Vec<_>>(),
+        &as_file(Format::Html),
+    );
+    parse_page(&page);
+    golden("html/client.html", &page);
+}
+
+/// The `--openapi` page: one section per operation, the operations that could not be checked
+/// after them, and anchors kept apart by operation.
+#[test]
+fn operations_page_matches_its_golden() {
+    let (a, b) = (
+        run(vec![mixed().probes.remove(2)]),
+        run(vec![mixed().probes.remove(0)]),
+    );
+    let summary = Summary::of(&[a.probes.clone(), b.probes.clone()].concat());
+    let page = html::render_operations(
+        "idem-check · payments.yaml",
+        &["payments.yaml (OpenAPI 3.1.0) · 2 operations · idem-check 0.1.0".into()],
+        &summary,
+        4690.0,
+        &[
+            (
+                "createPayment · POST /payments · Idempotency-Key (required)".into(),
+                &a,
+            ),
+            (
+                "createRefund · POST /refunds · Idempotency-Key (optional)".into(),
+                &b,
+            ),
+        ],
+        &["createPayout POST /payouts — no request body example or schema".into()],
+        &as_file(Format::Html),
+    );
+    let (elements, _) = parse_page(&page);
+    let ids: Vec<&str> = elements.iter().filter_map(|e| e.attr("id")).collect();
+    assert!(
+        ids.contains(&"o1-replay-identity") && ids.contains(&"o2-first-request"),
+        "{ids:?}"
+    );
+    golden("html/operations.html", &page);
+}
+
+/// A probe with 300 exchanges of 100 KB bodies: the page stays within its bound, says what it
+/// left out, and keeps the transcripts the FAIL's checks cite (failures spend the budget first).
+#[test]
+fn the_page_stays_bounded_and_keeps_the_failure_s_evidence() {
+    let mut report = mixed();
+    let big = vec![b'x'; 100_000];
+    let mut noisy = report.probes[0].clone();
+    noisy.exchanges = (1..=300)
+        .map(|n| {
+            exchange(
+                n,
+                &format!("retry {n}/300"),
+                n as f64,
+                1.0,
+                request("POST", "/api/payments", Some(KEY), &big),
+                Some(response(201, "application/json", &big)),
+            )
+        })
+        .collect();
+    report.probes.insert(0, noisy);
+    let page = html::render(&report, &as_file(Format::Html));
+    assert!(page.len() < 1024 * 1024, "{} bytes", page.len());
+    assert!(page.contains("transcript left out"));
+    assert!(page.contains("of the evidence left out to keep the page within its size bound"));
+    let (elements, _) = parse_page(&page);
+    let dumped = |id: &str| {
+        let at = elements
+            .iter()
+            .position(|e| e.attr("id") == Some(id))
+            .unwrap();
+        elements[at + 1..]
+            .iter()
+            .take_while(|e| e.name != "details")
+            .any(|e| e.attr("class") == Some("dump"))
+    };
+    assert!(dumped("replay-identity-x2") && dumped("replay-identity-x3"));
 }

@@ -384,6 +384,43 @@ async fn mutual_tls_presents_the_client_certificate() {
     reference.stop().await.unwrap();
 }
 
+/// An X.509 v1 client certificate (`openssl x509 -req` without extensions; the fixture's
+/// commands are in tests/data/tls/README.md) is refused before any connection, naming the
+/// version, what rustls accepts and the openssl lines that reissue it: not "the certificate and
+/// key do not belong together", which is what rustls' own error said.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v1_client_certificate_is_named_with_the_lines_that_reissue_it() {
+    let (pki, reference, _, port) = behind_tls(true).await;
+    let base = format!("https://localhost:{port}");
+    let cert = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tls/client-v1.pem");
+    let key = pki.path("client-key.pem");
+    let args = with(
+        flags(&reference.target(), &reference.base, &base),
+        &[
+            "--cacert",
+            &pki.path("ca.pem"),
+            "--cert",
+            cert,
+            "--key",
+            &key,
+        ],
+    );
+    let refused = run(&args, &[], pki.dir.path()).await;
+    assert_eq!(refused.code(), 1, "{}", refused.explain());
+    let stderr = String::from_utf8_lossy(&refused.output.stderr).into_owned();
+    for needle in [
+        &format!("--cert: {cert} is an X.509 v1 certificate"),
+        "rustls, the TLS library here, accepts only v3",
+        &format!("openssl x509 -x509toreq -in {cert} -signkey {key} -out client.csr"),
+        "echo basicConstraints=CA:FALSE > v3.ext",
+        "-extfile v3.ext -out client-v3.pem",
+    ] {
+        assert!(stderr.contains(needle), "{needle:?} not in\n{stderr}");
+    }
+    assert!(!stderr.contains("belong together"), "{stderr}");
+    reference.stop().await.unwrap();
+}
+
 /// `--proxy`: every request goes through the proxy: CONNECT tunnels for the raw client and the
 /// bursts (the HTTP/2 single packet over https, the HTTP/1.1 last-byte release over http),
 /// absolute-form requests from the ordinary client over http; the burst evidence names the

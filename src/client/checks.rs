@@ -3,12 +3,17 @@
 //!
 //! | probe | scenarios | what must hold |
 //! | --- | --- | --- |
-//! | `client-key-present` | created | the first attempt carries the key (required) |
+//! | `client-key-present` | created | the first attempt carries the key (required), the exit status says what happened |
 //! | `client-key-syntax` | created | an RFC 8941 String under ietf-draft-07, either form under stripe (required) |
 //! | `client-lost-response` | lost-response | retry with the same key and payload, one payment, exit 0 (critical) |
-//! | `client-retry-after` | retry-after-503, retry-after-409 | no sooner than Retry-After, same key (recommended) |
+//! | `client-retry-after` | retry-after-* | no sooner than Retry-After, same key (recommended) |
+//! | `client-throttled` | throttled-429, timeout-408 | retried, after Retry-After, same key (recommended) |
 //! | `client-stops-on-4xx` | refused-422, refused-400 | no further attempt, exit non-zero (required) |
-//! | `client-key-per-operation` | two-operations | two operations, two keys (critical) |
+//! | `client-key-per-operation` | two-operations, operations-in-one-process | one key per operation (critical) |
+//!
+//! A check about the key a retry carries is made only when the first attempt carried one: with
+//! no key there is nothing to compare, and the probe says so (INCONCLUSIVE, see
+//! `client-key-present`) instead of passing.
 
 use serde_json::Value;
 
@@ -16,7 +21,8 @@ use crate::check::{Check, Severity};
 use crate::keys::KeySyntax;
 use crate::outcome::Stop;
 
-use super::fake_api::{Attempt, Behaviour, SentKey, RETRY_AFTER_SECS};
+use super::command::Exit;
+use super::fake_api::{Attempt, Wait};
 use super::scenario::ScenarioRecord;
 
 /// One check a client probe makes: a stable id, what it checks, and how much a failure matters.
@@ -88,9 +94,19 @@ pub const RETRY_AFTER_WAITED: ClientCheck = ClientCheck {
     what: "the next attempt comes no sooner than Retry-After",
     severity: Severity::Recommended,
 };
+pub const RETRY_AFTER_MS_WAITED: ClientCheck = ClientCheck {
+    id: "waited-ms",
+    what: "the next attempt comes no sooner than retry-after-ms (a non-standard header)",
+    severity: Severity::Info,
+};
 pub const RETRY_AFTER_SAME_KEY: ClientCheck = ClientCheck {
     id: "same-key",
     what: "the next attempt carries the same key",
+    severity: Severity::Recommended,
+};
+pub const THROTTLED_RETRIED: ClientCheck = ClientCheck {
+    id: "retried",
+    what: "the client tries again after a 429 or 408: nothing was executed",
     severity: Severity::Recommended,
 };
 pub const STOP_NO_RETRY: ClientCheck = ClientCheck {
@@ -105,8 +121,18 @@ pub const STOP_EXIT_FAILURE: ClientCheck = ClientCheck {
 };
 pub const DISTINCT_KEYS: ClientCheck = ClientCheck {
     id: "distinct-keys",
-    what: "each operation has its own key",
+    what: "each operation has its own key (one process per operation)",
     severity: Severity::Critical,
+};
+pub const DISTINCT_KEYS_IN_PROCESS: ClientCheck = ClientCheck {
+    id: "distinct-keys-in-process",
+    what: "each operation has its own key (several operations in one process)",
+    severity: Severity::Critical,
+};
+pub const EXIT_STATUS: ClientCheck = ClientCheck {
+    id: "exit-status",
+    what: "the command exits 0 if and only if its operations were created",
+    severity: Severity::Required,
 };
 
 /// What a judge works with: the probe's scenarios (attempts already numbered for the report)
@@ -118,6 +144,8 @@ pub struct Judging<'a> {
     pub header: &'a str,
     /// The per-scenario timeout, to say how a killed run ended.
     pub timeout: std::time::Duration,
+    /// The served operations, as the evidence names them ("POST /api/payments").
+    pub served: &'a str,
 }
 
 /// The checks a judge made, and why it stopped early if it did.
@@ -135,6 +163,48 @@ impl Judged {
             .map_err(|stop| self.stop = Some(stop))
             .ok()
     }
+
+    /// Records that a key check was not made because the first attempt had no key.
+    fn no_key(&mut self, scenario: &str) {
+        self.stop.get_or_insert(Stop::Inconclusive(format!(
+            "no key was sent in {scenario}, so there is no key to compare on the retry (see client-key-present)"
+        )));
+    }
+
+    /// One [`EXIT_STATUS`] check per run of `r`: exit 0 exactly when every operation of the run
+    /// got a 2xx.
+    fn exit_status(&mut self, j: &Judging, r: &ScenarioRecord) {
+        for run in &r.runs {
+            let ops = r.operations_of_run(run.run);
+            let attempts: Vec<&Attempt> = ops.iter().flat_map(|op| r.operation(*op)).collect();
+            if attempts.is_empty() {
+                continue;
+            }
+            let created = ops
+                .iter()
+                .filter(|op| r.operation(**op).iter().any(|a| a.succeeded()));
+            let created = created.count();
+            let all = created == ops.len();
+            let what = if ops.len() == 1 {
+                if all {
+                    "the operation was created".to_string()
+                } else {
+                    "nothing was created".to_string()
+                }
+            } else {
+                format!("{created} of {} operations were created", ops.len())
+            };
+            self.checks.push(EXIT_STATUS.judge(
+                run.exit.success() == all,
+                format!(
+                    "{} ({what})",
+                    if all { "exit 0" } else { "a non-zero exit" }
+                ),
+                format!("{}: {}", r.scenario.id, run.exit.describe(j.timeout)),
+                attempts.iter().map(|a| a.exchange.n).collect(),
+            ));
+        }
+    }
 }
 
 /// One line of the client report.
@@ -145,6 +215,8 @@ pub struct ClientProbe {
     pub requirement: &'static str,
     /// The scenarios it is judged from; it is left out when none of them ran.
     pub scenarios: &'static [&'static str],
+    /// Every check it can make, for `idem-check list`.
+    pub checks: &'static [ClientCheck],
     pub judge: fn(&Judging) -> Judged,
 }
 
@@ -156,6 +228,7 @@ pub const CATALOG: &[ClientProbe] = &[
         stimulus: "Runs the command once against a server that answers normally",
         requirement: "The client sends an Idempotency-Key on the first attempt of the operation",
         scenarios: &["created"],
+        checks: &[KEY_PRESENT, EXIT_STATUS],
         judge: key_present,
     },
     ClientProbe {
@@ -164,6 +237,7 @@ pub const CATALOG: &[ClientProbe] = &[
         stimulus: "Runs the command once against a server that answers normally",
         requirement: "The key is an RFC 8941 String (ietf-draft-07); bare values are fine under stripe",
         scenarios: &["created"],
+        checks: &[KEY_SYNTAX],
         judge: key_syntax,
     },
     ClientProbe {
@@ -172,15 +246,26 @@ pub const CATALOG: &[ClientProbe] = &[
         stimulus: "Commits the first attempt, then closes its connection without answering",
         requirement: "The client retries with the same key and payload, ends with exactly one payment and reports success",
         scenarios: &["lost-response"],
+        checks: &[LOST_RETRIED, LOST_SAME_KEY, LOST_SAME_PAYLOAD, LOST_ONE_PAYMENT, LOST_EXIT_SUCCESS],
         judge: lost_response,
     },
     ClientProbe {
         id: "client-retry-after",
         section: "RFC 9110 §10.2.3, draft-07 §2.7",
-        stimulus: "Answers the first attempt with 503, and in another scenario with 409 (in flight), each with Retry-After: 2",
-        requirement: "The next attempt waits at least Retry-After and carries the same key",
-        scenarios: &["retry-after-503", "retry-after-409"],
+        stimulus: "Answers the first attempt with 503 (Retry-After: 1, Retry-After: 7, retry-after-ms: 1500) and, in another scenario, with 409 in flight (Retry-After: 2)",
+        requirement: "The next attempt waits at least what the server asked and carries the same key",
+        scenarios: &["retry-after-503", "retry-after-409", "retry-after-7s", "retry-after-ms"],
+        checks: &[RETRY_AFTER_WAITED, RETRY_AFTER_MS_WAITED, RETRY_AFTER_SAME_KEY, EXIT_STATUS],
         judge: retry_after,
+    },
+    ClientProbe {
+        id: "client-throttled",
+        section: "RFC 6585 §4, RFC 9110 §15.5.9",
+        stimulus: "Answers the first attempt with 429 (Retry-After: 1), and in another scenario with 408",
+        requirement: "Nothing was executed, so the client tries again, no sooner than Retry-After, with the same key",
+        scenarios: &["throttled-429", "timeout-408"],
+        checks: &[THROTTLED_RETRIED, RETRY_AFTER_WAITED, RETRY_AFTER_SAME_KEY, EXIT_STATUS],
+        judge: throttled,
     },
     ClientProbe {
         id: "client-stops-on-4xx",
@@ -188,56 +273,86 @@ pub const CATALOG: &[ClientProbe] = &[
         stimulus: "Answers the first attempt with 422 (key reused with another payload), and in another scenario with 400",
         requirement: "A definite refusal is final: no further attempt, and the command reports failure",
         scenarios: &["refused-422", "refused-400"],
+        checks: &[STOP_NO_RETRY, STOP_EXIT_FAILURE],
         judge: stops_on_4xx,
     },
     ClientProbe {
         id: "client-key-per-operation",
         section: "draft-07 §2.1, §2.6",
-        stimulus: "Runs the command twice: two operations",
+        stimulus: "Runs the command twice, then once with IDEM_CHECK_OPERATIONS=2: two operations each time",
         requirement: "Each logical operation gets its own key (a reused key would replay the first payment instead of making the second)",
-        scenarios: &["two-operations"],
+        scenarios: &["two-operations", "operations-in-one-process"],
+        checks: &[DISTINCT_KEYS, DISTINCT_KEYS_IN_PROCESS, EXIT_STATUS],
         judge: key_per_operation,
     },
 ];
 
-/// The first attempt at the operation of `op` in `r`, or the ERROR that says why there is
-/// nothing to judge: no request came, or the fake API refused it for a reason of the client's
-/// setup (no token, a payload without the expected fields) rather than the scenario's.
-fn first_attempt<'r>(j: &Judging, r: &'r ScenarioRecord, op: usize) -> Result<&'r Attempt, Stop> {
-    let Some(first) = r.operation(op).first().copied() else {
-        let exit = r
-            .run(op)
-            .map(|run| {
-                let exit = run.exit.describe(j.timeout);
-                format!(" ({exit} after {:.0} ms)", run.duration_ms)
-            })
-            .unwrap_or_default();
-        return Err(Stop::Error(format!(
-            "the client made no POST /api/payments in scenario {}{exit}; its output is in the timeline",
-            r.scenario.id
-        )));
-    };
-    let injected = match r.scenario.behaviour {
-        Behaviour::Invalid => Some(400),
-        Behaviour::Mismatch => Some(422),
-        _ => None,
-    };
-    match first.exchange.response.as_ref() {
-        Some(resp) if matches!(resp.status, 400 | 401 | 413) && injected != Some(resp.status) => {
-            let detail = resp
-                .json()
-                .and_then(|b| b.get("detail").and_then(|d| d.as_str().map(str::to_string)))
-                .unwrap_or_default();
-            Err(Stop::Error(format!(
-                "the fake API refused #{} with {} ({detail}), so scenario {} never happened: fix the client's request",
-                first.exchange.n, resp.status, r.scenario.id
-            )))
+/// `idem-check list`'s section for the client checks: each probe, its scenarios and its checks
+/// with their severities.
+pub fn listing() -> String {
+    let mut out = String::from(
+        "\nclient checks (idem-check client -- CMD)\n\n\
+         probe                      scenarios\n",
+    );
+    for p in CATALOG {
+        out.push_str(&format!("{:<26} {}\n", p.id, p.scenarios.join(", ")));
+        for c in p.checks {
+            out.push_str(&format!("    {:<12} {}\n", c.severity.as_str(), c.what));
         }
-        _ => Ok(first),
     }
+    out
 }
 
-fn key_text(header: &str, key: Option<&SentKey>) -> String {
+/// The first attempt at a served operation for logical operation `op` in `r`, or the stop that
+/// says why there is nothing to judge: no request came, or the fake API refused it for a
+/// reason of the client's setup (credential, path, body) rather than the scenario's.
+fn first_attempt<'r>(j: &Judging, r: &'r ScenarioRecord, op: usize) -> Result<&'r Attempt, Stop> {
+    let first = r.operation(op).first().copied();
+    let stray = || r.attempts.iter().find(|a| !a.operation);
+    if let Some(refused) = first.or_else(stray).filter(|a| a.setup_refusal.is_some()) {
+        let status = refused.exchange.status().unwrap_or_default();
+        return Err(Stop::Error(format!(
+            "the fake API refused #{} with {status} ({}), so scenario {} never happened: fix the client's request",
+            refused.exchange.n,
+            refused.setup_refusal.as_deref().unwrap_or_default(),
+            r.scenario.id
+        )));
+    }
+    if let Some(first) = first {
+        return Ok(first);
+    }
+    if op > 1 && r.operations_seen() > 0 {
+        let seen = r.operations_seen();
+        let asked = r.scenario.total_operations();
+        let how = if r.runs.is_empty() {
+            format!("run the client {asked} times against this scenario")
+        } else if r.scenario.operations > 1 {
+            format!(
+                "the client must perform IDEM_CHECK_OPERATIONS={} operations",
+                r.scenario.operations
+            )
+        } else {
+            "every run must perform one".to_string()
+        };
+        return Err(Stop::Inconclusive(format!(
+            "only {seen} of the {asked} operations of scenario {} came, so there is no second key to compare; {how}",
+            r.scenario.id
+        )));
+    }
+    let exit = r
+        .run(1)
+        .map(|run| {
+            let exit = run.exit.describe(j.timeout);
+            format!(" ({exit} after {:.0} ms)", run.duration_ms)
+        })
+        .unwrap_or_default();
+    Err(Stop::Error(format!(
+        "the client made no request to {} in scenario {}{exit}; its output is in the timeline",
+        j.served, r.scenario.id
+    )))
+}
+
+fn key_text(header: &str, key: Option<&super::fake_api::SentKey>) -> String {
     match key {
         Some(k) => format!("{header}: {}", k.raw),
         None => format!("no {header} header"),
@@ -254,6 +369,7 @@ fn key_present(j: &Judging) -> Judged {
                 key_text(j.header, a.key.as_ref()),
                 vec![a.exchange.n],
             ));
+            out.exit_status(j, r);
         }
     }
     out
@@ -316,24 +432,35 @@ fn lost_response(j: &Judging) -> Judged {
             all.clone(),
         ));
         if !retries.is_empty() {
-            let other_key: Vec<String> = retries
+            if first.key.is_some() {
+                let other: Vec<&&Attempt> =
+                    retries.iter().filter(|a| !a.same_key_as(first)).collect();
+                out.checks.push(LOST_SAME_KEY.judge(
+                    other.is_empty(),
+                    key_text(j.header, first.key.as_ref()),
+                    if other.is_empty() {
+                        "the same key on every retry".to_string()
+                    } else {
+                        other
+                            .iter()
+                            .map(|a| {
+                                format!("#{} {}", a.exchange.n, key_text(j.header, a.key.as_ref()))
+                            })
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    },
+                    if other.is_empty() {
+                        all.clone()
+                    } else {
+                        other.iter().map(|a| a.exchange.n).collect()
+                    },
+                ));
+            } else {
+                out.no_key(r.scenario.id);
+            }
+            let changed: Vec<(usize, String)> = retries
                 .iter()
-                .filter(|a| !a.same_key_as(first))
-                .map(|a| format!("#{} {}", a.exchange.n, key_text(j.header, a.key.as_ref())))
-                .collect();
-            out.checks.push(LOST_SAME_KEY.judge(
-                other_key.is_empty(),
-                key_text(j.header, first.key.as_ref()),
-                if other_key.is_empty() {
-                    "the same key on every retry".to_string()
-                } else {
-                    other_key.join("; ")
-                },
-                all.clone(),
-            ));
-            let changed: Vec<String> = retries
-                .iter()
-                .filter_map(|a| payload_change(first, a).map(|c| format!("#{}: {c}", a.exchange.n)))
+                .filter_map(|a| payload_change(first, a).map(|c| (a.exchange.n, c)))
                 .collect();
             out.checks.push(LOST_SAME_PAYLOAD.judge(
                 changed.is_empty(),
@@ -341,21 +468,35 @@ fn lost_response(j: &Judging) -> Judged {
                 if changed.is_empty() {
                     "the same payload on every retry".to_string()
                 } else {
-                    changed.join("; ")
+                    changed
+                        .iter()
+                        .map(|(n, c)| format!("#{n}: {c}"))
+                        .collect::<Vec<_>>()
+                        .join("; ")
                 },
-                all.clone(),
+                if changed.is_empty() {
+                    all.clone()
+                } else {
+                    changed.iter().map(|(n, _)| *n).collect()
+                },
             ));
         }
-        out.checks.push(LOST_ONE_PAYMENT.judge(
-            r.payments == 1,
-            "1 payment",
-            format!(
-                "{} payment{}",
-                r.payments,
-                if r.payments == 1 { "" } else { "s" }
+        out.checks.push(
+            LOST_ONE_PAYMENT.judge(
+                r.payments == 1,
+                "1 payment",
+                format!(
+                    "{} payment{}",
+                    r.payments,
+                    if r.payments == 1 { "" } else { "s" }
+                ),
+                attempts
+                    .iter()
+                    .filter(|a| a.succeeded() || a.exchange.response.is_none())
+                    .map(|a| a.exchange.n)
+                    .collect(),
             ),
-            all.clone(),
-        ));
+        );
         if let Some(run) = run {
             out.checks.push(LOST_EXIT_SUCCESS.judge(
                 run.exit.success(),
@@ -392,6 +533,55 @@ fn shown(v: Option<&Value>) -> String {
     v.map_or("(absent)".into(), Value::to_string)
 }
 
+/// The wait and key checks on the attempt after a transient refusal; `false` when the client
+/// did not try again.
+fn next_attempt(j: &Judging, out: &mut Judged, r: &ScenarioRecord, first: &Attempt) -> bool {
+    let attempts = r.operation(1);
+    let Some(next) = attempts.get(1) else {
+        return false;
+    };
+    let status = first.exchange.status_text();
+    let gap = (next.exchange.start_ms - first.exchange.end_ms()).max(0.0);
+    let cited = vec![first.exchange.n, next.exchange.n];
+    let wait = r.scenario.wait();
+    if let Some(wait_ms) = wait.ms() {
+        let (check, header) = match wait {
+            Wait::Millis(ms) => (RETRY_AFTER_MS_WAITED, format!("retry-after-ms: {ms}")),
+            _ => (
+                RETRY_AFTER_WAITED,
+                format!("Retry-After: {}", wait_ms / 1000),
+            ),
+        };
+        out.checks.push(check.judge(
+            gap >= wait_ms as f64,
+            format!(
+                "#{} at least {wait_ms} ms after the {status} ({header})",
+                next.exchange.n
+            ),
+            format!(
+                "{}: #{} came {gap:.0} ms after the {status}",
+                r.scenario.id, next.exchange.n
+            ),
+            cited.clone(),
+        ));
+    }
+    if first.key.is_some() {
+        out.checks.push(RETRY_AFTER_SAME_KEY.judge(
+            next.same_key_as(first),
+            key_text(j.header, first.key.as_ref()),
+            format!(
+                "#{} {}",
+                next.exchange.n,
+                key_text(j.header, next.key.as_ref())
+            ),
+            vec![next.exchange.n],
+        ));
+    } else {
+        out.no_key(r.scenario.id);
+    }
+    true
+}
+
 fn retry_after(j: &Judging) -> Judged {
     let mut out = Judged::default();
     let mut retried = false;
@@ -399,41 +589,44 @@ fn retry_after(j: &Judging) -> Judged {
         let Some(first) = out.first(j, r, 1) else {
             continue;
         };
-        let attempts = r.operation(1);
-        let Some(next) = attempts.get(1) else {
-            continue;
-        };
-        retried = true;
-        let status = first.exchange.status_text();
-        let gap = next.exchange.start_ms - first.exchange.end_ms();
-        let wait_ms = (RETRY_AFTER_SECS * 1000) as f64;
-        let cited = vec![first.exchange.n, next.exchange.n];
-        out.checks.push(RETRY_AFTER_WAITED.judge(
-            gap >= wait_ms,
-            format!(
-                "#{} at least {wait_ms:.0} ms after the {status} (Retry-After: {RETRY_AFTER_SECS})",
-                next.exchange.n
-            ),
-            format!("#{} came {gap:.0} ms after the {status}", next.exchange.n),
-            cited.clone(),
-        ));
-        let same = next.same_key_as(first);
-        out.checks.push(RETRY_AFTER_SAME_KEY.judge(
-            same,
-            key_text(j.header, first.key.as_ref()),
-            format!(
-                "#{} {}",
-                next.exchange.n,
-                key_text(j.header, next.key.as_ref())
-            ),
-            cited,
-        ));
+        retried |= next_attempt(j, &mut out, r, first);
+        out.exit_status(j, r);
     }
     if !retried && out.stop.is_none() {
         out.stop = Some(Stop::Inconclusive(
             "the client did not retry after the 503 or the 409, so there is no wait to judge"
                 .into(),
         ));
+    }
+    out
+}
+
+fn throttled(j: &Judging) -> Judged {
+    let mut out = Judged::default();
+    for r in j.records {
+        let Some(first) = out.first(j, r, 1) else {
+            continue;
+        };
+        let status = first.exchange.status_text();
+        let retried = next_attempt(j, &mut out, r, first);
+        out.checks.push(THROTTLED_RETRIED.judge(
+            retried,
+            format!(
+                "another attempt after the {status} of #{}",
+                first.exchange.n
+            ),
+            match r.run(1) {
+                Some(run) if !retried => format!(
+                    "{}: no further attempt; {}",
+                    r.scenario.id,
+                    run.exit.describe(j.timeout)
+                ),
+                _ if !retried => format!("{}: no further attempt", r.scenario.id),
+                _ => format!("{}: tried again", r.scenario.id),
+            },
+            vec![first.exchange.n],
+        ));
+        out.exit_status(j, r);
     }
     out
 }
@@ -462,12 +655,12 @@ fn stops_on_4xx(j: &Judging) -> Judged {
             all.clone(),
         ));
         if let Some(run) = r.run(1) {
-            let failed = matches!(run.exit, super::command::Exit::Code(c) if c != 0);
+            let failed = matches!(run.exit, Exit::Code(c) if c != 0);
             out.checks.push(STOP_EXIT_FAILURE.judge(
                 failed,
                 format!("a non-zero exit after the {status}"),
                 run.exit.describe(j.timeout),
-                all,
+                vec![first.exchange.n],
             ));
         }
     }
@@ -477,22 +670,18 @@ fn stops_on_4xx(j: &Judging) -> Judged {
 fn key_per_operation(j: &Judging) -> Judged {
     let mut out = Judged::default();
     for r in j.records {
-        let firsts: Vec<&Attempt> = match (1..=r.scenario.runs)
+        let firsts: Vec<&Attempt> = match (1..=r.scenario.total_operations())
             .map(|op| first_attempt(j, r, op))
             .collect::<Result<_, _>>()
         {
             Ok(f) => f,
             Err(stop) => {
-                out.stop = Some(match stop {
-                    // Under --listen the second operation may simply not have been run.
-                    Stop::Error(e) if r.runs.is_empty() => Stop::Inconclusive(format!(
-                        "{e}; run the client twice against this scenario"
-                    )),
-                    other => other,
-                });
+                out.stop = Some(stop);
+                out.exit_status(j, r);
                 continue;
             }
         };
+        out.exit_status(j, r);
         if firsts.iter().any(|a| a.key.is_none()) {
             out.stop = Some(Stop::Inconclusive(
                 "an operation was sent without a key, so there are no keys to compare (see client-key-present)"
@@ -507,20 +696,56 @@ fn key_per_operation(j: &Judging) -> Judged {
         let mut distinct = keys.clone();
         distinct.sort_unstable();
         distinct.dedup();
-        out.checks.push(
-            DISTINCT_KEYS.judge(
-                distinct.len() == keys.len(),
-                format!("{} different keys", keys.len()),
+        let check = if r.scenario.operations > 1 {
+            DISTINCT_KEYS_IN_PROCESS
+        } else {
+            DISTINCT_KEYS
+        };
+        out.checks.push(check.judge(
+            distinct.len() == keys.len(),
+            format!("{} different keys", keys.len()),
+            format!(
+                "{}: {}",
+                r.scenario.id,
                 keys.iter()
                     .zip(&firsts)
                     .map(|(k, a)| format!("#{} {k}", a.exchange.n))
                     .collect::<Vec<_>>()
-                    .join(", "),
-                firsts.iter().map(|a| a.exchange.n).collect(),
+                    .join(", ")
             ),
-        );
+            firsts.iter().map(|a| a.exchange.n).collect(),
+        ));
     }
     out
+}
+
+/// The part of each key that tells it from the others: what follows the prefix they all
+/// share, cut at 12 characters (`…9a1d-de24458e…`). Generated SDKs start every key alike
+/// (`stainless-node-retry-…`), so a key's first characters say nothing.
+pub fn distinguishing(keys: &[&str]) -> Vec<String> {
+    let common = keys.split_first().map_or(0, |(first, rest)| {
+        rest.iter()
+            .map(|k| {
+                first
+                    .chars()
+                    .zip(k.chars())
+                    .take_while(|(a, b)| a == b)
+                    .count()
+            })
+            .min()
+            .unwrap_or(0)
+    });
+    keys.iter()
+        .map(|k| {
+            let tail: String = k.chars().skip(common).collect();
+            let cut: String = tail.chars().take(12).collect();
+            format!(
+                "{}{cut}{}",
+                if common > 0 { "…" } else { "" },
+                if tail.chars().count() > 12 { "…" } else { "" }
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -536,6 +761,8 @@ mod tests {
             operation: true,
             key: None,
             payload: serde_json::from_str(body).ok(),
+            credential: "bearer".into(),
+            setup_refusal: None,
         }
     }
 
@@ -554,6 +781,20 @@ mod tests {
             payload_change(&first, &added).as_deref(),
             Some("at: (absent) → 7")
         );
+    }
+
+    #[test]
+    fn keys_are_told_apart_after_their_common_prefix() {
+        let stainless = [
+            "stainless-node-retry-0b3f2a91-77c1-4d1e",
+            "stainless-node-retry-9c01d2e3-1234-4abc",
+        ];
+        assert_eq!(
+            distinguishing(&stainless),
+            ["…0b3f2a91-77c…", "…9c01d2e3-123…"]
+        );
+        assert_eq!(distinguishing(&["k1", "k2"]), ["…1", "…2"]);
+        assert_eq!(distinguishing(&["abc", "xyz"]), ["abc", "xyz"]);
     }
 
     #[test]

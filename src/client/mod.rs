@@ -1,34 +1,41 @@
 //! `idem-check client`: the other half of the contract. An Idempotency-Key protects a payment
 //! only if the client uses it right, so this plays the server's part and watches the client.
 //!
-//! The pipeline: for each [`scenario`] a fresh [`fake_api`] (an empty store, one injected
-//! behaviour) is started on 127.0.0.1, the user's command is run against it by [`command`] (once
-//! per logical operation, `IDEM_CHECK_BASE_URL` and `IDEM_CHECK_TOKEN` in its environment, its
-//! process group killed at the deadline), every attempt is recorded, and [`checks`] judges the
-//! recordings. The result is a [`ClientReport`] (JSON schema `idem-check.client/1`), which also
+//! The pipeline: the [`operation`]s to serve are chosen (the built-in payments operation, one
+//! given by `--method`/`--path`, or the keyed operations of an API description), with the
+//! credential rule of [`auth`] and the error shape of [`error_body`]; for each [`scenario`] a
+//! fresh [`fake_api`] (an empty store, one injected behaviour) is started on 127.0.0.1, the
+//! user's command is run against it by [`command`] (`IDEM_CHECK_BASE_URL`, `IDEM_CHECK_TOKEN`
+//! and `IDEM_CHECK_OPERATIONS` in its environment, its process group killed at the deadline),
+//! every attempt is recorded, and [`checks`] judges the recordings. The result is a [`ClientReport`] (JSON schema `idem-check.client/1`), which also
 //! converts to the [`RunReport`] the terminal, JUnit and Markdown renderers read, so a client
 //! report looks exactly like a server one.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Result;
 use serde::Serialize;
 use tokio::sync::watch;
 
+use crate::check::Severity;
 use crate::outcome;
 use crate::report::{ProbeReport, RunReport, Summary, ToolInfo};
 use crate::suite::Suite;
 
+pub mod auth;
 pub mod checks;
 pub mod cli;
 pub mod command;
+pub mod error_body;
 pub mod fake_api;
+pub mod operation;
 pub mod scenario;
 
 use checks::{ClientProbe, Judging};
 use command::{Exit, RunRecord};
-use fake_api::FakeApi;
+use fake_api::{ApiConfig, FakeApi};
 use scenario::{Scenario, ScenarioRecord};
 
 /// The JSON schema id of a client report.
@@ -36,8 +43,10 @@ pub const SCHEMA: &str = "idem-check.client/1";
 
 /// The environment variable that carries the fake API's base URL.
 pub const ENV_BASE_URL: &str = "IDEM_CHECK_BASE_URL";
-/// The environment variable that carries the bearer token.
+/// The environment variable that carries the credential's secret.
 pub const ENV_TOKEN: &str = "IDEM_CHECK_TOKEN";
+/// The environment variable that says how many operations one run performs.
+pub const ENV_OPERATIONS: &str = "IDEM_CHECK_OPERATIONS";
 
 /// Under `--listen`, how long no request may arrive after the scenario's last final answer
 /// before it counts as complete (a retry after a refusal must have had time to show up).
@@ -58,8 +67,8 @@ pub struct ClientOptions {
     pub strict: bool,
     /// The scenarios to run, in catalog order.
     pub scenarios: Vec<&'static Scenario>,
-    /// The bearer token the fake API requires.
-    pub token: String,
+    /// What the fake API serves, and the credential it takes.
+    pub api: Arc<ApiConfig>,
 }
 
 /// One scenario as reported in JSON: what was done and what the command did.
@@ -70,8 +79,14 @@ pub struct ScenarioReport {
     pub base_url: String,
     pub attempts: usize,
     pub payments: usize,
+    /// The credentials the attempts carried ("bearer", "basic", "header X-Api-Key", "none").
+    pub credentials: Vec<String>,
     /// Empty under `--listen`.
     pub runs: Vec<RunRecord>,
+    /// The attempts on a time axis, for the HTML page (the JSON report has them in full under
+    /// the checks).
+    #[serde(skip)]
+    pub lane: crate::report::html::Lane,
 }
 
 /// Everything `idem-check client` found.
@@ -82,6 +97,10 @@ pub struct ClientReport {
     /// The client command as given (secrets masked on rendering).
     pub command: Vec<String>,
     pub suite: String,
+    /// The operations the fake API served ("POST /api/payments").
+    pub operations: Vec<String>,
+    /// "problem+json errors", "stripe error envelopes", "--error-body errors".
+    pub errors: &'static str,
     pub strict: bool,
     /// RFC 3339, UTC.
     pub started_at: String,
@@ -114,13 +133,47 @@ impl ClientReport {
             duration_ms: self.duration_ms,
             interrupted: self.interrupted,
             context: vec![format!(
-                "{} scenario{} against a fake payments API on 127.0.0.1",
+                "{} scenario{} against a fake API on 127.0.0.1 serving {} with {}",
                 self.scenarios.len(),
-                if self.scenarios.len() == 1 { "" } else { "s" }
+                if self.scenarios.len() == 1 { "" } else { "s" },
+                self.operations.join(", "),
+                self.errors
             )],
             summary: self.summary.clone(),
             probes: self.probes.clone(),
         }
+    }
+}
+
+impl ClientReport {
+    /// The run report for the terminal: a full run with many scenarios must fit on a screen or
+    /// two, so a probe that failed keeps only its failed checks and the attempts its verdict's
+    /// check cites (shown in full), and every timeline the scenario facts without the runs'
+    /// output. The file reports keep everything.
+    pub fn as_terminal_report(&self) -> RunReport {
+        let mut run = self.as_run_report();
+        for p in &mut run.probes {
+            let primary = p
+                .checks
+                .iter()
+                .find(|c| !c.passed && p.reason.starts_with(c.what.as_str()));
+            let keep: Vec<usize> = primary.map(|c| c.exchanges.clone()).unwrap_or_default();
+            if p.checks
+                .iter()
+                .any(|c| !c.passed && c.severity != Severity::Info)
+            {
+                p.exchanges.retain(|e| keep.contains(&e.n));
+                p.checks
+                    .retain(|c| !c.passed && c.severity != Severity::Info);
+            }
+            p.timeline
+                .retain(|line| !line.contains(" stdout| ") && !line.contains(" stderr| "));
+            p.timeline
+                .retain(|line| !line.contains("earlier lines in the JSON report"));
+        }
+        run.context
+            .push("every attempt and all output in --report-json".into());
+        run
     }
 }
 
@@ -150,18 +203,18 @@ pub async fn run(
         let api = FakeApi::start(
             SocketAddr::from(([127, 0, 0, 1], 0)),
             s.behaviour,
-            &opts.suite.header,
-            &opts.token,
+            opts.api.clone(),
         )
         .await?;
         let env = [
             (ENV_BASE_URL, api.base_url()),
-            (ENV_TOKEN, opts.token.clone()),
+            (ENV_TOKEN, opts.api.token.clone()),
+            (ENV_OPERATIONS, s.operations.to_string()),
         ];
         let mut runs = Vec::new();
         let deadline = Instant::now() + opts.timeout;
         for n in 1..=s.runs {
-            api.set_run(Some(n));
+            api.set_run(Some(n), s.operations == 1);
             let record = command::run(
                 &opts.command,
                 &env,
@@ -208,13 +261,15 @@ pub async fn listen(
         .first()
         .copied()
         .ok_or_else(|| anyhow::anyhow!("--listen needs --scenario ID"))?;
-    let api = FakeApi::start(addr, s.behaviour, &opts.suite.header, &opts.token).await?;
+    let api = FakeApi::start(addr, s.behaviour, opts.api.clone()).await?;
+    api.set_run(None, false);
     ready(&api.base_url());
     let deadline = tokio::time::Instant::now() + opts.timeout;
     loop {
         let p = api.progress();
         let silent = p.last_attempt.map(|t| t.elapsed());
-        let complete = p.finals >= s.runs && silent.is_some_and(|q| q >= LISTEN_QUIET);
+        let complete =
+            p.finals >= s.total_operations() && silent.is_some_and(|q| q >= LISTEN_QUIET);
         if complete || silent.is_some_and(|q| q >= LISTEN_IDLE) {
             break;
         }
@@ -252,6 +307,8 @@ fn build(
         tool: ToolInfo::default(),
         command: opts.command.clone(),
         suite: opts.suite.name.clone(),
+        operations: opts.api.operations.iter().map(|o| o.describe()).collect(),
+        errors: opts.api.errors.describe(),
         strict: opts.strict,
         started_at,
         duration_ms: started.elapsed().as_secs_f64() * 1000.0,
@@ -261,14 +318,78 @@ fn build(
         scenarios: records
             .into_iter()
             .map(|r| ScenarioReport {
+                lane: lane(&r, opts.timeout),
                 id: r.scenario.id,
                 what: r.scenario.what,
                 base_url: r.base_url,
                 attempts: r.attempts.len(),
                 payments: r.payments,
+                credentials: {
+                    let mut seen: Vec<String> =
+                        r.attempts.iter().map(|a| a.credential.clone()).collect();
+                    seen.sort();
+                    seen.dedup();
+                    seen
+                },
                 runs: r.runs,
             })
             .collect(),
+    }
+}
+
+/// A scenario as the HTML page draws it: each attempt with whether it kept the key and the
+/// payload of the attempt before it of the same operation (the rule of the client checks), and
+/// each run of the command.
+fn lane(r: &ScenarioRecord, timeout: Duration) -> crate::report::html::Lane {
+    use crate::report::html::{Lane, LaneAttempt, LaneRun, Sameness};
+    let attempts = r
+        .attempts
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let previous = r.attempts[..i]
+                .iter()
+                .rev()
+                .find(|p| p.operation == a.operation && p.op == a.op);
+            let same = |same: bool| {
+                if same {
+                    Sameness::Same
+                } else {
+                    Sameness::Changed
+                }
+            };
+            LaneAttempt {
+                op: a.op,
+                operation: a.operation,
+                start_ms: a.exchange.start_ms,
+                duration_ms: a.exchange.duration_ms,
+                status: a.exchange.status(),
+                key: match (&a.key, previous) {
+                    (None, _) => Sameness::Absent,
+                    (Some(_), None) => Sameness::First,
+                    (Some(_), Some(p)) => same(a.same_key_as(p)),
+                },
+                payload: previous.map_or(Sameness::First, |p| same(a.payload == p.payload)),
+            }
+        })
+        .collect();
+    Lane {
+        scenario: r.scenario.id.to_string(),
+        what: r.scenario.what.to_string(),
+        operations: r.scenario.runs,
+        attempts,
+        runs: r
+            .runs
+            .iter()
+            .map(|run| LaneRun {
+                run: run.run,
+                start_ms: run.start_ms,
+                duration_ms: run.duration_ms,
+                exit: run.exit.describe(timeout),
+                success: run.exit.success(),
+            })
+            .collect(),
+        payments: r.payments,
     }
 }
 
@@ -282,29 +403,57 @@ fn judge(p: &ClientProbe, records: &[ScenarioRecord], opts: &ClientOptions) -> O
     if mine.is_empty() {
         return None;
     }
-    // Number the attempts across the probe's scenarios, as the evidence cites them.
+    // Number the attempts across the probe's scenarios, as the evidence cites them; when keys
+    // share their first characters, the role names the part that tells them apart.
+    let keys: Vec<String> = mine
+        .iter()
+        .flat_map(|r| r.attempts.iter().filter_map(|a| a.key.as_ref()))
+        .map(|k| k.value.clone())
+        .collect();
+    let mut unique: Vec<&str> = keys.iter().map(String::as_str).collect();
+    unique.sort_unstable();
+    unique.dedup();
+    let alike = unique.len() > 1
+        && unique
+            .windows(2)
+            .any(|w| w[0].chars().take(8).eq(w[1].chars().take(8)));
+    let tags: std::collections::HashMap<&str, String> = unique
+        .iter()
+        .copied()
+        .zip(checks::distinguishing(&unique))
+        .collect();
     let mut n = 0;
     for r in &mut mine {
         let mut per_op = std::collections::HashMap::<usize, usize>::new();
         for a in &mut r.attempts {
             n += 1;
             a.exchange.n = n;
+            let tag = a
+                .key
+                .as_ref()
+                .filter(|_| alike)
+                .and_then(|k| tags.get(k.value.as_str()))
+                .map(|t| format!(", key {t}"))
+                .unwrap_or_default();
             a.exchange.role = if a.operation {
                 let i = per_op.entry(a.op).or_default();
                 *i += 1;
-                format!("{} op {} attempt {i}", r.scenario.id, a.op)
+                format!("{} op {} attempt {i}{tag}", r.scenario.id, a.op)
             } else {
                 format!("{} other request", r.scenario.id)
             };
         }
     }
+    let served: Vec<String> = opts.api.operations.iter().map(|o| o.describe()).collect();
     let judged = (p.judge)(&Judging {
         records: &mine,
         key_syntax: opts.suite.key_syntax,
-        header: &opts.suite.header,
+        header: &opts.api.header,
         timeout: opts.timeout,
+        served: &served.join(" or "),
     });
-    let verdict = outcome::decide(&judged.checks, judged.stop.as_ref(), opts.strict);
+    let mut verdict = outcome::decide(&judged.checks, judged.stop.as_ref(), opts.strict);
+    verdict.reason = one_line_reason(&verdict.reason, &judged.checks);
     Some(ProbeReport {
         id: p.id,
         group: "client",
@@ -313,11 +462,8 @@ fn judge(p: &ClientProbe, records: &[ScenarioRecord], opts: &ClientOptions) -> O
         requirement: p.requirement,
         outcome: verdict.outcome,
         reason: verdict.reason,
-        effect_basis: Some("payments in the fake API's store".into()),
-        duration_ms: mine
-            .iter()
-            .flat_map(|r| r.runs.iter().map(|run| run.duration_ms))
-            .sum(),
+        effect_basis: Some("resources in the fake API's store".into()),
+        duration_ms: mine.iter().map(ScenarioRecord::duration_ms).sum(),
         checks: judged.checks,
         timeline: mine
             .iter()
@@ -330,8 +476,29 @@ fn judge(p: &ClientProbe, records: &[ScenarioRecord], opts: &ClientOptions) -> O
     })
 }
 
+/// The reason a verdict gives, on one line that no renderer needs to cut: the failed check's
+/// `what`, and what was seen when that still fits.
+fn one_line_reason(reason: &str, checks: &[crate::check::Check]) -> String {
+    if reason.chars().count() <= crate::report::evidence::QUOTE_MAX {
+        return reason.to_string();
+    }
+    let Some(c) = checks.iter().find(|c| reason.starts_with(c.what.as_str())) else {
+        return reason
+            .chars()
+            .take(crate::report::evidence::QUOTE_MAX - 1)
+            .collect::<String>()
+            + "…";
+    };
+    let short = format!("{}: {}", c.what, c.actual);
+    if short.chars().count() <= crate::report::evidence::QUOTE_MAX {
+        short
+    } else {
+        format!("{} (see the check below)", c.what)
+    }
+}
+
 /// Output lines of a stream shown in the text evidence (the JSON report has all of it).
-const OUTPUT_LINES: usize = 8;
+const OUTPUT_LINES: usize = 3;
 
 /// The scenario in a few lines: what was injected, every attempt after the first of its
 /// operation (how long after the previous answer, same key or not, same payload or not), how
@@ -339,7 +506,7 @@ const OUTPUT_LINES: usize = 8;
 fn timeline(r: &ScenarioRecord, timeout: Duration) -> Vec<String> {
     let id = r.scenario.id;
     let mut out = vec![format!("{id}: {}", r.scenario.what)];
-    for op in 1..=r.scenario.runs {
+    for op in 1..=r.operations_seen() {
         let attempts = r.operation(op);
         for pair in attempts.windows(2) {
             let (prev, next) = (pair[0], pair[1]);
@@ -356,7 +523,7 @@ fn timeline(r: &ScenarioRecord, timeout: Duration) -> Vec<String> {
             out.push(format!(
                 "{id}: #{} {:.0} ms after #{} ended ({}), {key}, {payload}",
                 next.exchange.n,
-                next.exchange.start_ms - prev.exchange.end_ms(),
+                (next.exchange.start_ms - prev.exchange.end_ms()).max(0.0),
                 prev.exchange.n,
                 prev.exchange.status_text(),
             ));

@@ -1,7 +1,8 @@
 //! A run over every discovered operation: one ordinary single-operation [`RunReport`] per
 //! operation, and the renderers that put them side by side — the terminal grouped by
 //! operation, one JSON report listing each operation's probes, one JUnit testsuite per
-//! operation ([`crate::report::junit::render_operations`]).
+//! operation ([`crate::report::junit::render_operations`]), one HTML page with a section per
+//! operation ([`crate::report::html::render_operations`]).
 
 use serde::Serialize;
 
@@ -146,6 +147,52 @@ impl OpenApiReport {
         report::junit::render_operations(&suites, opts, strict)
     }
 
+    /// The HTML page: the document, then one section per operation headed by its id, method,
+    /// path and key header, then the operations that could not be checked.
+    pub fn html(&self, opts: &RenderOptions) -> String {
+        let operations: Vec<(String, &RunReport)> = self
+            .operations
+            .iter()
+            .map(|o| {
+                (
+                    format!(
+                        "{} · {} {} · {} ({})",
+                        o.operation_id,
+                        o.method,
+                        o.path,
+                        o.header,
+                        if o.required { "required" } else { "optional" }
+                    ),
+                    &o.report,
+                )
+            })
+            .collect();
+        let not_checked: Vec<String> = self
+            .skipped
+            .iter()
+            .map(|s| format!("{} {} {} — {}", s.operation_id, s.method, s.path, s.reason))
+            .collect();
+        // The document may be a URL with credentials in it.
+        let document = opts.secrets.url_for_text(&self.document);
+        let facts = vec![format!(
+            "{document} ({}) · {} operation{} · {} {}",
+            self.version,
+            self.operations.len(),
+            if self.operations.len() == 1 { "" } else { "s" },
+            self.tool.name,
+            self.tool.version
+        )];
+        report::html::render_operations(
+            &format!("idem-check · {document}"),
+            &facts,
+            &self.summary,
+            self.duration_ms,
+            &operations,
+            &not_checked,
+            opts,
+        )
+    }
+
     /// The Markdown summary: each operation's, one after the other.
     pub fn markdown(&self, opts: &RenderOptions) -> String {
         self.operations
@@ -165,13 +212,15 @@ impl OpenApiReport {
 }
 
 /// An `--openapi` run's files: its own JSON (`idem-check.openapi-report/1`), one JUnit
-/// testsuite per operation, and the operations' Markdown summaries one after the other.
+/// testsuite per operation, the operations' Markdown summaries one after the other, and one
+/// HTML page with a section per operation.
 impl Reportable for OpenApiReport {
     fn render(&self, format: Format, opts: &RenderOptions) -> anyhow::Result<String> {
         match format {
             Format::Json => report::json::render_value(self, opts),
             Format::Junit => self.junit(opts, self.strict),
             Format::Markdown => Ok(self.markdown(opts)),
+            Format::Html => Ok(self.html(opts)),
             Format::Terminal => Ok(self.terminal(opts, self.strict)),
         }
     }

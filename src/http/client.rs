@@ -4,7 +4,14 @@
 //! target that speaks only HTTP/2, or sits behind TLS, is exercised the way real clients reach
 //! it. The recorded request is the one reqwest sends: our headers in order plus the Host and
 //! Content-Length it derives, which [`super::raw::prepare`] makes explicit.
+//!
+//! Connections are pooled, except after a 5xx: some servers close a keep-alive connection after
+//! an error without saying `Connection: close` (uvicorn after an unhandled exception), and a
+//! request written on it is reset before it reaches the application. That reset is no answer of
+//! the server's, and a retry after a crash is exactly the request a probe must see answered, so
+//! after any 5xx the next requests go out on new connections.
 
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -15,7 +22,8 @@ use super::Request;
 
 /// A shared, pooled client; one per run.
 pub struct Client {
-    inner: reqwest::Client,
+    /// The pool requests go through; replaced by an empty one after every 5xx.
+    pool: Mutex<reqwest::Client>,
     timeout: Duration,
     max_body: usize,
 }
@@ -35,21 +43,27 @@ pub fn builder() -> Result<reqwest::ClientBuilder> {
 }
 
 impl Client {
-    /// A client that never follows redirects (a 3xx is an answer to judge, not to chase) and
-    /// gives up on any request after `timeout`, connecting as [`builder`] says.
+    /// A client whose requests go through a [`pool`] with these settings.
     pub fn new(timeout: Duration, max_body: usize) -> Result<Client> {
-        let inner = builder()?
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(timeout)
-            .timeout(timeout)
-            .user_agent(concat!("idem-check/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .context("could not build the HTTP client")?;
         Ok(Client {
-            inner,
+            pool: Mutex::new(pool(timeout)?),
             timeout,
             max_body,
         })
+    }
+
+    /// The pool to send the next request through.
+    fn pool(&self) -> reqwest::Client {
+        self.pool.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Retires every pooled connection, the one that just carried a 5xx among them: requests
+    /// still in flight finish on their own connections, the next ones open new connections.
+    /// Should the new pool fail to build (its settings built one before), the old one is kept.
+    fn retire_connections(&self) {
+        if let Ok(fresh) = pool(self.timeout) {
+            *self.pool.lock().unwrap_or_else(|e| e.into_inner()) = fresh;
+        }
     }
 
     /// Sends `req` and returns it as sent with the response or the transport error.
@@ -58,6 +72,9 @@ impl Client {
         let started = Instant::now();
         let result = self.exchange(&sent).await;
         let finished = Instant::now();
+        if result.as_ref().is_ok_and(|r| r.status >= 500) {
+            self.retire_connections();
+        }
         (
             sent,
             RawResponse {
@@ -72,7 +89,7 @@ impl Client {
     async fn exchange(&self, sent: &SentRequest) -> Result<ReceivedResponse, String> {
         let method = reqwest::Method::from_bytes(sent.method.as_bytes())
             .map_err(|_| format!("{:?} is not an HTTP method", sent.method))?;
-        let mut builder = self.inner.request(method, &sent.url);
+        let mut builder = self.pool().request(method, &sent.url);
         for h in &sent.headers {
             // reqwest derives Host from the URL (and :authority on HTTP/2); sending ours too
             // would duplicate it on HTTP/2.
@@ -123,6 +140,18 @@ impl Client {
             problem: None,
         })
     }
+}
+
+/// A pool that never follows redirects (a 3xx is an answer to judge, not to chase) and gives up
+/// on any request after `timeout`, connecting as [`builder`] says.
+fn pool(timeout: Duration) -> Result<reqwest::Client> {
+    builder()?
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(timeout)
+        .timeout(timeout)
+        .user_agent(concat!("idem-check/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .context("could not build the HTTP client")
 }
 
 /// One line naming what went wrong, from the innermost cause reqwest wraps ("could not connect:

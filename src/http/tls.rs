@@ -74,6 +74,9 @@ pub fn configure(opts: &TlsOptions) -> anyhow::Result<()> {
     if let Some(cert) = &opts.cert {
         let chain = read_certs(cert).context("--cert")?;
         let key_path = opts.key.as_deref().unwrap_or(cert);
+        if let Some(version) = x509_version(&chain[0]).filter(|v| *v < 3) {
+            anyhow::bail!("{}", not_v3(cert, key_path, version));
+        }
         let key = PrivateKeyDer::from_pem_file(key_path).map_err(|e| {
             anyhow::anyhow!("--key: no PEM private key in {}: {e}", key_path.display())
         })?;
@@ -100,6 +103,71 @@ pub fn trust_pem(pem: &[u8]) -> anyhow::Result<()> {
     let configs = build(&settings)?;
     *state = (Some(configs), Some(settings));
     Ok(())
+}
+
+/// Why a client certificate older than X.509 v3 cannot be used, and the openssl lines that
+/// reissue it with the same key. rustls (through webpki) parses the certificate to check it
+/// against the key and accepts only v3, but reports a v1 certificate as a key mismatch
+/// ("UnsupportedCertVersion"), which sends the user looking for the wrong problem.
+fn not_v3(cert: &Path, key: &Path, version: u8) -> String {
+    let shell = |p: &Path| {
+        let p = p.display().to_string();
+        if p.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+".contains(&b))
+        {
+            p
+        } else {
+            format!("'{}'", p.replace('\'', "'\\''"))
+        }
+    };
+    let (cert, key) = (shell(cert), shell(key));
+    format!(
+        "--cert: {cert} is an X.509 v{version} certificate, and rustls, the TLS library here, \
+         accepts only v3 (`openssl x509 -req` makes v1 unless it is given extensions). Reissue \
+         it as v3 with the same key, signed by the CA that signed it (ca.pem, ca-key.pem): \
+         openssl x509 -x509toreq -in {cert} -signkey {key} -out client.csr && \
+         echo basicConstraints=CA:FALSE > v3.ext && \
+         openssl x509 -req -in client.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial \
+         -days 365 -extfile v3.ext -out client-v3.pem"
+    )
+}
+
+/// The X.509 version of a DER certificate, from the head of its TBSCertificate: the explicit
+/// `[0] version` field, which v1 certificates leave out (RFC 5280 §4.1). `None` when the DER
+/// does not start like a certificate; rustls then says what is wrong with it.
+fn x509_version(der: &[u8]) -> Option<u8> {
+    let certificate = der_contents(der, 0x30)?;
+    let tbs = der_contents(certificate, 0x30)?;
+    if tbs.first() != Some(&0xA0) {
+        return Some(1);
+    }
+    match der_contents(der_contents(tbs, 0xA0)?, 0x02)? {
+        [v] if *v < 3 => Some(v + 1),
+        _ => None,
+    }
+}
+
+/// The contents of the DER element at the start of `input`, if it has tag `tag`.
+fn der_contents(input: &[u8], tag: u8) -> Option<&[u8]> {
+    let (&first, rest) = input.split_first()?;
+    if first != tag {
+        return None;
+    }
+    let (&len, rest) = rest.split_first()?;
+    let (len, rest) = if len < 0x80 {
+        (usize::from(len), rest)
+    } else {
+        let n = usize::from(len & 0x7f);
+        if n == 0 || n > 4 || rest.len() < n {
+            return None;
+        }
+        let (bytes, rest) = rest.split_at(n);
+        (
+            bytes.iter().fold(0, |acc, b| acc << 8 | usize::from(*b)),
+            rest,
+        )
+    };
+    rest.get(..len)
 }
 
 fn read_certs(path: &Path) -> anyhow::Result<Vec<CertificateDer<'static>>> {
@@ -257,4 +325,34 @@ async fn connect(
         .connect(name, tcp)
         .await
         .map_err(|e| format!("TLS handshake failed: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_version_is_read_from_the_certificate() {
+        let v1 = include_bytes!("../../tests/data/tls/client-v1.pem");
+        let v1 = CertificateDer::from_pem_slice(v1).unwrap();
+        assert_eq!(x509_version(&v1), Some(1));
+        let key = rcgen::KeyPair::generate().unwrap();
+        let v3 = rcgen::CertificateParams::new(vec!["client".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        assert_eq!(x509_version(v3.der()), Some(3));
+        assert_eq!(x509_version(b"not DER"), None);
+        assert_eq!(x509_version(&[0x30, 0x82, 0xff]), None, "cut short");
+    }
+
+    #[test]
+    fn the_reissue_lines_can_be_pasted() {
+        let text = not_v3(Path::new("my certs/it's.pem"), Path::new("/k/key.pem"), 1);
+        assert!(text.contains("X.509 v1"), "{text}");
+        assert!(
+            text.contains(r"-in 'my certs/it'\''s.pem' -signkey /k/key.pem "),
+            "{text}"
+        );
+    }
 }

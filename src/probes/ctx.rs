@@ -28,6 +28,69 @@ pub const RELEASE_AFTER: usize = 2;
 /// The pause between waves while a releasable hold is in flight.
 const RELEASED_WAVE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(5);
 
+/// How long past the estimated end of a hold its request is given before the basis is watched.
+const SETTLE_MARGIN: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Reads the counter (unrecorded) until it has not changed for `quiet`; `Ok(None)` when it was
+/// still changing at `bound`.
+async fn watch_quiet(
+    meter: &Meter,
+    client: &Client,
+    quiet: std::time::Duration,
+    bound: Instant,
+) -> Result<Option<u64>, String> {
+    let poll = (quiet / 5).max(std::time::Duration::from_millis(5));
+    let mut last: Option<(u64, Instant)> = None;
+    loop {
+        let Some(read) = meter.read(client).await else {
+            return Ok(None);
+        };
+        let v = read.value?;
+        let now = Instant::now();
+        match last {
+            Some((seen, since)) if seen == v => {
+                if now.duration_since(since) >= quiet {
+                    return Ok(Some(v));
+                }
+            }
+            _ => last = Some((v, now)),
+        }
+        if now >= bound {
+            return Ok(None);
+        }
+        tokio::time::sleep(poll.min(bound.saturating_duration_since(now))).await;
+    }
+}
+
+/// How long a request may wait for an answer while a releasable hold is in flight before the
+/// hold is released: a server that makes duplicates wait for the original (legal, draft-07
+/// §2.6) answers none of them until the original completes.
+const STALLED: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Awaits `work` (requests sent while the hold `name` is in flight); if it has not finished
+/// within [`STALLED`], releases the hold meanwhile, so a server that holds duplicates until
+/// the original completes can answer them. Returns the result and, when it released, the
+/// release's timeline line and moment.
+async fn release_if_stalled<T>(
+    work: impl std::future::Future<Output = T>,
+    client: &Client,
+    config: &Config,
+    name: &str,
+    start: Instant,
+) -> (T, Option<(String, Instant)>) {
+    tokio::pin!(work);
+    tokio::select! {
+        done = &mut work => (done, None),
+        _ = tokio::time::sleep(STALLED) => {
+            let at = Instant::now();
+            let line = release(client, config, name, start).await.map(|l| {
+                (format!("{l}, as requests sent while it was in flight waited for it"), at)
+            });
+            (work.await, line)
+        }
+    }
+}
+
 /// POSTs the release URL of the hold `name`; the timeline line that says how it went, `None`
 /// without `--hold-release`. A test hook's URL needs none of the operation's headers.
 async fn release(client: &Client, config: &Config, name: &str, start: Instant) -> Option<String> {
@@ -78,6 +141,12 @@ pub struct Session {
     /// Consecutive requests that got no answer, and the last transport error.
     failures: usize,
     last_failure: String,
+    /// The counter value the last probe ended on (see [`ProbeCtx::closing_count`]):
+    /// executions that land before the next probe's first reading belong to that probe.
+    pub last_count: Option<u64>,
+    /// How long a held request lasts when the server alone ends its hold (learnt from held
+    /// originals, see [`ProbeCtx::hold_length`]).
+    hold_length: Option<std::time::Duration>,
 }
 
 impl Session {
@@ -94,6 +163,8 @@ impl Session {
             fell_back: false,
             failures: 0,
             last_failure: String::new(),
+            last_count: None,
+            hold_length: None,
         }
     }
 
@@ -142,6 +213,27 @@ pub struct ProbeCtx {
     /// Checks that could not be judged, each with why: they make the probe INCONCLUSIVE unless
     /// another check FAILs.
     pub(crate) unjudged: Vec<String>,
+    /// Requests whose fate the probe did not see (dropped, held past their answer, no answer
+    /// at all): their effect may still land, so the next counter reading settles first.
+    unfinished: Vec<Unfinished>,
+    /// Whether this probe has read the counter yet (a first reading before any request of its
+    /// own tells whether executions landed after the previous probe ended).
+    read_counter: bool,
+    /// Executions that landed between the previous probe's last counter reading and this
+    /// probe's first: (the previous reading, this one). The runner charges them to the
+    /// previous probe.
+    pub(crate) landed_before: Option<(u64, u64)>,
+    /// The probe's last counter value, with the requests it had sent by then.
+    last_read: Option<(u64, usize)>,
+}
+
+/// A request the probe left unfinished.
+#[derive(Debug, Clone)]
+struct Unfinished {
+    /// The exchange number.
+    n: usize,
+    /// When its hold ends, when the probe knows (it released it, or knows how long holds last).
+    hold_ends: Option<Instant>,
 }
 
 impl ProbeCtx {
@@ -169,7 +261,19 @@ impl ProbeCtx {
             timeline: Vec::new(),
             basis: None,
             unjudged: Vec::new(),
+            unfinished: Vec::new(),
+            read_counter: false,
+            landed_before: None,
+            last_read: None,
         }
+    }
+
+    /// The counter value this probe ended on: its last reading, if it sent nothing after it.
+    /// Executions the next probe finds above it landed after this probe ended.
+    pub(crate) fn closing_count(&self) -> Option<u64> {
+        self.last_read
+            .filter(|(_, sent)| *sent == self.sent)
+            .map(|(v, _)| v)
     }
 
     /// The suite's setting for one of this probe's checks.
@@ -313,6 +417,11 @@ impl ProbeCtx {
         Some(req)
     }
 
+    /// When an exchange started, on the clock its offsets count from.
+    pub fn instant_of(&self, ex: &Exchange) -> Instant {
+        self.started + std::time::Duration::from_secs_f64(ex.start_ms / 1000.0)
+    }
+
     fn offset_ms(&self, at: Instant) -> f64 {
         at.saturating_duration_since(self.started).as_secs_f64() * 1000.0
     }
@@ -337,6 +446,12 @@ impl ProbeCtx {
             response: r.result.as_ref().ok().cloned(),
             error: r.result.as_ref().err().cloned(),
         };
+        if ex.response.is_none() && ex.error.as_deref() != Some(NOT_SENT) {
+            self.unfinished.push(Unfinished {
+                n: ex.n,
+                hold_ends: None,
+            });
+        }
         self.exchanges.push(ex.clone());
         ex
     }
@@ -463,14 +578,63 @@ impl ProbeCtx {
         ))
     }
 
-    /// Ends the hold `name` early (`--hold-release`) and notes how that went; a release that
-    /// fails leaves the hold to the server's own limit, which the notes say.
-    pub async fn release(&mut self, name: &str) {
+    /// Ends the hold `name` of exchange `n` early (`--hold-release`) and notes how that went; a
+    /// release that fails leaves the hold to the server's own limit, which the notes say.
+    pub async fn release(&mut self, name: &str, n: usize) {
         let Some(line) = release(&self.client, self.config.as_ref(), name, self.started).await
         else {
             return;
         };
+        self.hold_ended(n, Instant::now(), false);
         self.note(line);
+    }
+
+    /// Sends `req` while exchange `held` is held under `name`, then releases the hold; when
+    /// the server makes the request wait for the held one, releases it meanwhile (see
+    /// [`release_if_stalled`]).
+    pub async fn send_then_release(
+        &mut self,
+        role: &str,
+        req: Request,
+        name: &str,
+        held: usize,
+    ) -> Exchange {
+        if let Some(ex) = self.not_sent(role.into(), &req) {
+            self.release(name, held).await;
+            return ex;
+        }
+        let client = self.client.clone();
+        let config = self.config.clone();
+        let ((sent, r), line) =
+            release_if_stalled(client.send(&req), &client, &config, name, self.started).await;
+        let ex = self.push_sent(role.into(), sent, &r);
+        match line {
+            Some((line, at)) => {
+                self.hold_ended(held, at, false);
+                self.note(line);
+            }
+            None => self.release(name, held).await,
+        }
+        ex
+    }
+
+    /// How long the server holds a request with the hold header, when it decides alone (no
+    /// `--hold-release`): the longest held original seen so far in the run, else measured now
+    /// with one held request of a fresh key, which completes before this returns.
+    pub async fn hold_length(&mut self) -> Option<std::time::Duration> {
+        if let Some(known) = self.session.hold_length {
+            return Some(known);
+        }
+        let (held, _) = self.held(self.keyed(&self.fresh_key()))?;
+        let ex = self.send("hold measurement", held).await;
+        ex.response.as_ref()?;
+        let length = std::time::Duration::from_secs_f64(ex.duration_ms / 1000.0);
+        self.note(format!(
+            "the hold lasts {:.0} ms (#{}, a held request of its own key)",
+            ex.duration_ms, ex.n
+        ));
+        self.session.hold_length = Some(length);
+        Some(length)
     }
 
     /// Sends `original` with the run's hold (see [`ProbeCtx::held`]) and, after a head start,
@@ -523,7 +687,16 @@ impl ProbeCtx {
                 if done.load(Ordering::SeqCst) || Instant::now() >= deadline {
                     break;
                 }
-                let batch = futures::future::join_all(wave.iter().map(|d| client.send(d))).await;
+                let batch = futures::future::join_all(wave.iter().map(|d| client.send(d)));
+                let batch = match (&name, &released) {
+                    (Some(name), None) => {
+                        let (batch, line) =
+                            release_if_stalled(batch, &client, &config, name, run_start).await;
+                        released = line.map(|(l, _)| l);
+                        batch
+                    }
+                    _ => batch.await,
+                };
                 if !done.load(Ordering::SeqCst) && batch.iter().all(|(_, r)| r.result.is_ok()) {
                     answered += 1;
                 }
@@ -539,6 +712,11 @@ impl ProbeCtx {
         };
         let ((o_sent, o_resp), (waves, released)) = tokio::join!(original_fut, waves_fut);
         let original_ex = self.push_sent("original (held)".into(), o_sent, &o_resp);
+        if released.is_none() && original_ex.response.is_some() {
+            let held = std::time::Duration::from_secs_f64(original_ex.duration_ms / 1000.0);
+            let longest = self.session.hold_length.map_or(held, |h| h.max(held));
+            self.session.hold_length = Some(longest);
+        }
         if let Some(line) = released {
             self.note(line);
         }
@@ -556,6 +734,7 @@ impl ProbeCtx {
     /// value and the meter counts from the responses. An unreadable counter is an ERROR stop,
     /// since every effect check would then be guesswork.
     pub async fn count(&mut self, role: &str) -> Result<Reading, Stop> {
+        self.settle().await;
         let Some(read) = self.session.meter.read(&self.client).await else {
             return Ok(Reading::new(None, self.sent));
         };
@@ -568,11 +747,87 @@ impl ProbeCtx {
             self.note(format!("{role}: {line}"));
         }
         match read.value {
-            Ok(v) => Ok(Reading::new(Some(v), self.sent)),
+            Ok(v) => {
+                // Only a first reading taken before this probe sent anything can tell that
+                // executions landed after the previous probe ended.
+                if !self.read_counter && self.sent == 0 {
+                    self.landed_before = self
+                        .session
+                        .last_count
+                        .filter(|last| v > *last)
+                        .map(|last| (last, v));
+                }
+                self.read_counter = true;
+                self.last_read = Some((v, self.sent));
+                Ok(Reading::new(Some(v), self.sent))
+            }
             Err(e) => Err(Stop::Error(
                 self.session.meter.unreadable(&format!("{cited}{e}")),
             )),
         }
+    }
+
+    /// Marks exchange `n` as held until `ends`, a moment known (the probe released it) or
+    /// `estimated` (its send time plus the hold's length, given [`SETTLE_MARGIN`] on top):
+    /// settling waits for it before it watches the basis.
+    pub fn hold_ended(&mut self, n: usize, ends: Instant, estimated: bool) {
+        let ends = if estimated {
+            ends + SETTLE_MARGIN
+        } else {
+            ends
+        };
+        for u in self.unfinished.iter_mut().filter(|u| u.n == n) {
+            u.hold_ends = Some(ends);
+        }
+    }
+
+    /// Before a counter reading that follows unfinished requests: waits until their holds have
+    /// ended (plus [`SETTLE_MARGIN`]), then until the counter is unchanged for the quiet window
+    /// (`--quiet-window`), bounded by the request timeout, so an execution that lands after the
+    /// response the checker saw or dropped is counted in this probe's window and no other. The
+    /// evidence says how long it took and why.
+    pub async fn settle(&mut self) {
+        if self.unfinished.is_empty() {
+            return;
+        }
+        let unfinished = std::mem::take(&mut self.unfinished);
+        let start = Instant::now();
+        let quiet = self.config.quiet_window;
+        let bound = start + self.config.timeout.max(quiet * 2);
+        let held_until = unfinished.iter().filter_map(|u| u.hold_ends).max();
+        if let Some(until) = held_until {
+            tokio::time::sleep_until(until.min(bound).into()).await;
+        }
+        let which = unfinished
+            .iter()
+            .map(|u| format!("#{}", u.n))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let basis = if self.session.meter.has_counter() {
+            match watch_quiet(&self.session.meter, &self.client, quiet, bound).await {
+                Ok(Some(v)) => format!("the counter stayed at {v} for {} ms", quiet.as_millis()),
+                Ok(None) => format!(
+                    "the counter was still changing {:.1} s after; counted anyway",
+                    bound.saturating_duration_since(start).as_secs_f64()
+                ),
+                Err(e) => format!("the counter could not be watched ({e})"),
+            }
+        } else {
+            tokio::time::sleep(quiet).await;
+            format!(
+                "waited the {} ms quiet window (no counter to watch)",
+                quiet.as_millis()
+            )
+        };
+        let held = if held_until.is_some() {
+            " after the hold ended"
+        } else {
+            ""
+        };
+        self.note(format!(
+            "settled {} ms before counting: {which} left unfinished{held}; {basis}",
+            start.elapsed().as_millis()
+        ));
     }
 
     /// "count before": the reading every effect check starts from.

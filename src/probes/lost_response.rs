@@ -53,15 +53,23 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
+    // A hold the server ends alone: its length tells when the dropped original is done.
+    let hold = match ctx.config.hold_release {
+        None if ctx.config.hold_header.is_some() => ctx.hold_length().await,
+        _ => None,
+    };
     let before = ctx.count_before().await?;
     let req = ctx.keyed(&ctx.fresh_key());
-    let (original, wait, hold) = match ctx.held(req.clone()) {
+    let (original, wait, name) = match ctx.held(req.clone()) {
         Some((held, name)) => (held, DROP_AFTER_HOLD, name),
         None => (req.clone(), Duration::ZERO, None),
     };
     let dropped = ctx
         .send_then_drop("original, dropped before reading", original, wait)
         .await;
+    if let Some(length) = hold {
+        ctx.hold_ended(dropped.n, ctx.instant_of(&dropped) + length, true);
+    }
     if dropped.error.as_deref() != Some(DROPPED) {
         return Err(Stop::Error(format!(
             "the original request (#{}) could not be sent: {}",
@@ -75,11 +83,13 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let bound = ctx.config.timeout;
     let mut retries = Vec::new();
     let mut interval = RETRY_INTERVAL;
-    if let Some(name) = hold {
+    if let Some(name) = name {
         // A releasable hold: one retry while the original is surely still running, then the
         // hold ends and the retries below see it finish.
-        retries.push(ctx.send("retry while held", req.clone()).await);
-        ctx.release(&name).await;
+        let retry = ctx
+            .send_then_release("retry while held", req.clone(), &name, dropped.n)
+            .await;
+        retries.push(retry);
         interval = RELEASED_RETRY_INTERVAL;
     }
     if !retries.last().is_some_and(is_success) {
@@ -90,8 +100,12 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     };
     let replayed = is_success(&last);
     if replayed {
-        // A replay that vanishes a moment later (a record dropped with the connection) shows
-        // only on the next retry.
+        // The dropped original may still be running: its effect may land after the replay
+        // (a server that caches only once its handler returns executes the retry, then the
+        // original again). Settle first, so its execution is counted here; then a replay that
+        // vanished (a record dropped with the connection) or was replaced by the original's
+        // late result shows on one more retry.
+        ctx.settle().await;
         retries.push(ctx.send("retry after the replay", req.clone()).await);
     }
     let after = ctx.count("count after").await?;

@@ -97,8 +97,8 @@ pub fn outcome_label(p: &ProbeReport) -> String {
 
 /// The numbers of the exchanges printed in full: those cited by failed checks, except small
 /// successful reads (an effect counter's `{"count":17}`), whose value the check already quotes and
-/// whose summary line suffices. An ERROR that no check explains stopped at its last exchange, so
-/// that one is shown instead.
+/// whose summary line suffices. An ERROR that no check explains shows the exchange it stopped
+/// on instead ([`error_cause`]).
 pub fn cited_exchanges(p: &ProbeReport, key_header: &str) -> Vec<usize> {
     let mut cited: BTreeSet<usize> = failed(p)
         .flat_map(|c| c.exchanges.iter().copied())
@@ -108,9 +108,41 @@ pub fn cited_exchanges(p: &ProbeReport, key_header: &str) -> Vec<usize> {
         })
         .collect();
     if cited.is_empty() && p.outcome == Outcome::Error {
-        cited.extend(p.exchanges.last().map(|e| e.n));
+        cited.extend(error_cause(p));
     }
     cited.into_iter().collect()
+}
+
+/// The exchanges an ERROR stopped on: those its reason names ("the second request (#3) got
+/// 500"), else the last one without a 2xx, else the last one. The last exchange alone is often
+/// the counter read that followed the request that failed, and its curl line reproduces nothing.
+fn error_cause(p: &ProbeReport) -> Vec<usize> {
+    let named: Vec<usize> = exchange_refs(&p.reason)
+        .filter(|n| p.exchange(*n).is_some())
+        .collect();
+    if !named.is_empty() {
+        return named;
+    }
+    let unsuccessful = p
+        .exchanges
+        .iter()
+        .rev()
+        .find(|e| !e.response.as_ref().is_some_and(|r| r.is_success()));
+    unsuccessful
+        .or(p.exchanges.last())
+        .map(|e| e.n)
+        .into_iter()
+        .collect()
+}
+
+/// The exchange numbers a reason cites: every `#N` in it (`#3`, both ends of `#2–#5`).
+fn exchange_refs(text: &str) -> impl Iterator<Item = usize> + '_ {
+    text.split('#').skip(1).filter_map(|after| {
+        let end = after
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(after.len());
+        after[..end].parse().ok()
+    })
 }
 
 /// Bodies up to this size on a successful keyless GET count as a "small read".
@@ -177,7 +209,7 @@ impl ExchangeLine {
     /// One row for a run of exchanges of one kind (see [`fold`]): the range of numbers, the
     /// first start, the range of durations, the role's common part with the count, and a
     /// status histogram.
-    fn folded(run: &[&Exchange], secrets: &Secrets, key_header: &str) -> Self {
+    pub fn folded(run: &[&Exchange], secrets: &Secrets, key_header: &str) -> Self {
         let first = ExchangeLine::of(run[0], secrets, key_header);
         let last = ExchangeLine::of(run[run.len() - 1], secrets, key_header);
         let (lo, hi) = run.iter().fold((f64::MAX, 0.0f64), |(lo, hi), e| {
@@ -258,7 +290,7 @@ fn role_kind(role: &str) -> String {
 
 /// Consecutive exchanges of one kind (role kind, method, URL, key) grouped into runs; a run
 /// shorter than [`FOLD_MIN`] is split back into single exchanges.
-fn fold<'a>(exchanges: &'a [Exchange], key_header: &str) -> Vec<Vec<&'a Exchange>> {
+pub fn fold<'a>(exchanges: &'a [Exchange], key_header: &str) -> Vec<Vec<&'a Exchange>> {
     let kind = |e: &Exchange| {
         (
             role_kind(&e.role),
@@ -291,7 +323,7 @@ fn fold<'a>(exchanges: &'a [Exchange], key_header: &str) -> Vec<Vec<&'a Exchange
 
 /// The cited exchanges printed in full: the first of each kind (role kind, request, status).
 /// Returns each shown exchange with the numbers of the cited ones it stands for.
-fn representatives<'a>(p: &'a ProbeReport, cited: &[usize]) -> Vec<(&'a Exchange, Vec<usize>)> {
+pub fn representatives<'a>(p: &'a ProbeReport, cited: &[usize]) -> Vec<(&'a Exchange, Vec<usize>)> {
     let mut reps: Vec<(&Exchange, Vec<usize>)> = Vec::new();
     for e in cited.iter().filter_map(|&n| p.exchange(n)) {
         let same = |r: &Exchange| {
@@ -416,57 +448,68 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
 
 /// A value quoted inside a line: one line, cut at [`QUOTE_MAX`], secrets masked (before the
 /// cut, so a secret straddling it cannot leak its first half).
-fn quoted(text: &str, secrets: &Secrets) -> String {
+pub fn quoted(text: &str, secrets: &Secrets) -> String {
     cut_line(&secrets.redact(&sanitize_line(text)), QUOTE_MAX)
 }
 
-/// One curl line per distinct request among the shown exchanges, then which variable stands
-/// for which secret, once.
-fn write_reproduce(out: &mut String, reps: &[(&Exchange, Vec<usize>)], secrets: &Secrets) {
-    // Grouped by the request itself: two tenants' requests differ only in a credential, which
-    // may print the same when it is not a known secret.
-    let mut lines: Vec<(Vec<usize>, &SentRequest, String)> = Vec::new();
-    let mut vars: Vec<String> = Vec::new();
-    for (e, also) in reps {
-        let curl = curl_line(&e.request, secrets);
-        let mut line = curl.text;
-        // An exchange that went over HTTP/2 on a plain-text URL was h2c with prior
-        // knowledge; curl must be told, or it would replay it over HTTP/1.1.
-        let h2c = e.request.url.starts_with("http://")
-            && e.response.as_ref().is_some_and(|r| r.version == "HTTP/2");
-        if h2c {
-            line.push_str(" --http2-prior-knowledge");
-        }
-        for v in curl.vars {
-            if !vars.contains(&v) {
-                vars.push(v);
+/// The reproduce lines of the exchanges shown in full: one curl line per distinct request, under
+/// a title naming the exchanges it stands for, then which variable stands for which secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reproduce {
+    /// (`reproduce #2 (the same request as #3–#18)`, the curl line)
+    pub lines: Vec<(String, String)>,
+    /// `$IDEM_TOKEN_A = tenant A's Authorization credential`, one entry per variable used.
+    pub variables: Vec<String>,
+}
+
+impl Reproduce {
+    /// The lines for `reps` (see [`representatives`]), secrets named by their variables.
+    pub fn of(reps: &[(&Exchange, Vec<usize>)], secrets: &Secrets) -> Self {
+        // Grouped by the request itself: two tenants' requests differ only in a credential, which
+        // may print the same when it is not a known secret.
+        let mut grouped: Vec<(Vec<usize>, &SentRequest, String)> = Vec::new();
+        let mut vars: Vec<String> = Vec::new();
+        for (e, also) in reps {
+            let curl = curl_line(&e.request, secrets);
+            let mut line = curl.text;
+            // An exchange that went over HTTP/2 on a plain-text URL was h2c with prior
+            // knowledge; curl must be told, or it would replay it over HTTP/1.1.
+            let h2c = e.request.url.starts_with("http://")
+                && e.response.as_ref().is_some_and(|r| r.version == "HTTP/2");
+            if h2c {
+                line.push_str(" --http2-prior-knowledge");
+            }
+            for v in curl.vars {
+                if !vars.contains(&v) {
+                    vars.push(v);
+                }
+            }
+            let numbers = std::iter::once(e.n).chain(also.iter().copied());
+            match grouped
+                .iter_mut()
+                .find(|(_, r, l)| **r == e.request && *l == line)
+            {
+                Some((ns, _, _)) => ns.extend(numbers),
+                None => grouped.push((numbers.collect(), &e.request, line)),
             }
         }
-        let numbers = std::iter::once(e.n).chain(also.iter().copied());
-        match lines
-            .iter_mut()
-            .find(|(_, r, l)| **r == e.request && *l == line)
-        {
-            Some((ns, _, _)) => ns.extend(numbers),
-            None => lines.push((numbers.collect(), &e.request, line)),
-        }
-    }
-    for (mut ns, _, line) in lines {
-        ns.sort_unstable();
-        let first = ns.remove(0);
-        if ns.is_empty() {
-            let _ = writeln!(out, "reproduce #{first}:");
-        } else {
-            let _ = writeln!(
-                out,
-                "reproduce #{first} (the same request as {}):",
-                cited_ranges(&ns)
-            );
-        }
-        let _ = writeln!(out, "  {line}");
-    }
-    if !vars.is_empty() {
-        let legend: Vec<String> = vars
+        let lines = grouped
+            .into_iter()
+            .map(|(mut ns, _, line)| {
+                ns.sort_unstable();
+                let first = ns.remove(0);
+                let title = if ns.is_empty() {
+                    format!("reproduce #{first}")
+                } else {
+                    format!(
+                        "reproduce #{first} (the same request as {})",
+                        cited_ranges(&ns)
+                    )
+                };
+                (title, line)
+            })
+            .collect();
+        let variables = vars
             .iter()
             .map(|v| {
                 let what = secrets.list().iter().find(|s| &s.var == v).map_or_else(
@@ -476,7 +519,19 @@ fn write_reproduce(out: &mut String, reps: &[(&Exchange, Vec<usize>)], secrets: 
                 format!("${v} = {}", sanitize_line(&what))
             })
             .collect();
-        let _ = writeln!(out, "variables: {}", legend.join(" · "));
+        Reproduce { lines, variables }
+    }
+}
+
+/// The reproduce lines as text: each title and its indented curl line, then the legend, once.
+fn write_reproduce(out: &mut String, reps: &[(&Exchange, Vec<usize>)], secrets: &Secrets) {
+    let r = Reproduce::of(reps, secrets);
+    for (title, line) in &r.lines {
+        let _ = writeln!(out, "{title}:");
+        let _ = writeln!(out, "  {line}");
+    }
+    if !r.variables.is_empty() {
+        let _ = writeln!(out, "variables: {}", r.variables.join(" · "));
     }
 }
 
@@ -610,7 +665,14 @@ fn write_body(out: &mut String, prefix: char, body: &[u8], opts: &RenderOptions)
     }
 }
 
-/// The full `>` / `<` transcript of one exchange, curl `-v` style.
+/// The full `>` / `<` transcript of one exchange, curl `-v` style, under a line naming it
+/// (`#2 original (+11 ms, 38 ms)`), sanitised, secrets masked, bodies cut at the format's cap.
+pub fn dump(e: &Exchange, opts: &RenderOptions) -> String {
+    let mut out = String::new();
+    write_dump(&mut out, e, opts);
+    out
+}
+
 fn write_dump(out: &mut String, e: &Exchange, opts: &RenderOptions) {
     let secrets = &opts.secrets;
     let _ = writeln!(
@@ -738,6 +800,33 @@ mod tests {
             vec![1, 2],
         );
         assert_eq!(cited_exchanges(&p, "Idempotency-Key"), vec![2]);
+    }
+
+    #[test]
+    fn an_error_cites_the_exchange_it_stopped_on_not_the_last_one() {
+        let mut failed = ex(3, "POST", b"{}".to_vec());
+        failed.response.as_mut().unwrap().status = 500;
+        let exchanges = vec![
+            ex(1, "GET", b"{\"count\":1}".to_vec()),
+            ex(2, "POST", b"{}".to_vec()),
+            failed,
+            ex(4, "GET", b"{\"count\":2}".to_vec()),
+        ];
+        let mut p = probe(exchanges, vec![]);
+        p.checks.clear();
+        p.outcome = Outcome::Error;
+        p.reason = "the second request (#3) got 500, so nothing".into();
+        assert_eq!(cited_exchanges(&p, "Idempotency-Key"), vec![3]);
+        p.reason = "the target failed".into();
+        assert_eq!(
+            cited_exchanges(&p, "Idempotency-Key"),
+            vec![3],
+            "unnamed: the last without a 2xx"
+        );
+        p.exchanges[2].response.as_mut().unwrap().status = 201;
+        assert_eq!(cited_exchanges(&p, "Idempotency-Key"), vec![4]);
+        p.reason = "#99 is not an exchange; #2–#3 are".into();
+        assert_eq!(cited_exchanges(&p, "Idempotency-Key"), vec![2, 3]);
     }
 
     #[test]

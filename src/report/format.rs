@@ -23,6 +23,8 @@ pub enum Format {
     Json,
     /// `--report-markdown`, and the GitHub step summary.
     Markdown,
+    /// `--report-html`: one self-contained page.
+    Html,
 }
 
 impl Format {
@@ -33,18 +35,20 @@ impl Format {
             Format::Junit => "JUnit",
             Format::Json => "JSON",
             Format::Markdown => "Markdown",
+            Format::Html => "HTML",
         }
     }
 
     /// How many bytes of each body the format keeps unless `--max-body-bytes` says otherwise.
     /// Small where people read (a terminal, a step summary), larger where tools read and the
-    /// evidence is the point (JUnit, JSON); never whole, so a server sending 1 MiB bodies
-    /// cannot turn a report into hundreds of megabytes.
+    /// evidence is the point (JUnit, JSON, and the HTML page, whose bodies are folded away until
+    /// opened); never whole, so a server sending 1 MiB bodies cannot turn a report into
+    /// hundreds of megabytes.
     pub fn default_max_body(self) -> usize {
         match self {
             Format::Terminal => 2 * 1024,
             Format::Markdown => 1024,
-            Format::Junit => 8 * 1024,
+            Format::Junit | Format::Html => 8 * 1024,
             Format::Json => 16 * 1024,
         }
     }

@@ -1,8 +1,9 @@
 //! The result model every renderer reads, and the renderers.
 //!
-//! A run produces one [`RunReport`]; `terminal`, `junit`, `json` and `markdown` are pure functions
-//! of it (plus [`RenderOptions`]), so they cannot disagree about a verdict. `evidence` holds the
-//! plain-text block shared by the terminal recap and the JUnit failure body.
+//! A run produces one [`RunReport`]; `terminal`, `junit`, `json`, `markdown` and `html` are pure
+//! functions of it (plus [`RenderOptions`]), so they cannot disagree about a verdict. `evidence`
+//! holds the plain-text block shared by the terminal recap and the JUnit failure body, and the
+//! pieces of it (exchange lines, transcripts, reproduce lines) the HTML page shows.
 
 use serde::Serialize;
 
@@ -14,6 +15,7 @@ use crate::redact::Secrets;
 pub mod evidence;
 pub mod file;
 pub mod format;
+pub mod html;
 pub mod json;
 pub mod junit;
 pub mod markdown;
@@ -196,13 +198,14 @@ impl RenderOptions {
     }
 }
 
-/// A run's files: JUnit, JSON and Markdown of the [`RunReport`].
+/// A run's files: JUnit, JSON, Markdown and HTML of the [`RunReport`].
 impl Reportable for RunReport {
     fn render(&self, format: Format, opts: &RenderOptions) -> anyhow::Result<String> {
         match format {
             Format::Junit => junit::render(self, opts, self.strict),
             Format::Json => json::render(self, opts),
             Format::Markdown => Ok(markdown::render(self, opts)),
+            Format::Html => Ok(html::render(self, opts)),
             Format::Terminal => Ok(terminal::render(self, opts, self.strict)),
         }
     }

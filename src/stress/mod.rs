@@ -86,6 +86,34 @@ pub struct StressReport {
 }
 
 impl StressReport {
+    /// The aggregates as the HTML page draws them.
+    pub fn html_view(&self) -> crate::report::html::StressView<'_> {
+        crate::report::html::StressView {
+            keys: self.keys,
+            keys_completed: self.keys_completed,
+            duplicates: self.duplicates,
+            concurrency: self.concurrency,
+            requests: self.requests,
+            requests_per_second: self.requests_per_second,
+            duration_ms: self.duration_ms,
+            interrupted: self.interrupted,
+            statuses: &self.statuses,
+            latency: self.latency.iter().map(LatencyRow::html_view).collect(),
+            released: &self.bursts.released,
+            spread_us: [
+                self.bursts.spread_p50_us,
+                self.bursts.spread_p90_us,
+                self.bursts.spread_max_us,
+            ],
+            violating_keys: self.violating_keys,
+            violations: self
+                .violations
+                .iter()
+                .map(|v| (v.key.as_str(), v.reason.as_str()))
+                .collect(),
+        }
+    }
+
     /// The result as a one-probe [`RunReport`], for the JUnit testcase `stress`.
     pub fn as_run_report(&self) -> RunReport {
         let probes = vec![self.result.clone()];
@@ -431,8 +459,8 @@ fn failed_to_start(
     }
 }
 
-/// A stress run's files: its own JSON (`idem-check.stress/1`), and JUnit and Markdown of the
-/// one-testcase [`RunReport`] it amounts to.
+/// A stress run's files: its own JSON (`idem-check.stress/1`), JUnit and Markdown of the
+/// one-testcase [`RunReport`] it amounts to, and an HTML page with the load drawn above it.
 impl crate::report::Reportable for StressReport {
     fn render(
         &self,
@@ -444,6 +472,11 @@ impl crate::report::Reportable for StressReport {
             Format::Json => crate::report::json::render_value(self, opts),
             Format::Junit => crate::report::junit::render(&self.as_run_report(), opts, false),
             Format::Markdown => Ok(crate::report::markdown::render(&self.as_run_report(), opts)),
+            Format::Html => Ok(crate::report::html::render_stress(
+                &self.as_run_report(),
+                &self.html_view(),
+                opts,
+            )),
             Format::Terminal => Ok(render_terminal(self, opts)),
         }
     }

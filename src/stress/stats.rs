@@ -41,6 +41,34 @@ pub struct LatencyRow {
     pub p90_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
+    /// The histogram: buckets whose upper bounds double from [`FIRST_BUCKET_US`], up to the
+    /// bucket holding the slowest request.
+    pub buckets: Vec<LatencyBucket>,
+}
+
+/// Requests whose latency fell at or below `upper_ms` (and above the previous bucket's bound).
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyBucket {
+    pub upper_ms: f64,
+    pub count: u64,
+}
+
+/// The upper bound of the first histogram bucket: loopback answers take tens of µs.
+pub const FIRST_BUCKET_US: u64 = 32;
+
+impl LatencyRow {
+    /// The row as the HTML page draws it.
+    pub fn html_view(&self) -> crate::report::html::Latency<'_> {
+        crate::report::html::Latency {
+            class: &self.class,
+            count: self.count,
+            p50_ms: self.p50_ms,
+            p90_ms: self.p90_ms,
+            p99_ms: self.p99_ms,
+            max_ms: self.max_ms,
+            buckets: self.buckets.iter().map(|b| (b.upper_ms, b.count)).collect(),
+        }
+    }
 }
 
 impl Stats {
@@ -98,6 +126,15 @@ impl Stats {
                 p90_ms: ms(h.value_at_quantile(0.90)),
                 p99_ms: ms(h.value_at_quantile(0.99)),
                 max_ms: ms(h.max()),
+                // The i-th step of a log iteration ends at FIRST_BUCKET_US × 2^i.
+                buckets: h
+                    .iter_log(FIRST_BUCKET_US, 2.0)
+                    .zip(0u32..)
+                    .map(|(v, i)| LatencyBucket {
+                        upper_ms: ms(FIRST_BUCKET_US.saturating_mul(1 << i.min(40))),
+                        count: v.count_since_last_iteration(),
+                    })
+                    .collect(),
             })
             .collect()
     }
