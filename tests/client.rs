@@ -616,7 +616,7 @@ fn documents_that_cannot_be_served_are_one_line_errors() {
     for (i, (doc, want)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("doc{i}.yaml"));
         std::fs::write(&path, doc).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_idem-check"))
+        let out = bin()
             .args(["client", "--openapi"])
             .arg(&path)
             .args(["--", "true"])
@@ -632,10 +632,7 @@ fn documents_that_cannot_be_served_are_one_line_errors() {
 /// `idem-check list` shows the client checks beside the probes, with their severities.
 #[test]
 fn list_shows_the_client_checks_with_severities() {
-    let out = Command::new(env!("CARGO_BIN_EXE_idem-check"))
-        .arg("list")
-        .output()
-        .unwrap();
+    let out = bin().arg("list").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     for want in [
         "client-throttled",
