@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::binary::{bin, text};
+use common::binary::{bin, text, wait_bounded};
 
 fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("the binary runs")
@@ -187,7 +187,7 @@ fn ctrl_c_exits_130_with_reports() {
         .spawn()
         .unwrap();
     // Interrupt only once the first probe's request has arrived: the run is then inside a
-    // probe, with its Ctrl-C handler installed, however slow the machine is.
+    // probe, and the runner watches for Ctrl-C before it starts one, however slow the machine.
     let arrived = Instant::now() + Duration::from_secs(20);
     while seen.load(std::sync::atomic::Ordering::SeqCst) == 0 {
         assert!(
@@ -196,20 +196,12 @@ fn ctrl_c_exits_130_with_reports() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    std::thread::sleep(Duration::from_millis(100));
     let status = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
-    let end = Instant::now() + Duration::from_secs(10);
-    let code = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s.code();
-        }
-        assert!(Instant::now() < end, "no exit after Ctrl-C");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let code = wait_bounded(&mut child, Duration::from_secs(10)).code();
     assert_eq!(code, Some(130));
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(report["interrupted"], true);

@@ -2,12 +2,15 @@
 //! every check, and each defect is flagged by exactly the checks listed in [`TABLE`]. The real
 //! binary runs real client processes that speak HTTP to the fake API on 127.0.0.1.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::binary::{bin, wait_bounded};
 use serde_json::Value;
 
 fn client_py() -> String {
@@ -36,7 +39,7 @@ struct Run {
 fn check_client(extra: &[&str], argv: &[String]) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let json_path = dir.path().join("client.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_idem-check"))
+    let out = bin()
         .arg("client")
         .args(extra)
         .args(["--color", "never", "--report-json"])
@@ -422,7 +425,7 @@ fn a_hanging_client_is_killed_at_the_timeout_with_its_output_kept() {
 fn listen(scenario: &str, defect: &str) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let json_path: PathBuf = dir.path().join("listen.json");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_idem-check"))
+    let mut server = bin()
         .args([
             "client",
             "--listen",
@@ -463,7 +466,7 @@ fn listen(scenario: &str, defect: &str) -> Value {
         .output()
         .unwrap();
     assert!(client.status.code().is_some());
-    let status = server.wait().unwrap();
+    let status = wait_bounded(&mut server, Duration::from_secs(60));
     assert!(status.code().is_some());
     serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap()
 }
@@ -613,7 +616,7 @@ fn documents_that_cannot_be_served_are_one_line_errors() {
     for (i, (doc, want)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("doc{i}.yaml"));
         std::fs::write(&path, doc).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_idem-check"))
+        let out = bin()
             .args(["client", "--openapi"])
             .arg(&path)
             .args(["--", "true"])
@@ -629,10 +632,7 @@ fn documents_that_cannot_be_served_are_one_line_errors() {
 /// `idem-check list` shows the client checks beside the probes, with their severities.
 #[test]
 fn list_shows_the_client_checks_with_severities() {
-    let out = Command::new(env!("CARGO_BIN_EXE_idem-check"))
-        .arg("list")
-        .output()
-        .unwrap();
+    let out = bin().arg("list").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     for want in [
         "client-throttled",

@@ -7,12 +7,13 @@
 //! The runs are serialised: the concurrency probes time their bursts and held originals, and
 //! eight Python servers racing for two cores would measure the machine instead of the design.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod common;
 
+use common::binary::{bin, wait_bounded};
 use common::python::{self, PythonServer};
 
 /// Every probe of the default suite, in catalog order.
@@ -69,9 +70,7 @@ impl Run {
 fn check(server: &PythonServer, args: &[&str]) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let (json, out) = (dir.path().join("r.json"), dir.path().join("out.txt"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_idem-check"))
-        .env("NO_COLOR", "1")
-        .env_remove("GITHUB_STEP_SUMMARY")
+    let mut child = bin()
         .args(["run", &format!("{}/pay", server.base)])
         .args(args.iter().map(|a| a.replace("{base}", &server.base)))
         .args(["--report-json", json.to_str().unwrap()])
@@ -79,17 +78,7 @@ fn check(server: &PythonServer, args: &[&str]) -> Run {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + RUN_LIMIT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("idem-check ran longer than {RUN_LIMIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_bounded(&mut child, RUN_LIMIT);
     let stdout = std::fs::read_to_string(&out).unwrap_or_default();
     let report: serde_json::Value = serde_json::from_slice(
         &std::fs::read(&json).unwrap_or_else(|e| panic!("no JSON report ({e})\n{stdout}")),

@@ -3,22 +3,15 @@
 //! test then reads the `Idempotency-Key` field lines out of those heads and checks each case of
 //! the catalog byte for byte — and that the report's evidence shows the same bytes that arrived.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 
 use idem_check::config::{Config, RunOptions, TargetSpec};
 use idem_check::http::exchange::Exchange;
-use idem_check::probes::select;
-use idem_check::report::{ProbeReport, RunReport};
-use idem_check::runner::{self, Observer};
+use idem_check::report::RunReport;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-
-struct Quiet;
-
-impl Observer for Quiet {
-    fn started(&self, _id: &str) {}
-    fn finished(&self, _report: &ProbeReport) {}
-}
 
 /// Request heads in arrival order, bytes exactly as received.
 type Heads = Arc<Mutex<Vec<Vec<u8>>>>;
@@ -116,11 +109,7 @@ async fn run_probes(suite: String, probes: &[&str]) -> (RunReport, Vec<Vec<u8>>)
         ..RunOptions::default()
     };
     let config = Config::build(target, &opts, None).expect("valid target");
-    let only: Vec<String> = probes.iter().map(|s| s.to_string()).collect();
-    let selection = select(&config.suite, &only, &[]).expect("known probes");
-    let report = runner::run(Arc::new(config), selection, &Quiet, std::future::pending())
-        .await
-        .expect("run completes");
+    let report = common::run_quietly(config, probes).await;
     let heads = heads.lock().expect("lock").clone();
     (report, heads)
 }

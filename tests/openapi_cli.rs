@@ -4,16 +4,13 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::process::{Command, Output};
+use std::process::Output;
 
+use common::binary::bin;
 use common::openapi_fixture as fixture;
 
 fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_idem-check"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("the binary runs")
+    bin().args(args).output().expect("the binary runs")
 }
 
 fn stdout(o: &Output) -> String {

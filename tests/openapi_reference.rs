@@ -3,8 +3,11 @@
 //! idempotent operations from that document alone: all PASS against the correct server, and
 //! the race found on the payments operation under the `race` fault.
 
+mod common;
+
 use std::time::Duration;
 
+use common::binary::bin_async;
 use idem_check::reference::Reference;
 use idem_reference_server::Fault;
 use serde_json::Value;
@@ -35,10 +38,7 @@ async fn run_openapi(reference: &Reference, extra: &[&str]) -> (i32, Value, Stri
         "never".into(),
     ];
     args.extend(extra.iter().map(|a| a.to_string()));
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_idem-check"))
-        .args(&args)
-        .kill_on_drop(true)
-        .output();
+    let child = bin_async().args(&args).output();
     let out = tokio::time::timeout(Duration::from_secs(240), child)
         .await
         .expect("the run finishes within 4 minutes")
@@ -181,10 +181,7 @@ async fn stress_takes_one_operation_from_the_document() {
             "never".into(),
         ];
         args.extend(extra.iter().map(|a| a.to_string()));
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_idem-check"))
-            .args(args)
-            .kill_on_drop(true)
-            .output();
+        let child = bin_async().args(args).output();
         async move {
             tokio::time::timeout(Duration::from_secs(120), child)
                 .await

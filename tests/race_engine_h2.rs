@@ -3,35 +3,22 @@
 //!
 //! Every listener binds 127.0.0.1:0 and every wait is bounded.
 
-use std::sync::Arc;
+mod common;
+
 use std::time::Duration;
 
+use common::tls::{test_acceptor, CERT};
 use idem_check::config::{Config, RunOptions};
 use idem_check::http::burst::BurstOptions;
 use idem_check::http::exchange::{Header, SentRequest};
 use idem_check::http::{h2burst, raw, tls};
 use idem_check::outcome::Outcome;
-use idem_check::probes::select;
 use idem_check::reference::Reference;
-use idem_check::report::ProbeReport;
-use idem_check::runner::{self, Observer};
 use idem_reference_server::Fault;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tokio_rustls::rustls::{self, ServerConfig};
 
-const CERT: &[u8] = include_bytes!("data/race_engine/cert.pem");
-const KEY: &[u8] = include_bytes!("data/race_engine/key.pem");
 const LIMIT: Duration = Duration::from_secs(5);
-
-struct Quiet;
-
-impl Observer for Quiet {
-    fn started(&self, _id: &str) {}
-    fn finished(&self, _report: &ProbeReport) {}
-}
 
 fn opts() -> BurstOptions {
     BurstOptions {
@@ -123,10 +110,7 @@ async fn probe_over_h2c(fault: Option<Fault>) -> (Outcome, String) {
         Some(reference.restart_hook()),
     )
     .unwrap();
-    let selection = select(&config.suite, &["concurrent-duplicates".into()], &[]).unwrap();
-    let report = runner::run(Arc::new(config), selection, &Quiet, std::future::pending())
-        .await
-        .unwrap();
+    let report = common::run_quietly(config, &["concurrent-duplicates"]).await;
     reference.stop().await.unwrap();
     let probe = report
         .probes
@@ -195,22 +179,6 @@ async fn http1_only_listener_gives_one_clear_error() {
     }
 }
 
-fn tls_acceptor(alpn: &[&[u8]]) -> tokio_rustls::TlsAcceptor {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(CERT)
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let key = PrivateKeyDer::from_pem_slice(KEY).unwrap();
-    let mut config =
-        ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(certs, key)
-            .unwrap();
-    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    tokio_rustls::TlsAcceptor::from(Arc::new(config))
-}
-
 /// TLS with ALPN `h2`: an h2 server (the `h2` crate) answers every stream with its own body,
 /// and the automatic choice uses the single-packet path.
 #[tokio::test]
@@ -218,7 +186,7 @@ async fn tls_alpn_h2_burst_echoes_every_stream() {
     tls::trust_pem(CERT).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let acceptor = tls_acceptor(&[b"h2"]);
+    let acceptor = test_acceptor(&[b"h2"]);
     tokio::spawn(async move {
         let (s, _) = listener.accept().await.unwrap();
         let tls = acceptor.accept(s).await.unwrap();
@@ -264,7 +232,7 @@ async fn tls_without_h2_falls_back_or_says_why() {
     tls::trust_pem(CERT).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let acceptor = tls_acceptor(&[b"http/1.1"]);
+    let acceptor = test_acceptor(&[b"http/1.1"]);
     tokio::spawn(async move {
         for _ in 0..4 {
             let Ok(Ok((s, _))) = tokio::time::timeout(LIMIT, listener.accept()).await else {

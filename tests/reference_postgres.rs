@@ -7,26 +7,17 @@ mod common;
 mod pg;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
 
+use common::binary::bin;
 use common::outcomes;
+use common::stress::stress_reference;
 use idem_check::config::{Config, RunOptions};
 use idem_check::outcome::Outcome;
-use idem_check::probes::select;
 use idem_check::reference::Reference;
-use idem_check::report::terminal::Progress;
-use idem_check::report::{ProbeReport, RunReport};
-use idem_check::runner::{self, Observer};
-use idem_check::stress::{self, StressOptions};
+use idem_check::report::RunReport;
+use idem_check::stress::{StressOptions, StressReport};
 use idem_reference_server::Fault;
-
-struct Quiet;
-
-impl Observer for Quiet {
-    fn started(&self, _id: &str) {}
-    fn finished(&self, _report: &ProbeReport) {}
-}
 
 async fn run_on_postgres(url: &str, fault: Option<Fault>) -> RunReport {
     let reference = Reference::start_with(fault, Some(url))
@@ -44,10 +35,7 @@ async fn run_on_postgres(url: &str, fault: Option<Fault>) -> RunReport {
     };
     let config = Config::build(target, &opts, Some(reference.restart_hook()))
         .expect("reference target is valid");
-    let selection = select(&config.suite, &[], &[]).expect("the whole catalog");
-    let report = runner::run(Arc::new(config), selection, &Quiet, std::future::pending())
-        .await
-        .expect("run completes");
+    let report = common::run_quietly(config, &[]).await;
     reference.stop().await.expect("replicas stop");
     report
 }
@@ -87,7 +75,7 @@ async fn two_replicas_pass_everything_and_local_claims_fail_cross_replica() {
 fn the_cli_runs_the_reference_on_postgres() {
     let cluster = pg::shared();
     let url = cluster.create_database();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_idem-check"))
+    let out = bin()
         .args(["run", "--reference", "--reference-db", &url])
         .args(["--probe", "cross-replica", "--color", "never"])
         .output()
@@ -102,7 +90,7 @@ fn the_cli_runs_the_reference_on_postgres() {
     let payments = cluster.query(&url, "SELECT count(*) FROM payments");
     assert_ne!(payments, ["0"], "the replicas wrote to that database");
 
-    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_idem-check"))
+    let bad = bin()
         .args(["run", "--reference", "--reference-db", "not-a-url.db"])
         .output()
         .expect("run idem-check");
@@ -110,28 +98,17 @@ fn the_cli_runs_the_reference_on_postgres() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("PostgreSQL URL"));
 }
 
-async fn stress_on_postgres(url: &str, fault: Option<Fault>, keys: usize) -> stress::StressReport {
+async fn stress_on_postgres(url: &str, fault: Option<Fault>, keys: usize) -> StressReport {
     let reference = Reference::start_with(fault, Some(url))
         .await
         .expect("two replicas start on PostgreSQL");
-    let config = Config::build(reference.target(), &RunOptions::default(), None)
-        .expect("reference target is valid");
     let opts = StressOptions {
         keys,
         duplicates: 8,
         concurrency: 64,
         duration: Duration::from_secs(240),
     };
-    let report = stress::run(
-        Arc::new(config),
-        &opts,
-        &Progress::new(0, false),
-        std::future::pending(),
-    )
-    .await
-    .expect("stress run completes");
-    reference.stop().await.expect("replicas stop");
-    report
+    stress_reference(reference, &opts).await
 }
 
 /// 2,000 keys × 8 duplicates, each key's duplicates spread over the two replicas: every key

@@ -1,21 +1,11 @@
 //! The restart hook's output never goes straight to the terminal (where it would break the
 //! progress bar's line): a failing hook's output is quoted in the probe's ERROR.
 
-use std::sync::Arc;
+mod common;
 
 use idem_check::config::{Config, RunOptions};
 use idem_check::outcome::Outcome;
-use idem_check::probes;
 use idem_check::reference::Reference;
-use idem_check::report::ProbeReport;
-use idem_check::runner::{self, Observer};
-
-struct Quiet;
-
-impl Observer for Quiet {
-    fn started(&self, _id: &str) {}
-    fn finished(&self, _report: &ProbeReport) {}
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_restart_command_is_quoted_in_the_error() {
@@ -25,11 +15,7 @@ async fn a_failing_restart_command_is_quoted_in_the_error() {
     let mut target = reference.target();
     target.restart_cmd = Some("echo 'store: connection refused' >&2; exit 3".into());
     let config = Config::build(target, &RunOptions::default(), None).expect("valid target");
-    let only = ["restart-persistence".to_string()];
-    let selection = probes::select(&config.suite, &only, &[]).expect("known probe");
-    let report = runner::run(Arc::new(config), selection, &Quiet, std::future::pending())
-        .await
-        .expect("run completes");
+    let report = common::run_quietly(config, &["restart-persistence"]).await;
     reference.stop().await.expect("reference server stops");
     let p = report
         .probes

@@ -3,10 +3,9 @@
 //! `escaped-key`, which catches that server's naive parameter split. This keeps the probes honest
 //! about the contract instead of about the reference server's particular answers.
 
-use std::process::Command;
-
 mod common;
 
+use common::binary::bin;
 use common::python::{self, PythonServer};
 
 fn start() -> (PythonServer, String) {
@@ -20,9 +19,7 @@ fn only_escaped_key_fails_on_the_python_implementation() {
     let (_server, base) = start();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let o = Command::new(env!("CARGO_BIN_EXE_idem-check"))
-        .env("NO_COLOR", "1")
-        .env_remove("GITHUB_STEP_SUMMARY")
+    let o = bin()
         .args(["run", &format!("{base}/pay")])
         .args([
             "-H",
@@ -77,9 +74,7 @@ fn only_escaped_key_fails_on_the_python_implementation() {
 #[test]
 fn key_ttl_catches_a_key_that_never_expires() {
     let (_server, base) = start();
-    let o = Command::new(env!("CARGO_BIN_EXE_idem-check"))
-        .env("NO_COLOR", "1")
-        .env_remove("GITHUB_STEP_SUMMARY")
+    let o = bin()
         .args(["run", &format!("{base}/pay")])
         .args(["-H", "Authorization: Bearer ta"])
         .args(["-H", "Content-Type: application/json"])

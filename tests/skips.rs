@@ -1,29 +1,17 @@
 //! A target described without the optional preconditions: every probe that needs one SKIPs
 //! with a one-line reason naming the option to pass, and everything else still runs and passes.
 
-use std::sync::Arc;
+mod common;
 
 use idem_check::config::{Config, RunOptions, TargetSpec};
 use idem_check::outcome::Outcome;
 use idem_check::probes;
 use idem_check::reference::Reference;
-use idem_check::report::ProbeReport;
-use idem_check::runner::{self, Observer};
-
-struct Quiet;
-
-impl Observer for Quiet {
-    fn started(&self, _id: &str) {}
-    fn finished(&self, _report: &ProbeReport) {}
-}
 
 /// Runs `only` (all when empty) of the default suite against `target`, without a restart hook.
-async fn run(target: TargetSpec, only: &[String]) -> idem_check::report::RunReport {
+async fn run(target: TargetSpec, only: &[&str]) -> idem_check::report::RunReport {
     let config = Config::build(target, &RunOptions::default(), None).expect("valid target");
-    let selection = probes::select(&config.suite, only, &[]).expect("known probes");
-    runner::run(Arc::new(config), selection, &Quiet, std::future::pending())
-        .await
-        .expect("run completes")
+    common::run_quietly(config, only).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,11 +90,7 @@ async fn target_file_skips_name_the_file_key() {
         target_file: Some("api.toml".into()),
         ..TargetSpec::default()
     };
-    let only = [
-        "tenant-isolation".to_string(),
-        "restart-persistence".to_string(),
-    ];
-    let report = run(bare, &only).await;
+    let report = run(bare, &["tenant-isolation", "restart-persistence"]).await;
     reference.stop().await.expect("reference server stops");
     let reason = |id: &str| {
         let p = report.probes.iter().find(|p| p.id == id).expect(id);

@@ -2,22 +2,13 @@
 //! rather than the in-process switch: the commands call the reference server's test-hook
 //! routes, and the probe PASSes on the correct server and FAILs under `fail-open`.
 
-use std::sync::Arc;
+mod common;
 
 use idem_check::config::{Config, RunOptions};
 use idem_check::outcome::Outcome;
-use idem_check::probes;
 use idem_check::reference::Reference;
 use idem_check::report::ProbeReport;
-use idem_check::runner::{self, Observer};
 use idem_reference_server::Fault;
-
-struct Quiet;
-
-impl Observer for Quiet {
-    fn started(&self, _id: &str) {}
-    fn finished(&self, _report: &ProbeReport) {}
-}
 
 /// A shell command that POSTs to `url` (Python is on every CI machine; curl may not be).
 fn post(url: &str) -> String {
@@ -37,10 +28,7 @@ async fn store_outage(fault: Option<Fault>) -> ProbeReport {
         ..RunOptions::default()
     };
     let config = Config::build(target, &opts, None).expect("valid target");
-    let selection = probes::select(&config.suite, &["store-outage".into()], &[]).expect("known");
-    let report = runner::run(Arc::new(config), selection, &Quiet, std::future::pending())
-        .await
-        .expect("run completes");
+    let report = common::run_quietly(config, &["store-outage"]).await;
     reference.stop().await.expect("reference stops");
     report
         .probes

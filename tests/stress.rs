@@ -1,14 +1,13 @@
 //! `idem-check stress` against the in-process reference server: exactly-once holds on the
 //! correct server, and the race and re-execution faults are reported with bounded evidence.
 
-use std::sync::Arc;
+mod common;
+
 use std::time::Duration;
 
-use idem_check::config::{Config, RunOptions};
 use idem_check::outcome::Outcome;
 use idem_check::reference::Reference;
-use idem_check::report::terminal::Progress;
-use idem_check::stress::{self, StressOptions, StressReport};
+use idem_check::stress::{StressOptions, StressReport};
 use idem_reference_server::Fault;
 
 const KEYS: usize = 200;
@@ -18,24 +17,13 @@ async fn stress_reference(fault: Option<Fault>) -> StressReport {
     let reference = Reference::start(fault)
         .await
         .expect("reference server starts");
-    let config = Config::build(reference.target(), &RunOptions::default(), None)
-        .expect("reference target is valid");
     let opts = StressOptions {
         keys: KEYS,
         duplicates: DUPLICATES,
         concurrency: 32,
         duration: Duration::from_secs(60),
     };
-    let report = stress::run(
-        Arc::new(config),
-        &opts,
-        &Progress::new(0, false),
-        std::future::pending(),
-    )
-    .await
-    .expect("stress run completes");
-    reference.stop().await.expect("reference server stops");
-    report
+    common::stress::stress_reference(reference, &opts).await
 }
 
 /// Every key executes exactly once; the counter agrees; every request is accounted for.

@@ -5,20 +5,19 @@
 //! through it. Every test runs the ordinary client (first-request), the raw client
 //! (malformed-key) and a burst (concurrent-duplicates).
 
+mod common;
+
 use std::path::Path;
 use std::process::Output;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::binary::bin_async;
 use idem_check::config::TargetSpec;
 use idem_check::reference::Reference;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tokio_rustls::rustls::server::WebPkiClientVerifier;
-use tokio_rustls::rustls::{self, RootCertStore, ServerConfig};
 
 const PROBES: [&str; 3] = ["first-request", "malformed-key", "concurrent-duplicates"];
 
@@ -70,30 +69,12 @@ impl Pki {
     /// A TLS front for `backend` offering h2 and http/1.1; with `client_auth`, a client
     /// certificate from the client CA is required.
     async fn front(&self, backend: &str, client_auth: bool) -> u16 {
-        let certs: Vec<CertificateDer<'static>> =
-            CertificateDer::pem_slice_iter(self.server_chain.as_bytes())
-                .collect::<Result<_, _>>()
-                .unwrap();
-        let key = PrivateKeyDer::from_pem_slice(self.server_key.as_bytes()).unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = ServerConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
-            .unwrap();
-        let builder = if client_auth {
-            let mut roots = RootCertStore::empty();
-            for c in CertificateDer::pem_slice_iter(self.client_ca.as_bytes()) {
-                roots.add(c.unwrap()).unwrap();
-            }
-            let verifier = WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
-                .build()
-                .unwrap();
-            builder.with_client_cert_verifier(verifier)
-        } else {
-            builder.with_no_client_auth()
-        };
-        let mut config = builder.with_single_cert(certs, key).unwrap();
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let acceptor = common::tls::acceptor(
+            self.server_chain.as_bytes(),
+            self.server_key.as_bytes(),
+            &[b"h2", b"http/1.1"],
+            client_auth.then_some(self.client_ca.as_bytes()),
+        );
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let backend = backend.to_string();
@@ -205,7 +186,8 @@ async fn forward(mut client: TcpStream, log: Arc<Mutex<Vec<String>>>) {
     let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
 }
 
-/// The reference target's options as flags, with `base` in place of its own origin.
+/// The reference target's options as flags, with `base` in place of its own origin (but for the
+/// hold release, a test hook).
 fn flags(spec: &TargetSpec, own_base: &str, base: &str) -> Vec<String> {
     let at = |u: &str| u.replacen(own_base, base, 1);
     let mut args = vec!["run".to_string(), at(&spec.url)];
@@ -218,6 +200,15 @@ fn flags(spec: &TargetSpec, own_base: &str, base: &str) -> Vec<String> {
         ("--count-url", spec.count_url.as_deref().map(at)),
         ("--count-pointer", spec.count_pointer.clone()),
         ("--hold-header", spec.hold_header.clone()),
+        // The release is a test hook of the reference server, reached at its own address: a
+        // held original nobody releases would run out its 10 s hold after the run and add a
+        // payment to the next run's counter.
+        ("--hold-release", spec.hold_release.clone()),
+        (
+            "--hold-at-least",
+            spec.hold_at_least
+                .map(|d| humantime::format_duration(d).to_string()),
+        ),
     ];
     for (flag, value) in pairs {
         if let Some(v) = value {
@@ -285,11 +276,8 @@ impl Run {
 /// Runs the binary with `args` and `env`, the machine's proxy variables removed.
 async fn run(args: &[String], env: &[(&str, &str)], dir: &Path) -> Run {
     let json_path = dir.join(format!("report-{}.json", uuid::Uuid::new_v4()));
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_idem-check"));
-    cmd.args(args)
-        .arg("--report-json")
-        .arg(&json_path)
-        .kill_on_drop(true);
+    let mut cmd = bin_async();
+    cmd.args(args).arg("--report-json").arg(&json_path);
     for var in [
         "http_proxy",
         "HTTP_PROXY",

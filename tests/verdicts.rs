@@ -3,13 +3,13 @@
 //! checker gives — never a PASS for what was not observed, never a FAIL for what the server did
 //! not do, and an ERROR naming the option when the setup is wrong.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 mod common;
 
+use common::binary::bin;
 use common::python::{self, PythonServer};
 
 fn start(flags: &[&str]) -> (PythonServer, String) {
@@ -58,9 +58,7 @@ fn run(base: &str, args: &[&str]) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let url = format!("{base}/pay");
-    let o = Command::new(env!("CARGO_BIN_EXE_idem-check"))
-        .env("NO_COLOR", "1")
-        .env_remove("GITHUB_STEP_SUMMARY")
+    let o = bin()
         .args(["run", &url, "-H", "Content-Type: application/json"])
         .args(["-d", r#"{"amount":5,"ref":"{{unique}}"}"#])
         .args(args.iter().map(|a| a.replace("{base}", base)))
@@ -380,9 +378,7 @@ fn bare_only_apis_get_verdicts_with_bare_keys() {
 /// stay FAIL.
 #[test]
 fn root_causes_are_settled_after_the_run() {
-    let o = Command::new(env!("CARGO_BIN_EXE_idem-check"))
-        .env("NO_COLOR", "1")
-        .env_remove("GITHUB_STEP_SUMMARY")
+    let o = bin()
         .args([
             "run",
             "--reference",

@@ -4,11 +4,12 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use common::{body, fresh_key, start_on, Client, Req, StoreKind, TestDb, TestServer};
+use common::{body, fresh_key, start_on, Req, StoreKind, TestDb, TestServer};
 use idem_reference_server::config::ConfigError;
-use idem_reference_server::{Config, Fault, Outage};
+use idem_reference_server::{Config, Fault, ManualClock, Outage};
 
 const A: &str = "token-a";
 const B: &str = "token-b";
@@ -20,19 +21,6 @@ async fn server(db: &TestDb, fault: Fault, tune: impl FnOnce(&mut Config)) -> Te
         tune(c);
     })
     .await
-}
-
-/// Sends `req` held for `hold_ms` in the background, waits `after_ms`, and returns the handle.
-async fn hold(
-    client: Client,
-    req: &Req,
-    hold_ms: u64,
-    after_ms: u64,
-) -> tokio::task::JoinHandle<common::Resp> {
-    let held = req.clone().header("X-Test-Delay-Ms", hold_ms.to_string());
-    let task = tokio::spawn(async move { client.send(&held).await });
-    tokio::time::sleep(Duration::from_millis(after_ms)).await;
-    task
 }
 
 async fn demonstrate(fault: Fault, kind: StoreKind) {
@@ -92,42 +80,40 @@ async fn demonstrate(fault: Fault, kind: StoreKind) {
             let s = server(&db, fault, |_| {}).await;
             let c = s.client();
             let req = Req::payment(A, &fresh_key(), &body("c500"));
-            let owner = hold(c, &req, 2000, 150).await;
+            let owner = c.send_held(&req).await;
             assert_eq!(c.send(&req).await.status, 500);
-            assert_eq!(owner.await.expect("owner").status, 201);
+            assert_eq!(owner.release().await.status, 201);
             s.stop().await;
         }
         Fault::NoRetryAfter => {
             let s = server(&db, fault, |_| {}).await;
             let c = s.client();
             let req = Req::payment(A, &fresh_key(), &body("nra"));
-            let owner = hold(c, &req, 2000, 150).await;
+            let owner = c.send_held(&req).await;
             let dup = c.send(&req).await;
             assert_eq!(dup.status, 409);
             assert_eq!(dup.header("retry-after"), None);
-            owner.await.expect("owner");
+            owner.release().await;
             s.stop().await;
         }
         Fault::ExpiringLock => {
-            // The lease outlives the owner's head start by far, so the first duplicate meets a
-            // live claim even on a busy machine (under the fault nothing renews it).
-            let s = server(&db, fault, |c| c.lease = Duration::from_millis(500)).await;
+            // The lease runs out on the server's clock, which the test moves: nothing renews
+            // it under the fault.
+            let clock = Arc::new(ManualClock::starting_now());
+            let lease = Duration::from_millis(500);
+            let s = server(&db, fault, |c| {
+                c.lease = lease;
+                c.clock = clock.clone();
+            })
+            .await;
             let c = s.client();
             let req = Req::payment(A, &fresh_key(), &body("lock"));
-            let owner = hold(c, &req, 2500, 100).await;
-            // Once the owner holds the key (a duplicate is refused), let its lease run out.
-            let deadline = std::time::Instant::now() + Duration::from_secs(1);
-            while c.send(&req).await.status != 409 {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "the owner never claimed"
-                );
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            tokio::time::sleep(Duration::from_millis(700)).await;
+            let owner = c.send_held(&req).await;
+            assert_eq!(c.send(&req).await.status, 409, "the owner's lease is live");
+            clock.advance(lease * 2);
             let dup = c.send(&req).await;
             assert_eq!(dup.status, 201, "the duplicate took over the expired lock");
-            assert_eq!(owner.await.expect("owner").status, 201, "no fencing");
+            assert_eq!(owner.release().await.status, 201, "no fencing");
             assert_eq!(c.count(A).await, 2);
             s.stop().await;
         }
@@ -339,7 +325,13 @@ async fn demonstrate(fault: Fault, kind: StoreKind) {
             s.stop().await;
         }
         Fault::WedgeOnCrash => {
-            let s = server(&db, fault, |c| c.lease = Duration::from_millis(100)).await;
+            let clock = Arc::new(ManualClock::starting_now());
+            let lease = Duration::from_millis(100);
+            let s = server(&db, fault, |c| {
+                c.lease = lease;
+                c.clock = clock.clone();
+            })
+            .await;
             let c = s.client();
             let req = Req::payment(A, &fresh_key(), &body("wedge"));
             assert_eq!(
@@ -348,7 +340,7 @@ async fn demonstrate(fault: Fault, kind: StoreKind) {
                     .status,
                 500
             );
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            clock.advance(lease * 3);
             assert_eq!(c.send(&req).await.status, 409, "stuck after the lease");
             s.stop().await;
         }
@@ -356,10 +348,10 @@ async fn demonstrate(fault: Fault, kind: StoreKind) {
             let s = server(&db, fault, |_| {}).await;
             let c = s.client();
             let req = Req::payment(A, &fresh_key(), &body("loser"));
-            let owner = hold(c, &req, 600, 150).await;
+            let owner = c.send_held(&req).await;
             assert_eq!(c.send(&req).await.status, 409);
             assert_eq!(c.send(&req).await.status, 201, "the loser unlocked the key");
-            owner.await.expect("owner");
+            owner.release().await;
             assert_eq!(
                 c.count(A).await,
                 1,
@@ -371,10 +363,15 @@ async fn demonstrate(fault: Fault, kind: StoreKind) {
             let s = server(&db, fault, |_| {}).await;
             let c = s.client();
             let req = Req::payment(A, &fresh_key(), &body("disc"));
-            c.send_and_hang_up_once_claimed(&req.clone().header("X-Test-Delay-Ms", "600"), &req)
+            let hold = c.send_held_and_hang_up(&req).await;
+            c.release(&hold).await;
+            // The record is deleted once the abandoned execution has committed: until then a
+            // retry is refused (409), then replayed, and once it is gone it executes again.
+            let retry = c
+                .send_until(&req, |r| {
+                    r.status != 409 && r.header("idempotency-replayed") != Some("true")
+                })
                 .await;
-            tokio::time::sleep(Duration::from_millis(1200)).await;
-            let retry = c.send(&req).await;
             assert_eq!(retry.header("idempotency-replayed"), Some("false"));
             assert_eq!(c.count(A).await, 2, "the lost response was executed again");
             s.stop().await;
@@ -400,34 +397,37 @@ async fn demonstrate(fault: Fault, kind: StoreKind) {
             // One instance: duplicates while the original runs are refused, retries replay.
             let one = server(&db, fault, |_| {}).await;
             let req = Req::payment(A, &fresh_key(), &body("local-1"));
-            let held = hold(one.client(), &req, 400, 100).await;
+            let held = one.client().send_held(&req).await;
             assert_eq!(one.client().send(&req).await.status, 409);
-            let first = held.await.expect("held request");
+            let first = held.release().await;
             assert_eq!(first.status, 201);
             assert_eq!(one.client().send(&req).await.body, first.body);
             assert_eq!(one.client().count(A).await, 1);
             // Two replicas: a duplicate on the second while the first runs it executes again.
             let two = server(&db, fault, |_| {}).await;
             let req = Req::payment(A, &fresh_key(), &body("local-2"));
-            let held = hold(one.client(), &req, 400, 100).await;
+            let held = one.client().send_held(&req).await;
             let duplicate = two.client().send(&req).await;
             assert_eq!(duplicate.status, 201, "the other replica executes it");
-            assert_eq!(held.await.expect("held request").status, 201);
+            assert_eq!(held.release().await.status, 201);
             assert_eq!(one.client().count(A).await, 3);
             one.stop().await;
             two.stop().await;
         }
         Fault::NoExpiry => {
+            let clock = Arc::new(ManualClock::starting_now());
+            let ttl = Duration::from_millis(300);
             let s = server(&db, fault, |c| {
                 c.lease = Duration::from_millis(100);
-                c.key_ttl = Duration::from_millis(300);
+                c.key_ttl = ttl;
+                c.clock = clock.clone();
             })
             .await;
             let c = s.client();
             let req = Req::payment(A, &fresh_key(), &body("expiry"));
             let first = c.send(&req).await;
             assert_eq!(first.status, 201);
-            tokio::time::sleep(Duration::from_millis(600)).await;
+            clock.advance(ttl * 2);
             let late = c.send(&req).await;
             assert_eq!(late.header("idempotency-replayed"), Some("true"));
             assert_eq!(late.body, first.body, "the expired key replays");
@@ -547,7 +547,8 @@ fault_tests! {
     fail_open => FailOpen,
 }
 
-/// The README's fault table lists, for every fault, exactly the probes `Fault::breaks()` names.
+/// The README's fault table lists, for every fault, exactly the probes `Fault::breaks()` names
+/// (a remark in parentheses after them names probes that break only under other settings).
 #[test]
 fn readme_fault_table_matches_breaks() {
     let readme =
@@ -563,6 +564,9 @@ fn readme_fault_table_matches_breaks() {
             .next()
             .unwrap_or_default();
         let listed: Vec<&str> = last
+            .split('(')
+            .next()
+            .unwrap_or_default()
             .split('`')
             .skip(1)
             .step_by(2)

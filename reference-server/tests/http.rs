@@ -2,9 +2,11 @@
 
 mod common;
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
 
-use common::{body, fresh_key, start_on, Req, StoreKind, TestDb};
+use common::{body, fresh_key, hold_name, start_on, Req, StoreKind, TestDb, HOLD_HEADER, TIMEOUT};
+use idem_reference_server::{Clock, ManualClock};
 
 const A: &str = "token-a";
 const B: &str = "token-b";
@@ -239,17 +241,13 @@ async fn duplicates_while_in_flight_get_409_with_retry_after(kind: StoreKind) {
     let client = server.client();
     let key = fresh_key();
     let req = Req::payment(A, &key, &body("held"));
-    let owner = tokio::spawn({
-        let req = req.clone().header("X-Test-Delay-Ms", "1500");
-        async move { client.send(&req).await }
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let owner = client.send_held(&req).await;
     for _ in 0..2 {
         let dup = client.send(&req).await;
         dup.assert_idempotency_problem(409);
         assert_eq!(dup.header("retry-after"), Some("1"));
     }
-    let owner = owner.await.expect("owner task");
+    let owner = owner.release().await;
     assert_eq!(owner.status, 201);
     let after = client.send(&req).await;
     assert_eq!(after.body, owner.body);
@@ -260,25 +258,42 @@ async fn duplicates_while_in_flight_get_409_with_retry_after(kind: StoreKind) {
 
 /// An owner held longer than its lease keeps its claim because it renews the lease (heartbeat):
 /// duplicates after the first lease period still get 409, and only one payment exists.
+///
+/// The server's clock is the test's: twice it jumps two leases ahead, so the lease the owner
+/// last wrote has run out, and a duplicate is sent once a heartbeat has renewed it from the new
+/// time (the stored `lease_until` says so). Without heartbeats that duplicate would take over.
 async fn heartbeats_keep_a_slow_owner_s_claim(kind: StoreKind) {
     let db = TestDb::new(kind);
+    let clock = Arc::new(ManualClock::starting_now());
+    let lease = Duration::from_millis(300);
     let server = start_on(&db, |c| {
         c.test_hooks = true;
-        c.lease = Duration::from_millis(300);
+        c.lease = lease;
+        c.clock = clock.clone();
     })
     .await;
     let client = server.client();
     let req = Req::payment(A, &fresh_key(), &body("slow"));
-    let owner = tokio::spawn({
-        let req = req.clone().header("X-Test-Delay-Ms", "1400");
-        async move { client.send(&req).await }
-    });
-    // Both duplicates arrive after the first lease period would have run out.
-    for wait in [500, 400] {
-        tokio::time::sleep(Duration::from_millis(wait)).await;
+    let owner = client.send_held(&req).await;
+    for _ in 0..2 {
+        clock.advance(lease * 2);
+        let now = clock.now().duration_since(UNIX_EPOCH).unwrap().as_millis();
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        loop {
+            let rows = db.query("SELECT lease_until FROM idempotency_records");
+            let lease_until: u128 = rows[0].parse().expect("lease_until");
+            if lease_until > now {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no heartbeat renewed the lease"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         assert_eq!(client.send(&req).await.status, 409);
     }
-    assert_eq!(owner.await.expect("owner").status, 201);
+    assert_eq!(owner.release().await.status, 201);
     assert_eq!(client.count(A).await, 1);
     server.stop().await;
 }
@@ -421,13 +436,15 @@ async fn test_and_marker_headers_are_ignored_by_default(kind: StoreKind) {
     let db = TestDb::new(kind);
     let server = start_on(&db, |_| {}).await;
     let client = server.client();
+    // Honoured, the delay and the hold would each keep the request 10 s.
     let req = Req::payment(A, &fresh_key(), &body("hooks"))
         .header("X-Test-Crash", "1")
-        .header("X-Test-Delay-Ms", "5000")
+        .header("X-Test-Delay-Ms", "10000")
+        .header(HOLD_HEADER, hold_name())
         .header("Idempotency-Replayed", "true");
-    let resp = tokio::time::timeout(Duration::from_secs(2), client.send(&req))
+    let resp = tokio::time::timeout(Duration::from_secs(5), client.send(&req))
         .await
-        .expect("delay header must be ignored");
+        .expect("the delay and hold headers must be ignored");
     assert_eq!(resp.status, 201);
     assert_eq!(client.send(&req).await.body, resp.body);
     assert_eq!(client.count(A).await, 1);
@@ -441,17 +458,9 @@ async fn a_lost_response_is_replayed_not_re_executed(kind: StoreKind) {
     let server = start_on(&db, |c| c.test_hooks = true).await;
     let client = server.client();
     let req = Req::payment(A, &fresh_key(), &body("lost"));
-    client
-        .send_and_hang_up_once_claimed(&req.clone().header("X-Test-Delay-Ms", "600"), &req)
-        .await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    let retry = loop {
-        let resp = client.send(&req).await;
-        if resp.status != 409 || tokio::time::Instant::now() > deadline {
-            break resp;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let hold = client.send_held_and_hang_up(&req).await;
+    client.release(&hold).await;
+    let retry = client.send_until(&req, |r| r.status != 409).await;
     assert_eq!(retry.status, 201);
     assert_eq!(retry.header("idempotency-replayed"), Some("true"));
     assert_eq!(client.count(A).await, 1);
@@ -479,11 +488,17 @@ async fn completed_keys_survive_a_restart(kind: StoreKind) {
 
 /// Two server instances on one database (two replicas) execute a key once between them: the
 /// claim is a database transaction, not an in-process lock.
+///
+/// All eight duplicates carry one hold name: whichever claims the key waits in it, and it is
+/// released only once the other seven were answered, so none of them can come after the
+/// owner finished (and get a replay). A second claimer would wait in the hold too: then the
+/// seven never arrive, the hold is released at the deadline, and two 201s fail the test.
 async fn two_instances_on_one_database_execute_once(kind: StoreKind) {
     let db = TestDb::new(kind);
     let one = start_on(&db, |c| c.test_hooks = true).await;
     let two = start_on(&db, |c| c.test_hooks = true).await;
-    let req = Req::payment(A, &fresh_key(), &body("replicas")).header("X-Test-Delay-Ms", "300");
+    let hold = hold_name();
+    let req = Req::payment(A, &fresh_key(), &body("replicas")).header(HOLD_HEADER, &hold);
     let mut tasks = Vec::new();
     for i in 0..8 {
         let client = if i % 2 == 0 {
@@ -494,6 +509,13 @@ async fn two_instances_on_one_database_execute_once(kind: StoreKind) {
         let req = req.clone();
         tasks.push(tokio::spawn(async move { client.send(&req).await }));
     }
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    while tasks.iter().filter(|t| t.is_finished()).count() < 7
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    one.client().release(&hold).await;
     let mut created = 0;
     for task in tasks {
         let resp = task.await.expect("task");

@@ -96,9 +96,9 @@ async fn verify_replays(replicas: [Client; 2], acked: &[(Req, Resp)]) {
 }
 
 /// 20 × (both replicas serve every key at once → replica 1 is killed with SIGKILL at a varying
-/// moment → replica 2 goes on serving new keys → replica 1 restarts → every 201 either replica
-/// gave replays byte-identically on both). Then, in the database: one payment per key, and
-/// every acknowledged payment is there.
+/// moment, after 1 to 64 acknowledged payments → replica 2 goes on serving new keys → replica 1
+/// restarts → every 201 either replica gave replays byte-identically on both). Then, in the
+/// database: one payment per key, and every acknowledged payment is there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_of_one_replica_loses_nothing_acknowledged() {
     let started = Instant::now();
@@ -121,7 +121,16 @@ async fn kill_9_of_one_replica_loses_nothing_acknowledged() {
             stop.clone(),
             seen.clone(),
         ));
-        tokio::time::sleep(Duration::from_millis(60 + (cycle as u64 * 37) % 140)).await;
+        // Kill at a varying point of the traffic: once 1 to 64 payments were acknowledged.
+        let before_kill = 1 + (cycle * 37) % 64;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while seen.lock().expect("lock").acked.len() < before_kill {
+            assert!(
+                Instant::now() < deadline,
+                "cycle {cycle}: no traffic before the kill"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         victim.start_kill().expect("kill -9");
         victim.wait().await.expect("reap");
         killed.store(true, Ordering::Relaxed);

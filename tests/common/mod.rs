@@ -6,6 +6,8 @@
 pub mod binary;
 pub mod junit_schema;
 pub mod python;
+pub mod stress;
+pub mod tls;
 
 use std::sync::Arc;
 
@@ -17,11 +19,22 @@ use idem_check::report::{ProbeReport, RunReport};
 use idem_check::runner::{self, Observer};
 use idem_reference_server::Fault;
 
+/// The progress observer of a run nobody watches.
 struct Quiet;
 
 impl Observer for Quiet {
     fn started(&self, _id: &str) {}
     fn finished(&self, _report: &ProbeReport) {}
+}
+
+/// Runs `only` (all when empty) of `config`'s suite, as `idem-check run` would but without
+/// progress output.
+pub async fn run_quietly(config: Config, only: &[&str]) -> RunReport {
+    let only: Vec<String> = only.iter().map(|p| p.to_string()).collect();
+    let selection = select(&config.suite, &only, &[]).expect("known probes");
+    runner::run(Arc::new(config), selection, &Quiet, std::future::pending())
+        .await
+        .expect("run completes")
 }
 
 /// Runs `probes` (all when empty) of the default suite against the reference server.
@@ -46,11 +59,7 @@ pub async fn run_reference_with_secrets(
     let config = Config::build(reference.target(), &opts, Some(reference.restart_hook()))
         .expect("reference target is valid");
     let secrets = config.secrets.clone();
-    let only: Vec<String> = probes.iter().map(|p| p.to_string()).collect();
-    let selection = select(&config.suite, &only, &[]).expect("known probes");
-    let report = runner::run(Arc::new(config), selection, &Quiet, std::future::pending())
-        .await
-        .expect("run completes");
+    let report = run_quietly(config, probes).await;
     reference.stop().await.expect("reference server stops");
     (report, secrets)
 }

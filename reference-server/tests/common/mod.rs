@@ -368,28 +368,99 @@ impl Client {
             .ok_or_else(|| std::io::Error::other(format!("unparseable response: {buf:?}")))
     }
 
-    /// Sends `held` (a request the server holds in flight) and hangs up before reading any
-    /// answer, once the server has claimed its key: as soon as `duplicate` is refused with 409.
-    /// Waiting for that, rather than a fixed time, keeps a busy machine from hanging up before
-    /// the claim.
-    pub async fn send_and_hang_up_once_claimed(&self, held: &Req, duplicate: &Req) {
+    /// Sends `req` until `done` accepts its answer (bounded by [`TIMEOUT`]), for a state the
+    /// server reaches on its own: a claim released, a record forgotten.
+    pub async fn send_until(&self, req: &Req, done: impl Fn(&Resp) -> bool) -> Resp {
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        loop {
+            let resp = self.send(req).await;
+            if done(&resp) {
+                return resp;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "still {} after {TIMEOUT:?}: {}",
+                resp.status,
+                resp.text()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Sends `req` under a fresh named hold (`X-Test-Hold`, which needs `--test-hooks`) and
+    /// returns once the server has claimed its key and waits in the hold, so that duplicates
+    /// sent next meet it in flight however busy the machine is.
+    pub async fn send_held(&self, req: &Req) -> Held {
+        let name = hold_name();
+        let held = req.clone().header(HOLD_HEADER, &name);
+        let client = *self;
+        let answer = tokio::spawn(async move { client.send(&held).await });
+        self.wait_held(&name, || answer.is_finished()).await;
+        Held {
+            client,
+            name,
+            answer,
+        }
+    }
+
+    /// Sends `req` under a fresh named hold on a connection of its own and hangs up once the
+    /// server holds it, before any answer; returns the hold's name, not yet released. Returns
+    /// only once the server has closed that connection without answering: it does so as it
+    /// drops the request's handler, so the server has seen the hang-up before the held
+    /// execution can finish.
+    pub async fn send_held_and_hang_up(&self, req: &Req) -> String {
+        let name = hold_name();
+        let held = req.clone().header(HOLD_HEADER, &name);
         let mut stream = TcpStream::connect(self.addr).await.expect("connect");
         stream
             .write_all(&held.to_bytes(false))
             .await
             .expect("write");
-        // A duplicate sent before the held request reached the server would claim the key
-        // itself: give the held one a head start, as the checker does.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        self.wait_held(&name, || false).await;
+        stream.shutdown().await.expect("hang up");
+        let mut rest = Vec::new();
+        tokio::time::timeout(TIMEOUT, stream.read_to_end(&mut rest))
+            .await
+            .expect("the server never closed the connection")
+            .expect("read");
+        assert!(
+            rest.is_empty(),
+            "answered after the hang-up: {}",
+            String::from_utf8_lossy(&rest)
+        );
+        name
+    }
+
+    /// Waits until a request is held under `name` (bounded by [`TIMEOUT`]); `answered` says
+    /// whether the request already got its answer, which means it never will be held.
+    async fn wait_held(&self, name: &str, answered: impl Fn() -> bool) {
+        let state = Req::get(&format!("/test-hooks/holds/{name}?wait=held"));
         let deadline = tokio::time::Instant::now() + TIMEOUT;
-        while self.send(duplicate).await.status != 409 {
+        loop {
+            let resp = self.send(&state).await;
+            assert_eq!(resp.status, 200, "hold state: {}", resp.text());
+            match resp.json()["state"].as_str() {
+                Some("held") => return,
+                Some("pending") => {}
+                other => panic!("the hold {name} is {other:?} before the test released it"),
+            }
+            assert!(
+                !answered(),
+                "the held request was answered without claiming its key"
+            );
             assert!(
                 tokio::time::Instant::now() < deadline,
                 "the held request never claimed its key"
             );
-            tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        drop(stream);
+    }
+
+    /// Releases the named hold `name` (in advance, if no request reached it yet).
+    pub async fn release(&self, name: &str) {
+        let resp = self
+            .send(&Req::post(&format!("/test-hooks/holds/{name}/release")))
+            .await;
+        assert_eq!(resp.status, 200, "release {name}: {}", resp.text());
     }
 
     /// The caller's payment count (the effect counter).
@@ -399,6 +470,29 @@ impl Client {
             .await;
         assert_eq!(resp.status, 200, "{}", resp.text());
         resp.json()["count"].as_u64().expect("count")
+    }
+}
+
+/// The header that holds a claimed request under a name (a test hook).
+pub const HOLD_HEADER: &str = "X-Test-Hold";
+
+/// A fresh hold name.
+pub fn hold_name() -> String {
+    format!("hold-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A request the server holds in flight after claiming its key (see [`Client::send_held`]).
+pub struct Held {
+    client: Client,
+    name: String,
+    answer: JoinHandle<Resp>,
+}
+
+impl Held {
+    /// Ends the hold and returns the held request's answer.
+    pub async fn release(self) -> Resp {
+        self.client.release(&self.name).await;
+        self.answer.await.expect("the held request's task")
     }
 }
 
