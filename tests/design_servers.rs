@@ -5,7 +5,7 @@
 //! is INCONCLUSIVE with what to change.
 //!
 //! The runs are serialised: the concurrency probes time their bursts and held originals, and
-//! eight Python servers racing for two cores would measure the machine instead of the design.
+//! a dozen Python servers racing for two cores would measure the machine instead of the design.
 
 use std::process::Stdio;
 use std::sync::Mutex;
