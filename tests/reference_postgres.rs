@@ -121,6 +121,7 @@ async fn stress_on_postgres(url: &str, fault: Option<Fault>, keys: usize) -> str
         duplicates: 8,
         concurrency: 64,
         duration: Duration::from_secs(240),
+        rate: None,
     };
     let report = stress::run(
         Arc::new(config),
