@@ -19,12 +19,16 @@
 #               8 duplicates a key is 1 execution, 5 conflicts and 2 replays.
 #
 # It prints every run's requests/s (for wrk mix and stress also the share of 409 answers), the
-# median of each, and stress's median as a share of each wrk median. With --memory it also runs stress over 20,000 and 200,000 keys under
-# /usr/bin/time -v and prints the checker's peak RSS.
+# median of each, stress's median as a share of each wrk median, and the server's CPU per
+# request (from /proc) for each kind: what bounds each rate on a small machine. With --memory it
+# also runs stress over 20,000 and 200,000 keys under /usr/bin/time -v and prints the checker's
+# peak RSS.
 #
 # Usage: benches/stress_vs_wrk.sh [--runs N] [--seconds S] [--concurrency C] [--duplicates D]
 #                                 [--rate N] [--memory] [--no-build] [--checker PATH]
-# --checker runs another idem-check binary (an older build, to compare) against the same server.
+#                                 [--baseline PATH]
+# --checker runs another idem-check binary against the same server; --baseline adds, in every
+# run, a stress measurement by another build (an older one), so before and after share the run.
 # Everything runs on 127.0.0.1; every run is bounded by --seconds (memory runs by their keys).
 set -euo pipefail
 
@@ -36,6 +40,7 @@ rate=""
 memory=0
 build=1
 checker=""
+baseline=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs="$2"; shift 2 ;;
@@ -46,7 +51,8 @@ while [ $# -gt 0 ]; do
         --memory) memory=1; shift ;;
         --no-build) build=0; shift ;;
         --checker) checker="$2"; shift 2 ;;
-        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        --baseline) baseline="$2"; shift 2 ;;
+        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
         *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -76,9 +82,10 @@ if [ "$build" = 1 ]; then
 fi
 target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
 checker="${checker:-$target_dir/release/idem-check}"
+work="$(mktemp -d)"
 server_bin="$target_dir/release/idem-reference-server"
 
-work="$(mktemp -d)"
+
 server_pid=""
 cleanup() {
     [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
@@ -148,6 +155,8 @@ EOF
 # start_server N: a fresh server on a free port with an empty database; sets $base.
 start_server() {
     local out="$work/server-$1.out"
+    # The file exists before the server starts, so polling it never reads a missing file.
+    : >"$out"
     RUST_LOG=warn "$server_bin" --listen 127.0.0.1:0 --db "$work/db-$1.sqlite" \
         >"$out" 2>"$work/server-$1.err" &
     server_pid=$!
@@ -162,11 +171,17 @@ start_server() {
     cat "$work/server-$1.err" >&2
     exit 1
 }
+# stop_server: stops the server; sets $server_cpu to the CPU seconds it used (user + system).
 stop_server() {
+    server_cpu="$(awk -v tck="$(getconf CLK_TCK)" '{ print ($14 + $15) / tck }' "/proc/$server_pid/stat")"
     kill "$server_pid" 2>/dev/null || true
     wait "$server_pid" 2>/dev/null || true
     server_pid=""
 }
+
+# per_request SECONDS REQUESTS: microseconds per request.
+per_request() { python3 -c 'import sys; print(f"{float(sys.argv[1]) / int(sys.argv[2]) * 1e6:.0f}")' "$1" "$2"; }
+wrk_requests() { sed -n 's/^ *\([0-9]*\) requests in .*/\1/p' "$work/wrk-$1.txt"; }
 
 # wrk_rate MODE TAG: requests/s of one wrk run (fails on any non-2xx answer). The replayed key
 # is completed first, so wrk's first wave gets replays, not conflicts with a key in flight.
@@ -209,7 +224,7 @@ stress_run() {
     local json="$work/stress-$tag.json"
     local extra=()
     [ -n "$rate" ] && extra=(--rate "$rate")
-    "$@" "$checker" stress "$base/api/payments" \
+    "$@" "${binary:-$checker}" stress "$base/api/payments" \
         -H 'Authorization: Bearer token-a' -H 'Content-Type: application/json' \
         -d '{"amountCents":1250,"currency":"EUR","reference":"{{unique}}"}' \
         --id-pointer /id --count-url "$base/api/payments/count" \
@@ -225,18 +240,31 @@ stress_run() {
 
 json_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 
-echo "machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(nproc) CPUs, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "each measurement: ${seconds} s, $concurrency connections / requests in flight, a fresh server"
 echo "wrk replay: one key replayed; wrk fresh: a new key per request; wrk mix: a new key every $duplicates requests; stress: --duplicates $duplicates${rate:+ --rate $rate}"
 printf '%-4s %12s %12s %12s %12s  %s\n' run "wrk replay" "wrk fresh" "wrk mix" stress "409 shares (wrk mix, stress); stress details"
-replays=() freshes=() mixes=() stresses=()
+replays=() freshes=() mixes=() stresses=() cpu_lines=() baselines=()
+# --runs 0 measures memory alone.
 for i in $(seq 1 "$runs"); do
     start_server "r$i"; r="$(wrk_rate replay "r$i")"; stop_server
+    cpu_r="$(per_request "$server_cpu" "$(wrk_requests "r$i")")"
     start_server "f$i"; f="$(wrk_rate fresh "f$i")"; stop_server
+    cpu_f="$(per_request "$server_cpu" "$(wrk_requests "f$i")")"
     start_server "x$i"; x="$(wrk_rate mix "x$i")"; stop_server
+    cpu_x="$(per_request "$server_cpu" "$(wrk_requests "x$i")")"
     # Enough keys that --duration, not --keys, ends the run.
     start_server "s$i"; json="$(stress_run "s$i" 10000000 "${seconds}s")"; stop_server
+    cpu_s="$(per_request "$server_cpu" "$(json_field "$json" requests)")"
+    cpu_lines+=("$(printf '%-4s %12s %12s %12s %12s' "$i" "$cpu_r" "$cpu_f" "$cpu_x" "$cpu_s")")
     s="$(json_field "$json" requests_per_second)"
+    if [ -n "$baseline" ]; then
+        start_server "b$i"
+        b="$(json_field "$(binary="$baseline" stress_run "b$i" 10000000 "${seconds}s")" requests_per_second)"
+        stop_server
+        baselines+=("$b")
+        printf '%-4s baseline stress %12.0f\n' "$i" "$b"
+    fi
     details="$(python3 - "$json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -251,13 +279,26 @@ PY
     printf '%-4s %12.0f %12.0f %12.0f %12.0f  %s, %s\n' "$i" "$r" "$f" "$x" "$s" "$(wrk_409_share "x$i")" "$details"
     replays+=("$r") freshes+=("$f") mixes+=("$x") stresses+=("$s")
 done
-python3 - "${replays[*]}" "${freshes[*]}" "${mixes[*]}" "${stresses[*]}" <<'EOF'
+[ "$runs" -gt 0 ] && python3 - "${replays[*]}" "${freshes[*]}" "${mixes[*]}" "${stresses[*]}" <<'EOF'
 import statistics, sys
 mr, mf, mx, ms = (statistics.median(float(x) for x in a.split()) for a in sys.argv[1:5])
 print(f"median {mr:12.0f} {mf:12.0f} {mx:12.0f} {ms:12.0f}")
 print(f"stress / wrk replay = {ms / mr:.2f}   stress / wrk fresh = {ms / mf:.2f}   "
       f"stress / wrk mix = {ms / mx:.2f}")
 EOF
+if [ -n "$baseline" ] && [ "$runs" -gt 0 ]; then
+    python3 - "${baselines[*]}" "${stresses[*]}" <<'EOF'
+import statistics, sys
+before, after = (statistics.median(float(x) for x in a.split()) for a in sys.argv[1:3])
+print(f"baseline stress median {before:.0f}; this build / baseline = {after / before:.2f}")
+EOF
+fi
+if [ "$runs" -gt 0 ]; then
+    echo
+    echo "the server's CPU per request (user + system, µs), what each kind of request costs it:"
+    printf '%-4s %12s %12s %12s %12s\n' run "wrk replay" "wrk fresh" "wrk mix" stress
+    printf '%s\n' "${cpu_lines[@]}"
+fi
 
 if [ "$memory" = 1 ]; then
     echo

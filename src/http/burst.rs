@@ -95,8 +95,9 @@ struct Staged {
     release: Vec<u8>,
 }
 
-/// A connection handed to a burst: the stream, how long opening it took (the round-trip
-/// estimate behind the settle pause) and whether it already carried an exchange.
+/// A connection handed to a burst: the stream, a round-trip estimate for the settle pause (how
+/// long opening it took; for a reused one, the pool's estimate) and whether it already carried
+/// an exchange.
 pub(crate) struct Open {
     pub stream: Stream,
     pub connect_time: Duration,

@@ -24,18 +24,23 @@ use super::burst::{self, BurstOptions, BurstReport, Open, Wires};
 use super::exchange::SentRequest;
 use super::raw::{self, RawResponse, Stream};
 
-/// Idle kept-alive connections by origin, and how many were opened.
+/// Idle kept-alive connections by origin, how many were opened, and the quickest connect.
 pub struct Pool {
     idle: Mutex<HashMap<String, Vec<Idle>>>,
     max_idle: usize,
     opened: AtomicU64,
+    /// The shortest time any connection took to open, in µs: the round-trip estimate a burst's
+    /// settle pause is based on for reused connections. One connection's own connect time would
+    /// do for ever what one busy moment made it: 64 connections opened at once on a loaded
+    /// machine can take tens of milliseconds each, and every burst on them would then pause
+    /// twice that (up to 100 ms) instead of 1 ms. The minimum leaves out queueing, as TCP's own
+    /// minimum-RTT estimate does.
+    quickest_connect_us: AtomicU64,
 }
 
-/// A connection waiting for its next request, with how long it took to open: the round-trip
-/// estimate a burst's settle pause is based on.
+/// A connection waiting for its next request.
 struct Idle {
     stream: Stream,
-    connect_time: Duration,
 }
 
 impl Pool {
@@ -45,6 +50,7 @@ impl Pool {
             idle: Mutex::new(HashMap::new()),
             max_idle: max_idle.max(1),
             opened: AtomicU64::new(0),
+            quickest_connect_us: AtomicU64::new(u64::MAX),
         }
     }
 
@@ -68,7 +74,7 @@ impl Pool {
                 let (response, reusable) =
                     raw::exchange_on(&mut conn.stream, req, deadline, timeout, max_body).await;
                 if reusable {
-                    self.put(&url, conn.stream, conn.connect_time);
+                    self.put(&url, conn.stream);
                 }
                 response
             }
@@ -98,14 +104,10 @@ impl Pool {
                 .map(|url| self.take(url, deadline, opts.timeout)),
         )
         .await;
-        let connect_times: Vec<Duration> = taken
-            .iter()
-            .map(|c| c.as_ref().map_or(Duration::ZERO, |c| c.connect_time))
-            .collect();
         let (report, kept) = burst::burst_on(reqs, &wires, taken, begin, opts).await;
-        for ((stream, url), connect_time) in kept.into_iter().zip(&wires.urls).zip(connect_times) {
+        for (stream, url) in kept.into_iter().zip(&wires.urls) {
             if let Some(stream) = stream {
-                self.put(url, stream, connect_time);
+                self.put(url, stream);
             }
         }
         Ok(report)
@@ -122,31 +124,33 @@ impl Pool {
         // Bounded by the idle connections there were: nothing is put back in this loop.
         while let Some(idle) = self.lock().get_mut(&origin).and_then(Vec::pop) {
             if still_open(&idle.stream) {
+                let quickest = self.quickest_connect_us.load(Ordering::Relaxed);
                 return Ok(Open {
                     stream: idle.stream,
-                    connect_time: idle.connect_time,
+                    connect_time: Duration::from_micros(quickest),
                     reused: true,
                 });
             }
         }
         let t0 = Instant::now();
         let stream = raw::connect(url, deadline, timeout).await?;
+        let connect_time = t0.elapsed();
         self.opened.fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(connect_time.as_micros()).unwrap_or(u64::MAX);
+        self.quickest_connect_us
+            .fetch_min(micros, Ordering::Relaxed);
         Ok(Open {
             stream,
-            connect_time: t0.elapsed(),
+            connect_time,
             reused: false,
         })
     }
 
-    fn put(&self, url: &url::Url, stream: Stream, connect_time: Duration) {
+    fn put(&self, url: &url::Url, stream: Stream) {
         let mut idle = self.lock();
         let list = idle.entry(url.origin().ascii_serialization()).or_default();
         if list.len() < self.max_idle {
-            list.push(Idle {
-                stream,
-                connect_time,
-            });
+            list.push(Idle { stream });
         }
     }
 
