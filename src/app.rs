@@ -472,6 +472,7 @@ async fn stress(args: StressArgs) -> Result<ExitCode> {
         duplicates: args.duplicates,
         concurrency: args.concurrency,
         duration: args.duration,
+        rate: args.rate,
     };
     let report = crate::stress::run(config.clone(), &opts, &progress, interrupted())
         .await

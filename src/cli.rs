@@ -459,13 +459,20 @@ pub struct StressArgs {
     #[arg(long, default_value_t = 8, value_name = "D")]
     pub duplicates: usize,
 
-    /// The most requests in flight at once.
+    /// The most requests in flight at once; HTTP/1.1 requests go on at most as many kept-alive
+    /// connections to each origin, reused from key to key.
     #[arg(long, default_value_t = 64, value_name = "C")]
     pub concurrency: usize,
 
     /// The longest the run may take; no new key starts after it.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "60s")]
     pub duration: Duration,
+
+    /// Send at most N requests per second (1 to 1000000), on average over the run, to hold a
+    /// steady load: keys start D/N seconds apart, and each key's burst still lands at once.
+    /// Without it, stress sends as fast as the target answers.
+    #[arg(long, value_name = "N", value_parser = parse_rate, allow_hyphen_values = true)]
+    pub rate: Option<u32>,
 
     /// Reports; JUnit holds one testcase, `stress`.
     #[command(flatten)]
@@ -559,4 +566,16 @@ pub struct ClientArgs {
     /// Reports; the JSON report's schema is idem-check.client/1.
     #[command(flatten)]
     pub report: ReportArgs,
+}
+
+/// `--rate`: a whole number of requests per second, from 1 to [`crate::stress::MAX_RATE`].
+fn parse_rate(s: &str) -> Result<u32, String> {
+    let max = crate::stress::MAX_RATE;
+    let wanted = format!("expected requests per second, a whole number from 1 to {max}");
+    match s.trim().parse::<u64>() {
+        Ok(n) if (1..=u64::from(max)).contains(&n) => Ok(n as u32),
+        Ok(0) => Err(format!("0 would send nothing; {wanted}")),
+        Ok(_) => Err(format!("more than {max} requests per second; {wanted}")),
+        Err(_) => Err(wanted),
+    }
 }

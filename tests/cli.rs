@@ -74,6 +74,27 @@ fn bad_flag_exits_1() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--no-such-flag"));
 }
 
+/// A `--rate` that is not a usable number of requests per second is a usage error naming the
+/// flag, before anything is sent.
+#[test]
+fn bad_rate_is_a_usage_error_naming_the_flag() {
+    for (value, says) in [
+        ("0", "0 would send nothing"),
+        ("-5", "expected requests per second"),
+        ("fast", "expected requests per second"),
+        ("2.5", "expected requests per second"),
+        ("99999999999", "more than 1000000 requests per second"),
+    ] {
+        let o = run(&["stress", "--reference", "--rate", value]);
+        assert_eq!(o.status.code(), Some(1), "--rate {value}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("--rate") && err.contains(says),
+            "--rate {value}: {err}"
+        );
+    }
+}
+
 /// An unknown probe id is a usage error that lists the known ones.
 #[test]
 fn unknown_probe_exits_1_and_lists_known_ids() {

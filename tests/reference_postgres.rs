@@ -107,6 +107,7 @@ async fn stress_on_postgres(url: &str, fault: Option<Fault>, keys: usize) -> Str
         duplicates: 8,
         concurrency: 64,
         duration: Duration::from_secs(240),
+        rate: None,
     };
     stress_reference(reference, &opts).await
 }

@@ -7,22 +7,32 @@ use std::time::Duration;
 
 use idem_check::outcome::Outcome;
 use idem_check::reference::Reference;
-use idem_check::stress::{StressOptions, StressReport};
+use idem_check::stress::{self, StressOptions, StressReport};
 use idem_reference_server::Fault;
 
 const KEYS: usize = 200;
 const DUPLICATES: usize = 8;
 
+const CONCURRENCY: usize = 32;
+
 async fn stress_reference(fault: Option<Fault>) -> StressReport {
+    stress_with(
+        fault,
+        StressOptions {
+            keys: KEYS,
+            duplicates: DUPLICATES,
+            concurrency: CONCURRENCY,
+            duration: Duration::from_secs(60),
+            rate: None,
+        },
+    )
+    .await
+}
+
+async fn stress_with(fault: Option<Fault>, opts: StressOptions) -> StressReport {
     let reference = Reference::start(fault)
         .await
         .expect("reference server starts");
-    let opts = StressOptions {
-        keys: KEYS,
-        duplicates: DUPLICATES,
-        concurrency: 32,
-        duration: Duration::from_secs(60),
-    };
     common::stress::stress_reference(reference, &opts).await
 }
 
@@ -56,6 +66,57 @@ async fn exactly_once_holds_on_the_reference_server() {
     assert!(
         effects.passed && effects.actual == format!("{KEYS} executions"),
         "{effects:?}"
+    );
+    // Kept-alive connections carry request after request: a connection is only ever taken for
+    // a request in flight, so no more are opened to each origin (the reference target and its
+    // replica) than requests may be in flight.
+    assert!(
+        (1..=2 * CONCURRENCY as u64).contains(&r.connections_opened),
+        "{} connections for {} requests",
+        r.connections_opened,
+        r.requests
+    );
+}
+
+/// `--rate` caps the run: key i starts no earlier than i × D / rate seconds in, so the run lasts
+/// at least until the last key started and its own report shows at most the cap (a slow
+/// machine only lowers the rate; nothing here depends on how fast the server answers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_caps_the_requests_per_second() {
+    const RATE: u32 = 400;
+    const RATED_KEYS: usize = 40;
+    const D: usize = 4;
+    let r = stress_with(
+        None,
+        StressOptions {
+            keys: RATED_KEYS,
+            duplicates: D,
+            concurrency: CONCURRENCY,
+            duration: Duration::from_secs(60),
+            rate: Some(RATE),
+        },
+    )
+    .await;
+    assert_eq!(r.result.outcome, Outcome::Pass, "{}", r.result.reason);
+    assert_eq!(r.rate, Some(RATE));
+    assert_eq!(r.keys, RATED_KEYS);
+    assert_eq!(r.requests, (RATED_KEYS * D) as u64);
+    let last_start_ms = ((RATED_KEYS - 1) * D) as f64 * 1000.0 / f64::from(RATE);
+    assert!(
+        r.duration_ms >= last_start_ms,
+        "{} ms run, the last key was due at {last_start_ms} ms",
+        r.duration_ms
+    );
+    // RATED_KEYS × D requests in at least (RATED_KEYS - 1) × D / RATE seconds.
+    let cap = f64::from(RATE) * RATED_KEYS as f64 / (RATED_KEYS - 1) as f64;
+    assert!(
+        r.requests_per_second <= cap * 1.001,
+        "{} requests/s over a cap of {RATE}",
+        r.requests_per_second
+    );
+    assert!(
+        stress::render_terminal(&r, &Default::default()).contains("at most 400 requests/s"),
+        "the terminal report names the cap"
     );
 }
 

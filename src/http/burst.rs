@@ -6,9 +6,11 @@
 //! N tasks spreads their arrival over the scheduler's wake-ups, connection setup and header
 //! writing. The burst removes all of that from the critical moment:
 //!
-//! 1. open all N connections (TCP and TLS handshakes done, TCP_NODELAY);
-//! 2. write every request except its final byte(s), in [`STAGE_SEGMENTS`] small segments so the
-//!    receiver's quick-ACK allowance is spent before the release, and flush, so the server has
+//! 1. open all N connections (TCP and TLS handshakes done, TCP_NODELAY), or take kept-alive
+//!    ones from a [`super::pool::Pool`];
+//! 2. write every request except its final byte(s), on a fresh connection in [`STAGE_SEGMENTS`]
+//!    small segments so the receiver's quick-ACK allowance is spent before the release (a reused
+//!    one has spent it, see [`burst_on`]), and flush, so the server has
 //!    parsed all but the last byte; over TLS the final bytes are sealed into their own TLS record *now*, so the
 //!    release is a plain socket write with no crypto in it;
 //! 3. pause briefly (see [`settle_time`]) so the server's threads read the staged prefixes and go
@@ -93,37 +95,96 @@ struct Staged {
     release: Vec<u8>,
 }
 
+/// A connection handed to a burst: the stream, a round-trip estimate for the settle pause (how
+/// long opening it took; for a reused one, the pool's estimate) and whether it already carried
+/// an exchange.
+pub(crate) struct Open {
+    pub stream: Stream,
+    pub connect_time: Duration,
+    pub reused: bool,
+}
+
+/// The requests of a burst as bytes, and where each goes; building it is where an unusable
+/// request (bad URL, zero `final_bytes`) is refused, before any connection is touched.
+pub(crate) struct Wires {
+    wires: Vec<Vec<u8>>,
+    pub urls: Vec<url::Url>,
+}
+
+impl Wires {
+    pub(crate) fn new(reqs: &[SentRequest], opts: &BurstOptions) -> anyhow::Result<Wires> {
+        if opts.final_bytes == 0 {
+            anyhow::bail!("final_bytes must be at least 1");
+        }
+        let mut wires = Vec::with_capacity(reqs.len());
+        let mut urls = Vec::with_capacity(reqs.len());
+        for req in reqs {
+            wires.push(raw::to_wire(req)?);
+            urls.push(
+                url::Url::parse(&req.url).with_context(|| format!("invalid URL {}", req.url))?,
+            );
+        }
+        Ok(Wires { wires, urls })
+    }
+}
+
 /// Sends `reqs` as one synchronised burst (see the module documentation) and returns their
 /// responses in input order. A request whose connection or staging fails gets its error in its
 /// own [`RawResponse`] and the others still run; only an unusable request (bad URL, zero
 /// `final_bytes`) is an `Err`.
 pub async fn burst(reqs: &[SentRequest], opts: &BurstOptions) -> anyhow::Result<BurstReport> {
-    if opts.final_bytes == 0 {
-        anyhow::bail!("final_bytes must be at least 1");
-    }
-    let mut wires = Vec::with_capacity(reqs.len());
-    let mut urls = Vec::with_capacity(reqs.len());
-    for req in reqs {
-        wires.push(raw::to_wire(req)?);
-        urls.push(url::Url::parse(&req.url).with_context(|| format!("invalid URL {}", req.url))?);
-    }
+    let wires = Wires::new(reqs, opts)?;
 
     // 1. Connect all, concurrently; time it to estimate the round trip for the settle pause.
     let begin = Instant::now();
     let deadline = begin + opts.timeout;
-    let connected = join_all(urls.iter().map(|url| async move {
+    let connected = join_all(wires.urls.iter().map(|url| async move {
         let t0 = Instant::now();
-        let stream = raw::connect(url, deadline, opts.timeout).await;
-        (stream, t0.elapsed())
+        raw::connect(url, deadline, opts.timeout)
+            .await
+            .map(|stream| Open {
+                stream,
+                connect_time: t0.elapsed(),
+                reused: false,
+            })
     }))
     .await;
-    let slowest_connect = connected.iter().map(|(_, d)| *d).max().unwrap_or_default();
+    Ok(burst_on(reqs, &wires, connected, begin, opts).await.0)
+}
+
+/// Steps 2–5 of a burst on connections that are already open (fresh ones, or kept-alive ones
+/// from [`super::pool`]); an `Err` connection is reported as that request's failure, dated
+/// `begin`. Returns the report and, in input order, each connection that can carry another
+/// request (see [`raw::read_keeping`]).
+///
+/// A fresh connection's prefix is staged in [`BurstOptions::stage_segments`] segments to spend
+/// the receiver's quick-ACK allowance; a reused one already spent it on its earlier exchanges
+/// (and a server that answered on it is in Linux's interactive "pingpong" mode, which delays
+/// ACKs), so its prefix goes in one write: one segment for the server to read instead of
+/// twenty.
+pub(crate) async fn burst_on(
+    reqs: &[SentRequest],
+    wires: &Wires,
+    connected: Vec<Result<Open, String>>,
+    begin: Instant,
+    opts: &BurstOptions,
+) -> (BurstReport, Vec<Option<Stream>>) {
+    // Connecting and staging share one timeout, counted from `begin`.
+    let deadline = begin + opts.timeout;
+    let slowest_connect = connected
+        .iter()
+        .filter_map(|c| c.as_ref().ok().map(|o| o.connect_time))
+        .max()
+        .unwrap_or_default();
 
     // 2. Stage every request but its final bytes.
     let mut staged: Vec<Result<Staged, (Instant, String)>> = Vec::with_capacity(reqs.len());
-    for ((stream, _), wire) in connected.into_iter().zip(&wires) {
-        let entry = match stream {
-            Ok(stream) => stage(stream, wire, opts, deadline).await,
+    for (open, wire) in connected.into_iter().zip(&wires.wires) {
+        let entry = match open {
+            Ok(open) => {
+                let segments = if open.reused { 1 } else { opts.stage_segments };
+                stage(open.stream, wire, segments, opts, deadline).await
+            }
             Err(e) => Err((begin, e)),
         };
         staged.push(entry);
@@ -142,9 +203,9 @@ pub async fn burst(reqs: &[SentRequest], opts: &BurstOptions) -> anyhow::Result<
             .zip(released.iter())
             .zip(reqs)
             .map(|((entry, rel), req)| async move {
-                let (started, result) = match (entry, rel) {
+                let (started, result, reusable) = match (entry, rel) {
                     (Ok(s), Ok(at)) => {
-                        let result = raw::read_response(
+                        let result = raw::read_keeping(
                             &mut s.stream,
                             &req.method,
                             *at + opts.timeout,
@@ -152,32 +213,43 @@ pub async fn burst(reqs: &[SentRequest], opts: &BurstOptions) -> anyhow::Result<
                             opts.max_body,
                         )
                         .await;
-                        (s.started, result)
+                        match result {
+                            Ok((response, reusable)) => (s.started, Ok(response), reusable),
+                            Err(e) => (s.started, Err(e), false),
+                        }
                     }
-                    (Ok(s), Err(e)) => (s.started, Err(e.clone())),
-                    (Err((t, e)), _) => (*t, Err(e.clone())),
+                    (Ok(s), Err(e)) => (s.started, Err(e.clone()), false),
+                    (Err((t, e)), _) => (*t, Err(e.clone()), false),
                 };
-                RawResponse {
+                let response = RawResponse {
                     started,
                     released: rel.as_ref().ok().copied(),
                     finished: Instant::now(),
                     result,
-                }
+                };
+                (response, reusable)
             });
-    let responses = join_all(reads).await;
+    let (responses, reusable): (Vec<RawResponse>, Vec<bool>) =
+        join_all(reads).await.into_iter().unzip();
+    let kept = staged
+        .into_iter()
+        .zip(reusable)
+        .map(|(entry, reusable)| entry.ok().filter(|_| reusable).map(|s| s.stream))
+        .collect();
 
     let times: Vec<Instant> = responses.iter().filter_map(|r| r.released).collect();
     let spread_us = match (times.iter().min(), times.iter().max()) {
         (Some(first), Some(last)) => last.duration_since(*first).as_secs_f64() * 1e6,
         _ => 0.0,
     };
-    let proxy = urls.first().and_then(net::proxy_for);
-    Ok(BurstReport {
+    let proxy = wires.urls.first().and_then(net::proxy_for);
+    let report = BurstReport {
         requests: reqs.to_vec(),
         responses,
         spread_us,
         release: mode.through(proxy.map(|p| net::shown(&p))),
-    })
+    };
+    (report, kept)
 }
 
 /// How long to wait between staging and release: two of the slowest connect round trips, so a
@@ -187,17 +259,19 @@ pub fn settle_time(slowest_connect: Duration) -> Duration {
     (slowest_connect * 2).clamp(Duration::from_millis(1), Duration::from_millis(100))
 }
 
-/// Writes all but the final bytes of `wire` and prepares the release bytes.
+/// Writes all but the final bytes of `wire`, in `segments` pieces, and prepares the release
+/// bytes.
 async fn stage(
     mut stream: Stream,
     wire: &[u8],
+    segments: usize,
     opts: &BurstOptions,
     deadline: Instant,
 ) -> Result<Staged, (Instant, String)> {
     let started = Instant::now();
     let cut = wire.len().saturating_sub(opts.final_bytes);
     let (prefix, last) = wire.split_at(cut);
-    let pieces = opts.stage_segments.clamp(1, prefix.len().max(1));
+    let pieces = segments.clamp(1, prefix.len().max(1));
     let piece_len = prefix.len().div_ceil(pieces).max(1);
     for piece in prefix.chunks(piece_len) {
         // Each piece is flushed on its own so it leaves as its own segment (TCP_NODELAY).

@@ -121,6 +121,17 @@ pub async fn burst(reqs: &[SentRequest], opts: &BurstOptions) -> anyhow::Result<
     }
 }
 
+/// Whether [`burst_for_target`] runs a burst to `url` over HTTP/1.1 connections: `http`
+/// without `http2`, or an `https` origin whose server already picked `http/1.1` in ALPN. Such a
+/// burst can be staged on kept-alive connections instead ([`super::pool::Pool::burst`]).
+pub(crate) fn bursts_over_http1(url: &url::Url, http2: bool) -> bool {
+    match url.scheme() {
+        "http" => !http2,
+        "https" => is_http1_origin(url),
+        _ => false,
+    }
+}
+
 /// Origins (`scheme://host:port`) whose TLS servers picked `http/1.1`.
 static HTTP1_ORIGINS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 

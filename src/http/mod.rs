@@ -4,8 +4,9 @@
 //! an [`exchange::Exchange`] of a [`Request`]; [`raw`] writes exact bytes for the key-syntax probes and for
 //! dropping a connection on purpose; [`burst`] releases synchronised duplicates for the race
 //! probes, over HTTP/1.1 connections (the final bytes written by [`release`]'s two threads,
-//! scheduled by [`sched`]) or, with [`h2burst`], in one HTTP/2 packet; [`curl`] turns a recorded
-//! request into a command line a user can rerun. [`tls`] and [`net`] hold what every
+//! scheduled by [`sched`]) or, with [`h2burst`], in one HTTP/2 packet; [`pool`] keeps HTTP/1.1
+//! connections alive between the requests and bursts of a stress run; [`curl`] turns a
+//! recorded request into a command line a user can rerun. [`tls`] and [`net`] hold what every
 //! connection of a run shares: trust, client certificate, proxy and fixed addresses.
 
 pub mod burst;
@@ -14,6 +15,7 @@ pub mod curl;
 pub mod exchange;
 pub mod h2burst;
 pub mod net;
+pub mod pool;
 pub mod raw;
 pub mod release;
 mod request;

@@ -6,8 +6,10 @@
 //! the server as written — and the evidence must show what was really sent. So this client:
 //! [`prepare`] builds the [`SentRequest`] once (the record *is* the request), [`to_wire`] turns it
 //! into bytes without judging them, and [`send_one`] / [`send_then_drop`] put those bytes on a
-//! fresh connection. Each exchange gets its own connection, so one probe's broken request can
-//! never poison the next.
+//! fresh connection. Each probe exchange gets its own connection, so one probe's broken request
+//! can never poison the next; only `stress`, whose requests are all well-formed, sends on kept-alive
+//! connections ([`exchange_on`], through [`super::pool`]), reused only after a cleanly framed
+//! answer.
 
 use std::future::Future;
 use std::io;
@@ -29,6 +31,9 @@ const MAX_HEAD_BYTES: usize = 64 * 1024;
 const MAX_HEADERS: usize = 128;
 /// The longest chunk-size or trailer line accepted in a chunked body.
 const MAX_LINE_BYTES: usize = 8 * 1024;
+/// The room made in the read buffer before each read (and its first size): a small answer fits
+/// in one allocation, and a large body grows the buffer by doubling.
+const READ_ROOM: usize = 4 * 1024;
 
 /// The error text of a [`send_then_drop`] exchange: it never reads, on purpose.
 pub const DROPPED: &str = "dropped by idem-check before reading — lost-response probe";
@@ -410,9 +415,24 @@ pub(crate) async fn read_response(
     timeout: Duration,
     max_body: usize,
 ) -> Result<ReceivedResponse, String> {
+    read_keeping(stream, method, deadline, timeout, max_body)
+        .await
+        .map(|(response, _)| response)
+}
+
+/// Like [`read_response`], and whether the connection can carry another request: the response
+/// was HTTP/1.1 without `Connection: close`, its body was framed (length or chunks, not "until
+/// the connection closes") and read whole, and nothing came after it.
+pub(crate) async fn read_keeping(
+    stream: &mut Stream,
+    method: &str,
+    deadline: Instant,
+    timeout: Duration,
+    max_body: usize,
+) -> Result<(ReceivedResponse, bool), String> {
     let mut input = Incoming {
         stream,
-        buf: Vec::with_capacity(4096),
+        buf: Vec::with_capacity(READ_ROOM),
     };
     let head = within(
         deadline,
@@ -421,21 +441,62 @@ pub(crate) async fn read_response(
         input.read_head(),
     )
     .await?;
-    let (body, body_truncated) = within(
+    let (body, body_truncated, framed) = within(
         deadline,
         timeout,
         "reading the response body",
         input.read_body(&head, method, max_body),
     )
     .await?;
-    Ok(ReceivedResponse {
+    let closes = head.headers.iter().any(|h| {
+        h.name.eq_ignore_ascii_case("connection")
+            && h.value_str().to_ascii_lowercase().contains("close")
+    });
+    let reusable = framed
+        && !body_truncated
+        && input.buf.is_empty()
+        && !closes
+        && head.version == "HTTP/1.1"
+        && head.status != 101;
+    let response = ReceivedResponse {
         status: head.status,
         version: head.version,
         headers: head.headers,
         body,
         body_truncated,
         problem: head.problem,
-    })
+    };
+    Ok((response, reusable))
+}
+
+/// Writes `req` whole on an open connection and reads its response, by `deadline`; the flag
+/// says whether the connection can carry another request (see [`read_keeping`]). `started` is
+/// when the write began.
+pub(crate) async fn exchange_on(
+    stream: &mut Stream,
+    req: &SentRequest,
+    deadline: Instant,
+    timeout: Duration,
+    max_body: usize,
+) -> (RawResponse, bool) {
+    let started = Instant::now();
+    let result = async {
+        let wire = to_wire(req).map_err(|e| format!("{e:#}"))?;
+        write_request(stream, &wire, deadline, timeout).await?;
+        read_keeping(stream, &req.method, deadline, timeout, max_body).await
+    }
+    .await;
+    let (result, reusable) = match result {
+        Ok((response, reusable)) => (Ok(response), reusable),
+        Err(e) => (Err(e), false),
+    };
+    let response = RawResponse {
+        started,
+        released: None,
+        finished: Instant::now(),
+        result,
+    };
+    (response, reusable)
 }
 
 struct Head {
@@ -500,16 +561,15 @@ struct Incoming<'a> {
 }
 
 impl Incoming<'_> {
-    /// Reads more bytes into the buffer; `Ok(0)` at end of stream.
+    /// Reads more bytes into the buffer; `Ok(0)` at end of stream. The bytes go straight into
+    /// the buffer's spare room: a chunk array here would live in every read's future, and the
+    /// runtime copies futures whole as they are wrapped (timeouts, `join_all`).
     async fn fill(&mut self) -> Result<usize, String> {
-        let mut chunk = [0u8; 16 * 1024];
-        let n = self
-            .stream
-            .read(&mut chunk)
+        self.buf.reserve(READ_ROOM);
+        self.stream
+            .read_buf(&mut self.buf)
             .await
-            .map_err(|e| format!("reading the response failed: {e}"))?;
-        self.buf.extend_from_slice(&chunk[..n]);
-        Ok(n)
+            .map_err(|e| format!("reading the response failed: {e}"))
     }
 
     async fn read_head(&mut self) -> Result<Head, String> {
@@ -573,18 +633,20 @@ impl Incoming<'_> {
         }
     }
 
+    /// The body, whether it was cut at `max_body`, and whether it was framed (no body, a
+    /// length or chunks) rather than delimited by the connection's end.
     async fn read_body(
         &mut self,
         head: &Head,
         method: &str,
         max_body: usize,
-    ) -> Result<(Vec<u8>, bool), String> {
+    ) -> Result<(Vec<u8>, bool, bool), String> {
         if method.eq_ignore_ascii_case("HEAD")
             || (100..200).contains(&head.status)
             || head.status == 204
             || head.status == 304
         {
-            return Ok((Vec::new(), false));
+            return Ok((Vec::new(), false, true));
         }
         let values = |name: &str| {
             head.headers
@@ -599,7 +661,8 @@ impl Incoming<'_> {
             .next_back()
             .is_some_and(|last| last == "chunked");
         if chunked {
-            return self.read_chunked(max_body).await;
+            let (body, truncated) = self.read_chunked(max_body).await?;
+            return Ok((body, truncated, true));
         }
         let lengths = values("content-length");
         if let Some(first) = lengths.first() {
@@ -610,9 +673,11 @@ impl Incoming<'_> {
             if lengths.iter().any(|l| l.trim() != first.trim()) {
                 return Err(format!("conflicting Content-Length values {lengths:?}"));
             }
-            return self.read_sized(len, max_body).await;
+            let (body, truncated) = self.read_sized(len, max_body).await?;
+            return Ok((body, truncated, true));
         }
-        self.read_to_close(max_body).await
+        let (body, truncated) = self.read_to_close(max_body).await?;
+        Ok((body, truncated, false))
     }
 
     async fn read_sized(&mut self, len: usize, max_body: usize) -> Result<(Vec<u8>, bool), String> {

@@ -131,7 +131,7 @@ pub(crate) fn release_all(jobs: &[Job<'_>], use_threads: bool) -> (Vec<Outcome>,
     if batch.jobs.len() < 2 {
         return single(&batch, unprepared, "one connection".into());
     }
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpus = available_cpus();
     if cpus < PARALLEL_THREADS {
         return single(&batch, unprepared, format!("{cpus} CPU available"));
     }
@@ -157,6 +157,13 @@ pub(crate) fn release_all(jobs: &[Job<'_>], use_threads: bool) -> (Vec<Outcome>,
         }
         Err(batch) => single(&batch, unprepared, "the release threads stopped".into()),
     }
+}
+
+/// The CPUs this process may use, read once: the answer comes from cgroup files, which cost
+/// more to read than a whole release when a stress run asks for every burst.
+fn available_cpus() -> usize {
+    static CPUS: OnceLock<usize> = OnceLock::new();
+    *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// Where a release thread records one job's `send(2)` result and time. The slots are allocated

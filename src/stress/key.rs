@@ -9,6 +9,7 @@ use crate::effects::{Executions, Meter, Reading};
 use crate::http::burst::BurstOptions;
 use crate::http::exchange::{Exchange, Header, SentRequest};
 use crate::http::h2burst;
+use crate::http::pool::Pool;
 use crate::http::raw::{self, RawResponse};
 
 /// Bodies kept per response in a stress run: enough for ids and evidence, small enough that many
@@ -50,9 +51,21 @@ impl KeyOutcome {
 }
 
 /// Sends `burst_size` duplicates released together, then `late` retries one after another,
-/// all with one fresh key and a payload unique to the key. With `--replica`, duplicate `i` goes
-/// to the target or replica `i mod n`, so a store that is not shared shows as extra executions.
-pub async fn exercise(config: &Config, unique: &str, burst_size: usize, late: usize) -> KeyOutcome {
+/// all with one fresh key and a payload unique to the key; `burst_answered` runs once every
+/// duplicate of the burst has its answer (or error), before the late retries. With `--replica`,
+/// duplicate `i` goes to the target or replica `i mod n`, so a store that is not shared shows as
+/// extra executions.
+///
+/// HTTP/1.1 bursts are staged on kept-alive connections from `pool`, and the late retries go on
+/// them too; an HTTP/2 burst opens its own connection (see [`h2burst::burst_for_target`]).
+pub async fn exercise(
+    config: &Config,
+    pool: &Pool,
+    unique: &str,
+    burst_size: usize,
+    late: usize,
+    burst_answered: impl FnOnce(),
+) -> KeyOutcome {
     let key = uuid::Uuid::new_v4().to_string();
     let op = &config.operation;
     let mut headers = op.headers.clone();
@@ -67,7 +80,7 @@ pub async fn exercise(config: &Config, unique: &str, burst_size: usize, late: us
         .map(|url| raw::prepare(url, &op.method, headers.clone(), body.clone()))
         .collect();
     let nth = |i: usize| sent[i % sent.len()].clone();
-    // One HTTP/1.1 burst opens a connection per request, so it can span origins; an HTTP/2 burst
+    // An HTTP/1.1 burst has a connection per request, so it can span origins; an HTTP/2 burst
     // is one connection to one origin, so there only the late retries are spread.
     let spread_burst = op.url.scheme() == "http" && !config.http2;
     let burst: Vec<SentRequest> = (0..burst_size)
@@ -82,7 +95,12 @@ pub async fn exercise(config: &Config, unique: &str, burst_size: usize, late: us
     };
     let mut raws: Vec<(String, SentRequest, RawResponse)> = Vec::with_capacity(burst_size + late);
     let mut release = None;
-    match h2burst::burst_for_target(&burst, &opts, config.http2).await {
+    let burst_report = if h2burst::bursts_over_http1(&op.url, config.http2) {
+        pool.burst(&burst, &opts).await
+    } else {
+        h2burst::burst_for_target(&burst, &opts, config.http2).await
+    };
+    match burst_report {
         Ok(report) => {
             release = Some((report.release.to_string(), report.spread_us));
             raws.extend(
@@ -105,9 +123,10 @@ pub async fn exercise(config: &Config, unique: &str, burst_size: usize, late: us
             },
         )),
     }
+    burst_answered();
     for i in 1..=late {
         let retry = nth(burst_size + i - 1);
-        let r = raw::send_one(&retry, config.timeout, STRESS_MAX_BODY).await;
+        let r = pool.send(&retry, config.timeout, STRESS_MAX_BODY).await;
         raws.push((format!("late retry {i}/{late}"), retry, r));
     }
     let exchanges = number(t0, raws);

@@ -1,12 +1,18 @@
 //! `idem-check stress`: does exactly-once still hold with many keys and many retries at once?
 //!
-//! K fresh keys run with at most C requests in flight, bounded by K and by a duration. Each key
-//! is sent D times: a synchronised burst of duplicates (the race engine) followed by late
-//! retries once the burst has been answered. Every key is judged on its own (at most one
-//! execution, every answer the original, a conflict or the replay, no 5xx); the effect counter,
-//! when given, is read before and after the whole run and must have grown by exactly the number
-//! of keys that completed. Memory stays bounded: requests only feed status counts and latency
-//! histograms; exchanges are kept for the first violating keys and a small sample.
+//! K fresh keys run with at most C requests in flight, bounded by K and by a duration, and with
+//! `--rate`, by a number of requests per second. Each key is sent D times: a synchronised burst
+//! of duplicates (the race engine) followed by late retries once the burst has been answered.
+//! Every key is judged on its own (at most one execution, every answer the original, a conflict
+//! or the replay, no 5xx); the effect counter, when given, is read before and after the whole
+//! run and must have grown by exactly the number of keys that completed. Memory stays bounded:
+//! requests only feed status counts and latency histograms; exchanges are kept for the first
+//! violating keys and a small sample.
+//!
+//! Many keys are in flight at once, and HTTP/1.1 requests go on kept-alive connections
+//! ([`crate::http::pool`]): a key takes one permit per duplicate of its burst, gives all but one
+//! back once the burst is answered and sends its late retries one after another on the last, so
+//! the C requests in flight stay busy while each key's own sequence is unchanged.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -22,6 +28,7 @@ use crate::config::Config;
 use crate::effects::{Meter, Reading};
 use crate::http::client::Client;
 use crate::http::exchange::Exchange;
+use crate::http::pool::Pool;
 use crate::outcome::{decide, Outcome, Stop};
 use crate::report::terminal::Progress;
 use crate::report::{ProbeReport, RunReport, Summary, ToolInfo, SCHEMA};
@@ -49,7 +56,13 @@ pub struct StressOptions {
     pub duplicates: usize,
     pub concurrency: usize,
     pub duration: Duration,
+    /// At most this many requests per second, on average over the run: keys start
+    /// `duplicates / rate` seconds apart (each key's burst still lands at once).
+    pub rate: Option<u32>,
 }
+
+/// The largest `--rate`: far above what one machine sends, so a larger number is a typo.
+pub const MAX_RATE: u32 = 1_000_000;
 
 /// A violating key, listed by id.
 #[derive(Debug, Clone, Serialize)]
@@ -73,7 +86,11 @@ pub struct StressReport {
     pub keys: usize,
     pub duplicates: usize,
     pub concurrency: usize,
+    /// The `--rate` cap in requests per second, when one was set.
+    pub rate: Option<u32>,
     pub keys_completed: usize,
+    /// Connections opened for the HTTP/1.1 requests, each kept alive and reused.
+    pub connections_opened: u64,
     pub requests: u64,
     pub requests_per_second: f64,
     pub statuses: std::collections::BTreeMap<String, u64>,
@@ -129,8 +146,12 @@ impl StressReport {
             duration_ms: self.duration_ms,
             interrupted: self.interrupted,
             context: std::iter::once(format!(
-                "{} keys × {} duplicates, {} in flight",
-                self.keys, self.duplicates, self.concurrency
+                "{} keys × {} duplicates, {} in flight{}",
+                self.keys,
+                self.duplicates,
+                self.concurrency,
+                self.rate
+                    .map_or(String::new(), |r| format!(", at most {r} requests/s"))
             ))
             .chain(self.connection.iter().cloned())
             .collect(),
@@ -188,26 +209,40 @@ pub async fn run(
     };
     let burst_size = (duplicates - late).clamp(1, opts.concurrency.max(1));
     let permits = Arc::new(Semaphore::new(opts.concurrency.max(burst_size)));
+    let pool = Arc::new(Pool::new(opts.concurrency.max(burst_size)));
     let run_id = &uuid::Uuid::new_v4().simple().to_string()[..8];
     let deadline = start + opts.duration;
+    // With --rate, key i starts no earlier than i × (duplicates / rate) seconds into the run.
+    let spacing = opts
+        .rate
+        .map(|rate| Duration::from_secs_f64(duplicates as f64 / f64::from(rate.max(1))));
 
     let mut agg = Aggregate::default();
     let mut tasks = JoinSet::new();
     let mut interrupted = false;
     tokio::pin!(interrupt);
     for idx in 0..opts.keys {
-        if Instant::now() >= deadline {
+        let due = spacing.map_or(start, |s| start + s.mul_f64(idx as f64));
+        if Instant::now().max(due) >= deadline {
             break;
         }
         let permit = tokio::select! {
             biased;
             _ = &mut interrupt => { interrupted = true; break; }
-            p = permits.clone().acquire_many_owned(burst_size as u32) => p?,
+            p = async {
+                tokio::time::sleep_until(due.into()).await;
+                permits.clone().acquire_many_owned(burst_size as u32).await
+            } => p?,
         };
         let config = config.clone();
+        let pool = pool.clone();
         let unique = format!("idem-check-stress-{run_id}-{idx}");
         tasks.spawn(async move {
-            let outcome = key::exercise(&config, &unique, burst_size, late).await;
+            let mut permit = permit;
+            // Once the burst is answered only the late retries remain, one at a time: the
+            // other permits go back for the next keys' bursts.
+            let answered = || drop(permit.split(burst_size - 1));
+            let outcome = key::exercise(&config, &pool, &unique, burst_size, late, answered).await;
             drop(permit);
             outcome
         });
@@ -236,7 +271,9 @@ pub async fn run(
         keys: agg.keys,
         duplicates,
         concurrency: opts.concurrency,
+        rate: opts.rate,
         keys_completed: agg.completed,
+        connections_opened: pool.opened(),
         requests: agg.stats.requests,
         requests_per_second: agg.stats.requests as f64 / elapsed.as_secs_f64().max(1e-9),
         statuses: agg.stats.statuses(),
@@ -447,7 +484,9 @@ fn failed_to_start(
         keys: 0,
         duplicates: opts.duplicates,
         concurrency: opts.concurrency,
+        rate: opts.rate,
         keys_completed: 0,
+        connections_opened: 0,
         requests: 0,
         requests_per_second: 0.0,
         statuses: Default::default(),
@@ -496,11 +535,13 @@ pub fn render_terminal(r: &StressReport, opts: &crate::report::RenderOptions) ->
     );
     let _ = writeln!(
         out,
-        "keys:        {} ({} completed) × {} duplicates, at most {} in flight{}",
+        "keys:        {} ({} completed) × {} duplicates, at most {} in flight{}{}",
         r.keys,
         r.keys_completed,
         r.duplicates,
         r.concurrency,
+        r.rate
+            .map_or(String::new(), |rate| format!(", at most {rate} requests/s")),
         if r.interrupted { " (interrupted)" } else { "" }
     );
     if !r.connection.is_empty() {
@@ -508,10 +549,15 @@ pub fn render_terminal(r: &StressReport, opts: &crate::report::RenderOptions) ->
     }
     let _ = writeln!(
         out,
-        "requests:    {} in {:.1} s = {:.0} requests/s",
+        "requests:    {} in {:.1} s = {:.0} requests/s{}",
         r.requests,
         r.duration_ms / 1000.0,
-        r.requests_per_second
+        r.requests_per_second,
+        match r.connections_opened {
+            0 => String::new(),
+            1 => ", HTTP/1.1 on 1 kept-alive connection".to_string(),
+            n => format!(", HTTP/1.1 on {n} kept-alive connections"),
+        }
     );
     let statuses: Vec<String> = r.statuses.iter().map(|(s, n)| format!("{s}×{n}")).collect();
     let _ = writeln!(out, "statuses:    {}", statuses.join(" "));

@@ -1,0 +1,317 @@
+#!/usr/bin/env bash
+# `idem-check stress` against a plain load tool (wrk) on the same server, same concurrency, in
+# the same run.
+#
+# Builds the release binaries, then for each run starts a fresh `idem-reference-server` (its own
+# process, 127.0.0.1, a free port, an empty SQLite file) per measurement and measures, for the
+# same number of seconds and the same number of connections:
+#
+#   wrk replay  POST /api/payments with ONE Idempotency-Key: after the first request every
+#               answer is the stored replay, the cheapest request this server serves.
+#   wrk fresh   POST /api/payments with a new Idempotency-Key per request (Lua): every request
+#               claims a key, creates a payment and stores its response.
+#   wrk mix     a new Idempotency-Key every D requests (Lua), the D duplicates going out on
+#               whichever connections are free, mostly at once: the same work as stress (one
+#               execution per key, the other duplicates conflicts or replays) without the
+#               synchronisation, the judging or the counting. Like with like.
+#   stress      `idem-check stress`: per key one synchronised burst of duplicates, then late
+#               retries, every key judged and the effect counter read before and after. With
+#               8 duplicates a key is 1 execution, 5 conflicts and 2 replays.
+#
+# It prints every run's requests/s (for wrk mix and stress also the share of 409 answers), the
+# median of each, stress's median as a share of each wrk median, and the server's CPU per
+# request (from /proc) for each kind: what bounds each rate on a small machine. With --memory it
+# also runs stress over 20,000 and 200,000 keys under /usr/bin/time -v and prints the checker's
+# peak RSS.
+#
+# Usage: benches/stress_vs_wrk.sh [--runs N] [--seconds S] [--concurrency C] [--duplicates D]
+#                                 [--rate N] [--memory] [--no-build] [--checker PATH]
+#                                 [--baseline PATH]
+# --checker runs another idem-check binary against the same server; --baseline adds, in every
+# run, a stress measurement by another build (an older one), so before and after share the run.
+# Everything runs on 127.0.0.1; every run is bounded by --seconds (memory runs by their keys).
+set -euo pipefail
+
+runs=5
+seconds=5
+concurrency=64
+duplicates=8
+rate=""
+memory=0
+build=1
+checker=""
+baseline=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --runs) runs="$2"; shift 2 ;;
+        --seconds) seconds="$2"; shift 2 ;;
+        --concurrency) concurrency="$2"; shift 2 ;;
+        --duplicates) duplicates="$2"; shift 2 ;;
+        --rate) rate="$2"; shift 2 ;;
+        --memory) memory=1; shift ;;
+        --no-build) build=0; shift ;;
+        --checker) checker="$2"; shift 2 ;;
+        --baseline) baseline="$2"; shift 2 ;;
+        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+        *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+
+need() { # need COMMAND DEBIAN-PACKAGE
+    command -v "$1" >/dev/null 2>&1 && return 0
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "installing $2 (for $1)" >&2
+        apt-get install -y -q "$2" >/dev/null 2>&1 || {
+            apt-get update -q >/dev/null && apt-get install -y -q "$2" >/dev/null
+        }
+    fi
+    command -v "$1" >/dev/null 2>&1 || {
+        echo "$1 is missing: install the Debian package $2" >&2
+        exit 1
+    }
+}
+need wrk wrk
+need python3 python3
+[ "$memory" = 1 ] && { [ -x /usr/bin/time ] || need /usr/bin/time time; }
+
+if [ "$build" = 1 ]; then
+    cargo build --release -p idem-check -p idem-reference-server
+fi
+target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
+checker="${checker:-$target_dir/release/idem-check}"
+work="$(mktemp -d)"
+server_bin="$target_dir/release/idem-reference-server"
+
+
+server_pid=""
+cleanup() {
+    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+body='{"amountCents":1250,"currency":"EUR","reference":"bench"}'
+cat >"$work/replay.lua" <<EOF
+-- Every request carries the same key: one execution, then replays.
+wrk.method = "POST"
+wrk.body = '$body'
+wrk.headers["Authorization"] = "Bearer token-a"
+wrk.headers["Content-Type"] = "application/json"
+function init(args)
+    wrk.headers["Idempotency-Key"] = '"wrk-replay-' .. args[1] .. '"'
+end
+EOF
+cat >"$work/fresh.lua" <<EOF
+-- Every request carries a new key: every request is an execution.
+wrk.method = "POST"
+wrk.body = '$body'
+local threads = 0
+function setup(thread)
+    threads = threads + 1
+    thread:set("tid", threads)
+end
+local tag
+local n = 0
+function init(args)
+    tag = args[1]
+end
+function request()
+    n = n + 1
+    return wrk.format(nil, nil, {
+        ["Authorization"] = "Bearer token-a",
+        ["Content-Type"] = "application/json",
+        ["Idempotency-Key"] = string.format('"wrk-%s-%d-%d"', tag, tid, n),
+    }, nil)
+end
+EOF
+cat >"$work/mix.lua" <<EOF
+-- A new key every $duplicates requests: one execution, then conflicts and replays.
+wrk.method = "POST"
+wrk.body = '$body'
+local threads = 0
+function setup(thread)
+    threads = threads + 1
+    thread:set("tid", threads)
+end
+local tag
+local n = 0
+function init(args)
+    tag = args[1]
+end
+function request()
+    local key = math.floor(n / $duplicates)
+    n = n + 1
+    return wrk.format(nil, nil, {
+        ["Authorization"] = "Bearer token-a",
+        ["Content-Type"] = "application/json",
+        ["Idempotency-Key"] = string.format('"wrk-%s-%d-%d"', tag, tid, key),
+    }, nil)
+end
+EOF
+
+# start_server N: a fresh server on a free port with an empty database; sets $base.
+start_server() {
+    local out="$work/server-$1.out"
+    # The file exists before the server starts, so polling it never reads a missing file.
+    : >"$out"
+    RUST_LOG=warn "$server_bin" --listen 127.0.0.1:0 --db "$work/db-$1.sqlite" \
+        >"$out" 2>"$work/server-$1.err" &
+    server_pid=$!
+    base=""
+    for _ in $(seq 1 100); do
+        base="$(sed -n 's/^listening on \(http:[^ ]*\)$/\1/p' "$out")"
+        [ -n "$base" ] && return 0
+        kill -0 "$server_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "the reference server did not start:" >&2
+    cat "$work/server-$1.err" >&2
+    exit 1
+}
+# stop_server: stops the server; sets $server_cpu to the CPU seconds it used (user + system).
+stop_server() {
+    server_cpu="$(awk -v tck="$(getconf CLK_TCK)" '{ print ($14 + $15) / tck }' "/proc/$server_pid/stat")"
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=""
+}
+
+# per_request SECONDS REQUESTS: microseconds per request.
+per_request() { python3 -c 'import sys; print(f"{float(sys.argv[1]) / int(sys.argv[2]) * 1e6:.0f}")' "$1" "$2"; }
+wrk_requests() { sed -n 's/^ *\([0-9]*\) requests in .*/\1/p' "$work/wrk-$1.txt"; }
+
+# wrk_rate MODE TAG: requests/s of one wrk run (fails on any non-2xx answer). The replayed key
+# is completed first, so wrk's first wave gets replays, not conflicts with a key in flight.
+wrk_rate() {
+    local out="$work/wrk-$2.txt"
+    [ "$1" = replay ] && python3 - "$base" "$2" "$body" <<'PY'
+import sys, urllib.request
+base, tag, body = sys.argv[1:4]
+req = urllib.request.Request(base + "/api/payments", data=body.encode(), method="POST", headers={
+    "Authorization": "Bearer token-a", "Content-Type": "application/json",
+    "Idempotency-Key": f'"wrk-replay-{tag}"'})
+assert urllib.request.urlopen(req, timeout=10).status == 201
+PY
+    wrk -t2 -c"$concurrency" -d"${seconds}s" -s "$work/$1.lua" "$base/api/payments" -- "$2" >"$out"
+    # The mix's duplicates in flight are answered 409; anything else not 2xx is a broken setup.
+    if [ "$1" != mix ] && grep -q "Non-2xx" "$out"; then
+        echo "wrk $1 got answers other than 2xx:" >&2
+        cat "$out" >&2
+        exit 1
+    fi
+    sed -n 's/^Requests\/sec: *\([0-9.]*\)$/\1/p' "$out"
+}
+
+# wrk_409_share TAG: the share of a wrk run's answers that were not 2xx (the mix's 409s).
+wrk_409_share() {
+    python3 - "$work/wrk-$1.txt" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+total = int(re.search(r"(\d+) requests in", text).group(1))
+other = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+print(f"{(int(other.group(1)) if other else 0) / total:.0%}")
+PY
+}
+
+# stress_run TAG KEYS DURATION [WRAPPER...]: runs stress, checks it passed, prints its JSON
+# report's path.
+stress_run() {
+    local tag="$1" keys="$2" duration="$3"
+    shift 3
+    local json="$work/stress-$tag.json"
+    local extra=()
+    [ -n "$rate" ] && extra=(--rate "$rate")
+    "$@" "${binary:-$checker}" stress "$base/api/payments" \
+        -H 'Authorization: Bearer token-a' -H 'Content-Type: application/json' \
+        -d '{"amountCents":1250,"currency":"EUR","reference":"{{unique}}"}' \
+        --id-pointer /id --count-url "$base/api/payments/count" \
+        --keys "$keys" --duplicates "$duplicates" --concurrency "$concurrency" \
+        --duration "$duration" "${extra[@]}" \
+        --report-json "$json" --color never >"$work/stress-$tag.txt" 2>"$work/stress-$tag.err" || {
+        echo "stress did not pass:" >&2
+        cat "$work/stress-$tag.txt" "$work/stress-$tag.err" >&2
+        exit 1
+    }
+    echo "$json"
+}
+
+json_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+
+echo "machine: $(nproc) CPUs, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "each measurement: ${seconds} s, $concurrency connections / requests in flight, a fresh server"
+echo "wrk replay: one key replayed; wrk fresh: a new key per request; wrk mix: a new key every $duplicates requests; stress: --duplicates $duplicates${rate:+ --rate $rate}"
+printf '%-4s %12s %12s %12s %12s  %s\n' run "wrk replay" "wrk fresh" "wrk mix" stress "409 shares (wrk mix, stress); stress details"
+replays=() freshes=() mixes=() stresses=() cpu_lines=() baselines=()
+# --runs 0 measures memory alone.
+for i in $(seq 1 "$runs"); do
+    start_server "r$i"; r="$(wrk_rate replay "r$i")"; stop_server
+    cpu_r="$(per_request "$server_cpu" "$(wrk_requests "r$i")")"
+    start_server "f$i"; f="$(wrk_rate fresh "f$i")"; stop_server
+    cpu_f="$(per_request "$server_cpu" "$(wrk_requests "f$i")")"
+    start_server "x$i"; x="$(wrk_rate mix "x$i")"; stop_server
+    cpu_x="$(per_request "$server_cpu" "$(wrk_requests "x$i")")"
+    # Enough keys that --duration, not --keys, ends the run.
+    start_server "s$i"; json="$(stress_run "s$i" 10000000 "${seconds}s")"; stop_server
+    cpu_s="$(per_request "$server_cpu" "$(json_field "$json" requests)")"
+    cpu_lines+=("$(printf '%-4s %12s %12s %12s %12s' "$i" "$cpu_r" "$cpu_f" "$cpu_x" "$cpu_s")")
+    s="$(json_field "$json" requests_per_second)"
+    if [ -n "$baseline" ]; then
+        start_server "b$i"
+        b="$(json_field "$(binary="$baseline" stress_run "b$i" 10000000 "${seconds}s")" requests_per_second)"
+        stop_server
+        baselines+=("$b")
+        printf '%-4s baseline stress %12.0f\n' "$i" "$b"
+    fi
+    details="$(python3 - "$json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+b = r["bursts"]
+released = ", ".join(f"{n} {how}" for how, n in b["released"].items())
+conflicts = r["statuses"].get("409", 0) / max(r["requests"], 1)
+print(f"{conflicts:.0%}; {r['requests']} requests, {r['keys']} keys, "
+      f"{r['violating_keys']} violating, {r.get('connections_opened', 'new')} connections, "
+      f"burst spread p50 {b['spread_p50_us']:.0f} us, released {released}")
+PY
+)"
+    printf '%-4s %12.0f %12.0f %12.0f %12.0f  %s, %s\n' "$i" "$r" "$f" "$x" "$s" "$(wrk_409_share "x$i")" "$details"
+    replays+=("$r") freshes+=("$f") mixes+=("$x") stresses+=("$s")
+done
+[ "$runs" -gt 0 ] && python3 - "${replays[*]}" "${freshes[*]}" "${mixes[*]}" "${stresses[*]}" <<'EOF'
+import statistics, sys
+mr, mf, mx, ms = (statistics.median(float(x) for x in a.split()) for a in sys.argv[1:5])
+print(f"median {mr:12.0f} {mf:12.0f} {mx:12.0f} {ms:12.0f}")
+print(f"stress / wrk replay = {ms / mr:.2f}   stress / wrk fresh = {ms / mf:.2f}   "
+      f"stress / wrk mix = {ms / mx:.2f}")
+EOF
+if [ -n "$baseline" ] && [ "$runs" -gt 0 ]; then
+    python3 - "${baselines[*]}" "${stresses[*]}" <<'EOF'
+import statistics, sys
+before, after = (statistics.median(float(x) for x in a.split()) for a in sys.argv[1:3])
+print(f"baseline stress median {before:.0f}; this build / baseline = {after / before:.2f}")
+EOF
+fi
+if [ "$runs" -gt 0 ]; then
+    echo
+    echo "the server's CPU per request (user + system, µs), what each kind of request costs it:"
+    printf '%-4s %12s %12s %12s %12s\n' run "wrk replay" "wrk fresh" "wrk mix" stress
+    printf '%s\n' "${cpu_lines[@]}"
+fi
+
+if [ "$memory" = 1 ]; then
+    echo
+    echo "peak RSS of idem-check stress (/usr/bin/time -v), --duplicates $duplicates --concurrency $concurrency"
+    for keys in 20000 200000; do
+        start_server "m$keys"
+        json="$(stress_run "m$keys" "$keys" 1h /usr/bin/time -v -o "$work/time-$keys.txt")"
+        stop_server
+        rss="$(sed -n 's/^\s*Maximum resident set size (kbytes): //p' "$work/time-$keys.txt")"
+        printf '%7s keys: %9s requests in %6.1f s, %6.0f requests/s, peak RSS %6.1f MiB\n' \
+            "$keys" "$(json_field "$json" requests)" \
+            "$(python3 -c 'import sys; print(float(sys.argv[1]) / 1000)' "$(json_field "$json" duration_ms)")" \
+            "$(json_field "$json" requests_per_second)" \
+            "$(python3 -c 'import sys; print(int(sys.argv[1]) / 1024)' "$rss")"
+    done
+fi

@@ -1,0 +1,314 @@
+//! Kept-alive HTTP/1.1 connections, reused from one request to the next.
+//!
+//! A stress run sends hundreds of thousands of requests to one origin (or a few, with replicas).
+//! Opening a connection for each costs both sides a handshake, a socket and, on the server, a
+//! connection task; on a small machine that, not the API, bounded the run (BENCHMARKS.md). The
+//! pool keeps every connection whose answer ended cleanly (see [`raw::read_keeping`]) and hands
+//! it to the next burst or late retry to the same origin. A connection found closed, or holding
+//! bytes nobody asked for, when it is taken is dropped and the next one taken or a new one
+//! opened, so a connection the server has given up on never carries a request.
+//!
+//! The pool holds at most `max_idle` idle connections per origin; how many are open at once is
+//! bounded by the caller, which takes one per request in flight.
+
+use std::collections::HashMap;
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use socket2::SockRef;
+
+use super::burst::{self, BurstOptions, BurstReport, Open, Wires};
+use super::exchange::SentRequest;
+use super::raw::{self, RawResponse, Stream};
+
+/// Idle kept-alive connections by origin, how many were opened, and the quickest connect.
+pub struct Pool {
+    idle: Mutex<HashMap<String, Vec<Idle>>>,
+    max_idle: usize,
+    opened: AtomicU64,
+    /// The shortest time any connection took to open, in µs: the round-trip estimate a burst's
+    /// settle pause is based on for reused connections. One connection's own connect time would
+    /// do for ever what one busy moment made it: 64 connections opened at once on a loaded
+    /// machine can take tens of milliseconds each, and every burst on them would then pause
+    /// twice that (up to 100 ms) instead of 1 ms. The minimum leaves out queueing, as TCP's own
+    /// minimum-RTT estimate does.
+    quickest_connect_us: AtomicU64,
+}
+
+/// A connection waiting for its next request.
+struct Idle {
+    stream: Stream,
+}
+
+impl Pool {
+    /// An empty pool keeping at most `max_idle` idle connections per origin.
+    pub fn new(max_idle: usize) -> Pool {
+        Pool {
+            idle: Mutex::new(HashMap::new()),
+            max_idle: max_idle.max(1),
+            opened: AtomicU64::new(0),
+            quickest_connect_us: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// How many connections the pool has opened so far.
+    pub fn opened(&self) -> u64 {
+        self.opened.load(Ordering::Relaxed)
+    }
+
+    /// Sends `req` on a kept-alive connection to its origin (a new one when none is idle) and
+    /// keeps the connection if it can carry another request. `timeout` bounds the whole
+    /// exchange, connecting included, as in [`raw::send_one`].
+    pub async fn send(&self, req: &SentRequest, timeout: Duration, max_body: usize) -> RawResponse {
+        let attempt = Instant::now();
+        let deadline = attempt + timeout;
+        let taken = match url::Url::parse(&req.url) {
+            Ok(url) => self.take(&url, deadline, timeout).await.map(|c| (url, c)),
+            Err(e) => Err(format!("invalid URL {:?}: {e}", req.url)),
+        };
+        match taken {
+            Ok((url, mut conn)) => {
+                let (response, reusable) =
+                    raw::exchange_on(&mut conn.stream, req, deadline, timeout, max_body).await;
+                if reusable {
+                    self.put(&url, conn.stream);
+                }
+                response
+            }
+            Err(e) => RawResponse {
+                started: attempt,
+                released: None,
+                finished: Instant::now(),
+                result: Err(e),
+            },
+        }
+    }
+
+    /// A synchronised burst ([`burst::burst`]) staged on kept-alive connections, one per
+    /// request; the connections that can carry another request go back to the pool.
+    pub async fn burst(
+        &self,
+        reqs: &[SentRequest],
+        opts: &BurstOptions,
+    ) -> anyhow::Result<BurstReport> {
+        let wires = Wires::new(reqs, opts)?;
+        let begin = Instant::now();
+        let deadline = begin + opts.timeout;
+        let taken = join_all(
+            wires
+                .urls
+                .iter()
+                .map(|url| self.take(url, deadline, opts.timeout)),
+        )
+        .await;
+        let (report, kept) = burst::burst_on(reqs, &wires, taken, begin, opts).await;
+        for (stream, url) in kept.into_iter().zip(&wires.urls) {
+            if let Some(stream) = stream {
+                self.put(url, stream);
+            }
+        }
+        Ok(report)
+    }
+
+    /// An idle connection to `url`'s origin that is still open, or a new one.
+    async fn take(
+        &self,
+        url: &url::Url,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<Open, String> {
+        let origin = url.origin().ascii_serialization();
+        // Bounded by the idle connections there were: nothing is put back in this loop.
+        while let Some(idle) = self.lock().get_mut(&origin).and_then(Vec::pop) {
+            if still_open(&idle.stream) {
+                let quickest = self.quickest_connect_us.load(Ordering::Relaxed);
+                return Ok(Open {
+                    stream: idle.stream,
+                    connect_time: Duration::from_micros(quickest),
+                    reused: true,
+                });
+            }
+        }
+        let t0 = Instant::now();
+        let stream = raw::connect(url, deadline, timeout).await?;
+        let connect_time = t0.elapsed();
+        self.opened.fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(connect_time.as_micros()).unwrap_or(u64::MAX);
+        self.quickest_connect_us
+            .fetch_min(micros, Ordering::Relaxed);
+        Ok(Open {
+            stream,
+            connect_time,
+            reused: false,
+        })
+    }
+
+    fn put(&self, url: &url::Url, stream: Stream) {
+        let mut idle = self.lock();
+        let list = idle.entry(url.origin().ascii_serialization()).or_default();
+        if list.len() < self.max_idle {
+            list.push(Idle { stream });
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Idle>>> {
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Whether an idle connection can carry a request: nothing to read (a peek would block). End of
+/// stream, a reset, or unsolicited bytes (a late error page, a TLS close_notify) mean the server
+/// is done with it.
+fn still_open(stream: &Stream) -> bool {
+    let mut byte = [MaybeUninit::<u8>::uninit(); 1];
+    matches!(
+        SockRef::from(stream.tcp()).peek(&mut byte),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read as _, Write as _};
+
+    /// How the test server ends a connection.
+    #[derive(Clone, Copy)]
+    enum Ending {
+        /// Never: every request on a connection is answered.
+        KeepAlive,
+        /// After the first answer, which says `Connection: close`.
+        Announced,
+        /// After the first answer, without a word (as an idle timeout does).
+        Silent,
+    }
+
+    /// A listener that answers every request with a framed 200, counting the connections it
+    /// accepted; each connection it ends is reported on the channel once closed.
+    fn server(
+        ending: Ending,
+    ) -> (
+        url::Url,
+        std::sync::Arc<AtomicU64>,
+        std::sync::mpsc::Receiver<()>,
+    ) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = url::Url::parse(&format!("http://{}/", listener.local_addr().unwrap())).unwrap();
+        let accepted = std::sync::Arc::new(AtomicU64::new(0));
+        let count = accepted.clone();
+        let (closed_tx, closed) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().take(16) {
+                let Ok(mut conn) = conn else { return };
+                count.fetch_add(1, Ordering::Relaxed);
+                let closed_tx = closed_tx.clone();
+                std::thread::spawn(move || {
+                    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 1024];
+                    while let Ok(n @ 1..) = conn.read(&mut chunk) {
+                        buf.extend_from_slice(&chunk[..n]);
+                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            buf.drain(..end + 4);
+                            let extra = match ending {
+                                Ending::Announced => "Connection: close\r\n",
+                                _ => "",
+                            };
+                            let answer =
+                                format!("HTTP/1.1 200 OK\r\n{extra}Content-Length: 2\r\n\r\nok");
+                            conn.write_all(answer.as_bytes()).unwrap();
+                            if !matches!(ending, Ending::KeepAlive) {
+                                drop(conn);
+                                let _ = closed_tx.send(());
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        (url, accepted, closed)
+    }
+
+    fn get(url: &url::Url) -> SentRequest {
+        raw::prepare(url, "GET", vec![], vec![])
+    }
+
+    #[tokio::test]
+    async fn one_connection_carries_request_after_request() {
+        let (url, accepted, _) = server(Ending::KeepAlive);
+        let pool = Pool::new(4);
+        for _ in 0..5 {
+            let r = pool.send(&get(&url), Duration::from_secs(5), 1024).await;
+            assert_eq!(r.result.unwrap().status, 200);
+        }
+        assert_eq!(pool.opened(), 1);
+        assert_eq!(accepted.load(Ordering::Relaxed), 1);
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_server_closes_is_not_reused() {
+        let (url, _, _) = server(Ending::Announced);
+        let pool = Pool::new(4);
+        for _ in 0..3 {
+            let r = pool.send(&get(&url), Duration::from_secs(5), 1024).await;
+            assert_eq!(r.result.unwrap().status, 200);
+        }
+        assert_eq!(pool.opened(), 3, "Connection: close is honoured");
+    }
+
+    #[tokio::test]
+    async fn a_connection_closed_while_idle_is_dropped_when_taken() {
+        let (url, _, closed) = server(Ending::Silent);
+        let pool = Pool::new(4);
+        let first = pool.send(&get(&url), Duration::from_secs(5), 1024).await;
+        assert_eq!(first.result.unwrap().status, 200);
+        closed.recv_timeout(Duration::from_secs(5)).unwrap();
+        // The end of stream reaches the idle socket soon after the server closed it.
+        let end = Instant::now() + Duration::from_secs(5);
+        while pool
+            .lock()
+            .values()
+            .flatten()
+            .any(|i| still_open(&i.stream))
+        {
+            assert!(
+                Instant::now() < end,
+                "the close never reached the idle connection"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let second = pool.send(&get(&url), Duration::from_secs(5), 1024).await;
+        assert_eq!(second.result.unwrap().status, 200);
+        assert_eq!(pool.opened(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_burst_reuses_the_connections_of_the_previous_one() {
+        let (url, accepted, _) = server(Ending::KeepAlive);
+        let pool = Pool::new(4);
+        let reqs = vec![get(&url), get(&url), get(&url)];
+        for _ in 0..3 {
+            let report = pool.burst(&reqs, &BurstOptions::default()).await.unwrap();
+            for r in &report.responses {
+                assert_eq!(r.result.as_ref().unwrap().status, 200);
+                assert!(r.released.is_some());
+            }
+        }
+        assert_eq!(pool.opened(), 3);
+        assert_eq!(accepted.load(Ordering::Relaxed), 3);
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_an_error_in_the_response() {
+        let url = url::Url::parse("http://127.0.0.1:9/").unwrap();
+        let r = Pool::new(1)
+            .send(&get(&url), Duration::from_secs(5), 1024)
+            .await;
+        let err = r.result.unwrap_err();
+        assert!(err.contains("connection refused to 127.0.0.1:9"), "{err}");
+    }
+}
