@@ -36,6 +36,7 @@ STATE = {"executions": 0, "reads": 0, "posts": 0, "stalled": False, "down": 0}
 
 class H(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # head and body are two writes: no delayed-ACK stall
     def log_message(self, *a): pass
 
     def reply(self, status, body, extra=()):
