@@ -8,7 +8,6 @@ pub mod pg;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use idem_reference_server::{run, Config, DbLocation};
@@ -32,7 +31,7 @@ pub enum StoreKind {
 pub struct TestDb {
     pub location: DbLocation,
     _dir: Option<tempfile::TempDir>,
-    pub cluster: Option<Arc<pg::PgCluster>>,
+    pub cluster: Option<&'static pg::PgCluster>,
 }
 
 impl TestDb {

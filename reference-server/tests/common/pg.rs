@@ -1,7 +1,7 @@
 //! A throwaway PostgreSQL cluster for tests: `initdb` in a temporary folder, `postgres` on a
-//! free loopback port with its unix socket in that folder too, stopped when the last user drops
-//! it (also when a test panics). Tests running at the same time share one cluster, each in a
-//! database of its own.
+//! free loopback port with its unix socket in that folder too. The tests of one process share
+//! one cluster, each in a database of its own, stopped when the process ends (also when a test
+//! panics); a test that crashes its database starts a cluster of its own.
 //!
 //! PostgreSQL refuses to run as root, so when the tests do (CI does), every PostgreSQL command
 //! runs as `nobody` through `runuser`, and the folder belongs to `nobody`.
@@ -12,9 +12,10 @@
 #![allow(dead_code)] // each test binary uses a different subset of these helpers
 
 use std::path::PathBuf;
+use std::process::{ChildStdin, Stdio};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The superuser `initdb` creates; the cluster trusts loopback connections.
@@ -31,19 +32,23 @@ pub struct PgCluster {
     port: u16,
     as_nobody: bool,
     databases: AtomicUsize,
+    /// The write end of the pipe a watchdog waits on (see [`PgCluster::stop_when_process_ends`]).
+    watchdog: Option<ChildStdin>,
 }
 
-static SHARED: Mutex<Weak<PgCluster>> = Mutex::new(Weak::new());
-
-/// The cluster other tests of this process are using, or a new one.
-pub fn shared() -> Arc<PgCluster> {
-    let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(cluster) = shared.upgrade() {
-        return cluster;
-    }
-    let cluster = Arc::new(PgCluster::start());
-    *shared = Arc::downgrade(&cluster);
-    cluster
+/// The cluster every test of this process shares, started by the first one that asks.
+///
+/// It lives as long as the process. Stopping it whenever no test happened to hold it made the
+/// next test pay `initdb` and a start again, seconds each, many times per binary. A static is
+/// never dropped, so [`PgCluster::stop_when_process_ends`] stops it and removes its folder
+/// once the test process is gone, however it ended.
+pub fn shared() -> &'static PgCluster {
+    static SHARED: OnceLock<PgCluster> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        let mut cluster = PgCluster::start();
+        cluster.stop_when_process_ends();
+        cluster
+    })
 }
 
 /// The folder of PostgreSQL's server binaries: `PG_BIN` if set, else the newest
@@ -112,6 +117,7 @@ impl PgCluster {
             bin,
             as_nobody,
             databases: AtomicUsize::new(0),
+            watchdog: None,
         };
         let data = cluster.data_dir();
         cluster.run_ok(
@@ -129,6 +135,32 @@ impl PgCluster {
         );
         cluster.pg_ctl_start();
         cluster
+    }
+
+    /// Starts a shell that waits for the end of a pipe only this process holds (the kernel
+    /// closes it when the process ends, even on a panic, a signal or `process::exit`), then
+    /// stops the cluster and removes its folder. It ignores Ctrl-C, which reaches the whole
+    /// process group, so that it outlives the tests it cleans up after.
+    fn stop_when_process_ends(&mut self) {
+        let mut stop = self.command("pg_ctl");
+        stop.arg("stop")
+            .arg("-D")
+            .arg(self.data_dir())
+            .args(["-m", "immediate", "-w"]);
+        let mut argv = vec![stop.get_program().to_owned()];
+        argv.extend(stop.get_args().map(ToOwned::to_owned));
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(r#"trap '' INT TERM HUP; cat >/dev/null; dir=$1; shift; "$@" >/dev/null 2>&1; rm -rf "$dir""#)
+            .arg("pg-watchdog")
+            .arg(self.dir.path())
+            .args(argv)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the PostgreSQL watchdog shell");
+        self.watchdog = child.stdin.take();
     }
 
     fn data_dir(&self) -> PathBuf {
@@ -167,9 +199,12 @@ impl PgCluster {
     fn pg_ctl(&self, action: &str, extra: &[&str]) -> Output {
         let data = self.data_dir();
         let log = self.dir.path().join("postgres.log");
+        // fsync=off: every crash these tests cause is the server process's (`-m immediate`,
+        // kill -9), never the machine's, and the kernel keeps what a dead process wrote; a
+        // commit is still written to the WAL before it is acknowledged (synchronous_commit).
         let options = format!(
             "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} \
-             -c max_connections=200 -c synchronous_commit=on -c fsync=on",
+             -c max_connections=200 -c synchronous_commit=on -c fsync=off",
             self.port,
             self.dir.path().display()
         );
