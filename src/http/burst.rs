@@ -21,7 +21,6 @@
 //!    [`super::release`]); readers are not polled until every final byte is out;
 //! 5. read the N responses concurrently on this task, each bounded by the per-request timeout.
 
-use std::io::Write as _;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
@@ -29,9 +28,10 @@ use anyhow::Context as _;
 use futures::future::join_all;
 use socket2::SockRef;
 
+use super::connection::{write_request, Connector, Stream};
 use super::exchange::SentRequest;
-use super::net;
-use super::raw::{self, RawResponse, Stream};
+use super::h1;
+use super::raw::RawResponse;
 use super::release::{release_all, Job, ReleaseMode};
 
 /// How a burst is run.
@@ -119,7 +119,7 @@ impl Wires {
         let mut wires = Vec::with_capacity(reqs.len());
         let mut urls = Vec::with_capacity(reqs.len());
         for req in reqs {
-            wires.push(raw::to_wire(req)?);
+            wires.push(h1::to_wire(req)?);
             urls.push(
                 url::Url::parse(&req.url).with_context(|| format!("invalid URL {}", req.url))?,
             );
@@ -132,7 +132,11 @@ impl Wires {
 /// responses in input order. A request whose connection or staging fails gets its error in its
 /// own [`RawResponse`] and the others still run; only an unusable request (bad URL, zero
 /// `final_bytes`) is an `Err`.
-pub async fn burst(reqs: &[SentRequest], opts: &BurstOptions) -> anyhow::Result<BurstReport> {
+pub async fn burst(
+    connector: &Connector,
+    reqs: &[SentRequest],
+    opts: &BurstOptions,
+) -> anyhow::Result<BurstReport> {
     let wires = Wires::new(reqs, opts)?;
 
     // 1. Connect all, concurrently; time it to estimate the round trip for the settle pause.
@@ -140,7 +144,8 @@ pub async fn burst(reqs: &[SentRequest], opts: &BurstOptions) -> anyhow::Result<
     let deadline = begin + opts.timeout;
     let connected = join_all(wires.urls.iter().map(|url| async move {
         let t0 = Instant::now();
-        raw::connect(url, deadline, opts.timeout)
+        connector
+            .connect(url, deadline, opts.timeout)
             .await
             .map(|stream| Open {
                 stream,
@@ -149,13 +154,15 @@ pub async fn burst(reqs: &[SentRequest], opts: &BurstOptions) -> anyhow::Result<
             })
     }))
     .await;
-    Ok(burst_on(reqs, &wires, connected, begin, opts).await.0)
+    Ok(burst_on(connector, reqs, &wires, connected, begin, opts)
+        .await
+        .0)
 }
 
 /// Steps 2–5 of a burst on connections that are already open (fresh ones, or kept-alive ones
 /// from [`super::pool`]); an `Err` connection is reported as that request's failure, dated
 /// `begin`. Returns the report and, in input order, each connection that can carry another
-/// request (see [`raw::read_keeping`]).
+/// request (see [`h1::read_keeping`]).
 ///
 /// A fresh connection's prefix is staged in [`BurstOptions::stage_segments`] segments to spend
 /// the receiver's quick-ACK allowance; a reused one already spent it on its earlier exchanges
@@ -163,6 +170,7 @@ pub async fn burst(reqs: &[SentRequest], opts: &BurstOptions) -> anyhow::Result<
 /// ACKs), so its prefix goes in one write: one segment for the server to read instead of
 /// twenty.
 pub(crate) async fn burst_on(
+    connector: &Connector,
     reqs: &[SentRequest],
     wires: &Wires,
     connected: Vec<Result<Open, String>>,
@@ -205,7 +213,7 @@ pub(crate) async fn burst_on(
             .map(|((entry, rel), req)| async move {
                 let (started, result, reusable) = match (entry, rel) {
                     (Ok(s), Ok(at)) => {
-                        let result = raw::read_keeping(
+                        let result = h1::read_keeping(
                             &mut s.stream,
                             &req.method,
                             *at + opts.timeout,
@@ -242,12 +250,11 @@ pub(crate) async fn burst_on(
         (Some(first), Some(last)) => last.duration_since(*first).as_secs_f64() * 1e6,
         _ => 0.0,
     };
-    let proxy = wires.urls.first().and_then(net::proxy_for);
     let report = BurstReport {
         requests: reqs.to_vec(),
         responses,
         spread_us,
-        release: mode.through(proxy.map(|p| net::shown(&p))),
+        release: mode.through(wires.urls.first().and_then(|u| connector.proxy_shown(u))),
     };
     (report, kept)
 }
@@ -275,27 +282,11 @@ async fn stage(
     let piece_len = prefix.len().div_ceil(pieces).max(1);
     for piece in prefix.chunks(piece_len) {
         // Each piece is flushed on its own so it leaves as its own segment (TCP_NODELAY).
-        raw::write_request(&mut stream, piece, deadline, opts.timeout)
+        write_request(&mut stream, piece, deadline, opts.timeout)
             .await
             .map_err(|e| (started, e))?;
     }
-    let release = match &mut stream {
-        Stream::Plain(_) => last.to_vec(),
-        Stream::Tls(tls) => {
-            // Seal the final bytes into their own record now; rustls advances its sequence
-            // number, so writing the record raw later keeps the TLS stream consistent.
-            let (_, conn) = tls.get_mut();
-            let mut record = Vec::new();
-            let sealed = conn.writer().write_all(last).and_then(|()| {
-                while conn.wants_write() {
-                    conn.write_tls(&mut record)?;
-                }
-                Ok(())
-            });
-            sealed.map_err(|e| (started, format!("sealing the final TLS record failed: {e}")))?;
-            record
-        }
-    };
+    let release = stream.seal(last).map_err(|e| (started, e))?;
     Ok(Staged {
         stream,
         started,
@@ -394,21 +385,25 @@ mod tests {
     #[tokio::test]
     async fn zero_final_bytes_is_an_error() {
         let url = url::Url::parse("http://127.0.0.1:9/").unwrap();
-        let req = raw::prepare(&url, "GET", vec![], vec![]);
+        let req = h1::prepare(&url, "GET", vec![], vec![]);
         let opts = BurstOptions {
             final_bytes: 0,
             ..BurstOptions::default()
         };
-        assert!(burst(&[req], &opts).await.is_err());
+        assert!(burst(&Connector::default(), &[req], &opts).await.is_err());
     }
 
     #[tokio::test]
     async fn refused_connections_are_reported_per_request() {
         let url = url::Url::parse("http://127.0.0.1:9/").unwrap();
-        let req = raw::prepare(&url, "GET", vec![], vec![]);
-        let report = burst(&[req.clone(), req], &BurstOptions::default())
-            .await
-            .unwrap();
+        let req = h1::prepare(&url, "GET", vec![], vec![]);
+        let report = burst(
+            &Connector::default(),
+            &[req.clone(), req],
+            &BurstOptions::default(),
+        )
+        .await
+        .unwrap();
         assert_eq!(report.responses.len(), 2);
         for r in &report.responses {
             let err = r.result.as_ref().unwrap_err();
