@@ -24,7 +24,6 @@
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use futures::future::join_all;
 use socket2::SockRef;
 
@@ -58,6 +57,17 @@ pub struct BurstOptions {
 
 /// The default [`BurstOptions::stage_segments`]: more than Linux's 16 quick ACKs.
 pub const STAGE_SEGMENTS: usize = 20;
+
+impl BurstOptions {
+    /// Refuses options no burst can run with: at least one byte must be held back, or nothing
+    /// is left to release.
+    pub(crate) fn check(&self) -> anyhow::Result<()> {
+        if self.final_bytes == 0 {
+            anyhow::bail!("final_bytes must be at least 1");
+        }
+        Ok(())
+    }
+}
 
 impl Default for BurstOptions {
     fn default() -> Self {
@@ -113,16 +123,12 @@ pub(crate) struct Wires {
 
 impl Wires {
     pub(crate) fn new(reqs: &[SentRequest], opts: &BurstOptions) -> anyhow::Result<Wires> {
-        if opts.final_bytes == 0 {
-            anyhow::bail!("final_bytes must be at least 1");
-        }
+        opts.check()?;
         let mut wires = Vec::with_capacity(reqs.len());
         let mut urls = Vec::with_capacity(reqs.len());
         for req in reqs {
             wires.push(h1::to_wire(req)?);
-            urls.push(
-                url::Url::parse(&req.url).with_context(|| format!("invalid URL {}", req.url))?,
-            );
+            urls.push(h1::parse_url(req).map_err(anyhow::Error::msg)?);
         }
         Ok(Wires { wires, urls })
     }
@@ -316,29 +322,22 @@ fn release(
 
     let mut times: Vec<Result<Instant, String>> = vec![Err("not staged".to_string()); staged.len()];
     for (i, result, at) in outcomes {
-        times[i] = match result {
-            Ok(n) if n >= jobs_len(staged, i) => Ok(at),
-            Ok(n) => staged[i]
-                .as_ref()
-                .map_err(|(_, e)| e.clone())
-                .and_then(|s| finish_release(s, n)),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => staged[i]
-                .as_ref()
-                .map_err(|(_, e)| e.clone())
-                .and_then(|s| finish_release(s, 0)),
-            Err(e) => Err(format!("releasing the final bytes failed: {e}")),
+        let sent = match result {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+            Err(e) => {
+                times[i] = Err(format!("releasing the final bytes failed: {e}"));
+                continue;
+            }
+        };
+        times[i] = match &staged[i] {
+            Ok(s) if sent >= s.release.len() => Ok(at),
+            // The tail the kernel did not take at once, with short retries (bounded to 1 s).
+            Ok(s) => send_rest(s.stream.tcp(), &s.release, sent),
+            Err((_, e)) => Err(e.clone()),
         };
     }
     (times, mode)
-}
-
-fn jobs_len(staged: &[Result<Staged, (Instant, String)>], i: usize) -> usize {
-    staged[i].as_ref().map(|s| s.release.len()).unwrap_or(0)
-}
-
-/// Completes a partial release synchronously with short non-blocking retries (bounded to 1 s).
-fn finish_release(s: &Staged, sent: usize) -> Result<Instant, String> {
-    send_rest(s.stream.tcp(), &s.release, sent)
 }
 
 /// Writes `bytes[sent..]` with short non-blocking retries (bounded to 1 s) and returns when the

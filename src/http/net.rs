@@ -157,7 +157,7 @@ impl Route {
     /// never for a host listed in `NO_PROXY`, and the environment's never for a loopback host.
     pub(crate) fn proxy_for(&self, url: &url::Url) -> Option<url::Url> {
         let host = url.host_str()?.to_ascii_lowercase();
-        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let host = unbracketed(&host);
         if bypassed(&self.no_proxy, host) {
             return None;
         }
@@ -207,7 +207,7 @@ impl Route {
 
     /// Opens a TCP connection to `host:port`, to the `--resolve` address when one is given.
     pub(crate) async fn dial(&self, host: &str, port: u16) -> Result<TcpStream, String> {
-        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let bare = unbracketed(host);
         let fixed = self
             .resolve
             .iter()
@@ -257,6 +257,12 @@ fn parse_proxy(text: &str, from: &str) -> anyhow::Result<Proxy> {
         url,
         from: from.to_string(),
     })
+}
+
+/// `host` without the brackets a URL puts around an IPv6 address: what DNS, `--resolve` and a
+/// TLS server name compare.
+pub(crate) fn unbracketed(host: &str) -> &str {
+    host.trim_start_matches('[').trim_end_matches(']')
 }
 
 fn is_loopback(host: &str) -> bool {

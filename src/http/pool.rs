@@ -23,6 +23,7 @@ use socket2::SockRef;
 use super::burst::{self, BurstOptions, BurstReport, Open, Wires};
 use super::connection::{origin, Connector, Stream};
 use super::exchange::SentRequest;
+use super::h1;
 use super::raw::{self, RawResponse};
 
 /// Idle kept-alive connections by origin, how many were opened, and the quickest connect.
@@ -70,9 +71,9 @@ impl Pool {
     pub async fn send(&self, req: &SentRequest, timeout: Duration, max_body: usize) -> RawResponse {
         let attempt = Instant::now();
         let deadline = attempt + timeout;
-        let taken = match url::Url::parse(&req.url) {
+        let taken = match h1::parse_url(req) {
             Ok(url) => self.take(&url, deadline, timeout).await.map(|c| (url, c)),
-            Err(e) => Err(format!("invalid URL {:?}: {e}", req.url)),
+            Err(e) => Err(e),
         };
         match taken {
             Ok((url, mut conn)) => {
@@ -235,7 +236,7 @@ mod tests {
     }
 
     fn get(url: &url::Url) -> SentRequest {
-        crate::http::h1::prepare(url, "GET", vec![], vec![])
+        h1::prepare(url, "GET", vec![], vec![])
     }
 
     #[tokio::test]

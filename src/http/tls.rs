@@ -121,7 +121,7 @@ impl Trust {
             Alpn::Http1 => &self.http1,
             Alpn::H2First => &self.h2_first,
         };
-        let name = ServerName::try_from(host.trim_start_matches('[').trim_end_matches(']'))
+        let name = ServerName::try_from(super::net::unbracketed(host))
             .map_err(|e| format!("TLS handshake failed: invalid server name {host:?}: {e}"))?
             .to_owned();
         let tls = TlsConnector::from(config.clone())

@@ -104,9 +104,7 @@ async fn run_on(
     stream: Stream,
     begin: Instant,
 ) -> anyhow::Result<BurstReport> {
-    if opts.final_bytes == 0 {
-        anyhow::bail!("final_bytes must be at least 1");
-    }
+    opts.check()?;
     let mut encoded = Vec::with_capacity(reqs.len());
     for req in reqs {
         let this = h1::parse_url(req).map_err(anyhow::Error::msg)?;
