@@ -22,6 +22,8 @@ const RECV_WINDOW: u32 = 1 << 24;
 const MAX_FRAME: usize = 16_384;
 /// The payload of the PING that confirms staging.
 const STAGED_PING: [u8; 8] = *b"idemstag";
+/// The error when the server hangs up before the staging PING is answered.
+const CLOSED_WHILE_STAGING: &str = "the server closed the connection while staging";
 
 /// One request's stream.
 #[derive(Default)]
@@ -122,11 +124,8 @@ impl Conn {
         let deadline = at + timeout;
         let waited = within(deadline, timeout, "waiting for the response", async {
             while self.pending() {
-                if !self.step().await? {
-                    return Err(
-                        "the server closed the HTTP/2 connection before the response".to_string(),
-                    );
-                }
+                self.step_or("the server closed the HTTP/2 connection before the response")
+                    .await?;
             }
             Ok(())
         })
@@ -158,12 +157,10 @@ impl Conn {
         );
         self.write(&hello).await?;
         while !(self.got_settings && self.settings_acked) {
-            if !self.step().await? {
-                return Err(
-                    "the server closed the connection after the HTTP/2 preface: it does not speak HTTP/2 here (for http://, h2c with prior knowledge)"
-                        .to_string(),
-                );
-            }
+            self.step_or(
+                "the server closed the connection after the HTTP/2 preface: it does not speak HTTP/2 here (for http://, h2c with prior knowledge)",
+            )
+            .await?;
         }
         Ok(())
     }
@@ -188,9 +185,7 @@ impl Conn {
                 || self.initial_window + self.streams[i].window < req.body.len() as i64
             {
                 self.write(&std::mem::take(&mut out)).await?;
-                if !self.step().await? {
-                    return Err("the server closed the connection while staging".to_string());
-                }
+                self.step_or(CLOSED_WHILE_STAGING).await?;
             }
             self.conn_window -= req.body.len() as i64;
             self.streams[i].window -= req.body.len() as i64;
@@ -220,9 +215,7 @@ impl Conn {
         let sent = Instant::now();
         self.write(&out).await?;
         while !self.ping_acked {
-            if !self.step().await? {
-                return Err("the server closed the connection while staging".to_string());
-            }
+            self.step_or(CLOSED_WHILE_STAGING).await?;
         }
         Ok(sent)
     }
@@ -286,6 +279,16 @@ impl Conn {
         let out = std::mem::take(&mut self.out);
         self.write(&out).await?;
         Ok(true)
+    }
+
+    /// [`Conn::step`] for a caller that needs more frames: the end of stream is the error
+    /// `closed`.
+    async fn step_or(&mut self, closed: &str) -> Result<(), String> {
+        if self.step().await? {
+            Ok(())
+        } else {
+            Err(closed.to_string())
+        }
     }
 
     async fn read_frame(&mut self) -> Result<Option<Frame>, String> {
