@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use idem_check::http::burst::{burst, BurstOptions, BurstReport};
 use idem_check::http::exchange::{Header, SentRequest};
-use idem_check::http::{h2burst, raw};
+use idem_check::http::{h1, h2burst, Connector};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags};
 
@@ -399,7 +399,7 @@ fn complete_request(buf: &[u8]) -> Option<usize> {
 
 fn payment(url: &url::Url, key: &str, reference: &str) -> SentRequest {
     let body = format!(r#"{{"amountCents":1250,"currency":"EUR","reference":"{reference}"}}"#);
-    raw::prepare(
+    h1::prepare(
         url,
         "POST",
         vec![
@@ -437,6 +437,7 @@ struct SpreadRun {
 
 async fn spread(bursts: usize, stage_segments: usize) -> anyhow::Result<SpreadRun> {
     let sink = Sink::start()?;
+    let connector = Connector::default();
 
     let mut rows = Vec::new();
     let (mut engine, mut engine_single) = ((f64::NAN, f64::NAN), (f64::NAN, f64::NAN));
@@ -474,7 +475,7 @@ async fn spread(bursts: usize, stage_segments: usize) -> anyhow::Result<SpreadRu
                 .map(|_| payment(&sink.url, &key, &format!("spread-{b}")))
                 .collect();
             sink.take();
-            let report = burst(&reqs, &opts).await?;
+            let report = burst(&connector, &reqs, &opts).await?;
             modes.insert(report.release.to_string());
             let stamps = sink.wait_for(DUPLICATES);
             if stamps.len() == DUPLICATES {
@@ -523,7 +524,7 @@ async fn spread(bursts: usize, stage_segments: usize) -> anyhow::Result<SpreadRu
             .map(|_| payment(&sink.url, &key, &format!("h2-{b}")))
             .collect();
         sink.take();
-        let report = h2burst::burst(&reqs, &h2_opts).await?;
+        let report = h2burst::burst(&connector, &reqs, &h2_opts).await?;
         h2_errors += report
             .responses
             .iter()
@@ -858,20 +859,21 @@ async fn detect(
     let (mut base_hits, mut base_errors) = (0usize, 0usize);
     // Pre-open the baseline's connections.
     let _ = baseline_burst(&client, &server.base.join("/healthz")?, "warm", "warm").await;
-    let (opts, single_opts) = (&opts, &single_opts);
+    let connector = Connector::default();
+    let (opts, single_opts, connector) = (&opts, &single_opts, &connector);
     for b in 0..bursts {
         engine
             .round(&server, &client, b, |reqs| async move {
-                burst(&reqs, opts).await
+                burst(connector, &reqs, opts).await
             })
             .await?;
         single
             .round(&server, &client, b, |reqs| async move {
-                burst(&reqs, single_opts).await
+                burst(connector, &reqs, single_opts).await
             })
             .await?;
         h2.round(&server, &client, b, |reqs| async move {
-            h2burst::burst(&reqs, opts).await
+            h2burst::burst(connector, &reqs, opts).await
         })
         .await?;
 

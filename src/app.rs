@@ -131,18 +131,19 @@ async fn configure(t: &TargetArgs, opts: RunOptions) -> Result<(Arc<Config>, Opt
     } else {
         target_from_args(t)?
     };
-    let target = with_secret_flags(target, t);
-    configure_connections(&target, t)?;
+    let target = with_proxy_environment(with_secret_flags(target, t), t);
     let opts = run_options(t, opts);
     Ok((Arc::new(Config::build(target, &opts, hook)?), reference))
 }
 
-/// Applies the target's TLS and proxy settings to every client of the run. The in-process
-/// reference server is on loopback: only an explicit --proxy reaches it through a proxy.
-pub(crate) fn configure_connections(target: &TargetSpec, t: &TargetArgs) -> Result<()> {
-    crate::http::tls::configure(&target.tls)?;
-    crate::http::net::configure(&target.net, &|name| std::env::var(name).ok(), !t.reference)?;
-    Ok(())
+/// `target` with the environment's proxy variables, which its run's connector reads. The
+/// in-process reference server is on loopback: only an explicit --proxy reaches it through a proxy.
+pub(crate) fn with_proxy_environment(mut target: TargetSpec, t: &TargetArgs) -> TargetSpec {
+    if !t.reference {
+        target.net.proxy_env =
+            crate::http::net::NetOptions::proxy_environment(&|name| std::env::var(name).ok());
+    }
+    target
 }
 
 /// `target` with `--secret` and `--redact-header` added.

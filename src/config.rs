@@ -12,6 +12,7 @@ use futures::future::BoxFuture;
 
 pub use crate::effects::Counter;
 use crate::http::exchange::Header;
+use crate::http::Connector;
 use crate::keys::KeyForm;
 use crate::redact::{SecretSources, Secrets};
 use crate::suite::Suite;
@@ -174,6 +175,8 @@ pub struct CommandRestart {
     pub command: String,
     pub ready_url: Option<url::Url>,
     pub timeout: Duration,
+    /// How the readiness URL is reached: as the run reaches the target.
+    pub connector: Arc<Connector>,
 }
 
 /// Everything the user described about the target, before validation.
@@ -234,10 +237,11 @@ pub struct TargetSpec {
     /// The key header's name when the target's differs from the suite's (an API description
     /// declares it, e.g. `X-Idempotency-Key`).
     pub key_header: Option<String>,
-    /// Trust, client certificate, `--insecure`: applied to the whole run by
-    /// [`crate::http::tls::configure`], not per request.
+    /// Trust, client certificate, `--insecure`: applied to the whole run by its
+    /// [`Config::connector`], not per request.
     pub tls: crate::http::tls::TlsOptions,
-    /// Proxy and fixed addresses, applied by [`crate::http::net::configure`].
+    /// Proxy (given or from the environment) and fixed addresses, applied by
+    /// [`Config::connector`].
     pub net: crate::http::net::NetOptions,
     /// The target file this came from, so hints name its keys instead of flags.
     pub target_file: Option<String>,
@@ -324,6 +328,9 @@ pub struct Config {
     pub release_threads: bool,
     /// See [`TargetSpec::target_file`].
     pub target_file: Option<String>,
+    /// How every connection of the run is opened: [`TargetSpec::tls`] and [`TargetSpec::net`]
+    /// made ready, shared by all the run's HTTP clients.
+    pub connector: Arc<Connector>,
 }
 
 /// Bodies larger than this are cut in evidence and never buffered whole.
@@ -336,6 +343,7 @@ impl Config {
         opts: &RunOptions,
         restart: Option<Arc<dyn RestartHook>>,
     ) -> Result<Config> {
+        let connector = Arc::new(Connector::new(&target.tls, &target.net)?);
         let url = parse_url(&target.url, "the target URL")?;
         let method = target
             .method
@@ -405,6 +413,7 @@ impl Config {
                     .map(|u| parse_url(u, "--ready-url"))
                     .transpose()?,
                 timeout: target.restart_timeout.unwrap_or(Duration::from_secs(30)),
+                connector: connector.clone(),
             }) as Arc<dyn RestartHook>),
             (None, None) => {
                 if target.ready_url.is_some() {
@@ -550,6 +559,7 @@ impl Config {
             suite,
             key_form: opts.key_form,
             secrets,
+            connector,
         })
     }
 }

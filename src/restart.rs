@@ -28,7 +28,7 @@ impl RestartHook for CommandRestart {
             let Some(url) = &self.ready_url else {
                 return Ok(None);
             };
-            let client = crate::http::client::builder()?
+            let client = crate::http::client::builder(&self.connector)
                 .timeout(Duration::from_secs(2))
                 .build()?;
             let mut last = String::from("no attempt");

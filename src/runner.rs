@@ -42,7 +42,11 @@ pub async fn run(
 ) -> Result<RunReport> {
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let start = Instant::now();
-    let client = Arc::new(Client::new(config.timeout, config.max_body)?);
+    let client = Arc::new(Client::new(
+        config.connector.clone(),
+        config.timeout,
+        config.max_body,
+    )?);
     let mut probes = Vec::new();
     let mut interrupted = false;
     let mut preflight_failure: Option<String> = None;
@@ -152,7 +156,7 @@ pub fn context(config: &Config) -> Vec<String> {
         1 + usize::from(config.tenant_b.is_some()),
         if config.tenant_b.is_some() { "s" } else { "" }
     )];
-    context.extend(crate::http::net::context());
+    context.extend(config.connector.context());
     context
 }
 
@@ -353,7 +357,9 @@ mod tests {
             ..TargetSpec::default()
         };
         let config = Arc::new(Config::build(target, &RunOptions::default(), None).unwrap());
-        let client = Arc::new(Client::new(config.timeout, config.max_body).unwrap());
+        let client = Arc::new(
+            Client::new(config.connector.clone(), config.timeout, config.max_body).unwrap(),
+        );
         let def = probes::first_request::PROBE;
         let ctx = ProbeCtx::new(config.clone(), client, def.meta, Session::new(&config));
         let report = finish(&def, &config, ctx, None, Instant::now());

@@ -7,11 +7,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::tls::{test_acceptor, CERT};
+use common::tls::{test_acceptor, trusting_test_cert};
 use idem_check::http::burst::{burst, BurstOptions};
 use idem_check::http::exchange::{Header, SentRequest};
 use idem_check::http::release::{release_threads_available, ReleaseMode};
-use idem_check::http::{raw, tls};
+use idem_check::http::{h1, raw, Connector};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -91,7 +91,7 @@ async fn canned(response: &'static [u8]) -> url::Url {
 }
 
 fn get(url: &url::Url) -> SentRequest {
-    raw::prepare(url, "GET", vec![], vec![])
+    h1::prepare(url, "GET", vec![], vec![])
 }
 
 #[tokio::test]
@@ -102,7 +102,7 @@ async fn send_one_puts_exact_bytes_on_the_wire() {
         listener.local_addr().unwrap()
     ))
     .unwrap();
-    let req = raw::prepare(
+    let req = h1::prepare(
         &url,
         "POST",
         vec![
@@ -112,7 +112,7 @@ async fn send_one_puts_exact_bytes_on_the_wire() {
         ],
         b"{}".to_vec(),
     );
-    let wire = raw::to_wire(&req).unwrap();
+    let wire = h1::to_wire(&req).unwrap();
     let expected_len = wire.len();
     let server = tokio::spawn(async move {
         let (mut s, _) = listener.accept().await.unwrap();
@@ -123,7 +123,7 @@ async fn send_one_puts_exact_bytes_on_the_wire() {
             .unwrap();
         seen.bytes
     });
-    let r = raw::send_one(&req, LIMIT, 1024).await;
+    let r = raw::send_one(&Connector::default(), &req, LIMIT, 1024).await;
     let resp = r.result.unwrap();
     assert_eq!(resp.status, 201);
     assert_eq!(resp.body, b"ok");
@@ -150,7 +150,10 @@ async fn chunked_response_is_dechunked() {
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n",
     )
     .await;
-    let resp = raw::send_one(&get(&url), LIMIT, 1024).await.result.unwrap();
+    let resp = raw::send_one(&Connector::default(), &get(&url), LIMIT, 1024)
+        .await
+        .result
+        .unwrap();
     assert_eq!(resp.body, b"hello world");
     assert!(!resp.body_truncated);
 }
@@ -158,7 +161,10 @@ async fn chunked_response_is_dechunked() {
 #[tokio::test]
 async fn close_delimited_response_reads_to_eof() {
     let url = canned(b"HTTP/1.0 200 OK\r\n\r\nuntil the end").await;
-    let resp = raw::send_one(&get(&url), LIMIT, 1024).await.result.unwrap();
+    let resp = raw::send_one(&Connector::default(), &get(&url), LIMIT, 1024)
+        .await
+        .result
+        .unwrap();
     assert_eq!(resp.body, b"until the end");
     assert_eq!(resp.version, "HTTP/1.0");
 }
@@ -169,7 +175,10 @@ async fn interim_responses_are_skipped() {
         b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 409 Conflict\r\nContent-Length: 3\r\n\r\nnope",
     )
     .await;
-    let resp = raw::send_one(&get(&url), LIMIT, 1024).await.result.unwrap();
+    let resp = raw::send_one(&Connector::default(), &get(&url), LIMIT, 1024)
+        .await
+        .result
+        .unwrap();
     assert_eq!(resp.status, 409);
     assert_eq!(resp.body, b"nop", "only Content-Length bytes are the body");
 }
@@ -177,7 +186,10 @@ async fn interim_responses_are_skipped() {
 #[tokio::test]
 async fn oversized_bodies_are_capped() {
     let url = canned(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789").await;
-    let resp = raw::send_one(&get(&url), LIMIT, 4).await.result.unwrap();
+    let resp = raw::send_one(&Connector::default(), &get(&url), LIMIT, 4)
+        .await
+        .result
+        .unwrap();
     assert_eq!(resp.body, b"0123");
     assert!(resp.body_truncated);
 
@@ -185,12 +197,18 @@ async fn oversized_bodies_are_capped() {
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n",
     )
     .await;
-    let resp = raw::send_one(&get(&url), LIMIT, 4).await.result.unwrap();
+    let resp = raw::send_one(&Connector::default(), &get(&url), LIMIT, 4)
+        .await
+        .result
+        .unwrap();
     assert_eq!(resp.body, b"abcd");
     assert!(resp.body_truncated);
 
     let url = canned(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n0123456789").await;
-    let resp = raw::send_one(&get(&url), LIMIT, 4).await.result.unwrap();
+    let resp = raw::send_one(&Connector::default(), &get(&url), LIMIT, 4)
+        .await
+        .result
+        .unwrap();
     assert_eq!(resp.body, b"0123");
     assert!(resp.body_truncated);
 }
@@ -198,7 +216,10 @@ async fn oversized_bodies_are_capped() {
 #[tokio::test]
 async fn head_and_no_content_have_no_body() {
     let url = canned(b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n").await;
-    let resp = raw::send_one(&get(&url), LIMIT, 1024).await.result.unwrap();
+    let resp = raw::send_one(&Connector::default(), &get(&url), LIMIT, 1024)
+        .await
+        .result
+        .unwrap();
     assert_eq!(resp.status, 204);
     assert!(resp.body.is_empty());
 }
@@ -209,7 +230,7 @@ async fn refused_connection_gives_a_clear_error() {
     let addr = listener.local_addr().unwrap();
     drop(listener);
     let url = url::Url::parse(&format!("http://{addr}/")).unwrap();
-    let err = raw::send_one(&get(&url), LIMIT, 1024)
+    let err = raw::send_one(&Connector::default(), &get(&url), LIMIT, 1024)
         .await
         .result
         .unwrap_err();
@@ -230,7 +251,12 @@ async fn silent_server_times_out_waiting_for_the_head() {
     });
     let r = tokio::time::timeout(
         LIMIT,
-        raw::send_one(&get(&url), Duration::from_millis(200), 1024),
+        raw::send_one(
+            &Connector::default(),
+            &get(&url),
+            Duration::from_millis(200),
+            1024,
+        ),
     )
     .await
     .expect("the client's timeout ended the exchange");
@@ -245,13 +271,13 @@ async fn silent_server_times_out_waiting_for_the_head() {
 #[tokio::test]
 async fn truncated_response_is_an_error_not_a_panic() {
     let url = canned(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc").await;
-    let err = raw::send_one(&get(&url), LIMIT, 1024)
+    let err = raw::send_one(&Connector::default(), &get(&url), LIMIT, 1024)
         .await
         .result
         .unwrap_err();
     assert_eq!(err, "connection closed after 3 of 10 body bytes");
     let url = canned(b"garbage\r\n\r\n").await;
-    let err = raw::send_one(&get(&url), LIMIT, 1024)
+    let err = raw::send_one(&Connector::default(), &get(&url), LIMIT, 1024)
         .await
         .result
         .unwrap_err();
@@ -262,8 +288,8 @@ async fn truncated_response_is_an_error_not_a_panic() {
 async fn send_then_drop_closes_without_reading() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = url::Url::parse(&format!("http://{}/p", listener.local_addr().unwrap())).unwrap();
-    let req = raw::prepare(&url, "POST", vec![], b"body".to_vec());
-    let len = raw::to_wire(&req).unwrap().len();
+    let req = h1::prepare(&url, "POST", vec![], b"body".to_vec());
+    let len = h1::to_wire(&req).unwrap().len();
     let server = tokio::spawn(async move {
         let (mut s, _) = listener.accept().await.unwrap();
         let seen = read_request(&mut s).await;
@@ -278,7 +304,13 @@ async fn send_then_drop_closes_without_reading() {
         );
         (seen.bytes.len(), closed)
     });
-    let r = raw::send_then_drop(&req, Duration::from_millis(50), LIMIT).await;
+    let r = raw::send_then_drop(
+        &Connector::default(),
+        &req,
+        Duration::from_millis(50),
+        LIMIT,
+    )
+    .await;
     assert_eq!(r.result.unwrap_err(), raw::DROPPED);
     let (got, closed) = server.await.unwrap();
     assert_eq!(got, len, "the whole request was written before the drop");
@@ -324,7 +356,7 @@ async fn serve_one<S: AsyncRead + AsyncWrite + Unpin>(mut s: S) -> Seen {
 fn burst_requests(url: &url::Url, n: usize) -> Vec<SentRequest> {
     (0..n)
         .map(|i| {
-            raw::prepare(
+            h1::prepare(
                 url,
                 "POST",
                 vec![
@@ -352,7 +384,9 @@ async fn burst_holds_final_bytes_until_all_are_staged() {
     let n = 8;
     let (url, server) = burst_server(n).await;
     let reqs = burst_requests(&url, n);
-    let report = burst(&reqs, &BurstOptions::default()).await.unwrap();
+    let report = burst(&Connector::default(), &reqs, &BurstOptions::default())
+        .await
+        .unwrap();
     for (i, r) in report.responses.iter().enumerate() {
         let resp = r.result.as_ref().unwrap();
         assert_eq!(
@@ -365,7 +399,7 @@ async fn burst_holds_final_bytes_until_all_are_staged() {
     let seen = server.await.unwrap();
     for s in &seen {
         assert!(
-            reqs.iter().any(|r| raw::to_wire(r).unwrap() == s.bytes),
+            reqs.iter().any(|r| h1::to_wire(r).unwrap() == s.bytes),
             "every request arrived byte for byte"
         );
     }
@@ -385,7 +419,9 @@ async fn burst_releases_from_the_release_threads_when_they_run() {
     let mut modes = Vec::new();
     for _ in 0..10 {
         let (url, server) = burst_server(6).await;
-        let report = burst(&burst_requests(&url, 6), &opts).await.unwrap();
+        let report = burst(&Connector::default(), &burst_requests(&url, 6), &opts)
+            .await
+            .unwrap();
         assert!(report.responses.iter().all(|r| r.result.is_ok()));
         assert_eq!(server.await.unwrap().len(), 6, "every request arrived");
         let parallel = matches!(
@@ -415,7 +451,9 @@ async fn burst_without_release_threads_releases_from_the_calling_thread() {
         release_threads: false,
         ..BurstOptions::default()
     };
-    let report = burst(&burst_requests(&url, 4), &opts).await.unwrap();
+    let report = burst(&Connector::default(), &burst_requests(&url, 4), &opts)
+        .await
+        .unwrap();
     assert!(report.responses.iter().all(|r| r.result.is_ok()));
     assert_eq!(server.await.unwrap().len(), 4);
     assert_eq!(
@@ -426,11 +464,11 @@ async fn burst_without_release_threads_releases_from_the_calling_thread() {
 
 #[tokio::test]
 async fn burst_and_send_one_work_over_tls() {
-    tls::trust_pem(CERT).unwrap();
+    let connector = trusting_test_cert();
     let n = 4;
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = url::Url::parse(&format!("https://{}/pay", listener.local_addr().unwrap())).unwrap();
-    let len = raw::to_wire(&burst_requests(&url, 1)[0]).unwrap().len();
+    let len = h1::to_wire(&burst_requests(&url, 1)[0]).unwrap().len();
     let acceptor = test_acceptor(&[]);
     let server = tokio::spawn(async move {
         let mut conns = Vec::new();
@@ -451,12 +489,14 @@ async fn burst_and_send_one_work_over_tls() {
         seen
     });
     let reqs = burst_requests(&url, n);
-    let report = burst(&reqs, &BurstOptions::default()).await.unwrap();
+    let report = burst(&connector, &reqs, &BurstOptions::default())
+        .await
+        .unwrap();
     for (i, r) in report.responses.iter().enumerate() {
         let resp = r.result.as_ref().unwrap();
         assert_eq!(resp.body, format!("{i:02}").as_bytes());
     }
-    let single = raw::send_one(&burst_requests(&url, 1)[0], LIMIT, 1024).await;
+    let single = raw::send_one(&connector, &burst_requests(&url, 1)[0], LIMIT, 1024).await;
     assert_eq!(single.result.unwrap().body, b"00");
     let seen = server.await.unwrap();
     assert_held_back(&seen[..n], n);
@@ -465,8 +505,8 @@ async fn burst_and_send_one_work_over_tls() {
     }
 }
 
-/// The certificate names localhost and 127.0.0.1 only, so 127.0.0.2 fails verification whether
-/// or not another test of this process already trusted it.
+/// The certificate names localhost and 127.0.0.1 only, so 127.0.0.2 fails verification even
+/// for a connector that trusts it.
 #[tokio::test]
 async fn wrong_certificate_name_fails_the_handshake_clearly() {
     let listener = TcpListener::bind("127.0.0.2:0").await.unwrap();
@@ -477,7 +517,7 @@ async fn wrong_certificate_name_fails_the_handshake_clearly() {
             let _ = acceptor.accept(s).await;
         }
     });
-    let err = raw::send_one(&get(&url), LIMIT, 1024)
+    let err = raw::send_one(&trusting_test_cert(), &get(&url), LIMIT, 1024)
         .await
         .result
         .unwrap_err();

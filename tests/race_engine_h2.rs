@@ -7,11 +7,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::tls::{test_acceptor, CERT};
+use common::tls::{test_acceptor, trusting_test_cert};
 use idem_check::config::{Config, RunOptions};
 use idem_check::http::burst::BurstOptions;
 use idem_check::http::exchange::{Header, SentRequest};
-use idem_check::http::{h2burst, raw, tls};
+use idem_check::http::{h1, h2burst, Connector};
 use idem_check::outcome::Outcome;
 use idem_check::reference::Reference;
 use idem_reference_server::Fault;
@@ -31,7 +31,7 @@ fn opts() -> BurstOptions {
 /// check it).
 fn payment(url: &str, key: &str, token: &str) -> SentRequest {
     let url = url::Url::parse(url).unwrap();
-    raw::prepare(
+    h1::prepare(
         &url,
         "POST",
         vec![
@@ -65,7 +65,9 @@ async fn h2c_burst_executes_once_on_the_correct_server() {
         let before = count(&reference.base, &reference.token(0)).await;
         let key = uuid::Uuid::new_v4().to_string();
         let reqs = vec![payment(&url, &key, &reference.token(0)); 16];
-        let report = h2burst::burst(&reqs, &opts()).await.unwrap();
+        let report = h2burst::burst(&Connector::default(), &reqs, &opts())
+            .await
+            .unwrap();
         assert_eq!(report.responses.len(), 16);
         assert_eq!(report.spread_us, 0.0);
         let released = report.responses[0].released.expect("released");
@@ -167,7 +169,9 @@ async fn http1_only_listener_gives_one_clear_error() {
             .await;
     });
     let reqs = vec![payment(&format!("http://{addr}/api/payments"), "k", "t"); 2];
-    let report = h2burst::burst(&reqs, &opts()).await.unwrap();
+    let report = h2burst::burst(&Connector::default(), &reqs, &opts())
+        .await
+        .unwrap();
     for r in &report.responses {
         let err = r.result.as_ref().unwrap_err();
         assert!(
@@ -183,7 +187,7 @@ async fn http1_only_listener_gives_one_clear_error() {
 /// and the automatic choice uses the single-packet path.
 #[tokio::test]
 async fn tls_alpn_h2_burst_echoes_every_stream() {
-    tls::trust_pem(CERT).unwrap();
+    let connector = trusting_test_cert();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let acceptor = test_acceptor(&[b"h2"]);
@@ -213,7 +217,7 @@ async fn tls_alpn_h2_burst_echoes_every_stream() {
     let reqs: Vec<SentRequest> = (0..4)
         .map(|i| payment(&url, &format!("key-{i}"), "t"))
         .collect();
-    let report = h2burst::burst_for_target(&reqs, &opts(), false)
+    let report = h2burst::burst_for_target(&connector, &reqs, &opts(), false)
         .await
         .unwrap();
     for (req, r) in reqs.iter().zip(&report.responses) {
@@ -229,7 +233,7 @@ async fn tls_alpn_h2_burst_echoes_every_stream() {
 /// and the forced HTTP/2 burst says why it cannot run.
 #[tokio::test]
 async fn tls_without_h2_falls_back_or_says_why() {
-    tls::trust_pem(CERT).unwrap();
+    let connector = trusting_test_cert();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let acceptor = test_acceptor(&[b"http/1.1"]);
@@ -260,14 +264,14 @@ async fn tls_without_h2_falls_back_or_says_why() {
     });
     let url = format!("https://localhost:{port}/p");
     let reqs = vec![payment(&url, "k", "t"); 2];
-    let report = h2burst::burst_for_target(&reqs, &opts(), false)
+    let report = h2burst::burst_for_target(&connector, &reqs, &opts(), false)
         .await
         .unwrap();
     for r in &report.responses {
         let resp = r.result.as_ref().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((resp.status, resp.version.as_str()), (201, "HTTP/1.1"));
     }
-    let forced = h2burst::burst(&reqs, &opts()).await.unwrap();
+    let forced = h2burst::burst(&connector, &reqs, &opts()).await.unwrap();
     let err = forced.responses[0].result.as_ref().unwrap_err();
     assert!(err.contains("picked HTTP/1.1 in ALPN"), "{err}");
 }

@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::binary::bin_async;
-use idem_check::config::TargetSpec;
+use idem_check::config::{Config, RunOptions, TargetSpec};
+use idem_check::outcome::Outcome;
 use idem_check::reference::Reference;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -526,4 +527,78 @@ async fn environment_proxy_no_proxy_and_resolve() {
         .stdout()
         .contains("resolved to 127.0.0.1 (--resolve)"));
     reference.stop().await.unwrap();
+}
+
+/// The reference target at `base` (an origin in front of it), trusting `pki`'s CA, with
+/// `resolve` entries: the settings one run of a test process is built with.
+fn run_config(reference: &Reference, base: &str, pki: &Pki, resolve: &[String]) -> Config {
+    let own = reference.target();
+    let at = |u: &str| u.replacen(&reference.base, base, 1);
+    let mut target = TargetSpec {
+        url: at(&own.url),
+        count_url: own.count_url.as_deref().map(at),
+        ..own
+    };
+    target.tls.cacert = Some(pki.dir.path().join("ca.pem"));
+    target.net.resolve = resolve.to_vec();
+    Config::build(target, &RunOptions::default(), None).expect("a valid target")
+}
+
+/// Two runs in one process, each behind its own private CA, one of them reaching its server
+/// by a name only its `--resolve` knows. All three runs are built before any of them starts and
+/// then run at once: each trusts its own CA and no other (a third run with the first run's CA
+/// is refused by the second server), and only the first resolves the name. Settings held by the
+/// process would let the last run built decide for all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_runs_in_one_process_keep_their_own_settings() {
+    let (pki_a, reference_a, _, port_a) = behind_tls(false).await;
+    let (pki_b, reference_b, _, port_b) = behind_tls(false).await;
+    let resolve = vec![format!("api.test:{port_a}:127.0.0.1")];
+    let run_a = run_config(
+        &reference_a,
+        &format!("https://api.test:{port_a}"),
+        &pki_a,
+        &resolve,
+    );
+    let run_b = run_config(
+        &reference_b,
+        &format!("https://localhost:{port_b}"),
+        &pki_b,
+        &[],
+    );
+    let mismatched = run_config(
+        &reference_b,
+        &format!("https://localhost:{port_b}"),
+        &pki_a,
+        &[],
+    );
+    assert!(idem_check::runner::context(&run_a).contains(&format!(
+        "api.test:{port_a} resolved to 127.0.0.1 (--resolve)"
+    )));
+    assert!(!idem_check::runner::context(&run_b)
+        .iter()
+        .any(|l| l.contains("--resolve")));
+
+    let (a, b, refused) = tokio::join!(
+        common::run_quietly(run_a, &PROBES),
+        common::run_quietly(run_b, &PROBES),
+        common::run_quietly(mismatched, &["first-request"]),
+    );
+    for (name, report) in [("A", &a), ("B", &b)] {
+        assert!(
+            report.probes.len() == PROBES.len()
+                && report.probes.iter().all(|p| p.outcome == Outcome::Pass),
+            "run {name}:\n{}",
+            common::outcomes(report)
+        );
+    }
+    let evidence = serde_json::to_string(&refused).unwrap();
+    assert!(
+        refused.probes.iter().all(|p| p.outcome != Outcome::Pass)
+            && evidence.contains("TLS handshake failed"),
+        "{}",
+        common::outcomes(&refused)
+    );
+    reference_a.stop().await.unwrap();
+    reference_b.stop().await.unwrap();
 }

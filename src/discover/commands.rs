@@ -13,8 +13,8 @@ use anyhow::{bail, Context as _, Result};
 use super::run::{OpenApiReport, OperationReport};
 use super::{Discovery, Operation, Options, Skipped, Spec};
 use crate::app::{
-    apply_flags, configure_connections, emit, finish_reports, interrupted, report_files,
-    run_options, with_secret_flags, ProgressObserver,
+    apply_flags, emit, finish_reports, interrupted, report_files, run_options,
+    with_proxy_environment, with_secret_flags, ProgressObserver,
 };
 use crate::cli::{DiscoverArgs, DiscoverFormat, InitArgs, OpenApiArgs, RunArgs, TargetArgs};
 use crate::config::{Config, RunOptions, TargetSpec};
@@ -191,7 +191,7 @@ async fn targets(
         match &op.url {
             Ok(url) => {
                 let spec = with_secret_flags(apply_flags(base_target(&op, url, &t.headers), t)?, t);
-                configure_connections(&spec, t)?;
+                let spec = with_proxy_environment(spec, t);
                 out.push((op, spec));
             }
             Err(reason) => skipped.push(Skipped {

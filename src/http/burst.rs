@@ -21,17 +21,16 @@
 //!    [`super::release`]); readers are not polled until every final byte is out;
 //! 5. read the N responses concurrently on this task, each bounded by the per-request timeout.
 
-use std::io::Write as _;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use futures::future::join_all;
 use socket2::SockRef;
 
+use super::connection::{write_request, Connector, Stream};
 use super::exchange::SentRequest;
-use super::net;
-use super::raw::{self, RawResponse, Stream};
+use super::h1;
+use super::raw::RawResponse;
 use super::release::{release_all, Job, ReleaseMode};
 
 /// How a burst is run.
@@ -58,6 +57,17 @@ pub struct BurstOptions {
 
 /// The default [`BurstOptions::stage_segments`]: more than Linux's 16 quick ACKs.
 pub const STAGE_SEGMENTS: usize = 20;
+
+impl BurstOptions {
+    /// Refuses options no burst can run with: at least one byte must be held back, or nothing
+    /// is left to release.
+    pub(crate) fn check(&self) -> anyhow::Result<()> {
+        if self.final_bytes == 0 {
+            anyhow::bail!("final_bytes must be at least 1");
+        }
+        Ok(())
+    }
+}
 
 impl Default for BurstOptions {
     fn default() -> Self {
@@ -113,16 +123,12 @@ pub(crate) struct Wires {
 
 impl Wires {
     pub(crate) fn new(reqs: &[SentRequest], opts: &BurstOptions) -> anyhow::Result<Wires> {
-        if opts.final_bytes == 0 {
-            anyhow::bail!("final_bytes must be at least 1");
-        }
+        opts.check()?;
         let mut wires = Vec::with_capacity(reqs.len());
         let mut urls = Vec::with_capacity(reqs.len());
         for req in reqs {
-            wires.push(raw::to_wire(req)?);
-            urls.push(
-                url::Url::parse(&req.url).with_context(|| format!("invalid URL {}", req.url))?,
-            );
+            wires.push(h1::to_wire(req)?);
+            urls.push(h1::parse_url(req).map_err(anyhow::Error::msg)?);
         }
         Ok(Wires { wires, urls })
     }
@@ -132,7 +138,11 @@ impl Wires {
 /// responses in input order. A request whose connection or staging fails gets its error in its
 /// own [`RawResponse`] and the others still run; only an unusable request (bad URL, zero
 /// `final_bytes`) is an `Err`.
-pub async fn burst(reqs: &[SentRequest], opts: &BurstOptions) -> anyhow::Result<BurstReport> {
+pub async fn burst(
+    connector: &Connector,
+    reqs: &[SentRequest],
+    opts: &BurstOptions,
+) -> anyhow::Result<BurstReport> {
     let wires = Wires::new(reqs, opts)?;
 
     // 1. Connect all, concurrently; time it to estimate the round trip for the settle pause.
@@ -140,7 +150,8 @@ pub async fn burst(reqs: &[SentRequest], opts: &BurstOptions) -> anyhow::Result<
     let deadline = begin + opts.timeout;
     let connected = join_all(wires.urls.iter().map(|url| async move {
         let t0 = Instant::now();
-        raw::connect(url, deadline, opts.timeout)
+        connector
+            .connect(url, deadline, opts.timeout)
             .await
             .map(|stream| Open {
                 stream,
@@ -149,13 +160,15 @@ pub async fn burst(reqs: &[SentRequest], opts: &BurstOptions) -> anyhow::Result<
             })
     }))
     .await;
-    Ok(burst_on(reqs, &wires, connected, begin, opts).await.0)
+    Ok(burst_on(connector, reqs, &wires, connected, begin, opts)
+        .await
+        .0)
 }
 
 /// Steps 2–5 of a burst on connections that are already open (fresh ones, or kept-alive ones
 /// from [`super::pool`]); an `Err` connection is reported as that request's failure, dated
 /// `begin`. Returns the report and, in input order, each connection that can carry another
-/// request (see [`raw::read_keeping`]).
+/// request (see [`h1::read_keeping`]).
 ///
 /// A fresh connection's prefix is staged in [`BurstOptions::stage_segments`] segments to spend
 /// the receiver's quick-ACK allowance; a reused one already spent it on its earlier exchanges
@@ -163,6 +176,7 @@ pub async fn burst(reqs: &[SentRequest], opts: &BurstOptions) -> anyhow::Result<
 /// ACKs), so its prefix goes in one write: one segment for the server to read instead of
 /// twenty.
 pub(crate) async fn burst_on(
+    connector: &Connector,
     reqs: &[SentRequest],
     wires: &Wires,
     connected: Vec<Result<Open, String>>,
@@ -205,7 +219,7 @@ pub(crate) async fn burst_on(
             .map(|((entry, rel), req)| async move {
                 let (started, result, reusable) = match (entry, rel) {
                     (Ok(s), Ok(at)) => {
-                        let result = raw::read_keeping(
+                        let result = h1::read_keeping(
                             &mut s.stream,
                             &req.method,
                             *at + opts.timeout,
@@ -242,12 +256,11 @@ pub(crate) async fn burst_on(
         (Some(first), Some(last)) => last.duration_since(*first).as_secs_f64() * 1e6,
         _ => 0.0,
     };
-    let proxy = wires.urls.first().and_then(net::proxy_for);
     let report = BurstReport {
         requests: reqs.to_vec(),
         responses,
         spread_us,
-        release: mode.through(proxy.map(|p| net::shown(&p))),
+        release: mode.through(wires.urls.first().and_then(|u| connector.proxy_shown(u))),
     };
     (report, kept)
 }
@@ -275,27 +288,11 @@ async fn stage(
     let piece_len = prefix.len().div_ceil(pieces).max(1);
     for piece in prefix.chunks(piece_len) {
         // Each piece is flushed on its own so it leaves as its own segment (TCP_NODELAY).
-        raw::write_request(&mut stream, piece, deadline, opts.timeout)
+        write_request(&mut stream, piece, deadline, opts.timeout)
             .await
             .map_err(|e| (started, e))?;
     }
-    let release = match &mut stream {
-        Stream::Plain(_) => last.to_vec(),
-        Stream::Tls(tls) => {
-            // Seal the final bytes into their own record now; rustls advances its sequence
-            // number, so writing the record raw later keeps the TLS stream consistent.
-            let (_, conn) = tls.get_mut();
-            let mut record = Vec::new();
-            let sealed = conn.writer().write_all(last).and_then(|()| {
-                while conn.wants_write() {
-                    conn.write_tls(&mut record)?;
-                }
-                Ok(())
-            });
-            sealed.map_err(|e| (started, format!("sealing the final TLS record failed: {e}")))?;
-            record
-        }
-    };
+    let release = stream.seal(last).map_err(|e| (started, e))?;
     Ok(Staged {
         stream,
         started,
@@ -325,29 +322,22 @@ fn release(
 
     let mut times: Vec<Result<Instant, String>> = vec![Err("not staged".to_string()); staged.len()];
     for (i, result, at) in outcomes {
-        times[i] = match result {
-            Ok(n) if n >= jobs_len(staged, i) => Ok(at),
-            Ok(n) => staged[i]
-                .as_ref()
-                .map_err(|(_, e)| e.clone())
-                .and_then(|s| finish_release(s, n)),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => staged[i]
-                .as_ref()
-                .map_err(|(_, e)| e.clone())
-                .and_then(|s| finish_release(s, 0)),
-            Err(e) => Err(format!("releasing the final bytes failed: {e}")),
+        let sent = match result {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+            Err(e) => {
+                times[i] = Err(format!("releasing the final bytes failed: {e}"));
+                continue;
+            }
+        };
+        times[i] = match &staged[i] {
+            Ok(s) if sent >= s.release.len() => Ok(at),
+            // The tail the kernel did not take at once, with short retries (bounded to 1 s).
+            Ok(s) => send_rest(s.stream.tcp(), &s.release, sent),
+            Err((_, e)) => Err(e.clone()),
         };
     }
     (times, mode)
-}
-
-fn jobs_len(staged: &[Result<Staged, (Instant, String)>], i: usize) -> usize {
-    staged[i].as_ref().map(|s| s.release.len()).unwrap_or(0)
-}
-
-/// Completes a partial release synchronously with short non-blocking retries (bounded to 1 s).
-fn finish_release(s: &Staged, sent: usize) -> Result<Instant, String> {
-    send_rest(s.stream.tcp(), &s.release, sent)
 }
 
 /// Writes `bytes[sent..]` with short non-blocking retries (bounded to 1 s) and returns when the
@@ -394,21 +384,25 @@ mod tests {
     #[tokio::test]
     async fn zero_final_bytes_is_an_error() {
         let url = url::Url::parse("http://127.0.0.1:9/").unwrap();
-        let req = raw::prepare(&url, "GET", vec![], vec![]);
+        let req = h1::prepare(&url, "GET", vec![], vec![]);
         let opts = BurstOptions {
             final_bytes: 0,
             ..BurstOptions::default()
         };
-        assert!(burst(&[req], &opts).await.is_err());
+        assert!(burst(&Connector::default(), &[req], &opts).await.is_err());
     }
 
     #[tokio::test]
     async fn refused_connections_are_reported_per_request() {
         let url = url::Url::parse("http://127.0.0.1:9/").unwrap();
-        let req = raw::prepare(&url, "GET", vec![], vec![]);
-        let report = burst(&[req.clone(), req], &BurstOptions::default())
-            .await
-            .unwrap();
+        let req = h1::prepare(&url, "GET", vec![], vec![]);
+        let report = burst(
+            &Connector::default(),
+            &[req.clone(), req],
+            &BurstOptions::default(),
+        )
+        .await
+        .unwrap();
         assert_eq!(report.responses.len(), 2);
         for r in &report.responses {
             let err = r.result.as_ref().unwrap_err();

@@ -3,7 +3,8 @@
 //! Probes that need exact bytes on the wire use [`super::raw`]; everything else goes here so a
 //! target that speaks only HTTP/2, or sits behind TLS, is exercised the way real clients reach
 //! it. The recorded request is the one reqwest sends: our headers in order plus the Host and
-//! Content-Length it derives, which [`super::raw::prepare`] makes explicit.
+//! Content-Length it derives, which [`super::h1::prepare`] makes explicit. It connects with the
+//! run's [`Connector`] settings (trust, proxy, fixed addresses), as the raw client does.
 //!
 //! Connections are pooled, except after a 5xx: some servers close a keep-alive connection after
 //! an error without saying `Connection: close` (uvicorn after an unhandled exception), and a
@@ -11,42 +12,46 @@
 //! the server's, and a retry after a crash is exactly the request a probe must see answered, so
 //! after any 5xx the next requests go out on new connections.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+use super::connection::Connector;
 use super::exchange::{Header, ReceivedResponse, SentRequest};
 use super::raw::RawResponse;
 use super::Request;
 
 /// A shared, pooled client; one per run.
 pub struct Client {
+    /// The run's connection settings, for every pool built.
+    connector: Arc<Connector>,
     /// The pool requests go through; replaced by an empty one after every 5xx.
     pool: Mutex<reqwest::Client>,
     timeout: Duration,
     max_body: usize,
 }
 
-/// A reqwest builder with the run's TLS settings, proxy and fixed addresses from
-/// [`super::tls`] and [`super::net`], the same the raw client uses; for every other HTTP client
-/// of a run (the restart hook's readiness poll).
-pub fn builder() -> Result<reqwest::ClientBuilder> {
-    let tls = super::tls::client_config().context("could not set up TLS")?;
+/// A reqwest builder with `connector`'s TLS settings, proxy and fixed addresses, the same the
+/// raw client uses; for every other HTTP client of a run (the restart hook's readiness poll).
+pub fn builder(connector: &Arc<Connector>) -> reqwest::ClientBuilder {
+    let routed = connector.clone();
     let mut builder = reqwest::Client::builder()
-        .use_preconfigured_tls(tls)
-        .proxy(reqwest::Proxy::custom(super::net::proxy_for));
-    for r in super::net::overrides() {
+        .use_preconfigured_tls(connector.h2_first_tls())
+        .proxy(reqwest::Proxy::custom(move |url| routed.proxy_for(url)));
+    for r in connector.overrides() {
         builder = builder.resolve(&r.host, std::net::SocketAddr::new(r.addr, r.port));
     }
-    Ok(builder)
+    builder
 }
 
 impl Client {
-    /// A client whose requests go through a [`pool`] with these settings.
-    pub fn new(timeout: Duration, max_body: usize) -> Result<Client> {
+    /// A client connecting with `connector` whose requests go through a [`pool`] with these
+    /// settings.
+    pub fn new(connector: Arc<Connector>, timeout: Duration, max_body: usize) -> Result<Client> {
         Ok(Client {
-            pool: Mutex::new(pool(timeout)?),
+            pool: Mutex::new(pool(&connector, timeout)?),
+            connector,
             timeout,
             max_body,
         })
@@ -61,7 +66,7 @@ impl Client {
     /// still in flight finish on their own connections, the next ones open new connections.
     /// Should the new pool fail to build (its settings built one before), the old one is kept.
     fn retire_connections(&self) {
-        if let Ok(fresh) = pool(self.timeout) {
+        if let Ok(fresh) = pool(&self.connector, self.timeout) {
             *self.pool.lock().unwrap_or_else(|e| e.into_inner()) = fresh;
         }
     }
@@ -144,8 +149,8 @@ impl Client {
 
 /// A pool that never follows redirects (a 3xx is an answer to judge, not to chase) and gives up
 /// on any request after `timeout`, connecting as [`builder`] says.
-fn pool(timeout: Duration) -> Result<reqwest::Client> {
-    builder()?
+fn pool(connector: &Arc<Connector>, timeout: Duration) -> Result<reqwest::Client> {
+    builder(connector)
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(timeout)
         .timeout(timeout)

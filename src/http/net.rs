@@ -4,12 +4,12 @@
 //! The raw client and both burst engines go through a proxy with a CONNECT tunnel, for `http`
 //! targets too: a forwarding proxy re-parses and normalises a request, which would undo what
 //! the key-syntax probes write on purpose, while a tunnel carries the bytes unchanged. The
-//! ordinary client (reqwest) asks [`proxy_for`] too, so every request of a run takes the same
-//! route. Like TLS (see [`super::tls`]), the route is a property of the run, set once.
+//! ordinary client (reqwest) asks [`Route::proxy_for`] too, so every request of a run takes the
+//! same route. Like TLS (see [`super::tls`]), the route is a property of the run: one [`Route`]
+//! per run, held by its [`super::connection::Connector`].
 
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
-use std::sync::RwLock;
 
 use anyhow::{bail, Context};
 use base64::Engine as _;
@@ -24,6 +24,34 @@ pub struct NetOptions {
     /// A proxy for every connection (`http://[user:pass@]host:port`); overrides the
     /// environment's.
     pub proxy: Option<String>,
+    /// The environment's proxy variables ([`PROXY_VARIABLES`]) that were set, as `(name,
+    /// value)`, read when the target was assembled (see [`NetOptions::proxy_environment`]);
+    /// empty when the environment does not apply (the in-process reference server is never
+    /// behind a proxy). Kept as values so building a run's route reads nothing from the process.
+    pub proxy_env: Vec<(String, String)>,
+}
+
+/// The environment variables a route is read from, as curl reads them: the lower-case spelling
+/// first.
+pub const PROXY_VARIABLES: [&str; 8] = [
+    "http_proxy",
+    "HTTP_PROXY",
+    "https_proxy",
+    "HTTPS_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+];
+
+impl NetOptions {
+    /// The [`PROXY_VARIABLES`] that `env` sets, for [`NetOptions::proxy_env`].
+    pub fn proxy_environment(env: &dyn Fn(&str) -> Option<String>) -> Vec<(String, String)> {
+        PROXY_VARIABLES
+            .iter()
+            .filter_map(|name| env(name).map(|value| (name.to_string(), value)))
+            .collect()
+    }
 }
 
 /// One `--resolve` entry.
@@ -72,9 +100,10 @@ struct Proxy {
     from: String,
 }
 
-/// The route in force.
-#[derive(Debug, Default)]
-struct Route {
+/// How a run's connections reach their hosts: fixed addresses, the proxies and the hosts that
+/// bypass them.
+#[derive(Debug)]
+pub(crate) struct Route {
     resolve: Vec<Resolve>,
     explicit: Option<Proxy>,
     http_env: Option<Proxy>,
@@ -82,52 +111,127 @@ struct Route {
     no_proxy: Vec<String>,
 }
 
-static ROUTE: RwLock<Option<Route>> = RwLock::new(None);
+impl Route {
+    /// The route `opts` describes. Errors name the flag or variable at fault.
+    pub(crate) fn new(opts: &NetOptions) -> anyhow::Result<Route> {
+        let resolve = opts
+            .resolve
+            .iter()
+            .map(|r| r.parse::<Resolve>().map_err(anyhow::Error::msg))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let explicit = opts
+            .proxy
+            .as_deref()
+            .map(|p| parse_proxy(p, "--proxy"))
+            .transpose()?;
+        let env = |name: &str| {
+            opts.proxy_env
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        let from_env = |names: &[&str]| -> anyhow::Result<Option<Proxy>> {
+            for name in names {
+                if let Some(v) = env(name).filter(|v| !v.trim().is_empty()) {
+                    return parse_proxy(v.trim(), name).map(Some);
+                }
+            }
+            Ok(None)
+        };
+        Ok(Route {
+            resolve,
+            explicit,
+            http_env: from_env(&["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"])?,
+            https_env: from_env(&["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"])?,
+            no_proxy: env("no_proxy")
+                .or_else(|| env("NO_PROXY"))
+                .unwrap_or_default()
+                .split(',')
+                .map(|e| e.trim().trim_start_matches('.').to_ascii_lowercase())
+                .filter(|e| !e.is_empty())
+                .collect(),
+        })
+    }
 
-/// Sets the route for every later connection of the process. `env` reads the environment;
-/// `env_proxies` false ignores its proxy variables (the in-process reference server is never
-/// behind a proxy).
-pub fn configure(
-    opts: &NetOptions,
-    env: &dyn Fn(&str) -> Option<String>,
-    env_proxies: bool,
-) -> anyhow::Result<()> {
-    let resolve = opts
-        .resolve
-        .iter()
-        .map(|r| r.parse::<Resolve>().map_err(anyhow::Error::msg))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let explicit = opts
-        .proxy
-        .as_deref()
-        .map(|p| parse_proxy(p, "--proxy"))
-        .transpose()?;
-    let from_env = |names: &[&str]| -> anyhow::Result<Option<Proxy>> {
-        if !env_proxies {
-            return Ok(None);
+    /// The proxy `url` goes through, if any: `--proxy`, else the environment's for its scheme;
+    /// never for a host listed in `NO_PROXY`, and the environment's never for a loopback host.
+    pub(crate) fn proxy_for(&self, url: &url::Url) -> Option<url::Url> {
+        let host = url.host_str()?.to_ascii_lowercase();
+        let host = unbracketed(&host);
+        if bypassed(&self.no_proxy, host) {
+            return None;
         }
-        for name in names {
-            if let Some(v) = env(name).filter(|v| !v.trim().is_empty()) {
-                return parse_proxy(v.trim(), name).map(Some);
+        if let Some(p) = &self.explicit {
+            return Some(p.url.clone());
+        }
+        if is_loopback(host) {
+            return None;
+        }
+        let env = if url.scheme() == "https" {
+            &self.https_env
+        } else {
+            &self.http_env
+        };
+        env.as_ref().map(|p| p.url.clone())
+    }
+
+    /// The `--resolve` entries, for the ordinary client.
+    pub(crate) fn overrides(&self) -> &[Resolve] {
+        &self.resolve
+    }
+
+    /// One-line facts for the run's header and every report: each proxy in use and where it
+    /// was configured, each fixed address.
+    pub(crate) fn context(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        let mut proxies: Vec<&Proxy> = Vec::new();
+        for p in [&self.explicit, &self.https_env, &self.http_env]
+            .into_iter()
+            .flatten()
+        {
+            if !proxies.iter().any(|q| q.url == p.url) {
+                proxies.push(p);
             }
         }
-        Ok(None)
-    };
-    let route = Route {
-        resolve,
-        explicit,
-        http_env: from_env(&["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"])?,
-        https_env: from_env(&["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"])?,
-        no_proxy: env("no_proxy")
-            .or_else(|| env("NO_PROXY"))
-            .unwrap_or_default()
-            .split(',')
-            .map(|e| e.trim().trim_start_matches('.').to_ascii_lowercase())
-            .filter(|e| !e.is_empty())
-            .collect(),
-    };
-    *ROUTE.write().unwrap_or_else(|e| e.into_inner()) = Some(route);
-    Ok(())
+        for p in proxies {
+            lines.push(format!("through the proxy {} ({})", shown(&p.url), p.from));
+        }
+        for r in &self.resolve {
+            lines.push(format!(
+                "{}:{} resolved to {} (--resolve)",
+                r.host, r.port, r.addr
+            ));
+        }
+        lines
+    }
+
+    /// Opens a TCP connection to `host:port`, to the `--resolve` address when one is given.
+    pub(crate) async fn dial(&self, host: &str, port: u16) -> Result<TcpStream, String> {
+        let bare = unbracketed(host);
+        let fixed = self
+            .resolve
+            .iter()
+            .find(|r| r.port == port && r.host.eq_ignore_ascii_case(bare))
+            .map(|r| SocketAddr::new(r.addr, port));
+        let addrs: Vec<SocketAddr> = match fixed {
+            Some(addr) => vec![addr],
+            None => tokio::net::lookup_host(format!("{host}:{port}"))
+                .await
+                .map_err(|e| format!("could not resolve {host}: {e}"))?
+                .collect(),
+        };
+        let mut last = format!("could not resolve {host}: no address");
+        for addr in addrs {
+            match TcpStream::connect(addr).await {
+                Ok(s) => return Ok(s),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    last = format!("connection refused to {addr}");
+                }
+                Err(e) => last = format!("could not connect to {addr}: {e}"),
+            }
+        }
+        Err(last)
+    }
 }
 
 /// A proxy URL; `host:port` alone means `http://host:port`, as in curl.
@@ -155,28 +259,10 @@ fn parse_proxy(text: &str, from: &str) -> anyhow::Result<Proxy> {
     })
 }
 
-/// The proxy `url` goes through, if any: `--proxy`, else the environment's for its scheme;
-/// never for a host listed in `NO_PROXY`, and the environment's never for a loopback host.
-pub fn proxy_for(url: &url::Url) -> Option<url::Url> {
-    let guard = ROUTE.read().unwrap_or_else(|e| e.into_inner());
-    let route = guard.as_ref()?;
-    let host = url.host_str()?.to_ascii_lowercase();
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    if bypassed(&route.no_proxy, host) {
-        return None;
-    }
-    if let Some(p) = &route.explicit {
-        return Some(p.url.clone());
-    }
-    if is_loopback(host) {
-        return None;
-    }
-    let env = if url.scheme() == "https" {
-        &route.https_env
-    } else {
-        &route.http_env
-    };
-    env.as_ref().map(|p| p.url.clone())
+/// `host` without the brackets a URL puts around an IPv6 address: what DNS, `--resolve` and a
+/// TLS server name compare.
+pub(crate) fn unbracketed(host: &str) -> &str {
+    host.trim_start_matches('[').trim_end_matches(']')
 }
 
 fn is_loopback(host: &str) -> bool {
@@ -218,48 +304,6 @@ fn in_network(entry: &str, host: &str) -> bool {
     }
 }
 
-/// The `--resolve` entries, for the ordinary client.
-pub fn overrides() -> Vec<Resolve> {
-    ROUTE
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .map(|r| r.resolve.clone())
-        .unwrap_or_default()
-}
-
-/// One-line facts for the run's header and every report: a proxy in use, fixed addresses,
-/// certificates not verified.
-pub fn context() -> Vec<String> {
-    let mut lines = Vec::new();
-    if super::tls::insecure() {
-        lines.push("TLS certificates NOT verified (--insecure)".to_string());
-    }
-    let guard = ROUTE.read().unwrap_or_else(|e| e.into_inner());
-    let Some(route) = guard.as_ref() else {
-        return lines;
-    };
-    let mut proxies: Vec<&Proxy> = Vec::new();
-    for p in [&route.explicit, &route.https_env, &route.http_env]
-        .into_iter()
-        .flatten()
-    {
-        if !proxies.iter().any(|q| q.url == p.url) {
-            proxies.push(p);
-        }
-    }
-    for p in proxies {
-        lines.push(format!("through the proxy {} ({})", shown(&p.url), p.from));
-    }
-    for r in &route.resolve {
-        lines.push(format!(
-            "{}:{} resolved to {} (--resolve)",
-            r.host, r.port, r.addr
-        ));
-    }
-    lines
-}
-
 /// A proxy URL without its credentials.
 pub fn shown(url: &url::Url) -> String {
     let host = url.host_str().unwrap_or_default();
@@ -267,33 +311,6 @@ pub fn shown(url: &url::Url) -> String {
         Some(port) => format!("http://{host}:{port}"),
         None => format!("http://{host}"),
     }
-}
-
-/// Opens a TCP connection to `host:port`, to the `--resolve` address when one is given.
-pub(crate) async fn dial(host: &str, port: u16) -> Result<TcpStream, String> {
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    let fixed = overrides()
-        .into_iter()
-        .find(|r| r.port == port && r.host.eq_ignore_ascii_case(bare))
-        .map(|r| SocketAddr::new(r.addr, port));
-    let addrs: Vec<SocketAddr> = match fixed {
-        Some(addr) => vec![addr],
-        None => tokio::net::lookup_host(format!("{host}:{port}"))
-            .await
-            .map_err(|e| format!("could not resolve {host}: {e}"))?
-            .collect(),
-    };
-    let mut last = format!("could not resolve {host}: no address");
-    for addr in addrs {
-        match TcpStream::connect(addr).await {
-            Ok(s) => return Ok(s),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-                last = format!("connection refused to {addr}");
-            }
-            Err(e) => last = format!("could not connect to {addr}: {e}"),
-        }
-    }
-    Err(last)
 }
 
 /// The longest proxy answer to CONNECT accepted.

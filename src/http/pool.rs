@@ -3,7 +3,7 @@
 //! A stress run sends hundreds of thousands of requests to one origin (or a few, with replicas).
 //! Opening a connection for each costs both sides a handshake, a socket and, on the server, a
 //! connection task; on a small machine that, not the API, bounded the run (BENCHMARKS.md). The
-//! pool keeps every connection whose answer ended cleanly (see [`raw::read_keeping`]) and hands
+//! pool keeps every connection whose answer ended cleanly (see [`super::h1::read_keeping`]) and hands
 //! it to the next burst or late retry to the same origin. A connection found closed, or holding
 //! bytes nobody asked for, when it is taken is dropped and the next one taken or a new one
 //! opened, so a connection the server has given up on never carries a request.
@@ -14,18 +14,22 @@
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use socket2::SockRef;
 
 use super::burst::{self, BurstOptions, BurstReport, Open, Wires};
+use super::connection::{origin, Connector, Stream};
 use super::exchange::SentRequest;
-use super::raw::{self, RawResponse, Stream};
+use super::h1;
+use super::raw::{self, RawResponse};
 
 /// Idle kept-alive connections by origin, how many were opened, and the quickest connect.
 pub struct Pool {
+    /// How new connections are opened.
+    connector: Arc<Connector>,
     idle: Mutex<HashMap<String, Vec<Idle>>>,
     max_idle: usize,
     opened: AtomicU64,
@@ -44,9 +48,11 @@ struct Idle {
 }
 
 impl Pool {
-    /// An empty pool keeping at most `max_idle` idle connections per origin.
-    pub fn new(max_idle: usize) -> Pool {
+    /// An empty pool opening connections with `connector` and keeping at most `max_idle` idle
+    /// connections per origin.
+    pub fn new(connector: Arc<Connector>, max_idle: usize) -> Pool {
         Pool {
+            connector,
             idle: Mutex::new(HashMap::new()),
             max_idle: max_idle.max(1),
             opened: AtomicU64::new(0),
@@ -65,9 +71,9 @@ impl Pool {
     pub async fn send(&self, req: &SentRequest, timeout: Duration, max_body: usize) -> RawResponse {
         let attempt = Instant::now();
         let deadline = attempt + timeout;
-        let taken = match url::Url::parse(&req.url) {
+        let taken = match h1::parse_url(req) {
             Ok(url) => self.take(&url, deadline, timeout).await.map(|c| (url, c)),
-            Err(e) => Err(format!("invalid URL {:?}: {e}", req.url)),
+            Err(e) => Err(e),
         };
         match taken {
             Ok((url, mut conn)) => {
@@ -78,12 +84,7 @@ impl Pool {
                 }
                 response
             }
-            Err(e) => RawResponse {
-                started: attempt,
-                released: None,
-                finished: Instant::now(),
-                result: Err(e),
-            },
+            Err(e) => RawResponse::ended_now(attempt, Err(e)),
         }
     }
 
@@ -104,7 +105,8 @@ impl Pool {
                 .map(|url| self.take(url, deadline, opts.timeout)),
         )
         .await;
-        let (report, kept) = burst::burst_on(reqs, &wires, taken, begin, opts).await;
+        let (report, kept) =
+            burst::burst_on(&self.connector, reqs, &wires, taken, begin, opts).await;
         for (stream, url) in kept.into_iter().zip(&wires.urls) {
             if let Some(stream) = stream {
                 self.put(url, stream);
@@ -120,7 +122,7 @@ impl Pool {
         deadline: Instant,
         timeout: Duration,
     ) -> Result<Open, String> {
-        let origin = url.origin().ascii_serialization();
+        let origin = origin(url);
         // Bounded by the idle connections there were: nothing is put back in this loop.
         while let Some(idle) = self.lock().get_mut(&origin).and_then(Vec::pop) {
             if still_open(&idle.stream) {
@@ -133,7 +135,7 @@ impl Pool {
             }
         }
         let t0 = Instant::now();
-        let stream = raw::connect(url, deadline, timeout).await?;
+        let stream = self.connector.connect(url, deadline, timeout).await?;
         let connect_time = t0.elapsed();
         self.opened.fetch_add(1, Ordering::Relaxed);
         let micros = u64::try_from(connect_time.as_micros()).unwrap_or(u64::MAX);
@@ -148,7 +150,7 @@ impl Pool {
 
     fn put(&self, url: &url::Url, stream: Stream) {
         let mut idle = self.lock();
-        let list = idle.entry(url.origin().ascii_serialization()).or_default();
+        let list = idle.entry(origin(url)).or_default();
         if list.len() < self.max_idle {
             list.push(Idle { stream });
         }
@@ -234,13 +236,13 @@ mod tests {
     }
 
     fn get(url: &url::Url) -> SentRequest {
-        raw::prepare(url, "GET", vec![], vec![])
+        h1::prepare(url, "GET", vec![], vec![])
     }
 
     #[tokio::test]
     async fn one_connection_carries_request_after_request() {
         let (url, accepted, _) = server(Ending::KeepAlive);
-        let pool = Pool::new(4);
+        let pool = Pool::new(Arc::default(), 4);
         for _ in 0..5 {
             let r = pool.send(&get(&url), Duration::from_secs(5), 1024).await;
             assert_eq!(r.result.unwrap().status, 200);
@@ -252,7 +254,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_the_server_closes_is_not_reused() {
         let (url, _, _) = server(Ending::Announced);
-        let pool = Pool::new(4);
+        let pool = Pool::new(Arc::default(), 4);
         for _ in 0..3 {
             let r = pool.send(&get(&url), Duration::from_secs(5), 1024).await;
             assert_eq!(r.result.unwrap().status, 200);
@@ -263,7 +265,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_closed_while_idle_is_dropped_when_taken() {
         let (url, _, closed) = server(Ending::Silent);
-        let pool = Pool::new(4);
+        let pool = Pool::new(Arc::default(), 4);
         let first = pool.send(&get(&url), Duration::from_secs(5), 1024).await;
         assert_eq!(first.result.unwrap().status, 200);
         closed.recv_timeout(Duration::from_secs(5)).unwrap();
@@ -289,7 +291,7 @@ mod tests {
     #[tokio::test]
     async fn a_burst_reuses_the_connections_of_the_previous_one() {
         let (url, accepted, _) = server(Ending::KeepAlive);
-        let pool = Pool::new(4);
+        let pool = Pool::new(Arc::default(), 4);
         let reqs = vec![get(&url), get(&url), get(&url)];
         for _ in 0..3 {
             let report = pool.burst(&reqs, &BurstOptions::default()).await.unwrap();
@@ -305,7 +307,7 @@ mod tests {
     #[tokio::test]
     async fn a_refused_connection_is_an_error_in_the_response() {
         let url = url::Url::parse("http://127.0.0.1:9/").unwrap();
-        let r = Pool::new(1)
+        let r = Pool::new(Arc::default(), 1)
             .send(&get(&url), Duration::from_secs(5), 1024)
             .await;
         let err = r.result.unwrap_err();

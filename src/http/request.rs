@@ -2,7 +2,7 @@
 //! client turns it into the [`SentRequest`] record that is also its wire image.
 
 use super::exchange::{Header, SentRequest};
-use super::raw;
+use super::h1;
 
 /// A request about to be sent; probes start from the configured operation and change it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,7 +58,7 @@ impl Request {
 
     /// The request as the raw client will write it (Host and Content-Length made explicit).
     pub fn prepare(&self) -> SentRequest {
-        raw::prepare(
+        h1::prepare(
             &self.url,
             &self.method,
             self.headers.clone(),

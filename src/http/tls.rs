@@ -1,15 +1,15 @@
-//! TLS for every connection of the run: the raw client, the bursts and the ordinary client.
+//! TLS for every connection of a run: the raw client, the bursts and the ordinary client.
 //!
-//! One rustls configuration is built per run from the user's TLS settings (`--cacert`,
-//! `--cert`/`--key`, `--insecure`) and shared by all three clients, so a request never trusts a
-//! server the next one would refuse. The raw client speaks HTTP/1.1 byte for byte, so it offers
-//! ALPN `http/1.1` only and a server can never pick h2 under it; the HTTP/2 burst
-//! ([`super::h2burst`]) and the ordinary client offer `h2` first and learn from the server's
-//! pick. The settings are process-wide because the probe-facing functions (`raw::send_one`,
-//! `burst::burst`) take no TLS argument: trust is a property of the run, not of one request.
+//! One [`Trust`] is built per run from the user's TLS settings (`--cacert`, `--cert`/`--key`,
+//! `--insecure`) and shared by all three clients through the run's
+//! [`super::connection::Connector`], so a request never trusts a server the next one would
+//! refuse, and two runs in one process never see each other's settings. The raw client speaks
+//! HTTP/1.1 byte for byte, so it offers ALPN `http/1.1` only and a server can never pick h2 under
+//! it; the HTTP/2 burst ([`super::h2burst`]) and the ordinary client offer `h2` first and learn
+//! from the server's pick.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use anyhow::Context;
 use tokio::net::TcpStream;
@@ -41,68 +41,96 @@ pub struct TlsOptions {
     pub insecure: bool,
 }
 
-/// What the configurations are built from.
-#[derive(Default)]
-struct Settings {
-    extra_roots: Vec<CertificateDer<'static>>,
-    identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+/// Which protocols a handshake offers in ALPN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Alpn {
+    /// `http/1.1` alone: the raw client and the HTTP/1.1 burst write HTTP/1.1 bytes whatever
+    /// the server would prefer.
+    Http1,
+    /// `h2`, then `http/1.1`: the server's pick decides between the single-packet and the
+    /// last-byte burst.
+    H2First,
+}
+
+/// A run's TLS client configurations, built once from its [`TlsOptions`]: one per [`Alpn`]
+/// offer, otherwise identical.
+#[derive(Debug)]
+pub(crate) struct Trust {
+    http1: Arc<ClientConfig>,
+    h2_first: Arc<ClientConfig>,
     insecure: bool,
 }
 
-/// The settings and, once built, the configurations they give (`http/1.1` only, and `h2`
-/// first). Rebuilt whenever the settings change.
-static STATE: RwLock<(Option<Configs>, Option<Settings>)> = RwLock::new((None, None));
-
-#[derive(Clone)]
-struct Configs {
-    h1: Arc<ClientConfig>,
-    h2: Arc<ClientConfig>,
-}
-
-/// Applies `opts` to every later TLS connection of the process. Errors name the file and what
-/// was wrong with it.
-pub fn configure(opts: &TlsOptions) -> anyhow::Result<()> {
-    if opts.key.is_some() && opts.cert.is_none() {
-        anyhow::bail!("--key needs --cert (the certificate it belongs to)");
-    }
-    let mut state = STATE.write().unwrap_or_else(|e| e.into_inner());
-    let mut settings = state.1.take().unwrap_or_default();
-    if let Some(path) = &opts.cacert {
-        let certs = read_certs(path).context("--cacert")?;
-        settings.extra_roots.extend(certs);
-    }
-    if let Some(cert) = &opts.cert {
-        let chain = read_certs(cert).context("--cert")?;
-        let key_path = opts.key.as_deref().unwrap_or(cert);
-        if let Some(version) = x509_version(&chain[0]).filter(|v| *v < 3) {
-            anyhow::bail!("{}", not_v3(cert, key_path, version));
+impl Trust {
+    /// Reads the files `opts` names and builds the configurations. Errors name the file and
+    /// what was wrong with it.
+    pub(crate) fn new(opts: &TlsOptions) -> anyhow::Result<Trust> {
+        if opts.key.is_some() && opts.cert.is_none() {
+            anyhow::bail!("--key needs --cert (the certificate it belongs to)");
         }
-        let key = PrivateKeyDer::from_pem_file(key_path).map_err(|e| {
-            anyhow::anyhow!("--key: no PEM private key in {}: {e}", key_path.display())
-        })?;
-        settings.identity = Some((chain, key));
+        let extra_roots = match &opts.cacert {
+            Some(path) => read_certs(path).context("--cacert")?,
+            None => Vec::new(),
+        };
+        let identity = match &opts.cert {
+            Some(cert) => {
+                let chain = read_certs(cert).context("--cert")?;
+                let key_path = opts.key.as_deref().unwrap_or(cert);
+                if let Some(version) = x509_version(&chain[0]).filter(|v| *v < 3) {
+                    anyhow::bail!("{}", not_v3(cert, key_path, version));
+                }
+                let key = PrivateKeyDer::from_pem_file(key_path).map_err(|e| {
+                    anyhow::anyhow!("--key: no PEM private key in {}: {e}", key_path.display())
+                })?;
+                Some((chain, key))
+            }
+            None => None,
+        };
+        let mut http1 = client_config(&extra_roots, identity, opts.insecure)?;
+        let mut h2_first = http1.clone();
+        http1.alpn_protocols = vec![b"http/1.1".to_vec()];
+        h2_first.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Trust {
+            http1: Arc::new(http1),
+            h2_first: Arc::new(h2_first),
+            insecure: opts.insecure,
+        })
     }
-    settings.insecure = opts.insecure;
-    let configs = build(&settings)?;
-    *state = (Some(configs), Some(settings));
-    Ok(())
-}
 
-/// Trusts the PEM certificates in `pem` in addition to the public roots, for every later TLS
-/// connection of the process (what `--cacert` does with a file).
-pub fn trust_pem(pem: &[u8]) -> anyhow::Result<()> {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
-        .collect::<Result<_, _>>()
-        .context("reading PEM certificates")?;
-    if certs.is_empty() {
-        anyhow::bail!("no PEM certificate found");
+    /// The configuration offering `h2` then `http/1.1`, for the ordinary client.
+    pub(crate) fn h2_first(&self) -> ClientConfig {
+        self.h2_first.as_ref().clone()
     }
-    let mut state = STATE.write().unwrap_or_else(|e| e.into_inner());
-    let mut settings = state.1.take().unwrap_or_default();
-    settings.extra_roots.extend(certs);
-    let configs = build(&settings)?;
-    *state = (Some(configs), Some(settings));
-    Ok(())
+
+    /// Whether server certificates go unverified (`--insecure`), for the run's header and
+    /// reports.
+    pub(crate) fn insecure(&self) -> bool {
+        self.insecure
+    }
+
+    /// Runs the TLS handshake for `host` over an open TCP stream, offering `alpn`; the flag says
+    /// whether the server picked `h2`. Errors read "TLS handshake failed: …" so a report says
+    /// which layer broke.
+    pub(crate) async fn handshake(
+        &self,
+        tcp: TcpStream,
+        host: &str,
+        alpn: Alpn,
+    ) -> Result<(TlsStream<TcpStream>, bool), String> {
+        let config = match alpn {
+            Alpn::Http1 => &self.http1,
+            Alpn::H2First => &self.h2_first,
+        };
+        let name = ServerName::try_from(super::net::unbracketed(host))
+            .map_err(|e| format!("TLS handshake failed: invalid server name {host:?}: {e}"))?
+            .to_owned();
+        let tls = TlsConnector::from(config.clone())
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("TLS handshake failed: {e}"))?;
+        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+        Ok((tls, h2))
+    }
 }
 
 /// Why a client certificate older than X.509 v3 cannot be used, and the openssl lines that
@@ -181,63 +209,37 @@ fn read_certs(path: &Path) -> anyhow::Result<Vec<CertificateDer<'static>>> {
     Ok(certs)
 }
 
-fn build(settings: &Settings) -> anyhow::Result<Configs> {
+/// A configuration trusting the public roots and `extra_roots` (or, `insecure`, anything),
+/// presenting `identity` to servers that ask for a client certificate; no ALPN yet.
+fn client_config(
+    extra_roots: &[CertificateDer<'static>],
+    identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+    insecure: bool,
+) -> anyhow::Result<ClientConfig> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let versions = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .context("choosing TLS versions")?;
-    let verified = if settings.insecure {
+    let verified = if insecure {
         versions
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
     } else {
         let mut roots = RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-        for cert in &settings.extra_roots {
+        for cert in extra_roots {
             roots
                 .add(cert.clone())
                 .context("adding a trusted certificate")?;
         }
         versions.with_root_certificates(roots)
     };
-    let mut config = match &settings.identity {
+    match identity {
         Some((chain, key)) => verified
-            .with_client_auth_cert(chain.clone(), key.clone_key())
-            .context("the client certificate and key do not belong together")?,
-        None => verified.with_no_client_auth(),
-    };
-    let mut h2 = config.clone();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    h2.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(Configs {
-        h1: Arc::new(config),
-        h2: Arc::new(h2),
-    })
-}
-
-fn configs() -> anyhow::Result<Configs> {
-    if let Some(c) = STATE.read().unwrap_or_else(|e| e.into_inner()).0.as_ref() {
-        return Ok(c.clone());
+            .with_client_auth_cert(chain, key)
+            .context("the client certificate and key do not belong together"),
+        None => Ok(verified.with_no_client_auth()),
     }
-    let mut state = STATE.write().unwrap_or_else(|e| e.into_inner());
-    let built = build(state.1.get_or_insert_with(Settings::default))?;
-    state.0 = Some(built.clone());
-    Ok(built)
-}
-
-/// The configuration offering `h2` then `http/1.1`, for the ordinary client.
-pub fn client_config() -> anyhow::Result<ClientConfig> {
-    Ok(configs()?.h2.as_ref().clone())
-}
-
-/// Whether server certificates go unverified (`--insecure`), for the run's header and reports.
-pub fn insecure() -> bool {
-    STATE
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .1
-        .as_ref()
-        .is_some_and(|s| s.insecure)
 }
 
 /// `--insecure`: accepts any certificate chain, but still checks that the server holds the key
@@ -288,43 +290,6 @@ impl ServerCertVerifier for AnyCertificate {
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
     }
-}
-
-/// Runs the TLS handshake for `host` over an open TCP stream, offering only `http/1.1`. Errors
-/// read "TLS handshake failed: …" so a report says which layer broke.
-pub async fn handshake(tcp: TcpStream, host: &str) -> Result<TlsStream<TcpStream>, String> {
-    let config = configs()
-        .map_err(|e| format!("TLS setup failed: {e:#}"))?
-        .h1;
-    connect(config, tcp, host).await
-}
-
-/// Like [`handshake`], but offers `h2` before `http/1.1`; the flag says whether the server
-/// picked `h2`, which is what decides between the single-packet and the last-byte burst.
-pub async fn handshake_h2(
-    tcp: TcpStream,
-    host: &str,
-) -> Result<(TlsStream<TcpStream>, bool), String> {
-    let config = configs()
-        .map_err(|e| format!("TLS setup failed: {e:#}"))?
-        .h2;
-    let tls = connect(config, tcp, host).await?;
-    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-    Ok((tls, h2))
-}
-
-async fn connect(
-    config: Arc<ClientConfig>,
-    tcp: TcpStream,
-    host: &str,
-) -> Result<TlsStream<TcpStream>, String> {
-    let name = ServerName::try_from(host.trim_start_matches('[').trim_end_matches(']'))
-        .map_err(|e| format!("TLS handshake failed: invalid server name {host:?}: {e}"))?
-        .to_owned();
-    TlsConnector::from(config)
-        .connect(name, tcp)
-        .await
-        .map_err(|e| format!("TLS handshake failed: {e}"))
 }
 
 #[cfg(test)]

@@ -495,7 +495,13 @@ impl ProbeCtx {
             return ex;
         }
         let sent = req.prepare();
-        let r = raw::send_one(&sent, self.config.timeout, self.config.max_body).await;
+        let r = raw::send_one(
+            &self.config.connector,
+            &sent,
+            self.config.timeout,
+            self.config.max_body,
+        )
+        .await;
         // Exact bytes are often deliberately malformed, and a server may drop the connection
         // over them: that says nothing about whether it still answers, so only an answer
         // counts towards the streak.
@@ -520,7 +526,7 @@ impl ProbeCtx {
             return ex;
         }
         let sent = req.prepare();
-        let r = raw::send_then_drop(&sent, wait, self.config.timeout).await;
+        let r = raw::send_then_drop(&self.config.connector, &sent, wait, self.config.timeout).await;
         self.push_sent(role, sent, &r)
     }
 
@@ -544,9 +550,10 @@ impl ProbeCtx {
             release_threads: self.config.release_threads,
             ..burst::BurstOptions::default()
         };
-        let report = h2burst::burst_for_target(&sent, &opts, self.config.http2)
-            .await
-            .map_err(|e| Stop::Error(format!("burst could not be staged: {e:#}")))?;
+        let report =
+            h2burst::burst_for_target(&self.config.connector, &sent, &opts, self.config.http2)
+                .await
+                .map_err(|e| Stop::Error(format!("burst could not be staged: {e:#}")))?;
         let total = sent.len();
         let mut out = Vec::with_capacity(total);
         for (i, (s, r)) in report

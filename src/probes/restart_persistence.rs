@@ -49,7 +49,13 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     .await?;
     // A connection left idle across the restart: a server that went down closes it.
     let op = &ctx.config.operation;
-    let idle = IdleConnection::open(&op.url, &op.headers, ctx.config.timeout).await;
+    let idle = IdleConnection::open(
+        &ctx.config.connector,
+        &op.url,
+        &op.headers,
+        ctx.config.timeout,
+    )
+    .await;
     let t0 = ctx.elapsed_ms();
     let seen_by_hook = hook
         .restart()

@@ -8,9 +8,10 @@ use crate::config::Config;
 use crate::effects::{Executions, Meter, Reading};
 use crate::http::burst::BurstOptions;
 use crate::http::exchange::{Exchange, Header, SentRequest};
+use crate::http::h1;
 use crate::http::h2burst;
 use crate::http::pool::Pool;
-use crate::http::raw::{self, RawResponse};
+use crate::http::raw::RawResponse;
 
 /// Bodies kept per response in a stress run: enough for ids and evidence, small enough that many
 /// requests in flight stay cheap.
@@ -77,7 +78,7 @@ pub async fn exercise(
     let body = op.body.render(unique, 0);
     let sent: Vec<SentRequest> = std::iter::once(&op.url)
         .chain(&config.replicas)
-        .map(|url| raw::prepare(url, &op.method, headers.clone(), body.clone()))
+        .map(|url| h1::prepare(url, &op.method, headers.clone(), body.clone()))
         .collect();
     let nth = |i: usize| sent[i % sent.len()].clone();
     // An HTTP/1.1 burst has a connection per request, so it can span origins; an HTTP/2 burst
@@ -95,10 +96,10 @@ pub async fn exercise(
     };
     let mut raws: Vec<(String, SentRequest, RawResponse)> = Vec::with_capacity(burst_size + late);
     let mut release = None;
-    let burst_report = if h2burst::bursts_over_http1(&op.url, config.http2) {
+    let burst_report = if h2burst::bursts_over_http1(&config.connector, &op.url, config.http2) {
         pool.burst(&burst, &opts).await
     } else {
-        h2burst::burst_for_target(&burst, &opts, config.http2).await
+        h2burst::burst_for_target(&config.connector, &burst, &opts, config.http2).await
     };
     match burst_report {
         Ok(report) => {

@@ -178,7 +178,11 @@ pub async fn run(
 ) -> Result<StressReport> {
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let start = Instant::now();
-    let client = Client::new(config.timeout, key::STRESS_MAX_BODY)?;
+    let client = Client::new(
+        config.connector.clone(),
+        config.timeout,
+        key::STRESS_MAX_BODY,
+    )?;
     let meter = Meter::configured(
         config.counter.clone(),
         config.id_pointer.as_deref(),
@@ -209,7 +213,10 @@ pub async fn run(
     };
     let burst_size = (duplicates - late).clamp(1, opts.concurrency.max(1));
     let permits = Arc::new(Semaphore::new(opts.concurrency.max(burst_size)));
-    let pool = Arc::new(Pool::new(opts.concurrency.max(burst_size)));
+    let pool = Arc::new(Pool::new(
+        config.connector.clone(),
+        opts.concurrency.max(burst_size),
+    ));
     let run_id = &uuid::Uuid::new_v4().simple().to_string()[..8];
     let deadline = start + opts.duration;
     // With --rate, key i starts no earlier than i × (duplicates / rate) seconds into the run.
@@ -264,7 +271,7 @@ pub async fn run(
         tool: ToolInfo::default(),
         label: config.label.clone(),
         target: format!("{} {}", config.operation.method, config.operation.url),
-        connection: crate::http::net::context(),
+        connection: config.connector.context(),
         started_at,
         duration_ms: elapsed.as_secs_f64() * 1000.0,
         interrupted,
@@ -477,7 +484,7 @@ fn failed_to_start(
         tool: ToolInfo::default(),
         label: config.label.clone(),
         target: format!("{} {}", config.operation.method, config.operation.url),
-        connection: crate::http::net::context(),
+        connection: config.connector.context(),
         started_at,
         duration_ms: 0.0,
         interrupted: false,

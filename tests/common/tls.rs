@@ -1,7 +1,11 @@
 //! The TLS servers of the tests: one acceptor builder for every certificate, ALPN list and
 //! client-certificate policy they need.
 
+use std::path::PathBuf;
 use std::sync::Arc;
+
+use idem_check::http::tls::TlsOptions;
+use idem_check::http::Connector;
 
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -43,6 +47,17 @@ pub fn acceptor(chain: &[u8], key: &[u8], alpn: &[&[u8]], client_ca: Option<&[u8
         .expect("certificate and key match");
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     TlsAcceptor::from(Arc::new(config))
+}
+
+/// A run's connector that trusts [`CERT`] besides the public roots, as `--cacert` with its
+/// file would.
+pub fn trusting_test_cert() -> Connector {
+    let cacert = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/race_engine/cert.pem");
+    let tls = TlsOptions {
+        cacert: Some(cacert),
+        ..TlsOptions::default()
+    };
+    Connector::new(&tls, &Default::default()).expect("the test certificate is readable PEM")
 }
 
 /// A server presenting [`CERT`], offering `alpn`, asking for no client certificate.

@@ -1,0 +1,335 @@
+//! The connection of one HTTP/2 burst: the handshake, staging every request but its final
+//! bytes, the release in one write, and reading frames until every stream has its answer
+//! ([`receive`] says what each frame does).
+
+mod receive;
+
+use std::time::Instant;
+
+use socket2::SockRef;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::frame::*;
+use super::hpack::Encoded;
+use crate::http::burst::{self, BurstOptions};
+use crate::http::connection::{within, Stream};
+use crate::http::exchange::{Header, ReceivedResponse};
+
+/// The receive window we grant per stream and for the connection: responses up to this size
+/// never wait for our WINDOW_UPDATE (we still return credit for every DATA frame).
+const RECV_WINDOW: u32 = 1 << 24;
+/// The largest frame we accept: the protocol's default, which we never raise.
+const MAX_FRAME: usize = 16_384;
+/// The payload of the PING that confirms staging.
+const STAGED_PING: [u8; 8] = *b"idemstag";
+/// The error when the server hangs up before the staging PING is answered.
+const CLOSED_WHILE_STAGING: &str = "the server closed the connection while staging";
+
+/// One request's stream.
+#[derive(Default)]
+pub(super) struct StreamState {
+    pub(super) started: Option<Instant>,
+    pub(super) released: Option<Instant>,
+    pub(super) finished: Option<Instant>,
+    /// Bytes held back for the release.
+    hold: usize,
+    /// This stream's send window relative to the peer's initial window: WINDOW_UPDATE credit
+    /// minus the body bytes staged and held.
+    window: i64,
+    status: Option<u16>,
+    headers: Vec<Header>,
+    body: Vec<u8>,
+    truncated: bool,
+    /// Set when the stream ended (response or error).
+    pub(super) result: Option<Result<ReceivedResponse, String>>,
+}
+
+/// The connection: the socket, unparsed input, the HPACK decoder and both sides' settings.
+pub(super) struct Conn {
+    stream: Stream,
+    input: Vec<u8>,
+    decoder: loona_hpack::Decoder<'static>,
+    pub(super) streams: Vec<StreamState>,
+    max_body: usize,
+    /// The peer's SETTINGS_MAX_FRAME_SIZE.
+    max_frame: usize,
+    /// The peer's SETTINGS_INITIAL_WINDOW_SIZE.
+    initial_window: i64,
+    max_streams: Option<u32>,
+    conn_window: i64,
+    got_settings: bool,
+    settings_acked: bool,
+    ping_acked: bool,
+    /// A header block in progress: stream, END_STREAM of its HEADERS, fragments so far.
+    block: Option<(u32, bool, Vec<u8>)>,
+    /// Control frames to write (ACKs, WINDOW_UPDATEs), flushed after each frame is handled.
+    out: Vec<u8>,
+}
+
+/// Streams are 1, 3, 5, …: index `i` is stream `2i + 1`.
+fn stream_id(i: usize) -> u32 {
+    (2 * i + 1) as u32
+}
+
+impl Conn {
+    pub(super) fn new(stream: Stream, n: usize, max_body: usize) -> Self {
+        Conn {
+            stream,
+            input: Vec::with_capacity(16 * 1024),
+            decoder: loona_hpack::Decoder::new(),
+            streams: (0..n).map(|_| StreamState::default()).collect(),
+            max_body,
+            max_frame: MAX_FRAME,
+            initial_window: 65_535,
+            max_streams: None,
+            conn_window: 65_535,
+            got_settings: false,
+            settings_acked: false,
+            ping_acked: false,
+            block: None,
+            out: Vec::new(),
+        }
+    }
+
+    fn index(&self, id: u32) -> Option<usize> {
+        let i = (id as usize).checked_sub(1)? / 2;
+        (id % 2 == 1 && i < self.streams.len()).then_some(i)
+    }
+
+    fn pending(&self) -> bool {
+        self.streams.iter().any(|s| s.result.is_none())
+    }
+
+    /// Handshake, staging, release, responses. `Err` is a connection-level failure, which the
+    /// caller gives to every stream that has no result yet.
+    pub(super) async fn run(
+        &mut self,
+        reqs: &[Encoded],
+        opts: &BurstOptions,
+        begin: Instant,
+    ) -> Result<(), String> {
+        let setup_deadline = begin + opts.timeout;
+        let timeout = opts.timeout;
+        within(setup_deadline, timeout, "in the HTTP/2 handshake", async {
+            self.handshake().await
+        })
+        .await?;
+        let ping_sent = within(setup_deadline, timeout, "staging the requests", async {
+            self.stage(reqs, opts.final_bytes).await
+        })
+        .await?;
+        let rtt = ping_sent.elapsed();
+        tokio::time::sleep(burst::settle_time(rtt)).await;
+        let at = self.release(reqs)?;
+        let deadline = at + timeout;
+        let waited = within(deadline, timeout, "waiting for the response", async {
+            while self.pending() {
+                self.step_or("the server closed the HTTP/2 connection before the response")
+                    .await?;
+            }
+            Ok(())
+        })
+        .await;
+        if let Err(e) = waited {
+            let now = Instant::now();
+            for s in self.streams.iter_mut().filter(|s| s.result.is_none()) {
+                s.finished = Some(now);
+                s.result = Some(Err(e.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    async fn handshake(&mut self) -> Result<(), String> {
+        let mut hello = PREFACE.to_vec();
+        let mut settings = Vec::new();
+        for (id, value) in [(0x2u16, 0u32), (0x4, RECV_WINDOW)] {
+            settings.extend_from_slice(&id.to_be_bytes());
+            settings.extend_from_slice(&value.to_be_bytes());
+        }
+        frame(&mut hello, SETTINGS, 0, 0, &settings);
+        frame(
+            &mut hello,
+            WINDOW_UPDATE,
+            0,
+            0,
+            &(RECV_WINDOW - 65_535).to_be_bytes(),
+        );
+        self.write(&hello).await?;
+        while !(self.got_settings && self.settings_acked) {
+            self.step_or(
+                "the server closed the connection after the HTTP/2 preface: it does not speak HTTP/2 here (for http://, h2c with prior knowledge)",
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Writes every request but its held-back bytes, then a PING; returns when the PING was
+    /// sent, once its ACK is in.
+    async fn stage(&mut self, reqs: &[Encoded], final_bytes: usize) -> Result<Instant, String> {
+        if let Some(max) = self.max_streams {
+            if (max as usize) < reqs.len() {
+                return Err(format!(
+                    "the server allows {max} concurrent HTTP/2 streams; a burst of {} needs as many",
+                    reqs.len()
+                ));
+            }
+        }
+        let mut out = Vec::new();
+        for (i, req) in reqs.iter().enumerate() {
+            let id = stream_id(i);
+            let hold = final_bytes.min(req.body.len());
+            // The whole body must fit the windows now: the release cannot wait for credit.
+            while self.conn_window < req.body.len() as i64
+                || self.initial_window + self.streams[i].window < req.body.len() as i64
+            {
+                self.write(&std::mem::take(&mut out)).await?;
+                self.step_or(CLOSED_WHILE_STAGING).await?;
+            }
+            self.conn_window -= req.body.len() as i64;
+            self.streams[i].window -= req.body.len() as i64;
+            self.streams[i].hold = hold;
+            self.streams[i].started = Some(Instant::now());
+            let mut chunks = req.block.chunks(self.max_frame);
+            let first = chunks.next().unwrap_or_default();
+            let more = req.block.len() > self.max_frame;
+            frame(
+                &mut out,
+                HEADERS,
+                if more { 0 } else { END_HEADERS },
+                id,
+                first,
+            );
+            let rest: Vec<&[u8]> = chunks.collect();
+            for (k, chunk) in rest.iter().enumerate() {
+                let flags = if k + 1 == rest.len() { END_HEADERS } else { 0 };
+                frame(&mut out, CONTINUATION, flags, id, chunk);
+            }
+            let prefix = &req.body[..req.body.len() - hold];
+            for chunk in prefix.chunks(self.max_frame) {
+                frame(&mut out, DATA, 0, id, chunk);
+            }
+        }
+        frame(&mut out, PING, 0, 0, &STAGED_PING);
+        let sent = Instant::now();
+        self.write(&out).await?;
+        while !self.ping_acked {
+            self.step_or(CLOSED_WHILE_STAGING).await?;
+        }
+        Ok(sent)
+    }
+
+    /// Writes every still-open stream's final DATA frame in one `send(2)`.
+    fn release(&mut self, reqs: &[Encoded]) -> Result<Instant, String> {
+        let mut frames = Vec::with_capacity(reqs.len() * 16);
+        let mut open = Vec::with_capacity(reqs.len());
+        for (i, req) in reqs.iter().enumerate() {
+            let s = &self.streams[i];
+            if s.result.is_none() {
+                frame(
+                    &mut frames,
+                    DATA,
+                    END_STREAM,
+                    stream_id(i),
+                    &req.body[req.body.len() - s.hold..],
+                );
+                open.push(i);
+            }
+        }
+        // Sealed now into one record over TLS, so the release is a plain socket write.
+        let bytes = self.stream.seal(&frames)?;
+        std::hint::black_box(Instant::now());
+        let sent = match SockRef::from(self.stream.tcp()).send(&bytes) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+            Err(e) => return Err(format!("releasing the final frames failed: {e}")),
+        };
+        let at = if sent == bytes.len() {
+            Instant::now()
+        } else {
+            burst::send_rest(self.stream.tcp(), &bytes, sent)?
+        };
+        for i in open {
+            self.streams[i].released = Some(at);
+        }
+        Ok(at)
+    }
+
+    async fn write(&mut self, bytes: &[u8]) -> Result<(), String> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        self.stream
+            .write_all(bytes)
+            .await
+            .map_err(|e| format!("writing to the HTTP/2 connection failed: {e}"))?;
+        self.stream
+            .flush()
+            .await
+            .map_err(|e| format!("writing to the HTTP/2 connection failed: {e}"))
+    }
+
+    /// Reads and handles one frame; false at end of stream.
+    async fn step(&mut self) -> Result<bool, String> {
+        let Some(f) = self.read_frame().await? else {
+            return Ok(false);
+        };
+        self.handle(f)?;
+        let out = std::mem::take(&mut self.out);
+        self.write(&out).await?;
+        Ok(true)
+    }
+
+    /// [`Conn::step`] for a caller that needs more frames: the end of stream is the error
+    /// `closed`.
+    async fn step_or(&mut self, closed: &str) -> Result<(), String> {
+        if self.step().await? {
+            Ok(())
+        } else {
+            Err(closed.to_string())
+        }
+    }
+
+    async fn read_frame(&mut self) -> Result<Option<Frame>, String> {
+        loop {
+            if self.input.len() >= 9 {
+                if self.input.starts_with(b"HTTP/") {
+                    let line = self.input.split(|b| *b == b'\r').next().unwrap_or_default();
+                    return Err(format!(
+                        "the server answered the HTTP/2 preface with {:?}: it speaks HTTP/1.1 only here (for http://, h2c with prior knowledge)",
+                        String::from_utf8_lossy(line)
+                    ));
+                }
+                let len =
+                    u32::from_be_bytes([0, self.input[0], self.input[1], self.input[2]]) as usize;
+                if len > MAX_FRAME {
+                    return Err(format!(
+                        "the server sent a frame of {len} bytes, more than the {MAX_FRAME} allowed"
+                    ));
+                }
+                if self.input.len() >= 9 + len {
+                    let head: Vec<u8> = self.input.drain(..9).collect();
+                    let payload = self.input.drain(..len).collect();
+                    return Ok(Some(Frame {
+                        kind: head[3],
+                        flags: head[4],
+                        stream: u32::from_be_bytes([head[5], head[6], head[7], head[8]])
+                            & 0x7fff_ffff,
+                        payload,
+                    }));
+                }
+            }
+            let mut chunk = [0u8; 16 * 1024];
+            let n = self
+                .stream
+                .read(&mut chunk)
+                .await
+                .map_err(|e| format!("reading the HTTP/2 connection failed: {e}"))?;
+            if n == 0 {
+                return Ok(None);
+            }
+            self.input.extend_from_slice(&chunk[..n]);
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! What each frame the server sends does to the burst's streams: settings and flow-control
+//! credit applied, PING and SETTINGS answered, header blocks decoded into responses, DATA
+//! collected, resets and GOAWAY turned into the affected requests' errors.
+
+use std::time::Instant;
+
+use super::{stream_id, Conn, MAX_FRAME, STAGED_PING};
+use crate::http::exchange::{Header, ReceivedResponse};
+use crate::http::h2burst::frame::*;
+
+impl Conn {
+    /// Applies one frame; control frames to send in answer are queued in `out`.
+    pub(super) fn handle(&mut self, f: Frame) -> Result<(), String> {
+        if let Some((id, _, _)) = &self.block {
+            if f.kind != CONTINUATION || f.stream != *id {
+                return Err("the server interrupted a header block (CONTINUATION expected)".into());
+            }
+        }
+        match f.kind {
+            SETTINGS if f.flags & ACK != 0 => self.settings_acked = true,
+            SETTINGS => {
+                self.apply_settings(&f.payload)?;
+                self.got_settings = true;
+                frame(&mut self.out, SETTINGS, ACK, 0, &[]);
+            }
+            PING if f.flags & ACK != 0 => self.ping_acked |= f.payload == STAGED_PING,
+            PING => frame(&mut self.out, PING, ACK, 0, &f.payload),
+            WINDOW_UPDATE => {
+                let inc = be32(&f.payload)? & 0x7fff_ffff;
+                if f.stream == 0 {
+                    self.conn_window += i64::from(inc);
+                } else if let Some(i) = self.index(f.stream) {
+                    self.streams[i].window += i64::from(inc);
+                }
+            }
+            GOAWAY => {
+                let last = be32(&f.payload)? & 0x7fff_ffff;
+                let code = be32(f.payload.get(4..).unwrap_or_default())?;
+                let debug = String::from_utf8_lossy(f.payload.get(8..).unwrap_or_default());
+                let why = format!(
+                    "the server sent GOAWAY ({}{}) without processing this request",
+                    error_name(code),
+                    if debug.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {debug}")
+                    }
+                );
+                for i in 0..self.streams.len() {
+                    if stream_id(i) > last {
+                        self.end(i, Err(why.clone()));
+                    }
+                }
+            }
+            RST_STREAM => {
+                let code = be32(&f.payload)?;
+                if let Some(i) = self.index(f.stream) {
+                    self.end(
+                        i,
+                        Err(format!(
+                            "the server reset the stream ({})",
+                            error_name(code)
+                        )),
+                    );
+                }
+            }
+            PUSH_PROMISE => {
+                return Err("the server sent PUSH_PROMISE although push was disabled".into())
+            }
+            DATA => {
+                let credit = f.payload.len() as u32;
+                if credit > 0 {
+                    frame(&mut self.out, WINDOW_UPDATE, 0, 0, &credit.to_be_bytes());
+                    if f.flags & END_STREAM == 0 {
+                        frame(
+                            &mut self.out,
+                            WINDOW_UPDATE,
+                            0,
+                            f.stream,
+                            &credit.to_be_bytes(),
+                        );
+                    }
+                }
+                let data = unpad(&f.payload, f.flags)?;
+                if let Some(i) = self.index(f.stream) {
+                    let max_body = self.max_body;
+                    let s = &mut self.streams[i];
+                    let room = max_body.saturating_sub(s.body.len());
+                    s.body.extend_from_slice(&data[..data.len().min(room)]);
+                    s.truncated |= data.len() > room;
+                    if f.flags & END_STREAM != 0 {
+                        self.complete(i);
+                    }
+                }
+            }
+            HEADERS => {
+                let mut fragment = unpad(&f.payload, f.flags)?;
+                if f.flags & PRIORITY != 0 {
+                    fragment = fragment.get(5..).ok_or("HEADERS frame too short")?;
+                }
+                let end_stream = f.flags & END_STREAM != 0;
+                self.block = Some((f.stream, end_stream, fragment.to_vec()));
+                if f.flags & END_HEADERS != 0 {
+                    self.finish_block()?;
+                }
+            }
+            CONTINUATION => {
+                let Some((_, _, fragments)) = self.block.as_mut() else {
+                    return Err("the server sent CONTINUATION outside a header block".into());
+                };
+                fragments.extend_from_slice(&f.payload);
+                if f.flags & END_HEADERS != 0 {
+                    self.finish_block()?;
+                }
+            }
+            // PRIORITY and unknown frame types carry nothing a response needs.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn apply_settings(&mut self, payload: &[u8]) -> Result<(), String> {
+        if payload.len() % 6 != 0 {
+            return Err("the server sent a malformed SETTINGS frame".into());
+        }
+        for s in payload.chunks(6) {
+            let id = u16::from_be_bytes([s[0], s[1]]);
+            let value = be32(&s[2..])?;
+            match id {
+                0x3 => self.max_streams = Some(value),
+                0x4 => self.initial_window = i64::from(value),
+                0x5 => self.max_frame = (value as usize).clamp(MAX_FRAME, 16_777_215),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes a complete header block (every block must be decoded, in order, to keep the
+    /// HPACK table in step) and applies it to its stream.
+    fn finish_block(&mut self) -> Result<(), String> {
+        let Some((id, end_stream, block)) = self.block.take() else {
+            return Ok(());
+        };
+        let fields = self
+            .decoder
+            .decode(&block)
+            .map_err(|e| format!("the server's HPACK header block could not be decoded: {e:?}"))?;
+        let Some(i) = self.index(id) else {
+            return Ok(());
+        };
+        let mut status = None;
+        let mut headers = Vec::with_capacity(fields.len());
+        for (name, value) in fields {
+            if name == b":status" {
+                status = String::from_utf8_lossy(&value).parse::<u16>().ok();
+            } else if !name.starts_with(b":") {
+                headers.push(Header::new(String::from_utf8_lossy(&name), value));
+            }
+        }
+        let s = &mut self.streams[i];
+        match status {
+            // Interim responses (103 Early Hints) precede the real one.
+            Some(code) if (100..200).contains(&code) && !end_stream => {}
+            Some(code) if s.status.is_none() => {
+                s.status = Some(code);
+                s.headers = headers;
+            }
+            None if s.status.is_none() => {
+                self.end(i, Err("the response has no :status".into()));
+                return Ok(());
+            }
+            // Trailers: nothing in them is judged.
+            _ => {}
+        }
+        if end_stream {
+            self.complete(i);
+        }
+        Ok(())
+    }
+
+    fn complete(&mut self, i: usize) {
+        let s = &mut self.streams[i];
+        let result = match s.status {
+            Some(status) => Ok(ReceivedResponse {
+                status,
+                version: "HTTP/2".to_string(),
+                headers: std::mem::take(&mut s.headers),
+                body: std::mem::take(&mut s.body),
+                body_truncated: s.truncated,
+                problem: None,
+            }),
+            None => Err("the stream ended before any response headers".to_string()),
+        };
+        self.end(i, result);
+    }
+
+    fn end(&mut self, i: usize, result: Result<ReceivedResponse, String>) {
+        let s = &mut self.streams[i];
+        if s.result.is_none() {
+            s.finished = Some(Instant::now());
+            s.result = Some(result);
+        }
+    }
+}
