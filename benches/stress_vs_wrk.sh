@@ -104,8 +104,10 @@ function init(args)
     wrk.headers["Idempotency-Key"] = '"wrk-replay-' .. args[1] .. '"'
 end
 EOF
-cat >"$work/fresh.lua" <<EOF
--- Every request carries a new key: every request is an execution.
+# keyed_lua PER-KEY: the body of a wrk script that sends a new Idempotency-Key every PER-KEY
+# requests of a thread (1: every request; D: the mix), on whichever connections are free.
+keyed_lua() {
+    cat <<EOF
 wrk.method = "POST"
 wrk.body = '$body'
 local threads = 0
@@ -119,30 +121,7 @@ function init(args)
     tag = args[1]
 end
 function request()
-    n = n + 1
-    return wrk.format(nil, nil, {
-        ["Authorization"] = "Bearer token-a",
-        ["Content-Type"] = "application/json",
-        ["Idempotency-Key"] = string.format('"wrk-%s-%d-%d"', tag, tid, n),
-    }, nil)
-end
-EOF
-cat >"$work/mix.lua" <<EOF
--- A new key every $duplicates requests: one execution, then conflicts and replays.
-wrk.method = "POST"
-wrk.body = '$body'
-local threads = 0
-function setup(thread)
-    threads = threads + 1
-    thread:set("tid", threads)
-end
-local tag
-local n = 0
-function init(args)
-    tag = args[1]
-end
-function request()
-    local key = math.floor(n / $duplicates)
+    local key = math.floor(n / $1)
     n = n + 1
     return wrk.format(nil, nil, {
         ["Authorization"] = "Bearer token-a",
@@ -151,6 +130,15 @@ function request()
     }, nil)
 end
 EOF
+}
+{
+    echo "-- Every request carries a new key: every request is an execution."
+    keyed_lua 1
+} >"$work/fresh.lua"
+{
+    echo "-- A new key every $duplicates requests: one execution, then conflicts and replays."
+    keyed_lua "$duplicates"
+} >"$work/mix.lua"
 
 # start_server N: a fresh server on a free port with an empty database; sets $base.
 start_server() {

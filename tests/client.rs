@@ -201,18 +201,24 @@ fn short_scenarios() -> Vec<String> {
         .collect()
 }
 
+/// The argv of a client (`python3 -c`) that sends one POST to `path` of the base URL with the
+/// JSON `body` and the headers of the Python dict expression `headers`, once, and exits 0 on a
+/// 2xx.
+fn one_post(path: &str, body: &str, headers: &str) -> Vec<String> {
+    let script = format!(
+        r#"
+import http.client, os, urllib.parse, uuid
+u = urllib.parse.urlsplit(os.environ["IDEM_CHECK_BASE_URL"])
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+c.request("POST", "{path}", body='{body}', headers={headers})
+raise SystemExit(0 if c.getresponse().status < 300 else 1)
+"#
+    );
+    vec!["python3".into(), "-c".into(), script]
+}
+
 fn outcomes(json: &Value) -> BTreeMap<String, String> {
-    json["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            (
-                p["id"].as_str().unwrap().to_string(),
-                p["outcome"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    common::json_report::probe_outcomes(json)
 }
 
 fn failed_checks(json: &Value) -> BTreeSet<(String, String)> {
@@ -488,18 +494,12 @@ fn listen_mode_judges_an_external_client_and_can_fail_it() {
 /// says what to fix, never a verdict on retries that the scenario could not provoke.
 #[test]
 fn a_client_that_sends_no_token_gets_an_error_naming_it() {
-    let script = r#"
-import http.client, os, urllib.parse
-u = urllib.parse.urlsplit(os.environ["IDEM_CHECK_BASE_URL"])
-c = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
-c.request("POST", "/api/payments", body='{"amountCents":1,"currency":"EUR","reference":"r"}',
-          headers={"Idempotency-Key": '"k"', "Content-Type": "application/json"})
-raise SystemExit(0 if c.getresponse().status < 300 else 1)
-"#;
-    let run = check_client(
-        &["--scenario", "lost-response"],
-        &["python3".into(), "-c".into(), script.into()],
+    let client = one_post(
+        "/api/payments",
+        r#"{"amountCents":1,"currency":"EUR","reference":"r"}"#,
+        r#"{"Idempotency-Key": '"k"', "Content-Type": "application/json"}"#,
     );
+    let run = check_client(&["--scenario", "lost-response"], &client);
     assert_eq!(run.code, 3);
     let p = &run.json["probes"][0];
     assert_eq!(p["outcome"], "ERROR");
@@ -564,15 +564,12 @@ fn an_api_description_is_served_with_its_answer_and_the_suite_error_envelope() {
 /// is INCONCLUSIVE for key-per-operation, never a PASS.
 #[test]
 fn any_credential_is_recorded_and_one_operation_is_not_a_pass_of_key_per_operation() {
-    let script = r#"
-import http.client, os, urllib.parse, uuid
-u = urllib.parse.urlsplit(os.environ["IDEM_CHECK_BASE_URL"])
-c = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
-c.request("POST", "/v2/orders/o-1/charges", body='{"total": 5}',
-          headers={"Idempotency-Key": '"%s"' % uuid.uuid4(), "X-Api-Key": os.environ["IDEM_CHECK_TOKEN"],
-                   "Content-Type": "application/json"})
-raise SystemExit(0 if c.getresponse().status < 300 else 1)
-"#;
+    let client = one_post(
+        "/v2/orders/o-1/charges",
+        r#"{"total": 5}"#,
+        r#"{"Idempotency-Key": '"%s"' % uuid.uuid4(), "X-Api-Key": os.environ["IDEM_CHECK_TOKEN"],
+            "Content-Type": "application/json"}"#,
+    );
     let run = check_client(
         &[
             "--path",
@@ -582,7 +579,7 @@ raise SystemExit(0 if c.getresponse().status < 300 else 1)
             "--scenario",
             "operations-in-one-process",
         ],
-        &["python3".into(), "-c".into(), script.into()],
+        &client,
     );
     let o = outcomes(&run.json);
     assert_eq!(o["client-key-present"], "PASS", "{}", run.json["probes"]);

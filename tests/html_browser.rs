@@ -342,6 +342,32 @@ fn browser_present() -> bool {
     false
 }
 
+/// Runs `idem-check ARGS --report-html PAGE AFTER` (PAGE in a fresh folder; AFTER is what must
+/// come last, as the client command's `-- CMD`), expects the exit code of a FAIL (4), and opens
+/// PAGE with the screenshot named `name`.
+fn failing_page(name: &str, args: &[&str], after: &[&str]) -> Seen {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join(format!("{name}.html"));
+    let o = bin()
+        .args(args)
+        .arg("--report-html")
+        .arg(&page)
+        .args(after)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    open_page(&page, name)
+}
+
+/// The ids of the probes that FAILed on the page.
+fn failed_probes(seen: &Seen) -> Vec<&str> {
+    seen.probes
+        .iter()
+        .filter(|p| p.1 == "FAIL")
+        .map(|p| p.0.as_str())
+        .collect()
+}
+
 /// The visible charts of `seen` whose class contains `kind`, each with a real size.
 fn drawn(seen: &Seen, kind: &str) -> usize {
     seen.charts
@@ -358,27 +384,9 @@ fn the_race_page_renders_in_chromium() {
     if !browser_present() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let page = dir.path().join("race.html");
-    let o = bin()
-        .args([
-            "run",
-            "--reference",
-            "--reference-fault",
-            "race",
-            "--report-html",
-        ])
-        .arg(&page)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
-    let seen = open_page(&page, "race");
-    let failed: Vec<&str> = seen
-        .probes
-        .iter()
-        .filter(|p| p.1 == "FAIL")
-        .map(|p| p.0.as_str())
-        .collect();
+    let args = ["run", "--reference", "--reference-fault", "race"];
+    let seen = failing_page("race", &args, &[]);
+    let failed = failed_probes(&seen);
     assert_eq!(failed, ["concurrent-duplicates"], "{:?}", seen.probes);
     assert!(seen.probes.iter().filter(|p| p.1 == "PASS").all(|p| !p.2));
     assert!(drawn(&seen, "arrival") >= 1, "{:?}", seen.charts);
@@ -421,12 +429,7 @@ async fn the_openapi_page_renders_in_chromium() {
         .await
         .unwrap();
     assert_eq!(seen.sections, 2);
-    let failed: Vec<&str> = seen
-        .probes
-        .iter()
-        .filter(|p| p.1 == "FAIL")
-        .map(|p| p.0.as_str())
-        .collect();
+    let failed = failed_probes(&seen);
     assert!(
         failed.contains(&"o1-concurrent-duplicates"),
         "{:?}",
@@ -480,17 +483,19 @@ fn the_stress_page_renders_in_chromium() {
     if !browser_present() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let page = dir.path().join("stress.html");
-    let o = bin()
-        .args(["stress", "--reference", "--reference-fault", "race"])
-        .args(["--keys", "40", "--duplicates", "8", "--concurrency", "16"])
-        .arg("--report-html")
-        .arg(&page)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
-    let seen = open_page(&page, "stress");
+    let args = [
+        "stress",
+        "--reference",
+        "--reference-fault",
+        "race",
+        "--keys",
+        "40",
+        "--duplicates",
+        "8",
+        "--concurrency",
+        "16",
+    ];
+    let seen = failing_page("stress", &args, &[]);
     assert_eq!(seen.probes.len(), 1);
     for kind in ["statuses", "latency", "spread", "arrival", "timeline"] {
         assert!(
@@ -508,27 +513,22 @@ fn the_client_page_renders_in_chromium() {
     if !browser_present() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let page = dir.path().join("client.html");
     let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/clients/client.py");
-    let o = bin()
-        .args([
-            "client",
-            "--scenario",
-            "created",
-            "--scenario",
-            "lost-response",
-        ])
-        .arg("--report-html")
-        .arg(&page)
-        .arg("--")
-        .arg("python3")
-        .arg(&client)
-        .args(["--defect", "new-key-per-retry"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
-    let seen = open_page(&page, "client");
+    let args = [
+        "client",
+        "--scenario",
+        "created",
+        "--scenario",
+        "lost-response",
+    ];
+    let command = [
+        "--",
+        "python3",
+        client.to_str().unwrap(),
+        "--defect",
+        "new-key-per-retry",
+    ];
+    let seen = failing_page("client", &args, &command);
     assert!(
         seen.probes
             .iter()

@@ -56,17 +56,7 @@ async fn run_openapi(reference: &Reference, extra: &[&str]) -> (i32, Value, Stri
 }
 
 fn outcomes(op: &Value) -> Vec<(String, String)> {
-    op["report"]["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            (
-                p["id"].as_str().unwrap().to_string(),
-                p["outcome"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    common::json_report::probe_outcomes(&op["report"])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -307,6 +307,37 @@ fn reproduce_line(stdout: &str) -> (String, String) {
     (curl, legend)
 }
 
+/// The payment body with a fresh reference per request, as the tests below send it.
+const UNIQUE_PAYMENT: &str = r#"{"amountCents":1,"reference":"{{unique}}"}"#;
+
+/// The `run` arguments of a JSON payment target at `url` given by flags: `extra` flags, then
+/// `Authorization: {authorization}`, the content type and [`UNIQUE_PAYMENT`].
+fn target_flags(url: &str, extra: &[&str], authorization: &str) -> Vec<String> {
+    let mut args = vec![url.to_string()];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args.extend([
+        "-H".into(),
+        format!("Authorization: {authorization}"),
+        "-H".into(),
+        "Content-Type: application/json".into(),
+        "-d".into(),
+        UNIQUE_PAYMENT.into(),
+    ]);
+    args
+}
+
+/// The same target as [`target_flags`], written to a target file in `dir` (`extra` lines after
+/// the URL): the `run` arguments that name it.
+fn target_file(dir: &Path, url: &str, extra: &str, authorization: &str) -> Vec<String> {
+    let target = dir.join("t.toml");
+    let headers = format!(
+        "headers = [\"Authorization: {authorization}\", \"Content-Type: application/json\"]"
+    );
+    let file = format!("url = \"{url}\"\n{extra}{headers}\nbody = '{UNIQUE_PAYMENT}'\n");
+    std::fs::write(&target, file).unwrap();
+    vec!["--target".into(), target.to_str().unwrap().into()]
+}
+
 /// The printed curl line, with the variables its legend names exported, reproduces the status:
 /// with flags (`$IDEM_TOKEN_A`) and with a target file (the file's own `${VAR}` name).
 #[test]
@@ -318,24 +349,8 @@ fn the_printed_curl_line_reproduces_the_status() {
     });
     let url = format!("http://{addr}/api/payments");
     let dir = tempfile::tempdir().unwrap();
-    let target = dir.path().join("t.toml");
-    std::fs::write(
-        &target,
-        format!(
-            "url = \"{url}\"\nheaders = [\"Authorization: Bearer ${{MY_TOKEN}}\", \"Content-Type: application/json\"]\nbody = '{{\"amountCents\":1,\"reference\":\"{{{{unique}}}}\"}}'\n"
-        ),
-    )
-    .unwrap();
-    let flag_args: Vec<String> = vec![
-        url.clone(),
-        "-H".into(),
-        format!("Authorization: Bearer {token}"),
-        "-H".into(),
-        "Content-Type: application/json".into(),
-        "-d".into(),
-        r#"{"amountCents":1,"reference":"{{unique}}"}"#.into(),
-    ];
-    let file_args: Vec<String> = vec!["--target".into(), target.to_str().unwrap().into()];
+    let flag_args = target_flags(&url, &[], &format!("Bearer {token}"));
+    let file_args = target_file(dir.path(), &url, "", "Bearer ${MY_TOKEN}");
     for (args, var) in [(flag_args, "IDEM_TOKEN_A"), (file_args, "MY_TOKEN")] {
         let o = bin()
             .arg("run")
@@ -377,26 +392,10 @@ fn the_key_header_is_shown_whatever_its_name() {
     });
     let url = format!("http://{addr}/api/payments");
     let dir = tempfile::tempdir().unwrap();
-    let target = dir.path().join("t.toml");
-    std::fs::write(
-        &target,
-        format!(
-            "url = \"{url}\"\nkey-header = \"Idempotent-Token\"\nheaders = [\"Authorization: Bearer {token}\", \"Content-Type: application/json\"]\nbody = '{{\"amountCents\":1,\"reference\":\"{{{{unique}}}}\"}}'\n"
-        ),
-    )
-    .unwrap();
-    let flag_args: Vec<String> = vec![
-        url.clone(),
-        "--key-header".into(),
-        "X-Idempotency-Key".into(),
-        "-H".into(),
-        format!("Authorization: Bearer {token}"),
-        "-H".into(),
-        "Content-Type: application/json".into(),
-        "-d".into(),
-        r#"{"amountCents":1,"reference":"{{unique}}"}"#.into(),
-    ];
-    let file_args: Vec<String> = vec!["--target".into(), target.to_str().unwrap().into()];
+    let authorization = format!("Bearer {token}");
+    let flag_args = target_flags(&url, &["--key-header", "X-Idempotency-Key"], &authorization);
+    let key_header = "key-header = \"Idempotent-Token\"\n";
+    let file_args = target_file(dir.path(), &url, key_header, &authorization);
     for (args, name) in [
         (flag_args, "X-Idempotency-Key"),
         (file_args, "Idempotent-Token"),
@@ -478,7 +477,7 @@ fn reports_stay_bounded_with_1_mib_bodies() {
         .arg("run")
         .arg(format!("http://{addr}/api/payments"))
         .args(["-H", "Content-Type: application/json"])
-        .args(["-d", r#"{"amountCents":1,"reference":"{{unique}}"}"#])
+        .args(["-d", UNIQUE_PAYMENT])
         .args(["--probe", "first-request", "--probe", "replay-identity"])
         .args([
             "--probe",

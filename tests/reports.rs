@@ -112,6 +112,25 @@ fn count(n: usize, role: &str, start_ms: f64, value: u32) -> Exchange {
     )
 }
 
+/// The keyed payment POST answered `status` with the JSON `body`: most exchanges of a probe.
+fn keyed_payment(
+    n: usize,
+    role: &str,
+    start_ms: f64,
+    duration_ms: f64,
+    status: u16,
+    body: &[u8],
+) -> Exchange {
+    exchange(
+        n,
+        role,
+        start_ms,
+        duration_ms,
+        request("POST", "/api/payments", Some(KEY), PAYMENT),
+        Some(response(status, "application/json", body)),
+    )
+}
+
 fn check(
     id: &str,
     what: &str,
@@ -205,17 +224,13 @@ fn mixed() -> RunReport {
             &[1],
         ),
     ];
-    first.exchanges = vec![exchange(
+    first.exchanges = vec![keyed_payment(
         1,
         "original",
         0.0,
         38.0,
-        request("POST", "/api/payments", Some(KEY), PAYMENT),
-        Some(response(
-            201,
-            "application/json",
-            br#"{"id":"pay_01H8","amountCents":1250}"#,
-        )),
+        201,
+        br#"{"id":"pay_01H8","amountCents":1250}"#,
     )];
 
     let mut missing = probe(
@@ -330,41 +345,29 @@ fn mixed() -> RunReport {
     ];
     replay.exchanges = vec![
         count(1, "count before", 0.0, 17),
-        exchange(
+        keyed_payment(
             2,
             "original",
             11.0,
             38.0,
-            request("POST", "/api/payments", Some(KEY), PAYMENT),
-            Some(response(
-                201,
-                "application/json",
-                created("pay_01H8").as_bytes(),
-            )),
+            201,
+            created("pay_01H8").as_bytes(),
         ),
-        exchange(
+        keyed_payment(
             3,
             "retry 1/2",
             51.0,
             35.0,
-            request("POST", "/api/payments", Some(KEY), PAYMENT),
-            Some(response(
-                201,
-                "application/json",
-                created("pay_01J2").as_bytes(),
-            )),
+            201,
+            created("pay_01J2").as_bytes(),
         ),
-        exchange(
+        keyed_payment(
             4,
             "retry 2/2",
             88.0,
             36.0,
-            request("POST", "/api/payments", Some(KEY), PAYMENT),
-            Some(response(
-                201,
-                "application/json",
-                created("pay_01J3").as_bytes(),
-            )),
+            201,
+            created("pay_01J3").as_bytes(),
         ),
         count(5, "count after", 126.0, 20),
     ];
@@ -396,17 +399,13 @@ fn mixed() -> RunReport {
     concurrent.timeline = vec!["#1 completed at +35 ms, before #2 started at +41 ms".into()];
     concurrent.exchanges = (1..=3)
         .map(|n| {
-            let mut e = exchange(
+            let mut e = keyed_payment(
                 n,
                 if n == 1 { "original" } else { "duplicate" },
                 if n == 1 { 0.0 } else { 41.0 },
                 if n == 1 { 35.0 } else { 4.0 },
-                request("POST", "/api/payments", Some(KEY), PAYMENT),
-                Some(response(
-                    201,
-                    "application/json",
-                    created("pay_01H8").as_bytes(),
-                )),
+                201,
+                created("pay_01H8").as_bytes(),
             );
             if n > 1 {
                 e.role = format!("duplicate {}/2", n - 1);

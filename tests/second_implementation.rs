@@ -5,6 +5,8 @@
 
 mod common;
 
+use std::process::Command;
+
 use common::binary::bin;
 use common::python::{self, PythonServer};
 
@@ -14,26 +16,25 @@ fn start() -> (PythonServer, String) {
     (server, base)
 }
 
+/// `idem-check run` against that server at `base`, described as both tests describe it: tenant
+/// A's token, a JSON payment with a fresh reference, ids at `/id`, and the counter.
+fn run(base: &str) -> Command {
+    let mut cmd = bin();
+    cmd.args(["run", &format!("{base}/pay")])
+        .args(["-H", "Authorization: Bearer ta"])
+        .args(["-H", "Content-Type: application/json"])
+        .args(["-d", r#"{"amount":5,"ref":"{{unique}}"}"#])
+        .args(["--id-pointer", "/id"])
+        .args(["--count-url", &format!("{base}/count")]);
+    cmd
+}
+
 #[test]
 fn only_escaped_key_fails_on_the_python_implementation() {
     let (_server, base) = start();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let o = bin()
-        .args(["run", &format!("{base}/pay")])
-        .args([
-            "-H",
-            "Authorization: Bearer ta",
-            "-H",
-            "Content-Type: application/json",
-        ])
-        .args([
-            "-d",
-            r#"{"amount":5,"ref":"{{unique}}"}"#,
-            "--id-pointer",
-            "/id",
-        ])
-        .args(["--count-url", &format!("{base}/count")])
+    let o = run(&base)
         .args(["--read-url", &format!("{base}/count")])
         .args(["--tenant-b-header", "Authorization: Bearer tb"])
         .args([
@@ -74,17 +75,7 @@ fn only_escaped_key_fails_on_the_python_implementation() {
 #[test]
 fn key_ttl_catches_a_key_that_never_expires() {
     let (_server, base) = start();
-    let o = bin()
-        .args(["run", &format!("{base}/pay")])
-        .args(["-H", "Authorization: Bearer ta"])
-        .args(["-H", "Content-Type: application/json"])
-        .args([
-            "-d",
-            r#"{"amount":5,"ref":"{{unique}}"}"#,
-            "--id-pointer",
-            "/id",
-        ])
-        .args(["--count-url", &format!("{base}/count")])
+    let o = run(&base)
         .args(["--key-ttl", "1s", "--probe", "key-expiry"])
         .output()
         .unwrap();

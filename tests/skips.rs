@@ -14,23 +14,31 @@ async fn run(target: TargetSpec, only: &[&str]) -> idem_check::report::RunReport
     common::run_quietly(config, only).await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn missing_preconditions_skip_with_the_option_to_pass() {
+/// Runs `only` (all when empty) against the reference server described by nothing but what
+/// `idem-check run URL -H … -d …` gives (or a target file `target_file` with those keys): no
+/// option for any precondition.
+async fn run_bare(target_file: Option<&str>, only: &[&str]) -> idem_check::report::RunReport {
     let reference = Reference::start(None)
         .await
         .expect("reference server starts");
     let full = reference.target();
-    // Only what `idem-check run URL -H … -d …` gives.
     let bare = TargetSpec {
         url: full.url.clone(),
         method: full.method.clone(),
         headers: full.headers.clone(),
         body: full.body.clone(),
         secrets: full.secrets.clone(),
+        target_file: target_file.map(Into::into),
         ..TargetSpec::default()
     };
-    let report = run(bare, &[]).await;
+    let report = run(bare, only).await;
     reference.stop().await.expect("reference server stops");
+    report
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_preconditions_skip_with_the_option_to_pass() {
+    let report = run_bare(None, &[]).await;
 
     let mut skipped = 0;
     for p in &report.probes {
@@ -79,19 +87,11 @@ async fn missing_preconditions_skip_with_the_option_to_pass() {
 /// Described by a target file, a SKIP names the file's key, not a flag the user never typed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn target_file_skips_name_the_file_key() {
-    let reference = Reference::start(None)
-        .await
-        .expect("reference server starts");
-    let full = reference.target();
-    let bare = TargetSpec {
-        url: full.url.clone(),
-        headers: full.headers.clone(),
-        body: full.body.clone(),
-        target_file: Some("api.toml".into()),
-        ..TargetSpec::default()
-    };
-    let report = run(bare, &["tenant-isolation", "restart-persistence"]).await;
-    reference.stop().await.expect("reference server stops");
+    let report = run_bare(
+        Some("api.toml"),
+        &["tenant-isolation", "restart-persistence"],
+    )
+    .await;
     let reason = |id: &str| {
         let p = report.probes.iter().find(|p| p.id == id).expect(id);
         assert_eq!(p.outcome, Outcome::Skip, "{id}: {}", p.reason);

@@ -31,8 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt as _;
 
-use crate::key_names::Connection;
-
+use crate::key_names::KeyNames;
 use crate::limits::Limits;
 
 /// What the socket guard needs to know about the requests on its connection.
@@ -65,9 +64,11 @@ fn deadline(state: &Shared, limits: &Limits) -> Option<Instant> {
     }
 }
 
-/// A TCP stream whose reads fail once the connection's current clock runs out.
+/// A TCP stream whose reads fail once the connection's current clock runs out (and pass
+/// through the `key-name-spellings` fault's rewriting).
 struct Guarded {
-    tcp: Connection<TcpStream>,
+    tcp: TcpStream,
+    key_names: KeyNames,
     state: Shared,
     limits: Limits,
     sleep: Pin<Box<Sleep>>,
@@ -82,6 +83,7 @@ impl AsyncRead for Guarded {
         let before = buf.filled().len();
         match Pin::new(&mut self.tcp).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
+                self.key_names.after_read(buf.filled_mut(), before);
                 if buf.filled().len() > before {
                     let mut s = lock(&self.state);
                     if s.in_flight == 0 && s.head_started.is_none() {
@@ -189,8 +191,14 @@ pub(crate) async fn serve(
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(cause = %e, "could not set TCP_NODELAY");
         }
-        let tcp = crate::key_names::wrap(tcp, key_name_spellings);
-        connections.spawn(serve_one(tcp, router.clone(), limits, stop.clone()));
+        let key_names = KeyNames::new(key_name_spellings);
+        connections.spawn(serve_one(
+            tcp,
+            key_names,
+            router.clone(),
+            limits,
+            stop.clone(),
+        ));
     }
     stop.cancel();
     connections.close();
@@ -199,7 +207,8 @@ pub(crate) async fn serve(
 }
 
 async fn serve_one(
-    tcp: Connection<TcpStream>,
+    tcp: TcpStream,
+    key_names: KeyNames,
     router: Router,
     limits: Limits,
     stop: CancellationToken,
@@ -211,6 +220,7 @@ async fn serve_one(
     }));
     let io = Guarded {
         tcp,
+        key_names,
         state: Arc::clone(&state),
         limits,
         sleep: Box::pin(tokio::time::sleep(Duration::ZERO)),

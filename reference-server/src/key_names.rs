@@ -3,17 +3,12 @@
 //! indistinguishable (as HTTP says they are). A server that keeps raw header names in a
 //! case-sensitive map and looks the key up under its two usual spellings is modelled here by
 //! renaming, in the bytes read from each connection, any other spelling of the key header's
-//! name to a header nobody reads, before hyper parses the request.
+//! name to a header nobody reads, before hyper parses the request. The connection's socket
+//! (`crate::connection`) hands each read to [`KeyNames::after_read`].
 //!
 //! A name is recognised at the start of a line within one read; request heads on loopback
 //! arrive whole in one read, which is what the fault is used with. Without the fault the
-//! connection is passed through untouched.
-
-use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+//! bytes are left untouched.
 
 /// The name the key header has on the wire, case-insensitively.
 const KEY_NAME: &[u8] = b"idempotency-key";
@@ -24,37 +19,28 @@ const KNOWN_SPELLINGS: [&[u8]; 2] = [b"Idempotency-Key", b"idempotency-key"];
 /// What another spelling becomes: a header of the same length that nothing reads.
 const UNREAD: &[u8; 15] = b"X-Unread-Header";
 
-/// Wraps an accepted connection; only under the fault are its bytes rewritten.
-pub(crate) fn wrap<T>(io: T, active: bool) -> Connection<T> {
-    Connection {
-        io,
-        active,
-        line_start: true,
-    }
-}
-
-/// One accepted connection.
-pub(crate) struct Connection<T> {
-    io: T,
+/// The rewriting state of one accepted connection; it rewrites only under the fault.
+#[derive(Debug)]
+pub(crate) struct KeyNames {
     active: bool,
     /// The last byte read ended a line.
     line_start: bool,
 }
 
-impl<T: AsyncRead + Unpin> AsyncRead for Connection<T> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
-        if self.active && matches!(polled, Poll::Ready(Ok(()))) {
-            let line_start = self.line_start;
-            let filled = buf.filled_mut();
-            self.line_start = hide_other_spellings(filled, before, line_start);
+impl KeyNames {
+    /// A new connection's state: it starts at a line start.
+    pub(crate) fn new(active: bool) -> Self {
+        Self {
+            active,
+            line_start: true,
         }
-        polled
+    }
+
+    /// Rewrites what one read appended to `filled` (the bytes from `before` on).
+    pub(crate) fn after_read(&mut self, filled: &mut [u8], before: usize) {
+        if self.active {
+            self.line_start = hide_other_spellings(filled, before, self.line_start);
+        }
     }
 }
 
@@ -80,36 +66,6 @@ fn hide_other_spellings(bytes: &mut [u8], from: usize, line_start: bool) -> bool
         }
     }
     bytes.last().map_or(line_start, |b| *b == b'\n')
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for Connection<T> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
 }
 
 #[cfg(test)]

@@ -1,10 +1,11 @@
 //! The HTTP surface: which path goes to which handler.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
@@ -42,26 +43,17 @@ async fn create_payout(State(app): State<Arc<App>>, request: Request) -> Respons
 /// The effect counter: how many payments the caller's tenant has. The checker reads it before
 /// and after a probe to see how many times an operation really executed.
 async fn count_payments(State(app): State<Arc<App>>, request: Request) -> Response {
-    let style = app.style();
-    let tenant = match app.tenants.authenticate(request.headers()) {
-        Ok(tenant) => tenant,
-        Err(problem) => return problem.into_response(style),
-    };
-    match app
-        .store
-        .count(&tenant, Operation::CreatePayment.name())
-        .await
-    {
-        Ok(count) => {
-            let body = serde_json::json!({ "count": count }).to_string().into();
-            let body = app.keyed_read(&tenant, request.headers(), body);
-            ([(header::CONTENT_TYPE, "application/json")], body).into_response()
-        }
-        Err(e) => {
-            tracing::error!(cause = %format!("{e:#}"), "count failed");
-            storage_unavailable().into_response(style)
-        }
-    }
+    let (app, headers) = (&app, request.headers());
+    tenant_read(app, headers, "count", move |tenant| async move {
+        let count = app
+            .store
+            .count(&tenant, Operation::CreatePayment.name())
+            .await?;
+        let body = serde_json::json!({ "count": count }).to_string().into();
+        let body = app.keyed_read(&tenant, headers, body);
+        Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+    })
+    .await
 }
 
 /// One of the caller's payments, with exactly the bytes its 201 carried.
@@ -70,31 +62,48 @@ async fn show_payment(
     Path(id): Path<String>,
     request: Request,
 ) -> Response {
-    let style = app.style();
-    let tenant = match app.tenants.authenticate(request.headers()) {
+    let (app, id) = (&app, &id);
+    tenant_read(app, request.headers(), "lookup", move |tenant| async move {
+        let payment = app
+            .store
+            .payment(&tenant, Operation::CreatePayment.name(), id)
+            .await?;
+        Ok(match payment {
+            Some(record) => (
+                [(header::CONTENT_TYPE, "application/json")],
+                record.render(),
+            )
+                .into_response(),
+            None => Problem::new(
+                StatusCode::NOT_FOUND,
+                "not-found",
+                "Not found",
+                format!("no payment {id:?} for this tenant"),
+            )
+            .into_response(app.style()),
+        })
+    })
+    .await
+}
+
+/// A read of the caller's own data, the same for every such route: the caller authenticates as
+/// its tenant (else the problem that says why it cannot), `read` answers for that tenant, and a
+/// store that fails the read is logged as `what` failed and answered with a 503 the client may
+/// retry.
+async fn tenant_read<F, Fut>(app: &App, headers: &HeaderMap, what: &str, read: F) -> Response
+where
+    F: FnOnce(Arc<str>) -> Fut,
+    Fut: Future<Output = anyhow::Result<Response>>,
+{
+    let tenant = match app.tenants.authenticate(headers) {
         Ok(tenant) => tenant,
-        Err(problem) => return problem.into_response(style),
+        Err(problem) => return problem.into_response(app.style()),
     };
-    match app
-        .store
-        .payment(&tenant, Operation::CreatePayment.name(), &id)
-        .await
-    {
-        Ok(Some(record)) => (
-            [(header::CONTENT_TYPE, "application/json")],
-            record.render(),
-        )
-            .into_response(),
-        Ok(None) => Problem::new(
-            StatusCode::NOT_FOUND,
-            "not-found",
-            "Not found",
-            format!("no payment {id:?} for this tenant"),
-        )
-        .into_response(style),
+    match read(tenant).await {
+        Ok(response) => response,
         Err(e) => {
-            tracing::error!(cause = %format!("{e:#}"), "lookup failed");
-            storage_unavailable().into_response(style)
+            tracing::error!(cause = %format!("{e:#}"), "{what} failed");
+            storage_unavailable().into_response(app.style())
         }
     }
 }

@@ -358,21 +358,39 @@ enum Answer {
     Drop,
 }
 
+/// An error answer of the scenario: the client is meant to cope with it.
 fn error(status: u16, message: impl Into<String>) -> Answer {
-    Answer::Error {
-        status,
-        message: message.into(),
-        headers: Vec::new(),
-        setup: false,
-    }
+    Answer::refusal(status, message, Vec::new(), false)
 }
 
+/// An error answer that refuses the client's setup rather than act out the scenario.
 fn setup_error(status: u16, message: impl Into<String>) -> Answer {
-    Answer::Error {
-        status,
-        message: message.into(),
-        headers: Vec::new(),
-        setup: true,
+    Answer::refusal(status, message, Vec::new(), true)
+}
+
+/// The answer to a key reused with another payload, injected or real: the same 422 either way,
+/// so the client cannot tell a scenario from the real thing.
+fn mismatch() -> Answer {
+    error(
+        422,
+        "this Idempotency-Key was already used with a different payload",
+    )
+}
+
+impl Answer {
+    /// An [`Answer::Error`] with its message and extra headers.
+    fn refusal(
+        status: u16,
+        message: impl Into<String>,
+        headers: Vec<(&'static str, String)>,
+        setup: bool,
+    ) -> Answer {
+        Answer::Error {
+            status,
+            message: message.into(),
+            headers,
+            setup,
+        }
     }
 }
 
@@ -548,19 +566,14 @@ fn answer(
                     408 => "the request took too long to arrive, retry it",
                     _ => "temporarily unavailable, retry later",
                 };
-                return Answer::Error {
+                return Answer::refusal(
                     status,
-                    message: message.into(),
-                    headers: wait.header().into_iter().collect(),
-                    setup: false,
-                };
+                    message,
+                    wait.header().into_iter().collect(),
+                    false,
+                );
             }
-            Behaviour::Mismatch => {
-                return error(
-                    422,
-                    "this Idempotency-Key was already used with a different payload",
-                )
-            }
+            Behaviour::Mismatch => return mismatch(),
             Behaviour::Invalid => return error(400, "the request is invalid"),
         }
     }
@@ -576,12 +589,7 @@ fn answer(
                     stored.body.clone(),
                 );
             }
-            Some(_) => {
-                return error(
-                    422,
-                    "this Idempotency-Key was already used with a different payload",
-                )
-            }
+            Some(_) => return mismatch(),
             None => {
                 let body = create(s, &op, payload);
                 s.store.insert(
@@ -652,15 +660,22 @@ mod tests {
         })
     }
 
+    /// A fake payments API on an ephemeral port, acting out `behaviour`.
+    async fn start(behaviour: Behaviour) -> FakeApi {
+        FakeApi::start(LOCAL.parse().unwrap(), behaviour, payments())
+            .await
+            .unwrap()
+    }
+
+    /// Posts [`BODY`] with `key` and asserts that it created the payment.
+    async fn assert_created(base: &str, key: &str) {
+        let r = post(base, Some(key), BODY).await.unwrap();
+        assert!(r.starts_with("HTTP/1.1 201"), "{r}");
+    }
+
     #[tokio::test]
     async fn lost_response_commits_then_closes_without_a_byte_then_replays() {
-        let api = FakeApi::start(
-            LOCAL.parse().unwrap(),
-            Behaviour::DropAfterCommit,
-            payments(),
-        )
-        .await
-        .unwrap();
+        let api = start(Behaviour::DropAfterCommit).await;
         let base = api.base_url();
         let first = post(&base, Some("\"k1\""), BODY).await.unwrap();
         assert_eq!(
@@ -681,14 +696,9 @@ mod tests {
 
     #[tokio::test]
     async fn both_key_forms_name_the_same_key_and_a_changed_payload_gets_422() {
-        let api = FakeApi::start(LOCAL.parse().unwrap(), Behaviour::Normal, payments())
-            .await
-            .unwrap();
+        let api = start(Behaviour::Normal).await;
         let base = api.base_url();
-        assert!(post(&base, Some("k2"), BODY)
-            .await
-            .unwrap()
-            .starts_with("HTTP/1.1 201"));
+        assert_created(&base, "k2").await;
         let quoted = post(&base, Some("\"k2\""), BODY).await.unwrap();
         assert!(quoted.contains("idempotent-replayed"), "{quoted}");
         let other = BODY.replace("r1", "r2");
@@ -704,14 +714,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_form_encoded_payment_is_the_same_payload_as_its_json() {
-        let api = FakeApi::start(LOCAL.parse().unwrap(), Behaviour::Normal, payments())
-            .await
-            .unwrap();
+        let api = start(Behaviour::Normal).await;
         let base = api.base_url();
-        assert!(post(&base, Some("k"), BODY)
-            .await
-            .unwrap()
-            .starts_with("HTTP/1.1 201"));
+        assert_created(&base, "k").await;
         let form = "reference=r1&currency=EUR&amountCents=1250";
         let r = post_as(&base, "k", form, "application/x-www-form-urlencoded")
             .await
@@ -728,9 +733,7 @@ mod tests {
             (Behaviour::Mismatch, "422", false),
             (Behaviour::Invalid, "400", false),
         ] {
-            let api = FakeApi::start(LOCAL.parse().unwrap(), behaviour, payments())
-                .await
-                .unwrap();
+            let api = start(behaviour).await;
             let r = post(&api.base_url(), Some("\"k\""), BODY).await.unwrap();
             assert!(r.starts_with(&format!("HTTP/1.1 {status}")), "{r}");
             assert_eq!(

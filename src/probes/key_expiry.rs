@@ -4,11 +4,12 @@
 //! policy; a published expiry that is not kept leaves clients replaying stale results for keys
 //! they were told are free again.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures::FutureExt;
 
-use super::shared::original;
+use super::shared::keyed_original;
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::config::MAX_KEY_TTL;
@@ -70,13 +71,10 @@ pub const PROBE: ProbeDef = ProbeDef {
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let before = ctx.count_before().await?;
-    let key = ctx.fresh_key();
-    let mut first = ctx.keyed(&key);
-    if let Some(h) = &ctx.config.key_ttl_header {
-        // Only the original asks for the short lifetime: the key's record is made from it.
-        first = first.with_header(&h.name, h.value.clone());
-    }
-    let original = original(ctx, "original", first, "there is no key to expire").await?;
+    // Only the original asks for the short lifetime: the key's record is made from it.
+    let config = Arc::clone(&ctx.config);
+    let short_lifetime = config.key_ttl_header.as_ref();
+    let (key, original) = keyed_original(ctx, short_lifetime, "there is no key to expire").await?;
     let received = SystemTime::now();
     let published = header(&original, EXPIRES_AT);
     ctx.push(check::observe(

@@ -6,7 +6,7 @@
 
 use futures::FutureExt;
 
-use super::shared::{is_success, refused_without_effect, send_raw_counted, Refusal};
+use super::shared::{is_success, send_refused, Refusal};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::keys;
@@ -40,13 +40,12 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         .enumerate()
         .map(|(i, m)| (m.label.to_string(), ctx.with_key_value(m.value, i as u32)))
         .collect();
-    let (sent, e) = send_raw_counted(ctx, requests).await?;
     let checks = Refusal {
         rejected: &REJECTED,
         no_5xx: &NO_5XX,
         no_effect: &NO_EFFECT,
     };
-    refused_without_effect(ctx, checks, &sent, e);
+    let sent = send_refused(ctx, requests, checks).await?;
     let refs: Vec<_> = sent.iter().collect();
     let refused: Vec<_> = refs.iter().copied().filter(|e| !is_success(e)).collect();
     if !refused.is_empty() {

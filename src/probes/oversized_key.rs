@@ -5,7 +5,7 @@
 
 use futures::FutureExt;
 
-use super::shared::{refused_without_effect, send_raw_counted, Refusal};
+use super::shared::{send_refused, Refusal};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::keys;
 use crate::outcome::Stop;
@@ -36,12 +36,11 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         format!("{} KiB key", keys::OVERSIZED_LEN / 1024),
         ctx.with_key_value(ctx.key_value(&key), 0),
     )];
-    let (sent, e) = send_raw_counted(ctx, requests).await?;
     let checks = Refusal {
         rejected: &REJECTED,
         no_5xx: &NO_5XX,
         no_effect: &NO_EFFECT,
     };
-    refused_without_effect(ctx, checks, &sent, e);
+    send_refused(ctx, requests, checks).await?;
     Ok(())
 }

@@ -5,7 +5,7 @@
 
 use futures::FutureExt;
 
-use super::shared::{is_success, original, unless_payloads_vary};
+use super::shared::{is_success, keyed_original, unless_payloads_vary};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
@@ -40,14 +40,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     unless_payloads_vary(ctx)?;
-    let key = ctx.fresh_key();
-    let original = original(
-        ctx,
-        "original",
-        ctx.keyed(&key),
-        "a mismatch cannot be tried",
-    )
-    .await?;
+    let (key, original) = keyed_original(ctx, None, "a mismatch cannot be tried").await?;
     let before = ctx.count_before().await?;
     let other = ctx
         .send("other payload", ctx.keyed_with_payload(&key, 1))

@@ -6,7 +6,7 @@
 
 use futures::FutureExt;
 
-use super::shared::{original, same_response};
+use super::shared::{keyed_original, same_response};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
@@ -61,14 +61,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let before = ctx.count_before().await?;
-    let key = ctx.fresh_key();
-    let original = original(
-        ctx,
-        "original",
-        ctx.keyed(&key),
-        "there is nothing to replay",
-    )
-    .await?;
+    let (key, original) = keyed_original(ctx, None, "there is nothing to replay").await?;
     let mut retries = Vec::new();
     for i in 1..=RETRIES {
         retries.push(

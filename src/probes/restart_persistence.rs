@@ -5,7 +5,7 @@
 
 use futures::FutureExt;
 
-use super::shared::{original, same_response};
+use super::shared::{keyed_original, same_response};
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::http::raw::IdleConnection;
 use crate::outcome::Stop;
@@ -39,14 +39,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let hook = ctx.needed(&ctx.config.restart, Need::RestartHook)?;
     let before = ctx.count_before().await?;
-    let key = ctx.fresh_key();
-    let original = original(
-        ctx,
-        "original",
-        ctx.keyed(&key),
-        "there is nothing to persist",
-    )
-    .await?;
+    let (key, original) = keyed_original(ctx, None, "there is nothing to persist").await?;
     // A connection left idle across the restart: a server that went down closes it.
     let op = &ctx.config.operation;
     let idle = IdleConnection::open(

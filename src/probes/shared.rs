@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use crate::check;
 use crate::effects::Executions;
-use crate::http::exchange::Exchange;
+use crate::http::exchange::{Exchange, Header};
 use crate::outcome::Stop;
 
 use super::{CheckDecl, ProbeCtx, Request};
@@ -23,6 +23,23 @@ pub(crate) async fn original(
         Some(stop) => Err(stop),
         None => Ok(original),
     }
+}
+
+/// A fresh key and the original request sent with it, which must complete ([`original`]): the
+/// opening of every probe that goes on to retry a completed key. `only_original` is a header
+/// the original carries and its retries do not (`key-expiry` asks for a short lifetime with it).
+pub(crate) async fn keyed_original(
+    ctx: &mut ProbeCtx,
+    only_original: Option<&Header>,
+    consequence: &str,
+) -> Result<(String, Exchange), Stop> {
+    let key = ctx.fresh_key();
+    let mut first = ctx.keyed(&key);
+    if let Some(h) = only_original {
+        first = first.with_header(&h.name, h.value.clone());
+    }
+    let original = original(ctx, "original", first, consequence).await?;
+    Ok((key, original))
 }
 
 /// Sends the operation with `key` twice in a row: the first must be accepted (`accepted` check)
@@ -117,13 +134,15 @@ pub(crate) struct Refusal<'a> {
     pub no_effect: &'a CheckDecl,
 }
 
-/// A key the server must refuse: every exchange got a 4xx, none a 5xx, and nothing executed.
-pub(crate) fn refused_without_effect(
+/// Keys the server must refuse: sends each request raw between two counter reads
+/// ([`send_raw_counted`]), then judges that every exchange got a 4xx, none a 5xx, and nothing
+/// executed. Returns what was sent.
+pub(crate) async fn send_refused(
     ctx: &mut ProbeCtx,
+    requests: Vec<(String, Request)>,
     checks: Refusal<'_>,
-    sent: &[Exchange],
-    e: Result<Executions, String>,
-) {
+) -> Result<Vec<Exchange>, Stop> {
+    let (sent, e) = send_raw_counted(ctx, requests).await?;
     let refs: Vec<&Exchange> = sent.iter().collect();
     ctx.push(check::statuses_within(
         &ctx.spec(checks.rejected),
@@ -133,6 +152,7 @@ pub(crate) fn refused_without_effect(
     ));
     ctx.push(check::no_server_error(&ctx.spec(checks.no_5xx), &refs));
     ctx.expect_executions(checks.no_effect, e, 0);
+    Ok(sent)
 }
 
 /// Sends each request through the raw client (exact bytes) between two counter reads, and says

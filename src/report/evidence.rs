@@ -737,31 +737,14 @@ mod tests {
         assert_eq!(cited_ranges(&[2, 3, 4, 9, 11, 12]), "#2–#4 #9 #11 #12");
         assert_eq!(cited_ranges(&[]), "");
     }
-    use crate::http::exchange::{ReceivedResponse, SentRequest};
-
+    /// [`crate::check::test_exchange`] with another method and raw body bytes.
     fn ex(n: usize, method: &str, body: Vec<u8>) -> Exchange {
-        Exchange {
-            n,
-            role: "original".into(),
-            start_ms: 0.0,
-            duration_ms: 1.0,
-            release_us: None,
-            request: SentRequest {
-                method: method.into(),
-                url: "http://h/api/payments".into(),
-                headers: vec![],
-                body: vec![],
-            },
-            response: Some(ReceivedResponse {
-                status: 200,
-                version: "HTTP/1.1".into(),
-                headers: vec![],
-                body,
-                body_truncated: false,
-                problem: None,
-            }),
-            error: None,
+        let mut e = crate::check::test_exchange(n, 200, "");
+        e.request.method = method.into();
+        if let Some(r) = e.response.as_mut() {
+            r.body = body;
         }
+        e
     }
 
     fn probe(exchanges: Vec<Exchange>, cites: Vec<usize>) -> ProbeReport {

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod binary;
+pub mod json_report;
 pub mod junit_schema;
 pub mod python;
 pub mod stress;

@@ -14,6 +14,7 @@
 
 mod postgres;
 mod sqlite;
+mod tables;
 
 use std::sync::Arc;
 use std::time::SystemTime;

@@ -25,12 +25,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::body::Bytes;
 use tokio_postgres::Row;
 
 use crate::clock::{from_unix_millis, millis, unix_millis, Clock};
 use crate::config::Config;
 use crate::payments::PaymentRecord;
+use crate::store::tables::{self, payment_columns, record_columns, Columns, Value};
 use crate::store::{
     Claimed, Completion, Finish, Lookup, Owner, Record, Scope, Store, StoreFuture, TakeOver,
 };
@@ -79,9 +79,11 @@ const STATEMENTS: &[&str] = &[
         OR ($10::boolean AND r.fingerprint = EXCLUDED.fingerprint AND r.status = 'completed') \
      RETURNING COALESCE((SELECT status = 'processing' \
        AND NOT (expires_at <= $6::bigint AND lease_until <= $6::bigint) FROM prior), false)",
-    "SELECT fingerprint, status, lease_until, expires_at, response_status, content_type, \
-       location, body FROM idempotency_records \
-     WHERE tenant = $1 AND operation = $2 AND idem_key = $3",
+    concat!(
+        "SELECT ",
+        record_columns!(),
+        " FROM idempotency_records WHERE tenant = $1 AND operation = $2 AND idem_key = $3"
+    ),
     // Complete, fenced: the payment is inserted from the UPDATE's result, so only if it matched.
     "WITH done AS (UPDATE idempotency_records SET status = 'completed', lease_until = 0, \
        expires_at = $5, response_status = $6, content_type = $7, location = $8, body = $9 \
@@ -116,8 +118,11 @@ const STATEMENTS: &[&str] = &[
     "DELETE FROM idempotency_records \
      WHERE expires_at <= $1 AND (status = 'completed' OR lease_until <= $1)",
     "SELECT count(*) FROM payments WHERE tenant = $1 AND operation = $2",
-    "SELECT id, amount_cents, currency, reference, created_at FROM payments \
-     WHERE id = $1 AND tenant = $2 AND operation = $3",
+    concat!(
+        "SELECT ",
+        payment_columns!(),
+        " FROM payments WHERE id = $1 AND tenant = $2 AND operation = $3"
+    ),
 ];
 
 /// The PostgreSQL implementation of [`Store`].
@@ -182,7 +187,7 @@ impl PgStore {
         let rows = self
             .query(Sql::Lookup, &[&scope.tenant, &scope.operation, &scope.key])
             .await?;
-        rows.first().map(record_from_row).transpose()
+        rows.first().map(tables::record).transpose()
     }
 
     async fn claim_once(
@@ -228,25 +233,20 @@ impl PgStore {
     }
 }
 
-fn record_from_row(row: &Row) -> anyhow::Result<Record> {
-    let status: String = row.try_get(1)?;
-    let response_status: Option<i32> = row.try_get(4)?;
-    let response = match response_status {
-        Some(status) => Some(Arc::new(crate::store::StoredResponse {
-            status: u16::try_from(status).context("stored status out of range")?,
-            content_type: row.try_get::<_, Option<String>>(5)?.unwrap_or_default(),
-            location: row.try_get(6)?,
-            body: Bytes::from(row.try_get::<_, Option<Vec<u8>>>(7)?.unwrap_or_default()),
-        })),
-        None => None,
-    };
-    Ok(Record {
-        fingerprint: row.try_get(0)?,
-        completed: status == "completed",
-        lease_until: row.try_get(2)?,
-        expires_at: row.try_get(3)?,
-        response,
-    })
+impl Columns for Row {
+    type Error = anyhow::Error;
+
+    fn value<T: Value>(&self, index: usize) -> anyhow::Result<T> {
+        Ok(self.try_get(index)?)
+    }
+
+    fn status(&self, index: usize) -> anyhow::Result<Option<u16>> {
+        let status: Option<i32> = self.try_get(index)?;
+        status
+            .map(u16::try_from)
+            .transpose()
+            .context("stored status out of range")
+    }
 }
 
 impl Store for PgStore {
@@ -406,17 +406,7 @@ impl Store for PgStore {
             let rows = self
                 .query(Sql::Payment, &[&id, &tenant, &operation])
                 .await?;
-            rows.first()
-                .map(|row| {
-                    Ok(PaymentRecord {
-                        id: row.try_get(0)?,
-                        amount_cents: row.try_get(1)?,
-                        currency: row.try_get(2)?,
-                        reference: row.try_get(3)?,
-                        created_at: row.try_get(4)?,
-                    })
-                })
-                .transpose()
+            rows.first().map(tables::payment).transpose()
         })
     }
 

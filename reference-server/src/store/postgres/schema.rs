@@ -9,42 +9,10 @@ use anyhow::Context;
 use tokio_postgres::NoTls;
 
 use super::pool::CONNECT_TIMEOUT;
+use crate::store::tables::POSTGRES;
 
 /// An arbitrary constant naming this schema's advisory lock.
 const SCHEMA_LOCK: i64 = 0x1de_c4ec;
-
-/// The effect table and the idempotency records, as in the SQLite store: one row per executed
-/// payment or payout, and one record per (tenant, operation, key).
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS payments (
-    id           TEXT PRIMARY KEY,
-    tenant       TEXT NOT NULL,
-    operation    TEXT NOT NULL,
-    idem_key     TEXT,
-    amount_cents BIGINT NOT NULL,
-    currency     TEXT NOT NULL,
-    reference    TEXT NOT NULL,
-    created_at   TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS payments_by_tenant ON payments (tenant, operation);
-CREATE TABLE IF NOT EXISTS idempotency_records (
-    tenant          TEXT NOT NULL,
-    operation       TEXT NOT NULL,
-    idem_key        TEXT NOT NULL,
-    fingerprint     TEXT NOT NULL,
-    status          TEXT NOT NULL CHECK (status IN ('processing', 'completed')),
-    owner           TEXT NOT NULL,
-    lease_until     BIGINT NOT NULL,
-    created_at      BIGINT NOT NULL,
-    expires_at      BIGINT NOT NULL,
-    response_status INTEGER,
-    content_type    TEXT,
-    location        TEXT,
-    body            BYTEA,
-    PRIMARY KEY (tenant, operation, idem_key)
-);
-CREATE INDEX IF NOT EXISTS idempotency_records_expiry ON idempotency_records (expires_at);
-";
 
 /// Creates the tables if they are missing, on a connection of its own.
 pub(super) async fn create(config: &tokio_postgres::Config) -> anyhow::Result<()> {
@@ -59,9 +27,9 @@ pub(super) async fn create(config: &tokio_postgres::Config) -> anyhow::Result<()
     created
 }
 
-/// Under the advisory lock: if the last object of [`SCHEMA`] exists, touch nothing. Even
-/// `CREATE … IF NOT EXISTS` takes table locks, and a replica running it while another prepares
-/// its statements on the same tables can deadlock with it.
+/// Under the advisory lock: if the last object of the schema (the records' expiry index)
+/// exists, touch nothing. Even `CREATE … IF NOT EXISTS` takes table locks, and a replica running
+/// it while another prepares its statements on the same tables can deadlock with it.
 async fn create_on(client: &mut tokio_postgres::Client) -> anyhow::Result<()> {
     let tx = client.transaction().await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
@@ -74,7 +42,8 @@ async fn create_on(client: &mut tokio_postgres::Client) -> anyhow::Result<()> {
         .await?
         .try_get(0)?;
     if !ready {
-        tx.batch_execute(SCHEMA).await?;
+        let schema = POSTGRES.payments() + &POSTGRES.records("");
+        tx.batch_execute(&schema).await?;
     }
     tx.commit().await?;
     Ok(())

@@ -3,16 +3,12 @@
 //! is atomic across threads *and* processes: that is where the correctness of the claim comes
 //! from, not from any in-process lock.
 
-use std::sync::Arc;
-
-use axum::body::Bytes;
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, Connection, OptionalExtension, Row, ToSql};
 
 use crate::clock::from_unix_millis;
 use crate::payments::PaymentRecord;
-use crate::store::{
-    Claimed, Completion, Finish, NewPayment, Owner, Record, Scope, StoredResponse, TakeOver,
-};
+use crate::store::tables::{self, payment_columns, record_columns, Columns, Value};
+use crate::store::{Claimed, Completion, Finish, NewPayment, Owner, Record, Scope, TakeOver};
 
 /// The timing policy, as the statements need it.
 #[derive(Debug, Clone, Copy)]
@@ -21,38 +17,30 @@ pub(super) struct Policy {
     pub(super) ttl_ms: i64,
 }
 
-const SELECT_RECORD: &str = "SELECT fingerprint, status, lease_until, expires_at, \
-     response_status, content_type, location, body \
-     FROM idempotency_records WHERE tenant = ?1 AND operation = ?2 AND idem_key = ?3";
+const SELECT_RECORD: &str = concat!(
+    "SELECT ",
+    record_columns!(),
+    " FROM idempotency_records WHERE tenant = ?1 AND operation = ?2 AND idem_key = ?3"
+);
 
-fn record_from_row(row: &Row<'_>) -> rusqlite::Result<Record> {
-    let status: String = row.get(1)?;
-    let response_status: Option<u16> = row.get(4)?;
-    let response = match response_status {
-        Some(status) => Some(Arc::new(StoredResponse {
-            status,
-            content_type: row.get::<_, Option<String>>(5)?.unwrap_or_default(),
-            location: row.get(6)?,
-            body: Bytes::from(row.get::<_, Option<Vec<u8>>>(7)?.unwrap_or_default()),
-        })),
-        None => None,
-    };
-    Ok(Record {
-        fingerprint: row.get(0)?,
-        completed: status == "completed",
-        lease_until: row.get(2)?,
-        expires_at: row.get(3)?,
-        response,
-    })
+impl Columns for Row<'_> {
+    type Error = rusqlite::Error;
+
+    fn value<T: Value>(&self, index: usize) -> rusqlite::Result<T> {
+        self.get(index)
+    }
+
+    fn status(&self, index: usize) -> rusqlite::Result<Option<u16>> {
+        self.get(index)
+    }
 }
 
 /// The record of `scope`, if any.
 pub(super) fn read(conn: &Connection, scope: &Scope) -> rusqlite::Result<Option<Record>> {
     conn.prepare_cached(SELECT_RECORD)?
-        .query_row(
-            params![scope.tenant, scope.operation, scope.key],
-            record_from_row,
-        )
+        .query_row(params![scope.tenant, scope.operation, scope.key], |row| {
+            tables::record(row)
+        })
         .optional()
 }
 
@@ -112,6 +100,30 @@ fn write_claim(
     Ok(())
 }
 
+/// The fence of every write by a claim's owner: the record of the scope (`?1` to `?3`) is still
+/// a processing claim, held by the owner token `?4`. Once a claim is taken over, its old owner's
+/// writes match nothing.
+macro_rules! held_by_owner {
+    () => {
+        "tenant = ?1 AND operation = ?2 AND idem_key = ?3 AND owner = ?4 AND status = 'processing'"
+    };
+}
+
+/// Runs `statement`, fenced by [`held_by_owner!`], for `owner`'s claim on `scope`, with `more`
+/// bound from `?5` on. Whether it changed the record: false once `owner` no longer holds it.
+fn by_owner(
+    conn: &Connection,
+    statement: &str,
+    scope: &Scope,
+    owner: &Owner,
+    more: &[&dyn ToSql],
+) -> rusqlite::Result<bool> {
+    let token = owner.token();
+    let mut params: Vec<&dyn ToSql> = vec![&scope.tenant, &scope.operation, &scope.key, &token];
+    params.extend_from_slice(more);
+    Ok(conn.prepare_cached(statement)?.execute(params.as_slice())? == 1)
+}
+
 /// Stores the response (and the payment, if any) — fenced by the owner token, so an owner whose
 /// lease was taken over cannot complete. An unfenced completion (faults only) upserts.
 pub(super) fn complete(
@@ -132,23 +144,24 @@ pub(super) fn complete(
     let ttl_ms = ttl.map_or(policy.ttl_ms, crate::clock::millis);
     let expires_at = now.saturating_add(ttl_ms);
     let changed = if *fenced {
-        conn.prepare_cached(
-            "UPDATE idempotency_records SET status = 'completed', lease_until = 0, \
-               expires_at = ?5, response_status = ?6, content_type = ?7, location = ?8, body = ?9 \
-             WHERE tenant = ?1 AND operation = ?2 AND idem_key = ?3 AND owner = ?4 \
-               AND status = 'processing'",
+        by_owner(
+            conn,
+            concat!(
+                "UPDATE idempotency_records SET status = 'completed', lease_until = 0, \
+                   expires_at = ?5, response_status = ?6, content_type = ?7, location = ?8, \
+                   body = ?9 WHERE ",
+                held_by_owner!()
+            ),
+            scope,
+            owner,
+            &[
+                &expires_at,
+                &response.status,
+                &response.content_type,
+                &response.location,
+                &response.body.as_ref(),
+            ],
         )?
-        .execute(params![
-            scope.tenant,
-            scope.operation,
-            scope.key,
-            owner.token(),
-            expires_at,
-            response.status,
-            response.content_type,
-            response.location,
-            response.body.as_ref(),
-        ])?
     } else {
         conn.prepare_cached(
             "INSERT INTO idempotency_records \
@@ -173,9 +186,9 @@ pub(super) fn complete(
             response.content_type,
             response.location,
             response.body.as_ref(),
-        ])?
+        ])? == 1
     };
-    if changed != 1 {
+    if !changed {
         return Ok(Completion::Fenced);
     }
     if let Some(payment) = payment {
@@ -194,37 +207,27 @@ pub(super) fn renew(
     scope: &Scope,
     owner: &Owner,
 ) -> rusqlite::Result<bool> {
-    let changed = conn
-        .prepare_cached(
-            "UPDATE idempotency_records SET lease_until = ?5 \
-             WHERE tenant = ?1 AND operation = ?2 AND idem_key = ?3 AND owner = ?4 \
-               AND status = 'processing'",
-        )?
-        .execute(params![
-            scope.tenant,
-            scope.operation,
-            scope.key,
-            owner.token(),
-            now.saturating_add(policy.lease_ms)
-        ])?;
-    Ok(changed == 1)
+    by_owner(
+        conn,
+        concat!(
+            "UPDATE idempotency_records SET lease_until = ?5 WHERE ",
+            held_by_owner!()
+        ),
+        scope,
+        owner,
+        &[&now.saturating_add(policy.lease_ms)],
+    )
 }
 
 /// Gives up the owner's claim after a failed execution, so a retry can execute at once.
 pub(super) fn release(conn: &Connection, scope: &Scope, owner: &Owner) -> rusqlite::Result<bool> {
-    let changed = conn
-        .prepare_cached(
-            "DELETE FROM idempotency_records \
-             WHERE tenant = ?1 AND operation = ?2 AND idem_key = ?3 AND owner = ?4 \
-               AND status = 'processing'",
-        )?
-        .execute(params![
-            scope.tenant,
-            scope.operation,
-            scope.key,
-            owner.token()
-        ])?;
-    Ok(changed == 1)
+    by_owner(
+        conn,
+        concat!("DELETE FROM idempotency_records WHERE ", held_by_owner!()),
+        scope,
+        owner,
+        &[],
+    )
 }
 
 /// Deletes a record whatever its state or owner (only faults do this).
@@ -285,18 +288,11 @@ pub(super) fn payment(
     operation: &str,
     id: &str,
 ) -> rusqlite::Result<Option<PaymentRecord>> {
-    conn.prepare_cached(
-        "SELECT id, amount_cents, currency, reference, created_at FROM payments \
-         WHERE id = ?1 AND tenant = ?2 AND operation = ?3",
-    )?
-    .query_row(params![id, tenant, operation], |row| {
-        Ok(PaymentRecord {
-            id: row.get(0)?,
-            amount_cents: row.get(1)?,
-            currency: row.get(2)?,
-            reference: row.get(3)?,
-            created_at: row.get(4)?,
-        })
-    })
+    conn.prepare_cached(concat!(
+        "SELECT ",
+        payment_columns!(),
+        " FROM payments WHERE id = ?1 AND tenant = ?2 AND operation = ?3"
+    ))?
+    .query_row(params![id, tenant, operation], |row| tables::payment(row))
     .optional()
 }

@@ -12,6 +12,7 @@ use anyhow::{bail, Context};
 use rusqlite::Connection;
 
 use crate::config::DbLocation;
+use crate::store::tables::SQLITE;
 
 /// How long a transaction waits for another process's writer before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -36,14 +37,10 @@ pub(super) fn open(location: &DbLocation, records_in_memory: bool) -> anyhow::Re
         DbLocation::Memory => Connection::open_in_memory().context("opening in-memory database")?,
         DbLocation::Postgres(_) => bail!("a PostgreSQL URL is not a SQLite database"),
     };
-    conn.execute_batch(PAYMENTS)
+    conn.execute_batch(&SQLITE.payments())
         .context("creating the payments table")?;
-    let records = if records_in_memory {
-        RECORDS.replace("{schema}", "temp.")
-    } else {
-        RECORDS.replace("{schema}", "")
-    };
-    conn.execute_batch(&records)
+    let schema = if records_in_memory { "temp." } else { "" };
+    conn.execute_batch(&SQLITE.records(schema))
         .context("creating the idempotency_records table")?;
     Ok(conn)
 }
@@ -69,44 +66,3 @@ fn enable_wal(conn: &Connection, path: &std::path::Path) -> anyhow::Result<()> {
         }
     }
 }
-
-/// The effect: one row per executed payment or payout. `idem_key` is kept for audit (and for
-/// the durability test's "no key has two payments"); it is NULL only under the
-/// `no-key-required` fault.
-const PAYMENTS: &str = "
-CREATE TABLE IF NOT EXISTS payments (
-    id           TEXT PRIMARY KEY,
-    tenant       TEXT NOT NULL,
-    operation    TEXT NOT NULL,
-    idem_key     TEXT,
-    amount_cents INTEGER NOT NULL,
-    currency     TEXT NOT NULL,
-    reference    TEXT NOT NULL,
-    created_at   TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS payments_by_tenant ON payments (tenant, operation);
-";
-
-/// One row per (tenant, operation, key). A `processing` row is a claim held by `owner` until
-/// `lease_until` (ms since epoch); a `completed` row holds the exact response to replay until
-/// `expires_at`.
-const RECORDS: &str = "
-CREATE TABLE IF NOT EXISTS {schema}idempotency_records (
-    tenant          TEXT NOT NULL,
-    operation       TEXT NOT NULL,
-    idem_key        TEXT NOT NULL,
-    fingerprint     TEXT NOT NULL,
-    status          TEXT NOT NULL CHECK (status IN ('processing', 'completed')),
-    owner           TEXT NOT NULL,
-    lease_until     INTEGER NOT NULL,
-    created_at      INTEGER NOT NULL,
-    expires_at      INTEGER NOT NULL,
-    response_status INTEGER,
-    content_type    TEXT,
-    location        TEXT,
-    body            BLOB,
-    PRIMARY KEY (tenant, operation, idem_key)
-);
-CREATE INDEX IF NOT EXISTS {schema}idempotency_records_expiry
-    ON idempotency_records (expires_at);
-";
