@@ -26,6 +26,13 @@ pub struct Operation {
     pub body: BodyTemplate,
 }
 
+impl Operation {
+    /// "POST https://api.example.com/v1/payments": how headers and reports name the target.
+    pub fn line(&self) -> String {
+        format!("{} {}", self.method, self.url)
+    }
+}
+
 /// A request body template. `{{unique}}` becomes a value unique to the probe and payload
 /// variant; `{{uuid}}` a fresh UUID. A JSON object body without a placeholder gets a unique
 /// value appended to its first string field (or an `idem_check_nonce` field when it has none),
@@ -246,8 +253,8 @@ pub struct TargetSpec {
 /// Options that shape the run rather than describe the target.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// A suite name (`ietf-draft-07`, `stripe`) or a path to a suite file.
-    pub suite: String,
+    /// The suite (`--suite`, loaded by [`crate::catalog::load_suite`]).
+    pub suite: Suite,
     pub strict: bool,
     pub timeout: Duration,
     /// The report's label (`--label`); the target's host by default.
@@ -263,7 +270,8 @@ pub struct RunOptions {
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
-            suite: crate::suite::DEFAULT_SUITE.into(),
+            suite: Suite::built_in(crate::suite::DEFAULT_SUITE)
+                .expect("the built-in suites are checked by the suite module's tests"),
             strict: false,
             timeout: Duration::from_secs(10),
             label: None,
@@ -490,7 +498,7 @@ impl Config {
             (None, None, Some(_)) => bail!("--store-up-cmd needs --store-down-cmd"),
             (None, None, None) => None,
         };
-        let mut suite = Suite::load(&opts.suite)?;
+        let mut suite = opts.suite.clone();
         if let Some(h) = &target.key_header {
             if h.is_empty() || !h.bytes().all(is_token_byte) {
                 bail!("key header {h:?} is not a valid header name");
@@ -505,8 +513,8 @@ impl Config {
             .map(String::as_str)
             .collect();
         let secrets = Secrets::for_target(&SecretSources {
-            tenant_a: &headers,
-            tenant_b: tenant_b.as_deref().unwrap_or_default(),
+            tenant_a: &target.headers,
+            tenant_b: &target.tenant_b_headers,
             given: &target.secrets,
             urls: &urls,
             file_vars: &target.secret_vars,

@@ -11,10 +11,11 @@
 //! [`client`] turns the tables for `idem-check client`: a fake payments API judges how a client
 //! command retries.
 
-pub mod app;
+pub mod catalog;
 pub mod check;
 pub mod cli;
 pub mod client;
+pub mod commands;
 pub mod config;
 pub mod diagnostic;
 pub mod discover;

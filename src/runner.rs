@@ -118,7 +118,6 @@ pub async fn run(
 
     defer_to_prerequisites(&mut probes, &defs);
     let summary = Summary::of(&probes);
-    let op = &config.operation;
     let mut context = context(&config);
     context.push(format!("effects: {}", session.meter.describe()));
     context.push(match (session.fell_back, session.keys) {
@@ -131,7 +130,7 @@ pub async fn run(
         tool: ToolInfo::default(),
         label: config.label.clone(),
         reference: config.reference,
-        target: format!("{} {}", op.method, op.url),
+        target: config.operation.line(),
         suite: config.suite.name.clone(),
         strict: config.strict,
         started_at,

@@ -48,8 +48,13 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
+use anyhow::Context as _;
+
+use crate::cli::TargetArgs;
 use crate::config::TargetSpec;
 use crate::diagnostic::FileError;
+use crate::discover::Operation;
+use crate::exit::AppError;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -315,6 +320,185 @@ pub fn parse(
     spec.secret_vars = secrets;
     spec.target_file = Some(path.to_string());
     Ok(spec)
+}
+
+/// The target description from `--target` and the flags; flags win over the file.
+pub fn from_flags(
+    args: &TargetArgs,
+    env: &BTreeMap<String, String>,
+) -> Result<TargetSpec, AppError> {
+    let o = &args.openapi_args;
+    if o.base_url.is_some() || !o.operations.is_empty() || !o.path_param.is_empty() {
+        return Err(anyhow::anyhow!(
+            "--base-url, --operation and --path-param need --openapi SPEC"
+        )
+        .into());
+    }
+    let mut t = match &args.target {
+        Some(path) => load(path, env)?,
+        None => TargetSpec::default(),
+    };
+    match o.key_header.as_slice() {
+        [] => {}
+        [name] => t.key_header = Some(name.clone()),
+        names => {
+            return Err(anyhow::anyhow!(
+                "--key-header is given {} times: without --openapi it names the one header that \
+                 carries the key, as a target file's key-header does (several names are for \
+                 --openapi, which recognises the key header among them)",
+                names.len()
+            )
+            .into())
+        }
+    }
+    Ok(with_secret_flags(apply_flags(t, args)?, args))
+}
+
+/// The target description of an API description's operation `op` at `url`, with the target
+/// flags laid over it.
+pub fn from_operation(
+    op: &Operation,
+    url: &str,
+    args: &TargetArgs,
+) -> Result<TargetSpec, AppError> {
+    let spec = apply_flags(from_document(op, url, &args.headers), args)?;
+    Ok(with_secret_flags(spec, args))
+}
+
+/// The bundled reference server's target description `spec`: of the target flags, only
+/// `--http2`, the connection flags and the secrets apply.
+pub fn reference(mut spec: TargetSpec, args: &TargetArgs) -> TargetSpec {
+    spec.http2 = args.http2;
+    connection_from_args(args, &mut spec);
+    with_secret_flags(spec, args)
+}
+
+/// `t` with the target flags laid over it.
+fn apply_flags(mut t: TargetSpec, args: &TargetArgs) -> Result<TargetSpec, AppError> {
+    if let Some(url) = &args.url {
+        t.url = url.clone();
+    }
+    if args.method.is_some() {
+        t.method = args.method.clone();
+    }
+    t.headers.extend(args.headers.iter().cloned());
+    if let Some(d) = &args.data {
+        t.body = Some(body_arg(d, "-d @FILE")?);
+    }
+    if let Some(d) = &args.invalid_body {
+        t.invalid_body = Some(body_arg(d, "--invalid-body @FILE")?);
+    }
+    let set = |slot: &mut Option<String>, v: &Option<String>| {
+        if v.is_some() {
+            slot.clone_from(v);
+        }
+    };
+    set(&mut t.id_pointer, &args.id_pointer);
+    set(&mut t.count_url, &args.count_url);
+    set(&mut t.count_pointer, &args.count_pointer);
+    set(&mut t.count_cmd, &args.count_cmd);
+    set(&mut t.hold_header, &args.hold_header);
+    set(&mut t.hold_release, &args.hold_release);
+    if args.hold_at_least.is_some() {
+        t.hold_at_least = args.hold_at_least;
+    }
+    set(&mut t.key_ttl_header, &args.key_ttl_header);
+    if args.quiet_window.is_some() {
+        t.quiet_window = args.quiet_window;
+    }
+    set(&mut t.restart_cmd, &args.restart_cmd);
+    set(&mut t.ready_url, &args.ready_url);
+    set(&mut t.second_url, &args.second_url);
+    set(&mut t.crash_header, &args.crash_header);
+    if args.lease_wait.is_some() {
+        t.lease_wait = args.lease_wait;
+    }
+    set(&mut t.read_url, &args.read_url);
+    set(&mut t.store_down_cmd, &args.store_down_cmd);
+    set(&mut t.store_up_cmd, &args.store_up_cmd);
+    if args.key_ttl.is_some() {
+        t.key_ttl = args.key_ttl;
+    }
+    t.http2 |= args.http2;
+    connection_from_args(args, &mut t);
+    t.replicas.extend(args.replica.iter().cloned());
+    t.tenant_b_headers
+        .extend(args.tenant_b_header.iter().cloned());
+    if t.restart_timeout.is_none() {
+        t.restart_timeout = Some(args.restart_timeout);
+    }
+    if t.url.is_empty() {
+        return Err(anyhow::anyhow!(
+            "nothing to check: give the operation's URL (idem-check run \
+             https://api.example.com/v1/payments …), a target file (--target FILE), an API \
+             description (--openapi SPEC), or --reference to check the bundled reference server"
+        )
+        .into());
+    }
+    if let Some(hint) = scheme_hint(&t.url) {
+        return Err(anyhow::anyhow!("{hint}").into());
+    }
+    Ok(t)
+}
+
+/// What the document says about `op`; the user's `-H` lines replace same-named ones.
+fn from_document(op: &Operation, url: &str, user_headers: &[String]) -> TargetSpec {
+    let given = |name: &str| {
+        user_headers.iter().any(|h| {
+            h.split_once(':')
+                .is_some_and(|(n, _)| n.trim().eq_ignore_ascii_case(name))
+        })
+    };
+    let mut headers = Vec::new();
+    if let Some(ct) = &op.body.content_type {
+        if !given("Content-Type") {
+            headers.push(format!("Content-Type: {ct}"));
+        }
+    }
+    TargetSpec {
+        url: url.to_string(),
+        method: Some(op.method.clone()),
+        headers,
+        body: op.body.text.clone(),
+        id_pointer: op.id_pointer.clone(),
+        key_header: Some(op.header.clone()),
+        ..TargetSpec::default()
+    }
+}
+
+/// TLS and route flags, over the target file's `[tls]`, `proxy` and `resolve`.
+fn connection_from_args(args: &TargetArgs, t: &mut TargetSpec) {
+    if args.cacert.is_some() {
+        t.tls.cacert.clone_from(&args.cacert);
+    }
+    if args.cert.is_some() {
+        t.tls.cert.clone_from(&args.cert);
+        t.tls.key.clone_from(&args.key);
+    }
+    t.tls.insecure |= args.insecure;
+    if args.proxy.is_some() {
+        t.net.proxy.clone_from(&args.proxy);
+    }
+    t.net.resolve.extend(args.resolve.iter().cloned());
+}
+
+/// A body given inline or as `@FILE`; `what` names the option in the error.
+fn body_arg(arg: &str, what: &str) -> Result<String, AppError> {
+    match arg.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the body file {path:?} ({what})"))
+            .map_err(AppError::input_file),
+        None => Ok(arg.to_string()),
+    }
+}
+
+/// `target` with `--secret` and `--redact-header` added.
+fn with_secret_flags(mut target: TargetSpec, t: &TargetArgs) -> TargetSpec {
+    target.secrets.extend(t.secret.iter().cloned());
+    target
+        .redact_headers
+        .extend(t.redact_header.iter().cloned());
+    target
 }
 
 /// For a URL written without its scheme (`api.example.com/v1/payments`), what to write
