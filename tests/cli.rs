@@ -122,6 +122,67 @@ fn bad_target_file_exits_2_with_location() {
     assert!(err.contains("IDEM_NOT_SET_ANYWHERE is not set"), "{err}");
 }
 
+/// A value that only the merged description can judge (a counter URL that is no URL, a quiet
+/// window out of bounds) is still the file's fault when the file said it: exit 2, the file's
+/// key and line, not the flag that was never given. The same value as a flag is exit 1 naming
+/// the flag, and a flag given over the file's value takes the blame from it.
+#[test]
+fn a_bad_value_is_blamed_on_where_it_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.toml");
+    let file = path.to_str().unwrap();
+    std::fs::write(
+        &path,
+        "url = \"http://127.0.0.1:1/p\"\nquiet-window = \"2m\"\n[counter]\nurl = \"nope\"\n",
+    )
+    .unwrap();
+    let o = run(&["run", "--target", file, "--quiet-window", "1s"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("[counter] url \"nope\" is not a URL") && err.contains("t.toml:4:7"),
+        "{err}"
+    );
+    assert!(!err.contains("--count-url"), "{err}");
+
+    let o = run(&[
+        "run",
+        "--target",
+        file,
+        "--count-url",
+        "http://127.0.0.1:1/count",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("quiet-window 2m must be more than 0 and at most 1m")
+            && err.contains("t.toml:2:16"),
+        "{err}"
+    );
+
+    let o = run(&["run", "http://127.0.0.1:1/p", "--count-url", "nope"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--count-url \"nope\" is not a URL"), "{err}");
+    assert!(!err.contains("-->"), "{err}");
+
+    let o = run(&[
+        "run",
+        "--target",
+        file,
+        "--count-url",
+        "http://127.0.0.1:1/count",
+        "--quiet-window",
+        "0s",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--quiet-window 0s must be more than 0"),
+        "{err}"
+    );
+}
+
 /// A broken suite file is exit 2 too.
 #[test]
 fn bad_suite_file_exits_2() {
