@@ -136,51 +136,54 @@ fn a_bad_value_is_blamed_on_where_it_came_from() {
         "url = \"http://127.0.0.1:1/p\"\nquiet-window = \"2m\"\n[counter]\nurl = \"nope\"\n",
     )
     .unwrap();
-    let o = run(&["run", "--target", file, "--quiet-window", "1s"]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("[counter] url \"nope\" is not a URL") && err.contains("t.toml:4:7"),
-        "{err}"
-    );
-    assert!(!err.contains("--count-url"), "{err}");
-
-    let o = run(&[
-        "run",
-        "--target",
-        file,
-        "--count-url",
-        "http://127.0.0.1:1/count",
-    ]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("quiet-window 2m must be more than 0 and at most 1m")
-            && err.contains("t.toml:2:16"),
-        "{err}"
-    );
-
-    let o = run(&["run", "http://127.0.0.1:1/p", "--count-url", "nope"]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("--count-url \"nope\" is not a URL"), "{err}");
-    assert!(!err.contains("-->"), "{err}");
-
-    let o = run(&[
-        "run",
-        "--target",
-        file,
-        "--count-url",
-        "http://127.0.0.1:1/count",
-        "--quiet-window",
-        "0s",
-    ]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("--quiet-window 0s must be more than 0"),
-        "{err}"
-    );
+    let counter = ["--count-url", "http://127.0.0.1:1/count"];
+    // (arguments after `run`, exit code, what the error says, what it must not say)
+    type Case<'a> = (Vec<&'a str>, i32, &'a [&'a str], &'a [&'a str]);
+    let cases: [Case; 4] = [
+        (
+            vec!["--target", file, "--quiet-window", "1s"],
+            2,
+            &["[counter] url \"nope\" is not a URL", "t.toml:4:7"],
+            &["--count-url"],
+        ),
+        (
+            [["--target", file].as_slice(), &counter].concat(),
+            2,
+            &[
+                "quiet-window 2m must be more than 0 and at most 1m",
+                "t.toml:2:16",
+            ],
+            &["--quiet-window"],
+        ),
+        (
+            vec!["http://127.0.0.1:1/p", "--count-url", "nope"],
+            1,
+            &["--count-url \"nope\" is not a URL"],
+            &["-->"],
+        ),
+        (
+            [
+                ["--target", file].as_slice(),
+                &counter,
+                &["--quiet-window", "0s"],
+            ]
+            .concat(),
+            1,
+            &["--quiet-window 0s must be more than 0"],
+            &["-->"],
+        ),
+    ];
+    for (args, code, wanted, unwanted) in cases {
+        let o = run(&[["run"].as_slice(), &args].concat());
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        for w in wanted {
+            assert!(err.contains(w), "{args:?}: {w:?} missing from {err}");
+        }
+        for u in unwanted {
+            assert!(!err.contains(u), "{args:?}: {u:?} in {err}");
+        }
+    }
 }
 
 /// A broken suite file is exit 2 too.
