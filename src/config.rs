@@ -1,8 +1,10 @@
 //! The validated run configuration: what probes read, with every default decided here.
 //!
-//! [`crate::cli`] (flags) and [`crate::target`] (a TOML target file) both produce a
-//! [`TargetSpec`]; [`Config::build`] validates it and loads the suite. Probes never see raw
-//! options; which probes run is [`crate::probes::select`]'s business, not the config's.
+//! [`crate::target`] lays the flags over a target file (or an API description's operation) into
+//! one [`TargetSpec`] that remembers where each value came from; [`Config::build`] validates it
+//! with the run options and their loaded suite, each error naming the flag or pointing at the
+//! file's line. Probes never see raw options; which probes run is [`crate::probes::select`]'s
+//! business, not the config's.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,4 +1,7 @@
-//! Target files: the same description as the `run` flags, in TOML, for CI jobs.
+//! The target description, assembled once: a target file (the same description as the `run`
+//! flags, in TOML, for CI jobs) or an API description's operation, with the target flags laid
+//! over it. Each value remembers where it came from ([`Origins`]), so the config's checks can
+//! blame the flag or the file's line.
 //!
 //! ```toml
 //! url = "https://api.example.com/v1/payments"

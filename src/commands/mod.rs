@@ -3,7 +3,7 @@
 //!
 //! The libraries below (`runner`, `stress`, `client`, `discover`, `matrix`, `report`) never
 //! read options; the command files turn options into their inputs, and the target flags become
-//! a validated [`crate::config::Config`] in [`target`].
+//! a validated [`crate::config::Config`] in `target.rs`.
 
 use std::io::Write as _;
 
