@@ -1,5 +1,5 @@
-//! Command-line options (clap). Only [`crate::app`] reads these; probes see the validated
-//! [`crate::config::Config`].
+//! Command-line options (clap). Only [`crate::commands`] and [`crate::target`] read these;
+//! probes see the validated [`crate::config::Config`].
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -1,15 +1,18 @@
 //! The validated run configuration: what probes read, with every default decided here.
 //!
-//! [`crate::cli`] (flags) and [`crate::target`] (a TOML target file) both produce a
-//! [`TargetSpec`]; [`Config::build`] validates it and loads the suite. Probes never see raw
-//! options; which probes run is [`crate::probes::select`]'s business, not the config's.
+//! [`crate::target`] lays the flags over a target file (or an API description's operation) into
+//! one [`TargetSpec`] that remembers where each value came from; [`Config::build`] validates it
+//! with the run options and their loaded suite, each error naming the flag or pointing at the
+//! file's line. Probes never see raw options; which probes run is [`crate::probes::select`]'s
+//! business, not the config's.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use futures::future::BoxFuture;
 
+use crate::diagnostic::{Input, Origins};
 pub use crate::effects::Counter;
 use crate::http::exchange::Header;
 use crate::http::Connector;
@@ -25,6 +28,13 @@ pub struct Operation {
     /// Tenant A's headers (`-H`), in order.
     pub headers: Vec<Header>,
     pub body: BodyTemplate,
+}
+
+impl Operation {
+    /// "POST https://api.example.com/v1/payments": how headers and reports name the target.
+    pub fn line(&self) -> String {
+        format!("{} {}", self.method, self.url)
+    }
 }
 
 /// A request body template. `{{unique}}` becomes a value unique to the probe and payload
@@ -245,13 +255,15 @@ pub struct TargetSpec {
     pub net: crate::http::net::NetOptions,
     /// The target file this came from, so hints name its keys instead of flags.
     pub target_file: Option<String>,
+    /// Where each value came from, by its flag: errors cite the flag or the target file's line.
+    pub origins: Origins,
 }
 
 /// Options that shape the run rather than describe the target.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// A suite name (`ietf-draft-07`, `stripe`) or a path to a suite file.
-    pub suite: String,
+    /// The suite (`--suite`, loaded by [`crate::catalog::load_suite`]).
+    pub suite: Suite,
     pub strict: bool,
     pub timeout: Duration,
     /// The report's label (`--label`); the target's host by default.
@@ -267,7 +279,8 @@ pub struct RunOptions {
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
-            suite: crate::suite::DEFAULT_SUITE.into(),
+            suite: Suite::built_in(crate::suite::DEFAULT_SUITE)
+                .expect("the built-in suites are checked by the suite module's tests"),
             strict: false,
             timeout: Duration::from_secs(10),
             label: None,
@@ -337,63 +350,72 @@ pub struct Config {
 pub const MAX_BODY: usize = 1024 * 1024;
 
 impl Config {
-    /// Validates a target description and run options into a config.
+    /// Validates a target description and run options into a config. Each error names the
+    /// flag or the target-file key the value came from (see [`TargetSpec::origins`]), and is
+    /// an input-file error located at its line when the file said it.
     pub fn build(
         target: TargetSpec,
         opts: &RunOptions,
         restart: Option<Arc<dyn RestartHook>>,
     ) -> Result<Config> {
         let connector = Arc::new(Connector::new(&target.tls, &target.net)?);
-        let url = parse_url(&target.url, "the target URL")?;
+        let at = |flag| target.origins.input(flag);
+        let url = parse_url(&target.url, at(TARGET_URL))?;
         let method = target
             .method
             .clone()
             .unwrap_or_else(|| "POST".into())
             .to_ascii_uppercase();
         if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
-            bail!("{method:?} is not an HTTP method");
+            return Err(at("-X").error(format!("{method:?} is not an HTTP method")));
         }
-        let headers = parse_headers(&target.headers, "-H")?;
+        let headers = parse_headers(&target.headers, "-H", &target.origins)?;
         let tenant_b = if target.tenant_b_headers.is_empty() {
             None
         } else {
             Some(parse_headers(
                 &target.tenant_b_headers,
                 "--tenant-b-header",
+                &target.origins,
             )?)
         };
         let hold_header = target
             .hold_header
             .as_deref()
-            .map(|h| parse_header(h, "--hold-header"))
+            .map(|h| parse_header(h, at("--hold-header")))
             .transpose()?;
         let hold_release = hold_release(&target, hold_header.as_ref())?;
         let quiet_window = target.quiet_window.unwrap_or(DEFAULT_QUIET_WINDOW);
         if quiet_window.is_zero() || quiet_window > MAX_QUIET_WINDOW {
-            bail!(
-                "--quiet-window {} must be more than 0 and at most {} (each probe that left a request unfinished waits it out)",
+            let input = at("--quiet-window");
+            return Err(input.error(format!(
+                "{} {} must be more than 0 and at most {} (each probe that left a request unfinished waits it out)",
+                input.name,
                 humantime::format_duration(quiet_window),
                 humantime::format_duration(MAX_QUIET_WINDOW)
-            );
+            )));
         }
         let key_ttl_header = target
             .key_ttl_header
             .as_deref()
-            .map(|h| parse_header(h, "--key-ttl-header"))
+            .map(|h| parse_header(h, at("--key-ttl-header")))
             .transpose()?;
         let counter = match (&target.count_url, &target.count_cmd) {
-            (Some(_), Some(_)) => bail!("give either --count-url or --count-cmd, not both"),
+            (Some(_), Some(_)) => {
+                let (u, c) = (at("--count-url"), at("--count-cmd"));
+                return Err(c.error(format!("give either {} or {}, not both", u.name, c.name)));
+            }
             (Some(u), None) => Some(Counter::Url {
-                url: parse_url(u, "--count-url")?,
+                url: parse_url(u, at("--count-url"))?,
                 pointer: check_pointer(
                     target.count_pointer.as_deref().unwrap_or("/count"),
-                    "--count-pointer",
+                    at("--count-pointer"),
                 )?,
             }),
             (None, Some(cmd)) => Some(Counter::Command(cmd.clone())),
             (None, None) => {
                 if target.count_pointer.is_some() {
-                    bail!("--count-pointer needs --count-url");
+                    return Err(needs(at("--count-pointer"), at("--count-url")));
                 }
                 None
             }
@@ -401,7 +423,7 @@ impl Config {
         let id_pointer = target
             .id_pointer
             .as_deref()
-            .map(|p| check_pointer(p, "--id-pointer"))
+            .map(|p| check_pointer(p, at("--id-pointer")))
             .transpose()?;
         let restart = match (restart, &target.restart_cmd) {
             (Some(hook), _) => Some(hook),
@@ -410,19 +432,19 @@ impl Config {
                 ready_url: target
                     .ready_url
                     .as_deref()
-                    .map(|u| parse_url(u, "--ready-url"))
+                    .map(|u| parse_url(u, at("--ready-url")))
                     .transpose()?,
                 timeout: target.restart_timeout.unwrap_or(Duration::from_secs(30)),
                 connector: connector.clone(),
             }) as Arc<dyn RestartHook>),
             (None, None) => {
                 if target.ready_url.is_some() {
-                    bail!("--ready-url needs --restart-cmd");
+                    return Err(needs(at("--ready-url"), at("--restart-cmd")));
                 }
                 None
             }
         };
-        let body = BodyTemplate::new(target.body.unwrap_or_default());
+        let body = BodyTemplate::new(target.body.clone().unwrap_or_default());
         let invalid_body = match &target.invalid_body {
             Some(text) => Some(InvalidBody {
                 template: BodyTemplate::new(text.clone()),
@@ -436,35 +458,45 @@ impl Config {
         let second_url = target
             .second_url
             .as_deref()
-            .map(|u| parse_url(u, "--second-url"))
+            .map(|u| parse_url(u, at("--second-url")))
             .transpose()?;
         if second_url.as_ref() == Some(&url) {
-            bail!("--second-url must name another operation than the target URL");
+            let input = at("--second-url");
+            return Err(input.error(format!(
+                "{} must name another operation than the target URL",
+                input.name
+            )));
         }
-        let replicas = target
-            .replicas
-            .iter()
-            .map(|u| parse_url(u, "--replica"))
-            .collect::<Result<Vec<_>>>()?;
-        if replicas.contains(&url) {
-            bail!("--replica {url} is the target URL itself; name the other replicas");
+        let mut replicas = Vec::new();
+        for (i, u) in target.replicas.iter().enumerate() {
+            let input = target.origins.item("--replica", i);
+            let replica = parse_url(u, input)?;
+            if replica == url {
+                return Err(input.error(format!(
+                    "{} {u} is the target URL itself; name the other replicas",
+                    input.name
+                )));
+            }
+            replicas.push(replica);
         }
         let crash = match (&target.crash_header, target.lease_wait) {
             (Some(h), wait) => {
                 let lease_wait = wait.unwrap_or(DEFAULT_LEASE_WAIT);
                 if lease_wait.is_zero() || lease_wait > MAX_LEASE_WAIT {
-                    bail!(
-                        "--lease-wait {} must be more than 0 and at most {}",
+                    let input = at("--lease-wait");
+                    return Err(input.error(format!(
+                        "{} {} must be more than 0 and at most {}",
+                        input.name,
                         humantime::format_duration(lease_wait),
                         humantime::format_duration(MAX_LEASE_WAIT)
-                    );
+                    )));
                 }
                 Some(CrashHook {
-                    header: parse_header(h, "--crash-header")?,
+                    header: parse_header(h, at("--crash-header"))?,
                     lease_wait,
                 })
             }
-            (None, Some(_)) => bail!("--lease-wait needs --crash-header"),
+            (None, Some(_)) => return Err(needs(at("--lease-wait"), at("--crash-header"))),
             (None, None) => None,
         };
         if opts.timeout.is_zero() {
@@ -473,15 +505,17 @@ impl Config {
         let read_url = target
             .read_url
             .as_deref()
-            .map(|u| parse_url(u, "--read-url"))
+            .map(|u| parse_url(u, at("--read-url")))
             .transpose()?;
         if let Some(ttl) = target.key_ttl {
             if ttl.is_zero() || ttl > MAX_KEY_TTL {
-                bail!(
-                    "--key-ttl {} must be more than 0 and at most {} (key-expiry waits it out)",
+                let input = at("--key-ttl");
+                return Err(input.error(format!(
+                    "{} {} must be more than 0 and at most {} (key-expiry waits it out)",
+                    input.name,
                     humantime::format_duration(ttl),
                     humantime::format_duration(MAX_KEY_TTL)
-                );
+                )));
             }
         }
         let store_outage = match (
@@ -495,14 +529,19 @@ impl Config {
                 up: up.clone(),
                 timeout: target.restart_timeout.unwrap_or(Duration::from_secs(30)),
             }) as Arc<dyn OutageHook>),
-            (None, Some(_), None) => bail!("--store-down-cmd needs --store-up-cmd"),
-            (None, None, Some(_)) => bail!("--store-up-cmd needs --store-down-cmd"),
+            (None, Some(_), None) => {
+                return Err(needs(at("--store-down-cmd"), at("--store-up-cmd")))
+            }
+            (None, None, Some(_)) => {
+                return Err(needs(at("--store-up-cmd"), at("--store-down-cmd")))
+            }
             (None, None, None) => None,
         };
-        let mut suite = Suite::load(&opts.suite)?;
+        let mut suite = opts.suite.clone();
         if let Some(h) = &target.key_header {
             if h.is_empty() || !h.bytes().all(is_token_byte) {
-                bail!("key header {h:?} is not a valid header name");
+                return Err(at("--key-header")
+                    .error(format!("key header {h:?} is not a valid header name")));
             }
             suite.header.clone_from(h);
         }
@@ -514,8 +553,8 @@ impl Config {
             .map(String::as_str)
             .collect();
         let secrets = Secrets::for_target(&SecretSources {
-            tenant_a: &headers,
-            tenant_b: tenant_b.as_deref().unwrap_or_default(),
+            tenant_a: &target.headers,
+            tenant_b: &target.tenant_b_headers,
             given: &target.secrets,
             urls: &urls,
             file_vars: &target.secret_vars,
@@ -564,6 +603,14 @@ impl Config {
     }
 }
 
+/// How [`Origins`] names the target URL, which has no flag of its own.
+pub const TARGET_URL: &str = "the target URL";
+
+/// "`input` needs `other`", located where `input` was given.
+fn needs(input: Input, other: Input) -> anyhow::Error {
+    input.error(format!("{} needs {}", input.name, other.name))
+}
+
 /// The quiet window when none is given: long enough for a server on the same network to finish
 /// a request whose answer the checker dropped, short enough to pay once per such probe.
 pub const DEFAULT_QUIET_WINDOW: Duration = Duration::from_millis(300);
@@ -597,29 +644,39 @@ impl HoldRelease {
 /// `--hold-release` and `--hold-at-least`, checked against `--hold-header`: a release needs a
 /// hold whose header and URL both name it.
 fn hold_release(target: &TargetSpec, hold: Option<&Header>) -> Result<Option<HoldRelease>> {
+    let at = |flag| target.origins.input(flag);
+    let (release, hold_header) = (at("--hold-release"), at("--hold-header"));
     let Some(url) = &target.hold_release else {
         if target.hold_at_least.is_some() {
-            bail!("--hold-at-least needs --hold-release");
+            return Err(needs(at("--hold-at-least"), release));
         }
         return Ok(None);
     };
     let Some(hold) = hold else {
-        bail!("--hold-release needs --hold-header");
+        return Err(needs(release, hold_header));
     };
     if !String::from_utf8_lossy(&hold.value).contains(HOLD_NAME) {
-        bail!("--hold-release needs {HOLD_NAME} in the --hold-header value, so each held request has its own name");
+        return Err(hold_header.error(format!(
+            "{} needs {HOLD_NAME} in the {} value, so each held request has its own name",
+            release.name, hold_header.name
+        )));
     }
     if !url.contains(HOLD_NAME) {
-        bail!("--hold-release {url:?} must contain {HOLD_NAME} where the hold's name goes");
+        return Err(release.error(format!(
+            "{} {url:?} must contain {HOLD_NAME} where the hold's name goes",
+            release.name
+        )));
     }
-    parse_url(&url.replace(HOLD_NAME, "x"), "--hold-release")?;
+    parse_url(&url.replace(HOLD_NAME, "x"), release)?;
     let at_least = target.hold_at_least.unwrap_or_default();
     if at_least > MAX_HOLD_AT_LEAST {
-        bail!(
-            "--hold-at-least {} must be at most {}",
+        let input = at("--hold-at-least");
+        return Err(input.error(format!(
+            "{} {} must be at most {}",
+            input.name,
             humantime::format_duration(at_least),
             humantime::format_duration(MAX_HOLD_AT_LEAST)
-        );
+        )));
     }
     Ok(Some(HoldRelease {
         url: url.clone(),
@@ -627,39 +684,56 @@ fn hold_release(target: &TargetSpec, hold: Option<&Header>) -> Result<Option<Hol
     }))
 }
 
-fn parse_url(text: &str, what: &str) -> Result<url::Url> {
-    let url = url::Url::parse(text).with_context(|| format!("{what} {text:?} is not a URL"))?;
+fn parse_url(text: &str, input: Input) -> Result<url::Url> {
+    let what = input.name;
+    let url = url::Url::parse(text)
+        .map_err(|e| input.error(format!("{what} {text:?} is not a URL: {e}")))?;
     match url.scheme() {
         "http" | "https" => {}
-        other => bail!("{what} {text:?}: scheme {other:?} is not supported (use http or https)"),
+        other => {
+            return Err(input.error(format!(
+                "{what} {text:?}: scheme {other:?} is not supported (use http or https)"
+            )))
+        }
     }
     if url.host_str().is_none() {
-        bail!("{what} {text:?} has no host");
+        return Err(input.error(format!("{what} {text:?} has no host")));
     }
     Ok(url)
 }
 
-fn check_pointer(p: &str, what: &str) -> Result<String> {
+fn check_pointer(p: &str, input: Input) -> Result<String> {
     if !p.is_empty() && !p.starts_with('/') {
-        bail!("{what} {p:?} is not a JSON pointer (it must start with '/', e.g. /id)");
+        return Err(input.error(format!(
+            "{} {p:?} is not a JSON pointer (it must start with '/', e.g. /id)",
+            input.name
+        )));
     }
     Ok(p.to_string())
 }
 
-/// Parses `Name: value`, the curl form.
-pub fn parse_header(line: &str, what: &str) -> Result<Header> {
-    let (name, value) = line
-        .split_once(':')
-        .with_context(|| format!("{what} {line:?} is not of the form 'Name: value'"))?;
+/// Parses `Name: value`, the curl form; errors cite `input`.
+pub fn parse_header(line: &str, input: Input) -> Result<Header> {
+    let what = input.name;
+    let Some((name, value)) = line.split_once(':') else {
+        return Err(input.error(format!("{what} {line:?} is not of the form 'Name: value'")));
+    };
     let name = name.trim();
     if name.is_empty() || !name.bytes().all(is_token_byte) {
-        bail!("{what} {line:?}: {name:?} is not a valid header name");
+        return Err(input.error(format!(
+            "{what} {line:?}: {name:?} is not a valid header name"
+        )));
     }
     Ok(Header::new(name, value.trim().as_bytes().to_vec()))
 }
 
-fn parse_headers(lines: &[String], what: &str) -> Result<Vec<Header>> {
-    lines.iter().map(|l| parse_header(l, what)).collect()
+/// Each line of a repeated header flag, its errors citing the line's own origin.
+fn parse_headers(lines: &[String], flag: &'static str, origins: &Origins) -> Result<Vec<Header>> {
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| parse_header(l, origins.item(flag, i)))
+        .collect()
 }
 
 fn is_token_byte(b: u8) -> bool {
@@ -771,10 +845,11 @@ mod tests {
 
     #[test]
     fn headers_parse_like_curl() {
-        let h = parse_header("Authorization: Bearer abc", "-H").unwrap();
+        let flag = Origins::default();
+        let h = parse_header("Authorization: Bearer abc", flag.input("-H")).unwrap();
         assert_eq!(h.name, "Authorization");
         assert_eq!(h.value, b"Bearer abc");
-        assert!(parse_header("no colon", "-H").is_err());
-        assert!(parse_header("bad name: x", "-H").is_err());
+        assert!(parse_header("no colon", flag.input("-H")).is_err());
+        assert!(parse_header("bad name: x", flag.input("-H")).is_err());
     }
 }

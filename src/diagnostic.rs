@@ -1,7 +1,9 @@
 //! Errors in suite and target files, pointing at `file:line:col` with a caret under the
 //! rejected value (the shape of rustc and hurl diagnostics), so a user fixes them without
-//! guessing.
+//! guessing; and where each value of a target description came from ([`Origins`]), so an error
+//! found later, once file and flags are merged, still points at the flag or the file's line.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 /// A located error in a configuration file.
@@ -65,6 +67,68 @@ impl FileError {
                     self.message, self.path, self.line, self.col
                 )
             }
+        }
+    }
+}
+
+/// Where the values of a target description came from, by the flag that sets each one and the
+/// item's index (0 for a flag given once): a target-file key, named as the file writes it
+/// (`[counter] url`), at its place in the file. A value not recorded here came from its flag,
+/// or from code (the reference server's description), and errors name the flag.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Origins(BTreeMap<(&'static str, usize), (String, FileError)>);
+
+impl Origins {
+    /// Item `index` of `flag` came from the target-file key `key`, located by `at`.
+    pub fn file(&mut self, flag: &'static str, index: usize, key: &str, at: FileError) {
+        self.0.insert((flag, index), (key.to_string(), at));
+    }
+
+    /// `flag` was given on the command line and replaced what the file said.
+    pub fn flag(&mut self, flag: &'static str) {
+        self.0.retain(|(f, _), _| *f != flag);
+    }
+
+    /// The value of `flag` as errors cite it.
+    pub fn input(&self, flag: &'static str) -> Input<'_> {
+        self.item(flag, 0)
+    }
+
+    /// Item `index` of a repeated `flag` as errors cite it.
+    pub fn item(&self, flag: &'static str, index: usize) -> Input<'_> {
+        match self.0.get(&(flag, index)) {
+            Some((key, at)) => Input {
+                name: key,
+                at: Some(at),
+            },
+            None => Input {
+                name: flag,
+                at: None,
+            },
+        }
+    }
+}
+
+/// One value of a target description as an error cites it: by its flag, or by its target-file
+/// key at `FILE:LINE:COL`.
+#[derive(Debug, Clone, Copy)]
+pub struct Input<'a> {
+    /// `--count-url`, or `[counter] url`.
+    pub name: &'a str,
+    at: Option<&'a FileError>,
+}
+
+impl Input<'_> {
+    /// An error about this value: located in its file, an input-file error (exit 2), when the
+    /// value came from one; the flag's usage error (exit 1) otherwise.
+    pub fn error(&self, message: impl Into<String>) -> anyhow::Error {
+        match self.at {
+            Some(at) => FileError {
+                message: message.into(),
+                ..at.clone()
+            }
+            .into(),
+            None => anyhow::anyhow!(message.into()),
         }
     }
 }

@@ -1,20 +1,22 @@
 //! idem-check: does this API really survive a retried POST?
 //!
-//! The pipeline, in one paragraph: [`cli`] parses the command line; [`config`] turns it, the
-//! optional target file ([`target`]) and the suite file ([`suite`]) into one validated
-//! [`config::Config`]; [`runner`] runs the selected probes from [`probes`] (one file per catalog
-//! id) in catalog order, each sending requests through [`http`] (a recording client, plus the
-//! raw wire client and the synchronised burst engine) and turning what it saw into
-//! [`check::Check`]s with the shared verifiers; [`outcome`] decides each probe's verdict; and
+//! The pipeline, in one paragraph (ARCHITECTURE.md has it with the folders): [`cli`] parses the
+//! command line and [`commands`] runs the subcommand; [`target`] lays the flags over the
+//! optional target file, and [`config`] turns that and the suite ([`suite`], checked against
+//! the [`catalog`]) into one validated [`config::Config`]; [`runner`] runs the selected probes
+//! from [`probes`] (one file per catalog id) in catalog order, each sending requests through
+//! [`http`] (a recording client, plus the raw wire client and the synchronised burst engine)
+//! and turning what it saw into [`check::Check`]s with the shared verifiers; [`outcome`] decides each probe's verdict; and
 //! [`report`] renders the one [`report::RunReport`] to the terminal, JUnit, JSON and Markdown.
 //! [`mod@reference`] runs the bundled reference server in-process for `run --reference`.
 //! [`client`] turns the tables for `idem-check client`: a fake payments API judges how a client
 //! command retries.
 
-pub mod app;
+pub mod catalog;
 pub mod check;
 pub mod cli;
 pub mod client;
+pub mod commands;
 pub mod config;
 pub mod diagnostic;
 pub mod discover;

@@ -26,7 +26,7 @@ fn main() {
             std::process::exit(ExitCode::Error.into());
         }
     };
-    let code = match runtime.block_on(idem_check::app::run(opts)) {
+    let code = match runtime.block_on(idem_check::commands::run(opts)) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("idem-check: error: {err}");

@@ -272,10 +272,10 @@ pub struct Secrets {
 /// What a secret comes from, in the order variables are numbered.
 #[derive(Debug, Clone, Default)]
 pub struct SecretSources<'a> {
-    /// Tenant A's headers: its first credential is `$IDEM_TOKEN_A`.
-    pub tenant_a: &'a [crate::http::exchange::Header],
-    /// Tenant B's headers: its first credential is `$IDEM_TOKEN_B`.
-    pub tenant_b: &'a [crate::http::exchange::Header],
+    /// Tenant A's header lines (`Name: value`): its first credential is `$IDEM_TOKEN_A`.
+    pub tenant_a: &'a [String],
+    /// Tenant B's header lines: its first credential is `$IDEM_TOKEN_B`.
+    pub tenant_b: &'a [String],
     /// `--secret` values, in the order given: `$IDEM_SECRET_1`, …
     pub given: &'a [String],
     /// Every URL of the target (userinfo and secret query parameters).
@@ -413,24 +413,27 @@ impl Secrets {
 
     /// The credentials in header lines, by role, with what they are: the value after an
     /// `Authorization` scheme, every cookie's value, the whole value of any other secret header.
-    fn credentials(&self, headers: &[crate::http::exchange::Header]) -> Vec<(String, String)> {
+    fn credentials(&self, lines: &[String]) -> Vec<(String, String)> {
         let mut out = Vec::new();
-        for h in headers.iter().filter(|h| self.is_secret_header(&h.name)) {
-            let v = h.value_str();
-            let lower = h.name.to_ascii_lowercase();
+        let headers = lines
+            .iter()
+            .filter_map(|l| l.split_once(':'))
+            .map(|(name, value)| (name.trim(), value.trim()));
+        for (name, v) in headers.filter(|(name, _)| self.is_secret_header(name)) {
+            let lower = name.to_ascii_lowercase();
             if lower.ends_with("authorization") {
-                let cred = match auth_scheme(&h.value) {
+                let cred = match auth_scheme(v.as_bytes()) {
                     Some(scheme) => v[scheme.len()..].trim().to_string(),
-                    None => v.trim().to_string(),
+                    None => v.to_string(),
                 };
-                out.push((cred, format!("{} credential", h.name)));
+                out.push((cred, format!("{name} credential")));
             } else if lower == "cookie" {
                 for pair in v.split(';') {
                     let (name, value) = pair.split_once('=').unwrap_or(("", pair));
                     out.push((value.trim().to_string(), format!("cookie {}", name.trim())));
                 }
             } else {
-                out.push((v.trim().to_string(), h.name.clone()));
+                out.push((v.to_string(), name.to_string()));
             }
         }
         out
@@ -629,7 +632,6 @@ pub fn auth_scheme(value: &[u8]) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::exchange::Header;
 
     fn secrets() -> Secrets {
         Secrets::from_values(&["s3cr3t-token"])
@@ -756,8 +758,8 @@ mod tests {
     #[test]
     fn the_key_header_is_never_a_secret() {
         let a = [
-            Header::new("Authorization", "Bearer zzz-tenant-a"),
-            Header::new("X-Idempotency-Key", "fixed-key-from-a-header"),
+            "Authorization: Bearer zzz-tenant-a".to_string(),
+            "X-Idempotency-Key: fixed-key-from-a-header".to_string(),
         ];
         let s = Secrets::for_target(&SecretSources {
             tenant_a: &a,
@@ -776,10 +778,10 @@ mod tests {
     #[test]
     fn variables_are_named_by_role_not_by_value() {
         let a = [
-            Header::new("Authorization", "Bearer zzz-tenant-a"),
-            Header::new("Cookie", "sid=c00kie-value; t=theme-value"),
+            "Authorization: Bearer zzz-tenant-a".to_string(),
+            "Cookie: sid=c00kie-value; t=theme-value".to_string(),
         ];
-        let b = [Header::new("Authorization", "Bearer aaa-tenant-b")];
+        let b = ["Authorization: Bearer aaa-tenant-b".to_string()];
         let vars = [("MY_TOKEN".to_string(), "theme-value".to_string())];
         let s = Secrets::for_target(&SecretSources {
             tenant_a: &a,

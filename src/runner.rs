@@ -65,11 +65,11 @@ pub async fn run(
         observer.started(def.meta.id);
         let missing = def.meta.needs.iter().find(|n| !n.provided_by(&config));
         let report = if let Some(cause) = &preflight_failure {
-            skipped_report(&def, Outcome::Error, cause.clone())
+            verdict_only(&def, Outcome::Error, cause.clone())
         } else if let Some(why) = session.stopped() {
-            skipped_report(&def, Outcome::Error, format!("not run: {why}"))
+            verdict_only(&def, Outcome::Error, format!("not run: {why}"))
         } else if let Some(need) = missing {
-            skipped_report(
+            verdict_only(
                 &def,
                 Outcome::Skip,
                 match &config.target_file {
@@ -122,7 +122,6 @@ pub async fn run(
 
     defer_to_prerequisites(&mut probes, &defs);
     let summary = Summary::of(&probes);
-    let op = &config.operation;
     let mut context = context(&config);
     context.push(format!("effects: {}", session.meter.describe()));
     context.push(match (session.fell_back, session.keys) {
@@ -135,7 +134,7 @@ pub async fn run(
         tool: ToolInfo::default(),
         label: config.label.clone(),
         reference: config.reference,
-        target: format!("{} {}", op.method, op.url),
+        target: config.operation.line(),
         suite: config.suite.name.clone(),
         strict: config.strict,
         started_at,
@@ -189,18 +188,12 @@ fn finish(
     };
     let verdict = decide(&ctx.checks, stop.as_ref(), config.strict);
     ProbeReport {
-        id: def.meta.id,
-        group: def.meta.group.as_str(),
-        section: def.meta.section,
-        stimulus: def.meta.stimulus,
-        requirement: def.meta.requirement,
-        outcome: verdict.outcome,
-        reason: verdict.reason,
         effect_basis: ctx.basis,
         duration_ms: started.elapsed().as_secs_f64() * 1000.0,
         checks: ctx.checks,
         timeline: ctx.timeline,
         exchanges: ctx.exchanges,
+        ..verdict_only(def, verdict.outcome, verdict.reason)
     }
 }
 
@@ -300,7 +293,9 @@ fn charge_late_effects(report: &mut ProbeReport, last: u64, next: u64, next_id: 
     }
 }
 
-fn skipped_report(def: &ProbeDef, outcome: Outcome, reason: String) -> ProbeReport {
+/// The report of `def` with its verdict and nothing else: a probe that did not run, or the
+/// identity a finished probe's evidence is added to.
+fn verdict_only(def: &ProbeDef, outcome: Outcome, reason: String) -> ProbeReport {
     ProbeReport {
         id: def.meta.id,
         group: def.meta.group.as_str(),
@@ -328,7 +323,7 @@ mod tests {
     #[test]
     fn late_effects_are_charged_to_the_probe_that_left_them() {
         let def = probes::lost_response::PROBE;
-        let mut passed = skipped_report(&def, Outcome::Pass, "3 checks passed".into());
+        let mut passed = verdict_only(&def, Outcome::Pass, "3 checks passed".into());
         charge_late_effects(&mut passed, 7, 8, "error-not-cached");
         assert_eq!(passed.outcome, Outcome::Inconclusive);
         assert!(passed.reason.starts_with("late effect: 1 execution landed after this probe ended (the counter read 7 at its last reading, 8 when error-not-cached began)"), "{}", passed.reason);
@@ -337,7 +332,7 @@ mod tests {
             "{}",
             passed.reason
         );
-        let mut failed = skipped_report(&def, Outcome::Fail, "got 2 executions".into());
+        let mut failed = verdict_only(&def, Outcome::Fail, "got 2 executions".into());
         charge_late_effects(&mut failed, 7, 9, "error-not-cached");
         assert_eq!(failed.outcome, Outcome::Fail);
         assert_eq!(failed.reason, "got 2 executions");
@@ -390,7 +385,7 @@ mod tests {
         outcome: Outcome,
         checks: Vec<crate::check::Check>,
     ) -> ProbeReport {
-        let mut report = skipped_report(def, outcome, "own reason".into());
+        let mut report = verdict_only(def, outcome, "own reason".into());
         report.checks = checks;
         report
     }

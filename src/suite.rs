@@ -14,7 +14,6 @@ use toml::Spanned;
 use crate::check::Severity;
 use crate::diagnostic::FileError;
 use crate::keys::KeySyntax;
-use crate::probes;
 
 /// The suite used when none is named.
 pub const DEFAULT_SUITE: &str = "ietf-draft-07";
@@ -27,6 +26,15 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ),
     ("stripe", include_str!("../suites/stripe.toml")),
 ];
+
+/// A probe as a suite sees it: its id, and each check's id with what it checks. Suites are
+/// checked against the probe catalog in this form ([`crate::catalog`] builds it), since the
+/// probes themselves read their settings from the suite.
+#[derive(Debug, Clone)]
+pub struct CatalogProbe {
+    pub id: &'static str,
+    pub checks: Vec<(&'static str, &'static str)>,
+}
 
 /// One check's setting.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,12 +68,13 @@ struct SuiteFile {
 }
 
 impl Suite {
-    /// Loads a built-in suite by name, or a suite file by path.
-    pub fn load(name_or_path: &str) -> Result<Suite> {
+    /// Loads a built-in suite by name, or a suite file by path, checked against `catalog`.
+    pub fn load(name_or_path: &str, catalog: &[CatalogProbe]) -> Result<Suite> {
         if let Some((_, text)) = BUILT_IN.iter().find(|(n, _)| *n == name_or_path) {
             return Ok(Suite::parse(
                 &format!("suites/{name_or_path}.toml"),
                 text,
+                Some(catalog),
                 0,
             )?);
         }
@@ -76,11 +85,28 @@ impl Suite {
                 names.join(", ")
             )
         })?;
-        Ok(Suite::parse(name_or_path, &text, 0)?)
+        Ok(Suite::parse(name_or_path, &text, Some(catalog), 0)?)
     }
 
-    /// Parses suite text; `path` is used in error locations.
-    pub fn parse(path: &str, text: &str, depth: usize) -> Result<Suite, FileError> {
+    /// The built-in suite `name` without a catalog to check it against: this module's tests
+    /// check every built-in suite against the catalog, so what ships is known to fit it.
+    pub fn built_in(name: &str) -> Result<Suite> {
+        let (_, text) = BUILT_IN
+            .iter()
+            .find(|(n, _)| *n == name)
+            .with_context(|| format!("no built-in suite {name:?}"))?;
+        Ok(Suite::parse(&format!("suites/{name}.toml"), text, None, 0)?)
+    }
+
+    /// Parses suite text; `path` is used in error locations. Probe ids and check ids are checked
+    /// against `catalog`, and every check of every enabled probe must have a setting; without a
+    /// catalog, only the file's own shape is checked.
+    pub fn parse(
+        path: &str,
+        text: &str,
+        catalog: Option<&[CatalogProbe]>,
+        depth: usize,
+    ) -> Result<Suite, FileError> {
         let err = |span: Option<std::ops::Range<usize>>, msg: String| {
             FileError::at(path, text, span, msg)
         };
@@ -100,6 +126,7 @@ impl Suite {
                 Suite::parse(
                     &format!("suites/{}.toml", base.get_ref()),
                     base_text,
+                    catalog,
                     depth + 1,
                 )?
             }
@@ -139,16 +166,19 @@ impl Suite {
                 .map_err(|e: String| err(Some(k.span()), e))?;
         }
         for (probe_id, settings) in &file.probes {
-            let Some(def) = probes::find(probe_id.get_ref()) else {
-                return Err(err(
-                    Some(probe_id.span()),
-                    format!(
-                        "unknown probe {:?} (see `idem-check list`)",
-                        probe_id.get_ref()
-                    ),
-                ));
+            let id = probe_id.get_ref().clone();
+            let checks = match catalog {
+                Some(catalog) => {
+                    let def = catalog.iter().find(|p| p.id == id).ok_or_else(|| {
+                        err(
+                            Some(probe_id.span()),
+                            format!("unknown probe {id:?} (see `idem-check list`)"),
+                        )
+                    })?;
+                    Some(&def.checks)
+                }
+                None => None,
             };
-            let id = def.meta.id.to_string();
             suite.enabled.entry(id.clone()).or_insert(true);
             for (key, value) in settings {
                 if key.get_ref() == "enabled" {
@@ -158,8 +188,9 @@ impl Suite {
                     suite.enabled.insert(id.clone(), on);
                     continue;
                 }
-                if !def.meta.checks.iter().any(|c| c.id == key.get_ref()) {
-                    let known: Vec<&str> = def.meta.checks.iter().map(|c| c.id).collect();
+                if let Some(checks) = checks.filter(|c| !c.iter().any(|(c, _)| c == key.get_ref()))
+                {
+                    let known: Vec<&str> = checks.iter().map(|(c, _)| *c).collect();
                     return Err(err(
                         Some(key.span()),
                         format!(
@@ -176,28 +207,36 @@ impl Suite {
                 suite.checks.insert(slot, setting);
             }
         }
-        if depth == 0 {
-            suite.ensure_complete(path, text)?;
+        if let (0, Some(catalog)) = (depth, catalog) {
+            suite.ensure_complete(path, text, catalog)?;
         }
         Ok(suite)
     }
 
     /// Every check of every enabled probe must have a setting, so no probe falls back to a
     /// guessed severity.
-    fn ensure_complete(&self, path: &str, text: &str) -> Result<(), FileError> {
-        for def in probes::catalog() {
-            if !self.enabled(def.meta.id) {
+    fn ensure_complete(
+        &self,
+        path: &str,
+        text: &str,
+        catalog: &[CatalogProbe],
+    ) -> Result<(), FileError> {
+        for def in catalog {
+            if !self.enabled(def.id) {
                 continue;
             }
-            for c in def.meta.checks {
-                if !self.checks.contains_key(&(def.meta.id.into(), c.id.into())) {
+            for (check, what) in &def.checks {
+                if !self
+                    .checks
+                    .contains_key(&(def.id.into(), check.to_string()))
+                {
                     return Err(FileError::at(
                         path,
                         text,
                         None,
                         format!(
                             "suite {}: probe {} has no setting for check {:?} ({}); add it under [probes.{}]",
-                            self.name, def.meta.id, c.id, c.what, def.meta.id
+                            self.name, def.id, check, what, def.id
                         ),
                     ));
                 }
@@ -276,31 +315,28 @@ fn parse_setting(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::catalog;
 
     #[test]
     fn every_built_in_suite_loads_and_covers_its_probes() {
         for (name, _) in BUILT_IN {
-            let s = Suite::load(name).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+            let s = Suite::load(name, &catalog()).unwrap_or_else(|e| panic!("{name}: {e:#}"));
             assert_eq!(&s.name, name);
         }
     }
 
     #[test]
     fn the_default_suite_enables_every_probe() {
-        let s = Suite::load(DEFAULT_SUITE).unwrap();
-        for p in probes::catalog() {
-            assert!(
-                s.enabled(p.meta.id),
-                "{} not in the default suite",
-                p.meta.id
-            );
+        let s = Suite::load(DEFAULT_SUITE, &catalog()).unwrap();
+        for p in catalog() {
+            assert!(s.enabled(p.id), "{} not in the default suite", p.id);
         }
     }
 
     #[test]
     fn a_user_suite_overrides_an_expected_status() {
         let text = "name = \"mine\"\nextends = \"ietf-draft-07\"\n[probes.payload-mismatch]\nstatus = { expect = [409] }\n";
-        let s = Suite::parse("mine.toml", text, 0).unwrap();
+        let s = Suite::parse("mine.toml", text, Some(&catalog()), 0).unwrap();
         let c = s.check("payload-mismatch", "status").unwrap();
         assert_eq!(c.expect, vec![409]);
         assert_eq!(c.severity, Severity::Required);
@@ -309,7 +345,7 @@ mod tests {
     #[test]
     fn unknown_probe_points_at_the_name() {
         let text = "extends = \"ietf-draft-07\"\n[probes.replay-identitty]\nstatus = \"info\"\n";
-        let e = Suite::parse("mine.toml", text, 0).unwrap_err();
+        let e = Suite::parse("mine.toml", text, Some(&catalog()), 0).unwrap_err();
         assert_eq!((e.line, e.col), (2, 9));
         assert!(e.message.contains("unknown probe"));
     }
@@ -317,7 +353,7 @@ mod tests {
     #[test]
     fn bad_severity_is_located() {
         let text = "extends = \"ietf-draft-07\"\n[probes.missing-key]\nstatus = \"fatal\"\n";
-        let e = Suite::parse("mine.toml", text, 0).unwrap_err();
+        let e = Suite::parse("mine.toml", text, Some(&catalog()), 0).unwrap_err();
         assert_eq!(e.line, 3);
         assert!(e.message.contains("not a severity"));
     }

@@ -1,4 +1,7 @@
-//! Target files: the same description as the `run` flags, in TOML, for CI jobs.
+//! The target description, assembled once: a target file (the same description as the `run`
+//! flags, in TOML, for CI jobs) or an API description's operation, with the target flags laid
+//! over it. Each value remembers where it came from ([`Origins`]), so the config's checks can
+//! blame the flag or the file's line.
 //!
 //! ```toml
 //! url = "https://api.example.com/v1/payments"
@@ -48,8 +51,13 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
+use anyhow::Context as _;
+
+use crate::cli::TargetArgs;
 use crate::config::TargetSpec;
-use crate::diagnostic::FileError;
+use crate::diagnostic::{FileError, Origins};
+use crate::discover::Operation;
+use crate::exit::AppError;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -165,126 +173,93 @@ pub fn parse(
             ),
         )
     })?;
-    let mut secrets = Vec::new();
-    let mut sub = |s: &Spanned<String>| -> Result<String, FileError> {
-        substitute(s.get_ref(), env, &mut secrets)
-            .map_err(|m| FileError::at(path, text, Some(s.span()), m))
+    let mut r = Reader {
+        path,
+        text,
+        env,
+        secrets: Vec::new(),
+        origins: Origins::default(),
     };
-    let mut spec = TargetSpec {
-        url: sub(&file.url)?,
-        ..TargetSpec::default()
-    };
-    spec.method = file.method.as_ref().map(&mut sub).transpose()?;
-    spec.key_header = file.key_header.as_ref().map(&mut sub).transpose()?;
-    spec.headers = file
-        .headers
-        .iter()
-        .map(&mut sub)
-        .collect::<Result<_, _>>()?;
-    spec.body = match (&file.body, &file.body_file) {
-        (Some(_), Some(f)) => {
-            return Err(FileError::at(
-                path,
-                text,
-                Some(f.span()),
-                "give either body or body-file, not both",
-            ))
-        }
-        (Some(b), None) => Some(sub(b)?),
+    let url = r.string(&file.url, crate::config::TARGET_URL, "url")?;
+    let method = r.opt(&file.method, "-X", "method")?;
+    let key_header = r.opt(&file.key_header, "--key-header", "key-header")?;
+    let headers = r.list(&file.headers, "-H", "headers")?;
+    let body = match (&file.body, &file.body_file) {
+        (Some(_), Some(f)) => return Err(r.at(f, "give either body or body-file, not both")),
+        (Some(b), None) => Some(r.string(b, "-d", "body")?),
         (None, Some(f)) => {
-            let p = base.join(sub(f)?);
-            Some(std::fs::read_to_string(&p).map_err(|e| {
-                FileError::at(
-                    path,
-                    text,
-                    Some(f.span()),
-                    format!("cannot read {}: {e}", p.display()),
-                )
-            })?)
+            let p = base.join(r.string(f, "-d", "body-file")?);
+            Some(
+                std::fs::read_to_string(&p)
+                    .map_err(|e| r.at(f, format!("cannot read {}: {e}", p.display())))?,
+            )
         }
         (None, None) => None,
     };
-    spec.id_pointer = file.id_pointer.as_ref().map(&mut sub).transpose()?;
-    spec.hold_header = file.hold_header.as_ref().map(&mut sub).transpose()?;
-    spec.hold_release = file.hold_release.as_ref().map(&mut sub).transpose()?;
-    spec.hold_at_least = file
-        .hold_at_least
-        .as_ref()
-        .map(|t| duration(path, text, t))
-        .transpose()?;
-    spec.key_ttl_header = file.key_ttl_header.as_ref().map(&mut sub).transpose()?;
-    spec.quiet_window = file
-        .quiet_window
-        .as_ref()
-        .map(|t| duration(path, text, t))
-        .transpose()?;
-    spec.invalid_body = file.invalid_body.as_ref().map(&mut sub).transpose()?;
-    spec.second_url = file.second_url.as_ref().map(&mut sub).transpose()?;
-    spec.replicas = file
-        .replicas
-        .iter()
-        .map(&mut sub)
-        .collect::<Result<_, _>>()?;
-    spec.http2 = file.http2;
-    spec.read_url = file.read_url.as_ref().map(&mut sub).transpose()?;
-    spec.key_ttl = file
-        .key_ttl
-        .as_ref()
-        .map(|t| duration(path, text, t))
-        .transpose()?;
+    let mut spec = TargetSpec {
+        url,
+        method,
+        key_header,
+        headers,
+        body,
+        id_pointer: r.opt(&file.id_pointer, "--id-pointer", "id-pointer")?,
+        hold_header: r.opt(&file.hold_header, "--hold-header", "hold-header")?,
+        hold_release: r.opt(&file.hold_release, "--hold-release", "hold-release")?,
+        hold_at_least: r.duration(&file.hold_at_least, "--hold-at-least", "hold-at-least")?,
+        key_ttl_header: r.opt(&file.key_ttl_header, "--key-ttl-header", "key-ttl-header")?,
+        quiet_window: r.duration(&file.quiet_window, "--quiet-window", "quiet-window")?,
+        invalid_body: r.opt(&file.invalid_body, "--invalid-body", "invalid-body")?,
+        second_url: r.opt(&file.second_url, "--second-url", "second-url")?,
+        replicas: r.list(&file.replicas, "--replica", "replicas")?,
+        http2: file.http2,
+        read_url: r.opt(&file.read_url, "--read-url", "read-url")?,
+        key_ttl: r.duration(&file.key_ttl, "--key-ttl", "key-ttl")?,
+        ..TargetSpec::default()
+    };
     if let Some(o) = &file.store_outage {
-        spec.store_down_cmd = Some(sub(&o.down_command)?);
-        spec.store_up_cmd = Some(sub(&o.up_command)?);
+        spec.store_down_cmd = Some(r.string(
+            &o.down_command,
+            "--store-down-cmd",
+            "[store-outage] down-command",
+        )?);
+        spec.store_up_cmd =
+            Some(r.string(&o.up_command, "--store-up-cmd", "[store-outage] up-command")?);
     }
-    spec.net.proxy = file.proxy.as_ref().map(&mut sub).transpose()?;
-    for r in &file.resolve {
-        let entry = sub(r)?;
+    spec.net.proxy = r.opt(&file.proxy, "--proxy", "proxy")?;
+    spec.net.resolve = r.list(&file.resolve, "--resolve", "resolve")?;
+    for (entry, at) in spec.net.resolve.iter().zip(&file.resolve) {
         if let Err(e) = entry.parse::<crate::http::net::Resolve>() {
-            return Err(FileError::at(path, text, Some(r.span()), e));
+            return Err(r.at(at, e));
         }
-        spec.net.resolve.push(entry);
     }
     if let Some(t) = &file.tls {
-        let mut file_path = |p: &Option<Spanned<String>>| -> Result<_, FileError> {
-            p.as_ref().map(|p| sub(p).map(|p| base.join(p))).transpose()
+        let mut file_path = |p: &Option<Spanned<String>>, flag, key| -> Result<_, FileError> {
+            Ok(r.opt(p, flag, key)?.map(|p| base.join(p)))
         };
-        spec.tls.cacert = file_path(&t.cacert)?;
-        spec.tls.cert = file_path(&t.cert)?;
-        spec.tls.key = file_path(&t.key)?;
+        spec.tls.cacert = file_path(&t.cacert, "--cacert", "[tls] cacert")?;
+        spec.tls.cert = file_path(&t.cert, "--cert", "[tls] cert")?;
+        spec.tls.key = file_path(&t.key, "--key", "[tls] key")?;
         spec.tls.insecure = t.insecure;
         if let (Some(k), None) = (&t.key, &t.cert) {
-            return Err(FileError::at(
-                path,
-                text,
-                Some(k.span()),
-                "key needs cert (the client certificate it belongs to)",
-            ));
+            return Err(r.at(k, "key needs cert (the client certificate it belongs to)"));
         }
     }
     if let Some(c) = &file.crash {
-        spec.crash_header = Some(sub(&c.header)?);
-        spec.lease_wait = c
-            .lease_wait
-            .as_ref()
-            .map(|t| duration(path, text, t))
-            .transpose()?;
+        spec.crash_header = Some(r.string(&c.header, "--crash-header", "[crash] header")?);
+        spec.lease_wait = r.duration(&c.lease_wait, "--lease-wait", "[crash] lease-wait")?;
     }
     if let Some(c) = &file.counter {
-        spec.count_url = c.url.as_ref().map(&mut sub).transpose()?;
-        spec.count_pointer = c.pointer.as_ref().map(&mut sub).transpose()?;
-        spec.count_cmd = c.command.as_ref().map(&mut sub).transpose()?;
+        spec.count_url = r.opt(&c.url, "--count-url", "[counter] url")?;
+        spec.count_pointer = r.opt(&c.pointer, "--count-pointer", "[counter] pointer")?;
+        spec.count_cmd = r.opt(&c.command, "--count-cmd", "[counter] command")?;
     }
     if let Some(b) = &file.tenant_b {
-        spec.tenant_b_headers = b.headers.iter().map(&mut sub).collect::<Result<_, _>>()?;
+        spec.tenant_b_headers = r.list(&b.headers, "--tenant-b-header", "[tenant-b] headers")?;
     }
-    if let Some(r) = &file.restart {
-        spec.restart_cmd = Some(sub(&r.command)?);
-        spec.ready_url = r.ready_url.as_ref().map(&mut sub).transpose()?;
-        spec.restart_timeout = r
-            .timeout
-            .as_ref()
-            .map(|t| duration(path, text, t))
-            .transpose()?;
+    if let Some(t) = &file.restart {
+        spec.restart_cmd = Some(r.string(&t.command, "--restart-cmd", "[restart] command")?);
+        spec.ready_url = r.opt(&t.ready_url, "--ready-url", "[restart] ready-url")?;
+        spec.restart_timeout = r.duration(&t.timeout, "--restart-timeout", "[restart] timeout")?;
     }
     // Check the shapes the config builder would reject, here where the span is known.
     for h in file
@@ -293,28 +268,298 @@ pub fn parse(
         .chain(file.tenant_b.iter().flat_map(|b| b.headers.iter()))
     {
         if !h.get_ref().contains(':') {
-            return Err(FileError::at(
-                path,
-                text,
-                Some(h.span()),
-                "a header is written 'Name: value'",
-            ));
+            return Err(r.at(h, "a header is written 'Name: value'"));
         }
     }
     if let Some(hint) = scheme_hint(&spec.url) {
-        return Err(FileError::at(path, text, Some(file.url.span()), hint));
+        return Err(r.at(&file.url, hint));
     }
     if url::Url::parse(&spec.url).is_err() {
-        return Err(FileError::at(
-            path,
-            text,
-            Some(file.url.span()),
-            format!("{:?} is not a URL", spec.url),
-        ));
+        return Err(r.at(&file.url, format!("{:?} is not a URL", spec.url)));
     }
-    spec.secret_vars = secrets;
+    spec.secret_vars = r.secrets;
+    spec.origins = r.origins;
     spec.target_file = Some(path.to_string());
     Ok(spec)
+}
+
+/// Reads the values of one target file: `${VAR}` substituted (the values collected as
+/// secrets), durations parsed, and where each value stands recorded by the flag it stands for.
+struct Reader<'a> {
+    path: &'a str,
+    text: &'a str,
+    env: &'a BTreeMap<String, String>,
+    secrets: Vec<(String, String)>,
+    origins: Origins,
+}
+
+impl Reader<'_> {
+    /// An error at `value` in the file.
+    fn at(&self, value: &Spanned<String>, message: impl Into<String>) -> FileError {
+        FileError::at(self.path, self.text, Some(value.span()), message)
+    }
+
+    /// Item `index` of `flag` is the file's `key`, written at `value`.
+    fn record(&mut self, value: &Spanned<String>, flag: &'static str, index: usize, key: &str) {
+        let at = self.at(value, "");
+        self.origins.file(flag, index, key, at);
+    }
+
+    /// `value` with `${VAR}` substituted, standing for `flag` (the file's `key`).
+    fn string(
+        &mut self,
+        value: &Spanned<String>,
+        flag: &'static str,
+        key: &str,
+    ) -> Result<String, FileError> {
+        self.record(value, flag, 0, key);
+        substitute(value.get_ref(), self.env, &mut self.secrets).map_err(|m| self.at(value, m))
+    }
+
+    fn opt(
+        &mut self,
+        value: &Option<Spanned<String>>,
+        flag: &'static str,
+        key: &str,
+    ) -> Result<Option<String>, FileError> {
+        value
+            .as_ref()
+            .map(|v| self.string(v, flag, key))
+            .transpose()
+    }
+
+    /// The items of a list, each standing for one use of a repeatable `flag`.
+    fn list(
+        &mut self,
+        values: &[Spanned<String>],
+        flag: &'static str,
+        key: &str,
+    ) -> Result<Vec<String>, FileError> {
+        let mut out = Vec::new();
+        for (i, v) in values.iter().enumerate() {
+            self.record(v, flag, i, key);
+            out.push(
+                substitute(v.get_ref(), self.env, &mut self.secrets).map_err(|m| self.at(v, m))?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// A humantime duration ("30s", "1m").
+    fn duration(
+        &mut self,
+        value: &Option<Spanned<String>>,
+        flag: &'static str,
+        key: &str,
+    ) -> Result<Option<Duration>, FileError> {
+        let Some(v) = value else {
+            return Ok(None);
+        };
+        self.record(v, flag, 0, key);
+        humantime::parse_duration(v.get_ref())
+            .map(Some)
+            .map_err(|e| self.at(v, format!("{:?} is not a duration: {e}", v.get_ref())))
+    }
+}
+
+/// The target description from `--target` and the flags; flags win over the file.
+pub fn from_flags(
+    args: &TargetArgs,
+    env: &BTreeMap<String, String>,
+) -> Result<TargetSpec, AppError> {
+    let o = &args.openapi_args;
+    if o.base_url.is_some() || !o.operations.is_empty() || !o.path_param.is_empty() {
+        return Err(anyhow::anyhow!(
+            "--base-url, --operation and --path-param need --openapi SPEC"
+        )
+        .into());
+    }
+    let mut t = match &args.target {
+        Some(path) => load(path, env)?,
+        None => TargetSpec::default(),
+    };
+    match o.key_header.as_slice() {
+        [] => {}
+        [name] => {
+            t.key_header = Some(name.clone());
+            t.origins.flag("--key-header");
+        }
+        names => {
+            return Err(anyhow::anyhow!(
+                "--key-header is given {} times: without --openapi it names the one header that \
+                 carries the key, as a target file's key-header does (several names are for \
+                 --openapi, which recognises the key header among them)",
+                names.len()
+            )
+            .into())
+        }
+    }
+    Ok(with_secret_flags(apply_flags(t, args)?, args))
+}
+
+/// The target description of an API description's operation `op` at `url`, with the target
+/// flags laid over it.
+pub fn from_operation(
+    op: &Operation,
+    url: &str,
+    args: &TargetArgs,
+) -> Result<TargetSpec, AppError> {
+    let spec = apply_flags(from_document(op, url, &args.headers), args)?;
+    Ok(with_secret_flags(spec, args))
+}
+
+/// The bundled reference server's target description `spec`: of the target flags, only
+/// `--http2`, the connection flags and the secrets apply.
+pub fn reference(mut spec: TargetSpec, args: &TargetArgs) -> TargetSpec {
+    spec.http2 = args.http2;
+    connection_from_args(args, &mut spec);
+    with_secret_flags(spec, args)
+}
+
+/// `t` with the target flags laid over it: a flag replaces what the file or the document said
+/// (and becomes the value's origin), a repeated flag adds to its list.
+fn apply_flags(mut t: TargetSpec, args: &TargetArgs) -> Result<TargetSpec, AppError> {
+    let o = &mut t.origins;
+    over(&mut t.url, &args.url, crate::config::TARGET_URL, o);
+    over(&mut t.method, &args.method, "-X", o);
+    if let Some(d) = &args.data {
+        over(&mut t.body, &Some(body_arg(d, "-d @FILE")?), "-d", o);
+    }
+    if let Some(d) = &args.invalid_body {
+        let body = Some(body_arg(d, "--invalid-body @FILE")?);
+        over(&mut t.invalid_body, &body, "--invalid-body", o);
+    }
+    over(&mut t.id_pointer, &args.id_pointer, "--id-pointer", o);
+    over(&mut t.count_url, &args.count_url, "--count-url", o);
+    over(
+        &mut t.count_pointer,
+        &args.count_pointer,
+        "--count-pointer",
+        o,
+    );
+    over(&mut t.count_cmd, &args.count_cmd, "--count-cmd", o);
+    over(&mut t.hold_header, &args.hold_header, "--hold-header", o);
+    over(&mut t.hold_release, &args.hold_release, "--hold-release", o);
+    over(
+        &mut t.hold_at_least,
+        &args.hold_at_least,
+        "--hold-at-least",
+        o,
+    );
+    over(
+        &mut t.key_ttl_header,
+        &args.key_ttl_header,
+        "--key-ttl-header",
+        o,
+    );
+    over(&mut t.quiet_window, &args.quiet_window, "--quiet-window", o);
+    over(&mut t.restart_cmd, &args.restart_cmd, "--restart-cmd", o);
+    over(&mut t.ready_url, &args.ready_url, "--ready-url", o);
+    over(&mut t.second_url, &args.second_url, "--second-url", o);
+    over(&mut t.crash_header, &args.crash_header, "--crash-header", o);
+    over(&mut t.lease_wait, &args.lease_wait, "--lease-wait", o);
+    over(&mut t.read_url, &args.read_url, "--read-url", o);
+    over(
+        &mut t.store_down_cmd,
+        &args.store_down_cmd,
+        "--store-down-cmd",
+        o,
+    );
+    over(&mut t.store_up_cmd, &args.store_up_cmd, "--store-up-cmd", o);
+    over(&mut t.key_ttl, &args.key_ttl, "--key-ttl", o);
+    t.headers.extend(args.headers.iter().cloned());
+    t.http2 |= args.http2;
+    connection_from_args(args, &mut t);
+    t.replicas.extend(args.replica.iter().cloned());
+    t.tenant_b_headers
+        .extend(args.tenant_b_header.iter().cloned());
+    if t.restart_timeout.is_none() {
+        t.restart_timeout = Some(args.restart_timeout);
+    }
+    if t.url.is_empty() {
+        return Err(anyhow::anyhow!(
+            "nothing to check: give the operation's URL (idem-check run \
+             https://api.example.com/v1/payments …), a target file (--target FILE), an API \
+             description (--openapi SPEC), or --reference to check the bundled reference server"
+        )
+        .into());
+    }
+    if let Some(hint) = scheme_hint(&t.url) {
+        return Err(anyhow::anyhow!("{hint}").into());
+    }
+    Ok(t)
+}
+
+/// A flag's value, when given, in place of `slot`'s.
+fn over<T: Clone, U: Clone + Into<T>>(
+    slot: &mut T,
+    flag: &Option<U>,
+    name: &'static str,
+    origins: &mut Origins,
+) {
+    if let Some(v) = flag {
+        *slot = v.clone().into();
+        origins.flag(name);
+    }
+}
+
+/// What the document says about `op`; the user's `-H` lines replace same-named ones.
+fn from_document(op: &Operation, url: &str, user_headers: &[String]) -> TargetSpec {
+    let given = |name: &str| {
+        user_headers.iter().any(|h| {
+            h.split_once(':')
+                .is_some_and(|(n, _)| n.trim().eq_ignore_ascii_case(name))
+        })
+    };
+    let mut headers = Vec::new();
+    if let Some(ct) = &op.body.content_type {
+        if !given("Content-Type") {
+            headers.push(format!("Content-Type: {ct}"));
+        }
+    }
+    TargetSpec {
+        url: url.to_string(),
+        method: Some(op.method.clone()),
+        headers,
+        body: op.body.text.clone(),
+        id_pointer: op.id_pointer.clone(),
+        key_header: Some(op.header.clone()),
+        ..TargetSpec::default()
+    }
+}
+
+/// TLS and route flags, over the target file's `[tls]`, `proxy` and `resolve`.
+fn connection_from_args(args: &TargetArgs, t: &mut TargetSpec) {
+    let o = &mut t.origins;
+    over(&mut t.tls.cacert, &args.cacert, "--cacert", o);
+    if args.cert.is_some() {
+        t.tls.cert.clone_from(&args.cert);
+        t.tls.key.clone_from(&args.key);
+        o.flag("--cert");
+        o.flag("--key");
+    }
+    t.tls.insecure |= args.insecure;
+    over(&mut t.net.proxy, &args.proxy, "--proxy", o);
+    t.net.resolve.extend(args.resolve.iter().cloned());
+}
+
+/// A body given inline or as `@FILE`; `what` names the option in the error.
+fn body_arg(arg: &str, what: &str) -> Result<String, AppError> {
+    match arg.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the body file {path:?} ({what})"))
+            .map_err(AppError::input_file),
+        None => Ok(arg.to_string()),
+    }
+}
+
+/// `target` with `--secret` and `--redact-header` added.
+fn with_secret_flags(mut target: TargetSpec, t: &TargetArgs) -> TargetSpec {
+    target.secrets.extend(t.secret.iter().cloned());
+    target
+        .redact_headers
+        .extend(t.redact_header.iter().cloned());
+    target
 }
 
 /// For a URL written without its scheme (`api.example.com/v1/payments`), what to write
@@ -385,18 +630,6 @@ fn misplaced(message: &str) -> String {
             homes.join(" or ")
         )
     }
-}
-
-/// A humantime duration ("30s", "1m"), located on error.
-fn duration(path: &str, text: &str, t: &Spanned<String>) -> Result<Duration, FileError> {
-    humantime::parse_duration(t.get_ref()).map_err(|e| {
-        FileError::at(
-            path,
-            text,
-            Some(t.span()),
-            format!("{:?} is not a duration: {e}", t.get_ref()),
-        )
-    })
 }
 
 /// Replaces `${VAR}` with its value, collecting `(VAR, value)` as secrets.

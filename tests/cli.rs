@@ -122,6 +122,70 @@ fn bad_target_file_exits_2_with_location() {
     assert!(err.contains("IDEM_NOT_SET_ANYWHERE is not set"), "{err}");
 }
 
+/// A value that only the merged description can judge (a counter URL that is no URL, a quiet
+/// window out of bounds) is still the file's fault when the file said it: exit 2, the file's
+/// key and line, not the flag that was never given. The same value as a flag is exit 1 naming
+/// the flag, and a flag given over the file's value takes the blame from it.
+#[test]
+fn a_bad_value_is_blamed_on_where_it_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.toml");
+    let file = path.to_str().unwrap();
+    std::fs::write(
+        &path,
+        "url = \"http://127.0.0.1:1/p\"\nquiet-window = \"2m\"\n[counter]\nurl = \"nope\"\n",
+    )
+    .unwrap();
+    let counter = ["--count-url", "http://127.0.0.1:1/count"];
+    // (arguments after `run`, exit code, what the error says, what it must not say)
+    type Case<'a> = (Vec<&'a str>, i32, &'a [&'a str], &'a [&'a str]);
+    let cases: [Case; 4] = [
+        (
+            vec!["--target", file, "--quiet-window", "1s"],
+            2,
+            &["[counter] url \"nope\" is not a URL", "t.toml:4:7"],
+            &["--count-url"],
+        ),
+        (
+            [["--target", file].as_slice(), &counter].concat(),
+            2,
+            &[
+                "quiet-window 2m must be more than 0 and at most 1m",
+                "t.toml:2:16",
+            ],
+            &["--quiet-window"],
+        ),
+        (
+            vec!["http://127.0.0.1:1/p", "--count-url", "nope"],
+            1,
+            &["--count-url \"nope\" is not a URL"],
+            &["-->"],
+        ),
+        (
+            [
+                ["--target", file].as_slice(),
+                &counter,
+                &["--quiet-window", "0s"],
+            ]
+            .concat(),
+            1,
+            &["--quiet-window 0s must be more than 0"],
+            &["-->"],
+        ),
+    ];
+    for (args, code, wanted, unwanted) in cases {
+        let o = run(&[["run"].as_slice(), &args].concat());
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        for w in wanted {
+            assert!(err.contains(w), "{args:?}: {w:?} missing from {err}");
+        }
+        for u in unwanted {
+            assert!(!err.contains(u), "{args:?}: {u:?} in {err}");
+        }
+    }
+}
+
 /// A broken suite file is exit 2 too.
 #[test]
 fn bad_suite_file_exits_2() {

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use idem_check::config::{Config, RunOptions, TargetSpec};
 use idem_check::http::exchange::Exchange;
 use idem_check::report::RunReport;
+use idem_check::suite::Suite;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -95,7 +96,7 @@ async fn run_key_syntax_probes() -> (RunReport, Vec<Vec<u8>>) {
     run_probes(RunOptions::default().suite, &ids).await
 }
 
-async fn run_probes(suite: String, probes: &[&str]) -> (RunReport, Vec<Vec<u8>>) {
+async fn run_probes(suite: Suite, probes: &[&str]) -> (RunReport, Vec<Vec<u8>>) {
     let (base, heads) = recorder().await;
     let target = TargetSpec {
         url: format!("{base}/api/payments"),
@@ -248,7 +249,7 @@ async fn a_suite_renames_the_header_and_chooses_the_syntax() {
         "extends = \"ietf-draft-07\"\nheader = \"X-Idempotency-Key\"\nkey-syntax = \"bare\"\n",
     )
     .expect("write suite");
-    let suite = path.to_string_lossy().into_owned();
+    let suite = idem_check::catalog::load_suite(&path.to_string_lossy()).expect("suite loads");
     let (report, heads) = run_probes(suite, &["quoted-key", "empty-key"]).await;
     let ids: Vec<&str> = report.probes.iter().map(|p| p.id).collect();
     assert_eq!(ids, ["first-request", "quoted-key", "empty-key"]);

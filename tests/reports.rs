@@ -28,7 +28,7 @@ const BASE: &str = "http://127.0.0.1:41873";
 const KEY: &str = "\"5b0c1c9e-4f0e-4b7a-9a55-0d1d3c2e7f10\"";
 
 fn opts(color: bool) -> RenderOptions {
-    let tenant_a = [Header::new("Authorization", format!("Bearer {SECRET}"))];
+    let tenant_a = [format!("Authorization: Bearer {SECRET}")];
     RenderOptions {
         color,
         secrets: Secrets::for_target(&SecretSources {

@@ -26,11 +26,11 @@ use crate::suite::Suite;
 
 pub mod auth;
 pub mod checks;
-pub mod cli;
 pub mod command;
 pub mod error_body;
 pub mod fake_api;
 pub mod operation;
+mod report;
 pub mod scenario;
 
 use checks::{ClientProbe, Judging};

@@ -18,7 +18,6 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 pub mod body;
-pub mod commands;
 pub mod header;
 pub mod init;
 pub mod load;
@@ -132,6 +131,16 @@ pub struct Skipped {
     pub reason: String,
 }
 
+impl Skipped {
+    /// One line for the terminal: what was skipped, where, and why.
+    pub fn line(&self) -> String {
+        crate::redact::sanitize_line(&format!(
+            "skipped {} {} ({}) at {}: {}",
+            self.method, self.path, self.operation_id, self.pointer, self.reason
+        ))
+    }
+}
+
 /// Everything found in one document.
 #[derive(Debug, Clone)]
 pub struct Discovery {
@@ -141,6 +150,32 @@ pub struct Discovery {
     pub skipped: Vec<Skipped>,
     /// Operations without an idempotency key header.
     pub without_key: usize,
+}
+
+impl Discovery {
+    /// The operations named by `ids` (`--operation`; all when none is), in document order; an
+    /// unknown id is an error listing the known ones.
+    pub fn select(&self, ids: &[String]) -> anyhow::Result<Vec<&Operation>> {
+        if let Some(id) = ids
+            .iter()
+            .find(|id| !self.operations.iter().any(|o| &o.operation_id == *id))
+        {
+            let known: Vec<&str> = self
+                .operations
+                .iter()
+                .map(|o| o.operation_id.as_str())
+                .collect();
+            anyhow::bail!(
+                "no operation {id:?} takes an idempotency key; those that do: {}",
+                known.join(", ")
+            );
+        }
+        Ok(self
+            .operations
+            .iter()
+            .filter(|o| ids.is_empty() || ids.contains(&o.operation_id))
+            .collect())
+    }
 }
 
 /// Finds the operations of `spec` that take an idempotency key.

@@ -103,6 +103,40 @@ pub struct StressReport {
 }
 
 impl StressReport {
+    /// The report of a run of `opts` against `config` that has sent nothing yet: what a run
+    /// that could not start reports, and what a finished run fills its counts into.
+    fn unsent(
+        config: &Config,
+        opts: &StressOptions,
+        started_at: String,
+        result: ProbeReport,
+    ) -> StressReport {
+        StressReport {
+            schema: STRESS_SCHEMA,
+            tool: ToolInfo::default(),
+            label: config.label.clone(),
+            target: config.operation.line(),
+            connection: config.connector.context(),
+            started_at,
+            duration_ms: 0.0,
+            interrupted: false,
+            keys: 0,
+            duplicates: opts.duplicates,
+            concurrency: opts.concurrency,
+            rate: opts.rate,
+            keys_completed: 0,
+            connections_opened: 0,
+            requests: 0,
+            requests_per_second: 0.0,
+            statuses: Default::default(),
+            latency: Vec::new(),
+            bursts: Default::default(),
+            violating_keys: 0,
+            violations: Vec::new(),
+            result,
+        }
+    }
+
     /// The aggregates as the HTML page draws them.
     pub fn html_view(&self) -> crate::report::html::StressView<'_> {
         crate::report::html::StressView {
@@ -267,18 +301,10 @@ pub async fn run(
     let mut result = agg.verdict(&meter, before, after, count_exchanges);
     result.duration_ms = elapsed.as_secs_f64() * 1000.0;
     Ok(StressReport {
-        schema: STRESS_SCHEMA,
-        tool: ToolInfo::default(),
-        label: config.label.clone(),
-        target: format!("{} {}", config.operation.method, config.operation.url),
-        connection: config.connector.context(),
-        started_at,
         duration_ms: elapsed.as_secs_f64() * 1000.0,
         interrupted,
         keys: agg.keys,
         duplicates,
-        concurrency: opts.concurrency,
-        rate: opts.rate,
         keys_completed: agg.completed,
         connections_opened: pool.opened(),
         requests: agg.stats.requests,
@@ -288,7 +314,7 @@ pub async fn run(
         bursts: agg.stats.bursts(),
         violating_keys: agg.violating,
         violations: agg.listed,
-        result,
+        ..StressReport::unsent(&config, opts, started_at, result)
     })
 }
 
@@ -479,30 +505,7 @@ fn failed_to_start(
     let mut agg = Aggregate::default();
     let mut result = agg.verdict(meter, Reading::new(None, 0), Err(stop), exchanges);
     result.outcome = Outcome::Error;
-    StressReport {
-        schema: STRESS_SCHEMA,
-        tool: ToolInfo::default(),
-        label: config.label.clone(),
-        target: format!("{} {}", config.operation.method, config.operation.url),
-        connection: config.connector.context(),
-        started_at,
-        duration_ms: 0.0,
-        interrupted: false,
-        keys: 0,
-        duplicates: opts.duplicates,
-        concurrency: opts.concurrency,
-        rate: opts.rate,
-        keys_completed: 0,
-        connections_opened: 0,
-        requests: 0,
-        requests_per_second: 0.0,
-        statuses: Default::default(),
-        latency: Vec::new(),
-        bursts: Default::default(),
-        violating_keys: 0,
-        violations: Vec::new(),
-        result,
-    }
+    StressReport::unsent(config, opts, started_at, result)
 }
 
 /// A stress run's files: its own JSON (`idem-check.stress/1`), JUnit and Markdown of the

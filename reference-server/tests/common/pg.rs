@@ -12,8 +12,7 @@
 #![allow(dead_code)] // each test binary uses a different subset of these helpers
 
 use std::path::PathBuf;
-use std::process::{ChildStdin, Stdio};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -32,8 +31,9 @@ pub struct PgCluster {
     port: u16,
     as_nobody: bool,
     databases: AtomicUsize,
-    /// The write end of the pipe a watchdog waits on (see [`PgCluster::stop_when_process_ends`]).
-    watchdog: Option<ChildStdin>,
+    /// The watchdog shell, whose stdin pipe stays open as long as this process lives (see
+    /// [`PgCluster::stop_when_process_ends`]).
+    watchdog: Option<Child>,
 }
 
 /// The cluster every test of this process shares, started by the first one that asks.
@@ -149,7 +149,7 @@ impl PgCluster {
             .args(["-m", "immediate", "-w"]);
         let mut argv = vec![stop.get_program().to_owned()];
         argv.extend(stop.get_args().map(ToOwned::to_owned));
-        let mut child = Command::new("sh")
+        let child = Command::new("sh")
             .arg("-c")
             .arg(r#"trap '' INT TERM HUP; cat >/dev/null; dir=$1; shift; "$@" >/dev/null 2>&1; rm -rf "$dir""#)
             .arg("pg-watchdog")
@@ -160,7 +160,7 @@ impl PgCluster {
             .stderr(Stdio::null())
             .spawn()
             .expect("start the PostgreSQL watchdog shell");
-        self.watchdog = child.stdin.take();
+        self.watchdog = Some(child);
     }
 
     fn data_dir(&self) -> PathBuf {

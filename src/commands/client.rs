@@ -1,25 +1,26 @@
-//! From the parsed `idem-check client` options to an exit code: which operations, credential
-//! and error shape, which scenarios, which token, run or listen, then the same renderers as
-//! `run`.
+//! `idem-check client`: which operations, credential and error shape, which scenarios, which
+//! token, run or listen, then the same renderers as `run`.
 
 use std::sync::Arc;
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context as _};
 
-use super::auth::Auth;
-use super::error_body::ErrorBody;
-use super::fake_api::ApiConfig;
-use super::operation::{self, Operation};
-use super::{scenario, ClientReport};
+use super::discover::FETCH_TIMEOUT;
+use super::{finish_reports, render_options, report_files, Result};
+use crate::catalog::load_suite;
 use crate::cli::ClientArgs;
+use crate::client::auth::Auth;
+use crate::client::error_body::ErrorBody;
+use crate::client::fake_api::ApiConfig;
+use crate::client::operation::{self, Operation};
+use crate::client::{scenario, ClientOptions, ENV_BASE_URL, ENV_OPERATIONS, ENV_TOKEN};
 use crate::exit::{AppError, ExitCode};
 use crate::report::terminal;
-use crate::report::{html, json, Format, RenderOptions, Reportable};
 use crate::suite::Suite;
 
 /// `idem-check client`: the options checked, the scenarios run (or one served), the reports
 /// written; the exit code follows the verdicts as for `run`.
-pub async fn run(args: ClientArgs) -> std::result::Result<ExitCode, AppError> {
+pub(super) async fn client(args: ClientArgs) -> Result<ExitCode> {
     if args.listen.is_some() && args.scenario.len() != 1 {
         return Err(anyhow!("--listen serves exactly one scenario: give one --scenario ID").into());
     }
@@ -30,20 +31,20 @@ pub async fn run(args: ClientArgs) -> std::result::Result<ExitCode, AppError> {
             .scenario
             .iter()
             .map(|id| scenario::find(id))
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<anyhow::Result<Vec<_>>>()?;
         chosen.sort_by_key(|s| scenario::CATALOG.iter().position(|c| c.id == s.id));
         chosen.dedup();
         chosen
     };
-    let files = crate::app::report_files(&args.report)?;
-    let token = std::env::var(super::ENV_TOKEN)
+    let files = report_files(&args.report)?;
+    let token = std::env::var(ENV_TOKEN)
         .ok()
         .filter(|t| args.listen.is_some() && !t.is_empty())
         .unwrap_or_else(|| format!("idem-check-{}", uuid::Uuid::new_v4().simple()));
-    let suite = Suite::load(&args.suite)?;
+    let suite = load_suite(&args.suite)?;
     let api = api_config(&args, &suite, token.clone()).await?;
     let key_header = api.header.clone();
-    let opts = super::ClientOptions {
+    let opts = ClientOptions {
         command: args.command.clone(),
         suite,
         timeout: args.client_timeout,
@@ -51,7 +52,7 @@ pub async fn run(args: ClientArgs) -> std::result::Result<ExitCode, AppError> {
         scenarios,
         api: Arc::new(api),
     };
-    let interrupt = super::interrupt_watch();
+    let interrupt = crate::client::interrupt_watch();
     let report = match args.listen {
         Some(addr) => {
             let ready = |base: &str| {
@@ -60,50 +61,37 @@ pub async fn run(args: ClientArgs) -> std::result::Result<ExitCode, AppError> {
                      export {}={base} {}={token} {}={}",
                     opts.scenarios[0].id,
                     humantime::format_duration(opts.timeout),
-                    super::ENV_BASE_URL,
-                    super::ENV_TOKEN,
-                    super::ENV_OPERATIONS,
+                    ENV_BASE_URL,
+                    ENV_TOKEN,
+                    ENV_OPERATIONS,
                     opts.scenarios[0].operations,
                 );
             };
-            super::listen(&opts, addr, ready, interrupt)
+            crate::client::listen(&opts, addr, ready, interrupt)
                 .await
                 .map_err(AppError::runtime)?
         }
-        None => super::run(&opts, interrupt)
+        None => crate::client::run(&opts, interrupt)
             .await
             .map_err(AppError::runtime)?,
     };
-    let render = RenderOptions {
-        color: terminal::use_color(args.report.color),
-        secrets: crate::redact::Secrets::from_values(&[token]),
+    let render = render_options(
+        &args.report,
+        crate::redact::Secrets::from_values(&[token]),
         key_header,
-        max_body: args
-            .report
-            .max_body_bytes
-            .unwrap_or(Format::Terminal.default_max_body()),
-    };
+    );
     let run = report.as_run_report();
     print!(
         "{}",
         terminal::render(&report.as_terminal_report(), &render, opts.strict)
     );
     let code = ExitCode::for_run(&run.summary, report.interrupted);
-    Ok(crate::app::finish_reports(
-        &report,
-        &files,
-        &render,
-        &args.report,
-        code,
-    ))
+    Ok(finish_reports(&report, &files, &render, &args.report, code))
 }
-
-/// How long fetching an API description may take.
-const FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What the fake API serves: the operations (built-in, `--path`, or the document's keyed ones),
 /// the key header, the credential rule and the error shape.
-async fn api_config(args: &ClientArgs, suite: &Suite, token: String) -> Result<ApiConfig> {
+async fn api_config(args: &ClientArgs, suite: &Suite, token: String) -> anyhow::Result<ApiConfig> {
     let errors = ErrorBody::choose(&suite.name, args.error_body.as_deref())?;
     let (operations, header, auth) = match (&args.openapi, &args.path) {
         (Some(source), _) => {
@@ -115,24 +103,9 @@ async fn api_config(args: &ClientArgs, suite: &Suite, token: String) -> Result<A
                     ..Default::default()
                 },
             )?;
-            let chosen: Vec<&crate::discover::Operation> = found
-                .operations
-                .iter()
-                .filter(|o| args.operations.is_empty() || args.operations.contains(&o.operation_id))
-                .collect();
-            for id in &args.operations {
-                if !chosen.iter().any(|o| &o.operation_id == id) {
-                    let known: Vec<&str> = found
-                        .operations
-                        .iter()
-                        .map(|o| o.operation_id.as_str())
-                        .collect();
-                    bail!(
-                        "{source}: no operation {id:?} takes an idempotency key; those that do: {}",
-                        known.join(", ")
-                    );
-                }
-            }
+            let chosen = found
+                .select(&args.operations)
+                .with_context(|| source.clone())?;
             let Some(first) = chosen.first() else {
                 let why: Vec<String> = found
                     .skipped
@@ -147,7 +120,7 @@ async fn api_config(args: &ClientArgs, suite: &Suite, token: String) -> Result<A
             let ops = chosen
                 .iter()
                 .map(|o| Operation::from_document(&spec.root, o))
-                .collect::<Result<Vec<_>>>()?;
+                .collect::<anyhow::Result<Vec<_>>>()?;
             (
                 ops,
                 first.header.clone(),
@@ -175,20 +148,4 @@ async fn api_config(args: &ClientArgs, suite: &Suite, token: String) -> Result<A
         auth: args.auth.clone().unwrap_or(auth),
         errors,
     })
-}
-
-/// A client run's files: its own JSON (`idem-check.client/1`), an HTML page with each
-/// scenario's attempts drawn above the checks, and JUnit, Markdown and the terminal text of the
-/// [`RunReport`](crate::report::RunReport) view, one testcase per check.
-impl Reportable for ClientReport {
-    fn render(&self, format: Format, opts: &RenderOptions) -> Result<String> {
-        match format {
-            Format::Json => json::render_value(self, opts),
-            Format::Html => {
-                let lanes: Vec<&html::Lane> = self.scenarios.iter().map(|s| &s.lane).collect();
-                Ok(html::render_client(&self.as_run_report(), &lanes, opts))
-            }
-            other => self.as_run_report().render(other, opts),
-        }
-    }
 }

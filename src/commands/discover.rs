@@ -1,0 +1,123 @@
+//! `idem-check discover SPEC`: the operations of an API description that take an idempotency
+//! key, as a table or JSON; and loading a description with the options every `--openapi`
+//! command shares.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use super::Result;
+use crate::cli::{DiscoverArgs, DiscoverFormat, OpenApiArgs};
+use crate::discover::{Discovery, Operation, Options, Spec};
+use crate::exit::ExitCode;
+
+/// How long fetching a document may take when no `--timeout` applies.
+pub(super) const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub(super) async fn discover(args: &DiscoverArgs) -> Result<ExitCode> {
+    let (spec, found) = load(&args.spec, &args.openapi, FETCH_TIMEOUT).await?;
+    let ops = found.select(&args.openapi.operations)?;
+    match args.format {
+        DiscoverFormat::Json => {
+            let rows: Vec<serde_json::Value> = ops
+                .iter()
+                .map(|o| {
+                    serde_json::json!({
+                        "method": o.method,
+                        "path": o.path,
+                        "operation_id": o.operation_id,
+                        "header": o.header,
+                        "required": o.required,
+                        "body": o.body.source.as_str(),
+                    })
+                })
+                .collect();
+            let doc = serde_json::json!({
+                "schema": crate::discover::SCHEMA,
+                "document": spec.source,
+                "version": found.version,
+                "operations": rows,
+                "skipped": found.skipped,
+            });
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&doc).map_err(anyhow::Error::from)?
+            );
+        }
+        DiscoverFormat::Table => print!("{}", table(&found, &ops)),
+    }
+    for s in &found.skipped {
+        eprintln!("{}", s.line());
+    }
+    Ok(ExitCode::Ok)
+}
+
+/// Loads, parses and examines a document with the `--base-url`, `--key-header` and
+/// `--path-param` given.
+pub(super) async fn load(
+    source: &str,
+    args: &OpenApiArgs,
+    timeout: Duration,
+) -> anyhow::Result<(Spec, Discovery)> {
+    let mut path_params = BTreeMap::new();
+    for p in &args.path_param {
+        let (name, value) = p
+            .split_once('=')
+            .with_context(|| format!("--path-param {p:?} is not of the form NAME=VALUE"))?;
+        path_params.insert(name.trim().to_string(), value.to_string());
+    }
+    let opts = Options {
+        key_headers: args.key_header.clone(),
+        path_params,
+        base_url: args.base_url.clone(),
+    };
+    let spec = crate::discover::load::load(source, timeout).await?;
+    let found = crate::discover::discover(&spec, &opts)?;
+    Ok((spec, found))
+}
+
+/// The `discover` table: one aligned row per operation, then a count.
+fn table(found: &Discovery, ops: &[&Operation]) -> String {
+    let rows: Vec<[String; 6]> = ops
+        .iter()
+        .map(|o| {
+            [
+                o.method.clone(),
+                o.path.clone(),
+                o.operation_id.clone(),
+                o.header.clone(),
+                if o.required { "required" } else { "optional" }.to_string(),
+                o.body.source.as_str().to_string(),
+            ]
+            .map(|c| crate::redact::sanitize_line(&c))
+        })
+        .collect();
+    let head = ["METHOD", "PATH", "OPERATION", "HEADER", "KEY", "BODY"].map(String::from);
+    let mut widths = [0usize; 6];
+    for r in std::iter::once(&head).chain(&rows) {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for r in std::iter::once(&head).chain(&rows) {
+        let line: Vec<String> = r
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "\n{} operation{} take{} an idempotency key ({}); {} without one; {} skipped\n",
+        found.operations.len(),
+        if found.operations.len() == 1 { "" } else { "s" },
+        if found.operations.len() == 1 { "s" } else { "" },
+        found.version,
+        found.without_key,
+        found.skipped.len()
+    ));
+    out
+}

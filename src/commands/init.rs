@@ -1,0 +1,29 @@
+//! `idem-check init --openapi SPEC --out DIR`: one commented target file per keyed operation,
+//! to edit before `run --target FILE`.
+
+use anyhow::Context as _;
+
+use super::discover::{load, FETCH_TIMEOUT};
+use super::Result;
+use crate::cli::InitArgs;
+use crate::exit::ExitCode;
+
+pub(super) async fn init(args: &InitArgs) -> Result<ExitCode> {
+    let (spec, found) = load(&args.spec, &args.openapi, FETCH_TIMEOUT).await?;
+    let ops = found.select(&args.openapi.operations)?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    for op in ops {
+        let path = args.out.join(crate::discover::init::file_name(op));
+        crate::report::file::write_atomically(
+            &path,
+            &crate::discover::init::target_file(op, &spec.source),
+        )
+        .with_context(|| format!("could not write {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    for s in &found.skipped {
+        eprintln!("{}", s.line());
+    }
+    Ok(ExitCode::Ok)
+}

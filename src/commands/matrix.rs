@@ -1,0 +1,33 @@
+//! `idem-check matrix REPORT…`: one table across implementations, as Markdown (printed or
+//! written) and optionally a self-contained HTML page.
+
+use std::path::Path;
+
+use anyhow::Context as _;
+
+use super::{emit, Result};
+use crate::cli::MatrixArgs;
+use crate::exit::{AppError, ExitCode};
+use crate::report::{self, Format, ReportFile};
+
+pub(super) fn matrix(args: &MatrixArgs) -> Result<ExitCode> {
+    let m = crate::matrix::build(crate::matrix::load(&args.reports).map_err(AppError::input_file)?);
+    let md = crate::matrix::markdown::render(&m);
+    let write = |path: &Path, text: &str| {
+        report::format::prepare(&[ReportFile {
+            format: Format::Markdown,
+            path: path.to_path_buf(),
+        }])
+        .and_then(|()| report::file::write_atomically(path, text))
+        .with_context(|| format!("could not write {}", path.display()))
+        .map_err(AppError::runtime)
+    };
+    match &args.markdown {
+        Some(path) => write(path, &md)?,
+        None => emit(&md)?,
+    }
+    if let Some(path) = &args.html {
+        write(path, &crate::matrix::html::render(&m))?;
+    }
+    Ok(ExitCode::Ok)
+}

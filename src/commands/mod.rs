@@ -1,0 +1,101 @@
+//! One file per subcommand, from parsed options to an exit code, and what they share: where
+//! output and reports go, how they are rendered, Ctrl-C.
+//!
+//! The libraries below (`runner`, `stress`, `client`, `discover`, `matrix`, `report`) never
+//! read options; the command files turn options into their inputs, and the target flags become
+//! a validated [`crate::config::Config`] in `target.rs`.
+
+use std::io::Write as _;
+
+use crate::cli::{Command, Opts, ReportArgs};
+use crate::exit::{AppError, ExitCode};
+use crate::redact::Secrets;
+use crate::report::terminal;
+use crate::report::{self, Format, RenderOptions, ReportFile, Reportable};
+
+mod client;
+mod completions;
+mod discover;
+mod init;
+mod list;
+mod matrix;
+mod run;
+mod stress;
+mod target;
+
+type Result<T, E = AppError> = std::result::Result<T, E>;
+
+/// Runs the parsed command.
+pub async fn run(opts: Opts) -> Result<ExitCode> {
+    match opts.command {
+        Command::Run(args) => run::run(*args).await,
+        Command::List(args) => list::list(&args),
+        Command::Stress(args) => stress::stress(*args).await,
+        Command::Client(args) => client::client(*args).await,
+        Command::Matrix(args) => matrix::matrix(&args),
+        Command::Discover(args) => discover::discover(&args).await,
+        Command::Init(args) => init::init(&args).await,
+        Command::Explain { id, suite } => list::explain(&id, &suite),
+        Command::Completions { shell } => completions::completions(shell),
+        Command::Man { dir } => completions::man(dir.as_deref()),
+    }
+}
+
+/// Prints to stdout. A reader that went away (`idem-check list | head -1`) is not an error:
+/// the output is simply no longer wanted, so the command ends quietly with its own code.
+fn emit(text: &str) -> Result<()> {
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(AppError::runtime(
+            anyhow::Error::new(e).context("cannot write to stdout"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The report files asked for, checked writable (folders created) before any work is done.
+fn report_files(args: &ReportArgs) -> Result<Vec<ReportFile>> {
+    let files = ReportFile::list(&[
+        (Format::Junit, &args.junit),
+        (Format::Json, &args.json),
+        (Format::Markdown, &args.markdown),
+        (Format::Html, &args.html),
+    ]);
+    report::format::prepare(&files).map_err(AppError::runtime)?;
+    Ok(files)
+}
+
+/// How the terminal shows a run of any command: `--color`, `--max-body-bytes` (each report
+/// file derives its own from these), the secrets to mask and the key header to show.
+fn render_options(args: &ReportArgs, secrets: Secrets, key_header: String) -> RenderOptions {
+    RenderOptions {
+        color: terminal::use_color(args.color),
+        secrets,
+        max_body: args
+            .max_body_bytes
+            .unwrap_or(Format::Terminal.default_max_body()),
+        key_header,
+    }
+}
+
+/// Writes every report; each failure is printed, and folded into the exit code as
+/// [`ExitCode::with_report_failure`] documents.
+fn finish_reports(
+    report: &dyn Reportable,
+    files: &[ReportFile],
+    render: &RenderOptions,
+    args: &ReportArgs,
+    code: ExitCode,
+) -> ExitCode {
+    let failures = report::format::write_reports(report, files, render, args.max_body_bytes);
+    for e in &failures {
+        eprintln!("idem-check: error: {e:#}");
+    }
+    code.with_report_failure(!failures.is_empty())
+}
+
+/// Resolves on Ctrl-C (never, where the signal cannot be watched).
+async fn interrupted() {
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}

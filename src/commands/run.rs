@@ -1,0 +1,227 @@
+//! `idem-check run`: the probes against one target (a URL, a target file, the bundled reference
+//! server), or against every keyed operation of an API description (`--openapi`), with each
+//! verdict streamed to the terminal as soon as it is known.
+
+use std::io::IsTerminal as _;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use anyhow::Context as _;
+
+use super::target::{configure, openapi_targets, run_options};
+use super::{emit, finish_reports, interrupted, render_options, report_files, Result};
+use crate::cli::RunArgs;
+use crate::config::{Config, RunOptions};
+use crate::discover::run::{OpenApiReport, OperationReport};
+use crate::exit::{AppError, ExitCode};
+use crate::outcome::Outcome;
+use crate::probes;
+use crate::report::terminal::{self, Progress};
+use crate::report::{ProbeReport, RenderOptions, RunReport};
+use crate::runner::{self, Observer};
+
+pub(super) async fn run(args: RunArgs) -> Result<ExitCode> {
+    if args.target.openapi.is_some() {
+        return run_openapi(&args).await;
+    }
+    let opts = RunOptions {
+        strict: args.strict,
+        key_form: args.key_form,
+        ..RunOptions::default()
+    };
+    let files = report_files(&args.report)?;
+    let (config, reference) = configure(&args.target, opts).await?;
+    let selection = probes::select(
+        &config.suite,
+        &expand_groups(&args.probe),
+        &expand_groups(&args.skip),
+    )?;
+    let render = render_options(
+        &args.report,
+        config.secrets.clone(),
+        config.suite.header.clone(),
+    );
+    let progress = Progress::new(selection.len() as u64, std::io::stderr().is_terminal());
+    // The header and each verdict are printed as they are known; the evidence and the
+    // summary once the run is over.
+    let context = runner::context(&config);
+    progress.line(&terminal::header(
+        &config.operation.line(),
+        &config.suite.name,
+        &context,
+        &render,
+    ));
+    progress.line("");
+    let observer = ProgressObserver::new(&progress, &render);
+    let report = runner::run(config.clone(), selection, &observer, interrupted())
+        .await
+        .map_err(AppError::runtime)?;
+    progress.finish();
+    if let Some(r) = reference {
+        r.stop().await.map_err(AppError::runtime)?;
+    }
+    // The header printed before the run could not know what the pre-flight settled (the effect
+    // basis, the key form): the whole line again, above the evidence and the summary.
+    emit(&format!(
+        "{}\n{}\n{}",
+        observer.settled(&report),
+        terminal::header_line(&report, &render),
+        terminal::render_tail(&report, &render, config.strict)
+    ))?;
+    let code = ExitCode::for_run(&report.summary, report.interrupted);
+    Ok(finish_reports(&report, &files, &render, &args.report, code))
+}
+
+/// `run --openapi SPEC`: every selected operation, one after the other. Each discovered
+/// operation becomes an ordinary target description (URL, method, declared key header, body,
+/// id pointer) with the usual target flags laid over it, checked by the ordinary run.
+async fn run_openapi(args: &RunArgs) -> Result<ExitCode> {
+    let files = report_files(&args.report)?;
+    let (found, targets, skipped) = openapi_targets(&args.target).await?;
+    let base_opts = run_options(
+        &args.target,
+        RunOptions {
+            strict: args.strict,
+            ..RunOptions::default()
+        },
+    )?;
+    let mut configs = Vec::new();
+    for (op, target) in targets {
+        let opts = RunOptions {
+            label: Some(
+                args.target
+                    .label
+                    .clone()
+                    .unwrap_or_else(|| op.operation_id.clone()),
+            ),
+            ..base_opts.clone()
+        };
+        let config = Config::build(target, &opts, None)
+            .with_context(|| format!("operation {}", op.operation_id))?;
+        let selection = probes::select(&config.suite, &args.probe, &args.skip)?;
+        configs.push((op, Arc::new(config), selection));
+    }
+    // Every operation shares the flags, so the first one's secrets are every run's.
+    let (secrets, key_header) = configs
+        .first()
+        .map(|(_, c, _)| (c.secrets.clone(), c.suite.header.clone()))
+        .unwrap_or_default();
+    let render = render_options(&args.report, secrets, key_header);
+    let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let start = Instant::now();
+    let mut runs = Vec::new();
+    for (op, config, selection) in configs {
+        let progress = Progress::new(selection.len() as u64, std::io::stderr().is_terminal());
+        let report = runner::run(
+            config.clone(),
+            selection,
+            &ProgressObserver::new(&progress, &render),
+            interrupted(),
+        )
+        .await
+        .map_err(AppError::runtime)?;
+        progress.finish();
+        let stop = report.interrupted;
+        runs.push(OperationReport::new(&op, report));
+        if stop {
+            break;
+        }
+    }
+    let report = OpenApiReport::new(
+        &args.target.openapi.clone().unwrap_or_default(),
+        &found.version,
+        started_at,
+        start.elapsed().as_secs_f64() * 1000.0,
+        args.strict,
+        runs,
+        skipped,
+    );
+    emit(&report.terminal(&render, args.strict))?;
+    let code = ExitCode::for_run(&report.summary, report.interrupted);
+    Ok(finish_reports(&report, &files, &render, &args.report, code))
+}
+
+/// `--probe`/`--skip` values with group names (`key-syntax`) replaced by their probes' ids;
+/// anything else is left for the selection to accept or refuse.
+fn expand_groups(names: &[String]) -> Vec<String> {
+    let catalog = probes::catalog();
+    names
+        .iter()
+        .flat_map(|name| {
+            let group: Vec<String> = catalog
+                .iter()
+                .filter(|p| p.meta.group.as_str() == name)
+                .map(|p| p.meta.id.to_string())
+                .collect();
+            if group.is_empty() {
+                vec![name.clone()]
+            } else {
+                group
+            }
+        })
+        .collect()
+}
+
+/// Streams the run to the terminal: the running probe on the bar, each verdict line above it
+/// as soon as its probe is done (the probes a failed pre-flight kept from running are one line
+/// in the tail instead).
+struct ProgressObserver<'a> {
+    progress: &'a Progress,
+    render: &'a RenderOptions,
+    /// The verdict each probe was streamed with, before root causes were settled.
+    streamed: std::sync::Mutex<Vec<(&'static str, Outcome)>>,
+}
+
+impl<'a> ProgressObserver<'a> {
+    fn new(progress: &'a Progress, render: &'a RenderOptions) -> Self {
+        ProgressObserver {
+            progress,
+            render,
+            streamed: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The probes whose verdict changed after the run (a FAIL streamed while its prerequisite
+    /// had not run yet, or a PASS whose counts missed a late execution), each line again with
+    /// its final verdict; empty when none changed.
+    fn settled(&self, report: &RunReport) -> String {
+        let streamed = self
+            .streamed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let changed: Vec<String> = report
+            .probes
+            .iter()
+            .filter(|p| {
+                streamed
+                    .iter()
+                    .any(|(id, o)| *id == p.id && *o != p.outcome)
+            })
+            .map(|p| terminal::probe_line(p, self.render))
+            .collect();
+        if changed.is_empty() {
+            return String::new();
+        }
+        format!(
+            "\nsettled after the run (a failure these follow from, or executions that landed after they ended):\n{}\n",
+            changed.join("\n")
+        )
+    }
+}
+
+impl Observer for ProgressObserver<'_> {
+    fn started(&self, id: &str) {
+        self.progress.start_probe(id);
+    }
+    fn finished(&self, report: &ProbeReport) {
+        if !terminal::not_run(report) {
+            self.progress
+                .line(&terminal::probe_line(report, self.render));
+            self.streamed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push((report.id, report.outcome));
+        }
+        self.progress.finish_probe();
+    }
+}

@@ -1,0 +1,50 @@
+//! `idem-check stress`: many keys, each a burst of duplicates plus late retries, with many
+//! requests in flight, against the same targets as `run`.
+
+use std::io::IsTerminal as _;
+
+use super::target::configure;
+use super::{emit, finish_reports, interrupted, render_options, report_files, Result};
+use crate::cli::StressArgs;
+use crate::config::RunOptions;
+use crate::exit::{AppError, ExitCode};
+use crate::report::terminal::Progress;
+use crate::stress::StressOptions;
+
+pub(super) async fn stress(args: StressArgs) -> Result<ExitCode> {
+    if args.keys == 0 || args.duplicates == 0 || args.concurrency == 0 {
+        return Err(
+            anyhow::anyhow!("--keys, --duplicates and --concurrency must be at least 1").into(),
+        );
+    }
+    let files = report_files(&args.report)?;
+    let (config, reference) = configure(&args.target, RunOptions::default()).await?;
+    let render = render_options(
+        &args.report,
+        config.secrets.clone(),
+        config.suite.header.clone(),
+    );
+    let progress = Progress::for_stress(
+        args.keys as u64,
+        args.duration,
+        std::io::stderr().is_terminal(),
+    );
+    let opts = StressOptions {
+        keys: args.keys,
+        duplicates: args.duplicates,
+        concurrency: args.concurrency,
+        duration: args.duration,
+        rate: args.rate,
+    };
+    let report = crate::stress::run(config.clone(), &opts, &progress, interrupted())
+        .await
+        .map_err(AppError::runtime)?;
+    progress.finish();
+    if let Some(r) = reference {
+        r.stop().await.map_err(AppError::runtime)?;
+    }
+    emit(&crate::stress::render_terminal(&report, &render))?;
+    let run = report.as_run_report();
+    let code = ExitCode::for_run(&run.summary, report.interrupted);
+    Ok(finish_reports(&report, &files, &render, &args.report, code))
+}

@@ -1,0 +1,142 @@
+//! The target of `run` and `stress`, from the target flags to a validated [`Config`]: the
+//! bundled reference server started, an API description's operations, or a URL and target file
+//! ([`crate::target::assemble`] lays the flags over the file), then the run options and the
+//! suite, and the connection settings applied.
+
+use std::sync::Arc;
+
+use anyhow::{bail, Context as _};
+
+use super::discover::load;
+use super::Result;
+use crate::cli::TargetArgs;
+use crate::config::{Config, RestartHook, RunOptions, TargetSpec};
+use crate::discover::{Discovery, Operation, Skipped};
+use crate::exit::AppError;
+use crate::reference::Reference;
+
+/// The validated config for the target the user described, starting the bundled reference
+/// server when asked (it lives as long as the returned handle).
+pub(super) async fn configure(
+    t: &TargetArgs,
+    opts: RunOptions,
+) -> Result<(Arc<Config>, Option<Reference>)> {
+    let mut reference = None;
+    let mut hook: Option<Arc<dyn RestartHook>> = None;
+    if let (Some(fault), false) = (&t.reference_fault, t.reference) {
+        return Err(anyhow::anyhow!(
+            "--reference-fault switches a fault on in the bundled reference server, which only \
+             --reference starts: idem-check run --reference --reference-fault {fault}"
+        )
+        .into());
+    }
+    let target = if t.reference {
+        let fault = t
+            .reference_fault
+            .as_deref()
+            .map(|f| f.parse().map_err(|e| anyhow::anyhow!("{e}")))
+            .transpose()?;
+        let r = Reference::start_with(fault, t.reference_db.as_deref())
+            .await
+            .context("could not start the bundled reference server")
+            .map_err(AppError::runtime)?;
+        let spec = crate::target::reference(r.target(), t);
+        hook = Some(r.restart_hook());
+        reference = Some(r);
+        spec
+    } else if t.openapi.is_some() {
+        single_target(t).await?
+    } else {
+        crate::target::from_flags(t, &std::env::vars().collect())?
+    };
+    let target = with_proxy_environment(target, t);
+    let opts = run_options(t, opts)?;
+    Ok((Arc::new(Config::build(target, &opts, hook)?), reference))
+}
+
+/// `target` with the environment's proxy variables, which its run's connector reads. The
+/// in-process reference server is on loopback: only an explicit --proxy reaches it through a proxy.
+fn with_proxy_environment(mut target: TargetSpec, t: &TargetArgs) -> TargetSpec {
+    if !t.reference {
+        target.net.proxy_env =
+            crate::http::net::NetOptions::proxy_environment(&|name| std::env::var(name).ok());
+    }
+    target
+}
+
+/// The run options the target flags set (suite, timeout, label, release threads) over `opts`.
+pub(super) fn run_options(t: &TargetArgs, opts: RunOptions) -> Result<RunOptions> {
+    Ok(RunOptions {
+        suite: crate::catalog::load_suite(&t.suite)?,
+        timeout: t.timeout,
+        label: t.label.clone().or_else(|| {
+            t.reference.then(|| match &t.reference_fault {
+                Some(f) => format!("reference+{f}"),
+                None => "reference".to_string(),
+            })
+        }),
+        reference: t.reference && t.reference_fault.is_none(),
+        release_threads: !t.no_release_threads,
+        ..opts
+    })
+}
+
+/// The one operation `stress --openapi` checks: the document must yield exactly one (choose
+/// it with `--operation ID`).
+async fn single_target(t: &TargetArgs) -> Result<TargetSpec> {
+    let (_, mut targets, skipped) = openapi_targets(t).await?;
+    if targets.len() != 1 {
+        let ids: Vec<&str> = targets
+            .iter()
+            .map(|(o, _)| o.operation_id.as_str())
+            .collect();
+        return Err(anyhow::anyhow!(
+            "stress checks one operation; choose one of {} with --operation ID",
+            ids.join(", ")
+        )
+        .into());
+    }
+    if let Some(s) = skipped.first() {
+        return Err(anyhow::anyhow!("{}", s.line()).into());
+    }
+    Ok(targets.remove(0).1)
+}
+
+/// The operations of `--openapi SPEC` as target descriptions with the flags laid over them, and
+/// the operations that cannot be called (with the reason).
+pub(super) async fn openapi_targets(
+    t: &TargetArgs,
+) -> anyhow::Result<(Discovery, Vec<(Operation, TargetSpec)>, Vec<Skipped>)> {
+    let source = t.openapi.as_deref().unwrap_or_default();
+    let (_, found) = load(source, &t.openapi_args, t.timeout).await?;
+    let selected: Vec<Operation> = found
+        .select(&t.openapi_args.operations)?
+        .into_iter()
+        .cloned()
+        .collect();
+    let mut skipped = found.skipped.clone();
+    let mut out = Vec::new();
+    for op in selected {
+        match &op.url {
+            Ok(url) => {
+                let spec = crate::target::from_operation(&op, url, t)?;
+                out.push((op, with_proxy_environment(spec, t)));
+            }
+            Err(reason) => skipped.push(Skipped {
+                method: op.method.clone(),
+                path: op.path.clone(),
+                operation_id: op.operation_id.clone(),
+                pointer: op.pointer.clone(),
+                reason: reason.clone(),
+            }),
+        }
+    }
+    if out.is_empty() {
+        let why: Vec<String> = skipped.iter().map(Skipped::line).collect();
+        bail!(
+            "no operation of {source} can be checked: {}",
+            why.join("; ")
+        );
+    }
+    Ok((found, out, skipped))
+}
