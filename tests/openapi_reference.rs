@@ -151,6 +151,31 @@ async fn the_race_is_found_on_the_payments_operation() {
     );
 }
 
+/// A group name selects its probes under `--openapi` as it does for a single target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_group_selects_its_probes_on_every_operation() {
+    let reference = Reference::start(None).await.unwrap();
+    let (code, report, _, terminal) = run_openapi(
+        &reference,
+        &["--operation", "createPayment", "--probe", "key-syntax"],
+    )
+    .await;
+    reference.stop().await.unwrap();
+    assert_eq!(code, 0, "{terminal}");
+    // first-request runs first in every run: it is the pre-flight.
+    let group: Vec<String> = idem_check::probes::catalog()
+        .iter()
+        .filter(|p| p.meta.id == "first-request" || p.meta.group.as_str() == "key-syntax")
+        .map(|p| p.meta.id.to_string())
+        .collect();
+    let ran: Vec<String> = outcomes(&report["operations"][0])
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert!(group.len() > 2, "{group:?}");
+    assert_eq!(ran, group, "{terminal}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stress_takes_one_operation_from_the_document() {
     let reference = Reference::start(None).await.unwrap();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail, Context as _};
 
 use super::discover::FETCH_TIMEOUT;
-use super::{finish_reports, render_options, report_files, Result};
+use super::{finish, render_options, report_files, Result};
 use crate::catalog::load_suite;
 use crate::cli::ClientArgs;
 use crate::client::auth::Auth;
@@ -81,12 +81,9 @@ pub(super) async fn client(args: ClientArgs) -> Result<ExitCode> {
         key_header,
     );
     let run = report.as_run_report();
-    print!(
-        "{}",
-        terminal::render(&report.as_terminal_report(), &render, opts.strict)
-    );
+    let text = terminal::render(&report.as_terminal_report(), &render, opts.strict);
     let code = ExitCode::for_run(&run.summary, report.interrupted);
-    Ok(finish_reports(&report, &files, &render, &args.report, code))
+    finish(&text, &report, &files, &render, &args.report, code)
 }
 
 /// What the fake API serves: the operations (built-in, `--path`, or the document's keyed ones),

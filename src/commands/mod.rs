@@ -77,20 +77,24 @@ fn render_options(args: &ReportArgs, secrets: Secrets, key_header: String) -> Re
     }
 }
 
-/// Writes every report; each failure is printed, and folded into the exit code as
-/// [`ExitCode::with_report_failure`] documents.
-fn finish_reports(
+/// Prints the command's terminal output, then writes every report; each report failure is
+/// printed, and folded into the exit code as [`ExitCode::with_report_failure`] documents. A
+/// stdout that cannot be written (a full disk behind a redirect) does not keep the reports
+/// from being written: the run's record is never lost to it.
+fn finish(
+    terminal: &str,
     report: &dyn Reportable,
     files: &[ReportFile],
     render: &RenderOptions,
     args: &ReportArgs,
     code: ExitCode,
-) -> ExitCode {
+) -> Result<ExitCode> {
+    let printed = emit(terminal);
     let failures = report::format::write_reports(report, files, render, args.max_body_bytes);
     for e in &failures {
         eprintln!("idem-check: error: {e:#}");
     }
-    code.with_report_failure(!failures.is_empty())
+    printed.map(|()| code.with_report_failure(!failures.is_empty()))
 }
 
 /// Resolves on Ctrl-C (never, where the signal cannot be watched).

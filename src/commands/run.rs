@@ -9,7 +9,7 @@ use std::time::{Instant, SystemTime};
 use anyhow::Context as _;
 
 use super::target::{configure, openapi_targets, run_options};
-use super::{emit, finish_reports, interrupted, render_options, report_files, Result};
+use super::{finish, interrupted, render_options, report_files, Result};
 use crate::cli::RunArgs;
 use crate::config::{Config, RunOptions};
 use crate::discover::run::{OpenApiReport, OperationReport};
@@ -31,11 +31,7 @@ pub(super) async fn run(args: RunArgs) -> Result<ExitCode> {
     };
     let files = report_files(&args.report)?;
     let (config, reference) = configure(&args.target, opts).await?;
-    let selection = probes::select(
-        &config.suite,
-        &expand_groups(&args.probe),
-        &expand_groups(&args.skip),
-    )?;
+    let selection = probes::select(&config.suite, &args.probe, &args.skip)?;
     let render = render_options(
         &args.report,
         config.secrets.clone(),
@@ -62,14 +58,14 @@ pub(super) async fn run(args: RunArgs) -> Result<ExitCode> {
     }
     // The header printed before the run could not know what the pre-flight settled (the effect
     // basis, the key form): the whole line again, above the evidence and the summary.
-    emit(&format!(
+    let text = format!(
         "{}\n{}\n{}",
         observer.settled(&report),
         terminal::header_line(&report, &render),
         terminal::render_tail(&report, &render, config.strict)
-    ))?;
+    );
     let code = ExitCode::for_run(&report.summary, report.interrupted);
-    Ok(finish_reports(&report, &files, &render, &args.report, code))
+    finish(&text, &report, &files, &render, &args.report, code)
 }
 
 /// `run --openapi SPEC`: every selected operation, one after the other. Each discovered
@@ -136,30 +132,9 @@ async fn run_openapi(args: &RunArgs) -> Result<ExitCode> {
         runs,
         skipped,
     );
-    emit(&report.terminal(&render, args.strict))?;
+    let text = report.terminal(&render, args.strict);
     let code = ExitCode::for_run(&report.summary, report.interrupted);
-    Ok(finish_reports(&report, &files, &render, &args.report, code))
-}
-
-/// `--probe`/`--skip` values with group names (`key-syntax`) replaced by their probes' ids;
-/// anything else is left for the selection to accept or refuse.
-fn expand_groups(names: &[String]) -> Vec<String> {
-    let catalog = probes::catalog();
-    names
-        .iter()
-        .flat_map(|name| {
-            let group: Vec<String> = catalog
-                .iter()
-                .filter(|p| p.meta.group.as_str() == name)
-                .map(|p| p.meta.id.to_string())
-                .collect();
-            if group.is_empty() {
-                vec![name.clone()]
-            } else {
-                group
-            }
-        })
-        .collect()
+    finish(&text, &report, &files, &render, &args.report, code)
 }
 
 /// Streams the run to the terminal: the running probe on the bar, each verdict line above it

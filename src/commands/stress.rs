@@ -4,7 +4,7 @@
 use std::io::IsTerminal as _;
 
 use super::target::configure;
-use super::{emit, finish_reports, interrupted, render_options, report_files, Result};
+use super::{finish, interrupted, render_options, report_files, Result};
 use crate::cli::StressArgs;
 use crate::config::RunOptions;
 use crate::exit::{AppError, ExitCode};
@@ -43,8 +43,8 @@ pub(super) async fn stress(args: StressArgs) -> Result<ExitCode> {
     if let Some(r) = reference {
         r.stop().await.map_err(AppError::runtime)?;
     }
-    emit(&crate::stress::render_terminal(&report, &render))?;
+    let text = crate::stress::render_terminal(&report, &render);
     let run = report.as_run_report();
     let code = ExitCode::for_run(&run.summary, report.interrupted);
-    Ok(finish_reports(&report, &files, &render, &args.report, code))
+    finish(&text, &report, &files, &render, &args.report, code)
 }

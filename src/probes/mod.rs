@@ -261,24 +261,42 @@ pub fn find(id: &str) -> Option<ProbeDef> {
     catalog().into_iter().find(|p| p.meta.id == id)
 }
 
-/// The suite's probes, narrowed by `--probe` and `--skip`, in catalog order; unknown ids are
-/// errors that list the known ones.
+/// The suite's probes, narrowed by `--probe` and `--skip`, in catalog order. A name is a probe
+/// id or a group (`key-syntax` stands for its probes); anything else is an error that lists the
+/// known names. Every command selects here, so a group means the same to all of them.
 pub fn select(suite: &Suite, only: &[String], skip: &[String]) -> Result<Vec<ProbeDef>> {
-    for id in only.iter().chain(skip) {
-        if find(id).is_none() {
-            let known: Vec<&str> = catalog().iter().map(|p| p.meta.id).collect();
-            bail!(
-                "unknown probe {id:?}; known probes: {} (see `idem-check list`)",
-                known.join(", ")
-            );
-        }
-    }
+    let (only, skip) = (expand_groups(only)?, expand_groups(skip)?);
     Ok(catalog()
         .into_iter()
         .filter(|p| suite.enabled(p.meta.id))
-        .filter(|p| only.is_empty() || only.iter().any(|id| id == p.meta.id))
-        .filter(|p| !skip.iter().any(|id| id == p.meta.id))
+        .filter(|p| only.is_empty() || only.contains(&p.meta.id))
+        .filter(|p| !skip.contains(&p.meta.id))
         .collect())
+}
+
+/// The probe ids `names` stand for: a probe id stands for itself, a group for its probes.
+fn expand_groups(names: &[String]) -> Result<Vec<&'static str>> {
+    let catalog = catalog();
+    let mut ids = Vec::new();
+    for name in names {
+        let matching: Vec<&'static str> = catalog
+            .iter()
+            .filter(|p| p.meta.id == name || p.meta.group.as_str() == name)
+            .map(|p| p.meta.id)
+            .collect();
+        if matching.is_empty() {
+            let known: Vec<&str> = catalog.iter().map(|p| p.meta.id).collect();
+            let mut groups: Vec<&str> = catalog.iter().map(|p| p.meta.group.as_str()).collect();
+            groups.dedup();
+            bail!(
+                "unknown probe {name:?}; known probes: {}; groups: {} (see `idem-check list`)",
+                known.join(", "),
+                groups.join(", ")
+            );
+        }
+        ids.extend(matching);
+    }
+    Ok(ids)
 }
 
 #[cfg(test)]
