@@ -720,35 +720,6 @@ fn key_per_operation(j: &Judging) -> Judged {
     out
 }
 
-/// The part of each key that tells it from the others: what follows the prefix they all
-/// share, cut at 12 characters (`…9a1d-de24458e…`). Generated SDKs start every key alike
-/// (`stainless-node-retry-…`), so a key's first characters say nothing.
-pub fn distinguishing(keys: &[&str]) -> Vec<String> {
-    let common = keys.split_first().map_or(0, |(first, rest)| {
-        rest.iter()
-            .map(|k| {
-                first
-                    .chars()
-                    .zip(k.chars())
-                    .take_while(|(a, b)| a == b)
-                    .count()
-            })
-            .min()
-            .unwrap_or(0)
-    });
-    keys.iter()
-        .map(|k| {
-            let tail: String = k.chars().skip(common).collect();
-            let cut: String = tail.chars().take(12).collect();
-            format!(
-                "{}{cut}{}",
-                if common > 0 { "…" } else { "" },
-                if tail.chars().count() > 12 { "…" } else { "" }
-            )
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -782,20 +753,6 @@ mod tests {
             payload_change(&first, &added).as_deref(),
             Some("at: (absent) → 7")
         );
-    }
-
-    #[test]
-    fn keys_are_told_apart_after_their_common_prefix() {
-        let stainless = [
-            "stainless-node-retry-0b3f2a91-77c1-4d1e",
-            "stainless-node-retry-9c01d2e3-1234-4abc",
-        ];
-        assert_eq!(
-            distinguishing(&stainless),
-            ["…0b3f2a91-77c…", "…9c01d2e3-123…"]
-        );
-        assert_eq!(distinguishing(&["k1", "k2"]), ["…1", "…2"]);
-        assert_eq!(distinguishing(&["abc", "xyz"]), ["abc", "xyz"]);
     }
 
     #[test]
