@@ -415,8 +415,8 @@ fn the_lost_response_is_a_closed_connection_to_a_real_client_and_reports_hide_th
     );
     let md = std::fs::read_to_string(run.dir.path().join("client.md")).unwrap();
     assert!(
-        md.contains("| client-lost-response | ❌ FAIL | critical |"),
-        "{md}"
+        md.contains("| client-lost-response | ❌ FAIL | required |"),
+        "giving up is not a duplicate payment: {md}"
     );
 }
 
@@ -669,7 +669,8 @@ fn list_shows_the_client_checks_with_severities() {
         "client-throttled",
         "throttled-429, timeout-408",
         "recommended  the client tries again after a 429 or 408",
-        "critical     each operation has its own key (several operations in one process)",
+        "required     each operation has its own key (several operations in one process)",
+        "critical     exactly one payment exists at the end",
     ] {
         assert!(text.contains(want), "{want}\n{text}");
     }

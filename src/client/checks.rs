@@ -5,11 +5,16 @@
 //! | --- | --- | --- |
 //! | `client-key-present` | created | the first attempt carries the key (required), the exit status says what happened |
 //! | `client-key-syntax` | created | an RFC 8941 String under ietf-draft-07, either form under stripe (required) |
-//! | `client-lost-response` | lost-response | retry with the same key and payload, one payment, exit 0 (critical) |
+//! | `client-lost-response` | lost-response | retry with the same key and payload, exit 0 (required); one payment (critical) |
 //! | `client-retry-after` | retry-after-* | no sooner than Retry-After, same key (recommended) |
 //! | `client-throttled` | throttled-429, timeout-408 | retried, after Retry-After, same key (recommended) |
 //! | `client-stops-on-4xx` | refused-422, refused-400 | no further attempt, exit non-zero (required) |
-//! | `client-key-per-operation` | two-operations, operations-in-one-process | one key per operation (critical) |
+//! | `client-key-per-operation` | two-operations, operations-in-one-process | one key per operation (required) |
+//!
+//! A severity says what the check saw (as for the server probes): `critical` only for a
+//! duplicated effect, a leak or a lost record, so only a second payment is critical. A retry
+//! with another key or payload, no retry, a key reused across operations or a wrong exit status
+//! is how a duplicate or a misreport comes about, but not one seen: those are `required`.
 //!
 //! A check about the key a retry carries is made only when the first attempt carried one: with
 //! no key there is nothing to compare, and the probe says so (INCONCLUSIVE, see
@@ -68,17 +73,17 @@ pub const KEY_SYNTAX: ClientCheck = ClientCheck {
 pub const LOST_RETRIED: ClientCheck = ClientCheck {
     id: "retried",
     what: "the client retries when the connection closed without an answer",
-    severity: Severity::Critical,
+    severity: Severity::Required,
 };
 pub const LOST_SAME_KEY: ClientCheck = ClientCheck {
     id: "same-key",
     what: "every retry carries the first attempt's key",
-    severity: Severity::Critical,
+    severity: Severity::Required,
 };
 pub const LOST_SAME_PAYLOAD: ClientCheck = ClientCheck {
     id: "same-payload",
     what: "every retry carries the first attempt's payload (equal JSON)",
-    severity: Severity::Critical,
+    severity: Severity::Required,
 };
 pub const LOST_ONE_PAYMENT: ClientCheck = ClientCheck {
     id: "one-payment",
@@ -88,7 +93,7 @@ pub const LOST_ONE_PAYMENT: ClientCheck = ClientCheck {
 pub const LOST_EXIT_SUCCESS: ClientCheck = ClientCheck {
     id: "exit-success",
     what: "the command exits 0: the payment was created",
-    severity: Severity::Critical,
+    severity: Severity::Required,
 };
 pub const RETRY_AFTER_WAITED: ClientCheck = ClientCheck {
     id: "waited",
@@ -123,12 +128,12 @@ pub const STOP_EXIT_FAILURE: ClientCheck = ClientCheck {
 pub const DISTINCT_KEYS: ClientCheck = ClientCheck {
     id: "distinct-keys",
     what: "each operation has its own key (one process per operation)",
-    severity: Severity::Critical,
+    severity: Severity::Required,
 };
 pub const DISTINCT_KEYS_IN_PROCESS: ClientCheck = ClientCheck {
     id: "distinct-keys-in-process",
     what: "each operation has its own key (several operations in one process)",
-    severity: Severity::Critical,
+    severity: Severity::Required,
 };
 pub const EXIT_STATUS: ClientCheck = ClientCheck {
     id: "exit-status",
@@ -753,6 +758,17 @@ mod tests {
             payload_change(&first, &added).as_deref(),
             Some("at: (absent) → 7")
         );
+    }
+
+    #[test]
+    fn only_a_second_payment_is_critical() {
+        let critical: Vec<&str> = CATALOG
+            .iter()
+            .flat_map(|p| p.checks.iter())
+            .filter(|c| c.severity == Severity::Critical)
+            .map(|c| c.what)
+            .collect();
+        assert_eq!(critical, [LOST_ONE_PAYMENT.what]);
     }
 
     #[test]
