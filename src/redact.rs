@@ -119,8 +119,8 @@ pub fn bytes_for_text(bytes: &[u8], max: usize) -> String {
 }
 
 /// At most `max` characters of `text`, then `… (N bytes, sha256 …)` when it was longer: for a
-/// value quoted inside a line (a check's expected/actual, a reason), where a whole body would
-/// drown the verdict. The size and digest let two long values be compared by eye.
+/// value quoted inside a line (a check's expected/actual), where a whole body would drown the
+/// verdict. The size and digest let two long values be compared by eye.
 pub fn cut_line(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         None => text.to_string(),
@@ -131,6 +131,26 @@ pub fn cut_line(text: &str, max: usize) -> String {
             &sha256_hex(text.as_bytes())[..16]
         ),
     }
+}
+
+/// A one-line reason of at most `max` characters: one that is longer ends at the last word that
+/// fits, then `…`. A reason is a sentence, not data: a size and digest after it (as
+/// [`cut_line`] gives a value) say nothing a reader can use, and the evidence quotes the values
+/// themselves.
+pub fn cut_reason(text: &str, max: usize) -> String {
+    let Some((end, _)) = text.char_indices().nth(max.saturating_sub(1)) else {
+        return text.to_string();
+    };
+    if text[end..].chars().count() == 1 {
+        return text.to_string();
+    }
+    let head = &text[..end];
+    // A word boundary in the second half, else the characters that fit.
+    let cut = match head.rfind(' ') {
+        Some(i) if head[..i].chars().count() >= max / 2 => &head[..i],
+        _ => head,
+    };
+    format!("{}…", cut.trim_end_matches([' ', ',', ';', ':']))
 }
 
 /// `1048576` → `1,048,576`.
@@ -631,6 +651,19 @@ pub fn auth_scheme(value: &[u8]) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_long_reason_ends_at_a_word_without_a_digest() {
+        use super::cut_reason;
+        assert_eq!(cut_reason("short enough", 20), "short enough");
+        assert_eq!(cut_reason("exactly ten", 11), "exactly ten");
+        let long = "the next attempt carries the same key: expected one key, got another one";
+        let cut = cut_reason(long, 40);
+        assert_eq!(cut, "the next attempt carries the same key…");
+        assert!(cut.chars().count() <= 40);
+        let word = "x".repeat(50);
+        assert_eq!(cut_reason(&word, 10), format!("{}…", "x".repeat(9)));
+    }
+
     use super::*;
 
     fn secrets() -> Secrets {

@@ -32,6 +32,8 @@ fn sample(defect: &str) -> Vec<String> {
 struct Run {
     code: i32,
     json: Value,
+    /// What the terminal showed (stdout).
+    terminal: String,
     dir: tempfile::TempDir,
 }
 
@@ -62,6 +64,7 @@ fn check_client(extra: &[&str], argv: &[String]) -> Run {
     Run {
         code: out.status.code().unwrap_or(-1),
         json: serde_json::from_str(&text).unwrap(),
+        terminal: String::from_utf8_lossy(&out.stdout).into_owned(),
         dir,
     }
 }
@@ -163,6 +166,9 @@ const TABLE: &[Expected] = &[
         &[],
     ),
 ];
+
+/// Lines a run's terminal output may take: two screens. The attempts in full are in the reports.
+const TERMINAL_LINES: usize = 100;
 
 /// Sample clients whose only failed checks are recommended ones: a WARN, which exits 0.
 const WARN_ONLY: &[&str] = &["ignores-retry-after", "ignores-429"];
@@ -327,6 +333,31 @@ fn each_defect_is_flagged_by_its_checks_and_the_correct_client_passes_everything
         assert_eq!(run.code, want_code, "{name}");
         assert_eq!(run.json["schema"], "idem-check.client/1");
     }
+    for (name, run) in runs.iter().map(|(n, r)| (*n, r)).chain(
+        ["correct (7 s)", "ignores-retry-after (7 s)"]
+            .into_iter()
+            .zip(&long_runs),
+    ) {
+        let lines = run.terminal.lines().count();
+        assert!(
+            lines <= TERMINAL_LINES,
+            "{name}: {lines} lines in the terminal\n{}",
+            run.terminal
+        );
+        assert!(
+            !run.terminal.contains("\n> POST ") && !run.terminal.contains("curl "),
+            "{name}: no dumps in the terminal\n{}",
+            run.terminal
+        );
+        if run.code != 0 || run.terminal.contains("warnings\n") {
+            assert!(
+                run.terminal
+                    .contains("in full in the JSON and HTML reports)"),
+                "{name}: says where the attempts are\n{}",
+                run.terminal
+            );
+        }
+    }
 }
 
 #[test]
@@ -390,8 +421,8 @@ fn the_lost_response_is_a_closed_connection_to_a_real_client_and_reports_hide_th
     );
     let md = std::fs::read_to_string(run.dir.path().join("client.md")).unwrap();
     assert!(
-        md.contains("| client-lost-response | ❌ FAIL | critical |"),
-        "{md}"
+        md.contains("| client-lost-response | ❌ FAIL | required |"),
+        "giving up is not a duplicate payment: {md}"
     );
 }
 
@@ -635,7 +666,8 @@ fn list_shows_the_client_checks_with_severities() {
         "client-throttled",
         "throttled-429, timeout-408",
         "recommended  the client tries again after a 429 or 408",
-        "critical     each operation has its own key (several operations in one process)",
+        "required     each operation has its own key (several operations in one process)",
+        "critical     exactly one payment exists at the end",
     ] {
         assert!(text.contains(want), "{want}\n{text}");
     }

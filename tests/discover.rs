@@ -1,10 +1,13 @@
 //! OpenAPI discovery on small documents written for the purpose (fixtures/openapi/), one per
 //! case: versions and formats, where and how the key header is declared, bodies from examples
-//! and from schemas, servers, and the documents that must be refused.
+//! and from schemas, servers, and the documents that must be refused; references to other
+//! files, and to URLs served by a small server on 127.0.0.1.
 
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use idem_check::discover::body::BodySource;
 use idem_check::discover::header::Match;
@@ -233,18 +236,300 @@ fn documents_that_cannot_be_used_are_refused_in_one_line_naming_what_was_found()
     );
     let e = refused("unparseable.yaml");
     assert!(matches!(e.location, Some(Location::Line(4, _))), "{e}");
-    let e = refused("external-ref.yaml");
-    assert_eq!(
-        e.location,
-        Some(Location::Pointer("/paths/~1a/post/parameters/0".into()))
-    );
-    assert!(e.message.contains("common.yaml"), "{e}");
     for e in [
         refused("no-key.yaml"),
         refused("not-openapi.json"),
         refused("unparseable.yaml"),
-        refused("external-ref.yaml"),
     ] {
         assert!(!e.to_string().contains('\n'), "one line: {e}");
     }
+}
+
+/// Loads a document as the commands do: read or fetched, its references to other documents
+/// followed; bounded so that a hanging reference fails the test instead of stalling it.
+async fn loaded(source: &str) -> Discovery {
+    let spec = tokio::time::timeout(
+        Duration::from_secs(60),
+        load::load(source, Duration::from_secs(10)),
+    )
+    .await
+    .expect("loading ends within a minute")
+    .unwrap_or_else(|e| panic!("{e}"));
+    discover(&spec, &Options::default()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[tokio::test]
+async fn relative_file_refs_are_read_next_to_the_file_that_holds_them() {
+    let d = loaded(&fixture("external-files.yaml")).await;
+    assert_eq!(ids(&d), ["createPayment", "createRefund"]);
+    let p = op(&d, "createPayment");
+    assert_eq!(
+        (p.header.as_str(), p.required),
+        ("Idempotency-Key", true),
+        "the key header is declared in external/common.yaml"
+    );
+    // payment.json's own #/definitions, party.yaml next to it, the Note back in the main
+    // document; the cycles (Party → Party, Party → payment.json) cut.
+    assert_eq!(
+        body(p),
+        json!({"amount": 1, "currency": "EUR", "payer": {
+            "name": "{{unique}}", "note": "string", "parent": null, "last_payment": null}})
+    );
+    assert_eq!(p.id_pointer.as_deref(), Some("/id"));
+    assert!(p.notes.is_empty(), "{:?}", p.notes);
+    let r = op(&d, "createRefund");
+    assert_eq!(
+        body(r),
+        json!({"reason": "{{unique}}"}),
+        "the receipt left out"
+    );
+    assert_eq!(r.notes.len(), 1, "{:?}", r.notes);
+    assert!(
+        r.notes[0].starts_with("$ref \"external/missing.yaml#/Receipt\" left out: ")
+            && r.notes[0].contains("external/missing.yaml cannot be read: "),
+        "{}",
+        r.notes[0]
+    );
+}
+
+#[tokio::test]
+async fn a_key_header_in_a_file_that_cannot_be_read_skips_the_operation_naming_it() {
+    let d = loaded(&fixture("external-ref.yaml")).await;
+    assert!(d.operations.is_empty());
+    let s = &d.skipped[0];
+    assert_eq!(s.path, "/a");
+    assert!(
+        s.reason.starts_with(
+            "no idempotency key header among the parameters that could be read; \
+             $ref \"common.yaml#/components/parameters/IdempotencyKey\" left out: "
+        ),
+        "{}",
+        s.reason
+    );
+}
+
+/// What the test server answers on a path.
+#[derive(Clone)]
+enum Answer {
+    /// A status and a body, announced with Content-Length.
+    Body(u16, String),
+    /// 200 with a body of this many bytes and no Content-Length (read until close).
+    Unannounced(usize),
+    /// Accepts and never answers.
+    Hang,
+    /// 302 to this path.
+    Redirect(&'static str),
+}
+
+/// A small HTTP/1.1 server on an ephemeral 127.0.0.1 port, counting the requests per path.
+struct Server {
+    base: String,
+    hits: Arc<Mutex<BTreeMap<String, usize>>>,
+}
+
+async fn serve(routes: impl Fn(&str) -> Answer + Send + Sync + 'static) -> Server {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let hits = Arc::new(Mutex::new(BTreeMap::new()));
+    let routes = Arc::new(routes);
+    let counted = hits.clone();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let (routes, hits) = (routes.clone(), counted.clone());
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 65536 {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&head);
+                let path = text.split(' ').nth(1).unwrap_or("/").to_string();
+                *hits.lock().unwrap().entry(path.clone()).or_default() += 1;
+                let mut out = String::new();
+                let (status, body, announce) = match routes(&path) {
+                    Answer::Body(status, body) => (status, body, true),
+                    Answer::Redirect(to) => {
+                        out = format!("Location: {to}\r\n");
+                        (302, String::new(), true)
+                    }
+                    Answer::Unannounced(n) => (200, "x".repeat(n), false),
+                    Answer::Hang => {
+                        // Held open until the test's runtime ends.
+                        std::future::pending::<()>().await;
+                        return;
+                    }
+                };
+                let mut out = format!("HTTP/1.1 {status} X\r\nConnection: close\r\n{out}");
+                if announce {
+                    out.push_str(&format!("Content-Length: {}\r\n", body.len()));
+                }
+                out.push_str("\r\n");
+                out.push_str(&body);
+                let _ = conn.write_all(out.as_bytes()).await;
+                let _ = conn.shutdown().await;
+            });
+        }
+    });
+    Server { base, hits }
+}
+
+/// An operation whose body's `extra` property is the schema at `reference`.
+fn keyed_operation(id: &str, reference: &str) -> String {
+    format!(
+        r#"  /{id}:
+    post:
+      operationId: {id}
+      parameters: [{{name: Idempotency-Key, in: header, schema: {{type: string}}}}]
+      requestBody:
+        content:
+          application/json:
+            schema:
+              type: object
+              required: [memo, extra]
+              properties:
+                memo: {{type: string}}
+                extra: {{$ref: '{reference}'}}
+      responses: {{'201': {{description: created}}}}
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_refs_are_fetched_once_and_those_that_fail_are_notes_on_their_operation() {
+    // A port nothing listens on: bound, then released.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let unreachable = format!("http://{}/schemas/x.json", dead.local_addr().unwrap());
+    drop(dead);
+    let document = Arc::new(Mutex::new(String::new()));
+    let served = document.clone();
+    let server = serve(move |path| match path {
+        "/api/openapi.yaml" => Answer::Body(200, served.lock().unwrap().clone()),
+        "/api/schemas/receipt.json" => Answer::Body(
+            200,
+            r#"{"Receipt": {"type": "object", "required": ["currency"],
+                "properties": {"currency": {"$ref": "common.json#/Currency"}}}}"#
+                .into(),
+        ),
+        "/api/schemas/common.json" => Answer::Body(
+            200,
+            r#"{"Currency": {"type": "string", "enum": ["NOK"]}}"#.into(),
+        ),
+        "/huge.json" => Answer::Body(200, format!("{{\"a\": \"{}\"}}", "x".repeat(2 << 20))),
+        "/huge-unannounced.json" => Answer::Unannounced(2 << 20),
+        "/page.html" => Answer::Body(200, "<html><body>Not here</body></html>".into()),
+        "/hangs.json" => Answer::Hang,
+        "/loop.json" => Answer::Redirect("/loop.json"),
+        _ => Answer::Body(404, "not found".into()),
+    })
+    .await;
+    let base = &server.base;
+    let mut text = String::from(
+        "openapi: 3.1.0\ninfo: {title: remote, version: '1'}\nservers: [{url: http://127.0.0.1:9}]\npaths:\n",
+    );
+    for (id, reference) in [
+        ("resolved", "schemas/receipt.json#/Receipt".to_string()),
+        (
+            "resolvedAgain",
+            format!("{base}/api/schemas/receipt.json#/Receipt"),
+        ),
+        ("notFound", format!("{base}/gone.json")),
+        ("missingPointer", "schemas/receipt.json#/Refund".to_string()),
+        ("unreachable", unreachable.clone()),
+        ("huge", format!("{base}/huge.json")),
+        ("hugeUnannounced", format!("{base}/huge-unannounced.json")),
+        ("notJson", format!("{base}/page.html")),
+        ("redirectLoop", format!("{base}/loop.json")),
+        ("hangs", format!("{base}/hangs.json")),
+    ] {
+        text.push_str(&keyed_operation(id, &reference));
+    }
+    *document.lock().unwrap() = text;
+
+    let d = loaded(&format!("{base}/api/openapi.yaml")).await;
+    assert_eq!(
+        ids(&d),
+        [
+            "resolved",
+            "resolvedAgain",
+            "notFound",
+            "missingPointer",
+            "unreachable",
+            "huge",
+            "hugeUnannounced",
+            "notJson",
+            "redirectLoop",
+            "hangs"
+        ],
+        "every operation is listed"
+    );
+    for id in ["resolved", "resolvedAgain"] {
+        let o = op(&d, id);
+        assert_eq!(
+            body(o),
+            json!({"memo": "{{unique}}", "extra": {"currency": "NOK"}}),
+            "{id}"
+        );
+        assert!(o.notes.is_empty(), "{id}: {:?}", o.notes);
+    }
+    let hits = server.hits.lock().unwrap().clone();
+    assert_eq!(hits.get("/api/schemas/receipt.json"), Some(&1), "{hits:?}");
+    assert_eq!(hits.get("/api/schemas/common.json"), Some(&1), "{hits:?}");
+
+    let note = |id: &str| {
+        let o = op(&d, id);
+        assert_eq!(
+            body(o),
+            json!({"memo": "{{unique}}"}),
+            "{id}: extra left out"
+        );
+        assert_eq!(o.notes.len(), 1, "{id}: {:?}", o.notes);
+        o.notes[0].clone()
+    };
+    let expect = |id: &str, reference: &str, why: &str| {
+        let n = note(id);
+        assert!(
+            n.starts_with(&format!("$ref {reference:?} left out: ")) && n.contains(why),
+            "{id}: {n}"
+        );
+    };
+    expect(
+        "notFound",
+        &format!("{base}/gone.json"),
+        "answered 404 Not Found",
+    );
+    expect(
+        "missingPointer",
+        "schemas/receipt.json#/Refund",
+        &format!("points at nothing in {base}/api/schemas/receipt.json"),
+    );
+    expect("unreachable", &unreachable, "cannot be fetched");
+    expect(
+        "huge",
+        &format!("{base}/huge.json"),
+        "bytes, more than the 1048576 accepted",
+    );
+    expect(
+        "hugeUnannounced",
+        &format!("{base}/huge-unannounced.json"),
+        "is more than the 1048576 bytes accepted",
+    );
+    expect(
+        "notJson",
+        &format!("{base}/page.html"),
+        "is not a JSON or YAML document",
+    );
+    expect(
+        "redirectLoop",
+        &format!("{base}/loop.json"),
+        "too many redirects",
+    );
+    expect(
+        "hangs",
+        &format!("{base}/hangs.json"),
+        "gave no whole answer within 5 s",
+    );
 }

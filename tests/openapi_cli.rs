@@ -53,7 +53,8 @@ fn discover_prints_a_table_and_json() {
     assert_eq!(
         v["operations"],
         serde_json::json!([{"method": "POST", "path": "/transfers", "operation_id": "createTransfer",
-                            "header": "x-idempotency-key", "required": true, "body": "schema"}])
+                            "header": "x-idempotency-key", "required": true, "body": "schema",
+                            "notes": []}])
     );
 }
 
@@ -69,6 +70,46 @@ fn skipped_operations_are_reported_on_stderr_with_their_pointer() {
     );
 }
 
+/// References to other files are read next to the file holding them; one that cannot be read
+/// leaves its part out and the operation is still listed, or skipped when the key header may be
+/// what is missing.
+#[test]
+fn other_files_are_read_and_a_missing_one_is_not_an_error() {
+    let o = run(&["discover", &fixture("external-files.yaml")]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("POST    /payments  createPayment  Idempotency-Key  required  schema")
+            && out.contains("POST    /refunds   createRefund   Idempotency-Key  required  schema"),
+        "{out}"
+    );
+    assert!(
+        stderr(&o).contains("note on POST /refunds (createRefund): $ref \"external/missing.yaml#/Receipt\" left out"),
+        "the unreadable ref is named on its operation: {}",
+        stderr(&o)
+    );
+    let o = run(&[
+        "discover",
+        &fixture("external-files.yaml"),
+        "--format",
+        "json",
+    ]);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON");
+    let notes = &json["operations"][1]["notes"];
+    assert_eq!(notes.as_array().map(Vec::len), Some(1), "{json}");
+    let o = run(&["discover", &fixture("external-ref.yaml")]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(
+            "skipped POST /a (post-a) at /paths/~1a/post: no idempotency key header among the \
+             parameters that could be read; $ref \"common.yaml#/components/parameters/IdempotencyKey\" \
+             left out: "
+        ),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn unusable_documents_are_one_line_errors_with_exit_2() {
     for (name, expected) in [
@@ -78,10 +119,6 @@ fn unusable_documents_are_one_line_errors_with_exit_2() {
         ),
         ("not-openapi.json", "not an OpenAPI or Swagger document"),
         ("unparseable.yaml", "unparseable.yaml:4:"),
-        (
-            "external-ref.yaml",
-            "at /paths/~1a/post/parameters/0: $ref \"common.yaml#",
-        ),
         ("does-not-exist.yaml", "cannot read the API description"),
     ] {
         let o = run(&["discover", &fixture(name)]);

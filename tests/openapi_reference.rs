@@ -15,13 +15,23 @@ use serde_json::Value;
 /// Runs the binary against `reference` with `extra` arguments; returns the exit code, the
 /// JSON report, the JUnit report and the terminal output.
 async fn run_openapi(reference: &Reference, extra: &[&str]) -> (i32, Value, String, String) {
+    let document = format!("{}/openapi.json", reference.base);
+    run_document(reference, &document, extra).await
+}
+
+/// [`run_openapi`] with another document describing `reference`.
+async fn run_document(
+    reference: &Reference,
+    document: &str,
+    extra: &[&str],
+) -> (i32, Value, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("report.json");
     let junit = dir.path().join("report.xml");
     let mut args: Vec<String> = vec![
         "run".into(),
         "--openapi".into(),
-        format!("{}/openapi.json", reference.base),
+        document.into(),
         "-H".into(),
         format!("Authorization: Bearer {}", reference.token(0)),
         "--tenant-b-header".into(),
@@ -117,6 +127,64 @@ async fn both_operations_pass_from_the_servers_own_document() {
     assert!(terminal.contains("━━ createPayment · POST /api/payments · Idempotency-Key (required)"));
     assert!(
         terminal.contains("2 operations (OpenAPI 3.1.0): 56 probes:"),
+        "{terminal}"
+    );
+}
+
+/// The server's own document with a required `receipt` whose schema is at a URL nothing answers:
+/// both operations are still checked (the receipt left out of the generated payout body), each
+/// with a note naming the reference, in the terminal and the JSON report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reference_that_cannot_be_fetched_is_a_note_and_the_operations_still_run() {
+    let reference = Reference::start(None).await.unwrap();
+    let text = reqwest::get(format!("{}/openapi.json", reference.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let mut doc: Value = serde_json::from_str(&text).unwrap();
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let receipt = format!("http://{}/receipt.json", dead.local_addr().unwrap());
+    drop(dead);
+    let request = &mut doc["components"]["schemas"]["PaymentRequest"];
+    request["properties"]["receipt"] = serde_json::json!({"$ref": receipt});
+    request["required"]
+        .as_array_mut()
+        .unwrap()
+        .push("receipt".into());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("openapi.json");
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let (code, report, _, terminal) = run_document(
+        &reference,
+        path.to_str().unwrap(),
+        &["--base-url", &reference.base, "--probe", "replay-identity"],
+    )
+    .await;
+    reference.stop().await.unwrap();
+    assert_eq!(code, 0, "{terminal}");
+    let ops = report["operations"].as_array().unwrap();
+    assert_eq!(ops.len(), 2, "{terminal}");
+    let note = format!("$ref \"{receipt}\" left out: ");
+    for op in ops {
+        assert_eq!(
+            outcomes(op),
+            [
+                ("first-request".to_string(), "PASS".to_string()),
+                ("replay-identity".to_string(), "PASS".to_string())
+            ],
+            "{terminal}"
+        );
+        let notes = op["notes"].as_array().unwrap();
+        assert!(
+            notes.len() == 1 && notes[0].as_str().unwrap().starts_with(&note),
+            "{notes:?}"
+        );
+    }
+    assert_eq!(
+        terminal.matches(&format!("note: {note}")).count(),
+        2,
         "{terminal}"
     );
 }

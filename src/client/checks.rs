@@ -5,11 +5,16 @@
 //! | --- | --- | --- |
 //! | `client-key-present` | created | the first attempt carries the key (required), the exit status says what happened |
 //! | `client-key-syntax` | created | an RFC 8941 String under ietf-draft-07, either form under stripe (required) |
-//! | `client-lost-response` | lost-response | retry with the same key and payload, one payment, exit 0 (critical) |
+//! | `client-lost-response` | lost-response | retry with the same key and payload, exit 0 (required); one payment (critical) |
 //! | `client-retry-after` | retry-after-* | no sooner than Retry-After, same key (recommended) |
 //! | `client-throttled` | throttled-429, timeout-408 | retried, after Retry-After, same key (recommended) |
 //! | `client-stops-on-4xx` | refused-422, refused-400 | no further attempt, exit non-zero (required) |
-//! | `client-key-per-operation` | two-operations, operations-in-one-process | one key per operation (critical) |
+//! | `client-key-per-operation` | two-operations, operations-in-one-process | one key per operation (required) |
+//!
+//! A severity says what the check saw (as for the server probes): `critical` only for a
+//! duplicated effect, a leak or a lost record, so only a second payment is critical. A retry
+//! with another key or payload, no retry, a key reused across operations or a wrong exit status
+//! is how a duplicate or a misreport comes about, but not one seen: those are `required`.
 //!
 //! A check about the key a retry carries is made only when the first attempt carried one: with
 //! no key there is nothing to compare, and the probe says so (INCONCLUSIVE, see
@@ -68,17 +73,17 @@ pub const KEY_SYNTAX: ClientCheck = ClientCheck {
 pub const LOST_RETRIED: ClientCheck = ClientCheck {
     id: "retried",
     what: "the client retries when the connection closed without an answer",
-    severity: Severity::Critical,
+    severity: Severity::Required,
 };
 pub const LOST_SAME_KEY: ClientCheck = ClientCheck {
     id: "same-key",
     what: "every retry carries the first attempt's key",
-    severity: Severity::Critical,
+    severity: Severity::Required,
 };
 pub const LOST_SAME_PAYLOAD: ClientCheck = ClientCheck {
     id: "same-payload",
     what: "every retry carries the first attempt's payload (equal JSON)",
-    severity: Severity::Critical,
+    severity: Severity::Required,
 };
 pub const LOST_ONE_PAYMENT: ClientCheck = ClientCheck {
     id: "one-payment",
@@ -88,7 +93,7 @@ pub const LOST_ONE_PAYMENT: ClientCheck = ClientCheck {
 pub const LOST_EXIT_SUCCESS: ClientCheck = ClientCheck {
     id: "exit-success",
     what: "the command exits 0: the payment was created",
-    severity: Severity::Critical,
+    severity: Severity::Required,
 };
 pub const RETRY_AFTER_WAITED: ClientCheck = ClientCheck {
     id: "waited",
@@ -123,12 +128,12 @@ pub const STOP_EXIT_FAILURE: ClientCheck = ClientCheck {
 pub const DISTINCT_KEYS: ClientCheck = ClientCheck {
     id: "distinct-keys",
     what: "each operation has its own key (one process per operation)",
-    severity: Severity::Critical,
+    severity: Severity::Required,
 };
 pub const DISTINCT_KEYS_IN_PROCESS: ClientCheck = ClientCheck {
     id: "distinct-keys-in-process",
     what: "each operation has its own key (several operations in one process)",
-    severity: Severity::Critical,
+    severity: Severity::Required,
 };
 pub const EXIT_STATUS: ClientCheck = ClientCheck {
     id: "exit-status",
@@ -720,35 +725,6 @@ fn key_per_operation(j: &Judging) -> Judged {
     out
 }
 
-/// The part of each key that tells it from the others: what follows the prefix they all
-/// share, cut at 12 characters (`…9a1d-de24458e…`). Generated SDKs start every key alike
-/// (`stainless-node-retry-…`), so a key's first characters say nothing.
-pub fn distinguishing(keys: &[&str]) -> Vec<String> {
-    let common = keys.split_first().map_or(0, |(first, rest)| {
-        rest.iter()
-            .map(|k| {
-                first
-                    .chars()
-                    .zip(k.chars())
-                    .take_while(|(a, b)| a == b)
-                    .count()
-            })
-            .min()
-            .unwrap_or(0)
-    });
-    keys.iter()
-        .map(|k| {
-            let tail: String = k.chars().skip(common).collect();
-            let cut: String = tail.chars().take(12).collect();
-            format!(
-                "{}{cut}{}",
-                if common > 0 { "…" } else { "" },
-                if tail.chars().count() > 12 { "…" } else { "" }
-            )
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -785,17 +761,14 @@ mod tests {
     }
 
     #[test]
-    fn keys_are_told_apart_after_their_common_prefix() {
-        let stainless = [
-            "stainless-node-retry-0b3f2a91-77c1-4d1e",
-            "stainless-node-retry-9c01d2e3-1234-4abc",
-        ];
-        assert_eq!(
-            distinguishing(&stainless),
-            ["…0b3f2a91-77c…", "…9c01d2e3-123…"]
-        );
-        assert_eq!(distinguishing(&["k1", "k2"]), ["…1", "…2"]);
-        assert_eq!(distinguishing(&["abc", "xyz"]), ["abc", "xyz"]);
+    fn only_a_second_payment_is_critical() {
+        let critical: Vec<&str> = CATALOG
+            .iter()
+            .flat_map(|p| p.checks.iter())
+            .filter(|c| c.severity == Severity::Critical)
+            .map(|c| c.what)
+            .collect();
+        assert_eq!(critical, [LOST_ONE_PAYMENT.what]);
     }
 
     #[test]

@@ -146,33 +146,41 @@ impl ClientReport {
 }
 
 impl ClientReport {
-    /// The run report for the terminal: a full run with many scenarios must fit on a screen or
-    /// two, so a probe that failed keeps only its failed checks and the attempts its verdict's
-    /// check cites (shown in full), and every timeline the scenario facts without the runs'
-    /// output. The file reports keep everything.
+    /// The run report for the terminal: a full run with many scenarios must fit on two
+    /// screens, so a probe that failed keeps only its failed checks (each with its expected and
+    /// actual values: the evidence, in two lines) and the timeline facts about the attempts they
+    /// cite; the attempts themselves, the effect basis every client check shares, and the runs'
+    /// output are left to the file reports, which keep everything (the evidence block says
+    /// where the cited attempts are).
     pub fn as_terminal_report(&self) -> RunReport {
         let mut run = self.as_run_report();
         for p in &mut run.probes {
-            let primary = p
-                .checks
-                .iter()
-                .find(|c| !c.passed && p.reason.starts_with(c.what.as_str()));
-            let keep: Vec<usize> = primary.map(|c| c.exchanges.clone()).unwrap_or_default();
-            if p.checks
-                .iter()
-                .any(|c| !c.passed && c.severity != Severity::Info)
-            {
-                p.exchanges.retain(|e| keep.contains(&e.n));
-                p.checks
-                    .retain(|c| !c.passed && c.severity != Severity::Info);
-            }
             p.timeline
                 .retain(|line| !line.contains(" stdout| ") && !line.contains(" stderr| "));
             p.timeline
                 .retain(|line| !line.contains("earlier lines in the JSON report"));
+            if !p
+                .checks
+                .iter()
+                .any(|c| !c.passed && c.severity != Severity::Info)
+            {
+                continue;
+            }
+            p.checks
+                .retain(|c| !c.passed && c.severity != Severity::Info);
+            let cited: Vec<usize> = p
+                .checks
+                .iter()
+                .flat_map(|c| c.exchanges.iter().copied())
+                .collect();
+            p.timeline.retain(|line| {
+                crate::report::evidence::exchange_refs(line).any(|n| cited.contains(&n))
+            });
+            p.exchanges.clear();
+            p.effect_basis = None;
         }
         run.context
-            .push("every attempt and all output in --report-json".into());
+            .push("every attempt and all output in --report-json and --report-html".into());
         run
     }
 }
@@ -403,42 +411,18 @@ fn judge(p: &ClientProbe, records: &[ScenarioRecord], opts: &ClientOptions) -> O
     if mine.is_empty() {
         return None;
     }
-    // Number the attempts across the probe's scenarios, as the evidence cites them; when keys
-    // share their first characters, the role names the part that tells them apart.
-    let keys: Vec<String> = mine
-        .iter()
-        .flat_map(|r| r.attempts.iter().filter_map(|a| a.key.as_ref()))
-        .map(|k| k.value.clone())
-        .collect();
-    let mut unique: Vec<&str> = keys.iter().map(String::as_str).collect();
-    unique.sort_unstable();
-    unique.dedup();
-    let alike = unique.len() > 1
-        && unique
-            .windows(2)
-            .any(|w| w[0].chars().take(8).eq(w[1].chars().take(8)));
-    let tags: std::collections::HashMap<&str, String> = unique
-        .iter()
-        .copied()
-        .zip(checks::distinguishing(&unique))
-        .collect();
+    // Number the attempts across the probe's scenarios, as the evidence cites them. (Keys that
+    // all start alike are told apart where they are shown: see `report::evidence::Keys`.)
     let mut n = 0;
     for r in &mut mine {
         let mut per_op = std::collections::HashMap::<usize, usize>::new();
         for a in &mut r.attempts {
             n += 1;
             a.exchange.n = n;
-            let tag = a
-                .key
-                .as_ref()
-                .filter(|_| alike)
-                .and_then(|k| tags.get(k.value.as_str()))
-                .map(|t| format!(", key {t}"))
-                .unwrap_or_default();
             a.exchange.role = if a.operation {
                 let i = per_op.entry(a.op).or_default();
                 *i += 1;
-                format!("{} op {} attempt {i}{tag}", r.scenario.id, a.op)
+                format!("{} op {} attempt {i}", r.scenario.id, a.op)
             } else {
                 format!("{} other request", r.scenario.id)
             };
@@ -483,11 +467,7 @@ fn one_line_reason(reason: &str, checks: &[crate::check::Check]) -> String {
         return reason.to_string();
     }
     let Some(c) = checks.iter().find(|c| reason.starts_with(c.what.as_str())) else {
-        return reason
-            .chars()
-            .take(crate::report::evidence::QUOTE_MAX - 1)
-            .collect::<String>()
-            + "…";
+        return crate::redact::cut_reason(reason, crate::report::evidence::QUOTE_MAX);
     };
     let short = format!("{}: {}", c.what, c.actual);
     if short.chars().count() <= crate::report::evidence::QUOTE_MAX {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use super::Result;
+use super::{emit, Result};
 use crate::cli::{DiscoverArgs, DiscoverFormat, OpenApiArgs};
 use crate::discover::{Discovery, Operation, Options, Spec};
 use crate::exit::ExitCode;
@@ -30,6 +30,7 @@ pub(super) async fn discover(args: &DiscoverArgs) -> Result<ExitCode> {
                         "header": o.header,
                         "required": o.required,
                         "body": o.body.source.as_str(),
+                        "notes": o.notes,
                     })
                 })
                 .collect();
@@ -40,15 +41,24 @@ pub(super) async fn discover(args: &DiscoverArgs) -> Result<ExitCode> {
                 "operations": rows,
                 "skipped": found.skipped,
             });
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&doc).map_err(anyhow::Error::from)?
-            );
+            let json = serde_json::to_string_pretty(&doc).map_err(anyhow::Error::from)?;
+            emit(&format!("{json}\n"))?;
         }
-        DiscoverFormat::Table => print!("{}", table(&found, &ops)),
+        DiscoverFormat::Table => emit(&table(&found, &ops))?,
     }
     for s in &found.skipped {
         eprintln!("{}", s.line());
+    }
+    // What a $ref that could not be read left out of an operation's body: the operation is
+    // still listed and runnable, with less of its body known.
+    for o in &ops {
+        for note in &o.notes {
+            let line = format!(
+                "note on {} {} ({}): {note}",
+                o.method, o.path, o.operation_id
+            );
+            eprintln!("{}", crate::redact::sanitize_line(&line));
+        }
     }
     Ok(ExitCode::Ok)
 }

@@ -7,12 +7,17 @@
 //! merged and `oneOf`/`anyOf` resolved to their first non-null branch (merged with the
 //! properties beside it, so the instance satisfies one consistent branch), `$ref` cycles cut.
 //!
+//! What a reference to another document that could not be followed named is left out: a
+//! property whose schema it was is not set, an array of such items stays empty, a body that
+//! was all of it is `{}`.
+//!
 //! Probes need payloads that differ from probe to probe, so one free-form string field (no
 //! enum, format or pattern, room for a unique value) is set to `{{unique}}`; when the instance
 //! has none, the first optional free-form string property is added for it.
 
 use serde_json::{Map, Number, Value};
 
+use super::external::{left_out, UNRESOLVED};
 use super::refs::{lookup, reference, resolve};
 
 /// Where an operation's body comes from.
@@ -195,7 +200,12 @@ impl<'a> Generator<'a> {
         };
         let mut out: Map<String, Value> = obj
             .iter()
-            .filter(|(k, _)| !matches!(k.as_str(), "allOf" | "oneOf" | "anyOf" | "$ref"))
+            .filter(|(k, _)| {
+                !matches!(
+                    k.as_str(),
+                    "allOf" | "oneOf" | "anyOf" | "$ref" | UNRESOLVED
+                )
+            })
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         if depth >= MAX_DEPTH {
@@ -214,6 +224,9 @@ impl<'a> Generator<'a> {
             .or_else(|| obj.get("anyOf"))
             .and_then(Value::as_array);
         for branch in branches.into_iter().flatten() {
+            if left_out(self.root, branch) {
+                continue;
+            }
             let b = self.flatten(branch, depth + 1)?;
             if first_type(&b) != Some("null") {
                 merge(&mut out, b);
@@ -237,6 +250,9 @@ impl<'a> Generator<'a> {
             let v = self.instance(target, depth + 1);
             self.stack.pop();
             return v;
+        }
+        if schema.get(UNRESOLVED).is_some() {
+            return Ok(Value::Object(Map::new()));
         }
         let s = self.flatten(schema, 0)?;
         if let Some(v) = s
@@ -274,6 +290,9 @@ impl<'a> Generator<'a> {
                         out.insert(name, Value::String("string".into()));
                         continue;
                     };
+                    if left_out(self.root, p) {
+                        continue;
+                    }
                     if self.flatten(p, 0)?.get("readOnly") == Some(&Value::Bool(true)) {
                         continue;
                     }
@@ -285,8 +304,8 @@ impl<'a> Generator<'a> {
             Some("array") => {
                 let min = s.get("minItems").and_then(Value::as_u64).unwrap_or(0);
                 let mut items = Vec::new();
-                if min > 0 {
-                    let item = self.item_schema(schema);
+                let item = self.item_schema(schema);
+                if min > 0 && !item.is_some_and(|i| left_out(self.root, i)) {
                     for _ in 0..min.min(8) {
                         items.push(match item {
                             Some(i) => self.instance(i, depth + 1)?,

@@ -23,8 +23,12 @@ const MAX_FETCHED: usize = 64 * 1024 * 1024;
 pub struct Spec {
     /// The path or URL as the user gave it; errors name it.
     pub source: String,
-    /// The document, JSON or YAML, as one tree.
+    /// The document, JSON or YAML, as one tree; nodes that references to other documents
+    /// name are copied in by [`load`] ([`super::external`]).
     pub root: Value,
+    /// How many references to other documents could not be followed: when none, operations
+    /// need no notes.
+    pub unresolved: usize,
 }
 
 impl Spec {
@@ -37,10 +41,15 @@ impl Spec {
     }
 }
 
-/// Reads `source` (a path, or an http/https URL) and parses it.
+/// Reads `source` (a path, or an http/https URL), parses it, and follows its references to
+/// other documents ([`super::external`]).
 pub async fn load(source: &str, timeout: std::time::Duration) -> Result<Spec, SpecError> {
     let text = if source.starts_with("http://") || source.starts_with("https://") {
-        fetch(source, timeout).await?
+        let fail = |m: String| SpecError::new(source, None, m);
+        let c = client(timeout).map_err(fail)?;
+        fetch_text(&c, source, MAX_FETCHED)
+            .await
+            .map_err(|why| fail(format!("the API description {why}")))?
     } else {
         std::fs::read_to_string(source).map_err(|e| {
             SpecError::new(
@@ -50,42 +59,70 @@ pub async fn load(source: &str, timeout: std::time::Duration) -> Result<Spec, Sp
             )
         })?
     };
-    parse(source, &text)
+    let mut spec = parse(source, &text)?;
+    super::external::bundle(&mut spec).await;
+    Ok(spec)
 }
 
-async fn fetch(source: &str, timeout: std::time::Duration) -> Result<String, SpecError> {
-    let fail = |m: String| SpecError::new(source, None, m);
-    let client = reqwest::Client::builder()
+/// The HTTP client documents are fetched with; `timeout` bounds each request.
+pub fn client(timeout: std::time::Duration) -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
         .timeout(timeout)
         .build()
-        .map_err(|e| fail(format!("cannot build an HTTP client: {e}")))?;
-    let response = client
-        .get(source)
+        .map_err(|e| format!("cannot build an HTTP client: {e}"))
+}
+
+/// The text at `url`, read chunk by chunk so that no more than `limit` bytes are ever held;
+/// `Err` says what went wrong, as a phrase that follows the document's name ("answered 404
+/// Not Found").
+pub async fn fetch_text(
+    client: &reqwest::Client,
+    url: &str,
+    limit: usize,
+) -> Result<String, String> {
+    let mut response = client
+        .get(url)
         .header(
             "Accept",
             "application/json, application/yaml;q=0.9, */*;q=0.5",
         )
         .send()
         .await
-        .map_err(|e| fail(format!("cannot fetch the API description: {e}")))?;
+        .map_err(|e| format!("cannot be fetched: {}", causes(&e.without_url())))?;
     let status = response.status();
     if !status.is_success() {
-        return Err(fail(format!(
-            "fetching the API description answered {status}"
-        )));
+        return Err(format!("answered {status}"));
     }
-    let bytes = response
-        .bytes()
+    if let Some(n) = response.content_length().filter(|n| *n > limit as u64) {
+        return Err(format!("is {n} bytes, more than the {limit} accepted"));
+    }
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
         .await
-        .map_err(|e| fail(format!("cannot read the API description: {e}")))?;
-    if bytes.len() > MAX_FETCHED {
-        return Err(fail(format!(
-            "the API description is {} bytes, more than the {MAX_FETCHED} accepted",
-            bytes.len()
-        )));
+        .map_err(|e| format!("cannot be read: {}", causes(&e.without_url())))?
+    {
+        if bytes.len() + chunk.len() > limit {
+            return Err(format!("is more than the {limit} bytes accepted"));
+        }
+        bytes.extend_from_slice(&chunk);
     }
-    String::from_utf8(bytes.to_vec())
-        .map_err(|_| fail("the API description is not UTF-8 text".into()))
+    String::from_utf8(bytes).map_err(|_| "is not UTF-8 text".to_string())
+}
+
+/// An error and its causes in one line: reqwest's own message names only the request.
+fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
 }
 
 /// Parses document text: JSON when it starts with `{`, YAML otherwise.
@@ -109,6 +146,7 @@ pub fn parse(source: &str, text: &str) -> Result<Spec, SpecError> {
     Ok(Spec {
         source: source.to_string(),
         root,
+        unresolved: 0,
     })
 }
 

@@ -7,7 +7,8 @@
 //! published documents break their rules (tabs in YAML, extra fields, 3.0 and 3.1 features
 //! mixed); a walker reads what is there, and points at the JSON pointer of what it cannot use.
 //!
-//! - [`load`] reads and parses; [`refs`] resolves `$ref`s; [`header`] recognises the key
+//! - [`load`] reads and parses; [`external`] follows references to other files and URLs;
+//!   [`refs`] resolves local `$ref`s; [`header`] recognises the key
 //!   header; [`body`] picks or generates a body; [`servers`] finds the base URL; [`security`]
 //!   turns security schemes into credential placeholders.
 //! - [`run`] checks every discovered operation with the ordinary single-operation run;
@@ -18,6 +19,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 pub mod body;
+pub mod external;
 pub mod header;
 pub mod init;
 pub mod load;
@@ -44,8 +46,6 @@ const METHODS: &[&str] = &[
 pub enum Location {
     /// Line and column, from 1.
     Line(usize, usize),
-    /// A JSON pointer into the parsed document.
-    Pointer(String),
 }
 
 /// A document that cannot be used, in one line naming the source and where.
@@ -73,7 +73,6 @@ impl std::fmt::Display for SpecError {
             Some(Location::Line(line, col)) => {
                 write!(f, "{}:{line}:{col}: {}", self.document, self.message)
             }
-            Some(Location::Pointer(p)) => write!(f, "{} at {p}: {}", self.document, self.message),
             None => write!(f, "{}: {}", self.document, self.message),
         }
     }
@@ -119,6 +118,9 @@ pub struct Operation {
     pub id_pointer: Option<String>,
     /// Credentials the operation's security requirement asks for.
     pub credentials: Vec<security::Credential>,
+    /// References to other documents the operation reaches that could not be followed, one
+    /// line each naming the reference and why: what they name is left out of its body.
+    pub notes: Vec<String>,
 }
 
 /// An operation that could not be examined, and why.
@@ -183,12 +185,6 @@ pub fn discover(spec: &Spec, opts: &Options) -> Result<Discovery, SpecError> {
     let root = &spec.root;
     let err = |loc: Option<Location>, m: String| SpecError::new(&spec.source, loc, m);
     let version = version(root).map_err(|m| err(None, m))?;
-    if let Some((r, at)) = refs::external_refs(root) {
-        return Err(err(
-            Some(Location::Pointer(at)),
-            format!("$ref {r:?} names another file; bundle the description into one file first"),
-        ));
-    }
     let swagger = root.get("swagger").is_some();
     let paths = root
         .get("paths")
@@ -334,6 +330,14 @@ fn examine(
         header::recognise(name, description, &opts.key_headers).map(|m| (p, name, m))
     });
     let Some((param, name, matched)) = key else {
+        // The key header may be declared in what could not be read.
+        let missing = parameter_notes(spec, item, op);
+        if !missing.is_empty() {
+            return Err(format!(
+                "no idempotency key header among the parameters that could be read; {}",
+                missing.join("; ")
+            ));
+        }
         return Ok(None);
     };
     let body = if swagger {
@@ -370,7 +374,22 @@ fn examine(
         filled_path: filled,
         id_pointer: id_pointer(root, op),
         credentials: security::credentials(root, op),
+        notes: if spec.unresolved == 0 {
+            Vec::new()
+        } else {
+            external::notes(root, &[op, item.get("parameters").unwrap_or(&Value::Null)])
+        },
     }))
+}
+
+/// The notes on the operation's parameters (path-level ones included) that could not be read.
+fn parameter_notes(spec: &Spec, item: &Value, op: &Value) -> Vec<String> {
+    if spec.unresolved == 0 {
+        return Vec::new();
+    }
+    let none = Value::Null;
+    let lists = [item, op].map(|n| n.get("parameters").unwrap_or(&none));
+    external::notes(&spec.root, &lists)
 }
 
 fn op_method(pointer: &str) -> String {

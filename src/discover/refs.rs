@@ -3,8 +3,9 @@
 //! A reference is resolved where it is used, by a JSON-pointer lookup into the one parsed tree,
 //! never by inlining the document: large published descriptions reference one shared
 //! parameter hundreds of times, and each use costs a few map lookups instead of a copy.
-//! References to other files are refused up front ([`external_refs`]) so that a document that
-//! needs bundling says so once, clearly, instead of failing operation by operation.
+//! References to other documents were already followed when the description was loaded
+//! ([`super::external`]): each now points at a copy inside the tree, or was replaced by a
+//! marker saying why it could not be followed.
 
 use serde_json::Value;
 
@@ -52,54 +53,14 @@ pub fn lookup<'a>(root: &'a Value, r: &str) -> Result<&'a Value, RefError> {
         why,
     };
     let Some(fragment) = r.strip_prefix('#') else {
-        return Err(err(
-            "names another file; bundle the description into one file first",
-        ));
+        // Only a tree parsed without loading (tests, the library) still holds one.
+        return Err(err("names another document, which was not read"));
     };
     let pointer = percent_encoding::percent_decode_str(fragment)
         .decode_utf8()
         .map_err(|_| err("is not valid UTF-8 once percent-decoded"))?;
     root.pointer(&pointer)
         .ok_or_else(|| err("points at nothing in this document"))
-}
-
-/// The first reference to another file, with the JSON pointer of where it is used.
-pub fn external_refs(root: &Value) -> Option<(String, String)> {
-    fn walk(v: &Value, path: &mut String) -> Option<(String, String)> {
-        match v {
-            Value::Object(map) => {
-                if let Some(Value::String(r)) = map.get("$ref") {
-                    if !r.starts_with('#') {
-                        return Some((r.clone(), path.clone()));
-                    }
-                }
-                for (k, child) in map {
-                    // Examples hold data, not schema: a `$ref` key inside one is just a field.
-                    if k == "example" {
-                        continue;
-                    }
-                    let len = path.len();
-                    path.push('/');
-                    path.push_str(&escape(k));
-                    let found = walk(child, path);
-                    path.truncate(len);
-                    if found.is_some() {
-                        return found;
-                    }
-                }
-                None
-            }
-            Value::Array(items) => items.iter().enumerate().find_map(|(i, child)| {
-                let len = path.len();
-                path.push_str(&format!("/{i}"));
-                let found = walk(child, path);
-                path.truncate(len);
-                found
-            }),
-            _ => None,
-        }
-    }
-    walk(root, &mut String::new())
 }
 
 /// One JSON-pointer token (RFC 6901 escaping).
@@ -137,7 +98,7 @@ mod tests {
         let root = json!({
             "a": {"$ref": "#/b"}, "b": {"$ref": "#/a"},
             "m": {"$ref": "#/nowhere"},
-            "paths": {"/p": {"post": {"parameters": [{"$ref": "common.yaml#/Key"}]}}}
+            "x": {"$ref": "common.yaml#/Key"}
         });
         assert_eq!(
             resolve(&root, &root["a"]).unwrap_err().why,
@@ -148,11 +109,8 @@ mod tests {
             .to_string()
             .contains("#/nowhere"));
         assert_eq!(
-            external_refs(&root),
-            Some((
-                "common.yaml#/Key".to_string(),
-                "/paths/~1p/post/parameters/0".to_string()
-            ))
+            resolve(&root, &root["x"]).unwrap_err().why,
+            "names another document, which was not read"
         );
     }
 }

@@ -26,6 +26,10 @@ pub struct OperationReport {
     pub required: bool,
     /// `example`, `schema` or `none`: where the body came from.
     pub body: &'static str,
+    /// References to other documents that could not be followed, and why: what they name is
+    /// left out of the body.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// The ordinary report of the run against this operation (schema idem-check.report/1).
     pub report: RunReport,
 }
@@ -39,6 +43,7 @@ impl OperationReport {
             header: op.header.clone(),
             required: op.required,
             body: op.body.source.as_str(),
+            notes: op.notes.clone(),
             report,
         }
     }
@@ -115,6 +120,9 @@ impl OpenApiReport {
                 sanitize_line(&o.header),
                 if o.required { "required" } else { "optional" }
             ));
+            for n in &o.notes {
+                out.push_str(&format!("note: {}\n", sanitize_line(n)));
+            }
             out.push_str(&report::terminal::render(&o.report, opts, strict));
             out.push('\n');
         }
@@ -172,6 +180,15 @@ impl OpenApiReport {
             .iter()
             .map(|s| format!("{} {} {} — {}", s.operation_id, s.method, s.path, s.reason))
             .collect();
+        let left_out: Vec<String> = self
+            .operations
+            .iter()
+            .flat_map(|o| {
+                o.notes
+                    .iter()
+                    .map(move |n| format!("{} — {n}", o.operation_id))
+            })
+            .collect();
         // The document may be a URL with credentials in it.
         let document = opts.secrets.url_for_text(&self.document);
         let facts = vec![format!(
@@ -188,7 +205,10 @@ impl OpenApiReport {
             &self.summary,
             self.duration_ms,
             &operations,
-            &not_checked,
+            &[
+                ("Not checked", not_checked),
+                ("Left out of request bodies", left_out),
+            ],
             opts,
         )
     }

@@ -102,6 +102,7 @@ mod tests {
         Spec {
             source: source.into(),
             root,
+            unresolved: 0,
         }
     }
 

@@ -54,7 +54,7 @@ use crate::check::{Check, Severity};
 use crate::http::curl::curl_line;
 use crate::http::exchange::{Exchange, Header, SentRequest};
 use crate::outcome::Outcome;
-use crate::redact::{bytes_for_text, bytes_inline, cut_line, sanitize_line, Secrets};
+use crate::redact::{bytes_for_text, bytes_inline, cut_line, cut_reason, sanitize_line, Secrets};
 use crate::report::{ProbeReport, RenderOptions};
 
 /// Characters of a value quoted inside a line (a check's expected or actual, a reason) before it
@@ -136,7 +136,7 @@ fn error_cause(p: &ProbeReport) -> Vec<usize> {
 }
 
 /// The exchange numbers a reason cites: every `#N` in it (`#3`, both ends of `#2–#5`).
-fn exchange_refs(text: &str) -> impl Iterator<Item = usize> + '_ {
+pub fn exchange_refs(text: &str) -> impl Iterator<Item = usize> + '_ {
     text.split('#').skip(1).filter_map(|after| {
         let end = after
             .find(|c: char| !c.is_ascii_digit())
@@ -176,13 +176,14 @@ pub struct ExchangeLine {
 }
 
 impl ExchangeLine {
-    /// Summarises `e`, sanitised and with secrets masked; `key_header` names the key.
-    pub fn of(e: &Exchange, secrets: &Secrets, key_header: &str) -> Self {
+    /// Summarises `e`, sanitised and with secrets masked; `keys` names the key header and
+    /// shortens its values.
+    pub fn of(e: &Exchange, secrets: &Secrets, keys: &Keys) -> Self {
         let keys: Vec<String> = e
             .request
-            .header_values(key_header)
+            .header_values(keys.header)
             .into_iter()
-            .map(|v| short_key(&secrets.redact_bytes(v)))
+            .map(|v| keys.short(&secrets.redact_bytes(v)))
             .collect();
         let result = match (&e.response, &e.error) {
             (Some(r), _) => format!("→ {}", r.status),
@@ -209,9 +210,9 @@ impl ExchangeLine {
     /// One row for a run of exchanges of one kind (see [`fold`]): the range of numbers, the
     /// first start, the range of durations, the role's common part with the count, and a
     /// status histogram.
-    pub fn folded(run: &[&Exchange], secrets: &Secrets, key_header: &str) -> Self {
-        let first = ExchangeLine::of(run[0], secrets, key_header);
-        let last = ExchangeLine::of(run[run.len() - 1], secrets, key_header);
+    pub fn folded(run: &[&Exchange], secrets: &Secrets, keys: &Keys) -> Self {
+        let first = ExchangeLine::of(run[0], secrets, keys);
+        let last = ExchangeLine::of(run[run.len() - 1], secrets, keys);
         let (lo, hi) = run.iter().fold((f64::MAX, 0.0f64), |(lo, hi), e| {
             (lo.min(e.duration_ms), hi.max(e.duration_ms))
         });
@@ -354,16 +355,88 @@ fn path_of(url: &str) -> &str {
     }
 }
 
-/// A key recognisable at a glance: its first bytes and `…`, inside its quotes when it has them
-/// (`"5b0c1c9e…"`). Cut on raw bytes, so an escape sequence is never split.
-fn short_key(value: &[u8]) -> String {
-    let (inner, quote) = match value {
+/// The key header of a table of exchanges, and how its values are shortened there.
+///
+/// A key is recognisable at a glance by its first bytes, unless every key starts alike:
+/// generated SDKs prefix each key the same way (`stainless-node-retry-<uuid>`), so the first 8
+/// bytes would name them all. The prefix the table's distinct keys share, up to its last
+/// separator (`-`, `_`, `:`, `.`, `/`), is left out and marked with a leading `…`: the rows
+/// show the part that differs (`"…5b0c1c9e…"`).
+#[derive(Debug, Clone, Copy)]
+pub struct Keys<'a> {
+    pub header: &'a str,
+    /// Bytes of every key's value (inside its quotes) left out.
+    shared: usize,
+}
+
+impl<'a> Keys<'a> {
+    /// The keys `header` carries in `exchanges`, as they are shown (secrets masked).
+    pub fn of<'e>(
+        exchanges: impl IntoIterator<Item = &'e Exchange>,
+        header: &'a str,
+        secrets: &Secrets,
+    ) -> Self {
+        let values: BTreeSet<Vec<u8>> = exchanges
+            .into_iter()
+            .flat_map(|e| e.request.header_values(header))
+            .map(|v| unquoted(&secrets.redact_bytes(v)).0.to_vec())
+            .collect();
+        Keys {
+            header,
+            shared: shared_prefix(&values),
+        }
+    }
+
+    /// `header`'s values shown from their first byte.
+    pub fn whole(header: &'a str) -> Self {
+        Keys { header, shared: 0 }
+    }
+
+    /// A value as shown: the shared prefix left out, then its first [`KEY_SHORT`] bytes and
+    /// `…`, inside its quotes when it has them. Cut on raw bytes, so an escape sequence is
+    /// never split.
+    fn short(&self, value: &[u8]) -> String {
+        let (inner, quote) = unquoted(value);
+        let (elided, inner) = match inner.get(self.shared..) {
+            Some(rest) if self.shared > 0 && !rest.is_empty() => ("…", rest),
+            _ => ("", inner),
+        };
+        let cut = inner.len().min(KEY_SHORT);
+        let more = if cut < inner.len() { "…" } else { "" };
+        format!(
+            "{quote}{elided}{}{more}{quote}",
+            bytes_inline(&inner[..cut])
+        )
+    }
+}
+
+/// A key's value inside its quotes, and the quote (empty when it has none).
+fn unquoted(value: &[u8]) -> (&[u8], &'static str) {
+    match value {
         [b'"', inner @ .., b'"'] => (inner, "\""),
         _ => (value, ""),
+    }
+}
+
+/// How many leading bytes to leave out of every one of `values`: the prefix they all share,
+/// ended at its last separator and shorter than each of them; 0 for fewer than two values.
+fn shared_prefix(values: &BTreeSet<Vec<u8>>) -> usize {
+    let (Some(first), Some(last)) = (values.first(), values.last()) else {
+        return 0;
     };
-    let cut = inner.len().min(KEY_SHORT);
-    let more = if cut < inner.len() { "…" } else { "" };
-    format!("{quote}{}{more}{quote}", bytes_inline(&inner[..cut]))
+    if values.len() < 2 {
+        return 0;
+    }
+    // Sorted: what the first and last share, every value shares.
+    let common = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+    let shortest = values.iter().map(Vec::len).min().unwrap_or(0);
+    first[..common]
+        .iter()
+        .enumerate()
+        .filter(|(i, b)| matches!(b, b'-' | b'_' | b':' | b'.' | b'/') && i + 1 < shortest)
+        .map(|(i, _)| i + 1)
+        .next_back()
+        .unwrap_or(0)
 }
 
 fn pad(s: &str, width: usize) -> String {
@@ -389,7 +462,8 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
         let _ = writeln!(out, "effects:     {}", quoted(basis, secrets));
     }
     if !matches!(p.outcome, Outcome::Pass | Outcome::Fail | Outcome::Warn) {
-        let _ = writeln!(out, "reason:      {}", quoted(&p.reason, secrets));
+        let reason = cut_reason(&secrets.redact(&sanitize_line(&p.reason)), QUOTE_MAX);
+        let _ = writeln!(out, "reason:      {reason}");
     }
     if !p.checks.is_empty() {
         out.push('\n');
@@ -404,6 +478,20 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
         for t in &p.timeline {
             let _ = writeln!(out, "  {}", quoted(t, secrets));
         }
+    }
+    // A rendering that leaves the exchanges out (the client's terminal) says where they are.
+    let mut absent: Vec<usize> = failed(p)
+        .flat_map(|c| c.exchanges.iter().copied())
+        .filter(|n| p.exchange(*n).is_none())
+        .collect();
+    absent.sort_unstable();
+    absent.dedup();
+    if !absent.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n({} in full in the JSON and HTML reports)",
+            cited_ranges(&absent)
+        );
     }
     let cited = cited_exchanges(p, &opts.key_header);
     if !cited.is_empty() {
@@ -602,11 +690,12 @@ fn write_exchange_table(
     secrets: &Secrets,
     key_header: &str,
 ) {
+    let keys = Keys::of(exchanges, key_header, secrets);
     let lines: Vec<ExchangeLine> = fold(exchanges, key_header)
         .into_iter()
         .map(|run| match run.as_slice() {
-            [e] => ExchangeLine::of(e, secrets, key_header),
-            _ => ExchangeLine::folded(&run, secrets, key_header),
+            [e] => ExchangeLine::of(e, secrets, &keys),
+            _ => ExchangeLine::folded(&run, secrets, &keys),
         })
         .collect();
     let width = |f: fn(&ExchangeLine) -> &str| {
@@ -723,11 +812,11 @@ mod tests {
         let mut e = crate::check::test_exchange(1, 201, "{}");
         e.request.headers = vec![Header::new("X-Request-Token", "\"k-1\"")];
         assert_eq!(
-            ExchangeLine::of(&e, &Secrets::default(), "x-request-token").key,
+            ExchangeLine::of(&e, &Secrets::default(), &Keys::whole("x-request-token")).key,
             "key \"k-1\""
         );
         assert_eq!(
-            ExchangeLine::of(&e, &Secrets::default(), "Idempotency-Key").key,
+            ExchangeLine::of(&e, &Secrets::default(), &Keys::whole("Idempotency-Key")).key,
             ""
         );
     }
@@ -867,7 +956,54 @@ mod tests {
 
     #[test]
     fn keys_are_shortened_inside_their_quotes() {
-        assert_eq!(short_key(b"\"5b0c1c9e-4f0e\""), "\"5b0c1c9e…\"");
-        assert_eq!(short_key(b"abc"), "abc");
+        let keys = Keys::whole("Idempotency-Key");
+        assert_eq!(keys.short(b"\"5b0c1c9e-4f0e\""), "\"5b0c1c9e…\"");
+        assert_eq!(keys.short(b"abc"), "abc");
+    }
+
+    fn keyed(values: &[&str]) -> Vec<Exchange> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let mut e = ex(i + 1, "POST", vec![]);
+                e.request.headers = vec![Header::new("Idempotency-Key", *v)];
+                e
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_prefix_every_key_shares_is_left_out_up_to_a_separator() {
+        let exchanges = keyed(&[
+            "\"stainless-node-retry-5b0c1c9e-4f0e\"",
+            "\"stainless-node-retry-5b0c1c9e-4f0e\"",
+            "\"stainless-node-retry-ec8efed7-bf52\"",
+        ]);
+        let table = |ex: &[Exchange]| -> Vec<String> {
+            let keys = Keys::of(ex, "Idempotency-Key", &Secrets::default());
+            ex.iter()
+                .map(|e| ExchangeLine::of(e, &Secrets::default(), &keys).key)
+                .collect()
+        };
+        assert_eq!(
+            table(&exchanges),
+            [
+                "key \"…5b0c1c9e…\"",
+                "key \"…5b0c1c9e…\"",
+                "key \"…ec8efed7…\""
+            ]
+        );
+        // One key alone, or keys sharing no separated prefix, are shown from their start.
+        assert_eq!(table(&exchanges[..2]), ["key \"stainles…\""; 2]);
+        assert_eq!(
+            table(&keyed(&["5b0c1c9e-4f0e", "5b0d0000-1111"])),
+            ["key 5b0c1c9e…", "key 5b0d0000…"]
+        );
+        // A prefix as long as a key is not left out of it.
+        assert_eq!(
+            table(&keyed(&["order-", "order-12"])),
+            ["key order-", "key order-12"]
+        );
     }
 }

@@ -14,9 +14,10 @@ use std::io::Write as _;
 
 use anyhow::Context as _;
 
+use crate::http::exchange::Exchange;
 use crate::outcome::{first_line, Outcome};
 use crate::redact::{cut_line, sanitize_line};
-use crate::report::evidence::{deciding_severity, first_failed, ExchangeLine, QUOTE_MAX};
+use crate::report::evidence::{deciding_severity, first_failed, ExchangeLine, Keys, QUOTE_MAX};
 use crate::report::terminal::summary_line;
 use crate::report::{ProbeReport, RenderOptions, RunReport};
 
@@ -125,14 +126,17 @@ fn details(out: &mut String, p: &ProbeReport, opts: &RenderOptions) {
         check.severity.as_str(),
         md(&first_line(check), opts)
     );
-    for e in check.exchanges.iter().filter_map(|&n| p.exchange(n)) {
+    let shown: Vec<&Exchange> = check
+        .exchanges
+        .iter()
+        .filter_map(|&n| p.exchange(n))
+        .collect();
+    let keys = Keys::of(shown.iter().copied(), &opts.key_header, &opts.secrets);
+    for e in shown {
         let _ = writeln!(
             out,
             "  - {}",
-            md(
-                &ExchangeLine::of(e, &opts.secrets, &opts.key_header).joined(),
-                opts
-            )
+            md(&ExchangeLine::of(e, &opts.secrets, &keys).joined(), opts)
         );
     }
 }

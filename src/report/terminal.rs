@@ -26,7 +26,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::outcome::Outcome;
-use crate::redact::{cut_line, sanitize_line};
+use crate::redact::{cut_reason, sanitize_line};
 use crate::report::evidence::{block, QUOTE_MAX};
 use crate::report::{ProbeReport, RenderOptions, RunReport, Summary};
 
@@ -81,11 +81,12 @@ fn paint(text: &str, code: &str, color: bool) -> String {
 }
 
 /// `✔ PASS          first-request              1 check passed`: the outcome, the id, and the
-/// reason (sanitised and with secrets masked, since a reason can quote a server's body).
+/// reason (sanitised and with secrets masked, since a reason can quote a server's body; a long
+/// one ends at a word, never with a body's size and digest).
 pub fn probe_line(p: &ProbeReport, opts: &RenderOptions) -> String {
     let (symbol, code) = style(p.outcome);
     let head = format!("{symbol} {:<12}", p.outcome.as_str());
-    let reason = cut_line(&opts.secrets.redact(&sanitize_line(&p.reason)), QUOTE_MAX);
+    let reason = cut_reason(&opts.secrets.redact(&sanitize_line(&p.reason)), QUOTE_MAX);
     format!(
         "{}  {:<ID_WIDTH$} {:>7}  {reason}",
         paint(&head, code, opts.color),
@@ -177,7 +178,7 @@ pub fn render_tail(report: &RunReport, opts: &RenderOptions, strict: bool) -> St
             "! ERROR         {} more probe{} {}",
             not_run.len(),
             if not_run.len() == 1 { "" } else { "s" },
-            cut_line(
+            cut_reason(
                 &opts.secrets.redact(&sanitize_line(&first.reason)),
                 QUOTE_MAX
             )
@@ -408,6 +409,33 @@ mod tests {
             stress_position(5, 2000, Duration::from_secs(90), minute).0,
             1000
         );
+    }
+
+    #[test]
+    fn a_long_reason_is_cut_like_a_sentence_not_like_a_body() {
+        let p = ProbeReport {
+            id: "client-retry-after",
+            group: "client",
+            section: "RFC 9110 §10.2.3",
+            stimulus: "s",
+            requirement: "r",
+            outcome: Outcome::Inconclusive,
+            reason: format!(
+                "the client never retried {}",
+                "because it waited ".repeat(20)
+            ),
+            effect_basis: None,
+            duration_ms: 1.0,
+            checks: vec![],
+            timeline: vec![],
+            exchanges: vec![],
+        };
+        let line = probe_line(&p, &RenderOptions::default());
+        assert!(
+            !line.contains("sha256") && !line.contains("bytes"),
+            "{line}"
+        );
+        assert!(line.ends_with(" it…"), "a whole word, then …: {line}");
     }
 
     #[test]

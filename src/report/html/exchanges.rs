@@ -92,9 +92,10 @@ pub fn table(
                 .enumerate()
                 .filter(|(_, e)| !cited.contains(&e.n)),
         );
+    let keys = evidence::Keys::of(listed, &opts.key_header, &opts.secrets);
     let mut rows: Vec<Option<String>> = Vec::with_capacity(listed.len());
     for e in listed {
-        rows.push(budget.take(cells(&ExchangeLine::of(e, &opts.secrets, &opts.key_header))));
+        rows.push(budget.take(cells(&ExchangeLine::of(e, &opts.secrets, &keys))));
     }
     for (i, e) in order.collect::<Vec<_>>() {
         if rows[i].is_some() && budget.could_fit(smallest_transcript(e, opts.max_body)) {
@@ -114,7 +115,7 @@ pub fn table(
             out.push_str(&entries);
             continue;
         }
-        let line = ExchangeLine::folded(&run, &opts.secrets, &opts.key_header);
+        let line = ExchangeLine::folded(&run, &opts.secrets, &keys);
         let _ = write!(
             out,
             "<details class=\"x fold\"><summary>{}</summary><div class=\"members\">{entries}</div></details>",

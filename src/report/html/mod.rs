@@ -62,14 +62,15 @@ pub fn render(report: &RunReport, opts: &RenderOptions) -> String {
 
 /// The page of a run over several operations (`run --openapi`): one section per operation,
 /// headed by `headings` (its id, method, path and key header), after `facts` about the document;
-/// `not_checked` lists the operations that could not be checked, with why.
+/// `notes` are titled lists before them: the operations that could not be checked, with why, and
+/// what was left out of the bodies of those that were.
 pub fn render_operations(
     title: &str,
     facts: &[String],
     summary: &Summary,
     duration_ms: f64,
     operations: &[(String, &RunReport)],
-    not_checked: &[String],
+    notes: &[(&str, Vec<String>)],
     opts: &RenderOptions,
 ) -> String {
     let mut page = Page {
@@ -86,10 +87,12 @@ pub fn render_operations(
         overview: String::new(),
         notes: Vec::new(),
     };
-    if !not_checked.is_empty() {
-        let mut out =
-            String::from("<section class=\"notes\"><h2>Not checked</h2><ul class=\"facts\">");
-        for n in not_checked {
+    for (title, lines) in notes.iter().filter(|(_, l)| !l.is_empty()) {
+        let mut out = format!(
+            "<section class=\"notes\"><h2>{}</h2><ul class=\"facts\">",
+            esc(title)
+        );
+        for n in lines {
             let _ = writeln!(out, "<li>{}</li>", line(n, &opts.secrets));
         }
         out.push_str("</ul></section>\n");
