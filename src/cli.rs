@@ -552,6 +552,12 @@ pub struct ClientArgs {
     #[arg(long, value_name = "ADDR", requires = "scenario")]
     pub listen: Option<std::net::SocketAddr>,
 
+    /// Under --listen, how long no request may arrive before the client counts as done (one
+    /// that gave up after a lost response sends nothing more). After the scenario's last final
+    /// answer the wait is the shorter of this and 3 s.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "10s", requires = "listen")]
+    pub listen_idle: Duration,
+
     /// Run only this scenario (repeatable; exactly one with --listen): created,
     /// two-operations, operations-in-one-process, lost-response, retry-after-503,
     /// retry-after-409, retry-after-7s, retry-after-ms, throttled-429, timeout-408,

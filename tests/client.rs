@@ -471,6 +471,10 @@ fn listen(scenario: &str, defect: &str) -> Value {
             scenario,
             "--client-timeout",
             "30s",
+            // The client runs to its end before the test waits for the verdict, and waits at
+            // most 0.4 s between its attempts: 2 s of silence means it is done.
+            "--listen-idle",
+            "2s",
             "--color",
             "never",
             "--report-json",

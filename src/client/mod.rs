@@ -49,12 +49,9 @@ pub const ENV_TOKEN: &str = "IDEM_CHECK_TOKEN";
 pub const ENV_OPERATIONS: &str = "IDEM_CHECK_OPERATIONS";
 
 /// Under `--listen`, how long no request may arrive after the scenario's last final answer
-/// before it counts as complete (a retry after a refusal must have had time to show up).
+/// before it counts as complete (a retry after a refusal must have had time to show up), at
+/// most `--listen-idle`.
 const LISTEN_QUIET: Duration = Duration::from_secs(3);
-
-/// Under `--listen`, how long no request may arrive at all, final answer or not, before the
-/// client counts as done (one that gave up after a lost response never sends a final request).
-const LISTEN_IDLE: Duration = Duration::from_secs(10);
 
 /// What `idem-check client` was asked to do.
 pub struct ClientOptions {
@@ -64,6 +61,10 @@ pub struct ClientOptions {
     /// The longest one scenario (all its runs of the command, or under `--listen` all it
     /// serves) may take.
     pub timeout: Duration,
+    /// Under `--listen`, how long no request may arrive at all, final answer or not, before
+    /// the client counts as done (one that gave up after a lost response never sends a final
+    /// request).
+    pub listen_idle: Duration,
     pub strict: bool,
     /// The scenarios to run, in catalog order.
     pub scenarios: Vec<&'static Scenario>,
@@ -276,9 +277,9 @@ pub async fn listen(
     loop {
         let p = api.progress();
         let silent = p.last_attempt.map(|t| t.elapsed());
-        let complete =
-            p.finals >= s.total_operations() && silent.is_some_and(|q| q >= LISTEN_QUIET);
-        if complete || silent.is_some_and(|q| q >= LISTEN_IDLE) {
+        let quiet = LISTEN_QUIET.min(opts.listen_idle);
+        let complete = p.finals >= s.total_operations() && silent.is_some_and(|q| q >= quiet);
+        if complete || silent.is_some_and(|q| q >= opts.listen_idle) {
             break;
         }
         tokio::select! {

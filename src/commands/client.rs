@@ -48,6 +48,7 @@ pub(super) async fn client(args: ClientArgs) -> Result<ExitCode> {
         command: args.command.clone(),
         suite,
         timeout: args.client_timeout,
+        listen_idle: args.listen_idle,
         strict: args.strict,
         scenarios,
         api: Arc::new(api),
