@@ -279,16 +279,7 @@ async fn run(args: &[String], env: &[(&str, &str)], dir: &Path) -> Run {
     let json_path = dir.join(format!("report-{}.json", uuid::Uuid::new_v4()));
     let mut cmd = bin_async();
     cmd.args(args).arg("--report-json").arg(&json_path);
-    for var in [
-        "http_proxy",
-        "HTTP_PROXY",
-        "https_proxy",
-        "HTTPS_PROXY",
-        "all_proxy",
-        "ALL_PROXY",
-        "no_proxy",
-        "NO_PROXY",
-    ] {
+    for var in idem_check::http::net::PROXY_VARIABLES {
         cmd.env_remove(var);
     }
     cmd.envs(env.iter().copied());

@@ -88,7 +88,7 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("client runtime")?;
-    let cluster = pg::PgCluster::start();
+    let cluster = pg::PgCluster::start_durable();
     let mut results: Vec<(&str, &str, Vec<Stats>)> = Vec::new();
     for run_no in 0..opts.runs {
         for setup in Setup::ALL {

@@ -134,6 +134,7 @@ async fn main() -> ExitCode {
 }
 
 async fn serve(listen: SocketAddr, config: Config) -> anyhow::Result<()> {
+    let shutdown = shutdown_signal();
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;
@@ -141,34 +142,49 @@ async fn serve(listen: SocketAddr, config: Config) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout();
     writeln!(stdout, "listening on http://{addr}").context("writing to stdout")?;
     stdout.flush().context("flushing stdout")?;
-    idem_reference_server::run(listener, config, shutdown_signal()).await
+    idem_reference_server::run(listener, config, shutdown).await
 }
 
 /// Ctrl-C or SIGTERM: stop accepting, drain, close the store.
-async fn shutdown_signal() {
-    let ctrl_c = async {
+///
+/// The handlers are installed when this is called, before the address is printed. Installed on
+/// the future's first poll, they left a window: the accept loop could answer a first request
+/// before polling it, and a SIGTERM sent then killed the server outright instead of draining.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    #[cfg(unix)]
+    let (interrupt, terminate) = {
+        use tokio::signal::unix::{signal, SignalKind};
+        let install = |kind: SignalKind, name: &str| {
+            signal(kind)
+                .inspect_err(|e| tracing::warn!(cause = %e, "cannot listen for {name}"))
+                .ok()
+        };
+        (
+            install(SignalKind::interrupt(), "Ctrl-C"),
+            install(SignalKind::terminate(), "SIGTERM"),
+        )
+    };
+    async move {
+        #[cfg(unix)]
+        {
+            let recv = |signal: Option<tokio::signal::unix::Signal>| async move {
+                match signal {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                () = recv(interrupt) => {}
+                () = recv(terminate) => {}
+            }
+        }
+        #[cfg(not(unix))]
         if let Err(e) = tokio::signal::ctrl_c().await {
             tracing::warn!(cause = %e, "cannot listen for Ctrl-C");
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(e) => {
-                tracing::warn!(cause = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
+        tracing::info!("shutting down: draining in-flight requests");
     }
-    tracing::info!("shutting down: draining in-flight requests");
 }

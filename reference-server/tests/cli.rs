@@ -96,3 +96,40 @@ async fn prints_its_address_and_stops_cleanly_on_sigterm() {
         "the store was closed"
     );
 }
+
+/// A SIGTERM that arrives as soon as the address is printed (before the store is open or any
+/// request answered) still drains and exits 0: the handlers are installed before the address
+/// is printed, not when the accept loop first gets to them.
+#[tokio::test]
+async fn sigterm_right_after_the_address_still_exits_cleanly() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut child = tokio::process::Command::new(BIN)
+        .args(["--listen", "127.0.0.1:0", "--db"])
+        .arg(dir.path().join("early.db"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn");
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("stdout");
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        BufReader::new(stdout).read_line(&mut line),
+    )
+    .await
+    .expect("address in time")
+    .expect("read");
+    assert!(line.starts_with("listening on "), "{line:?}");
+    let pid = child.id().expect("pid").to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill")
+        .success());
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .expect("exits in time")
+        .expect("wait");
+    assert!(status.success(), "{status:?}");
+}

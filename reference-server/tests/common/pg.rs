@@ -31,6 +31,8 @@ pub struct PgCluster {
     port: u16,
     as_nobody: bool,
     databases: AtomicUsize,
+    /// Whether the server syncs its writes to disk.
+    fsync: bool,
     /// The watchdog shell, whose stdin pipe stays open as long as this process lives (see
     /// [`PgCluster::stop_when_process_ends`]).
     watchdog: Option<Child>,
@@ -98,8 +100,19 @@ fn free_port() -> u16 {
 }
 
 impl PgCluster {
-    /// `initdb` and start a new cluster; panics with PostgreSQL's output if either fails.
+    /// `initdb` and start a new cluster for tests; panics with PostgreSQL's output if either
+    /// fails.
     pub fn start() -> Self {
+        Self::start_with_fsync(false)
+    }
+
+    /// A cluster with PostgreSQL's default durability (`fsync=on`), for benchmarks whose
+    /// commits must cost what they cost in production.
+    pub fn start_durable() -> Self {
+        Self::start_with_fsync(true)
+    }
+
+    fn start_with_fsync(fsync: bool) -> Self {
         let bin = bin_dir();
         let dir = tempfile::tempdir().expect("a temporary folder for PostgreSQL");
         let as_nobody = running_as_root();
@@ -118,6 +131,7 @@ impl PgCluster {
             as_nobody,
             databases: AtomicUsize::new(0),
             watchdog: None,
+            fsync,
         };
         let data = cluster.data_dir();
         cluster.run_ok(
@@ -199,14 +213,15 @@ impl PgCluster {
     fn pg_ctl(&self, action: &str, extra: &[&str]) -> Output {
         let data = self.data_dir();
         let log = self.dir.path().join("postgres.log");
-        // fsync=off: every crash these tests cause is the server process's (`-m immediate`,
-        // kill -9), never the machine's, and the kernel keeps what a dead process wrote; a
-        // commit is still written to the WAL before it is acknowledged (synchronous_commit).
+        // Tests run with fsync=off: every crash they cause is the server process's (`-m
+        // immediate`, kill -9), never the machine's, and the kernel keeps what a dead process
+        // wrote; a commit is still written to the WAL before it is acknowledged.
         let options = format!(
             "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} \
-             -c max_connections=200 -c synchronous_commit=on -c fsync=off",
+             -c max_connections=200 -c synchronous_commit=on -c fsync={}",
             self.port,
-            self.dir.path().display()
+            self.dir.path().display(),
+            if self.fsync { "on" } else { "off" }
         );
         let mut args: Vec<&std::ffi::OsStr> = vec![
             action.as_ref(),
