@@ -41,15 +41,14 @@ fn bad_flags_exit_2_with_a_message() {
     }
 }
 
-/// `--listen 127.0.0.1:0` prints `listening on http://ADDR` first; SIGTERM drains and exits 0
-/// with the database closed (SQLite removes the WAL file when its last connection closes).
-#[tokio::test]
-async fn prints_its_address_and_stops_cleanly_on_sigterm() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let db = dir.path().join("cli.db");
+/// Starts the server on `--listen 127.0.0.1:0 --db DB` (plus `args`) and returns it with the
+/// first line it printed, read within 10 s.
+async fn start_listening(db: &std::path::Path, args: &[&str]) -> (tokio::process::Child, String) {
     let mut child = tokio::process::Command::new(BIN)
-        .args(["--listen", "127.0.0.1:0", "--token", "acme=s3cret", "--db"])
-        .arg(&db)
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
+        .arg("--db")
+        .arg(db)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true)
@@ -64,6 +63,30 @@ async fn prints_its_address_and_stops_cleanly_on_sigterm() {
     .await
     .expect("address in time")
     .expect("read");
+    (child, line)
+}
+
+/// Sends SIGTERM to `child` and returns its exit status, waited for at most 10 s.
+async fn terminate(child: &mut tokio::process::Child) -> std::process::ExitStatus {
+    let pid = child.id().expect("pid").to_string();
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .expect("exits in time")
+        .expect("wait")
+}
+
+/// `--listen 127.0.0.1:0` prints `listening on http://ADDR` first; SIGTERM drains and exits 0
+/// with the database closed (SQLite removes the WAL file when its last connection closes).
+#[tokio::test]
+async fn prints_its_address_and_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("cli.db");
+    let (mut child, line) = start_listening(&db, &["--token", "acme=s3cret"]).await;
     let addr = line
         .trim_end()
         .strip_prefix("listening on http://127.0.0.1:")
@@ -80,16 +103,7 @@ async fn prints_its_address_and_stops_cleanly_on_sigterm() {
     conn.read_to_end(&mut answer).await.expect("read");
     assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
     assert!(db.with_extension("db-wal").exists(), "the store is open");
-    let pid = child.id().expect("pid").to_string();
-    let killed = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill");
-    assert!(killed.success());
-    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
-        .await
-        .expect("exits in time")
-        .expect("wait");
+    let status = terminate(&mut child).await;
     assert!(status.success(), "{status:?}");
     assert!(
         !db.with_extension("db-wal").exists(),
@@ -103,33 +117,8 @@ async fn prints_its_address_and_stops_cleanly_on_sigterm() {
 #[tokio::test]
 async fn sigterm_right_after_the_address_still_exits_cleanly() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut child = tokio::process::Command::new(BIN)
-        .args(["--listen", "127.0.0.1:0", "--db"])
-        .arg(dir.path().join("early.db"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn");
-    let mut line = String::new();
-    let stdout = child.stdout.take().expect("stdout");
-    tokio::time::timeout(
-        Duration::from_secs(10),
-        BufReader::new(stdout).read_line(&mut line),
-    )
-    .await
-    .expect("address in time")
-    .expect("read");
+    let (mut child, line) = start_listening(&dir.path().join("early.db"), &[]).await;
     assert!(line.starts_with("listening on "), "{line:?}");
-    let pid = child.id().expect("pid").to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill")
-        .success());
-    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
-        .await
-        .expect("exits in time")
-        .expect("wait");
+    let status = terminate(&mut child).await;
     assert!(status.success(), "{status:?}");
 }
