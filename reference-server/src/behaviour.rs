@@ -75,9 +75,10 @@ pub(crate) struct Behaviour {
     pub(crate) replay_new_id: bool,
     /// A client that hangs up makes the server forget the committed record.
     pub(crate) forget_on_disconnect: bool,
-    /// Completed records are cached in memory for replays: safe only because the correct
-    /// server never modifies one before it expires, which faults do.
-    pub(crate) cache_replays: bool,
+    /// Completed records are cached in memory for replays, and duplicates of a claim this
+    /// process is making or executing are answered from memory (see `claims`): safe only
+    /// because the correct server never modifies a record behind a valid claim, which faults do.
+    pub(crate) answers_from_memory: bool,
     /// Expired completed records are still replayed, and none is purged.
     pub(crate) replay_expired: bool,
     /// A GET with a key replays the first answer given for that key.
@@ -116,7 +117,7 @@ impl Behaviour {
             loser_unlocks: false,
             replay_new_id: false,
             forget_on_disconnect: false,
-            cache_replays: true,
+            answers_from_memory: true,
             replay_expired: false,
             replay_keyed_reads: false,
             key_name_spellings: false,
@@ -131,7 +132,7 @@ impl Behaviour {
             return correct;
         };
         let b = Self {
-            cache_replays: false,
+            answers_from_memory: false,
             ..correct
         };
         match fault {
@@ -272,7 +273,7 @@ mod tests {
     #[test]
     fn every_fault_changes_the_behaviour() {
         let uncached = Behaviour {
-            cache_replays: false,
+            answers_from_memory: false,
             ..Behaviour::correct()
         };
         for &fault in Fault::ALL {

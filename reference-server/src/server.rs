@@ -41,6 +41,7 @@ pub(crate) async fn run(
             &behaviour,
             Arc::clone(&config.clock),
             config.outage.clone(),
+            config.lease,
         ),
         outage: config.outage.clone(),
         holds: Default::default(),

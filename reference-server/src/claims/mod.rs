@@ -10,14 +10,16 @@
 //! | any state, other fingerprint | 422 (the record is not touched) |
 //! | processing, lease valid | 409 |
 //!
-//! Completed records are cached for replays. The faults that claim some other way than one
+//! Completed records are cached for replays, and the keys this process is executing are
+//! answered from memory while their first lease lasts ([`in_flight`]). The faults that claim some other way than one
 //! atomic statement (`race`, `local-claims`) are here too, as [`ClaimMode`]s.
 
 mod cache;
+mod in_flight;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use crate::behaviour::{Behaviour, ClaimMode};
 use crate::clock::{from_unix_millis, unix_millis, Clock};
@@ -26,6 +28,7 @@ use crate::store::{
     Claimed, Completion, Finish, Owner, Record, Scope, Store, StoredResponse, TakeOver,
 };
 use cache::Cache;
+use in_flight::{InFlight, Joined};
 
 /// What a claim means for the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,17 +68,22 @@ pub(crate) struct Claims {
     /// While the store is down (a test hook), nothing can be claimed.
     outage: Outage,
     cache: Option<Cache>,
+    /// The keys acquired here and not yet finished (with the cache: only without a fault).
+    in_flight: Option<InFlight>,
+    /// The lease a claim is written with (what an [`InFlight`] entry may trust).
+    lease: Duration,
     /// The `local-claims` fault's per-process set of keys being processed here.
     local: Mutex<HashSet<Scope>>,
 }
 
 impl Claims {
-    /// The claims of `behaviour` over `store`.
+    /// The claims of `behaviour` over `store`, whose claims are written with `lease`.
     pub(crate) fn new(
         store: Arc<dyn Store>,
         behaviour: &Behaviour,
         clock: Arc<dyn Clock>,
         outage: Outage,
+        lease: Duration,
     ) -> Self {
         Self {
             store,
@@ -87,7 +95,9 @@ impl Claims {
             dedupe_by_payload: behaviour.dedupe_by_payload,
             replay_expired: behaviour.replay_expired,
             outage,
-            cache: behaviour.cache_replays.then(Cache::default),
+            cache: behaviour.answers_from_memory.then(Cache::default),
+            in_flight: behaviour.answers_from_memory.then(InFlight::default),
+            lease,
             local: Mutex::new(HashSet::new()),
         }
     }
@@ -108,6 +118,9 @@ impl Claims {
         }
         if let Some(hit) = self.cached(scope, fingerprint) {
             return Ok(hit);
+        }
+        if let Some(in_flight) = &self.in_flight {
+            return self.claim_here_first(in_flight, scope, fingerprint).await;
         }
         if self.dedupe_by_payload {
             let shadow = payload_scope(scope, fingerprint);
@@ -146,6 +159,37 @@ impl Claims {
                 }
                 self.decide(scope, fingerprint, record)
             }
+        })
+    }
+
+    /// The atomic claim, with the duplicates of a claim this process is making or executing
+    /// answered from [`InFlight`] rather than by the store (which would answer the same).
+    async fn claim_here_first(
+        &self,
+        in_flight: &InFlight,
+        scope: &Scope,
+        fingerprint: &str,
+    ) -> anyhow::Result<ClaimOutcome> {
+        // Taken before the store writes the claim, so the lease trusted here ends no later than
+        // the one the store writes.
+        let before = self.now();
+        let lease_until = before.saturating_add(millis(self.lease));
+        let claimed = match in_flight.join(scope, before) {
+            Joined::Held(record) => return Ok(self.decide(scope, fingerprint, record)),
+            Joined::Follow(first) => match first.record().await {
+                Some(record) => return Ok(self.decide(scope, fingerprint, record)),
+                // The first claim failed: this one tries the store itself.
+                None => self.store.claim(scope, fingerprint, self.take_over).await?,
+            },
+            Joined::Lead(leader) => {
+                let claimed = self.store.claim(scope, fingerprint, self.take_over).await?;
+                leader.settle(&claimed, fingerprint, lease_until);
+                claimed
+            }
+        };
+        Ok(match claimed {
+            Claimed::Acquired { owner, taken_over } => ClaimOutcome::Acquired { owner, taken_over },
+            Claimed::Held(record) => self.decide(scope, fingerprint, record),
         })
     }
 
@@ -235,9 +279,16 @@ impl Claims {
         let (scope, fingerprint, ttl) =
             (finish.scope.clone(), finish.fingerprint.clone(), finish.ttl);
         let response = Arc::new(finish.response.clone());
-        let completion = self.store.complete(finish).await?;
-        if let Completion::Completed { expires_at } = completion {
+        let completion = self.store.complete(finish).await;
+        // Cached first, so a duplicate arriving now finds the replay rather than neither.
+        if let Ok(Completion::Completed { expires_at }) = completion {
             self.remember(&scope, &fingerprint, &response, expires_at);
+        }
+        if let Some(in_flight) = &self.in_flight {
+            in_flight.remove(&scope);
+        }
+        let completion = completion?;
+        if let Completion::Completed { .. } = completion {
             if self.dedupe_by_payload {
                 self.index_payload(&scope, &fingerprint, &response, ttl)
                     .await?;
@@ -276,9 +327,11 @@ impl Claims {
         Ok(())
     }
 
-    /// Ends this process's interest in `scope` (the `local-claims` fault's bookkeeping; a no-op
-    /// otherwise).
+    /// Ends this process's interest in `scope`: its claim was completed or released.
     pub(crate) fn finished(&self, scope: &Scope) {
+        if let Some(in_flight) = &self.in_flight {
+            in_flight.remove(scope);
+        }
         if self.mode == ClaimMode::LocalClaims {
             self.local
                 .lock()
@@ -314,6 +367,11 @@ impl Claims {
             );
         }
     }
+}
+
+/// `duration` in whole milliseconds, as leases are stored.
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// Where the `fingerprint-dedupe` fault indexes a tenant's completed payloads.

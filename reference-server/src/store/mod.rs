@@ -57,7 +57,7 @@ pub struct StoredResponse {
 pub struct Owner(String);
 
 impl Owner {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self(uuid::Uuid::new_v4().simple().to_string())
     }
 
