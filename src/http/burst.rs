@@ -127,8 +127,9 @@ impl Wires {
         let mut wires = Vec::with_capacity(reqs.len());
         let mut urls = Vec::with_capacity(reqs.len());
         for req in reqs {
-            wires.push(h1::to_wire(req)?);
-            urls.push(h1::parse_url(req).map_err(anyhow::Error::msg)?);
+            let url = h1::parse_url(req).map_err(anyhow::Error::msg)?;
+            wires.push(h1::wire_to(req, &url)?);
+            urls.push(url);
         }
         Ok(Wires { wires, urls })
     }

@@ -21,7 +21,7 @@ use futures::future::join_all;
 use socket2::SockRef;
 
 use super::burst::{self, BurstOptions, BurstReport, Open, Wires};
-use super::connection::{origin, Connector, Stream};
+use super::connection::{Connector, Stream};
 use super::exchange::SentRequest;
 use super::h1;
 use super::raw::{self, RawResponse};
@@ -30,7 +30,7 @@ use super::raw::{self, RawResponse};
 pub struct Pool {
     /// How new connections are opened.
     connector: Arc<Connector>,
-    idle: Mutex<HashMap<String, Vec<Idle>>>,
+    idle: Mutex<HashMap<url::Origin, Vec<Idle>>>,
     max_idle: usize,
     opened: AtomicU64,
     /// The shortest time any connection took to open, in µs: the round-trip estimate a burst's
@@ -78,7 +78,8 @@ impl Pool {
         match taken {
             Ok((url, mut conn)) => {
                 let (response, reusable) =
-                    raw::exchange_on(&mut conn.stream, req, deadline, timeout, max_body).await;
+                    raw::exchange_on(&mut conn.stream, req, &url, deadline, timeout, max_body)
+                        .await;
                 if reusable {
                     self.put(&url, conn.stream);
                 }
@@ -122,7 +123,7 @@ impl Pool {
         deadline: Instant,
         timeout: Duration,
     ) -> Result<Open, String> {
-        let origin = origin(url);
+        let origin = url.origin();
         // Bounded by the idle connections there were: nothing is put back in this loop.
         while let Some(idle) = self.lock().get_mut(&origin).and_then(Vec::pop) {
             if still_open(&idle.stream) {
@@ -150,13 +151,13 @@ impl Pool {
 
     fn put(&self, url: &url::Url, stream: Stream) {
         let mut idle = self.lock();
-        let list = idle.entry(origin(url)).or_default();
+        let list = idle.entry(url.origin()).or_default();
         if list.len() < self.max_idle {
             list.push(Idle { stream });
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Idle>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<url::Origin, Vec<Idle>>> {
         self.idle.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -100,7 +100,7 @@ async fn connect_and_write(
     started: &mut Instant,
 ) -> Result<Stream, String> {
     let url = h1::parse_url(req)?;
-    let wire = h1::to_wire(req).map_err(|e| format!("{e:#}"))?;
+    let wire = h1::wire_to(req, &url).map_err(|e| format!("{e:#}"))?;
     let mut stream = connector.connect(&url, deadline, timeout).await?;
     *started = Instant::now();
     write_request(&mut stream, &wire, deadline, timeout).await?;
@@ -113,13 +113,14 @@ async fn connect_and_write(
 pub(crate) async fn exchange_on(
     stream: &mut Stream,
     req: &SentRequest,
+    url: &url::Url,
     deadline: Instant,
     timeout: Duration,
     max_body: usize,
 ) -> (RawResponse, bool) {
     let started = Instant::now();
     let result = async {
-        let wire = h1::to_wire(req).map_err(|e| format!("{e:#}"))?;
+        let wire = h1::wire_to(req, url).map_err(|e| format!("{e:#}"))?;
         write_request(stream, &wire, deadline, timeout).await?;
         h1::read_keeping(stream, &req.method, deadline, timeout, max_body).await
     }
