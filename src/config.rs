@@ -276,11 +276,13 @@ pub struct RunOptions {
     pub key_form: KeyForm,
 }
 
-impl Default for RunOptions {
-    fn default() -> Self {
+impl RunOptions {
+    /// The options of a run with `suite` and every other flag at its default: not strict, a
+    /// 10 s timeout, the target's host as label, release threads, the suite's key form. The
+    /// suite is loaded by the caller, where a suite that cannot be read is the user's error.
+    pub fn new(suite: Suite) -> Self {
         RunOptions {
-            suite: Suite::built_in(crate::suite::DEFAULT_SUITE)
-                .expect("the built-in suites are checked by the suite module's tests"),
+            suite,
             strict: false,
             timeout: Duration::from_secs(10),
             label: None,
@@ -744,6 +746,10 @@ fn is_token_byte(b: u8) -> bool {
 mod tests {
     use super::*;
 
+    fn default_options() -> RunOptions {
+        RunOptions::new(crate::catalog::load_suite(crate::suite::DEFAULT_SUITE).unwrap())
+    }
+
     /// A quiet window is waited out by every probe that left a request unfinished: 0 would
     /// count before a late execution could land, an hour would be a hang.
     #[test]
@@ -754,7 +760,7 @@ mod tests {
                 quiet_window: Some(Duration::from_millis(ms)),
                 ..TargetSpec::default()
             };
-            Config::build(target, &RunOptions::default(), None).map_err(|e| format!("{e:#}"))
+            Config::build(target, &default_options(), None).map_err(|e| format!("{e:#}"))
         };
         assert_eq!(build(500).unwrap().quiet_window, Duration::from_millis(500));
         for ms in [0, 3_600_000] {
@@ -777,7 +783,7 @@ mod tests {
                 hold_at_least: at_least.map(Duration::from_millis),
                 ..TargetSpec::default()
             };
-            Config::build(target, &RunOptions::default(), None).map_err(|e| format!("{e:#}"))
+            Config::build(target, &default_options(), None).map_err(|e| format!("{e:#}"))
         };
         let release = Some("http://127.0.0.1:9/holds/{{hold}}/release");
         let named = Some("X-Hold: {{hold}}");

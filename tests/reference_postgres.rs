@@ -31,7 +31,7 @@ async fn run_on_postgres(url: &str, fault: Option<Fault>) -> RunReport {
     );
     let opts = RunOptions {
         strict: true,
-        ..RunOptions::default()
+        ..common::run_options()
     };
     let config = Config::build(target, &opts, Some(reference.restart_hook()))
         .expect("reference target is valid");

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::binary::bin_async;
-use idem_check::config::{Config, RunOptions, TargetSpec};
+use idem_check::config::{Config, TargetSpec};
 use idem_check::outcome::Outcome;
 use idem_check::reference::Reference;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
@@ -532,7 +532,7 @@ fn run_config(reference: &Reference, base: &str, pki: &Pki, resolve: &[String]) 
     };
     target.tls.cacert = Some(pki.dir.path().join("ca.pem"));
     target.net.resolve = resolve.to_vec();
-    Config::build(target, &RunOptions::default(), None).expect("a valid target")
+    Config::build(target, &common::run_options(), None).expect("a valid target")
 }
 
 /// Two runs in one process, each behind its own private CA, one of them reaching its server

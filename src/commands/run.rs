@@ -24,12 +24,12 @@ pub(super) async fn run(args: RunArgs) -> Result<ExitCode> {
     if args.target.openapi.is_some() {
         return run_openapi(&args).await;
     }
+    let files = report_files(&args.report)?;
     let opts = RunOptions {
         strict: args.strict,
         key_form: args.key_form,
-        ..RunOptions::default()
+        ..run_options(&args.target)?
     };
-    let files = report_files(&args.report)?;
     let (config, reference) = configure(&args.target, opts).await?;
     let selection = probes::select(&config.suite, &args.probe, &args.skip)?;
     let render = render_options(
@@ -74,13 +74,10 @@ pub(super) async fn run(args: RunArgs) -> Result<ExitCode> {
 async fn run_openapi(args: &RunArgs) -> Result<ExitCode> {
     let files = report_files(&args.report)?;
     let (found, targets, skipped) = openapi_targets(&args.target).await?;
-    let base_opts = run_options(
-        &args.target,
-        RunOptions {
-            strict: args.strict,
-            ..RunOptions::default()
-        },
-    )?;
+    let base_opts = RunOptions {
+        strict: args.strict,
+        ..run_options(&args.target)?
+    };
     let mut configs = Vec::new();
     for (op, target) in targets {
         let opts = RunOptions {

@@ -3,10 +3,9 @@
 
 use std::io::IsTerminal as _;
 
-use super::target::configure;
+use super::target::{configure, run_options};
 use super::{finish, interrupted, render_options, report_files, Result};
 use crate::cli::StressArgs;
-use crate::config::RunOptions;
 use crate::exit::{AppError, ExitCode};
 use crate::report::terminal::Progress;
 use crate::stress::StressOptions;
@@ -18,7 +17,7 @@ pub(super) async fn stress(args: StressArgs) -> Result<ExitCode> {
         );
     }
     let files = report_files(&args.report)?;
-    let (config, reference) = configure(&args.target, RunOptions::default()).await?;
+    let (config, reference) = configure(&args.target, run_options(&args.target)?).await?;
     let render = render_options(
         &args.report,
         config.secrets.clone(),

@@ -50,7 +50,6 @@ pub(super) async fn configure(
         crate::target::from_flags(t, &std::env::vars().collect())?
     };
     let target = with_proxy_environment(target, t);
-    let opts = run_options(t, opts)?;
     Ok((Arc::new(Config::build(target, &opts, hook)?), reference))
 }
 
@@ -64,10 +63,10 @@ fn with_proxy_environment(mut target: TargetSpec, t: &TargetArgs) -> TargetSpec 
     target
 }
 
-/// The run options the target flags set (suite, timeout, label, release threads) over `opts`.
-pub(super) fn run_options(t: &TargetArgs, opts: RunOptions) -> Result<RunOptions> {
+/// The run options the target flags set (suite, timeout, label, release threads); the others
+/// at their defaults.
+pub(super) fn run_options(t: &TargetArgs) -> Result<RunOptions> {
     Ok(RunOptions {
-        suite: crate::catalog::load_suite(&t.suite)?,
         timeout: t.timeout,
         label: t.label.clone().or_else(|| {
             t.reference.then(|| match &t.reference_fault {
@@ -77,7 +76,7 @@ pub(super) fn run_options(t: &TargetArgs, opts: RunOptions) -> Result<RunOptions
         }),
         reference: t.reference && t.reference_fault.is_none(),
         release_threads: !t.no_release_threads,
-        ..opts
+        ..RunOptions::new(crate::catalog::load_suite(&t.suite)?)
     })
 }
 
