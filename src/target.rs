@@ -53,11 +53,13 @@ use toml::Spanned;
 
 use anyhow::Context as _;
 
-use crate::cli::TargetArgs;
+use crate::cli::{ConnectionArgs, TargetArgs};
 use crate::config::TargetSpec;
 use crate::diagnostic::{FileError, Origins};
 use crate::discover::Operation;
 use crate::exit::AppError;
+use crate::http::net::NetOptions;
+use crate::http::Connector;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -412,7 +414,7 @@ pub fn from_operation(
 /// `--http2`, the connection flags and the secrets apply.
 pub fn reference(mut spec: TargetSpec, args: &TargetArgs) -> TargetSpec {
     spec.http2 = args.http2;
-    connection_from_args(args, &mut spec);
+    connection_from_args(&args.connection, &mut spec);
     with_secret_flags(spec, args)
 }
 
@@ -469,7 +471,7 @@ fn apply_flags(mut t: TargetSpec, args: &TargetArgs) -> Result<TargetSpec, AppEr
     over(&mut t.key_ttl, &args.key_ttl, "--key-ttl", o);
     t.headers.extend(args.headers.iter().cloned());
     t.http2 |= args.http2;
-    connection_from_args(args, &mut t);
+    connection_from_args(&args.connection, &mut t);
     t.replicas.extend(args.replica.iter().cloned());
     t.tenant_b_headers
         .extend(args.tenant_b_header.iter().cloned());
@@ -529,7 +531,7 @@ fn from_document(op: &Operation, url: &str, user_headers: &[String]) -> TargetSp
 }
 
 /// TLS and route flags, over the target file's `[tls]`, `proxy` and `resolve`.
-fn connection_from_args(args: &TargetArgs, t: &mut TargetSpec) {
+fn connection_from_args(args: &ConnectionArgs, t: &mut TargetSpec) {
     let o = &mut t.origins;
     over(&mut t.tls.cacert, &args.cacert, "--cacert", o);
     if args.cert.is_some() {
@@ -541,6 +543,19 @@ fn connection_from_args(args: &TargetArgs, t: &mut TargetSpec) {
     t.tls.insecure |= args.insecure;
     over(&mut t.net.proxy, &args.proxy, "--proxy", o);
     t.net.resolve.extend(args.resolve.iter().cloned());
+}
+
+/// How a document named by URL is fetched (`--openapi URL`, `discover URL`, and the remote
+/// `$ref`s of either): with the connection flags and the proxy variables of `env`, as a run
+/// reaches its target.
+pub fn document_connector(
+    args: &ConnectionArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> anyhow::Result<Connector> {
+    let mut t = TargetSpec::default();
+    connection_from_args(args, &mut t);
+    t.net.proxy_env = NetOptions::proxy_environment(env);
+    Connector::new(&t.tls, &t.net)
 }
 
 /// A body given inline or as `@FILE`; `what` names the option in the error.

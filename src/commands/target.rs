@@ -107,7 +107,7 @@ pub(super) async fn openapi_targets(
     t: &TargetArgs,
 ) -> anyhow::Result<(Discovery, Vec<(Operation, TargetSpec)>, Vec<Skipped>)> {
     let source = t.openapi.as_deref().unwrap_or_default();
-    let (_, found) = load(source, &t.openapi_args, t.timeout).await?;
+    let (_, found) = load(source, &t.openapi_args, &t.connection, t.timeout).await?;
     let selected: Vec<Operation> = found
         .select(&t.openapi_args.operations)?
         .into_iter()
