@@ -269,6 +269,9 @@ pub struct TargetSpec {
     pub net: crate::http::net::NetOptions,
     /// The target file this came from, so hints name its keys instead of flags.
     pub target_file: Option<String>,
+    /// What the API description could not say about the request: each `$ref` left out of the
+    /// body, and why ([`crate::discover::Operation::notes`]).
+    pub notes: Vec<String>,
     /// Where each value came from, by its flag: errors cite the flag or the target file's line.
     pub origins: Origins,
 }
@@ -339,6 +342,7 @@ impl std::fmt::Debug for TargetSpec {
             tls,
             net,
             target_file,
+            notes,
             origins,
         } = self;
         let secrets = self.secrets(key_header.as_deref().unwrap_or_default());
@@ -398,6 +402,7 @@ impl std::fmt::Debug for TargetSpec {
             .field("tls", tls)
             .field("net", net)
             .field("target_file", target_file)
+            .field("notes", notes)
             .field("origins", origins)
             .finish()
     }
@@ -487,6 +492,8 @@ pub struct Config {
     pub release_threads: bool,
     /// See [`TargetSpec::target_file`].
     pub target_file: Option<String>,
+    /// See [`TargetSpec::notes`]: what a report of the run shows beside its verdicts.
+    pub notes: Vec<String>,
     /// How every connection of the run is opened: [`TargetSpec::tls`] and [`TargetSpec::net`]
     /// made ready, shared by all the run's HTTP clients.
     pub connector: Arc<Connector>,
@@ -725,6 +732,7 @@ impl Config {
             http2: target.http2,
             release_threads: opts.release_threads,
             target_file: target.target_file.clone(),
+            notes: target.notes.clone(),
             strict: opts.strict,
             suite,
             key_form: opts.key_form,

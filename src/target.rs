@@ -526,6 +526,7 @@ fn from_document(op: &Operation, url: &str, user_headers: &[String]) -> TargetSp
         body: op.body.text.clone(),
         id_pointer: op.id_pointer.clone(),
         key_header: Some(op.header.clone()),
+        notes: op.notes.clone(),
         ..TargetSpec::default()
     }
 }
