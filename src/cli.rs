@@ -296,9 +296,9 @@ pub struct TargetArgs {
     #[arg(long, value_name = "URL")]
     pub ready_url: Option<String>,
 
-    /// How long the restart may take.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "30s")]
-    pub restart_timeout: Duration,
+    /// How long the restart may take [default: 30s]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub restart_timeout: Option<Duration>,
 
     /// A request body the operation must refuse, or @FILE (error-not-cached). Placeholders work
     /// as in -d. Without it, one is derived from a JSON object body by giving its first field a

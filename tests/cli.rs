@@ -569,3 +569,89 @@ fn probe_accepts_a_group_name() {
         "{ids:?}"
     );
 }
+
+/// `run --reference --key-header NAME` starts the bundled server reading its key from NAME and
+/// checks it under that name: every keyed request carries NAME and never Idempotency-Key, and
+/// the correct server passes.
+#[test]
+fn the_reference_server_takes_the_key_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let o = run(&[
+        "run",
+        "--reference",
+        "--key-header",
+        "X-Idempotency-Key",
+        "--probe",
+        "first-request",
+        "--probe",
+        "missing-key",
+        "--probe",
+        "replay-identity",
+        "--report-json",
+        &json.display().to_string(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let outcomes: Vec<(String, String)> = common::json_report::probe_outcomes(&report);
+    assert!(
+        outcomes.len() == 3 && outcomes.iter().all(|(_, o)| o == "PASS"),
+        "{outcomes:?}"
+    );
+    let names: Vec<String> = report["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["exchanges"].as_array().unwrap().clone())
+        .flat_map(|e| e["request"]["headers"].as_array().unwrap().clone())
+        .map(|h| h["name"].as_str().unwrap().to_ascii_lowercase())
+        .collect();
+    assert!(names.iter().any(|n| n == "x-idempotency-key"), "{names:?}");
+    assert!(!names.iter().any(|n| n == "idempotency-key"), "{names:?}");
+}
+
+/// The target flags the bundled reference server cannot take are refused by name (exit 1)
+/// before it starts, never ignored; so is a --key-header the chosen fault cannot model.
+#[test]
+fn the_reference_server_refuses_the_flags_it_cannot_apply() {
+    let cases: [(&[&str], &[&str]); 4] = [
+        (
+            &[
+                "-H",
+                "X-Trace: 1",
+                "--count-url",
+                "http://127.0.0.1:9/count",
+            ],
+            &["-H, --count-url cannot be applied to it", "Leave them out"],
+        ),
+        (
+            &["--restart-timeout", "5s"],
+            &["--restart-timeout cannot be applied to it", "Leave it out"],
+        ),
+        (
+            &["--key-header", "A-Key", "--key-header", "B-Key"],
+            &["--key-header is given 2 times"],
+        ),
+        (
+            &[
+                "--reference-fault",
+                "key-name-spellings",
+                "--key-header",
+                "X-Idempotency-Key",
+            ],
+            &["key-name-spellings", "leave out --key-header"],
+        ),
+    ];
+    for (extra, wanted) in cases {
+        let mut args = vec!["run", "--reference", "--probe", "first-request"];
+        args.extend(extra);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        for w in wanted {
+            assert!(stderr.contains(w), "{args:?}: {w:?} not in {}", text(&o));
+        }
+        assert!(o.stdout.is_empty(), "{args:?}: nothing ran: {}", text(&o));
+    }
+}

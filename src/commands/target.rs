@@ -5,7 +5,8 @@
 
 use std::sync::Arc;
 
-use anyhow::{bail, Context as _};
+use anyhow::bail;
+use idem_reference_server::config::ConfigError;
 
 use super::discover::load;
 use super::Result;
@@ -31,15 +32,23 @@ pub(super) async fn configure(
         .into());
     }
     let target = if t.reference {
+        crate::target::refused_with_reference(t)?;
         let fault = t
             .reference_fault
             .as_deref()
             .map(|f| f.parse().map_err(|e| anyhow::anyhow!("{e}")))
             .transpose()?;
-        let r = Reference::start_with(fault, t.reference_db.as_deref())
+        let key_header = crate::target::key_header(t)?;
+        let r = Reference::start_with(fault, t.reference_db.as_deref(), key_header)
             .await
-            .context("could not start the bundled reference server")
-            .map_err(AppError::runtime)?;
+            .map_err(|e| {
+                // A setting the server refuses is the command line's to fix.
+                if e.chain().any(|c| c.is::<ConfigError>()) {
+                    AppError::Usage(e.context("--reference"))
+                } else {
+                    AppError::runtime(e.context("could not start the bundled reference server"))
+                }
+            })?;
         let spec = crate::target::reference(r.target(), t);
         hook = Some(r.restart_hook());
         reference = Some(r);
