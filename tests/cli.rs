@@ -252,6 +252,85 @@ fn silent_server_times_out_with_exit_3() {
     assert!(start.elapsed() < Duration::from_secs(15));
 }
 
+/// Waits until the fake server has seen `child` connect (at most 20 s), then presses Ctrl-C:
+/// sends it SIGINT.
+fn ctrl_c_once_seen(child: &std::process::Child, seen: &std::sync::atomic::AtomicUsize) {
+    let arrived = Instant::now() + Duration::from_secs(20);
+    while seen.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < arrived, "the checker never connected");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Ctrl-C while the API description is being fetched (from a server that never answers): the
+/// command ends at once as interrupted, exit 130, saying that nothing was checked.
+#[test]
+fn ctrl_c_while_the_api_description_is_fetched_exits_130() {
+    for command in ["run", "stress"] {
+        let (url, seen) = fake_server_counted(None, Duration::from_secs(30));
+        let document = url.replace("/api/payments", "/openapi.json");
+        let mut child = bin()
+            .args([command, "--openapi", &document, "--timeout", "20s"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        ctrl_c_once_seen(&child, &seen);
+        let code = wait_bounded(&mut child, Duration::from_secs(10)).code();
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        assert_eq!(code, Some(130), "{command}: {stderr}");
+        assert!(
+            stderr.contains("interrupted by Ctrl-C before any probe ran"),
+            "{command}: {stderr}"
+        );
+    }
+}
+
+/// Ctrl-C while the bundled reference server starts (its database accepts the connection and
+/// never answers): exit 130, and its temporary folder is removed.
+#[test]
+fn ctrl_c_while_the_reference_server_starts_removes_its_folder() {
+    let (url, seen) = fake_server_counted(None, Duration::from_secs(30));
+    let database = url
+        .replace("http://", "postgres://idem@")
+        .replace("/api/payments", "/db");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = bin()
+        .args(["run", "--reference", "--reference-db", &database])
+        .env("TMPDIR", tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    ctrl_c_once_seen(&child, &seen);
+    let code = wait_bounded(&mut child, Duration::from_secs(20)).code();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(
+        stderr.contains("interrupted by Ctrl-C before any probe ran"),
+        "{stderr}"
+    );
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 /// Ctrl-C during a run: exit 130, and the reports are still written and say so.
 #[test]
 fn ctrl_c_exits_130_with_reports() {
@@ -272,20 +351,8 @@ fn ctrl_c_exits_130_with_reports() {
         .spawn()
         .unwrap();
     // Interrupt only once the first probe's request has arrived: the run is then inside a
-    // probe, and the runner watches for Ctrl-C before it starts one, however slow the machine.
-    let arrived = Instant::now() + Duration::from_secs(20);
-    while seen.load(std::sync::atomic::Ordering::SeqCst) == 0 {
-        assert!(
-            Instant::now() < arrived,
-            "the checker never sent its first request"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    // probe, however slow the machine.
+    ctrl_c_once_seen(&child, &seen);
     let code = wait_bounded(&mut child, Duration::from_secs(10)).code();
     assert_eq!(code, Some(130));
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();

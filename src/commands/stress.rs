@@ -4,7 +4,7 @@
 use std::io::IsTerminal as _;
 
 use super::target::{configure, run_options};
-use super::{finish, interrupted, render_options, report_files, Result};
+use super::{finish, interrupted_in_setup, render_options, report_files, Interrupt, Result};
 use crate::cli::StressArgs;
 use crate::exit::{AppError, ExitCode};
 use crate::report::terminal::Progress;
@@ -16,8 +16,12 @@ pub(super) async fn stress(args: StressArgs) -> Result<ExitCode> {
             anyhow::anyhow!("--keys, --duplicates and --concurrency must be at least 1").into(),
         );
     }
+    let interrupt = Interrupt::watch();
     let files = report_files(&args.report)?;
-    let (config, reference) = configure(&args.target, run_options(&args.target)?).await?;
+    let run_opts = run_options(&args.target)?;
+    let Some((config, reference)) = configure(&args.target, run_opts, &interrupt).await? else {
+        return Ok(interrupted_in_setup());
+    };
     let render = render_options(
         &args.report,
         config.secrets.clone(),
@@ -35,7 +39,7 @@ pub(super) async fn stress(args: StressArgs) -> Result<ExitCode> {
         duration: args.duration,
         rate: args.rate,
     };
-    let report = crate::stress::run(config.clone(), &opts, &progress, interrupted())
+    let report = crate::stress::run(config.clone(), &opts, &progress, interrupt.pressed())
         .await
         .map_err(AppError::runtime)?;
     progress.finish();

@@ -9,7 +9,7 @@ use anyhow::bail;
 use idem_reference_server::config::ConfigError;
 
 use super::discover::load;
-use super::Result;
+use super::{Interrupt, Result};
 use crate::cli::TargetArgs;
 use crate::config::{Config, RestartHook, RunOptions, TargetSpec};
 use crate::discover::{Discovery, Operation, Skipped};
@@ -17,11 +17,15 @@ use crate::exit::AppError;
 use crate::reference::Reference;
 
 /// The validated config for the target the user described, starting the bundled reference
-/// server when asked (it lives as long as the returned handle).
+/// server when asked (it lives as long as the returned handle); `None` when Ctrl-C came during
+/// setup, with whatever was set up stopped. A document being fetched is dropped at once; the
+/// reference server first finishes starting (it is bounded) and is then stopped, so its store
+/// is closed before its temporary folder is removed.
 pub(super) async fn configure(
     t: &TargetArgs,
     opts: RunOptions,
-) -> Result<(Arc<Config>, Option<Reference>)> {
+    interrupt: &Interrupt,
+) -> Result<Option<(Arc<Config>, Option<Reference>)>> {
     let mut reference = None;
     let mut hook: Option<Arc<dyn RestartHook>> = None;
     if let (Some(fault), false) = (&t.reference_fault, t.reference) {
@@ -39,27 +43,38 @@ pub(super) async fn configure(
             .map(|f| f.parse().map_err(|e| anyhow::anyhow!("{e}")))
             .transpose()?;
         let key_header = crate::target::key_header(t)?;
-        let r = Reference::start_with(fault, t.reference_db.as_deref(), key_header)
-            .await
-            .map_err(|e| {
-                // A setting the server refuses is the command line's to fix.
-                if e.chain().any(|c| c.is::<ConfigError>()) {
-                    AppError::Usage(e.context("--reference"))
-                } else {
-                    AppError::runtime(e.context("could not start the bundled reference server"))
-                }
-            })?;
+        let started = Reference::start_with(fault, t.reference_db.as_deref(), key_header).await;
+        if interrupt.was_pressed() {
+            if let Ok(r) = started {
+                r.stop().await.map_err(AppError::runtime)?;
+            }
+            return Ok(None);
+        }
+        let r = started.map_err(|e| {
+            // A setting the server refuses is the command line's to fix.
+            if e.chain().any(|c| c.is::<ConfigError>()) {
+                AppError::Usage(e.context("--reference"))
+            } else {
+                AppError::runtime(e.context("could not start the bundled reference server"))
+            }
+        })?;
         let spec = crate::target::reference(r.target(), t);
         hook = Some(r.restart_hook());
         reference = Some(r);
         spec
     } else if t.openapi.is_some() {
-        single_target(t).await?
+        match interrupt.unless_pressed(single_target(t)).await {
+            Some(target) => target?,
+            None => return Ok(None),
+        }
     } else {
         crate::target::from_flags(t, &std::env::vars().collect())?
     };
     let target = with_proxy_environment(target, t);
-    Ok((Arc::new(Config::build(target, &opts, hook)?), reference))
+    Ok(Some((
+        Arc::new(Config::build(target, &opts, hook)?),
+        reference,
+    )))
 }
 
 /// `target` with the environment's proxy variables, which its run's connector reads. The
