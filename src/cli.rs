@@ -128,6 +128,9 @@ pub struct DiscoverArgs {
     #[command(flatten)]
     pub openapi: OpenApiArgs,
 
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+
     /// Output format.
     #[arg(long, value_enum, default_value_t = DiscoverFormat::Table, value_name = "FORMAT")]
     pub format: DiscoverFormat,
@@ -146,6 +149,9 @@ pub struct InitArgs {
 
     #[command(flatten)]
     pub openapi: OpenApiArgs,
+
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
 }
 
 #[derive(Debug, Args)]
@@ -153,6 +159,38 @@ pub struct ListArgs {
     /// The suite whose expectations to show.
     #[arg(long, default_value = crate::suite::DEFAULT_SUITE, value_name = "NAME|FILE")]
     pub suite: String,
+}
+
+/// How connections are made: to the target of `run` and `stress`, and to the API description
+/// and the documents it references when they are URLs (`--openapi URL`, `discover URL`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct ConnectionArgs {
+    /// Trust the CA certificates in this PEM file, besides the public roots (a private CA).
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+
+    /// Present this PEM client certificate (chain) to a server that asks for one (mutual TLS).
+    #[arg(long, value_name = "FILE")]
+    pub cert: Option<PathBuf>,
+
+    /// The PEM private key of --cert [default: the --cert file]
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    pub key: Option<PathBuf>,
+
+    /// Do not verify the server's certificate; the header and every report say so.
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+
+    /// Connect to ADDR whenever HOST:PORT is asked for, without DNS (repeatable), e.g.
+    /// api.example.com:443:10.0.0.7
+    #[arg(long, value_name = "HOST:PORT:ADDR")]
+    pub resolve: Vec<String>,
+
+    /// Send every connection through this HTTP proxy (http://[user:pass@]host:port); the raw
+    /// and burst requests in a CONNECT tunnel. Without it, HTTPS_PROXY / HTTP_PROXY apply,
+    /// except to NO_PROXY hosts and loopback.
+    #[arg(long, value_name = "URL")]
+    pub proxy: Option<String>,
 }
 
 /// What is checked and how to reach it: shared by `run` and `stress`.
@@ -258,9 +296,9 @@ pub struct TargetArgs {
     #[arg(long, value_name = "URL")]
     pub ready_url: Option<String>,
 
-    /// How long the restart may take.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "30s")]
-    pub restart_timeout: Duration,
+    /// How long the restart may take [default: 30s]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub restart_timeout: Option<Duration>,
 
     /// A request body the operation must refuse, or @FILE (error-not-cached). Placeholders work
     /// as in -d. Without it, one is derived from a JSON object body by giving its first field a
@@ -333,32 +371,8 @@ pub struct TargetArgs {
     #[arg(long)]
     pub no_release_threads: bool,
 
-    /// Trust the CA certificates in this PEM file, besides the public roots (a private CA).
-    #[arg(long, value_name = "FILE")]
-    pub cacert: Option<PathBuf>,
-
-    /// Present this PEM client certificate (chain) to a server that asks for one (mutual TLS).
-    #[arg(long, value_name = "FILE")]
-    pub cert: Option<PathBuf>,
-
-    /// The PEM private key of --cert [default: the --cert file]
-    #[arg(long, value_name = "FILE", requires = "cert")]
-    pub key: Option<PathBuf>,
-
-    /// Do not verify the server's certificate; the header and every report say so.
-    #[arg(short = 'k', long)]
-    pub insecure: bool,
-
-    /// Connect to ADDR whenever HOST:PORT is asked for, without DNS (repeatable), e.g.
-    /// api.example.com:443:10.0.0.7
-    #[arg(long, value_name = "HOST:PORT:ADDR")]
-    pub resolve: Vec<String>,
-
-    /// Send every connection through this HTTP proxy (http://[user:pass@]host:port); the raw
-    /// and burst requests in a CONNECT tunnel. Without it, HTTPS_PROXY / HTTP_PROXY apply,
-    /// except to NO_PROXY hosts and loopback.
-    #[arg(long, value_name = "URL")]
-    pub proxy: Option<String>,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
 
     /// The suite: a built-in name (ietf-draft-07, stripe) or a suite file.
     #[arg(long, value_name = "NAME|FILE", default_value = crate::suite::DEFAULT_SUITE)]

@@ -21,13 +21,26 @@ use crate::redact::{SecretSources, Secrets};
 use crate::suite::Suite;
 
 /// The operation under test.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Operation {
     pub method: String,
     pub url: url::Url,
     /// Tenant A's headers (`-H`), in order.
     pub headers: Vec<Header>,
     pub body: BodyTemplate,
+}
+
+/// The URL with its userinfo and secret query parameters masked, the headers as [`Header`]
+/// shows them (credentials masked).
+impl std::fmt::Debug for Operation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Operation")
+            .field("method", &self.method)
+            .field("url", &crate::redact::mask_url(self.url.as_str()))
+            .field("headers", &self.headers)
+            .field("body", &self.body)
+            .finish()
+    }
 }
 
 impl Operation {
@@ -189,8 +202,9 @@ pub struct CommandRestart {
     pub connector: Arc<Connector>,
 }
 
-/// Everything the user described about the target, before validation.
-#[derive(Debug, Clone, Default)]
+/// Everything the user described about the target, before validation. Its `Debug` masks every
+/// secret (see the impl).
+#[derive(Clone, Default)]
 pub struct TargetSpec {
     pub url: String,
     pub method: Option<String>,
@@ -255,8 +269,143 @@ pub struct TargetSpec {
     pub net: crate::http::net::NetOptions,
     /// The target file this came from, so hints name its keys instead of flags.
     pub target_file: Option<String>,
+    /// What the API description could not say about the request: each `$ref` left out of the
+    /// body, and why ([`crate::discover::Operation::notes`]).
+    pub notes: Vec<String>,
     /// Where each value came from, by its flag: errors cite the flag or the target file's line.
     pub origins: Origins,
+}
+
+impl TargetSpec {
+    /// Every secret of this description, named by role, with `key_header` the header that
+    /// carries the key (never a secret): what the run masks in every output.
+    pub fn secrets(&self, key_header: &str) -> Secrets {
+        let urls: Vec<&str> = [&self.count_url, &self.ready_url, &self.second_url]
+            .into_iter()
+            .flatten()
+            .chain(std::iter::once(&self.url))
+            .chain(&self.replicas)
+            .map(String::as_str)
+            .collect();
+        Secrets::for_target(&SecretSources {
+            tenant_a: &self.headers,
+            tenant_b: &self.tenant_b_headers,
+            given: &self.secrets,
+            urls: &urls,
+            file_vars: &self.secret_vars,
+            redact_headers: &self.redact_headers,
+            key_header,
+        })
+    }
+}
+
+/// Every value as the reports show it: header credentials, URL userinfo and secret query
+/// parameters, proxy credentials, `--secret` values and the target file's `${VAR}` values
+/// masked wherever they stand (a command, a body). A `{:?}` can end up in a log or a panic
+/// message; the description holds the run's credentials.
+impl std::fmt::Debug for TargetSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Destructured whole, so a new field cannot be shown without deciding how.
+        let TargetSpec {
+            url,
+            method,
+            headers,
+            body,
+            id_pointer,
+            count_url,
+            count_pointer,
+            count_cmd,
+            tenant_b_headers,
+            hold_header,
+            hold_release,
+            hold_at_least,
+            key_ttl_header,
+            quiet_window,
+            restart_cmd,
+            ready_url,
+            restart_timeout,
+            invalid_body,
+            second_url,
+            replicas,
+            crash_header,
+            lease_wait,
+            read_url,
+            key_ttl,
+            store_down_cmd,
+            store_up_cmd,
+            store_outage_hook,
+            secret_vars,
+            secrets: given,
+            redact_headers,
+            http2,
+            key_header,
+            tls,
+            net,
+            target_file,
+            notes,
+            origins,
+        } = self;
+        let secrets = self.secrets(key_header.as_deref().unwrap_or_default());
+        let text = |v: &Option<String>| v.as_deref().map(|t| secrets.redact(t));
+        let link = |v: &str| secrets.url_for_text(v);
+        let links = |v: &Option<String>| v.as_deref().map(link);
+        let line = |l: &str| match l.split_once(':') {
+            Some((name, value)) => {
+                match secrets.mask_header(name.trim(), value.trim().as_bytes()) {
+                    Some(masked) => format!("{name}: {masked}"),
+                    None => secrets.redact(l),
+                }
+            }
+            None => secrets.redact(l),
+        };
+        let lines = |v: &[String]| v.iter().map(|l| line(l)).collect::<Vec<_>>();
+        let vars: Vec<(&str, &str)> = secret_vars
+            .iter()
+            .map(|(name, _)| (name.as_str(), crate::redact::REDACTED))
+            .collect();
+        f.debug_struct("TargetSpec")
+            .field("url", &link(url))
+            .field("method", method)
+            .field("headers", &lines(headers))
+            .field("body", &text(body))
+            .field("id_pointer", id_pointer)
+            .field("count_url", &links(count_url))
+            .field("count_pointer", count_pointer)
+            .field("count_cmd", &text(count_cmd))
+            .field("tenant_b_headers", &lines(tenant_b_headers))
+            .field("hold_header", &hold_header.as_deref().map(line))
+            .field("hold_release", &links(hold_release))
+            .field("hold_at_least", hold_at_least)
+            .field("key_ttl_header", &key_ttl_header.as_deref().map(line))
+            .field("quiet_window", quiet_window)
+            .field("restart_cmd", &text(restart_cmd))
+            .field("ready_url", &links(ready_url))
+            .field("restart_timeout", restart_timeout)
+            .field("invalid_body", &text(invalid_body))
+            .field("second_url", &links(second_url))
+            .field(
+                "replicas",
+                &replicas.iter().map(|r| link(r)).collect::<Vec<_>>(),
+            )
+            .field("crash_header", &crash_header.as_deref().map(line))
+            .field("lease_wait", lease_wait)
+            .field("read_url", &links(read_url))
+            .field("key_ttl", key_ttl)
+            .field("store_down_cmd", &text(store_down_cmd))
+            .field("store_up_cmd", &text(store_up_cmd))
+            .field("store_outage_hook", store_outage_hook)
+            .field("secret_vars", &vars)
+            .field("secrets", &vec![crate::redact::REDACTED; given.len()])
+            .field("redact_headers", redact_headers)
+            .field("http2", http2)
+            .field("key_header", key_header)
+            .field("tls", tls)
+            .field("net", net)
+            .field("target_file", target_file)
+            .field("notes", notes)
+            .field("origins", origins)
+            .finish()
+    }
 }
 
 /// Options that shape the run rather than describe the target.
@@ -276,11 +425,13 @@ pub struct RunOptions {
     pub key_form: KeyForm,
 }
 
-impl Default for RunOptions {
-    fn default() -> Self {
+impl RunOptions {
+    /// The options of a run with `suite` and every other flag at its default: not strict, a
+    /// 10 s timeout, the target's host as label, release threads, the suite's key form. The
+    /// suite is loaded by the caller, where a suite that cannot be read is the user's error.
+    pub fn new(suite: Suite) -> Self {
         RunOptions {
-            suite: Suite::built_in(crate::suite::DEFAULT_SUITE)
-                .expect("the built-in suites are checked by the suite module's tests"),
+            suite,
             strict: false,
             timeout: Duration::from_secs(10),
             label: None,
@@ -341,6 +492,8 @@ pub struct Config {
     pub release_threads: bool,
     /// See [`TargetSpec::target_file`].
     pub target_file: Option<String>,
+    /// See [`TargetSpec::notes`]: what a report of the run shows beside its verdicts.
+    pub notes: Vec<String>,
     /// How every connection of the run is opened: [`TargetSpec::tls`] and [`TargetSpec::net`]
     /// made ready, shared by all the run's HTTP clients.
     pub connector: Arc<Connector>,
@@ -545,22 +698,7 @@ impl Config {
             }
             suite.header.clone_from(h);
         }
-        let urls: Vec<&str> = [&target.count_url, &target.ready_url, &target.second_url]
-            .into_iter()
-            .flatten()
-            .chain(std::iter::once(&target.url))
-            .chain(&target.replicas)
-            .map(String::as_str)
-            .collect();
-        let secrets = Secrets::for_target(&SecretSources {
-            tenant_a: &target.headers,
-            tenant_b: &target.tenant_b_headers,
-            given: &target.secrets,
-            urls: &urls,
-            file_vars: &target.secret_vars,
-            redact_headers: &target.redact_headers,
-            key_header: &suite.header,
-        });
+        let secrets = target.secrets(&suite.header);
         let label = opts.label.clone().unwrap_or_else(|| match url.port() {
             Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
             None => url.host_str().unwrap_or_default().to_string(),
@@ -594,6 +732,7 @@ impl Config {
             http2: target.http2,
             release_threads: opts.release_threads,
             target_file: target.target_file.clone(),
+            notes: target.notes.clone(),
             strict: opts.strict,
             suite,
             key_form: opts.key_form,
@@ -744,6 +883,10 @@ fn is_token_byte(b: u8) -> bool {
 mod tests {
     use super::*;
 
+    fn default_options() -> RunOptions {
+        RunOptions::new(crate::catalog::load_suite(crate::suite::DEFAULT_SUITE).unwrap())
+    }
+
     /// A quiet window is waited out by every probe that left a request unfinished: 0 would
     /// count before a late execution could land, an hour would be a hang.
     #[test]
@@ -754,7 +897,7 @@ mod tests {
                 quiet_window: Some(Duration::from_millis(ms)),
                 ..TargetSpec::default()
             };
-            Config::build(target, &RunOptions::default(), None).map_err(|e| format!("{e:#}"))
+            Config::build(target, &default_options(), None).map_err(|e| format!("{e:#}"))
         };
         assert_eq!(build(500).unwrap().quiet_window, Duration::from_millis(500));
         for ms in [0, 3_600_000] {
@@ -777,7 +920,7 @@ mod tests {
                 hold_at_least: at_least.map(Duration::from_millis),
                 ..TargetSpec::default()
             };
-            Config::build(target, &RunOptions::default(), None).map_err(|e| format!("{e:#}"))
+            Config::build(target, &default_options(), None).map_err(|e| format!("{e:#}"))
         };
         let release = Some("http://127.0.0.1:9/holds/{{hold}}/release");
         let named = Some("X-Hold: {{hold}}");

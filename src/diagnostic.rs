@@ -75,8 +75,23 @@ impl FileError {
 /// item's index (0 for a flag given once): a target-file key, named as the file writes it
 /// (`[counter] url`), at its place in the file. A value not recorded here came from its flag,
 /// or from code (the reference server's description), and errors name the flag.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Origins(BTreeMap<(&'static str, usize), (String, FileError)>);
+
+/// Each value's flag and where the file said it, without the file's line: the line can hold a
+/// credential written into the file.
+impl std::fmt::Debug for Origins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.0.iter().map(|((flag, index), (key, at))| {
+                (
+                    format!("{flag}[{index}]"),
+                    format!("{key} at {}:{}:{}", at.path, at.line, at.col),
+                )
+            }))
+            .finish()
+    }
+}
 
 impl Origins {
     /// Item `index` of `flag` came from the target-file key `key`, located by `at`.

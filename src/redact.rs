@@ -562,7 +562,7 @@ impl Secrets {
 
 /// A URL with its userinfo and the values of its secret query parameters replaced by
 /// [`REDACTED`], done on the text so that nothing else about the URL changes.
-fn mask_url(url: &str) -> String {
+pub fn mask_url(url: &str) -> String {
     let (scheme, rest) = match url.split_once("://") {
         Some((scheme, rest)) => (format!("{scheme}://"), rest),
         None => (String::new(), url),

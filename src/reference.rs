@@ -56,6 +56,8 @@ pub struct Reference {
     pub replica_base: String,
     server: Arc<Server>,
     replica: Server,
+    /// The header the key is read from, when it is not [`idem_reference_server::DEFAULT_KEY_HEADER`].
+    key_header: Option<String>,
     _dir: tempfile::TempDir,
 }
 
@@ -155,15 +157,21 @@ impl Reference {
     /// Starts the reference server and its replica with a temporary SQLite database,
     /// optionally with a fault.
     pub async fn start(fault: Option<Fault>) -> Result<Reference> {
-        Self::start_with(fault, None).await
+        Self::start_with(fault, None, None).await
     }
 
     /// Starts the reference server and its replica, optionally with a fault, on the PostgreSQL
-    /// database `postgres` names, else on a temporary SQLite file. Even `memory-store` gets a
-    /// file: the fault keeps the idempotency records in each process's memory while the
-    /// payments stay in the shared file, which is what makes its lost records show up as extra
-    /// payments on the one effect counter.
-    pub async fn start_with(fault: Option<Fault>, postgres: Option<&str>) -> Result<Reference> {
+    /// database `postgres` names, else on a temporary SQLite file, reading the key from
+    /// `key_header` when given (else `Idempotency-Key`). Even `memory-store` gets a file: the
+    /// fault keeps the idempotency records in each process's memory while the payments stay in
+    /// the shared file, which is what makes its lost records show up as extra payments on the
+    /// one effect counter. A configuration the server refuses is an
+    /// [`idem_reference_server::config::ConfigError`] in the error's chain.
+    pub async fn start_with(
+        fault: Option<Fault>,
+        postgres: Option<&str>,
+        key_header: Option<&str>,
+    ) -> Result<Reference> {
         let dir = tempfile::tempdir().context("could not create a temporary directory")?;
         let db = match postgres {
             Some(url) => match DbLocation::parse(url) {
@@ -188,6 +196,9 @@ impl Reference {
         if fault == Some(Fault::Race) {
             config.race_window_us = 100;
         }
+        if let Some(name) = key_header {
+            config.key_header = name.to_string();
+        }
         config
             .validate()
             .context("invalid reference server configuration")?;
@@ -198,6 +209,7 @@ impl Reference {
             replica_base,
             server: Arc::new(server),
             replica,
+            key_header: key_header.map(str::to_string),
             _dir: dir,
         })
     }
@@ -243,6 +255,7 @@ impl Reference {
             lease_wait: Some(LEASE_WAIT),
             read_url: Some(format!("{}/api/payments/count", self.base)),
             store_outage_hook: Some(Arc::new(InProcessOutage(self.server.config.outage.clone()))),
+            key_header: self.key_header.clone(),
             ..TargetSpec::default()
         }
     }

@@ -351,7 +351,8 @@ mod tests {
             url: "http://127.0.0.1:9/op".into(),
             ..TargetSpec::default()
         };
-        let config = Arc::new(Config::build(target, &RunOptions::default(), None).unwrap());
+        let suite = crate::catalog::load_suite(crate::suite::DEFAULT_SUITE).unwrap();
+        let config = Arc::new(Config::build(target, &RunOptions::new(suite), None).unwrap());
         let client = Arc::new(
             Client::new(config.connector.clone(), config.timeout, config.max_body).unwrap(),
         );

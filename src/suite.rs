@@ -88,16 +88,6 @@ impl Suite {
         Ok(Suite::parse(name_or_path, &text, Some(catalog), 0)?)
     }
 
-    /// The built-in suite `name` without a catalog to check it against: this module's tests
-    /// check every built-in suite against the catalog, so what ships is known to fit it.
-    pub fn built_in(name: &str) -> Result<Suite> {
-        let (_, text) = BUILT_IN
-            .iter()
-            .find(|(n, _)| *n == name)
-            .with_context(|| format!("no built-in suite {name:?}"))?;
-        Ok(Suite::parse(&format!("suites/{name}.toml"), text, None, 0)?)
-    }
-
     /// Parses suite text; `path` is used in error locations. Probe ids and check ids are checked
     /// against `catalog`, and every check of every enabled probe must have a setting; without a
     /// catalog, only the file's own shape is checked.

@@ -53,11 +53,13 @@ use toml::Spanned;
 
 use anyhow::Context as _;
 
-use crate::cli::TargetArgs;
+use crate::cli::{ConnectionArgs, OpenApiArgs, TargetArgs};
 use crate::config::TargetSpec;
 use crate::diagnostic::{FileError, Origins};
 use crate::discover::Operation;
 use crate::exit::AppError;
+use crate::http::net::NetOptions;
+use crate::http::Connector;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -378,23 +380,26 @@ pub fn from_flags(
         Some(path) => load(path, env)?,
         None => TargetSpec::default(),
     };
-    match o.key_header.as_slice() {
-        [] => {}
-        [name] => {
-            t.key_header = Some(name.clone());
-            t.origins.flag("--key-header");
-        }
-        names => {
-            return Err(anyhow::anyhow!(
-                "--key-header is given {} times: without --openapi it names the one header that \
-                 carries the key, as a target file's key-header does (several names are for \
-                 --openapi, which recognises the key header among them)",
-                names.len()
-            )
-            .into())
-        }
+    if let Some(name) = key_header(args)? {
+        t.key_header = Some(name.to_string());
+        t.origins.flag("--key-header");
     }
     Ok(with_secret_flags(apply_flags(t, args)?, args))
+}
+
+/// The one `--key-header` of a run without `--openapi`, if given.
+pub fn key_header(args: &TargetArgs) -> Result<Option<&str>, AppError> {
+    match args.openapi_args.key_header.as_slice() {
+        [] => Ok(None),
+        [name] => Ok(Some(name)),
+        names => Err(anyhow::anyhow!(
+            "--key-header is given {} times: without --openapi it names the one header that \
+             carries the key, as a target file's key-header does (several names are for \
+             --openapi, which recognises the key header among them)",
+            names.len()
+        )
+        .into()),
+    }
 }
 
 /// The target description of an API description's operation `op` at `url`, with the target
@@ -408,12 +413,116 @@ pub fn from_operation(
     Ok(with_secret_flags(spec, args))
 }
 
-/// The bundled reference server's target description `spec`: of the target flags, only
-/// `--http2`, the connection flags and the secrets apply.
+/// The bundled reference server's target description `spec` (which names the key header it
+/// was started with): of the target flags, `--http2`, the connection flags and the secrets
+/// apply here; see [`refused_with_reference`] for the others.
 pub fn reference(mut spec: TargetSpec, args: &TargetArgs) -> TargetSpec {
     spec.http2 = args.http2;
-    connection_from_args(args, &mut spec);
+    connection_from_args(&args.connection, &mut spec);
     with_secret_flags(spec, args)
+}
+
+/// Refuses the target flags that `--reference` cannot apply, naming them: the bundled reference
+/// server describes its own operation, counter, tenants, hold and hooks, and a flag that
+/// changed one of them would be ignored or would check something else than what green looks
+/// like. Every target flag is sorted here, so a new one cannot be ignored unnoticed: the
+/// others apply to the server (`--key-header`, `--reference-fault`, `--reference-db`), to its
+/// target description ([`reference`]), or to the run (suite, timeout, label, release threads).
+pub fn refused_with_reference(args: &TargetArgs) -> Result<(), AppError> {
+    let TargetArgs {
+        url: _,
+        openapi: _,
+        openapi_args,
+        reference: _,
+        reference_fault: _,
+        reference_db: _,
+        target: _,
+        method,
+        headers,
+        data,
+        id_pointer,
+        count_url,
+        count_pointer,
+        count_cmd,
+        tenant_b_header,
+        hold_header,
+        hold_release,
+        hold_at_least,
+        restart_cmd,
+        ready_url,
+        restart_timeout,
+        invalid_body,
+        second_url,
+        replica,
+        crash_header,
+        lease_wait,
+        read_url,
+        key_ttl,
+        key_ttl_header,
+        quiet_window,
+        store_down_cmd,
+        store_up_cmd,
+        http2: _,
+        no_release_threads: _,
+        connection: _,
+        suite: _,
+        timeout: _,
+        label: _,
+        secret: _,
+        redact_header: _,
+    } = args;
+    let OpenApiArgs {
+        base_url,
+        operations,
+        key_header: _,
+        path_param,
+    } = openapi_args;
+    let given = [
+        ("-X", method.is_some()),
+        ("-H", !headers.is_empty()),
+        ("-d", data.is_some()),
+        ("--id-pointer", id_pointer.is_some()),
+        ("--count-url", count_url.is_some()),
+        ("--count-pointer", count_pointer.is_some()),
+        ("--count-cmd", count_cmd.is_some()),
+        ("--tenant-b-header", !tenant_b_header.is_empty()),
+        ("--hold-header", hold_header.is_some()),
+        ("--hold-release", hold_release.is_some()),
+        ("--hold-at-least", hold_at_least.is_some()),
+        ("--restart-cmd", restart_cmd.is_some()),
+        ("--ready-url", ready_url.is_some()),
+        ("--restart-timeout", restart_timeout.is_some()),
+        ("--invalid-body", invalid_body.is_some()),
+        ("--second-url", second_url.is_some()),
+        ("--replica", !replica.is_empty()),
+        ("--crash-header", crash_header.is_some()),
+        ("--lease-wait", lease_wait.is_some()),
+        ("--read-url", read_url.is_some()),
+        ("--key-ttl", key_ttl.is_some()),
+        ("--key-ttl-header", key_ttl_header.is_some()),
+        ("--quiet-window", quiet_window.is_some()),
+        ("--store-down-cmd", store_down_cmd.is_some()),
+        ("--store-up-cmd", store_up_cmd.is_some()),
+        ("--base-url", base_url.is_some()),
+        ("--operation", !operations.is_empty()),
+        ("--path-param", !path_param.is_empty()),
+    ];
+    let refused: Vec<&str> = given
+        .iter()
+        .filter(|(_, given)| *given)
+        .map(|(flag, _)| *flag)
+        .collect();
+    if refused.is_empty() {
+        return Ok(());
+    }
+    Err(anyhow::anyhow!(
+        "--reference checks the bundled reference server, which describes its own operation, \
+         counter, tenants, hold and hooks: {} cannot be applied to it. Leave {} out, or give \
+         your server's URL or --target FILE instead of --reference",
+        refused.join(", "),
+        if refused.len() == 1 { "it" } else { "them" }
+    )
+    .into())
 }
 
 /// `t` with the target flags laid over it: a flag replaces what the file or the document said
@@ -455,6 +564,12 @@ fn apply_flags(mut t: TargetSpec, args: &TargetArgs) -> Result<TargetSpec, AppEr
     over(&mut t.quiet_window, &args.quiet_window, "--quiet-window", o);
     over(&mut t.restart_cmd, &args.restart_cmd, "--restart-cmd", o);
     over(&mut t.ready_url, &args.ready_url, "--ready-url", o);
+    over(
+        &mut t.restart_timeout,
+        &args.restart_timeout,
+        "--restart-timeout",
+        o,
+    );
     over(&mut t.second_url, &args.second_url, "--second-url", o);
     over(&mut t.crash_header, &args.crash_header, "--crash-header", o);
     over(&mut t.lease_wait, &args.lease_wait, "--lease-wait", o);
@@ -469,13 +584,10 @@ fn apply_flags(mut t: TargetSpec, args: &TargetArgs) -> Result<TargetSpec, AppEr
     over(&mut t.key_ttl, &args.key_ttl, "--key-ttl", o);
     t.headers.extend(args.headers.iter().cloned());
     t.http2 |= args.http2;
-    connection_from_args(args, &mut t);
+    connection_from_args(&args.connection, &mut t);
     t.replicas.extend(args.replica.iter().cloned());
     t.tenant_b_headers
         .extend(args.tenant_b_header.iter().cloned());
-    if t.restart_timeout.is_none() {
-        t.restart_timeout = Some(args.restart_timeout);
-    }
     if t.url.is_empty() {
         return Err(anyhow::anyhow!(
             "nothing to check: give the operation's URL (idem-check run \
@@ -524,12 +636,13 @@ fn from_document(op: &Operation, url: &str, user_headers: &[String]) -> TargetSp
         body: op.body.text.clone(),
         id_pointer: op.id_pointer.clone(),
         key_header: Some(op.header.clone()),
+        notes: op.notes.clone(),
         ..TargetSpec::default()
     }
 }
 
 /// TLS and route flags, over the target file's `[tls]`, `proxy` and `resolve`.
-fn connection_from_args(args: &TargetArgs, t: &mut TargetSpec) {
+fn connection_from_args(args: &ConnectionArgs, t: &mut TargetSpec) {
     let o = &mut t.origins;
     over(&mut t.tls.cacert, &args.cacert, "--cacert", o);
     if args.cert.is_some() {
@@ -541,6 +654,19 @@ fn connection_from_args(args: &TargetArgs, t: &mut TargetSpec) {
     t.tls.insecure |= args.insecure;
     over(&mut t.net.proxy, &args.proxy, "--proxy", o);
     t.net.resolve.extend(args.resolve.iter().cloned());
+}
+
+/// How a document named by URL is fetched (`--openapi URL`, `discover URL`, and the remote
+/// `$ref`s of either): with the connection flags and the proxy variables of `env`, as a run
+/// reaches its target.
+pub fn document_connector(
+    args: &ConnectionArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> anyhow::Result<Connector> {
+    let mut t = TargetSpec::default();
+    connection_from_args(args, &mut t);
+    t.net.proxy_env = NetOptions::proxy_environment(env);
+    Connector::new(&t.tls, &t.net)
 }
 
 /// A body given inline or as `@FILE`; `what` names the option in the error.

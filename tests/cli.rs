@@ -252,6 +252,85 @@ fn silent_server_times_out_with_exit_3() {
     assert!(start.elapsed() < Duration::from_secs(15));
 }
 
+/// Waits until the fake server has seen `child` connect (at most 20 s), then presses Ctrl-C:
+/// sends it SIGINT.
+fn ctrl_c_once_seen(child: &std::process::Child, seen: &std::sync::atomic::AtomicUsize) {
+    let arrived = Instant::now() + Duration::from_secs(20);
+    while seen.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < arrived, "the checker never connected");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Ctrl-C while the API description is being fetched (from a server that never answers): the
+/// command ends at once as interrupted, exit 130, saying that nothing was checked.
+#[test]
+fn ctrl_c_while_the_api_description_is_fetched_exits_130() {
+    for command in ["run", "stress"] {
+        let (url, seen) = fake_server_counted(None, Duration::from_secs(30));
+        let document = url.replace("/api/payments", "/openapi.json");
+        let mut child = bin()
+            .args([command, "--openapi", &document, "--timeout", "20s"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        ctrl_c_once_seen(&child, &seen);
+        let code = wait_bounded(&mut child, Duration::from_secs(10)).code();
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        assert_eq!(code, Some(130), "{command}: {stderr}");
+        assert!(
+            stderr.contains("interrupted by Ctrl-C before any probe ran"),
+            "{command}: {stderr}"
+        );
+    }
+}
+
+/// Ctrl-C while the bundled reference server starts (its database accepts the connection and
+/// never answers): exit 130, and its temporary folder is removed.
+#[test]
+fn ctrl_c_while_the_reference_server_starts_removes_its_folder() {
+    let (url, seen) = fake_server_counted(None, Duration::from_secs(30));
+    let database = url
+        .replace("http://", "postgres://idem@")
+        .replace("/api/payments", "/db");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = bin()
+        .args(["run", "--reference", "--reference-db", &database])
+        .env("TMPDIR", tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    ctrl_c_once_seen(&child, &seen);
+    let code = wait_bounded(&mut child, Duration::from_secs(20)).code();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(
+        stderr.contains("interrupted by Ctrl-C before any probe ran"),
+        "{stderr}"
+    );
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 /// Ctrl-C during a run: exit 130, and the reports are still written and say so.
 #[test]
 fn ctrl_c_exits_130_with_reports() {
@@ -272,20 +351,8 @@ fn ctrl_c_exits_130_with_reports() {
         .spawn()
         .unwrap();
     // Interrupt only once the first probe's request has arrived: the run is then inside a
-    // probe, and the runner watches for Ctrl-C before it starts one, however slow the machine.
-    let arrived = Instant::now() + Duration::from_secs(20);
-    while seen.load(std::sync::atomic::Ordering::SeqCst) == 0 {
-        assert!(
-            Instant::now() < arrived,
-            "the checker never sent its first request"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    // probe, however slow the machine.
+    ctrl_c_once_seen(&child, &seen);
     let code = wait_bounded(&mut child, Duration::from_secs(10)).code();
     assert_eq!(code, Some(130));
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
@@ -568,4 +635,90 @@ fn probe_accepts_a_group_name() {
         !ids.contains(&"malformed-key") && !ids.contains(&"replay-identity"),
         "{ids:?}"
     );
+}
+
+/// `run --reference --key-header NAME` starts the bundled server reading its key from NAME and
+/// checks it under that name: every keyed request carries NAME and never Idempotency-Key, and
+/// the correct server passes.
+#[test]
+fn the_reference_server_takes_the_key_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let o = run(&[
+        "run",
+        "--reference",
+        "--key-header",
+        "X-Idempotency-Key",
+        "--probe",
+        "first-request",
+        "--probe",
+        "missing-key",
+        "--probe",
+        "replay-identity",
+        "--report-json",
+        &json.display().to_string(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let outcomes: Vec<(String, String)> = common::json_report::probe_outcomes(&report);
+    assert!(
+        outcomes.len() == 3 && outcomes.iter().all(|(_, o)| o == "PASS"),
+        "{outcomes:?}"
+    );
+    let names: Vec<String> = report["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["exchanges"].as_array().unwrap().clone())
+        .flat_map(|e| e["request"]["headers"].as_array().unwrap().clone())
+        .map(|h| h["name"].as_str().unwrap().to_ascii_lowercase())
+        .collect();
+    assert!(names.iter().any(|n| n == "x-idempotency-key"), "{names:?}");
+    assert!(!names.iter().any(|n| n == "idempotency-key"), "{names:?}");
+}
+
+/// The target flags the bundled reference server cannot take are refused by name (exit 1)
+/// before it starts, never ignored; so is a --key-header the chosen fault cannot model.
+#[test]
+fn the_reference_server_refuses_the_flags_it_cannot_apply() {
+    let cases: [(&[&str], &[&str]); 4] = [
+        (
+            &[
+                "-H",
+                "X-Trace: 1",
+                "--count-url",
+                "http://127.0.0.1:9/count",
+            ],
+            &["-H, --count-url cannot be applied to it", "Leave them out"],
+        ),
+        (
+            &["--restart-timeout", "5s"],
+            &["--restart-timeout cannot be applied to it", "Leave it out"],
+        ),
+        (
+            &["--key-header", "A-Key", "--key-header", "B-Key"],
+            &["--key-header is given 2 times"],
+        ),
+        (
+            &[
+                "--reference-fault",
+                "key-name-spellings",
+                "--key-header",
+                "X-Idempotency-Key",
+            ],
+            &["key-name-spellings", "leave out --key-header"],
+        ),
+    ];
+    for (extra, wanted) in cases {
+        let mut args = vec!["run", "--reference", "--probe", "first-request"];
+        args.extend(extra);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        for w in wanted {
+            assert!(stderr.contains(w), "{args:?}: {w:?} not in {}", text(&o));
+        }
+        assert!(o.stdout.is_empty(), "{args:?}: nothing ran: {}", text(&o));
+    }
 }

@@ -250,7 +250,7 @@ fn documents_that_cannot_be_used_are_refused_in_one_line_naming_what_was_found()
 async fn loaded(source: &str) -> Discovery {
     let spec = tokio::time::timeout(
         Duration::from_secs(60),
-        load::load(source, Duration::from_secs(10)),
+        load::load(source, Duration::from_secs(10), &Default::default()),
     )
     .await
     .expect("loading ends within a minute")

@@ -93,7 +93,7 @@ async fn run_key_syntax_probes() -> (RunReport, Vec<Vec<u8>>) {
         .filter(|p| p.meta.group == idem_check::probes::Group::KeySyntax)
         .map(|p| p.meta.id)
         .collect();
-    run_probes(RunOptions::default().suite, &ids).await
+    run_probes(common::run_options().suite, &ids).await
 }
 
 async fn run_probes(suite: Suite, probes: &[&str]) -> (RunReport, Vec<Vec<u8>>) {
@@ -105,11 +105,7 @@ async fn run_probes(suite: Suite, probes: &[&str]) -> (RunReport, Vec<Vec<u8>>) 
         id_pointer: Some("/id".into()),
         ..TargetSpec::default()
     };
-    let opts = RunOptions {
-        suite,
-        ..RunOptions::default()
-    };
-    let config = Config::build(target, &opts, None).expect("valid target");
+    let config = Config::build(target, &RunOptions::new(suite), None).expect("valid target");
     let report = common::run_quietly(config, probes).await;
     let heads = heads.lock().expect("lock").clone();
     (report, heads)

@@ -131,12 +131,12 @@ async fn both_operations_pass_from_the_servers_own_document() {
     );
 }
 
-/// The server's own document with a required `receipt` whose schema is at a URL nothing answers:
-/// both operations are still checked (the receipt left out of the generated payout body), each
-/// with a note naming the reference, in the terminal and the JSON report.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reference_that_cannot_be_fetched_is_a_note_and_the_operations_still_run() {
-    let reference = Reference::start(None).await.unwrap();
+/// The server's own document, written to a file in `dir`, with a required `receipt` whose
+/// schema is at a URL nothing answers; returns the file and that URL.
+async fn document_with_a_dead_reference(
+    reference: &Reference,
+    dir: &std::path::Path,
+) -> (String, String) {
     let text = reqwest::get(format!("{}/openapi.json", reference.base))
         .await
         .unwrap()
@@ -153,12 +153,23 @@ async fn a_reference_that_cannot_be_fetched_is_a_note_and_the_operations_still_r
         .as_array_mut()
         .unwrap()
         .push("receipt".into());
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("openapi.json");
+    let path = dir.join("openapi.json");
     std::fs::write(&path, doc.to_string()).unwrap();
-    let (code, report, _, terminal) = run_document(
+    (path.display().to_string(), receipt)
+}
+
+/// A reference that cannot be fetched: both operations are still checked (the receipt left out
+/// of the generated bodies), each with a note naming the reference, in the terminal, the JSON
+/// report and the JUnit report (a `note` property on the operation's testsuite, and its
+/// `<system-out>` line), which stays valid against the schema.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reference_that_cannot_be_fetched_is_a_note_and_the_operations_still_run() {
+    let reference = Reference::start(None).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (path, receipt) = document_with_a_dead_reference(&reference, dir.path()).await;
+    let (code, report, junit, terminal) = run_document(
         &reference,
-        path.to_str().unwrap(),
+        &path,
         &["--base-url", &reference.base, "--probe", "replay-identity"],
     )
     .await;
@@ -186,6 +197,87 @@ async fn a_reference_that_cannot_be_fetched_is_a_note_and_the_operations_still_r
         terminal.matches(&format!("note: {note}")).count(),
         2,
         "{terminal}"
+    );
+    let property = format!(
+        "<property name=\"note\" value=\"{}",
+        note.replace('"', "&quot;")
+    );
+    assert_eq!(junit.matches(&property).count(), 2, "{junit}");
+    assert_eq!(
+        junit.matches(&format!("· note: {note}")).count(),
+        2,
+        "{junit}"
+    );
+    let file = dir.path().join("report.xml");
+    std::fs::write(&file, &junit).unwrap();
+    let valid = common::junit_schema::validate(&[file]);
+    assert!(
+        valid.status.success(),
+        "{}",
+        String::from_utf8_lossy(&valid.stderr)
+    );
+}
+
+/// `stress --openapi` on an operation with a note prints the note and keeps it in its JSON
+/// (`notes`) and JUnit (`note` property) reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stress_reports_the_notes_of_its_operation() {
+    let reference = Reference::start(None).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (path, receipt) = document_with_a_dead_reference(&reference, dir.path()).await;
+    let (json, junit) = (dir.path().join("s.json"), dir.path().join("s.xml"));
+    let args = [
+        "stress".to_string(),
+        "--openapi".into(),
+        path,
+        "--base-url".into(),
+        reference.base.clone(),
+        "--operation".into(),
+        "createPayment".into(),
+        "-H".into(),
+        format!("Authorization: Bearer {}", reference.token(0)),
+        "--count-url".into(),
+        format!("{}/api/payments/count", reference.base),
+        "--keys".into(),
+        "5".into(),
+        "--duplicates".into(),
+        "2".into(),
+        "--report-json".into(),
+        json.display().to_string(),
+        "--report-junit".into(),
+        junit.display().to_string(),
+        "--color".into(),
+        "never".into(),
+    ];
+    let out = tokio::time::timeout(Duration::from_secs(120), bin_async().args(args).output())
+        .await
+        .expect("stress finishes")
+        .expect("the binary runs");
+    reference.stop().await.unwrap();
+    let explain = common::binary::text(&out);
+    assert_eq!(out.status.code(), Some(0), "{explain}");
+    let note = format!("$ref \"{receipt}\" left out: ");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("note:        {note}")),
+        "{explain}"
+    );
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let notes = report["notes"].as_array().unwrap();
+    assert!(
+        notes.len() == 1 && notes[0].as_str().unwrap().starts_with(&note),
+        "{report}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let property = format!(
+        "<property name=\"note\" value=\"{}",
+        note.replace('"', "&quot;")
+    );
+    assert!(xml.contains(&property), "{xml}");
+    let valid = common::junit_schema::validate(&[junit]);
+    assert!(
+        valid.status.success(),
+        "{}",
+        String::from_utf8_lossy(&valid.stderr)
     );
 }
 

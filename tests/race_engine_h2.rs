@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::tls::{test_acceptor, trusting_test_cert};
-use idem_check::config::{Config, RunOptions};
+use idem_check::config::Config;
 use idem_check::http::burst::BurstOptions;
 use idem_check::http::exchange::{Header, SentRequest};
 use idem_check::http::{h1, h2burst, Connector};
@@ -108,7 +108,7 @@ async fn probe_over_h2c(fault: Option<Fault>) -> (Outcome, String) {
     target.http2 = true;
     let config = Config::build(
         target,
-        &RunOptions::default(),
+        &common::run_options(),
         Some(reference.restart_hook()),
     )
     .unwrap();

@@ -20,7 +20,7 @@ use idem_check::stress::{StressOptions, StressReport};
 use idem_reference_server::Fault;
 
 async fn run_on_postgres(url: &str, fault: Option<Fault>) -> RunReport {
-    let reference = Reference::start_with(fault, Some(url))
+    let reference = Reference::start_with(fault, Some(url), None)
         .await
         .expect("two replicas start on PostgreSQL");
     let target = reference.target();
@@ -31,7 +31,7 @@ async fn run_on_postgres(url: &str, fault: Option<Fault>) -> RunReport {
     );
     let opts = RunOptions {
         strict: true,
-        ..RunOptions::default()
+        ..common::run_options()
     };
     let config = Config::build(target, &opts, Some(reference.restart_hook()))
         .expect("reference target is valid");
@@ -99,7 +99,7 @@ fn the_cli_runs_the_reference_on_postgres() {
 }
 
 async fn stress_on_postgres(url: &str, fault: Option<Fault>, keys: usize) -> StressReport {
-    let reference = Reference::start_with(fault, Some(url))
+    let reference = Reference::start_with(fault, Some(url), None)
         .await
         .expect("two replicas start on PostgreSQL");
     let opts = StressOptions {

@@ -610,3 +610,50 @@ fn a_missing_body_file_exits_2() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/body.json"));
 }
+
+/// `{:?}` of a target description, of the connector built from it and of the operation it
+/// validates to shows no credential: not the Authorization token written into the target file
+/// (nor the file's line that its origins point at), not a `${VAR}` value standing in a
+/// command, not the password of a proxy given or taken from the environment, not a secret
+/// query parameter or tenant B's API key. What is not secret is still there to debug with.
+#[test]
+fn debug_output_masks_every_secret() {
+    let file = "url = \"https://api.test/p?access_token=qs-tok-1234\"\n\
+                headers = [\"Authorization: Bearer file-tok-5678\"]\n\
+                proxy = \"http://proxyuser:proxy-pass-9@127.0.0.1:3128\"\n\
+                [restart]\ncommand = \"deploy --token ${DEPLOY_TOKEN}\"\n";
+    let env = [("DEPLOY_TOKEN".to_string(), "deploy-tok-4321".to_string())].into();
+    let mut spec = idem_check::target::parse("t.toml", file, &env, Path::new(".")).unwrap();
+    spec.net.proxy_env = vec![(
+        "HTTPS_PROXY".into(),
+        "http://envuser:env-pass-77@127.0.0.1:8080".into(),
+    )];
+    spec.tenant_b_headers = vec!["X-Api-Key: tenant-b-key-55".into()];
+    spec.secrets = vec!["given-secret-66".into()];
+    let config =
+        idem_check::config::Config::build(spec.clone(), &common::run_options(), None).unwrap();
+    let shown = format!(
+        "{spec:?}\n{:?}\n{:?}\n{:?}",
+        config.operation, config.tenant_b, config.connector
+    );
+    for secret in [
+        "file-tok-5678",
+        "proxy-pass-9",
+        "deploy-tok-4321",
+        "env-pass-77",
+        "qs-tok-1234",
+        "tenant-b-key-55",
+        "given-secret-66",
+    ] {
+        assert!(!shown.contains(secret), "{secret} shown in\n{shown}");
+    }
+    for kept in [
+        "Authorization: Bearer [redacted]",
+        "127.0.0.1:3128",
+        "DEPLOY_TOKEN",
+        "https://api.test/p?access_token=[redacted]",
+        "t.toml:2:",
+    ] {
+        assert!(shown.contains(kept), "{kept} missing from\n{shown}");
+    }
+}

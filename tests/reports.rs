@@ -577,11 +577,11 @@ fn renderings(name: &str, report: &RunReport) -> Vec<(String, String)> {
         ),
         (
             format!("junit/{name}.xml"),
-            junit::render(report, &as_file(Format::Junit), false).unwrap(),
+            junit::render(report, &[], &as_file(Format::Junit), false).unwrap(),
         ),
         (
             format!("junit/{name}-strict.xml"),
-            junit::render(report, &as_file(Format::Junit), true).unwrap(),
+            junit::render(report, &[], &as_file(Format::Junit), true).unwrap(),
         ),
         (
             format!("json/{name}.json"),
@@ -648,7 +648,7 @@ fn parse_junit(xml: &str) -> (Vec<(String, String)>, String) {
 fn junit_parses_and_names_every_testcase() {
     for report in [mixed(), hostile()] {
         for strict in [false, true] {
-            let xml = junit::render(&report, &opts(false), strict).unwrap();
+            let xml = junit::render(&report, &[], &opts(false), strict).unwrap();
             let (cases, cdata) = parse_junit(&xml);
             let ids: Vec<&str> = report.probes.iter().map(|p| p.id).collect();
             assert_eq!(cases.iter().map(|c| c.0.as_str()).collect::<Vec<_>>(), ids);

@@ -3,7 +3,7 @@
 
 mod common;
 
-use idem_check::config::{Config, RunOptions};
+use idem_check::config::Config;
 use idem_check::outcome::Outcome;
 use idem_check::reference::Reference;
 
@@ -14,7 +14,7 @@ async fn a_failing_restart_command_is_quoted_in_the_error() {
         .expect("reference server starts");
     let mut target = reference.target();
     target.restart_cmd = Some("echo 'store: connection refused' >&2; exit 3".into());
-    let config = Config::build(target, &RunOptions::default(), None).expect("valid target");
+    let config = Config::build(target, &common::run_options(), None).expect("valid target");
     let report = common::run_quietly(config, &["restart-persistence"]).await;
     reference.stop().await.expect("reference server stops");
     let p = report

@@ -3,14 +3,14 @@
 
 mod common;
 
-use idem_check::config::{Config, RunOptions, TargetSpec};
+use idem_check::config::{Config, TargetSpec};
 use idem_check::outcome::Outcome;
 use idem_check::probes;
 use idem_check::reference::Reference;
 
 /// Runs `only` (all when empty) of the default suite against `target`, without a restart hook.
 async fn run(target: TargetSpec, only: &[&str]) -> idem_check::report::RunReport {
-    let config = Config::build(target, &RunOptions::default(), None).expect("valid target");
+    let config = Config::build(target, &common::run_options(), None).expect("valid target");
     common::run_quietly(config, only).await
 }
 

@@ -25,7 +25,7 @@ async fn store_outage(fault: Option<Fault>) -> ProbeReport {
     target.store_up_cmd = Some(post(&format!("{}/test-hooks/store/up", reference.base)));
     let opts = RunOptions {
         strict: true,
-        ..RunOptions::default()
+        ..common::run_options()
     };
     let config = Config::build(target, &opts, None).expect("valid target");
     let report = common::run_quietly(config, &["store-outage"]).await;

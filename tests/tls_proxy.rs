@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::binary::bin_async;
-use idem_check::config::{Config, RunOptions, TargetSpec};
+use idem_check::config::{Config, TargetSpec};
 use idem_check::outcome::Outcome;
 use idem_check::reference::Reference;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
@@ -532,7 +532,7 @@ fn run_config(reference: &Reference, base: &str, pki: &Pki, resolve: &[String]) 
     };
     target.tls.cacert = Some(pki.dir.path().join("ca.pem"));
     target.net.resolve = resolve.to_vec();
-    Config::build(target, &RunOptions::default(), None).expect("a valid target")
+    Config::build(target, &common::run_options(), None).expect("a valid target")
 }
 
 /// Two runs in one process, each behind its own private CA, one of them reaching its server
@@ -592,4 +592,158 @@ async fn two_runs_in_one_process_keep_their_own_settings() {
     );
     reference_a.stop().await.unwrap();
     reference_b.stop().await.unwrap();
+}
+
+/// Runs `idem-check` with `args` and `env` (the machine's proxy variables removed), for the
+/// commands that write no report.
+async fn output(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = bin_async();
+    cmd.args(args);
+    for var in idem_check::http::net::PROXY_VARIABLES {
+        cmd.env_remove(var);
+    }
+    cmd.envs(env.iter().copied());
+    tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("idem-check finishes within 2 minutes")
+        .expect("idem-check runs")
+}
+
+/// The reference server's API description behind a private CA, at a name only `--resolve` or a
+/// proxy knows, is fetched the way runs connect: refused without the CA, with an error naming
+/// the TLS handshake and --cacert; read with `--cacert`, through `HTTPS_PROXY` and through
+/// `--proxy`; and `run --openapi` checks its operation with the same settings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_description_is_fetched_with_the_connection_options() {
+    let (pki, reference, _, port) = behind_tls(false).await;
+    let cacert = pki.path("ca.pem");
+    let document = format!("https://api.test:{port}/openapi.json");
+    let resolve = format!("api.test:{port}:127.0.0.1");
+    let explain = |o: &Output| common::binary::text(o);
+
+    let refused = output(&["discover", &document, "--resolve", &resolve], &[]).await;
+    assert_eq!(refused.status.code(), Some(2), "{}", explain(&refused));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("the TLS handshake failed") && stderr.contains("--cacert FILE"),
+        "{}",
+        explain(&refused)
+    );
+
+    let read = [
+        "discover",
+        &document,
+        "--resolve",
+        &resolve,
+        "--cacert",
+        &cacert,
+    ];
+    let read = output(&read, &[]).await;
+    assert_eq!(read.status.code(), Some(0), "{}", explain(&read));
+    assert!(String::from_utf8_lossy(&read.stdout).contains("createPayment"));
+
+    let proxy = Proxy::start().await;
+    let proxied = output(
+        &["discover", &document, "--cacert", &cacert],
+        &[("HTTPS_PROXY", &proxy.url())],
+    )
+    .await;
+    assert_eq!(proxied.status.code(), Some(0), "{}", explain(&proxied));
+    assert_eq!(proxy.lines(), [format!("CONNECT api.test:{port}")]);
+
+    let explicit = Proxy::start().await;
+    let local = format!("https://localhost:{port}/openapi.json");
+    let through = ["discover", &local, "--cacert", &cacert, "--proxy"];
+    let through = output(&with_str(&through, &explicit.url()), &[]).await;
+    assert_eq!(through.status.code(), Some(0), "{}", explain(&through));
+    assert_eq!(explicit.lines(), [format!("CONNECT localhost:{port}")]);
+
+    let args: Vec<String> = [
+        "run",
+        "--openapi",
+        &document,
+        "--resolve",
+        &resolve,
+        "--cacert",
+        &cacert,
+        "--operation",
+        "createPayment",
+        "--probe",
+        "first-request",
+        "-H",
+        &format!("Authorization: Bearer {}", reference.token(0)),
+        "--color",
+        "never",
+    ]
+    .map(String::from)
+    .into();
+    let checked = run(&args, &[], pki.dir.path()).await;
+    assert_eq!(checked.code(), 0, "{}", checked.explain());
+    let probes = &checked.json["operations"][0]["report"]["probes"];
+    assert_eq!(probes[0]["outcome"], "PASS", "{}", checked.explain());
+    reference.stop().await.unwrap();
+}
+
+/// A `$ref` in a local description to a document behind a private CA is fetched with the
+/// connection options too: followed with `--cacert` and `--resolve`, left out with a note
+/// naming the TLS handshake without the CA.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_reference_is_fetched_with_the_connection_options() {
+    let (pki, reference, _, port) = behind_tls(false).await;
+    let text = reqwest::get(format!("{}/openapi.json", reference.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let remote = format!("https://api.test:{port}/openapi.json#/components/schemas/PaymentRequest");
+    doc["components"]["schemas"]["PaymentRequest"] = serde_json::json!({"$ref": remote});
+    let path = pki.dir.path().join("openapi.json");
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let path = path.display().to_string();
+    let resolve = format!("api.test:{port}:127.0.0.1");
+    let args = [
+        "discover",
+        &path,
+        "--resolve",
+        &resolve,
+        "--base-url",
+        &reference.base,
+        "--format",
+        "json",
+    ];
+    let followed =
+        discovered_notes(&with_str(&with_str(&args, "--cacert"), &pki.path("ca.pem"))).await;
+    assert!(followed.is_empty(), "{followed:?}");
+    let left_out = discovered_notes(&args).await;
+    assert!(
+        !left_out.is_empty()
+            && left_out
+                .iter()
+                .all(|n| n.contains(&remote) && n.contains("the TLS handshake failed")),
+        "{left_out:?}"
+    );
+    reference.stop().await.unwrap();
+}
+
+/// The notes of every operation `discover … --format json` lists.
+async fn discovered_notes(args: &[&str]) -> Vec<String> {
+    let o = output(args, &[]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", common::binary::text(&o));
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    json["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|op| op["notes"].as_array().unwrap().clone())
+        .map(|n| n.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `args` and then `last`.
+fn with_str<'a>(args: &[&'a str], last: &'a str) -> Vec<&'a str> {
+    let mut out = args.to_vec();
+    out.push(last);
+    out
 }

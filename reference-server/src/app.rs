@@ -39,6 +39,8 @@ pub(crate) struct App {
     pub(crate) clock: Arc<dyn Clock>,
     /// The detached claim → execute → commit tasks; shutdown waits for them.
     pub(crate) tasks: TaskTracker,
+    /// The header the key is read from (see [`crate::Config::key_header`]).
+    pub(crate) key_header: String,
 }
 
 impl App {
@@ -50,7 +52,7 @@ impl App {
     /// The body to answer a read with: `fresh`, unless the `replay-keyed-reads` fault already
     /// answered this tenant's key (`Idempotency-Key` on a GET), which then replays.
     pub(crate) fn keyed_read(&self, tenant: &str, headers: &HeaderMap, fresh: Bytes) -> Bytes {
-        let key = headers.get("idempotency-key");
+        let key = headers.get(self.key_header.as_str());
         let (true, Some(key)) = (self.behaviour.replay_keyed_reads, key) else {
             return fresh;
         };

@@ -125,7 +125,15 @@ pub struct Config {
     /// The test hook that takes the idempotency store down (with `test_hooks`). Clones share
     /// it, so every instance built from one config (replicas of one store) goes down together.
     pub outage: Outage,
+    /// The header that carries the key, as the API description declares it:
+    /// [`DEFAULT_KEY_HEADER`], or the name an API uses instead (`X-Idempotency-Key`), so a
+    /// checker set up for that name has a correct server to compare with. Compared without
+    /// regard to case, as HTTP does.
+    pub key_header: String,
 }
+
+/// The key header of the draft, and of this server unless told otherwise.
+pub const DEFAULT_KEY_HEADER: &str = "Idempotency-Key";
 
 /// A simulated outage of the idempotency store: while it is down, no key can be claimed, so
 /// every keyed request is answered 503 (the algorithm sees the store fail, whichever store it
@@ -164,6 +172,7 @@ impl Config {
             clock: Arc::new(SystemClock),
             db_pool: 16,
             outage: Outage::default(),
+            key_header: DEFAULT_KEY_HEADER.to_owned(),
         }
     }
 
@@ -207,6 +216,16 @@ impl Config {
                 ttl: self.key_ttl,
                 lease: self.lease,
             });
+        }
+        if axum::http::HeaderName::from_bytes(self.key_header.as_bytes()).is_err() {
+            return Err(ConfigError::InvalidKeyHeader(self.key_header.clone()));
+        }
+        if self.fault == Some(Fault::KeyNameSpellings)
+            && !self.key_header.eq_ignore_ascii_case(DEFAULT_KEY_HEADER)
+        {
+            return Err(ConfigError::SpellingsOfAnotherKeyHeader(
+                self.key_header.clone(),
+            ));
         }
         Ok(())
     }
@@ -261,6 +280,15 @@ pub enum ConfigError {
         /// The configured lease.
         lease: Duration,
     },
+    /// The key is read from this header, so it must be one.
+    #[error("--key-header {0:?} is not a valid header name")]
+    InvalidKeyHeader(String),
+    /// The fault renames the spellings of `Idempotency-Key` it does not know.
+    #[error(
+        "the key-name-spellings fault hides unusual spellings of Idempotency-Key, which is not \
+         the key header here ({0:?}): leave out --key-header"
+    )]
+    SpellingsOfAnotherKeyHeader(String),
 }
 
 // `$d` is a `$` handed in by the invocation, so the `for_each_fault!` this generates can have
@@ -499,6 +527,33 @@ mod tests {
         config.test_hooks = true;
         config.fault = Some(Fault::MemoryStore);
         assert_eq!(config.validate(), Err(ConfigError::MemoryStoreOnPostgres));
+    }
+
+    /// Another key header is any valid header name, but not under the fault that models the
+    /// spellings of `Idempotency-Key`.
+    #[test]
+    fn the_key_header_is_a_header_name() {
+        let mut config = Config::new(DbLocation::Memory);
+        config.test_hooks = true;
+        config.fault = Some(Fault::MemoryStore);
+        config.key_header = "X-Idempotency-Key".into();
+        assert_eq!(config.validate(), Ok(()));
+        config.key_header = "no spaces".into();
+        assert_eq!(
+            config.validate(),
+            Err(ConfigError::InvalidKeyHeader("no spaces".into()))
+        );
+        config.db = DbLocation::File(PathBuf::from("x.db"));
+        config.fault = Some(Fault::KeyNameSpellings);
+        config.key_header = "idempotency-KEY".into();
+        assert_eq!(config.validate(), Ok(()));
+        config.key_header = "X-Idempotency-Key".into();
+        assert_eq!(
+            config.validate(),
+            Err(ConfigError::SpellingsOfAnotherKeyHeader(
+                "X-Idempotency-Key".into()
+            ))
+        );
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub mod store;
 use std::future::Future;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{Config, DbLocation, Fault, Outage, Tenant};
+pub use config::{Config, DbLocation, Fault, Outage, Tenant, DEFAULT_KEY_HEADER};
 pub use limits::Limits;
 
 /// Serves the API on `listener` until `shutdown` resolves, then drains in-flight requests,

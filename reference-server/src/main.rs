@@ -51,6 +51,11 @@ struct Opts {
     #[arg(long)]
     test_hooks: bool,
 
+    /// The header that carries the idempotency key, for an API that names it otherwise (e.g.
+    /// X-Idempotency-Key).
+    #[arg(long, value_name = "NAME", default_value = idem_reference_server::DEFAULT_KEY_HEADER)]
+    key_header: String,
+
     /// Exhibit one deliberate fault (requires --test-hooks); see the README for the list.
     #[arg(long, value_name = "NAME")]
     fault: Option<Fault>,
@@ -98,6 +103,7 @@ fn config_from(opts: Opts) -> Config {
     config.lease = opts.lease;
     config.test_hooks = opts.test_hooks;
     config.fault = opts.fault;
+    config.key_header = opts.key_header;
     config.race_window_us = opts.race_window_us;
     config.group_commit = !opts.no_group_commit;
     config.limits = idem_reference_server::Limits {

@@ -6,13 +6,18 @@
 //!
 //! The server URL is relative (`/`): the document is valid wherever the server listens.
 
+use std::sync::Arc;
+
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
+use crate::app::App;
+
 use crate::problem::SPEC_URL;
 
-/// The OpenAPI 3.1 document.
-pub(crate) fn document() -> Value {
+/// The OpenAPI 3.1 document, declaring the key in the header `key_header`.
+pub(crate) fn document(key_header: &str) -> Value {
     let problem = |description: &str| {
         json!({
             "description": description,
@@ -95,7 +100,7 @@ pub(crate) fn document() -> Value {
             },
             "parameters": {
                 "IdempotencyKey": {
-                    "name": "Idempotency-Key",
+                    "name": key_header,
                     "in": "header",
                     "required": true,
                     "description": "An RFC 8941 String, e.g. \"8e03978e-40d5-43e8-bc93-6894a57f9324\"; a retry with the same key and payload replays the first response.",
@@ -149,8 +154,8 @@ pub(crate) fn document() -> Value {
 }
 
 /// Serves [`document`].
-pub(crate) async fn serve() -> Response {
-    axum::Json(document()).into_response()
+pub(crate) async fn serve(State(app): State<Arc<App>>) -> Response {
+    axum::Json(document(&app.key_header)).into_response()
 }
 
 #[cfg(test)]
@@ -183,7 +188,7 @@ mod tests {
     }
 
     fn documented() -> Vec<(String, String)> {
-        let doc = document();
+        let doc = document(crate::config::DEFAULT_KEY_HEADER);
         let mut out = Vec::new();
         for (path, item) in doc["paths"].as_object().into_iter().flatten() {
             for method in item.as_object().into_iter().flatten().map(|(m, _)| m) {
@@ -203,7 +208,7 @@ mod tests {
 
     #[test]
     fn both_idempotent_operations_declare_the_key() {
-        let doc = document();
+        let doc = document(crate::config::DEFAULT_KEY_HEADER);
         let key = &doc["components"]["parameters"]["IdempotencyKey"];
         assert_eq!(key["name"], "Idempotency-Key");
         assert_eq!(key["required"], true);

@@ -51,6 +51,7 @@ pub(crate) async fn run(
         lease: config.lease,
         clock: Arc::clone(&config.clock),
         tasks: tasks.clone(),
+        key_header: config.key_header.clone(),
     });
     let stop_purge = CancellationToken::new();
     let purge = tokio::spawn(purge_loop(

@@ -93,7 +93,9 @@ async fn api_config(args: &ClientArgs, suite: &Suite, token: String) -> anyhow::
     let errors = ErrorBody::choose(&suite.name, args.error_body.as_deref())?;
     let (operations, header, auth) = match (&args.openapi, &args.path) {
         (Some(source), _) => {
-            let spec = crate::discover::load::load(source, FETCH_TIMEOUT).await?;
+            // No connection flags here: the proxy variables of the environment apply.
+            let fetcher = super::discover::fetcher(&Default::default())?;
+            let spec = crate::discover::load::load(source, FETCH_TIMEOUT, &fetcher).await?;
             let found = crate::discover::discover(
                 &spec,
                 &crate::discover::Options {

@@ -3,20 +3,22 @@
 //! command shares.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 
 use super::{emit, Result};
-use crate::cli::{DiscoverArgs, DiscoverFormat, OpenApiArgs};
+use crate::cli::{ConnectionArgs, DiscoverArgs, DiscoverFormat, OpenApiArgs};
 use crate::discover::{Discovery, Operation, Options, Spec};
 use crate::exit::ExitCode;
+use crate::http::Connector;
 
 /// How long fetching a document may take when no `--timeout` applies.
 pub(super) const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub(super) async fn discover(args: &DiscoverArgs) -> Result<ExitCode> {
-    let (spec, found) = load(&args.spec, &args.openapi, FETCH_TIMEOUT).await?;
+    let (spec, found) = load(&args.spec, &args.openapi, &args.connection, FETCH_TIMEOUT).await?;
     let ops = found.select(&args.openapi.operations)?;
     match args.format {
         DiscoverFormat::Json => {
@@ -64,10 +66,11 @@ pub(super) async fn discover(args: &DiscoverArgs) -> Result<ExitCode> {
 }
 
 /// Loads, parses and examines a document with the `--base-url`, `--key-header` and
-/// `--path-param` given.
+/// `--path-param` given, fetching what is named by URL with the connection flags.
 pub(super) async fn load(
     source: &str,
     args: &OpenApiArgs,
+    connection: &ConnectionArgs,
     timeout: Duration,
 ) -> anyhow::Result<(Spec, Discovery)> {
     let mut path_params = BTreeMap::new();
@@ -82,9 +85,18 @@ pub(super) async fn load(
         path_params,
         base_url: args.base_url.clone(),
     };
-    let spec = crate::discover::load::load(source, timeout).await?;
+    let spec = crate::discover::load::load(source, timeout, &fetcher(connection)?).await?;
     let found = crate::discover::discover(&spec, &opts)?;
     Ok((spec, found))
+}
+
+/// The connector documents are fetched with: `connection`'s flags and the process
+/// environment's proxy variables ([`crate::target::document_connector`]).
+pub(super) fn fetcher(connection: &ConnectionArgs) -> anyhow::Result<Arc<Connector>> {
+    let env = |name: &str| std::env::var(name).ok();
+    Ok(Arc::new(crate::target::document_connector(
+        connection, &env,
+    )?))
 }
 
 /// The `discover` table: one aligned row per operation, then a count.

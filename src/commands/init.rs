@@ -9,7 +9,7 @@ use crate::cli::InitArgs;
 use crate::exit::ExitCode;
 
 pub(super) async fn init(args: &InitArgs) -> Result<ExitCode> {
-    let (spec, found) = load(&args.spec, &args.openapi, FETCH_TIMEOUT).await?;
+    let (spec, found) = load(&args.spec, &args.openapi, &args.connection, FETCH_TIMEOUT).await?;
     let ops = found.select(&args.openapi.operations)?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;

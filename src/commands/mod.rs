@@ -97,9 +97,54 @@ fn finish(
     printed.map(|()| code.with_report_failure(!failures.is_empty()))
 }
 
-/// Resolves on Ctrl-C (never, where the signal cannot be watched).
-async fn interrupted() {
-    if tokio::signal::ctrl_c().await.is_err() {
-        std::future::pending::<()>().await;
+/// Ctrl-C, watched from the start of `run` and `stress`: before any setup (the bundled
+/// reference server starting, an API description being fetched), so that Ctrl-C during setup
+/// ends the command the documented way (exit 130, what was set up stopped, the reference
+/// server's temporary folder removed) rather than killing the process halfway.
+struct Interrupt(tokio::sync::watch::Receiver<bool>);
+
+impl Interrupt {
+    /// Installs the handler now: from here on Ctrl-C no longer ends the process by itself,
+    /// it is seen by [`Interrupt::pressed`] and [`Interrupt::was_pressed`]. Where the signal
+    /// cannot be watched, Ctrl-C keeps its default effect.
+    fn watch() -> Interrupt {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        if let Ok(mut ctrl_c) = signal(SignalKind::interrupt()) {
+            tokio::spawn(async move {
+                if ctrl_c.recv().await.is_some() {
+                    let _ = tx.send(true);
+                }
+            });
+        }
+        Interrupt(rx)
     }
+
+    /// Resolves once Ctrl-C was pressed, at once if it already was (never, where the signal
+    /// cannot be watched).
+    async fn pressed(&self) {
+        if self.0.clone().wait_for(|pressed| *pressed).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    fn was_pressed(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// `work`, unless Ctrl-C comes first (`None`: `work` is dropped, so only for work that
+    /// leaves nothing behind when it stops halfway, like fetching a document).
+    async fn unless_pressed<T>(&self, work: impl std::future::Future<Output = T>) -> Option<T> {
+        tokio::select! {
+            done = work => Some(done),
+            () = self.pressed() => None,
+        }
+    }
+}
+
+/// What `run` and `stress` end with when Ctrl-C came during setup: nothing was checked, and
+/// no report is written, since there is nothing to report.
+fn interrupted_in_setup() -> ExitCode {
+    eprintln!("idem-check: interrupted by Ctrl-C before any probe ran: nothing was checked");
+    ExitCode::Interrupted
 }

@@ -9,7 +9,7 @@ use std::time::{Instant, SystemTime};
 use anyhow::Context as _;
 
 use super::target::{configure, openapi_targets, run_options};
-use super::{finish, interrupted, render_options, report_files, Result};
+use super::{finish, interrupted_in_setup, render_options, report_files, Interrupt, Result};
 use crate::cli::RunArgs;
 use crate::config::{Config, RunOptions};
 use crate::discover::run::{OpenApiReport, OperationReport};
@@ -21,16 +21,19 @@ use crate::report::{ProbeReport, RenderOptions, RunReport};
 use crate::runner::{self, Observer};
 
 pub(super) async fn run(args: RunArgs) -> Result<ExitCode> {
+    let interrupt = Interrupt::watch();
     if args.target.openapi.is_some() {
-        return run_openapi(&args).await;
+        return run_openapi(&args, &interrupt).await;
     }
+    let files = report_files(&args.report)?;
     let opts = RunOptions {
         strict: args.strict,
         key_form: args.key_form,
-        ..RunOptions::default()
+        ..run_options(&args.target)?
     };
-    let files = report_files(&args.report)?;
-    let (config, reference) = configure(&args.target, opts).await?;
+    let Some((config, reference)) = configure(&args.target, opts, &interrupt).await? else {
+        return Ok(interrupted_in_setup());
+    };
     let selection = probes::select(&config.suite, &args.probe, &args.skip)?;
     let render = render_options(
         &args.report,
@@ -49,7 +52,7 @@ pub(super) async fn run(args: RunArgs) -> Result<ExitCode> {
     ));
     progress.line("");
     let observer = ProgressObserver::new(&progress, &render);
-    let report = runner::run(config.clone(), selection, &observer, interrupted())
+    let report = runner::run(config.clone(), selection, &observer, interrupt.pressed())
         .await
         .map_err(AppError::runtime)?;
     progress.finish();
@@ -71,16 +74,19 @@ pub(super) async fn run(args: RunArgs) -> Result<ExitCode> {
 /// `run --openapi SPEC`: every selected operation, one after the other. Each discovered
 /// operation becomes an ordinary target description (URL, method, declared key header, body,
 /// id pointer) with the usual target flags laid over it, checked by the ordinary run.
-async fn run_openapi(args: &RunArgs) -> Result<ExitCode> {
+async fn run_openapi(args: &RunArgs, interrupt: &Interrupt) -> Result<ExitCode> {
     let files = report_files(&args.report)?;
-    let (found, targets, skipped) = openapi_targets(&args.target).await?;
-    let base_opts = run_options(
-        &args.target,
-        RunOptions {
-            strict: args.strict,
-            ..RunOptions::default()
-        },
-    )?;
+    let Some(loaded) = interrupt
+        .unless_pressed(openapi_targets(&args.target))
+        .await
+    else {
+        return Ok(interrupted_in_setup());
+    };
+    let (found, targets, skipped) = loaded?;
+    let base_opts = RunOptions {
+        strict: args.strict,
+        ..run_options(&args.target)?
+    };
     let mut configs = Vec::new();
     for (op, target) in targets {
         let opts = RunOptions {
@@ -112,7 +118,7 @@ async fn run_openapi(args: &RunArgs) -> Result<ExitCode> {
             config.clone(),
             selection,
             &ProgressObserver::new(&progress, &render),
-            interrupted(),
+            interrupt.pressed(),
         )
         .await
         .map_err(AppError::runtime)?;

@@ -3,10 +3,9 @@
 
 use std::io::IsTerminal as _;
 
-use super::target::configure;
-use super::{finish, interrupted, render_options, report_files, Result};
+use super::target::{configure, run_options};
+use super::{finish, interrupted_in_setup, render_options, report_files, Interrupt, Result};
 use crate::cli::StressArgs;
-use crate::config::RunOptions;
 use crate::exit::{AppError, ExitCode};
 use crate::report::terminal::Progress;
 use crate::stress::StressOptions;
@@ -17,8 +16,12 @@ pub(super) async fn stress(args: StressArgs) -> Result<ExitCode> {
             anyhow::anyhow!("--keys, --duplicates and --concurrency must be at least 1").into(),
         );
     }
+    let interrupt = Interrupt::watch();
     let files = report_files(&args.report)?;
-    let (config, reference) = configure(&args.target, RunOptions::default()).await?;
+    let run_opts = run_options(&args.target)?;
+    let Some((config, reference)) = configure(&args.target, run_opts, &interrupt).await? else {
+        return Ok(interrupted_in_setup());
+    };
     let render = render_options(
         &args.report,
         config.secrets.clone(),
@@ -36,7 +39,7 @@ pub(super) async fn stress(args: StressArgs) -> Result<ExitCode> {
         duration: args.duration,
         rate: args.rate,
     };
-    let report = crate::stress::run(config.clone(), &opts, &progress, interrupted())
+    let report = crate::stress::run(config.clone(), &opts, &progress, interrupt.pressed())
         .await
         .map_err(AppError::runtime)?;
     progress.finish();

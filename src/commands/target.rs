@@ -5,10 +5,11 @@
 
 use std::sync::Arc;
 
-use anyhow::{bail, Context as _};
+use anyhow::bail;
+use idem_reference_server::config::ConfigError;
 
 use super::discover::load;
-use super::Result;
+use super::{Interrupt, Result};
 use crate::cli::TargetArgs;
 use crate::config::{Config, RestartHook, RunOptions, TargetSpec};
 use crate::discover::{Discovery, Operation, Skipped};
@@ -16,11 +17,15 @@ use crate::exit::AppError;
 use crate::reference::Reference;
 
 /// The validated config for the target the user described, starting the bundled reference
-/// server when asked (it lives as long as the returned handle).
+/// server when asked (it lives as long as the returned handle); `None` when Ctrl-C came during
+/// setup, with whatever was set up stopped. A document being fetched is dropped at once; the
+/// reference server first finishes starting (it is bounded) and is then stopped, so its store
+/// is closed before its temporary folder is removed.
 pub(super) async fn configure(
     t: &TargetArgs,
     opts: RunOptions,
-) -> Result<(Arc<Config>, Option<Reference>)> {
+    interrupt: &Interrupt,
+) -> Result<Option<(Arc<Config>, Option<Reference>)>> {
     let mut reference = None;
     let mut hook: Option<Arc<dyn RestartHook>> = None;
     if let (Some(fault), false) = (&t.reference_fault, t.reference) {
@@ -31,27 +36,45 @@ pub(super) async fn configure(
         .into());
     }
     let target = if t.reference {
+        crate::target::refused_with_reference(t)?;
         let fault = t
             .reference_fault
             .as_deref()
             .map(|f| f.parse().map_err(|e| anyhow::anyhow!("{e}")))
             .transpose()?;
-        let r = Reference::start_with(fault, t.reference_db.as_deref())
-            .await
-            .context("could not start the bundled reference server")
-            .map_err(AppError::runtime)?;
+        let key_header = crate::target::key_header(t)?;
+        let started = Reference::start_with(fault, t.reference_db.as_deref(), key_header).await;
+        if interrupt.was_pressed() {
+            if let Ok(r) = started {
+                r.stop().await.map_err(AppError::runtime)?;
+            }
+            return Ok(None);
+        }
+        let r = started.map_err(|e| {
+            // A setting the server refuses is the command line's to fix.
+            if e.chain().any(|c| c.is::<ConfigError>()) {
+                AppError::Usage(e.context("--reference"))
+            } else {
+                AppError::runtime(e.context("could not start the bundled reference server"))
+            }
+        })?;
         let spec = crate::target::reference(r.target(), t);
         hook = Some(r.restart_hook());
         reference = Some(r);
         spec
     } else if t.openapi.is_some() {
-        single_target(t).await?
+        match interrupt.unless_pressed(single_target(t)).await {
+            Some(target) => target?,
+            None => return Ok(None),
+        }
     } else {
         crate::target::from_flags(t, &std::env::vars().collect())?
     };
     let target = with_proxy_environment(target, t);
-    let opts = run_options(t, opts)?;
-    Ok((Arc::new(Config::build(target, &opts, hook)?), reference))
+    Ok(Some((
+        Arc::new(Config::build(target, &opts, hook)?),
+        reference,
+    )))
 }
 
 /// `target` with the environment's proxy variables, which its run's connector reads. The
@@ -64,10 +87,10 @@ fn with_proxy_environment(mut target: TargetSpec, t: &TargetArgs) -> TargetSpec 
     target
 }
 
-/// The run options the target flags set (suite, timeout, label, release threads) over `opts`.
-pub(super) fn run_options(t: &TargetArgs, opts: RunOptions) -> Result<RunOptions> {
+/// The run options the target flags set (suite, timeout, label, release threads); the others
+/// at their defaults.
+pub(super) fn run_options(t: &TargetArgs) -> Result<RunOptions> {
     Ok(RunOptions {
-        suite: crate::catalog::load_suite(&t.suite)?,
         timeout: t.timeout,
         label: t.label.clone().or_else(|| {
             t.reference.then(|| match &t.reference_fault {
@@ -77,7 +100,7 @@ pub(super) fn run_options(t: &TargetArgs, opts: RunOptions) -> Result<RunOptions
         }),
         reference: t.reference && t.reference_fault.is_none(),
         release_threads: !t.no_release_threads,
-        ..opts
+        ..RunOptions::new(crate::catalog::load_suite(&t.suite)?)
     })
 }
 
@@ -108,7 +131,7 @@ pub(super) async fn openapi_targets(
     t: &TargetArgs,
 ) -> anyhow::Result<(Discovery, Vec<(Operation, TargetSpec)>, Vec<Skipped>)> {
     let source = t.openapi.as_deref().unwrap_or_default();
-    let (_, found) = load(source, &t.openapi_args, t.timeout).await?;
+    let (_, found) = load(source, &t.openapi_args, &t.connection, t.timeout).await?;
     let selected: Vec<Operation> = found
         .select(&t.openapi_args.operations)?
         .into_iter()

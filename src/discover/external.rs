@@ -12,7 +12,7 @@
 //! - Each document is read or fetched once, before anything is copied ([`read_all`]), and each
 //!   node is copied once ([`Bundler::slots`]): a reference cycle across files becomes a cycle
 //!   of local references, which the walkers already cut.
-//! - A remote document is fetched with the loader's client, at most [`MAX_REMOTE_BYTES`] and
+//! - A remote document is fetched with the loader's client (the run's connection settings), at most [`MAX_REMOTE_BYTES`] and
 //!   [`FETCH_LIMIT`] each, and within [`REMOTE_BUDGET`] for all of them together: a reference
 //!   that hangs, is huge or redirects in a loop costs seconds, never the run.
 //! - A reference that cannot be followed (unreadable, 404, too big, not JSON or YAML, a missing
@@ -22,12 +22,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
 use super::load::{self, Spec};
 use super::refs;
+use crate::http::Connector;
 
 /// Where copies of externally referenced nodes are kept in the document.
 pub const BUNDLE_KEY: &str = "x-idem-check-external";
@@ -173,13 +175,13 @@ struct Bundler {
 
 /// Follows every reference of `spec` to another document (see the module comment). A
 /// description without such references is left as it is.
-pub async fn bundle(spec: &mut Spec) {
+pub async fn bundle(spec: &mut Spec, connector: &Arc<Connector>) {
     if !spec.root.is_object() || !has_external(&spec.root) {
         return;
     }
     let main = Doc::main(&spec.source);
     let mut b = Bundler {
-        documents: read_all(&main, &spec.root).await,
+        documents: read_all(&main, &spec.root, connector).await,
         slots: HashMap::new(),
         nodes: Vec::new(),
         pending: Vec::new(),
@@ -204,7 +206,7 @@ pub async fn bundle(spec: &mut Spec) {
 /// Every document reachable from the description, in waves: those it references, then those
 /// they reference, and so on. A wave's documents are fetched together, so one that hangs
 /// delays the others by [`FETCH_LIMIT`] at most, never by its own hang.
-async fn read_all(main: &Doc, root: &Value) -> Documents {
+async fn read_all(main: &Doc, root: &Value, connector: &Arc<Connector>) -> Documents {
     let mut documents = Documents::new();
     let deadline = Instant::now() + REMOTE_BUDGET;
     let mut client = None;
@@ -227,7 +229,7 @@ async fn read_all(main: &Doc, root: &Value) -> Documents {
         if client.is_none() && wave.iter().any(|d| matches!(d.key, Key::Url(_))) {
             // Each fetch is bounded below by its own timeout, which names the limit; the client's
             // is only a backstop.
-            client = Some(load::client(REMOTE_BUDGET));
+            client = Some(load::client(connector, REMOTE_BUDGET));
         }
         let read =
             futures::future::join_all(wave.iter().map(|d| read(d, client.as_ref(), deadline)));

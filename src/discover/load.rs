@@ -10,10 +10,13 @@
 //! its indentation, the document is parsed once more with each indenting tab read as two
 //! spaces; if that fails too, the original error is reported, with its line and column.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Number, Value};
 use yaml_rust2::{Yaml, YamlLoader};
 
 use super::{Location, SpecError};
+use crate::http::Connector;
 
 /// The most a fetched document may weigh; the largest published ones are under 10 MB.
 const MAX_FETCHED: usize = 64 * 1024 * 1024;
@@ -42,11 +45,16 @@ impl Spec {
 }
 
 /// Reads `source` (a path, or an http/https URL), parses it, and follows its references to
-/// other documents ([`super::external`]).
-pub async fn load(source: &str, timeout: std::time::Duration) -> Result<Spec, SpecError> {
+/// other documents ([`super::external`]); what is fetched goes through `connector`, so a
+/// document is reached the way the run reaches its target (TLS trust, proxy, `--resolve`).
+pub async fn load(
+    source: &str,
+    timeout: std::time::Duration,
+    connector: &Arc<Connector>,
+) -> Result<Spec, SpecError> {
     let text = if source.starts_with("http://") || source.starts_with("https://") {
         let fail = |m: String| SpecError::new(source, None, m);
-        let c = client(timeout).map_err(fail)?;
+        let c = client(connector, timeout).map_err(fail)?;
         fetch_text(&c, source, MAX_FETCHED)
             .await
             .map_err(|why| fail(format!("the API description {why}")))?
@@ -60,13 +68,17 @@ pub async fn load(source: &str, timeout: std::time::Duration) -> Result<Spec, Sp
         })?
     };
     let mut spec = parse(source, &text)?;
-    super::external::bundle(&mut spec).await;
+    super::external::bundle(&mut spec, connector).await;
     Ok(spec)
 }
 
-/// The HTTP client documents are fetched with; `timeout` bounds each request.
-pub fn client(timeout: std::time::Duration) -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
+/// The HTTP client documents are fetched with, connecting as `connector` says; `timeout`
+/// bounds each request.
+pub fn client(
+    connector: &Arc<Connector>,
+    timeout: std::time::Duration,
+) -> Result<reqwest::Client, String> {
+    crate::http::client::builder(connector)
         .timeout(timeout)
         .build()
         .map_err(|e| format!("cannot build an HTTP client: {e}"))
@@ -88,7 +100,18 @@ pub async fn fetch_text(
         )
         .send()
         .await
-        .map_err(|e| format!("cannot be fetched: {}", causes(&e.without_url())))?;
+        .map_err(|e| {
+            let tls = crate::http::client::failed_in_tls(&e);
+            let why = causes(&e.without_url());
+            if tls {
+                format!(
+                    "cannot be fetched: the TLS handshake failed: {why} (is its certificate \
+                     signed by a CA this machine trusts? --cacert FILE adds one)"
+                )
+            } else {
+                format!("cannot be fetched: {why}")
+            }
+        })?;
     let status = response.status();
     if !status.is_success() {
         return Err(format!("answered {status}"));

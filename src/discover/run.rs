@@ -145,12 +145,12 @@ impl OpenApiReport {
         out
     }
 
-    /// The JUnit document: one testsuite per operation.
+    /// The JUnit document: one testsuite per operation, with its notes as properties.
     pub fn junit(&self, opts: &RenderOptions, strict: bool) -> anyhow::Result<String> {
-        let suites: Vec<(&str, &RunReport)> = self
+        let suites: Vec<(&str, &[String], &RunReport)> = self
             .operations
             .iter()
-            .map(|o| (o.operation_id.as_str(), &o.report))
+            .map(|o| (o.operation_id.as_str(), o.notes.as_slice(), &o.report))
             .collect();
         report::junit::render_operations(&suites, opts, strict)
     }

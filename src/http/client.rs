@@ -167,20 +167,30 @@ fn describe(e: &reqwest::Error, timeout: Duration) -> String {
         return format!("timed out after {} s", timeout.as_secs_f64());
     }
     let mut root = e.to_string();
-    let mut tls = false;
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
-        tls |= is_tls(s);
         root = s.to_string();
         source = s.source();
     }
-    if tls {
+    if failed_in_tls(e) {
         format!("TLS handshake failed: {root} (does the server speak TLS on this port, with a certificate this machine trusts?)")
     } else if e.is_connect() {
         format!("could not connect: {root}")
     } else {
         root
     }
+}
+
+/// Whether the request failed in the TLS handshake: a rustls error among its causes.
+pub(crate) fn failed_in_tls(e: &reqwest::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if is_tls(s) {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// Whether `e` is a rustls error, directly or inside (nested) `io::Error`s, whose `source()`

@@ -8,7 +8,7 @@ use serde::{Serialize, Serializer};
 
 /// A header field exactly as sent or received. Values are bytes because the key-syntax probes put
 /// non-ASCII and control bytes on the wire on purpose.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Clone, PartialEq, Eq, Serialize)]
 pub struct Header {
     pub name: String,
     #[serde(serialize_with = "serialize_bytes")]
@@ -26,6 +26,19 @@ impl Header {
     /// The value as text, lossily: for comparisons and one-line summaries only.
     pub fn value_str(&self) -> String {
         String::from_utf8_lossy(&self.value).into_owned()
+    }
+}
+
+/// The value as text, masked when the name makes it a credential (`Authorization: Bearer
+/// [redacted]`, as every report shows it): a `{:?}` can end up in a log or a panic message.
+impl std::fmt::Debug for Header {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let value =
+            crate::redact::Secrets::default().header_value_for_text(&self.name, &self.value);
+        f.debug_struct("Header")
+            .field("name", &self.name)
+            .field("value", &value)
+            .finish()
     }
 }
 

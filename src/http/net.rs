@@ -16,8 +16,10 @@ use base64::Engine as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::redact::mask_url;
+
 /// The user's route settings, as given (flags or the target file's `proxy` and `resolve`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct NetOptions {
     /// `HOST:PORT:ADDR` entries: connections to HOST:PORT go to ADDR, without DNS.
     pub resolve: Vec<String>,
@@ -29,6 +31,22 @@ pub struct NetOptions {
     /// empty when the environment does not apply (the in-process reference server is never
     /// behind a proxy). Kept as values so building a run's route reads nothing from the process.
     pub proxy_env: Vec<(String, String)>,
+}
+
+/// Proxy URLs with their credentials masked ([`crate::redact::mask_url`]).
+impl std::fmt::Debug for NetOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let env: Vec<(&str, String)> = self
+            .proxy_env
+            .iter()
+            .map(|(name, value)| (name.as_str(), mask_url(value)))
+            .collect();
+        f.debug_struct("NetOptions")
+            .field("resolve", &self.resolve)
+            .field("proxy", &self.proxy.as_deref().map(mask_url))
+            .field("proxy_env", &env)
+            .finish()
+    }
 }
 
 /// The environment variables a route is read from, as curl reads them: the lower-case spelling
@@ -93,11 +111,21 @@ impl FromStr for Resolve {
 }
 
 /// A proxy and where it was configured.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 struct Proxy {
     url: url::Url,
     /// `--proxy`, `HTTPS_PROXY`, …: named in the run's header.
     from: String,
+}
+
+/// The proxy as reports show it, without its credentials.
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("url", &shown(&self.url))
+            .field("from", &self.from)
+            .finish()
+    }
 }
 
 /// How a run's connections reach their hosts: fixed addresses, the proxies and the hosts that

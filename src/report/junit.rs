@@ -13,6 +13,7 @@
 //! | WARN | a passing testcase with `<system-out>WARN: …</system-out>` and the evidence; under `--strict`, a `<failure type="recommended">` |
 //! | PASS | a passing testcase |
 //! | target, versions, context | the testsuite's `<properties>` (`target`, `tool`, `context`, and `interrupted` when Ctrl-C stopped the run) and the same line in its `<system-out>` |
+//! | what an API description left out of the request (`run --openapi`, `stress --openapi`) | one `<property name="note">` per `$ref` left out, on the operation's testsuite, and `note: …` in the same `<system-out>` line |
 //!
 //! The document validates against the Jenkins/Ant `junit-10.xsd` (as shipped with pytest; a
 //! test checks every golden file with a schema validator): times have at most three decimals,
@@ -53,35 +54,44 @@ use crate::redact::{cut_line, sanitize_line, sanitize_text};
 use crate::report::evidence::{block, first_failed, QUOTE_MAX};
 use crate::report::{ProbeReport, RenderOptions, RunReport};
 
-/// The JUnit document for `report`. `strict` turns WARN into `<failure>` (it already turned the
+/// The JUnit document for `report`, with the `notes` of its target (what its API description
+/// left out of the request). `strict` turns WARN into `<failure>` (it already turned the
 /// outcome into FAIL when the run itself was strict).
-pub fn render(report: &RunReport, opts: &RenderOptions, strict: bool) -> anyhow::Result<String> {
-    document(&[(None, report)], opts, strict)
-}
-
-/// One document for a run over several operations (`run --openapi`): one `<testsuite>` per
-/// operation, named `<suite>.<operation>`, whose testcases' classnames carry the operation too
-/// (`idem-check.<suite>.<operation>.<group>`), so CI history keeps operations apart.
-pub fn render_operations(
-    reports: &[(&str, &RunReport)],
+pub fn render(
+    report: &RunReport,
+    notes: &[String],
     opts: &RenderOptions,
     strict: bool,
 ) -> anyhow::Result<String> {
-    let suites: Vec<(Option<&str>, &RunReport)> =
-        reports.iter().map(|(op, r)| (Some(*op), *r)).collect();
+    document(&[(None, notes, report)], opts, strict)
+}
+
+/// One document for a run over several operations (`run --openapi`): one `<testsuite>` per
+/// operation (its id, notes and report), named `<suite>.<operation>`, whose testcases'
+/// classnames carry the operation too (`idem-check.<suite>.<operation>.<group>`), so CI history
+/// keeps operations apart.
+pub fn render_operations(
+    reports: &[(&str, &[String], &RunReport)],
+    opts: &RenderOptions,
+    strict: bool,
+) -> anyhow::Result<String> {
+    let suites: Vec<(Option<&str>, &[String], &RunReport)> = reports
+        .iter()
+        .map(|(op, notes, r)| (Some(*op), *notes, *r))
+        .collect();
     document(&suites, opts, strict)
 }
 
 fn document(
-    suites: &[(Option<&str>, &RunReport)],
+    suites: &[(Option<&str>, &[String], &RunReport)],
     opts: &RenderOptions,
     strict: bool,
 ) -> anyhow::Result<String> {
     let mut w = Writer::new_with_indent(Vec::new(), b' ', 2);
     w.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
     w.write_event(Event::Start(BytesStart::new("testsuites")))?;
-    for (id, (operation, report)) in suites.iter().enumerate() {
-        testsuite(&mut w, id, *operation, report, opts, strict)?;
+    for (id, (operation, notes, report)) in suites.iter().enumerate() {
+        testsuite(&mut w, id, *operation, notes, report, opts, strict)?;
     }
     w.write_event(Event::End(BytesEnd::new("testsuites")))?;
     let mut out = String::from_utf8(w.into_inner())?;
@@ -93,6 +103,7 @@ fn testsuite(
     w: &mut XmlWriter,
     id: usize,
     operation: Option<&str>,
+    notes: &[String],
     report: &RunReport,
     opts: &RenderOptions,
     strict: bool,
@@ -129,6 +140,7 @@ fn testsuite(
         ),
     ];
     facts.extend(report.context.iter().map(|c| ("context", c.clone())));
+    facts.extend(notes.iter().map(|n| ("note", n.clone())));
     if report.interrupted {
         facts.push((
             "interrupted",
@@ -150,6 +162,7 @@ fn testsuite(
         .iter()
         .map(|(name, v)| match *name {
             "target" => format!("target {v}"),
+            "note" => format!("note: {v}"),
             _ => v.clone(),
         })
         .collect();

@@ -202,7 +202,7 @@ impl RenderOptions {
 impl Reportable for RunReport {
     fn render(&self, format: Format, opts: &RenderOptions) -> anyhow::Result<String> {
         match format {
-            Format::Junit => junit::render(self, opts, self.strict),
+            Format::Junit => junit::render(self, &[], opts, self.strict),
             Format::Json => json::render(self, opts),
             Format::Markdown => Ok(markdown::render(self, opts)),
             Format::Html => Ok(html::render(self, opts)),

@@ -80,6 +80,10 @@ pub struct StressReport {
     pub target: String,
     /// How the target was reached: a proxy, `--resolve` pins, `--insecure`.
     pub connection: Vec<String>,
+    /// What the API description left out of the request (`stress --openapi`): each `$ref` that
+    /// could not be read, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     pub started_at: String,
     pub duration_ms: f64,
     pub interrupted: bool,
@@ -117,6 +121,7 @@ impl StressReport {
             label: config.label.clone(),
             target: config.operation.line(),
             connection: config.connector.context(),
+            notes: config.notes.clone(),
             started_at,
             duration_ms: 0.0,
             interrupted: false,
@@ -519,7 +524,9 @@ impl crate::report::Reportable for StressReport {
         use crate::report::Format;
         match format {
             Format::Json => crate::report::json::render_value(self, opts),
-            Format::Junit => crate::report::junit::render(&self.as_run_report(), opts, false),
+            Format::Junit => {
+                crate::report::junit::render(&self.as_run_report(), &self.notes, opts, false)
+            }
             Format::Markdown => Ok(crate::report::markdown::render(&self.as_run_report(), opts)),
             Format::Html => Ok(crate::report::html::render_stress(
                 &self.as_run_report(),
@@ -556,6 +563,9 @@ pub fn render_terminal(r: &StressReport, opts: &crate::report::RenderOptions) ->
     );
     if !r.connection.is_empty() {
         let _ = writeln!(out, "connection:  {}", r.connection.join(" · "));
+    }
+    for note in &r.notes {
+        let _ = writeln!(out, "note:        {}", crate::redact::sanitize_line(note));
     }
     let _ = writeln!(
         out,

@@ -55,7 +55,7 @@ pub async fn run_reference_with_secrets(
         .expect("reference server starts");
     let opts = RunOptions {
         strict,
-        ..RunOptions::default()
+        ..run_options()
     };
     let config = Config::build(reference.target(), &opts, Some(reference.restart_hook()))
         .expect("reference target is valid");
@@ -63,6 +63,14 @@ pub async fn run_reference_with_secrets(
     let report = run_quietly(config, probes).await;
     reference.stop().await.expect("reference server stops");
     (report, secrets)
+}
+
+/// The options of a run with the default suite and every flag at its default.
+pub fn run_options() -> RunOptions {
+    RunOptions::new(
+        idem_check::catalog::load_suite(idem_check::suite::DEFAULT_SUITE)
+            .expect("the default suite loads"),
+    )
 }
 
 /// "id OUTCOME reason" lines, for assertion messages.

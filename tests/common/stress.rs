@@ -3,14 +3,14 @@
 
 use std::sync::Arc;
 
-use idem_check::config::{Config, RunOptions};
+use idem_check::config::Config;
 use idem_check::reference::Reference;
 use idem_check::report::terminal::Progress;
 use idem_check::stress::{self, StressOptions, StressReport};
 
 /// Runs `stress` with `opts` against `reference` (every replica it has), then stops it.
 pub async fn stress_reference(reference: Reference, opts: &StressOptions) -> StressReport {
-    let config = Config::build(reference.target(), &RunOptions::default(), None)
+    let config = Config::build(reference.target(), &super::run_options(), None)
         .expect("reference target is valid");
     let report = stress::run(
         Arc::new(config),

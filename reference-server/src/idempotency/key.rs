@@ -13,9 +13,6 @@ use sha2::Digest;
 use crate::config::Fault;
 use crate::problem::Problem;
 
-/// The header name.
-pub(crate) const HEADER: &str = "idempotency-key";
-
 /// The longest key accepted, in characters. Long enough for any UUID or ULID with a prefix,
 /// short enough that a stored key cannot be used to bloat the database.
 pub(crate) const MAX_KEY_LEN: usize = 255;
@@ -52,9 +49,14 @@ impl KeyError {
     }
 }
 
-/// The key to look up, as the configured (possibly faulty) parser understands the header.
-pub(crate) fn parse(headers: &HeaderMap, fault: Option<Fault>) -> Result<String, KeyError> {
-    let lines: Vec<&HeaderValue> = headers.get_all(HEADER).iter().collect();
+/// The key to look up, as the configured (possibly faulty) parser understands the key header
+/// `name`.
+pub(crate) fn parse(
+    headers: &HeaderMap,
+    name: &str,
+    fault: Option<Fault>,
+) -> Result<String, KeyError> {
+    let lines: Vec<&HeaderValue> = headers.get_all(name).iter().collect();
     let first = *lines.first().ok_or(KeyError::Missing)?;
     if fault == Some(Fault::QuotesLiteral) {
         let raw = lines
@@ -125,19 +127,20 @@ pub(crate) fn mask(key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::DEFAULT_KEY_HEADER;
 
     fn headers(lines: &[&[u8]]) -> HeaderMap {
         let mut map = HeaderMap::new();
         for line in lines {
             if let Ok(value) = HeaderValue::from_bytes(line) {
-                map.append(HEADER, value);
+                map.append("idempotency-key", value);
             }
         }
         map
     }
 
     fn parse_one(raw: &[u8], fault: Option<Fault>) -> Result<String, KeyError> {
-        parse(&headers(&[raw]), fault)
+        parse(&headers(&[raw]), DEFAULT_KEY_HEADER, fault)
     }
 
     #[test]
@@ -173,10 +176,13 @@ mod tests {
             Err(KeyError::TooLong(MAX_KEY_LEN + 1))
         );
         assert_eq!(
-            parse(&headers(&[br#""a""#, br#""a""#]), None),
+            parse(&headers(&[br#""a""#, br#""a""#]), DEFAULT_KEY_HEADER, None),
             Err(KeyError::Repeated(2))
         );
-        assert_eq!(parse(&HeaderMap::new(), None), Err(KeyError::Missing));
+        assert_eq!(
+            parse(&HeaderMap::new(), DEFAULT_KEY_HEADER, None),
+            Err(KeyError::Missing)
+        );
     }
 
     #[test]
@@ -197,6 +203,7 @@ mod tests {
         assert_eq!(
             parse(
                 &headers(&[br#""a""#, br#""b""#]),
+                DEFAULT_KEY_HEADER,
                 Some(Fault::DuplicateHeaderFirst)
             ),
             Ok("a".into())

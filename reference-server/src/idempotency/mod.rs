@@ -161,7 +161,7 @@ async fn admit(
         let body = axum::Json(serde_json::json!({}));
         return Ok(Admitted::Answered((StatusCode::OK, body).into_response()));
     }
-    let key = match key::parse(headers, behaviour.key_parser) {
+    let key = match key::parse(headers, &app.key_header, behaviour.key_parser) {
         Ok(key) => Some(key),
         Err(KeyError::Missing) if !behaviour.require_key => None,
         Err(e) => {
