@@ -76,6 +76,23 @@ async fn exactly_once_holds_on_the_reference_server() {
         r.connections_opened,
         r.requests
     );
+    // The counter reads are dated on the run's clock: the read after the keys starts after the
+    // read before it has ended (both used to say 0 ms).
+    let read = |role: &str| {
+        r.result
+            .exchanges
+            .iter()
+            .find(|e| e.role == role)
+            .unwrap_or_else(|| panic!("no {role:?} exchange"))
+    };
+    let (before, after) = (read("count before"), read("count after"));
+    assert!(
+        after.start_ms >= before.end_ms() && after.start_ms > 0.0,
+        "count before {} + {} ms, count after at {} ms",
+        before.start_ms,
+        before.duration_ms,
+        after.start_ms
+    );
 }
 
 /// `--rate` caps the run: key i starts no earlier than i × D / rate seconds in, so the run lasts

@@ -229,7 +229,15 @@ pub async fn run(
         config.timeout,
     );
     let mut count_exchanges = Vec::new();
-    let before = read_counter(&meter, &client, "count before", &mut count_exchanges, 0).await;
+    let before = read_counter(
+        &meter,
+        &client,
+        start,
+        "count before",
+        &mut count_exchanges,
+        0,
+    )
+    .await;
     let before = match before {
         Ok(reading) => reading,
         Err(stop) => {
@@ -301,7 +309,15 @@ pub async fn run(
     }
     let elapsed = start.elapsed();
     let sent = agg.stats.requests as usize;
-    let after = read_counter(&meter, &client, "count after", &mut count_exchanges, sent).await;
+    let after = read_counter(
+        &meter,
+        &client,
+        start,
+        "count after",
+        &mut count_exchanges,
+        sent,
+    )
+    .await;
 
     let mut result = agg.verdict(&meter, before, after, count_exchanges);
     result.duration_ms = elapsed.as_secs_f64() * 1000.0;
@@ -391,7 +407,9 @@ impl Aggregate {
                 let mut nums = Vec::new();
                 for mut e in list {
                     e.n += offset;
-                    e.role = format!("{role} {}", e.role);
+                    if !role.is_empty() {
+                        e.role = format!("{role} {}", e.role);
+                    }
                     nums.push(e.n);
                     exchanges.push(e);
                 }
@@ -466,11 +484,12 @@ impl Aggregate {
     }
 }
 
-/// Reads the counter once through the run's effects meter, recording the read; `sent` is how
-/// many requests had been sent, which bounds a sane delta.
+/// Reads the counter once through the run's effects meter, recording the read dated from the
+/// run's `start`; `sent` is how many requests had been sent, which bounds a sane delta.
 async fn read_counter(
     meter: &Meter,
     client: &Client,
+    start: Instant,
     role: &str,
     out: &mut Vec<Exchange>,
     sent: usize,
@@ -482,7 +501,7 @@ async fn read_counter(
         out.push(Exchange {
             n: out.len() + 1,
             role: role.to_string(),
-            start_ms: 0.0,
+            start_ms: r.started.saturating_duration_since(start).as_secs_f64() * 1000.0,
             duration_ms: r
                 .finished
                 .saturating_duration_since(r.started)
