@@ -26,9 +26,11 @@
 #
 # Usage: benches/stress_vs_wrk.sh [--runs N] [--seconds S] [--concurrency C] [--duplicates D]
 #                                 [--rate N] [--memory] [--no-build] [--checker PATH]
-#                                 [--baseline PATH]
+#                                 [--baseline PATH] [--baseline-server PATH]
 # --checker runs another idem-check binary against the same server; --baseline adds, in every
-# run, a stress measurement by another build (an older one), so before and after share the run.
+# run, a stress measurement by another build (an older one), so before and after share the run;
+# --baseline-server runs that measurement against another idem-reference-server build (the
+# older one's), so "before" is the old checker on the old server.
 # Everything runs on 127.0.0.1; every run is bounded by --seconds (memory runs by their keys).
 set -euo pipefail
 
@@ -41,6 +43,7 @@ memory=0
 build=1
 checker=""
 baseline=""
+baseline_server=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs="$2"; shift 2 ;;
@@ -52,6 +55,7 @@ while [ $# -gt 0 ]; do
         --no-build) build=0; shift ;;
         --checker) checker="$2"; shift 2 ;;
         --baseline) baseline="$2"; shift 2 ;;
+        --baseline-server) baseline_server="$2"; shift 2 ;;
         -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
         *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -140,12 +144,13 @@ EOF
     keyed_lua "$duplicates"
 } >"$work/mix.lua"
 
-# start_server N: a fresh server on a free port with an empty database; sets $base.
+# start_server N [BINARY]: a fresh server (this build's, or BINARY) on a free port with an empty
+# database; sets $base.
 start_server() {
     local out="$work/server-$1.out"
     # The file exists before the server starts, so polling it never reads a missing file.
     : >"$out"
-    RUST_LOG=warn "$server_bin" --listen 127.0.0.1:0 --db "$work/db-$1.sqlite" \
+    RUST_LOG=warn "${2:-$server_bin}" --listen 127.0.0.1:0 --db "$work/db-$1.sqlite" \
         >"$out" 2>"$work/server-$1.err" &
     server_pid=$!
     base=""
@@ -247,11 +252,13 @@ for i in $(seq 1 "$runs"); do
     cpu_lines+=("$(printf '%-4s %12s %12s %12s %12s' "$i" "$cpu_r" "$cpu_f" "$cpu_x" "$cpu_s")")
     s="$(json_field "$json" requests_per_second)"
     if [ -n "$baseline" ]; then
-        start_server "b$i"
-        b="$(json_field "$(binary="$baseline" stress_run "b$i" 10000000 "${seconds}s")" requests_per_second)"
+        start_server "b$i" "$baseline_server"
+        bjson="$(binary="$baseline" stress_run "b$i" 10000000 "${seconds}s")"
         stop_server
+        b="$(json_field "$bjson" requests_per_second)"
         baselines+=("$b")
-        printf '%-4s baseline stress %12.0f\n' "$i" "$b"
+        printf '%-4s baseline stress %12.0f, its server %s µs per request\n' "$i" "$b" \
+            "$(per_request "$server_cpu" "$(json_field "$bjson" requests)")"
     fi
     details="$(python3 - "$json" <<'PY'
 import json, sys
