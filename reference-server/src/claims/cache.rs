@@ -12,8 +12,9 @@ use super::ClaimOutcome;
 use crate::clock::from_unix_millis;
 use crate::store::{Scope, StoredResponse};
 
-/// Entries kept at most; past that new completions are simply not cached (replays of them go
-/// to the database, which is slower but still right).
+/// Entries kept at most. A new completion past that pushes out some other entry: replays
+/// mostly follow their completion closely, so the newest records are the ones worth keeping,
+/// and a replay of an evicted one goes to the database, which is slower but still right.
 const CAPACITY: usize = 100_000;
 
 #[derive(Debug)]
@@ -61,16 +62,20 @@ impl Cache {
         expires_at: i64,
     ) {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        if entries.len() < CAPACITY || entries.contains_key(&scope) {
-            entries.insert(
-                scope,
-                Entry {
-                    fingerprint,
-                    response,
-                    expires_at,
-                },
-            );
+        if entries.len() >= CAPACITY && !entries.contains_key(&scope) {
+            let evicted = entries.keys().next().cloned();
+            if let Some(evicted) = evicted {
+                entries.remove(&evicted);
+            }
         }
+        entries.insert(
+            scope,
+            Entry {
+                fingerprint,
+                response,
+                expires_at,
+            },
+        );
     }
 
     /// Drops expired entries.
@@ -79,5 +84,40 @@ impl Cache {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .retain(|_, e| e.expires_at > now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scope(key: usize) -> Scope {
+        Scope {
+            tenant: "a".into(),
+            operation: "payments".into(),
+            key: key.to_string(),
+        }
+    }
+
+    /// A full cache still takes the newest completion (it used to refuse every completion
+    /// after the first CAPACITY, so a long-running server stopped caching replays at all).
+    #[test]
+    fn a_full_cache_keeps_the_newest_completion_and_its_size() {
+        let cache = Cache::default();
+        let response = Arc::new(StoredResponse {
+            status: 201,
+            content_type: "application/json".into(),
+            location: None,
+            body: b"{}".to_vec().into(),
+        });
+        for key in 0..=CAPACITY {
+            cache.insert(scope(key), "fp".into(), Arc::clone(&response), i64::MAX);
+        }
+        assert!(matches!(
+            cache.lookup(&scope(CAPACITY), "fp", 0),
+            Some(ClaimOutcome::Replay { .. })
+        ));
+        let len = cache.entries.lock().unwrap().len();
+        assert_eq!(len, CAPACITY);
     }
 }
