@@ -274,27 +274,38 @@ fn ctrl_c_while_the_api_description_is_fetched_exits_130() {
     for command in ["run", "stress"] {
         let (url, seen) = fake_server_counted(None, Duration::from_secs(30));
         let document = url.replace("/api/payments", "/openapi.json");
-        let mut child = bin()
-            .args([command, "--openapi", &document, "--timeout", "20s"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        ctrl_c_once_seen(&child, &seen);
-        let code = wait_bounded(&mut child, Duration::from_secs(10)).code();
-        let mut stderr = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut stderr)
-            .unwrap();
-        assert_eq!(code, Some(130), "{command}: {stderr}");
-        assert!(
-            stderr.contains("interrupted by Ctrl-C before any probe ran"),
-            "{command}: {stderr}"
-        );
+        let mut checker = bin();
+        checker.args([command, "--openapi", &document, "--timeout", "20s"]);
+        interrupted_during_setup(checker, &seen, Duration::from_secs(10));
     }
+}
+
+/// Starts `checker`, presses Ctrl-C once the fake server has seen it connect, and checks that
+/// it ends within `within` as interrupted before any probe ran (exit 130).
+fn interrupted_during_setup(
+    mut checker: Command,
+    seen: &std::sync::atomic::AtomicUsize,
+    within: Duration,
+) {
+    let mut child = checker
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    ctrl_c_once_seen(&child, seen);
+    let code = wait_bounded(&mut child, within).code();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(code, Some(130), "{checker:?}: {stderr}");
+    assert!(
+        stderr.contains("interrupted by Ctrl-C before any probe ran"),
+        "{checker:?}: {stderr}"
+    );
 }
 
 /// Ctrl-C while the bundled reference server starts (its database accepts the connection and
@@ -306,27 +317,11 @@ fn ctrl_c_while_the_reference_server_starts_removes_its_folder() {
         .replace("http://", "postgres://idem@")
         .replace("/api/payments", "/db");
     let tmp = tempfile::tempdir().unwrap();
-    let mut child = bin()
+    let mut checker = bin();
+    checker
         .args(["run", "--reference", "--reference-db", &database])
-        .env("TMPDIR", tmp.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    ctrl_c_once_seen(&child, &seen);
-    let code = wait_bounded(&mut child, Duration::from_secs(20)).code();
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    assert_eq!(code, Some(130), "{stderr}");
-    assert!(
-        stderr.contains("interrupted by Ctrl-C before any probe ran"),
-        "{stderr}"
-    );
+        .env("TMPDIR", tmp.path());
+    interrupted_during_setup(checker, &seen, Duration::from_secs(20));
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
