@@ -10,9 +10,10 @@
 //! | any state, other fingerprint | 422 (the record is not touched) |
 //! | processing, lease valid | 409 |
 //!
-//! Completed records are cached for replays, and the keys this process is executing are
-//! answered from memory while their first lease lasts ([`in_flight`]). The faults that claim some other way than one
-//! atomic statement (`race`, `local-claims`) are here too, as [`ClaimMode`]s.
+//! Completed records are cached for replays, and duplicates of a claim this process is making
+//! or executing are answered from what that claim found ([`in_flight`]). The faults that claim
+//! some other way than one atomic statement (`race`, `local-claims`) are here too, as
+//! [`ClaimMode`]s.
 
 mod cache;
 mod in_flight;
@@ -68,7 +69,7 @@ pub(crate) struct Claims {
     /// While the store is down (a test hook), nothing can be claimed.
     outage: Outage,
     cache: Option<Cache>,
-    /// The keys acquired here and not yet finished (with the cache: only without a fault).
+    /// The claims this process is making or executing (only without a fault, like the cache).
     in_flight: Option<InFlight>,
     /// The lease a claim is written with (what an [`InFlight`] entry may trust).
     lease: Duration,
@@ -279,16 +280,11 @@ impl Claims {
         let (scope, fingerprint, ttl) =
             (finish.scope.clone(), finish.fingerprint.clone(), finish.ttl);
         let response = Arc::new(finish.response.clone());
-        let completion = self.store.complete(finish).await;
-        // Cached first, so a duplicate arriving now finds the replay rather than neither.
-        if let Ok(Completion::Completed { expires_at }) = completion {
+        let completion = self.store.complete(finish).await?;
+        if let Completion::Completed { expires_at } = completion {
+            // Cached before [`Claims::finished`] forgets the claim in flight, so a duplicate
+            // arriving in between finds the replay.
             self.remember(&scope, &fingerprint, &response, expires_at);
-        }
-        if let Some(in_flight) = &self.in_flight {
-            in_flight.remove(&scope);
-        }
-        let completion = completion?;
-        if let Completion::Completed { .. } = completion {
             if self.dedupe_by_payload {
                 self.index_payload(&scope, &fingerprint, &response, ttl)
                     .await?;
