@@ -394,3 +394,36 @@ async fn stress_takes_one_operation_from_the_document() {
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["target"], format!("POST {base}/api/payouts"));
 }
+
+/// `--key-form` applies to every operation of the document as it does to a single target. The
+/// reference server takes only RFC 8941 String keys, so with `bare` every operation's
+/// pre-flight is refused, and its report says the keys went bare (without the flag they go as
+/// Strings and pass).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_key_form_applies_to_every_operation() {
+    let reference = Reference::start(None).await.unwrap();
+    let (code, report, _, terminal) = run_openapi(
+        &reference,
+        &["--key-form", "bare", "--probe", "replay-identity"],
+    )
+    .await;
+    reference.stop().await.unwrap();
+    // The probes the refused pre-flight kept from running are errors: exit 3.
+    assert_eq!(code, 3, "{terminal}");
+    let ops = report["operations"].as_array().unwrap();
+    assert_eq!(ops.len(), 2, "{terminal}");
+    for op in ops {
+        let context = op["report"]["context"].to_string();
+        assert!(
+            context.contains("keys sent bare"),
+            "{}: {context}",
+            op["operation_id"]
+        );
+        let first = &outcomes(op)[0];
+        assert_eq!(
+            (first.0.as_str(), first.1.as_str()),
+            ("first-request", "FAIL"),
+            "{terminal}"
+        );
+    }
+}

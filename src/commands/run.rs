@@ -26,11 +26,7 @@ pub(super) async fn run(args: RunArgs) -> Result<ExitCode> {
         return run_openapi(&args, &interrupt).await;
     }
     let files = report_files(&args.report)?;
-    let opts = RunOptions {
-        strict: args.strict,
-        key_form: args.key_form,
-        ..run_options(&args.target)?
-    };
+    let opts = options(&args)?;
     let Some((config, reference)) = configure(&args.target, opts, &interrupt).await? else {
         return Ok(interrupted_in_setup());
     };
@@ -71,6 +67,16 @@ pub(super) async fn run(args: RunArgs) -> Result<ExitCode> {
     finish(&text, &report, &files, &render, &args.report, code)
 }
 
+/// The run options of `run`, for one target or every operation of an API description alike:
+/// the target flags' and `run`'s own (`--strict`, `--key-form`).
+fn options(args: &RunArgs) -> Result<RunOptions> {
+    Ok(RunOptions {
+        strict: args.strict,
+        key_form: args.key_form,
+        ..run_options(&args.target)?
+    })
+}
+
 /// `run --openapi SPEC`: every selected operation, one after the other. Each discovered
 /// operation becomes an ordinary target description (URL, method, declared key header, body,
 /// id pointer) with the usual target flags laid over it, checked by the ordinary run.
@@ -83,10 +89,7 @@ async fn run_openapi(args: &RunArgs, interrupt: &Interrupt) -> Result<ExitCode> 
         return Ok(interrupted_in_setup());
     };
     let (found, targets, skipped) = loaded?;
-    let base_opts = RunOptions {
-        strict: args.strict,
-        ..run_options(&args.target)?
-    };
+    let base_opts = options(args)?;
     let mut configs = Vec::new();
     for (op, target) in targets {
         let opts = RunOptions {
