@@ -611,6 +611,51 @@ fn a_missing_body_file_exits_2() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/body.json"));
 }
 
+/// A proxy URL that does not parse is refused naming where it came from, without its
+/// credentials: neither a `--proxy` nor an `HTTPS_PROXY` password reaches the error, even one
+/// holding a `/` that ends the URL's authority early.
+#[test]
+fn a_malformed_proxy_url_is_refused_without_its_password() {
+    let cases = [
+        (
+            "--proxy",
+            "http://proxyuser:proxy-pw-1234@:3128",
+            "proxy-pw-1234",
+        ),
+        (
+            "--proxy",
+            "proxyuser:pw/slash-5678@proxy.test:3128",
+            "slash-5678",
+        ),
+        (
+            "HTTPS_PROXY",
+            "http://envuser:env-pw-9012@proxy.test:99999",
+            "env-pw-9012",
+        ),
+    ];
+    for (from, proxy, password) in cases {
+        let mut cmd = bin();
+        cmd.args(["run", "http://127.0.0.1:9/x"]);
+        for var in idem_check::http::net::PROXY_VARIABLES {
+            cmd.env_remove(var);
+        }
+        if from == "--proxy" {
+            cmd.args(["--proxy", proxy]);
+        } else {
+            cmd.env(from, proxy);
+        }
+        let o = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{from} {proxy}: {}", text(&o));
+        assert!(
+            stderr.contains(&format!("{from}: ")) && stderr.contains("is not a proxy URL"),
+            "{from} {proxy}: {stderr}"
+        );
+        assert!(!stderr.contains(password), "{from} {proxy}: {stderr}");
+        assert!(stderr.contains("[redacted]"), "{from} {proxy}: {stderr}");
+    }
+}
+
 /// `{:?}` of a target description, of the connector built from it and of the operation it
 /// validates to shows no credential: not the Authorization token written into the target file
 /// (nor the file's line that its origins point at), not a `${VAR}` value standing in a
