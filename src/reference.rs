@@ -274,6 +274,13 @@ impl Reference {
 
 struct InProcessRestart(Arc<Server>);
 
+/// Names the hook only: the server's configuration holds the tenants' tokens.
+impl std::fmt::Debug for InProcessRestart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InProcessRestart")
+    }
+}
+
 impl RestartHook for InProcessRestart {
     fn describe(&self) -> String {
         "an in-process restart of the reference server (store closed and reopened)".into()

@@ -709,18 +709,28 @@ fn the_parsed_command_line_has_no_debug() {
     assert!(implements_debug!(idem_check::config::TargetSpec));
 }
 
-/// `{:?}` of a target description, of the connector built from it and of the operation it
-/// validates to shows no credential: not the Authorization token written into the target file
-/// (nor the file's line that its origins point at), not a `${VAR}` value standing in a
-/// command, not the password of a proxy given or taken from the environment, not a secret
-/// query parameter or tenant B's API key. What is not secret is still there to debug with.
+/// `{:?}` of a target description, of the connector built from it, of the operation it
+/// validates to and of the run's hooks and counter shows no credential: not the Authorization
+/// token written into the target file (nor the file's line that its origins point at), not a
+/// `${VAR}` value standing in a command (restart, counter, store outage), not the password of a
+/// proxy given or taken from the environment, not a secret query parameter or tenant B's API
+/// key. What is not secret is still there to debug with.
 #[test]
 fn debug_output_masks_every_secret() {
     let file = "url = \"https://api.test/p?access_token=qs-tok-1234\"\n\
                 headers = [\"Authorization: Bearer file-tok-5678\"]\n\
                 proxy = \"http://proxyuser:proxy-pass-9@127.0.0.1:3128\"\n\
-                [restart]\ncommand = \"deploy --token ${DEPLOY_TOKEN}\"\n";
-    let env = [("DEPLOY_TOKEN".to_string(), "deploy-tok-4321".to_string())].into();
+                [restart]\ncommand = \"deploy --token ${DEPLOY_TOKEN}\"\n\
+                [counter]\ncommand = \"count-payments --token ${COUNT_TOKEN}\"\n\
+                [store-outage]\ndown-command = \"store down --token ${STORE_TOKEN}\"\n\
+                up-command = \"store up --token ${STORE_TOKEN}\"\n";
+    let env = [
+        ("DEPLOY_TOKEN", "deploy-tok-4321"),
+        ("COUNT_TOKEN", "count-tok-8765"),
+        ("STORE_TOKEN", "store-tok-2468"),
+    ]
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .into();
     let mut spec = idem_check::target::parse("t.toml", file, &env, Path::new(".")).unwrap();
     spec.net.proxy_env = vec![(
         "HTTPS_PROXY".into(),
@@ -731,13 +741,20 @@ fn debug_output_masks_every_secret() {
     let config =
         idem_check::config::Config::build(spec.clone(), &common::run_options(), None).unwrap();
     let shown = format!(
-        "{spec:?}\n{:?}\n{:?}\n{:?}",
-        config.operation, config.tenant_b, config.connector
+        "{spec:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
+        config.operation,
+        config.tenant_b,
+        config.connector,
+        config.restart,
+        config.counter,
+        config.store_outage
     );
     for secret in [
         "file-tok-5678",
         "proxy-pass-9",
         "deploy-tok-4321",
+        "count-tok-8765",
+        "store-tok-2468",
         "env-pass-77",
         "qs-tok-1234",
         "tenant-b-key-55",
@@ -751,6 +768,10 @@ fn debug_output_masks_every_secret() {
         "DEPLOY_TOKEN",
         "https://api.test/p?access_token=[redacted]",
         "t.toml:2:",
+        "\"deploy --token [redacted]\"",
+        "\"count-payments --token [redacted]\"",
+        "\"store down --token [redacted]\"",
+        "\"store up --token [redacted]\"",
     ] {
         assert!(shown.contains(kept), "{kept} missing from\n{shown}");
     }
