@@ -1,5 +1,10 @@
 //! Command-line options (clap). Only [`crate::commands`] and [`crate::target`] read these;
 //! probes see the validated [`crate::config::Config`].
+//!
+//! None of the option structs implements `Debug`: they hold the command line as typed, `-H`
+//! credentials, `--secret` values and proxy passwords included, and a `{:?}` of them in a log
+//! line or a panic message would print those. What a run shows of its target goes through
+//! [`crate::config::TargetSpec`], whose `Debug` masks them.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,14 +16,14 @@ use crate::report::terminal::ColorChoice;
 /// Checks that an HTTP API really survives a retried POST: black-box probes of its
 /// Idempotency-Key support (missing key, replays, concurrent duplicates, payload mismatch, key
 /// syntax, tenant scope, persistence across restarts), with the exact exchanges as evidence.
-#[derive(Debug, Parser)]
+#[derive(Parser)]
 #[command(name = "idem-check", version, max_term_width = 98, after_long_help = crate::exit::HELP)]
 pub struct Opts {
     #[command(subcommand)]
     pub command: Command,
 }
 
-#[derive(Debug, Subcommand)]
+#[derive(Subcommand)]
 pub enum Command {
     /// Run the probes against a URL, a target file, or the bundled reference server.
     #[command(after_long_help = crate::exit::HELP)]
@@ -67,7 +72,7 @@ pub enum Command {
 }
 
 /// `idem-check matrix`.
-#[derive(Debug, Args)]
+#[derive(Args)]
 pub struct MatrixArgs {
     /// JSON reports (`run --report-json`), or folders of them; `NAME=FILE` titles a column.
     #[arg(value_name = "REPORT", required = true)]
@@ -93,7 +98,7 @@ pub enum DiscoverFormat {
 }
 
 /// What a user adds to an API description (`discover`, `init`, `run --openapi`).
-#[derive(Debug, Clone, Default, Args)]
+#[derive(Clone, Default, Args)]
 pub struct OpenApiArgs {
     /// The base URL of the operations, instead of the document's servers (needed when they
     /// are relative and the document is a local file).
@@ -118,7 +123,7 @@ pub struct OpenApiArgs {
 }
 
 /// `idem-check discover`.
-#[derive(Debug, Args)]
+#[derive(Args)]
 pub struct DiscoverArgs {
     /// The API description: an OpenAPI 3.0/3.1 or Swagger 2.0 document, JSON or YAML, a file
     /// path or an http(s) URL.
@@ -137,7 +142,7 @@ pub struct DiscoverArgs {
 }
 
 /// `idem-check init`.
-#[derive(Debug, Args)]
+#[derive(Args)]
 pub struct InitArgs {
     /// The API description (file path or http(s) URL).
     #[arg(long = "openapi", value_name = "SPEC")]
@@ -154,7 +159,7 @@ pub struct InitArgs {
     pub connection: ConnectionArgs,
 }
 
-#[derive(Debug, Args)]
+#[derive(Args)]
 pub struct ListArgs {
     /// The suite whose expectations to show.
     #[arg(long, default_value = crate::suite::DEFAULT_SUITE, value_name = "NAME|FILE")]
@@ -163,7 +168,7 @@ pub struct ListArgs {
 
 /// How connections are made: to the target of `run` and `stress`, and to the API description
 /// and the documents it references when they are URLs (`--openapi URL`, `discover URL`).
-#[derive(Debug, Clone, Default, Args)]
+#[derive(Clone, Default, Args)]
 pub struct ConnectionArgs {
     /// Trust the CA certificates in this PEM file, besides the public roots (a private CA).
     #[arg(long, value_name = "FILE")]
@@ -194,7 +199,7 @@ pub struct ConnectionArgs {
 }
 
 /// What is checked and how to reach it: shared by `run` and `stress`.
-#[derive(Debug, Args)]
+#[derive(Args)]
 pub struct TargetArgs {
     /// URL of the operation to check, e.g. https://api.example.com/v1/payments
     #[arg(value_name = "URL")]
@@ -400,7 +405,7 @@ pub struct TargetArgs {
 }
 
 /// Where reports go and how they look: shared by `run` and `stress`.
-#[derive(Debug, Args)]
+#[derive(Args)]
 pub struct ReportArgs {
     /// Write a JUnit XML report.
     #[arg(long = "report-junit", value_name = "FILE")]
@@ -431,7 +436,7 @@ pub struct ReportArgs {
 }
 
 /// `idem-check run`.
-#[derive(Debug, Args)]
+#[derive(Args)]
 pub struct RunArgs {
     #[command(flatten)]
     pub target: TargetArgs,
@@ -460,7 +465,7 @@ pub struct RunArgs {
 }
 
 /// `idem-check stress`.
-#[derive(Debug, Args)]
+#[derive(Args)]
 pub struct StressArgs {
     #[command(flatten)]
     pub target: TargetArgs,
@@ -494,7 +499,7 @@ pub struct StressArgs {
 }
 
 /// `idem-check client`.
-#[derive(Debug, Args)]
+#[derive(Args)]
 pub struct ClientArgs {
     /// The client command: it must perform $IDEM_CHECK_OPERATIONS (usually 1) logical
     /// operations against $IDEM_CHECK_BASE_URL, retrying as it normally does, and exit 0 if and

@@ -17,7 +17,7 @@ pub use crate::effects::Counter;
 use crate::http::exchange::Header;
 use crate::http::Connector;
 use crate::keys::KeyForm;
-use crate::redact::{SecretSources, Secrets};
+use crate::redact::{Masked, SecretSources, Secrets};
 use crate::suite::Suite;
 
 /// The operation under test.
@@ -162,7 +162,7 @@ pub const DEFAULT_LEASE_WAIT: Duration = Duration::from_secs(60);
 pub const MAX_LEASE_WAIT: Duration = Duration::from_secs(150);
 
 /// Restarts the target and waits until it is ready again; used by `restart-persistence`.
-pub trait RestartHook: Send + Sync {
+pub trait RestartHook: Send + Sync + std::fmt::Debug {
     /// One line for the evidence ("in-process restart of the reference server").
     fn describe(&self) -> String;
     /// Restarts, and says what the hook itself saw of the target going down ("the ready URL
@@ -179,11 +179,11 @@ pub trait OutageHook: Send + Sync + std::fmt::Debug {
 }
 
 /// The user's store-outage hook: one shell command takes the store down, another brings it
-/// back.
+/// back (each shown masked, see [`Masked`]).
 #[derive(Debug, Clone)]
 pub struct CommandOutage {
-    pub down: String,
-    pub up: String,
+    pub down: Masked,
+    pub up: Masked,
     /// How long each command may take.
     pub timeout: Duration,
 }
@@ -192,10 +192,11 @@ pub struct CommandOutage {
 /// the runner's per-probe limit.
 pub const MAX_KEY_TTL: Duration = Duration::from_secs(150);
 
-/// The user's restart hook: a shell command, then polling a readiness URL.
+/// The user's restart hook: a shell command (shown masked, see [`Masked`]), then polling a
+/// readiness URL.
 #[derive(Debug, Clone)]
 pub struct CommandRestart {
-    pub command: String,
+    pub command: Masked,
     pub ready_url: Option<url::Url>,
     pub timeout: Duration,
     /// How the readiness URL is reached: as the run reaches the target.
@@ -553,6 +554,16 @@ impl Config {
             .as_deref()
             .map(|h| parse_header(h, at("--key-ttl-header")))
             .transpose()?;
+        let mut suite = opts.suite.clone();
+        if let Some(h) = &target.key_header {
+            if h.is_empty() || !h.bytes().all(is_token_byte) {
+                return Err(at("--key-header")
+                    .error(format!("key header {h:?} is not a valid header name")));
+            }
+            suite.header.clone_from(h);
+        }
+        // Known before the hooks, whose commands are shown masked.
+        let secrets = target.secrets(&suite.header);
         let counter = match (&target.count_url, &target.count_cmd) {
             (Some(_), Some(_)) => {
                 let (u, c) = (at("--count-url"), at("--count-cmd"));
@@ -565,7 +576,7 @@ impl Config {
                     at("--count-pointer"),
                 )?,
             }),
-            (None, Some(cmd)) => Some(Counter::Command(cmd.clone())),
+            (None, Some(cmd)) => Some(Counter::Command(Masked::new(cmd, &secrets))),
             (None, None) => {
                 if target.count_pointer.is_some() {
                     return Err(needs(at("--count-pointer"), at("--count-url")));
@@ -581,7 +592,7 @@ impl Config {
         let restart = match (restart, &target.restart_cmd) {
             (Some(hook), _) => Some(hook),
             (None, Some(cmd)) => Some(Arc::new(CommandRestart {
-                command: cmd.clone(),
+                command: Masked::new(cmd, &secrets),
                 ready_url: target
                     .ready_url
                     .as_deref()
@@ -678,8 +689,8 @@ impl Config {
         ) {
             (Some(hook), _, _) => Some(hook),
             (None, Some(down), Some(up)) => Some(Arc::new(CommandOutage {
-                down: down.clone(),
-                up: up.clone(),
+                down: Masked::new(down, &secrets),
+                up: Masked::new(up, &secrets),
                 timeout: target.restart_timeout.unwrap_or(Duration::from_secs(30)),
             }) as Arc<dyn OutageHook>),
             (None, Some(_), None) => {
@@ -690,15 +701,6 @@ impl Config {
             }
             (None, None, None) => None,
         };
-        let mut suite = opts.suite.clone();
-        if let Some(h) = &target.key_header {
-            if h.is_empty() || !h.bytes().all(is_token_byte) {
-                return Err(at("--key-header")
-                    .error(format!("key header {h:?} is not a valid header name")));
-            }
-            suite.header.clone_from(h);
-        }
-        let secrets = target.secrets(&suite.header);
         let label = opts.label.clone().unwrap_or_else(|| match url.port() {
             Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
             None => url.host_str().unwrap_or_default().to_string(),

@@ -17,6 +17,7 @@ use crate::http::client::Client;
 use crate::http::exchange::{Exchange, Header, SentRequest};
 use crate::http::raw::RawResponse;
 use crate::http::Request;
+use crate::redact::Masked;
 
 /// Why a blind basis cannot judge executions; the reason every such check is INCONCLUSIVE.
 pub const BLIND: &str =
@@ -31,8 +32,8 @@ pub const NO_IDENTITY: &str =
 pub enum Counter {
     /// A GET whose JSON body holds the count at `pointer`.
     Url { url: url::Url, pointer: String },
-    /// A shell command that prints the count.
-    Command(String),
+    /// A shell command that prints the count (shown masked, see [`Masked`]).
+    Command(Masked),
 }
 
 impl Counter {
@@ -40,7 +41,7 @@ impl Counter {
     pub fn describe(&self) -> String {
         match self {
             Counter::Url { url, pointer } => format!("GET {url} at {pointer}"),
-            Counter::Command(cmd) => format!("command `{cmd}`"),
+            Counter::Command(cmd) => format!("command `{}`", cmd.text()),
         }
     }
 
@@ -160,7 +161,7 @@ impl Meter {
                 })
             }
             Counter::Command(cmd) => {
-                let (value, line) = run_count_cmd(cmd, self.timeout).await;
+                let (value, line) = run_count_cmd(cmd.text(), self.timeout).await;
                 Some(CounterRead {
                     exchange: None,
                     note: Some(line),

@@ -560,6 +560,37 @@ impl Secrets {
     }
 }
 
+/// A text the run uses as it is but shows only masked: a shell command of the user's
+/// (`--count-cmd`, `--restart-cmd`, the store-outage commands) holds the target file's `${VAR}`
+/// values expanded, and may hold any other secret of the run. Its `Debug` is the masked text,
+/// so a `{:?}` of what holds it (a log line, a panic message) shows no secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Masked {
+    text: String,
+    shown: String,
+}
+
+impl Masked {
+    /// `text`, shown with every one of `secrets` masked.
+    pub fn new(text: &str, secrets: &Secrets) -> Masked {
+        Masked {
+            text: text.to_string(),
+            shown: secrets.redact(text),
+        }
+    }
+
+    /// The text itself: what is run, and what evidence quotes (its renderers mask it).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+impl std::fmt::Debug for Masked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.shown, f)
+    }
+}
+
 /// A URL with its userinfo and the values of its secret query parameters replaced by
 /// [`REDACTED`], done on the text so that nothing else about the URL changes.
 pub fn mask_url(url: &str) -> String {

@@ -49,7 +49,9 @@ pub const LEASE_WAIT: Duration = Duration::from_secs(2);
 /// probe's retries come well within it, short enough that `key-expiry` waits it out in seconds.
 pub const KEY_TTL: Duration = Duration::from_secs(3);
 
-/// A running in-process reference server and its replica. Dropping it stops both.
+/// A running in-process reference server and its replica. End it with [`Reference::stop`]:
+/// dropped, both instances shut down in the background while its temporary folder is removed,
+/// and a process that exits right after may leave the folder behind.
 pub struct Reference {
     pub base: String,
     /// The replica's base URL (same database, another socket).
@@ -203,7 +205,14 @@ impl Reference {
             .validate()
             .context("invalid reference server configuration")?;
         let (server, base) = Server::bind(config.clone()).await?;
-        let (replica, replica_base) = Server::bind(config).await?;
+        let (replica, replica_base) = match Server::bind(config).await {
+            Ok(bound) => bound,
+            Err(e) => {
+                // Its store closed before `dir` is removed, as `stop` does.
+                server.stop().await?;
+                return Err(e);
+            }
+        };
         Ok(Reference {
             base,
             replica_base,
@@ -273,6 +282,13 @@ impl Reference {
 }
 
 struct InProcessRestart(Arc<Server>);
+
+/// Names the hook only: the server's configuration holds the tenants' tokens.
+impl std::fmt::Debug for InProcessRestart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InProcessRestart")
+    }
+}
 
 impl RestartHook for InProcessRestart {
     fn describe(&self) -> String {

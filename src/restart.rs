@@ -14,15 +14,15 @@ use crate::config::{CommandOutage, CommandRestart, OutageHook, RestartHook};
 impl RestartHook for CommandRestart {
     fn describe(&self) -> String {
         match &self.ready_url {
-            Some(u) => format!("`{}` (ready when GET {u} answers 2xx)", self.command),
-            None => format!("`{}`", self.command),
+            Some(u) => format!("`{}` (ready when GET {u} answers 2xx)", self.command.text()),
+            None => format!("`{}`", self.command.text()),
         }
     }
 
     fn restart(&self) -> BoxFuture<'_, Result<Option<String>>> {
         async move {
             let deadline = Instant::now() + self.timeout;
-            for line in run_command(&self.command, self.timeout).await? {
+            for line in run_command(self.command.text(), self.timeout).await? {
                 crate::report::terminal::above_progress(&format!("restart hook: {line}"));
             }
             let Some(url) = &self.ready_url else {
@@ -61,15 +61,15 @@ impl RestartHook for CommandRestart {
 
 impl OutageHook for CommandOutage {
     fn describe(&self) -> String {
-        format!("`{}`, then `{}`", self.down, self.up)
+        format!("`{}`, then `{}`", self.down.text(), self.up.text())
     }
 
     fn down(&self) -> BoxFuture<'_, Result<()>> {
-        outage_command(&self.down, self.timeout).boxed()
+        outage_command(self.down.text(), self.timeout).boxed()
     }
 
     fn up(&self) -> BoxFuture<'_, Result<()>> {
-        outage_command(&self.up, self.timeout).boxed()
+        outage_command(self.up.text(), self.timeout).boxed()
     }
 }
 

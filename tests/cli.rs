@@ -326,6 +326,35 @@ fn ctrl_c_while_the_reference_server_starts_removes_its_folder() {
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
+/// A bundled reference server that started for a run that then fails (a `--timeout` the run's
+/// config refuses, a `--probe` nothing answers to) is stopped before the command ends: its
+/// temporary folder is gone, however soon the process exits after the error.
+#[test]
+fn a_run_that_fails_after_the_reference_server_started_removes_its_folder() {
+    let cases: [(&[&str], &str); 3] = [
+        (&["run", "--timeout", "0s"], "--timeout must be more than 0"),
+        (
+            &["stress", "--timeout", "0s"],
+            "--timeout must be more than 0",
+        ),
+        (&["run", "--probe", "no-such-probe"], "no-such-probe"),
+    ];
+    for (args, wanted) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let o = bin()
+            .args(args)
+            .arg("--reference")
+            .env("TMPDIR", tmp.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        assert!(stderr.contains(wanted), "{args:?}: {stderr}");
+        let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+        assert!(left.is_empty(), "{args:?} left behind: {left:?}");
+    }
+}
+
 /// Ctrl-C during a run: exit 130, and the reports are still written and say so.
 #[test]
 fn ctrl_c_exits_130_with_reports() {

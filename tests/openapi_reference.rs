@@ -160,17 +160,28 @@ async fn document_with_a_dead_reference(
 
 /// A reference that cannot be fetched: both operations are still checked (the receipt left out
 /// of the generated bodies), each with a note naming the reference, in the terminal, the JSON
-/// report and the JUnit report (a `note` property on the operation's testsuite, and its
-/// `<system-out>` line), which stays valid against the schema.
+/// report, the JUnit report (a `note` property on the operation's testsuite, and its
+/// `<system-out>` line), which stays valid against the schema, the Markdown summary (under
+/// the operation's header) and the HTML page (listed after the operations).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reference_that_cannot_be_fetched_is_a_note_and_the_operations_still_run() {
     let reference = Reference::start(None).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (path, receipt) = document_with_a_dead_reference(&reference, dir.path()).await;
+    let (markdown, html) = (dir.path().join("report.md"), dir.path().join("report.html"));
     let (code, report, junit, terminal) = run_document(
         &reference,
         &path,
-        &["--base-url", &reference.base, "--probe", "replay-identity"],
+        &[
+            "--base-url",
+            &reference.base,
+            "--probe",
+            "replay-identity",
+            "--report-markdown",
+            markdown.to_str().unwrap(),
+            "--report-html",
+            html.to_str().unwrap(),
+        ],
     )
     .await;
     reference.stop().await.unwrap();
@@ -208,6 +219,21 @@ async fn a_reference_that_cannot_be_fetched_is_a_note_and_the_operations_still_r
         2,
         "{junit}"
     );
+    let markdown = std::fs::read_to_string(&markdown).unwrap();
+    assert_eq!(
+        markdown.matches(&format!("\n- note: {note}")).count(),
+        2,
+        "{markdown}"
+    );
+    let html = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        html.contains("<h2>Left out of request bodies</h2>"),
+        "{html}"
+    );
+    for id in ["createPayment", "createPayout"] {
+        let item = format!("<li>{id} — {}", note.replace('"', "&quot;"));
+        assert!(html.contains(&item), "{item} not in {html}");
+    }
     let file = dir.path().join("report.xml");
     std::fs::write(&file, &junit).unwrap();
     let valid = common::junit_schema::validate(&[file]);
@@ -219,13 +245,15 @@ async fn a_reference_that_cannot_be_fetched_is_a_note_and_the_operations_still_r
 }
 
 /// `stress --openapi` on an operation with a note prints the note and keeps it in its JSON
-/// (`notes`) and JUnit (`note` property) reports.
+/// (`notes`), JUnit (`note` property), Markdown (under the header) and HTML (listed after the
+/// probe) reports.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stress_reports_the_notes_of_its_operation() {
     let reference = Reference::start(None).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (path, receipt) = document_with_a_dead_reference(&reference, dir.path()).await;
     let (json, junit) = (dir.path().join("s.json"), dir.path().join("s.xml"));
+    let (markdown, html) = (dir.path().join("s.md"), dir.path().join("s.html"));
     let args = [
         "stress".to_string(),
         "--openapi".into(),
@@ -246,6 +274,10 @@ async fn stress_reports_the_notes_of_its_operation() {
         json.display().to_string(),
         "--report-junit".into(),
         junit.display().to_string(),
+        "--report-markdown".into(),
+        markdown.display().to_string(),
+        "--report-html".into(),
+        html.display().to_string(),
         "--color".into(),
         "never".into(),
     ];
@@ -273,6 +305,17 @@ async fn stress_reports_the_notes_of_its_operation() {
         note.replace('"', "&quot;")
     );
     assert!(xml.contains(&property), "{xml}");
+    let markdown = std::fs::read_to_string(&markdown).unwrap();
+    assert!(
+        markdown.contains(&format!("\n- note: {note}")),
+        "{markdown}"
+    );
+    let html = std::fs::read_to_string(&html).unwrap();
+    let item = format!(
+        "<h2>Left out of the request body</h2><ul class=\"facts\"><li>{}",
+        note.replace('"', "&quot;")
+    );
+    assert!(html.contains(&item), "{item} not in {html}");
     let valid = common::junit_schema::validate(&[junit]);
     assert!(
         valid.status.success(),
@@ -393,4 +436,37 @@ async fn stress_takes_one_operation_from_the_document() {
     assert!(out.contains("stress  PASS"), "{out}");
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["target"], format!("POST {base}/api/payouts"));
+}
+
+/// `--key-form` applies to every operation of the document as it does to a single target. The
+/// reference server takes only RFC 8941 String keys, so with `bare` every operation's
+/// pre-flight is refused, and its report says the keys went bare (without the flag they go as
+/// Strings and pass).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_key_form_applies_to_every_operation() {
+    let reference = Reference::start(None).await.unwrap();
+    let (code, report, _, terminal) = run_openapi(
+        &reference,
+        &["--key-form", "bare", "--probe", "replay-identity"],
+    )
+    .await;
+    reference.stop().await.unwrap();
+    // The probes the refused pre-flight kept from running are errors: exit 3.
+    assert_eq!(code, 3, "{terminal}");
+    let ops = report["operations"].as_array().unwrap();
+    assert_eq!(ops.len(), 2, "{terminal}");
+    for op in ops {
+        let context = op["report"]["context"].to_string();
+        assert!(
+            context.contains("keys sent bare"),
+            "{}: {context}",
+            op["operation_id"]
+        );
+        let first = &outcomes(op)[0];
+        assert_eq!(
+            (first.0.as_str(), first.1.as_str()),
+            ("first-request", "FAIL"),
+            "{terminal}"
+        );
+    }
 }

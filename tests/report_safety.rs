@@ -611,18 +611,126 @@ fn a_missing_body_file_exits_2() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/body.json"));
 }
 
-/// `{:?}` of a target description, of the connector built from it and of the operation it
-/// validates to shows no credential: not the Authorization token written into the target file
-/// (nor the file's line that its origins point at), not a `${VAR}` value standing in a
-/// command, not the password of a proxy given or taken from the environment, not a secret
-/// query parameter or tenant B's API key. What is not secret is still there to debug with.
+/// A proxy URL that does not parse is refused naming where it came from, without its
+/// credentials: neither a `--proxy` nor an `HTTPS_PROXY` password reaches the error, even one
+/// holding a `/` that ends the URL's authority early.
+#[test]
+fn a_malformed_proxy_url_is_refused_without_its_password() {
+    let cases = [
+        (
+            "--proxy",
+            "http://proxyuser:proxy-pw-1234@:3128",
+            "proxy-pw-1234",
+        ),
+        (
+            "--proxy",
+            "proxyuser:pw/slash-5678@proxy.test:3128",
+            "slash-5678",
+        ),
+        (
+            "HTTPS_PROXY",
+            "http://envuser:env-pw-9012@proxy.test:99999",
+            "env-pw-9012",
+        ),
+    ];
+    for (from, proxy, password) in cases {
+        let mut cmd = bin();
+        cmd.args(["run", "http://127.0.0.1:9/x"]);
+        for var in idem_check::http::net::PROXY_VARIABLES {
+            cmd.env_remove(var);
+        }
+        if from == "--proxy" {
+            cmd.args(["--proxy", proxy]);
+        } else {
+            cmd.env(from, proxy);
+        }
+        let o = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{from} {proxy}: {}", text(&o));
+        assert!(
+            stderr.contains(&format!("{from}: ")) && stderr.contains("is not a proxy URL"),
+            "{from} {proxy}: {stderr}"
+        );
+        assert!(!stderr.contains(password), "{from} {proxy}: {stderr}");
+        assert!(stderr.contains("[redacted]"), "{from} {proxy}: {stderr}");
+    }
+}
+
+/// Asks whether `T` implements `Debug`: see [`implements_debug`].
+struct DebugProbe<T>(std::marker::PhantomData<T>);
+
+/// The answer when `T` does not: method lookup falls back to the trait.
+trait NoDebug {
+    fn implements_debug(&self) -> bool {
+        false
+    }
+}
+
+impl<T> NoDebug for DebugProbe<T> {}
+
+impl<T: std::fmt::Debug> DebugProbe<T> {
+    /// The answer when `T` does: an inherent method wins over the trait's.
+    fn implements_debug(&self) -> bool {
+        true
+    }
+}
+
+/// Whether the type implements `Debug`, decided where the type is named (in a generic
+/// function the bound would be unknown and the answer always no).
+macro_rules! implements_debug {
+    ($t:ty) => {
+        DebugProbe::<$t>(std::marker::PhantomData).implements_debug()
+    };
+}
+
+/// The parsed command line holds what was typed: `-H` credentials, `--secret` values, proxy
+/// passwords, commands with secrets in them. None of its structs can be shown with `{:?}`, so
+/// no log line or panic message can print them; what a run shows goes through its
+/// [`TargetSpec`](idem_check::config::TargetSpec), whose `Debug` masks them.
+#[test]
+fn the_parsed_command_line_has_no_debug() {
+    use idem_check::cli::*;
+    let debug = [
+        ("Opts", implements_debug!(Opts)),
+        ("Command", implements_debug!(Command)),
+        ("RunArgs", implements_debug!(RunArgs)),
+        ("StressArgs", implements_debug!(StressArgs)),
+        ("ClientArgs", implements_debug!(ClientArgs)),
+        ("DiscoverArgs", implements_debug!(DiscoverArgs)),
+        ("InitArgs", implements_debug!(InitArgs)),
+        ("TargetArgs", implements_debug!(TargetArgs)),
+        ("ConnectionArgs", implements_debug!(ConnectionArgs)),
+        ("OpenApiArgs", implements_debug!(OpenApiArgs)),
+        ("ReportArgs", implements_debug!(ReportArgs)),
+    ];
+    let shown: Vec<&str> = debug.iter().filter(|(_, d)| *d).map(|(n, _)| *n).collect();
+    assert!(shown.is_empty(), "Debug on {shown:?}");
+    // The probe tells the two apart.
+    assert!(implements_debug!(idem_check::config::TargetSpec));
+}
+
+/// `{:?}` of a target description, of the connector built from it, of the operation it
+/// validates to and of the run's hooks and counter shows no credential: not the Authorization
+/// token written into the target file (nor the file's line that its origins point at), not a
+/// `${VAR}` value standing in a command (restart, counter, store outage), not the password of a
+/// proxy given or taken from the environment, not a secret query parameter or tenant B's API
+/// key. What is not secret is still there to debug with.
 #[test]
 fn debug_output_masks_every_secret() {
     let file = "url = \"https://api.test/p?access_token=qs-tok-1234\"\n\
                 headers = [\"Authorization: Bearer file-tok-5678\"]\n\
                 proxy = \"http://proxyuser:proxy-pass-9@127.0.0.1:3128\"\n\
-                [restart]\ncommand = \"deploy --token ${DEPLOY_TOKEN}\"\n";
-    let env = [("DEPLOY_TOKEN".to_string(), "deploy-tok-4321".to_string())].into();
+                [restart]\ncommand = \"deploy --token ${DEPLOY_TOKEN}\"\n\
+                [counter]\ncommand = \"count-payments --token ${COUNT_TOKEN}\"\n\
+                [store-outage]\ndown-command = \"store down --token ${STORE_TOKEN}\"\n\
+                up-command = \"store up --token ${STORE_TOKEN}\"\n";
+    let env = [
+        ("DEPLOY_TOKEN", "deploy-tok-4321"),
+        ("COUNT_TOKEN", "count-tok-8765"),
+        ("STORE_TOKEN", "store-tok-2468"),
+    ]
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .into();
     let mut spec = idem_check::target::parse("t.toml", file, &env, Path::new(".")).unwrap();
     spec.net.proxy_env = vec![(
         "HTTPS_PROXY".into(),
@@ -633,13 +741,20 @@ fn debug_output_masks_every_secret() {
     let config =
         idem_check::config::Config::build(spec.clone(), &common::run_options(), None).unwrap();
     let shown = format!(
-        "{spec:?}\n{:?}\n{:?}\n{:?}",
-        config.operation, config.tenant_b, config.connector
+        "{spec:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
+        config.operation,
+        config.tenant_b,
+        config.connector,
+        config.restart,
+        config.counter,
+        config.store_outage
     );
     for secret in [
         "file-tok-5678",
         "proxy-pass-9",
         "deploy-tok-4321",
+        "count-tok-8765",
+        "store-tok-2468",
         "env-pass-77",
         "qs-tok-1234",
         "tenant-b-key-55",
@@ -653,6 +768,10 @@ fn debug_output_masks_every_secret() {
         "DEPLOY_TOKEN",
         "https://api.test/p?access_token=[redacted]",
         "t.toml:2:",
+        "\"deploy --token [redacted]\"",
+        "\"count-payments --token [redacted]\"",
+        "\"store down --token [redacted]\"",
+        "\"store up --token [redacted]\"",
     ] {
         assert!(shown.contains(kept), "{kept} missing from\n{shown}");
     }

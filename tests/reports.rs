@@ -589,7 +589,7 @@ fn renderings(name: &str, report: &RunReport) -> Vec<(String, String)> {
         ),
         (
             format!("markdown/{name}.md"),
-            markdown::render(report, &as_file(Format::Markdown)),
+            markdown::render(report, &[], &as_file(Format::Markdown)),
         ),
         (
             format!("html/{name}.html"),
@@ -1066,6 +1066,7 @@ fn stress_page_matches_its_golden() {
     let page = html::render_stress(
         &run,
         &stress_view(&statuses, &released),
+        &[],
         &as_file(Format::Html),
     );
     parse_page(&page);

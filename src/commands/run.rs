@@ -8,7 +8,7 @@ use std::time::{Instant, SystemTime};
 
 use anyhow::Context as _;
 
-use super::target::{configure, openapi_targets, run_options};
+use super::target::{openapi_targets, run_options, with_target};
 use super::{finish, interrupted_in_setup, render_options, report_files, Interrupt, Result};
 use crate::cli::RunArgs;
 use crate::config::{Config, RunOptions};
@@ -26,49 +26,53 @@ pub(super) async fn run(args: RunArgs) -> Result<ExitCode> {
         return run_openapi(&args, &interrupt).await;
     }
     let files = report_files(&args.report)?;
-    let opts = RunOptions {
+    let opts = options(&args)?;
+    let done = with_target(&args.target, opts, &interrupt, async |config| {
+        let selection = probes::select(&config.suite, &args.probe, &args.skip)?;
+        let render = render_options(
+            &args.report,
+            config.secrets.clone(),
+            config.suite.header.clone(),
+        );
+        let progress = Progress::new(selection.len() as u64, std::io::stderr().is_terminal());
+        // The header and each verdict are printed as they are known; the evidence and the
+        // summary once the run is over.
+        let context = runner::context(&config);
+        progress.line(&terminal::header(
+            &config.operation.line(),
+            &config.suite.name,
+            &context,
+            &render,
+        ));
+        progress.line("");
+        let observer = ProgressObserver::new(&progress, &render);
+        let report = runner::run(config.clone(), selection, &observer, interrupt.pressed())
+            .await
+            .map_err(AppError::runtime)?;
+        progress.finish();
+        // The header printed before the run could not know what the pre-flight settled (the
+        // effect basis, the key form): the whole line again, above the evidence and the summary.
+        let text = format!(
+            "{}\n{}\n{}",
+            observer.settled(&report),
+            terminal::header_line(&report, &render),
+            terminal::render_tail(&report, &render, config.strict)
+        );
+        let code = ExitCode::for_run(&report.summary, report.interrupted);
+        finish(&text, &report, &files, &render, &args.report, code)
+    })
+    .await?;
+    Ok(done.unwrap_or_else(interrupted_in_setup))
+}
+
+/// The run options of `run`, for one target or every operation of an API description alike:
+/// the target flags' and `run`'s own (`--strict`, `--key-form`).
+fn options(args: &RunArgs) -> Result<RunOptions> {
+    Ok(RunOptions {
         strict: args.strict,
         key_form: args.key_form,
         ..run_options(&args.target)?
-    };
-    let Some((config, reference)) = configure(&args.target, opts, &interrupt).await? else {
-        return Ok(interrupted_in_setup());
-    };
-    let selection = probes::select(&config.suite, &args.probe, &args.skip)?;
-    let render = render_options(
-        &args.report,
-        config.secrets.clone(),
-        config.suite.header.clone(),
-    );
-    let progress = Progress::new(selection.len() as u64, std::io::stderr().is_terminal());
-    // The header and each verdict are printed as they are known; the evidence and the
-    // summary once the run is over.
-    let context = runner::context(&config);
-    progress.line(&terminal::header(
-        &config.operation.line(),
-        &config.suite.name,
-        &context,
-        &render,
-    ));
-    progress.line("");
-    let observer = ProgressObserver::new(&progress, &render);
-    let report = runner::run(config.clone(), selection, &observer, interrupt.pressed())
-        .await
-        .map_err(AppError::runtime)?;
-    progress.finish();
-    if let Some(r) = reference {
-        r.stop().await.map_err(AppError::runtime)?;
-    }
-    // The header printed before the run could not know what the pre-flight settled (the effect
-    // basis, the key form): the whole line again, above the evidence and the summary.
-    let text = format!(
-        "{}\n{}\n{}",
-        observer.settled(&report),
-        terminal::header_line(&report, &render),
-        terminal::render_tail(&report, &render, config.strict)
-    );
-    let code = ExitCode::for_run(&report.summary, report.interrupted);
-    finish(&text, &report, &files, &render, &args.report, code)
+    })
 }
 
 /// `run --openapi SPEC`: every selected operation, one after the other. Each discovered
@@ -83,10 +87,7 @@ async fn run_openapi(args: &RunArgs, interrupt: &Interrupt) -> Result<ExitCode> 
         return Ok(interrupted_in_setup());
     };
     let (found, targets, skipped) = loaded?;
-    let base_opts = RunOptions {
-        strict: args.strict,
-        ..run_options(&args.target)?
-    };
+    let base_opts = options(args)?;
     let mut configs = Vec::new();
     for (op, target) in targets {
         let opts = RunOptions {

@@ -3,7 +3,7 @@
 
 use std::io::IsTerminal as _;
 
-use super::target::{configure, run_options};
+use super::target::{run_options, with_target};
 use super::{finish, interrupted_in_setup, render_options, report_files, Interrupt, Result};
 use crate::cli::StressArgs;
 use crate::exit::{AppError, ExitCode};
@@ -19,35 +19,33 @@ pub(super) async fn stress(args: StressArgs) -> Result<ExitCode> {
     let interrupt = Interrupt::watch();
     let files = report_files(&args.report)?;
     let run_opts = run_options(&args.target)?;
-    let Some((config, reference)) = configure(&args.target, run_opts, &interrupt).await? else {
-        return Ok(interrupted_in_setup());
-    };
-    let render = render_options(
-        &args.report,
-        config.secrets.clone(),
-        config.suite.header.clone(),
-    );
-    let progress = Progress::for_stress(
-        args.keys as u64,
-        args.duration,
-        std::io::stderr().is_terminal(),
-    );
-    let opts = StressOptions {
-        keys: args.keys,
-        duplicates: args.duplicates,
-        concurrency: args.concurrency,
-        duration: args.duration,
-        rate: args.rate,
-    };
-    let report = crate::stress::run(config.clone(), &opts, &progress, interrupt.pressed())
-        .await
-        .map_err(AppError::runtime)?;
-    progress.finish();
-    if let Some(r) = reference {
-        r.stop().await.map_err(AppError::runtime)?;
-    }
-    let text = crate::stress::render_terminal(&report, &render);
-    let run = report.as_run_report();
-    let code = ExitCode::for_run(&run.summary, report.interrupted);
-    finish(&text, &report, &files, &render, &args.report, code)
+    let done = with_target(&args.target, run_opts, &interrupt, async |config| {
+        let render = render_options(
+            &args.report,
+            config.secrets.clone(),
+            config.suite.header.clone(),
+        );
+        let progress = Progress::for_stress(
+            args.keys as u64,
+            args.duration,
+            std::io::stderr().is_terminal(),
+        );
+        let opts = StressOptions {
+            keys: args.keys,
+            duplicates: args.duplicates,
+            concurrency: args.concurrency,
+            duration: args.duration,
+            rate: args.rate,
+        };
+        let report = crate::stress::run(config.clone(), &opts, &progress, interrupt.pressed())
+            .await
+            .map_err(AppError::runtime)?;
+        progress.finish();
+        let text = crate::stress::render_terminal(&report, &render);
+        let run = report.as_run_report();
+        let code = ExitCode::for_run(&run.summary, report.interrupted);
+        finish(&text, &report, &files, &render, &args.report, code)
+    })
+    .await?;
+    Ok(done.unwrap_or_else(interrupted_in_setup))
 }

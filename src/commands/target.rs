@@ -16,18 +16,43 @@ use crate::discover::{Discovery, Operation, Skipped};
 use crate::exit::AppError;
 use crate::reference::Reference;
 
-/// The validated config for the target the user described, starting the bundled reference
-/// server when asked (it lives as long as the returned handle); `None` when Ctrl-C came during
-/// setup, with whatever was set up stopped. A document being fetched is dropped at once; the
-/// reference server first finishes starting (it is bounded) and is then stopped, so its store
-/// is closed before its temporary folder is removed.
-pub(super) async fn configure(
+/// Runs `work` with the validated config for the target the user described, starting the
+/// bundled reference server when asked; `None` when Ctrl-C came during setup, with whatever was
+/// set up stopped: a document being fetched is dropped at once, the reference server first
+/// finishes starting (it is bounded). The reference server is stopped once `work` is done, and
+/// on every other way out too (a config it cannot take, a run that failed, a report that could
+/// not be written), so its store is closed before its temporary folder is removed: dropped
+/// without [`Reference::stop`], the removal would race the server's shutdown.
+pub(super) async fn with_target<T>(
     t: &TargetArgs,
     opts: RunOptions,
     interrupt: &Interrupt,
-) -> Result<Option<(Arc<Config>, Option<Reference>)>> {
-    let mut reference = None;
-    let mut hook: Option<Arc<dyn RestartHook>> = None;
+    work: impl AsyncFnOnce(Arc<Config>) -> Result<T>,
+) -> Result<Option<T>> {
+    let Some((target, hook, reference)) = start_target(t, interrupt).await? else {
+        return Ok(None);
+    };
+    let done = match Config::build(target, &opts, hook) {
+        Ok(config) => work(Arc::new(config)).await,
+        Err(e) => Err(e.into()),
+    };
+    let stopped = match reference {
+        Some(r) => r.stop().await.map_err(AppError::runtime),
+        None => Ok(()),
+    };
+    // What went wrong first is the error to report; a failed stop only after a good run.
+    let done = done?;
+    stopped?;
+    Ok(Some(done))
+}
+
+/// The target description the flags give, with the restart hook and the reference server it
+/// brings when it is the bundled one (started here); `None` when Ctrl-C came during setup, with
+/// the server stopped.
+async fn start_target(
+    t: &TargetArgs,
+    interrupt: &Interrupt,
+) -> Result<Option<(TargetSpec, Option<Arc<dyn RestartHook>>, Option<Reference>)>> {
     if let (Some(fault), false) = (&t.reference_fault, t.reference) {
         return Err(anyhow::anyhow!(
             "--reference-fault switches a fault on in the bundled reference server, which only \
@@ -35,6 +60,8 @@ pub(super) async fn configure(
         )
         .into());
     }
+    let mut reference = None;
+    let mut hook: Option<Arc<dyn RestartHook>> = None;
     let target = if t.reference {
         crate::target::refused_with_reference(t)?;
         let fault = t
@@ -70,11 +97,7 @@ pub(super) async fn configure(
     } else {
         crate::target::from_flags(t, &std::env::vars().collect())?
     };
-    let target = with_proxy_environment(target, t);
-    Ok(Some((
-        Arc::new(Config::build(target, &opts, hook)?),
-        reference,
-    )))
+    Ok(Some((with_proxy_environment(target, t), hook, reference)))
 }
 
 /// `target` with the environment's proxy variables, which its run's connector reads. The

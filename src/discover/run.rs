@@ -213,7 +213,7 @@ impl OpenApiReport {
         )
     }
 
-    /// The Markdown summary: each operation's, one after the other.
+    /// The Markdown summary: each operation's with its notes, one after the other.
     pub fn markdown(&self, opts: &RenderOptions) -> String {
         self.operations
             .iter()
@@ -223,7 +223,7 @@ impl OpenApiReport {
                     sanitize_line(&o.operation_id).replace('`', "'"),
                     o.method,
                     sanitize_line(&o.path).replace('`', "'"),
-                    report::markdown::render(&o.report, opts)
+                    report::markdown::render(&o.report, &o.notes, opts)
                 )
             })
             .collect::<Vec<_>>()

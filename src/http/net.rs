@@ -269,8 +269,12 @@ fn parse_proxy(text: &str, from: &str) -> anyhow::Result<Proxy> {
     } else {
         format!("http://{text}")
     };
-    let url = url::Url::parse(&with_scheme)
-        .with_context(|| format!("{from}: {text:?} is not a proxy URL (http://host:port)"))?;
+    let url = url::Url::parse(&with_scheme).with_context(|| {
+        format!(
+            "{from}: {:?} is not a proxy URL (http://host:port)",
+            quoted(text)
+        )
+    })?;
     if url.scheme() != "http" {
         bail!(
             "{from}: only http:// proxies are supported, not {}:// (https targets are still \
@@ -279,12 +283,29 @@ fn parse_proxy(text: &str, from: &str) -> anyhow::Result<Proxy> {
         );
     }
     if url.host_str().is_none() {
-        bail!("{from}: {text:?} names no proxy host");
+        bail!("{from}: {:?} names no proxy host", quoted(text));
     }
     Ok(Proxy {
         url,
         from: from.to_string(),
     })
+}
+
+/// `text`, a proxy URL as given, as an error quotes it: its credentials masked by [`mask_url`].
+/// The text may not parse, and a proxy URL has no path, so everything before its last `@` is
+/// taken as the userinfo, even a password whose `/`, `?` or `#` would end the authority early.
+fn quoted(text: &str) -> String {
+    let (scheme, rest) = match text.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), text),
+    };
+    match rest.rsplit_once('@') {
+        Some((userinfo, host)) => mask_url(&format!(
+            "{scheme}{}@{host}",
+            userinfo.replace(['/', '?', '#'], "_")
+        )),
+        None => text.to_string(),
+    }
 }
 
 /// `host` without the brackets a URL puts around an IPv6 address: what DNS, `--resolve` and a

@@ -55,8 +55,9 @@ fn md(text: &str, opts: &RenderOptions) -> String {
     out
 }
 
-/// The Markdown summary of `report` (ends with a newline).
-pub fn render(report: &RunReport, opts: &RenderOptions) -> String {
+/// The Markdown summary of `report` (ends with a newline), with the `notes` of its target (what
+/// its API description left out of the request) under the header, one item each.
+pub fn render(report: &RunReport, notes: &[String], opts: &RenderOptions) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "## idem-check · {}\n", md(&report.suite, opts));
     let mut facts = vec![
@@ -65,6 +66,12 @@ pub fn render(report: &RunReport, opts: &RenderOptions) -> String {
     ];
     facts.extend(report.context.iter().cloned());
     let _ = writeln!(out, "{}\n", md(&facts.join(" · "), opts));
+    if !notes.is_empty() {
+        for n in notes {
+            let _ = writeln!(out, "- note: {}", md(n, opts));
+        }
+        out.push('\n');
+    }
     let mut summary = summary_line(&report.summary, report.duration_ms);
     if report.interrupted {
         summary.push_str(" (interrupted: only finished probes are listed)");

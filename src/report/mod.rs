@@ -204,7 +204,7 @@ impl Reportable for RunReport {
         match format {
             Format::Junit => junit::render(self, &[], opts, self.strict),
             Format::Json => json::render(self, opts),
-            Format::Markdown => Ok(markdown::render(self, opts)),
+            Format::Markdown => Ok(markdown::render(self, &[], opts)),
             Format::Html => Ok(html::render(self, opts)),
             Format::Terminal => Ok(terminal::render(self, opts, self.strict)),
         }

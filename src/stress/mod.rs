@@ -533,7 +533,8 @@ fn failed_to_start(
 }
 
 /// A stress run's files: its own JSON (`idem-check.stress/1`), JUnit and Markdown of the
-/// one-testcase [`RunReport`] it amounts to, and an HTML page with the load drawn above it.
+/// one-testcase [`RunReport`] it amounts to, and an HTML page with the load drawn above it;
+/// every one with the notes of its operation.
 impl crate::report::Reportable for StressReport {
     fn render(
         &self,
@@ -546,10 +547,15 @@ impl crate::report::Reportable for StressReport {
             Format::Junit => {
                 crate::report::junit::render(&self.as_run_report(), &self.notes, opts, false)
             }
-            Format::Markdown => Ok(crate::report::markdown::render(&self.as_run_report(), opts)),
+            Format::Markdown => Ok(crate::report::markdown::render(
+                &self.as_run_report(),
+                &self.notes,
+                opts,
+            )),
             Format::Html => Ok(crate::report::html::render_stress(
                 &self.as_run_report(),
                 &self.html_view(),
+                &self.notes,
                 opts,
             )),
             Format::Terminal => Ok(render_terminal(self, opts)),

@@ -87,17 +87,10 @@ pub fn render_operations(
         overview: String::new(),
         notes: Vec::new(),
     };
-    for (title, lines) in notes.iter().filter(|(_, l)| !l.is_empty()) {
-        let mut out = format!(
-            "<section class=\"notes\"><h2>{}</h2><ul class=\"facts\">",
-            esc(title)
-        );
-        for n in lines {
-            let _ = writeln!(out, "<li>{}</li>", line(n, &opts.secrets));
-        }
-        out.push_str("</ul></section>\n");
-        page.notes.push(out);
-    }
+    page.notes = notes
+        .iter()
+        .filter_map(|(title, lines)| notes_section(title, lines, opts))
+        .collect();
     let sections: Vec<Section> = operations
         .iter()
         .map(|(heading, run)| Section {
@@ -108,11 +101,35 @@ pub fn render_operations(
     page.render(&sections, opts)
 }
 
-/// The page of a stress run: the load section, then its one probe.
-pub fn render_stress(run: &RunReport, view: &StressView, opts: &RenderOptions) -> String {
+/// The page of a stress run: the load section, then its one probe, then what its API
+/// description left out of the request (`notes`, as a `run --openapi` page lists them).
+pub fn render_stress(
+    run: &RunReport,
+    view: &StressView,
+    notes: &[String],
+    opts: &RenderOptions,
+) -> String {
     let mut page = Page::of_run(run, opts);
     page.overview = stress::section(view, &opts.secrets);
+    page.notes
+        .extend(notes_section("Left out of the request body", notes, opts));
     page.render(&[Section::plain(run)], opts)
+}
+
+/// The markup of a titled list after the probes; `None` when it has no line.
+fn notes_section(title: &str, lines: &[String], opts: &RenderOptions) -> Option<String> {
+    if lines.is_empty() {
+        return None;
+    }
+    let mut out = format!(
+        "<section class=\"notes\"><h2>{}</h2><ul class=\"facts\">",
+        esc(title)
+    );
+    for n in lines {
+        let _ = writeln!(out, "<li>{}</li>", line(n, &opts.secrets));
+    }
+    out.push_str("</ul></section>\n");
+    Some(out)
 }
 
 /// The page of a client run: the scenarios section, then the client checks.
