@@ -236,12 +236,7 @@ async fn a_reference_that_cannot_be_fetched_is_a_note_and_the_operations_still_r
     }
     let file = dir.path().join("report.xml");
     std::fs::write(&file, &junit).unwrap();
-    let valid = common::junit_schema::validate(&[file]);
-    assert!(
-        valid.status.success(),
-        "{}",
-        String::from_utf8_lossy(&valid.stderr)
-    );
+    common::junit_schema::assert_valid(&[file]);
 }
 
 /// `stress --openapi` on an operation with a note prints the note and keeps it in its JSON
@@ -316,12 +311,7 @@ async fn stress_reports_the_notes_of_its_operation() {
         note.replace('"', "&quot;")
     );
     assert!(html.contains(&item), "{item} not in {html}");
-    let valid = common::junit_schema::validate(&[junit]);
-    assert!(
-        valid.status.success(),
-        "{}",
-        String::from_utf8_lossy(&valid.stderr)
-    );
+    common::junit_schema::assert_valid(&[junit]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,3 +18,13 @@ pub fn validate(files: &[PathBuf]) -> std::process::Output {
             )
         })
 }
+
+/// Fails the test, with xmllint's complaint, unless every one of `files` is valid JUnit.
+pub fn assert_valid(files: &[PathBuf]) {
+    let out = validate(files);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
