@@ -21,7 +21,7 @@ use crate::http::client::Client;
 use crate::keys::{KeySyntax, FELL_BACK};
 use crate::outcome::{decide, Outcome, Stop};
 use crate::probes::{self, ProbeCtx, ProbeDef, Session};
-use crate::report::{ProbeReport, RunReport, Summary, ToolInfo, SCHEMA};
+use crate::report::{FollowsFrom, ProbeReport, RunReport, Summary, ToolInfo, SCHEMA};
 
 /// Longest a single probe may run before it is stopped and reported as ERROR.
 pub const PROBE_TIME_LIMIT: Duration = Duration::from_secs(180);
@@ -200,8 +200,9 @@ fn finish(
 /// Settles root causes once every probe has run, whatever their order: a FAIL (or WARN) without
 /// a failed critical check, one of whose prerequisites FAILs with the same symptom (every failed
 /// check of the probe shares its [`crate::check::Symptom`] with a failed check of the
-/// prerequisite), says nothing new and becomes INCONCLUSIVE naming it. A failure with another
-/// cause stays, and critical failures (a duplicated effect, a leak) always stay FAIL.
+/// prerequisite), says nothing new and becomes INCONCLUSIVE naming it, keeping the verdict it
+/// had in `follows_from` for the root causes. A failure with another cause stays, and critical
+/// failures (a duplicated effect, a leak) always stay FAIL.
 fn defer_to_prerequisites(reports: &mut [ProbeReport], defs: &[ProbeDef]) {
     let failed: Vec<&ProbeReport> = reports
         .iter()
@@ -255,6 +256,10 @@ fn defer_to_prerequisites(reports: &mut [ProbeReport], defs: &[ProbeDef]) {
         .collect();
     for (i, root) in causes {
         let report = &mut reports[i];
+        report.follows_from = Some(FollowsFrom {
+            probe: root,
+            verdict: report.outcome,
+        });
         // The prerequisite's own entry has its message; repeating it here would double every
         // line that quotes a server's body.
         report.reason = format!(
@@ -304,6 +309,7 @@ fn verdict_only(def: &ProbeDef, outcome: Outcome, reason: String) -> ProbeReport
         requirement: def.meta.requirement,
         outcome,
         reason,
+        follows_from: None,
         effect_basis: None,
         duration_ms: 0.0,
         checks: Vec::new(),
@@ -462,5 +468,58 @@ mod tests {
             "{seen:?}"
         );
         assert_eq!(seen[2].1, Outcome::Warn, "{seen:?}");
+    }
+
+    /// The root causes count each deferred verdict as what it was: escaped-key's required checks
+    /// FAIL and key-parameters' recommended ones WARN on the refusal that failed quoted-key, so
+    /// one FAIL and one WARN follow from it (not "2 other FAILs").
+    #[test]
+    fn root_causes_count_deferred_fails_and_warns_apart() {
+        use crate::check::Severity::{Recommended, Required};
+        let defs = [
+            probes::quoted_key::PROBE,
+            probes::escaped_key::PROBE,
+            probes::key_parameters::PROBE,
+        ];
+        let refused = || Symptom::Status([400].into());
+        let mut reports = vec![
+            with_checks(
+                &defs[0],
+                Outcome::Fail,
+                vec![failed_check(Required, refused())],
+            ),
+            with_checks(
+                &defs[1],
+                Outcome::Fail,
+                vec![failed_check(Required, refused())],
+            ),
+            with_checks(
+                &defs[2],
+                Outcome::Warn,
+                vec![failed_check(Recommended, refused())],
+            ),
+        ];
+        defer_to_prerequisites(&mut reports, &defs);
+        let follows: Vec<Option<FollowsFrom>> = reports.iter().map(|r| r.follows_from).collect();
+        let from = |verdict| {
+            Some(FollowsFrom {
+                probe: "quoted-key",
+                verdict,
+            })
+        };
+        assert_eq!(
+            follows,
+            [None, from(Outcome::Fail), from(Outcome::Warn)],
+            "{reports:?}"
+        );
+        assert_eq!(
+            crate::report::root_causes(&reports),
+            ["quoted-key fails: 1 other FAIL and 1 WARN follow from it"]
+        );
+        reports.truncate(2);
+        assert_eq!(
+            crate::report::root_causes(&reports),
+            ["quoted-key fails: 1 other FAIL follows from it"]
+        );
     }
 }

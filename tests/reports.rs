@@ -19,8 +19,8 @@ use idem_check::outcome::Outcome;
 use idem_check::redact::{SecretSources, Secrets};
 use idem_check::report::html::{self, Lane, LaneAttempt, LaneRun, Latency, Sameness, StressView};
 use idem_check::report::{
-    json, junit, markdown, terminal, Format, ProbeReport, RenderOptions, RunReport, Summary,
-    ToolInfo, SCHEMA,
+    json, junit, markdown, terminal, FollowsFrom, Format, ProbeReport, RenderOptions, RunReport,
+    Summary, ToolInfo, SCHEMA,
 };
 
 const SECRET: &str = "s3cr3t-token";
@@ -161,6 +161,7 @@ fn probe(id: &'static str, group: &'static str, outcome: Outcome, reason: &str) 
         requirement: "the server does what the draft says",
         outcome,
         reason: reason.into(),
+        follows_from: None,
         effect_basis: None,
         duration_ms: 0.0,
         checks: vec![],
@@ -604,6 +605,53 @@ fn mixed_report_matches_goldens() {
     for (rel, text) in renderings("mixed", &mixed()) {
         golden(&rel, &text);
     }
+}
+
+/// The root-cause line counts each deferred verdict as what it was, in every format that ends
+/// with it (terminal, Markdown, HTML), and the JSON report keeps the verdict beside the probe:
+/// quoted-key's refusal made escaped-key FAIL and key-parameters WARN.
+#[test]
+fn root_causes_count_each_deferred_verdict_as_what_it_was() {
+    let deferred = |id, verdict| {
+        let mut p = probe(
+            id,
+            "key-syntax",
+            Outcome::Inconclusive,
+            "prerequisite quoted-key failed (see its entry), so this probe's failure says nothing new: expected 2xx, got 400",
+        );
+        p.follows_from = Some(FollowsFrom {
+            probe: "quoted-key",
+            verdict,
+        });
+        p
+    };
+    let report = run(vec![
+        probe(
+            "quoted-key",
+            "key-syntax",
+            Outcome::Fail,
+            "expected 2xx, got 400",
+        ),
+        deferred("escaped-key", Outcome::Fail),
+        deferred("key-parameters", Outcome::Warn),
+    ]);
+    let line = "quoted-key fails: 1 other FAIL and 1 WARN follow from it";
+    for (rel, text) in renderings("deferred", &report) {
+        if ["terminal/", "markdown/", "html/"]
+            .iter()
+            .any(|f| rel.starts_with(f))
+        {
+            assert!(text.contains(line), "{rel}:\n{text}");
+        }
+        assert!(!text.contains("2 other FAILs"), "{rel}:\n{text}");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&json::render(&report, &as_file(Format::Json)).unwrap()).unwrap();
+    assert_eq!(
+        json["probes"][2]["follows_from"],
+        serde_json::json!({"probe": "quoted-key", "verdict": "WARN"})
+    );
+    assert!(json["probes"][0].get("follows_from").is_none());
 }
 
 /// The hostile report renders exactly as its goldens, in every format.

@@ -447,6 +447,7 @@ fn judge(p: &ClientProbe, records: &[ScenarioRecord], opts: &ClientOptions) -> O
         requirement: p.requirement,
         outcome: verdict.outcome,
         reason: verdict.reason,
+        follows_from: None,
         effect_basis: Some("resources in the fake API's store".into()),
         duration_ms: mine.iter().map(ScenarioRecord::duration_ms).sum(),
         checks: judged.checks,

@@ -845,6 +845,7 @@ mod tests {
             requirement: "must",
             outcome: Outcome::Fail,
             reason: "r".into(),
+            follows_from: None,
             effect_basis: None,
             duration_ms: 1.0,
             checks: vec![Check {

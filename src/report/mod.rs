@@ -111,6 +111,9 @@ pub struct ProbeReport {
     pub outcome: Outcome,
     /// One line: the first failed check, or why it skipped / was inconclusive / errored.
     pub reason: String,
+    /// Set when this INCONCLUSIVE was a FAIL or WARN that follows from a failed prerequisite.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub follows_from: Option<FollowsFrom>,
     /// How executions were counted ("counter GET …/count (/count)", "distinct ids at /id", "bodies").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub effect_basis: Option<String>,
@@ -128,32 +131,54 @@ impl ProbeReport {
     }
 }
 
-/// The root causes of a run, one line each, for the end of the terminal and Markdown output:
-/// every probe other FAILs were found to follow from ("replay-identity fails: 6 other FAILs
-/// follow from it"), read from the INCONCLUSIVE reasons the runner wrote when it settled them.
-pub fn root_causes(report: &RunReport) -> Vec<String> {
-    let mut counts: Vec<(&str, usize)> = Vec::new();
-    for p in &report.probes {
-        let cause = p
-            .reason
-            .strip_prefix("prerequisite ")
-            .and_then(|r| r.split_once(" failed ("))
-            .map(|(id, _)| id);
-        if let (Outcome::Inconclusive, Some(id)) = (p.outcome, cause) {
-            match counts.iter_mut().find(|(c, _)| *c == id) {
-                Some((_, n)) => *n += 1,
-                None => counts.push((id, 1)),
-            }
+/// A FAIL or WARN found to follow from a failed prerequisite: the probe is INCONCLUSIVE naming
+/// it, and this keeps which prerequisite and what the verdict was, so the run's root causes can
+/// count it as what it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FollowsFrom {
+    /// The failed prerequisite at the root of the chain.
+    pub probe: &'static str,
+    /// The probe's own verdict before it was deferred: FAIL or WARN.
+    pub verdict: Outcome,
+}
+
+/// The root causes of a run, one line each, for the end of the terminal, Markdown and HTML
+/// output: every probe other verdicts were found to follow from, with those verdicts counted as
+/// what they were ("replay-identity fails: 2 other FAILs and 1 WARN follow from it").
+pub fn root_causes(probes: &[ProbeReport]) -> Vec<String> {
+    let deferred: Vec<FollowsFrom> = probes.iter().filter_map(|p| p.follows_from).collect();
+    let mut roots: Vec<&str> = Vec::new();
+    for f in &deferred {
+        if !roots.contains(&f.probe) {
+            roots.push(f.probe);
         }
     }
-    counts
+    roots
         .into_iter()
-        .map(|(id, n)| {
-            format!(
-                "{id} fails: {n} other FAIL{} follow{} from it",
-                if n == 1 { "" } else { "s" },
-                if n == 1 { "s" } else { "" }
-            )
+        .map(|root| {
+            let count = |verdict: Option<Outcome>| {
+                deferred
+                    .iter()
+                    .filter(|f| f.probe == root && verdict.is_none_or(|v| f.verdict == v))
+                    .count()
+            };
+            let counted: Vec<String> = [Outcome::Fail, Outcome::Warn]
+                .into_iter()
+                .map(|verdict| (verdict, count(Some(verdict))))
+                .filter(|&(_, n)| n > 0)
+                .enumerate()
+                .map(|(i, (verdict, n))| {
+                    let other = if i == 0 { "other " } else { "" };
+                    let s = if n == 1 { "" } else { "s" };
+                    format!("{n} {other}{}{s}", verdict.as_str())
+                })
+                .collect();
+            let follow = if count(None) == 1 {
+                "follows"
+            } else {
+                "follow"
+            };
+            format!("{root} fails: {} {follow} from it", counted.join(" and "))
         })
         .collect()
 }

@@ -226,7 +226,7 @@ pub fn render_tail(report: &RunReport, opts: &RenderOptions, strict: bool) -> St
     };
     out.push_str(&paint(&summary, worst, opts.color));
     out.push('\n');
-    let causes = crate::report::root_causes(report);
+    let causes = crate::report::root_causes(&report.probes);
     if !causes.is_empty() {
         out.push_str("root causes:\n");
         for c in causes {
@@ -424,6 +424,7 @@ mod tests {
                 "the client never retried {}",
                 "because it waited ".repeat(20)
             ),
+            follows_from: None,
             effect_basis: None,
             duration_ms: 1.0,
             checks: vec![],

@@ -475,6 +475,7 @@ impl Aggregate {
             } else {
                 verdict.reason
             },
+            follows_from: None,
             effect_basis: Some(self.basis.clone()),
             duration_ms: 0.0,
             checks,
