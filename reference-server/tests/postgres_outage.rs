@@ -130,6 +130,8 @@ async fn a_database_crash_is_503_then_recovers_without_losing_or_doubling_paymen
         config.lease = Duration::from_secs(1);
         config
     };
+    // Each returns once it serves, so the crash below finds both replicas running: one still
+    // opening its store would fail to start instead, and reset what waited for it.
     let one = start_with(config()).await;
     let two = start_with(config()).await;
     let replicas = [one.client(), two.client()];

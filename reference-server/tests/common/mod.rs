@@ -185,7 +185,13 @@ pub async fn start_on(db: &TestDb, configure: impl FnOnce(&mut Config)) -> TestS
     start_with(config).await
 }
 
-/// Starts a server with exactly `config`.
+/// Starts a server with exactly `config` and returns once it serves.
+///
+/// `run` opens the store before it accepts a connection, and the socket listens from the
+/// moment it is bound, so a request sent earlier waits in the kernel's queue; if opening fails,
+/// `run` returns and every waiting request is reset. A test that acts on the store right away
+/// (crashes its database, say) must not race that start: the first request here is answered
+/// only once the store is open, and a server that stops instead fails the test with its error.
 pub async fn start_with(config: Config) -> TestServer {
     let db = config.db.clone();
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -194,6 +200,19 @@ pub async fn start_with(config: Config) -> TestServer {
     let task = tokio::spawn(run(listener, config, async {
         let _ = stopped.await;
     }));
+    match (Client { addr }).try_send(&Req::get("/healthz")).await {
+        Ok(resp) => assert_eq!(resp.status, 200, "{}", resp.text()),
+        // A store that failed to open ended `run`, which reset the waiting request.
+        Err(e) => {
+            let why = match tokio::time::timeout(TIMEOUT, task).await {
+                Ok(Ok(Err(e))) => format!("{e:#}"),
+                Ok(Ok(Ok(()))) => "it stopped".to_owned(),
+                Ok(Err(e)) => format!("its task failed: {e}"),
+                Err(_) => "it is still running".to_owned(),
+            };
+            panic!("the server on {db} did not answer its first request ({e}): {why}");
+        }
+    }
     TestServer {
         addr,
         db,
