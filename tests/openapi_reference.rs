@@ -137,13 +137,7 @@ async fn document_with_a_dead_reference(
     reference: &Reference,
     dir: &std::path::Path,
 ) -> (String, String) {
-    let text = reqwest::get(format!("{}/openapi.json", reference.base))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let mut doc: Value = serde_json::from_str(&text).unwrap();
+    let mut doc = common::reference_description(reference).await;
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let receipt = format!("http://{}/receipt.json", dead.local_addr().unwrap());
     drop(dead);

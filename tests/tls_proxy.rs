@@ -690,13 +690,7 @@ async fn an_api_description_is_fetched_with_the_connection_options() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_reference_is_fetched_with_the_connection_options() {
     let (pki, reference, _, port) = behind_tls(false).await;
-    let text = reqwest::get(format!("{}/openapi.json", reference.base))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut doc = common::reference_description(&reference).await;
     let remote = format!("https://api.test:{port}/openapi.json#/components/schemas/PaymentRequest");
     doc["components"]["schemas"]["PaymentRequest"] = serde_json::json!({"$ref": remote});
     let path = pki.dir.path().join("openapi.json");

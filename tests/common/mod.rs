@@ -91,3 +91,16 @@ pub fn openapi_fixture(name: &str) -> String {
         .display()
         .to_string()
 }
+
+/// The OpenAPI description `reference` serves at `/openapi.json`, parsed, for tests that edit
+/// it before handing it to the checker.
+pub async fn reference_description(reference: &Reference) -> serde_json::Value {
+    let text = reqwest::get(format!("{}/openapi.json", reference.base))
+        .await
+        .and_then(|r| r.error_for_status())
+        .expect("the reference server serves its description")
+        .text()
+        .await
+        .expect("the description arrives whole");
+    serde_json::from_str(&text).expect("the description is JSON")
+}
