@@ -627,24 +627,29 @@ fn short_help_lists_every_documented_option() {
     }
 }
 
+/// Runs the checker with `args` plus a JSON report, checks it exits 0, and returns the report.
+fn passing_json_report(args: &[&str]) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let json_arg = json.display().to_string();
+    let mut all = args.to_vec();
+    all.extend(["--report-json", &json_arg]);
+    let o = run(&all);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
 /// `--probe GROUP` runs the group; `--skip` takes an id out of it.
 #[test]
 fn probe_accepts_a_group_name() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
-    let o = run(&[
+    let report = passing_json_report(&[
         "run",
         "--reference",
         "--probe",
         "key-syntax",
         "--skip",
         "malformed-key",
-        "--report-json",
-        &json.display().to_string(),
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let ids: Vec<&str> = report["probes"]
         .as_array()
         .unwrap()
@@ -666,9 +671,7 @@ fn probe_accepts_a_group_name() {
 /// the correct server passes.
 #[test]
 fn the_reference_server_takes_the_key_header() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
-    let o = run(&[
+    let report = passing_json_report(&[
         "run",
         "--reference",
         "--key-header",
@@ -679,12 +682,7 @@ fn the_reference_server_takes_the_key_header() {
         "missing-key",
         "--probe",
         "replay-identity",
-        "--report-json",
-        &json.display().to_string(),
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let outcomes: Vec<(String, String)> = common::json_report::probe_outcomes(&report);
     assert!(
         outcomes.len() == 3 && outcomes.iter().all(|(_, o)| o == "PASS"),
