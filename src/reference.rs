@@ -89,40 +89,43 @@ impl Server {
         Ok((server, base))
     }
 
-    /// Serves on the socket and returns once the server answers. The replica starts only after
-    /// the target answers: two stores opening one new SQLite file at the same moment can fail
-    /// with "database is locked" while switching it to WAL.
+    /// Serves on the socket and returns once the server's store is open (it then accepts at
+    /// once; a request sent earlier would wait in the socket's queue). The replica starts only
+    /// after the target is ready: two stores opening one new SQLite file at the same moment can
+    /// fail with "database is locked" while switching it to WAL. A store that does not open
+    /// within [`START_TIMEOUT`] is abandoned, the half-opened instance dropped with its task.
     async fn start(&self) -> Result<()> {
         let std_listener = self
             .listener
             .try_clone()
             .context("could not share the reference server's socket")?;
-        let addr = std_listener.local_addr()?;
         let listener = tokio::net::TcpListener::from_std(std_listener)?;
         let (tx, rx) = oneshot::channel();
-        let handle = tokio::spawn(idem_reference_server::run(
+        let (ready_tx, ready) = oneshot::channel::<()>();
+        let handle = tokio::spawn(idem_reference_server::run_announcing(
             listener,
             self.config.clone(),
             async move {
                 let _ = rx.await;
             },
+            move || {
+                let _ = ready_tx.send(());
+                Ok(())
+            },
         ));
-        let deadline = tokio::time::Instant::now() + START_TIMEOUT;
-        loop {
-            if handle.is_finished() {
+        match tokio::time::timeout(START_TIMEOUT, ready).await {
+            Ok(Ok(())) => {}
+            // `run` returned before its store was open, dropping the sender.
+            Ok(Err(_)) => {
                 return match handle.await {
                     Ok(Err(e)) => Err(e.context("the reference server did not start")),
                     _ => anyhow::bail!("the reference server stopped while starting"),
-                };
+                }
             }
-            let probe = tokio::time::timeout(Duration::from_millis(200), healthz(addr)).await;
-            if matches!(probe, Ok(Ok(true))) {
-                break;
+            Err(_) => {
+                handle.abort();
+                anyhow::bail!("the reference server's store did not open within {START_TIMEOUT:?}");
             }
-            if tokio::time::Instant::now() >= deadline {
-                anyhow::bail!("the reference server did not answer within {START_TIMEOUT:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
         }
         *self.running.lock().await = Some((tx, handle));
         Ok(())
@@ -140,20 +143,8 @@ impl Server {
     }
 }
 
-/// How long an instance may take to answer its first request.
+/// How long an instance's store may take to open.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// One `GET /healthz`; whether it answered 200.
-async fn healthz(addr: std::net::SocketAddr) -> std::io::Result<bool> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await?;
-    stream
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: reference\r\nConnection: close\r\n\r\n")
-        .await?;
-    let mut head = [0u8; 12];
-    stream.read_exact(&mut head).await?;
-    Ok(&head == b"HTTP/1.1 200")
-}
 
 impl Reference {
     /// Starts the reference server and its replica with a temporary SQLite database,

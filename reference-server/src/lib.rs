@@ -53,5 +53,19 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    server::run(listener, config, shutdown).await
+    server::run(listener, config, shutdown, || Ok(())).await
+}
+
+/// [`run`], calling `ready` once the store is open, right before the first connection is
+/// accepted: the moment to announce the address, or to let a caller go on. Announced earlier, a
+/// server whose store then fails to open would have invited requests only to reset them, and a
+/// caller would have to poll to learn that it serves. An error from `ready` closes the store
+/// and is returned.
+pub async fn run_announcing(
+    listener: tokio::net::TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    ready: impl FnOnce() -> anyhow::Result<()> + Send,
+) -> anyhow::Result<()> {
+    server::run(listener, config, shutdown, ready).await
 }

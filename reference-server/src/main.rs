@@ -16,7 +16,7 @@ use idem_reference_server::{Config, DbLocation, Fault, Tenant};
 ///
 /// Serves POST /api/payments and POST /api/payouts (idempotent), GET /api/payments/{id},
 /// GET /api/payments/count (the effect counter), GET /healthz and GET /openapi.json (its OpenAPI
-/// description). Prints `listening on http://ADDR` on stdout once it accepts connections.
+/// description). Prints `listening on http://ADDR` on stdout once its store is open and it accepts connections.
 #[derive(Debug, Parser)]
 #[command(version, max_term_width = 98)]
 struct Opts {
@@ -145,10 +145,13 @@ async fn serve(listen: SocketAddr, config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {listen}"))?;
     let addr = listener.local_addr().context("reading the bound address")?;
-    let mut stdout = std::io::stdout();
-    writeln!(stdout, "listening on http://{addr}").context("writing to stdout")?;
-    stdout.flush().context("flushing stdout")?;
-    idem_reference_server::run(listener, config, shutdown).await
+    // Printed once the store is open: whoever waits for this line may send at once.
+    let announce = move || {
+        let mut stdout = std::io::stdout();
+        writeln!(stdout, "listening on http://{addr}").context("writing to stdout")?;
+        stdout.flush().context("flushing stdout")
+    };
+    idem_reference_server::run_announcing(listener, config, shutdown, announce).await
 }
 
 /// Ctrl-C or SIGTERM: stop accepting, drain, close the store.

@@ -21,16 +21,23 @@ use crate::store;
 /// How often expired records are deleted, at most.
 const PURGE_EVERY: Duration = Duration::from_secs(60);
 
-/// See [`crate::run`].
+/// See [`crate::run`] and [`crate::run_announcing`].
 pub(crate) async fn run(
     listener: TcpListener,
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    ready: impl FnOnce() -> anyhow::Result<()> + Send,
 ) -> anyhow::Result<()> {
     config.validate().context("invalid configuration")?;
     let store = store::open(&config)
         .await
         .with_context(|| format!("opening the store {}", config.db))?;
+    if let Err(e) = ready() {
+        if let Err(closing) = store.close().await {
+            tracing::warn!(cause = %format!("{closing:#}"), "closing the store failed");
+        }
+        return Err(e);
+    }
     let tasks = TaskTracker::new();
     let behaviour = Behaviour::new(config.fault, Duration::from_micros(config.race_window_us));
     let app = Arc::new(App {

@@ -92,7 +92,7 @@ async fn prints_its_address_and_stops_cleanly_on_sigterm() {
         .strip_prefix("listening on http://127.0.0.1:")
         .unwrap_or_else(|| panic!("first line {line:?}"));
     assert!(addr.parse::<u16>().is_ok_and(|port| port != 0), "{line:?}");
-    // Once it answers, the store is open (run() opens it before serving).
+    // The address is printed once the store is open.
     let mut conn = tokio::net::TcpStream::connect(format!("127.0.0.1:{addr}"))
         .await
         .expect("connect");
@@ -111,7 +111,7 @@ async fn prints_its_address_and_stops_cleanly_on_sigterm() {
     );
 }
 
-/// A SIGTERM that arrives as soon as the address is printed (before the store is open or any
+/// A SIGTERM that arrives as soon as the address is printed (before any
 /// request answered) still drains and exits 0: the handlers are installed before the address
 /// is printed, not when the accept loop first gets to them.
 #[tokio::test]
@@ -121,4 +121,24 @@ async fn sigterm_right_after_the_address_still_exits_cleanly() {
     assert!(line.starts_with("listening on "), "{line:?}");
     let status = terminate(&mut child).await;
     assert!(status.success(), "{status:?}");
+}
+
+/// The address is printed only once the store is open: a store that cannot be opened ends the
+/// server with its error and no `listening on` line, so nobody waiting for that line sends
+/// requests that would be reset.
+#[test]
+fn a_store_that_cannot_open_is_never_announced() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("no-such-folder").join("x.db");
+    let out = Command::new(BIN)
+        .args(["--listen", "127.0.0.1:0", "--db"])
+        .arg(&db)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the binary");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stdout.contains("listening on"), "{stdout}");
+    assert!(stderr.contains("opening the store"), "{stderr}");
 }

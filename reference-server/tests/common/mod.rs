@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use idem_reference_server::{run, Config, DbLocation};
+use idem_reference_server::{run_announcing, Config, DbLocation};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
@@ -185,33 +185,38 @@ pub async fn start_on(db: &TestDb, configure: impl FnOnce(&mut Config)) -> TestS
     start_with(config).await
 }
 
-/// Starts a server with exactly `config` and returns once it serves.
-///
-/// `run` opens the store before it accepts a connection, and the socket listens from the
-/// moment it is bound, so a request sent earlier waits in the kernel's queue; if opening fails,
-/// `run` returns and every waiting request is reset. A test that acts on the store right away
-/// (crashes its database, say) must not race that start: the first request here is answered
-/// only once the store is open, and a server that stops instead fails the test with its error.
+/// Starts a server with exactly `config` and returns once it serves: once `run` says its
+/// store is open. A test that acts on the store right away (crashes its database, say) must not
+/// race that start; a server that stops instead fails the test with its error.
 pub async fn start_with(config: Config) -> TestServer {
     let db = config.db.clone();
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("local addr");
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(run(listener, config, async {
-        let _ = stopped.await;
-    }));
-    match (Client { addr }).try_send(&Req::get("/healthz")).await {
-        Ok(resp) => assert_eq!(resp.status, 200, "{}", resp.text()),
-        // A store that failed to open ended `run`, which reset the waiting request.
-        Err(e) => {
-            let why = match tokio::time::timeout(TIMEOUT, task).await {
-                Ok(Ok(Err(e))) => format!("{e:#}"),
-                Ok(Ok(Ok(()))) => "it stopped".to_owned(),
-                Ok(Err(e)) => format!("its task failed: {e}"),
-                Err(_) => "it is still running".to_owned(),
+    let (ready_tx, ready) = oneshot::channel::<()>();
+    let task = tokio::spawn(run_announcing(
+        listener,
+        config,
+        async {
+            let _ = stopped.await;
+        },
+        move || {
+            let _ = ready_tx.send(());
+            Ok(())
+        },
+    ));
+    match tokio::time::timeout(TIMEOUT, ready).await {
+        Ok(Ok(())) => {}
+        // `run` returned before its store was open.
+        Ok(Err(_)) => {
+            let why = match task.await {
+                Ok(Err(e)) => format!("{e:#}"),
+                Ok(Ok(())) => "it stopped".to_owned(),
+                Err(e) => format!("its task failed: {e}"),
             };
-            panic!("the server on {db} did not answer its first request ({e}): {why}");
+            panic!("the server on {db} did not start: {why}");
         }
+        Err(_) => panic!("the store {db} did not open within {TIMEOUT:?}"),
     }
     TestServer {
         addr,
