@@ -418,70 +418,12 @@ fn fine_timer_slack() {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use tokio::sync::Semaphore;
+    use std::sync::atomic::Ordering;
 
     use super::*;
     use crate::clock::SystemClock;
     use crate::config::{Config, DbLocation};
-    use crate::payments::PaymentRecord;
-    use crate::store::{Lookup, StoreFuture};
-
-    /// A store that counts claims and holds each one until the test lets it through.
-    #[derive(Debug)]
-    struct Gated {
-        inner: Arc<dyn Store>,
-        claims: AtomicUsize,
-        gate: Semaphore,
-    }
-
-    impl Store for Gated {
-        fn claim<'a>(
-            &'a self,
-            scope: &'a Scope,
-            fingerprint: &'a str,
-            take_over: TakeOver,
-        ) -> StoreFuture<'a, Claimed> {
-            self.claims.fetch_add(1, Ordering::SeqCst);
-            Box::pin(async move {
-                self.gate.acquire().await?.forget();
-                self.inner.claim(scope, fingerprint, take_over).await
-            })
-        }
-        fn heartbeat<'a>(&'a self, scope: &'a Scope, owner: &'a Owner) -> StoreFuture<'a, bool> {
-            self.inner.heartbeat(scope, owner)
-        }
-        fn complete(&self, finish: Finish) -> StoreFuture<'_, Completion> {
-            self.inner.complete(finish)
-        }
-        fn lookup<'a>(&'a self, scope: &'a Scope) -> StoreFuture<'a, Lookup> {
-            self.inner.lookup(scope)
-        }
-        fn release<'a>(&'a self, scope: &'a Scope, owner: &'a Owner) -> StoreFuture<'a, bool> {
-            self.inner.release(scope, owner)
-        }
-        fn forget<'a>(&'a self, scope: &'a Scope) -> StoreFuture<'a, bool> {
-            self.inner.forget(scope)
-        }
-        fn purge(&self) -> StoreFuture<'_, u64> {
-            self.inner.purge()
-        }
-        fn count<'a>(&'a self, tenant: &'a str, operation: &'a str) -> StoreFuture<'a, u64> {
-            self.inner.count(tenant, operation)
-        }
-        fn payment<'a>(
-            &'a self,
-            tenant: &'a str,
-            operation: &'a str,
-            id: &'a str,
-        ) -> StoreFuture<'a, Option<PaymentRecord>> {
-            self.inner.payment(tenant, operation, id)
-        }
-        fn close(&self) -> StoreFuture<'_, ()> {
-            self.inner.close()
-        }
-    }
+    use crate::store::gated::Gated;
 
     /// Six duplicates arrive while the first claim is at the store: one store claim is made,
     /// the first acquires, the same payload is 409 and another payload 422, as the store would
@@ -489,11 +431,7 @@ mod tests {
     #[tokio::test]
     async fn duplicates_of_a_claim_at_the_store_wait_for_it_instead_of_claiming() {
         let config = Config::new(DbLocation::Memory);
-        let store = Arc::new(Gated {
-            inner: crate::store::open(&config).await.unwrap(),
-            claims: AtomicUsize::new(0),
-            gate: Semaphore::new(0),
-        });
+        let store = Arc::new(Gated::new(crate::store::open(&config).await.unwrap()));
         let claims = Claims::new(
             store.clone(),
             &Behaviour::correct(),

@@ -498,7 +498,9 @@ impl Claim {
 }
 
 /// Runs `work` while renewing the owner's lease every `lease / 3`, so that a slow but alive
-/// owner keeps its claim and only a dead one (no more heartbeats) can be taken over.
+/// owner keeps its claim and only a dead one (no more heartbeats) can be taken over. The
+/// heartbeats run beside the work, never in its way: a heartbeat statement the store is slow
+/// to answer delays the next heartbeat, not the payment.
 async fn with_heartbeat<F: Future>(
     store: &dyn Store,
     scope: &Scope,
@@ -506,18 +508,28 @@ async fn with_heartbeat<F: Future>(
     lease: Duration,
     work: F,
 ) -> F::Output {
+    tokio::select! {
+        output = work => output,
+        never = heartbeats(store, scope, owner, lease) => match never {},
+    }
+}
+
+/// Renews the owner's lease every `lease / 3`, for as long as it is polled.
+async fn heartbeats(
+    store: &dyn Store,
+    scope: &Scope,
+    owner: &Owner,
+    lease: Duration,
+) -> std::convert::Infallible {
     let period = lease / 3;
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(work);
     loop {
-        tokio::select! {
-            output = &mut work => return output,
-            _ = ticker.tick() => match store.heartbeat(scope, owner).await {
-                Ok(true) => {}
-                Ok(false) => tracing::warn!(key = %mask(&scope.key), "heartbeat found the claim gone"),
-                Err(e) => tracing::warn!(cause = %format!("{e:#}"), "heartbeat failed"),
-            },
+        ticker.tick().await;
+        match store.heartbeat(scope, owner).await {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(key = %mask(&scope.key), "heartbeat found the claim gone"),
+            Err(e) => tracing::warn!(cause = %format!("{e:#}"), "heartbeat failed"),
         }
     }
 }
@@ -615,5 +627,37 @@ fn stored_problem(problem: &Problem, style: ErrorStyle) -> StoredResponse {
         content_type: content_type.to_owned(),
         location: None,
         body: body.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, DbLocation};
+    use crate::store::gated::Gated;
+
+    /// A heartbeat the store never answers does not hold the work up: the work ends on its own
+    /// time. (When the heartbeat was awaited in the work's place, the work waited for it.)
+    #[tokio::test]
+    async fn a_stuck_heartbeat_does_not_stop_the_work() {
+        let config = Config::new(DbLocation::Memory);
+        let store = Gated::new(crate::store::open(&config).await.unwrap());
+        let scope = Scope {
+            tenant: "a".into(),
+            operation: "payments".into(),
+            key: "k".into(),
+        };
+        let lease = Duration::from_millis(30);
+        // The first heartbeat starts after 10 ms and never returns; the work needs 30 ms.
+        let work = async {
+            tokio::time::sleep(lease).await;
+            "done"
+        };
+        let ended = tokio::time::timeout(
+            Duration::from_secs(10),
+            with_heartbeat(&store, &scope, &Owner::new(), lease, work),
+        )
+        .await;
+        assert_eq!(ended, Ok("done"));
     }
 }

@@ -12,6 +12,8 @@
 //! - `postgres`: a PostgreSQL database shared by any number of replicas; every operation is one
 //!   statement (its own transaction), pipelined over a fixed set of connections per replica.
 
+#[cfg(test)]
+pub(crate) mod gated;
 mod postgres;
 mod sqlite;
 mod tables;
