@@ -412,7 +412,7 @@ impl Store for PgStore {
 
     fn close(&self) -> StoreFuture<'_, ()> {
         Box::pin(async move {
-            self.pool.close().await;
+            self.pool.close();
             Ok(())
         })
     }
