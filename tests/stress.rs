@@ -95,6 +95,47 @@ async fn exactly_once_holds_on_the_reference_server() {
     );
 }
 
+/// With `--http2` every request of a key goes over HTTP/2 (h2c here), its late retries too: a
+/// server asked for that way may speak nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_carries_the_late_retries_too() {
+    let reference = Reference::start(None)
+        .await
+        .expect("reference server starts");
+    let mut target = reference.target();
+    target.http2 = true;
+    let opts = StressOptions {
+        keys: 20,
+        duplicates: DUPLICATES,
+        concurrency: CONCURRENCY,
+        duration: Duration::from_secs(60),
+        rate: None,
+    };
+    let r = common::stress::stress_reference_as(reference, target, &opts).await;
+    assert_eq!(r.result.outcome, Outcome::Pass, "{}", r.result.reason);
+    assert_eq!(r.requests, (20 * DUPLICATES) as u64);
+    let versions: Vec<(&str, Option<&str>)> = r
+        .result
+        .exchanges
+        .iter()
+        .filter(|e| e.role.contains("burst") || e.role.contains("late retry"))
+        .map(|e| {
+            (
+                e.role.as_str(),
+                e.response.as_ref().map(|r| r.version.as_str()),
+            )
+        })
+        .collect();
+    assert!(
+        versions.iter().any(|(role, _)| role.contains("late retry")),
+        "{versions:?}"
+    );
+    assert!(
+        versions.iter().all(|(_, v)| *v == Some("HTTP/2")),
+        "{versions:?}"
+    );
+}
+
 /// `--rate` caps the run: key i starts no earlier than i × D / rate seconds in, so the run lasts
 /// at least until the last key started and its own report shows at most the cap (a slow
 /// machine only lowers the rate; nothing here depends on how fast the server answers).

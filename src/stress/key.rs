@@ -58,7 +58,8 @@ impl KeyOutcome {
 /// extra executions.
 ///
 /// HTTP/1.1 bursts are staged on kept-alive connections from `pool`, and the late retries go on
-/// them too; an HTTP/2 burst opens its own connection (see [`h2burst::burst_for_target`]).
+/// them too; an HTTP/2 burst opens its own connection (see [`h2burst::burst_for_target`]), and
+/// so does each late retry to an origin bursts reach over HTTP/2.
 pub async fn exercise(
     config: &Config,
     pool: &Pool,
@@ -81,6 +82,12 @@ pub async fn exercise(
         .map(|url| h1::prepare(url, &op.method, headers.clone(), body.clone()))
         .collect();
     let nth = |i: usize| sent[i % sent.len()].clone();
+    // A request goes over HTTP/2 wherever the burst to its origin does, late retries included:
+    // a server asked for with --http2 may speak nothing else.
+    let over_http1: Vec<bool> = std::iter::once(&op.url)
+        .chain(&config.replicas)
+        .map(|url| h2burst::bursts_over_http1(&config.connector, url, config.http2))
+        .collect();
     // An HTTP/1.1 burst has a connection per request, so it can span origins; an HTTP/2 burst
     // is one connection to one origin, so there only the late retries are spread.
     let spread_burst = op.url.scheme() == "http" && !config.http2;
@@ -96,7 +103,7 @@ pub async fn exercise(
     };
     let mut raws: Vec<(String, SentRequest, RawResponse)> = Vec::with_capacity(burst_size + late);
     let mut release = None;
-    let burst_report = if h2burst::bursts_over_http1(&config.connector, &op.url, config.http2) {
+    let burst_report = if over_http1[0] {
         pool.burst(&burst, &opts).await
     } else {
         h2burst::burst_for_target(&config.connector, &burst, &opts, config.http2).await
@@ -126,14 +133,54 @@ pub async fn exercise(
     }
     burst_answered();
     for i in 1..=late {
-        let retry = nth(burst_size + i - 1);
-        let r = pool.send(&retry, config.timeout, STRESS_MAX_BODY).await;
-        raws.push((format!("late retry {i}/{late}"), retry, r));
+        let target = (burst_size + i - 1) % sent.len();
+        let (sent_as, r) = if over_http1[target] {
+            let r = pool
+                .send(&sent[target], config.timeout, STRESS_MAX_BODY)
+                .await;
+            (sent[target].clone(), r)
+        } else {
+            alone_over_http2(config, &sent[target], &opts).await
+        };
+        raws.push((format!("late retry {i}/{late}"), sent_as, r));
     }
     let exchanges = number(t0, raws);
     KeyOutcome {
         release,
         ..judge(config, key, exchanges)
+    }
+}
+
+/// One request over HTTP/2, as a burst of one (a connection of its own), with the fields as
+/// HTTP/2 sent them; an `https` server that picks HTTP/1.1 gets it over HTTP/1.1 instead.
+async fn alone_over_http2(
+    config: &Config,
+    request: &SentRequest,
+    opts: &BurstOptions,
+) -> (SentRequest, RawResponse) {
+    let started = Instant::now();
+    let report = h2burst::burst_for_target(
+        &config.connector,
+        std::slice::from_ref(request),
+        opts,
+        config.http2,
+    )
+    .await;
+    match report {
+        Ok(report) => match (
+            report.requests.into_iter().next(),
+            report.responses.into_iter().next(),
+        ) {
+            (Some(sent), Some(response)) => (sent, response),
+            _ => (
+                request.clone(),
+                RawResponse::ended_now(started, Err("the request was not sent".into())),
+            ),
+        },
+        Err(e) => (
+            request.clone(),
+            RawResponse::ended_now(started, Err(format!("{e:#}"))),
+        ),
     }
 }
 
