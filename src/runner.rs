@@ -262,8 +262,13 @@ fn defer_to_prerequisites(reports: &mut [ProbeReport], defs: &[ProbeDef]) {
         });
         // The prerequisite's own entry has its message; repeating it here would double every
         // line that quotes a server's body.
+        let what = if report.outcome == Outcome::Warn {
+            "warning"
+        } else {
+            "failure"
+        };
         report.reason = format!(
-            "prerequisite {root} failed (see its entry), so this probe's failure says nothing new: {}",
+            "prerequisite {root} failed (see its entry), so this probe's {what} says nothing new: {}",
             report.reason
         );
         report.outcome = Outcome::Inconclusive;
@@ -515,6 +520,19 @@ mod tests {
         assert_eq!(
             crate::report::root_causes(&reports),
             ["quoted-key fails: 1 other FAIL and 1 WARN follow from it"]
+        );
+        // Each deferred reason names what it had been.
+        assert!(
+            reports[1]
+                .reason
+                .contains("this probe's failure says nothing new"),
+            "{reports:?}"
+        );
+        assert!(
+            reports[2]
+                .reason
+                .contains("this probe's warning says nothing new"),
+            "{reports:?}"
         );
         reports.truncate(2);
         assert_eq!(
