@@ -11,6 +11,7 @@ use common::tls::{test_acceptor, trusting_test_cert};
 use idem_check::config::Config;
 use idem_check::http::burst::BurstOptions;
 use idem_check::http::exchange::{Header, SentRequest};
+use idem_check::http::pool::Pool;
 use idem_check::http::{h1, h2burst, Connector};
 use idem_check::outcome::Outcome;
 use idem_check::reference::Reference;
@@ -274,4 +275,119 @@ async fn tls_without_h2_falls_back_or_says_why() {
     let forced = h2burst::burst(&connector, &reqs, &opts()).await.unwrap();
     let err = forced.responses[0].result.as_ref().unwrap_err();
     assert!(err.contains("picked HTTP/1.1 in ALPN"), "{err}");
+}
+
+/// An h2c server that answers every stream 200 once its body is in, counting the connections
+/// it accepted; the first connection is dropped when `close_first` fires, and `first_closed`
+/// says when it has been.
+fn h2c_server(
+    close_first: tokio::sync::oneshot::Receiver<()>,
+    first_closed: tokio::sync::oneshot::Sender<()>,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://{}/p", listener.local_addr().unwrap());
+    let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        let listener = TcpListener::from_std(listener).unwrap();
+        let mut close_first = Some((close_first, first_closed));
+        while let Ok(Ok((tcp, _))) = tokio::time::timeout(LIMIT, listener.accept()).await {
+            count.fetch_add(1, Ordering::SeqCst);
+            let mut close = close_first.take();
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                    return;
+                };
+                loop {
+                    let stop = async {
+                        match close.as_mut() {
+                            Some((signal, _)) => {
+                                let _ = signal.await;
+                            }
+                            None => std::future::pending().await,
+                        }
+                    };
+                    let next = tokio::select! {
+                        next = conn.accept() => next,
+                        () = stop => break,
+                    };
+                    let Some(Ok((req, mut respond))) = next else {
+                        break;
+                    };
+                    tokio::spawn(async move {
+                        let mut body = req.into_body();
+                        while let Some(Ok(chunk)) = body.data().await {
+                            let _ = body.flow_control().release_capacity(chunk.len());
+                        }
+                        let resp = http::Response::builder().status(200).body(()).unwrap();
+                        let _ = respond.send_response(resp, true);
+                    });
+                }
+                drop(conn);
+                if let Some((_, closed)) = close {
+                    let _ = closed.send(());
+                }
+            });
+        }
+    });
+    (url, accepted)
+}
+
+/// HTTP/2 bursts through the pool keep their connection: three bursts, one connection, every
+/// stream answered over HTTP/2 (the stream ids of each burst follow the last one's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pooled_h2_bursts_share_one_connection() {
+    let (_close, close_rx) = tokio::sync::oneshot::channel();
+    let (closed_tx, _closed) = tokio::sync::oneshot::channel();
+    let (url, accepted) = h2c_server(close_rx, closed_tx);
+    let pool = Pool::new(Default::default(), 4);
+    for round in 0..3 {
+        let reqs: Vec<SentRequest> = (0..4)
+            .map(|i| payment(&url, &format!("key-{round}-{i}"), "t"))
+            .collect();
+        let report = pool.burst_for_target(&reqs, &opts(), true).await.unwrap();
+        for r in &report.responses {
+            let resp = r.result.as_ref().unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!((resp.status, resp.version.as_str()), (200, "HTTP/2"));
+        }
+    }
+    assert_eq!(pool.opened(), 1);
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+/// A kept HTTP/2 connection the server dropped while it was idle carries nothing: the next
+/// burst runs on a new connection, and every stream is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_h2_connection_the_server_dropped_is_replaced() {
+    let (close, close_rx) = tokio::sync::oneshot::channel();
+    let (closed_tx, closed) = tokio::sync::oneshot::channel();
+    let (url, accepted) = h2c_server(close_rx, closed_tx);
+    let pool = Pool::new(Default::default(), 4);
+    let burst = |round: usize| -> Vec<SentRequest> {
+        (0..3)
+            .map(|i| payment(&url, &format!("key-{round}-{i}"), "t"))
+            .collect()
+    };
+    let first = pool
+        .burst_for_target(&burst(0), &opts(), true)
+        .await
+        .unwrap();
+    assert!(first.responses.iter().all(|r| r.result.is_ok()));
+    close.send(()).unwrap();
+    tokio::time::timeout(LIMIT, closed)
+        .await
+        .expect("the server drops its first connection")
+        .unwrap();
+    let second = pool
+        .burst_for_target(&burst(1), &opts(), true)
+        .await
+        .unwrap();
+    for r in &second.responses {
+        let resp = r.result.as_ref().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((resp.status, resp.version.as_str()), (200, "HTTP/2"));
+    }
+    assert_eq!(pool.opened(), 2);
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
 }

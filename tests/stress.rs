@@ -134,6 +134,14 @@ async fn http2_carries_the_late_retries_too() {
         versions.iter().all(|(_, v)| *v == Some("HTTP/2")),
         "{versions:?}"
     );
+    // HTTP/2 connections are kept too: each key uses one at a time (its burst, then its late
+    // retries, to the target or its replica), so no origin needs more than there are keys,
+    // where a connection per burst and per late retry opened three per key.
+    assert!(
+        r.connections_opened <= 2 * 20,
+        "{} connections for 20 keys",
+        r.connections_opened
+    );
 }
 
 /// `--rate` caps the run: key i starts no earlier than i × D / rate seconds in, so the run lasts

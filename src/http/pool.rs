@@ -8,8 +8,14 @@
 //! bytes nobody asked for, when it is taken is dropped and the next one taken or a new one
 //! opened, so a connection the server has given up on never carries a request.
 //!
-//! The pool holds at most `max_idle` idle connections per origin; how many are open at once is
-//! bounded by the caller, which takes one per request in flight.
+//! HTTP/2 bursts ([`Pool::burst_for_target`]) are kept the same way: each burst takes one
+//! idle HTTP/2 connection to its origin (or opens one) and gives it back when every stream was
+//! answered and the server did not say GOAWAY. A burst on a kept connection that released
+//! nothing (the server had closed it, or said GOAWAY, while it was idle) runs again on a new
+//! connection: no request of it was complete, so none can have been processed.
+//!
+//! The pool holds at most `max_idle` idle connections per origin and protocol; how many are
+//! open at once is bounded by the caller, which takes one per request in flight.
 
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
@@ -24,6 +30,7 @@ use super::burst::{self, BurstOptions, BurstReport, Open, Wires};
 use super::connection::{Connector, Stream};
 use super::exchange::SentRequest;
 use super::h1;
+use super::h2burst;
 use super::raw::{self, RawResponse};
 
 /// Idle kept-alive connections by origin, how many were opened, and the quickest connect.
@@ -31,6 +38,8 @@ pub struct Pool {
     /// How new connections are opened.
     connector: Arc<Connector>,
     idle: Mutex<HashMap<url::Origin, Vec<Idle>>>,
+    /// Idle HTTP/2 connections, each ready for its next burst.
+    idle_h2: Mutex<HashMap<url::Origin, Vec<h2burst::Conn>>>,
     max_idle: usize,
     opened: AtomicU64,
     /// The shortest time any connection took to open, in µs: the round-trip estimate a burst's
@@ -54,6 +63,7 @@ impl Pool {
         Pool {
             connector,
             idle: Mutex::new(HashMap::new()),
+            idle_h2: Mutex::new(HashMap::new()),
             max_idle: max_idle.max(1),
             opened: AtomicU64::new(0),
             quickest_connect_us: AtomicU64::new(u64::MAX),
@@ -116,6 +126,83 @@ impl Pool {
         Ok(report)
     }
 
+    /// A synchronised burst with the tightest technique the target allows (see
+    /// [`h2burst::burst_for_target`]), on kept-alive connections: HTTP/1.1 ones
+    /// ([`Pool::burst`]), or one HTTP/2 connection, kept for the next burst to the origin.
+    pub async fn burst_for_target(
+        &self,
+        reqs: &[SentRequest],
+        opts: &BurstOptions,
+        http2: bool,
+    ) -> anyhow::Result<BurstReport> {
+        let Some(first) = reqs.first() else {
+            return self.burst(reqs, opts).await;
+        };
+        let url = h1::parse_url(first).map_err(anyhow::Error::msg)?;
+        if h2burst::bursts_over_http1(&self.connector, &url, http2) {
+            return self.burst(reqs, opts).await;
+        }
+        if let Some(mut conn) = self.take_h2(&url) {
+            let begin = Instant::now();
+            let (report, reusable) =
+                h2burst::run_on_conn(&self.connector, reqs, &url, opts, &mut conn, begin).await?;
+            if report.responses.iter().any(|r| r.released.is_some()) {
+                if reusable {
+                    self.put_h2(&url, conn);
+                }
+                return Ok(report);
+            }
+        }
+        let begin = Instant::now();
+        match self
+            .connector
+            .connect_h2(&url, begin + opts.timeout, opts.timeout)
+            .await
+        {
+            Ok((stream, true)) => {
+                self.opened.fetch_add(1, Ordering::Relaxed);
+                let mut conn = h2burst::Conn::new(stream);
+                let (report, reusable) =
+                    h2burst::run_on_conn(&self.connector, reqs, &url, opts, &mut conn, begin)
+                        .await?;
+                if reusable {
+                    self.put_h2(&url, conn);
+                }
+                Ok(report)
+            }
+            // An https server that picked HTTP/1.1 in ALPN: remembered, and this burst and the
+            // next ones to it go over HTTP/1.1.
+            Ok((_, false)) => {
+                self.connector.remember_http1(&url);
+                self.burst(reqs, opts).await
+            }
+            Err(e) => Ok(h2burst::failed(reqs, begin, &e)),
+        }
+    }
+
+    /// An idle HTTP/2 connection to `url`'s origin that the server has not closed.
+    fn take_h2(&self, url: &url::Url) -> Option<h2burst::Conn> {
+        let origin = url.origin();
+        let mut idle = self.idle_h2.lock().unwrap_or_else(PoisonError::into_inner);
+        let list = idle.get_mut(&origin)?;
+        // Bounded by the idle connections there were: nothing is put back in this loop.
+        while let Some(conn) = list.pop() {
+            // Bytes waiting are frames (a PING, SETTINGS, a GOAWAY), read when the burst runs.
+            if !closed(conn.socket()) {
+                return Some(conn);
+            }
+        }
+        None
+    }
+
+    fn put_h2(&self, url: &url::Url, conn: h2burst::Conn) {
+        let mut idle = self.idle_h2.lock().unwrap_or_else(PoisonError::into_inner);
+        let list = idle.entry(url.origin()).or_default();
+        if list.len() < self.max_idle {
+            list.push(conn);
+        }
+    }
+
     /// An idle connection to `url`'s origin that is still open, or a new one.
     async fn take(
         &self,
@@ -171,6 +258,15 @@ fn still_open(stream: &Stream) -> bool {
         SockRef::from(stream.tcp()).peek(&mut byte),
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
     )
+}
+
+/// Whether the server ended an idle connection: end of stream or an error waiting to be read.
+fn closed(stream: &Stream) -> bool {
+    let mut byte = [MaybeUninit::<u8>::uninit(); 1];
+    match SockRef::from(stream.tcp()).peek(&mut byte) {
+        Ok(n) => n == 0,
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    }
 }
 
 #[cfg(test)]

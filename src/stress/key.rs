@@ -57,9 +57,9 @@ impl KeyOutcome {
 /// duplicate `i` goes to the target or replica `i mod n`, so a store that is not shared shows as
 /// extra executions.
 ///
-/// HTTP/1.1 bursts are staged on kept-alive connections from `pool`, and the late retries go on
-/// them too; an HTTP/2 burst opens its own connection (see [`h2burst::burst_for_target`]), and
-/// so does each late retry to an origin bursts reach over HTTP/2.
+/// Bursts are staged on kept-alive connections from `pool` (HTTP/1.1 ones, or an HTTP/2 one
+/// per burst: see [`Pool::burst_for_target`]), and the late retries go on them too, over the
+/// protocol the bursts to their origin use.
 pub async fn exercise(
     config: &Config,
     pool: &Pool,
@@ -103,11 +103,7 @@ pub async fn exercise(
     };
     let mut raws: Vec<(String, SentRequest, RawResponse)> = Vec::with_capacity(burst_size + late);
     let mut release = None;
-    let burst_report = if over_http1[0] {
-        pool.burst(&burst, &opts).await
-    } else {
-        h2burst::burst_for_target(&config.connector, &burst, &opts, config.http2).await
-    };
+    let burst_report = pool.burst_for_target(&burst, &opts, config.http2).await;
     match burst_report {
         Ok(report) => {
             release = Some((report.release.to_string(), report.spread_us));
@@ -140,7 +136,7 @@ pub async fn exercise(
                 .await;
             (sent[target].clone(), r)
         } else {
-            alone_over_http2(config, &sent[target], &opts).await
+            alone_over_http2(config, pool, &sent[target], &opts).await
         };
         raws.push((format!("late retry {i}/{late}"), sent_as, r));
     }
@@ -151,21 +147,18 @@ pub async fn exercise(
     }
 }
 
-/// One request over HTTP/2, as a burst of one (a connection of its own), with the fields as
+/// One request over HTTP/2, as a burst of one on a kept HTTP/2 connection, with the fields as
 /// HTTP/2 sent them; an `https` server that picks HTTP/1.1 gets it over HTTP/1.1 instead.
 async fn alone_over_http2(
     config: &Config,
+    pool: &Pool,
     request: &SentRequest,
     opts: &BurstOptions,
 ) -> (SentRequest, RawResponse) {
     let started = Instant::now();
-    let report = h2burst::burst_for_target(
-        &config.connector,
-        std::slice::from_ref(request),
-        opts,
-        config.http2,
-    )
-    .await;
+    let report = pool
+        .burst_for_target(std::slice::from_ref(request), opts, config.http2)
+        .await;
     match report {
         Ok(report) => match (
             report.requests.into_iter().next(),

@@ -9,10 +9,10 @@
 //! requests only feed status counts and latency histograms; exchanges are kept for the first
 //! violating keys and a small sample.
 //!
-//! Many keys are in flight at once, and HTTP/1.1 requests go on kept-alive connections
-//! ([`crate::http::pool`]): a key takes one permit per duplicate of its burst, gives all but one
-//! back once the burst is answered and sends its late retries one after another on the last, so
-//! the C requests in flight stay busy while each key's own sequence is unchanged.
+//! Many keys are in flight at once, and requests go on kept-alive connections, HTTP/1.1 or
+//! HTTP/2 ([`crate::http::pool`]): a key takes one permit per duplicate of its burst, gives all
+//! but one back once the burst is answered and sends its late retries one after another on the
+//! last, so the C requests in flight stay busy while each key's own sequence is unchanged.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -93,7 +93,7 @@ pub struct StressReport {
     /// The `--rate` cap in requests per second, when one was set.
     pub rate: Option<u32>,
     pub keys_completed: usize,
-    /// Connections opened for the HTTP/1.1 requests, each kept alive and reused.
+    /// Connections opened (HTTP/1.1 or HTTP/2), each kept alive and reused.
     pub connections_opened: u64,
     pub requests: u64,
     pub requests_per_second: f64,
@@ -601,8 +601,8 @@ pub fn render_terminal(r: &StressReport, opts: &crate::report::RenderOptions) ->
         r.requests_per_second,
         match r.connections_opened {
             0 => String::new(),
-            1 => ", HTTP/1.1 on 1 kept-alive connection".to_string(),
-            n => format!(", HTTP/1.1 on {n} kept-alive connections"),
+            1 => ", on 1 kept-alive connection".to_string(),
+            n => format!(", on {n} kept-alive connections"),
         }
     );
     let statuses: Vec<String> = r.statuses.iter().map(|(s, n)| format!("{s}×{n}")).collect();

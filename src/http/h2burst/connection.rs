@@ -1,6 +1,8 @@
-//! The connection of one HTTP/2 burst: the handshake, staging every request but its final
-//! bytes, the release in one write, and reading frames until every stream has its answer
-//! ([`receive`] says what each frame does).
+//! An HTTP/2 connection for bursts: the handshake (once), staging every request of a burst but
+//! its final bytes, the release in one write, and reading frames until every stream has its
+//! answer ([`receive`] says what each frame does). A connection whose burst ended cleanly can
+//! carry the next burst to its origin ([`Conn::reusable`]): its streams continue the stream ids,
+//! and the HPACK decoder and the connection's flow-control window carry over.
 
 mod receive;
 
@@ -44,13 +46,24 @@ pub(super) struct StreamState {
     pub(super) result: Option<Result<ReceivedResponse, String>>,
 }
 
+/// The highest stream id a burst may use: a client's ids are odd and below 2^31.
+const LAST_STREAM_ID: u32 = (1 << 31) - 1;
+
 /// The connection: the socket, unparsed input, the HPACK decoder and both sides' settings.
-pub(super) struct Conn {
+pub(crate) struct Conn {
     stream: Stream,
     input: Vec<u8>,
     decoder: loona_hpack::Decoder<'static>,
+    /// The current burst's streams: index `i` is stream `first_id + 2i`.
     pub(super) streams: Vec<StreamState>,
+    first_id: u32,
+    /// The first stream id of the next burst.
+    next_id: u32,
     max_body: usize,
+    /// Whether the preface and SETTINGS were exchanged.
+    ready: bool,
+    /// Whether the server said GOAWAY: the connection takes no new stream.
+    goaway: bool,
     /// The peer's SETTINGS_MAX_FRAME_SIZE.
     max_frame: usize,
     /// The peer's SETTINGS_INITIAL_WINDOW_SIZE.
@@ -66,19 +79,19 @@ pub(super) struct Conn {
     out: Vec<u8>,
 }
 
-/// Streams are 1, 3, 5, …: index `i` is stream `2i + 1`.
-fn stream_id(i: usize) -> u32 {
-    (2 * i + 1) as u32
-}
-
 impl Conn {
-    pub(super) fn new(stream: Stream, n: usize, max_body: usize) -> Self {
+    /// A connection on `stream`, before the HTTP/2 handshake.
+    pub(crate) fn new(stream: Stream) -> Self {
         Conn {
             stream,
             input: Vec::with_capacity(16 * 1024),
             decoder: loona_hpack::Decoder::new(),
-            streams: (0..n).map(|_| StreamState::default()).collect(),
-            max_body,
+            streams: Vec::new(),
+            first_id: 1,
+            next_id: 1,
+            max_body: 0,
+            ready: false,
+            goaway: false,
             max_frame: MAX_FRAME,
             initial_window: 65_535,
             max_streams: None,
@@ -91,17 +104,52 @@ impl Conn {
         }
     }
 
+    /// The socket, for a look at whether the server closed it while the connection was idle.
+    pub(crate) fn socket(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// Makes room for a burst of `n` streams keeping `max_body` bytes of each response: new
+    /// streams after the previous burst's. Fails when the ids would run out.
+    pub(super) fn begin_burst(&mut self, n: usize, max_body: usize) -> Result<(), String> {
+        let next = self.next_id as usize + 2 * n;
+        if next > LAST_STREAM_ID as usize {
+            return Err("the HTTP/2 connection has used up its stream ids".into());
+        }
+        self.first_id = self.next_id;
+        self.next_id = next as u32;
+        self.streams = (0..n).map(|_| StreamState::default()).collect();
+        self.max_body = max_body;
+        self.ping_acked = false;
+        Ok(())
+    }
+
+    /// Whether the connection can carry another burst: handshake done, no GOAWAY, no header
+    /// block half read, and every stream of the last burst answered.
+    pub(crate) fn reusable(&self) -> bool {
+        self.ready
+            && !self.goaway
+            && self.block.is_none()
+            && self.streams.iter().all(|s| matches!(s.result, Some(Ok(_))))
+    }
+
+    /// The stream id of the current burst's `i`-th stream.
+    pub(super) fn stream_id(&self, i: usize) -> u32 {
+        self.first_id + 2 * i as u32
+    }
+
     fn index(&self, id: u32) -> Option<usize> {
-        let i = (id as usize).checked_sub(1)? / 2;
-        (id % 2 == 1 && i < self.streams.len()).then_some(i)
+        let i = (id.checked_sub(self.first_id)? / 2) as usize;
+        ((id - self.first_id) % 2 == 0 && i < self.streams.len()).then_some(i)
     }
 
     fn pending(&self) -> bool {
         self.streams.iter().any(|s| s.result.is_none())
     }
 
-    /// Handshake, staging, release, responses. `Err` is a connection-level failure, which the
-    /// caller gives to every stream that has no result yet.
+    /// Handshake (on a new connection), staging, release, responses. `Err` is a
+    /// connection-level failure before the release, which the caller gives to every stream
+    /// that has no result yet.
     pub(super) async fn run(
         &mut self,
         reqs: &[Encoded],
@@ -110,16 +158,22 @@ impl Conn {
     ) -> Result<(), String> {
         let setup_deadline = begin + opts.timeout;
         let timeout = opts.timeout;
-        within(setup_deadline, timeout, "in the HTTP/2 handshake", async {
-            self.handshake().await
-        })
-        .await?;
+        if !self.ready {
+            within(setup_deadline, timeout, "in the HTTP/2 handshake", async {
+                self.handshake().await
+            })
+            .await?;
+            self.ready = true;
+        }
         let ping_sent = within(setup_deadline, timeout, "staging the requests", async {
             self.stage(reqs, opts.final_bytes).await
         })
         .await?;
-        let rtt = ping_sent.elapsed();
-        tokio::time::sleep(burst::settle_time(rtt)).await;
+        // The pause lets the server read every staged stream before the release; a lone
+        // request (a late retry) has nothing to be released together with.
+        if reqs.len() > 1 {
+            tokio::time::sleep(burst::settle_time(ping_sent.elapsed())).await;
+        }
         let at = self.release(reqs)?;
         let deadline = at + timeout;
         let waited = within(deadline, timeout, "waiting for the response", async {
@@ -178,7 +232,7 @@ impl Conn {
         }
         let mut out = Vec::new();
         for (i, req) in reqs.iter().enumerate() {
-            let id = stream_id(i);
+            let id = self.stream_id(i);
             let hold = final_bytes.min(req.body.len());
             // The whole body must fit the windows now: the release cannot wait for credit.
             while self.conn_window < req.body.len() as i64
@@ -231,7 +285,7 @@ impl Conn {
                     &mut frames,
                     DATA,
                     END_STREAM,
-                    stream_id(i),
+                    self.stream_id(i),
                     &req.body[req.body.len() - s.hold..],
                 );
                 open.push(i);

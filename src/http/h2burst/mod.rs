@@ -38,7 +38,7 @@ use super::exchange::SentRequest;
 use super::h1;
 use super::raw::RawResponse;
 use super::release::ReleaseMode;
-use connection::Conn;
+pub(crate) use connection::Conn;
 use hpack::encode_request;
 
 pub use fallback::burst_for_target;
@@ -83,7 +83,7 @@ fn first_url(reqs: &[SentRequest]) -> anyhow::Result<Option<url::Url>> {
 }
 
 /// Every request failed with `error` before anything was released.
-fn failed(reqs: &[SentRequest], at: Instant, error: &str) -> BurstReport {
+pub(crate) fn failed(reqs: &[SentRequest], at: Instant, error: &str) -> BurstReport {
     BurstReport {
         requests: reqs.iter().map(as_sent).collect(),
         responses: reqs
@@ -95,7 +95,7 @@ fn failed(reqs: &[SentRequest], at: Instant, error: &str) -> BurstReport {
     }
 }
 
-/// Runs the burst on `stream`, an HTTP/2 connection to `url`'s origin opened at `begin`.
+/// Runs the burst on `stream`, a new HTTP/2 connection to `url`'s origin opened at `begin`.
 async fn run_on(
     connector: &Connector,
     reqs: &[SentRequest],
@@ -104,6 +104,23 @@ async fn run_on(
     stream: Stream,
     begin: Instant,
 ) -> anyhow::Result<BurstReport> {
+    let mut conn = Conn::new(stream);
+    Ok(run_on_conn(connector, reqs, url, opts, &mut conn, begin)
+        .await?
+        .0)
+}
+
+/// Runs the burst on `conn`, an HTTP/2 connection to `url`'s origin: a new one (opened at
+/// `begin`), or one kept from an earlier burst (see [`crate::http::pool::Pool`]). Returns the
+/// report and whether the connection can carry another burst.
+pub(crate) async fn run_on_conn(
+    connector: &Connector,
+    reqs: &[SentRequest],
+    url: &url::Url,
+    opts: &BurstOptions,
+    conn: &mut Conn,
+    begin: Instant,
+) -> anyhow::Result<(BurstReport, bool)> {
     opts.check()?;
     let mut encoded = Vec::with_capacity(reqs.len());
     for req in reqs {
@@ -117,29 +134,33 @@ async fn run_on(
         }
         encoded.push(encode_request(req, &this).map_err(anyhow::Error::msg)?);
     }
-    let mut conn = Conn::new(stream, reqs.len(), opts.max_body);
-    let released = conn.run(&encoded, opts, begin).await;
+    let released = match conn.begin_burst(reqs.len(), opts.max_body) {
+        Ok(()) => conn.run(&encoded, opts, begin).await,
+        Err(e) => Err(e),
+    };
+    let reusable = released.is_ok() && conn.reusable();
     let responses = conn
         .streams
-        .into_iter()
+        .iter_mut()
         .map(|s| RawResponse {
             started: s.started.unwrap_or(begin),
             released: s.released,
             finished: s.finished.unwrap_or_else(Instant::now),
-            result: match (s.result, released.as_ref()) {
+            result: match (s.result.take(), released.as_ref()) {
                 (Some(r), _) => r,
                 (None, Err(e)) => Err(e.clone()),
                 (None, Ok(())) => Err("no response (internal state)".to_string()),
             },
         })
         .collect();
-    Ok(BurstReport {
+    let report = BurstReport {
         requests: encoded.into_iter().map(|e| e.sent).collect(),
         responses,
         // One write released every stream.
         spread_us: 0.0,
         release: ReleaseMode::OnePacket.through(connector.proxy_shown(url)),
-    })
+    };
+    Ok((report, reusable))
 }
 
 /// The request as it goes out over HTTP/2 (see [`encode_request`]), or as given when it cannot

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use super::{stream_id, Conn, MAX_FRAME, STAGED_PING};
+use super::{Conn, MAX_FRAME, STAGED_PING};
 use crate::http::exchange::{Header, ReceivedResponse};
 use crate::http::h2burst::frame::*;
 
@@ -47,10 +47,11 @@ impl Conn {
                     }
                 );
                 for i in 0..self.streams.len() {
-                    if stream_id(i) > last {
+                    if self.stream_id(i) > last {
                         self.end(i, Err(why.clone()));
                     }
                 }
+                self.goaway = true;
             }
             RST_STREAM => {
                 let code = be32(&f.payload)?;
