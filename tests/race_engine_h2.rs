@@ -391,3 +391,25 @@ async fn a_kept_h2_connection_the_server_dropped_is_replaced() {
     assert_eq!(pool.opened(), 2);
     assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
 }
+
+/// A kept HTTP/2 connection carries at most 100 streams, within the request limits servers put
+/// on a connection: bursts of 40, 40 and 40 streams take two connections, every stream answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_h2_connection_carries_at_most_100_streams() {
+    let (_close, close_rx) = tokio::sync::oneshot::channel();
+    let (closed_tx, _closed) = tokio::sync::oneshot::channel();
+    let (url, accepted) = h2c_server(close_rx, closed_tx);
+    let pool = Pool::new(Default::default(), 4);
+    for round in 0..3 {
+        let reqs: Vec<SentRequest> = (0..40)
+            .map(|i| payment(&url, &format!("key-{round}-{i}"), "t"))
+            .collect();
+        let report = pool.burst_for_target(&reqs, &opts(), true).await.unwrap();
+        for r in &report.responses {
+            let resp = r.result.as_ref().unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!((resp.status, resp.version.as_str()), (200, "HTTP/2"));
+        }
+    }
+    assert_eq!(pool.opened(), 2);
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+}

@@ -46,8 +46,12 @@ pub(super) struct StreamState {
     pub(super) result: Option<Result<ReceivedResponse, String>>,
 }
 
-/// The highest stream id a burst may use: a client's ids are odd and below 2^31.
-const LAST_STREAM_ID: u32 = (1 << 31) - 1;
+/// How many streams a connection carries before it is no longer reused. Servers end a
+/// connection after a number of requests (nginx after 1,000 by default, 100 before 1.19.10),
+/// and a GOAWAY in the middle of a burst refuses the streams after it: a burst with fewer
+/// duplicates than asked. Within the lowest of those limits, a new connection now and then
+/// costs one handshake.
+const STREAMS_PER_CONNECTION: usize = 100;
 
 /// The connection: the socket, unparsed input, the HPACK decoder and both sides' settings.
 pub(crate) struct Conn {
@@ -110,25 +114,35 @@ impl Conn {
     }
 
     /// Makes room for a burst of `n` streams keeping `max_body` bytes of each response: new
-    /// streams after the previous burst's. Fails when the ids would run out.
+    /// streams after the previous burst's. A connection that has carried streams refuses a
+    /// burst that would take it past [`STREAMS_PER_CONNECTION`]; a new one takes any burst.
     pub(super) fn begin_burst(&mut self, n: usize, max_body: usize) -> Result<(), String> {
-        let next = self.next_id as usize + 2 * n;
-        if next > LAST_STREAM_ID as usize {
-            return Err("the HTTP/2 connection has used up its stream ids".into());
+        let used = self.used();
+        if used > 0 && used + n > STREAMS_PER_CONNECTION {
+            return Err(format!(
+                "the HTTP/2 connection has carried {used} streams, and takes at most {STREAMS_PER_CONNECTION}"
+            ));
         }
         self.first_id = self.next_id;
-        self.next_id = next as u32;
+        self.next_id += 2 * n as u32;
         self.streams = (0..n).map(|_| StreamState::default()).collect();
         self.max_body = max_body;
         self.ping_acked = false;
         Ok(())
     }
 
+    /// How many streams the connection has carried.
+    fn used(&self) -> usize {
+        (self.next_id / 2) as usize
+    }
+
     /// Whether the connection can carry another burst: handshake done, no GOAWAY, no header
-    /// block half read, and every stream of the last burst answered.
+    /// block half read, every stream of the last burst answered, and fewer than
+    /// [`STREAMS_PER_CONNECTION`] streams carried.
     pub(crate) fn reusable(&self) -> bool {
         self.ready
             && !self.goaway
+            && self.used() < STREAMS_PER_CONNECTION
             && self.block.is_none()
             && self.streams.iter().all(|s| matches!(s.result, Some(Ok(_))))
     }

@@ -134,10 +134,10 @@ pub(crate) async fn run_on_conn(
         }
         encoded.push(encode_request(req, &this).map_err(anyhow::Error::msg)?);
     }
-    let released = match conn.begin_burst(reqs.len(), opts.max_body) {
-        Ok(()) => conn.run(&encoded, opts, begin).await,
-        Err(e) => Err(e),
-    };
+    if let Err(e) = conn.begin_burst(reqs.len(), opts.max_body) {
+        return Ok((failed(reqs, begin, &e), false));
+    }
+    let released = conn.run(&encoded, opts, begin).await;
     let reusable = released.is_ok() && conn.reusable();
     let responses = conn
         .streams
