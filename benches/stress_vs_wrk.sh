@@ -25,12 +25,13 @@
 # peak RSS.
 #
 # Usage: benches/stress_vs_wrk.sh [--runs N] [--seconds S] [--concurrency C] [--duplicates D]
-#                                 [--rate N] [--memory] [--no-build] [--checker PATH]
+#                                 [--rate N] [--http2] [--memory] [--no-build] [--checker PATH]
 #                                 [--baseline PATH] [--baseline-server PATH]
 # --checker runs another idem-check binary against the same server; --baseline adds, in every
 # run, a stress measurement by another build (an older one), so before and after share the run;
 # --baseline-server runs that measurement against another idem-reference-server build (the
-# older one's), so "before" is the old checker on the old server.
+# older one's), so "before" is the old checker on the old server. --http2 runs stress (and the
+# baseline) over h2c, which the reference server speaks on the same port; wrk stays on HTTP/1.1.
 # Everything runs on 127.0.0.1; every run is bounded by --seconds (memory runs by their keys).
 set -euo pipefail
 
@@ -39,6 +40,7 @@ seconds=5
 concurrency=64
 duplicates=8
 rate=""
+http2=0
 memory=0
 build=1
 checker=""
@@ -51,6 +53,7 @@ while [ $# -gt 0 ]; do
         --concurrency) concurrency="$2"; shift 2 ;;
         --duplicates) duplicates="$2"; shift 2 ;;
         --rate) rate="$2"; shift 2 ;;
+        --http2) http2=1; shift ;;
         --memory) memory=1; shift ;;
         --no-build) build=0; shift ;;
         --checker) checker="$2"; shift 2 ;;
@@ -217,6 +220,7 @@ stress_run() {
     local json="$work/stress-$tag.json"
     local extra=()
     [ -n "$rate" ] && extra=(--rate "$rate")
+    [ "$http2" = 1 ] && extra+=(--http2)
     "$@" "${binary:-$checker}" stress "$base/api/payments" \
         -H 'Authorization: Bearer token-a' -H 'Content-Type: application/json' \
         -d '{"amountCents":1250,"currency":"EUR","reference":"{{unique}}"}' \
@@ -235,7 +239,7 @@ json_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[s
 
 echo "machine: $(nproc) CPUs, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "each measurement: ${seconds} s, $concurrency connections / requests in flight, a fresh server"
-echo "wrk replay: one key replayed; wrk fresh: a new key per request; wrk mix: a new key every $duplicates requests; stress: --duplicates $duplicates${rate:+ --rate $rate}"
+echo "wrk replay: one key replayed; wrk fresh: a new key per request; wrk mix: a new key every $duplicates requests; stress: --duplicates $duplicates${rate:+ --rate $rate}$([ "$http2" = 1 ] && echo ' --http2')"
 printf '%-4s %12s %12s %12s %12s  %s\n' run "wrk replay" "wrk fresh" "wrk mix" stress "409 shares (wrk mix, stress); stress details"
 replays=() freshes=() mixes=() stresses=() cpu_lines=() baselines=()
 # --runs 0 measures memory alone.
