@@ -52,6 +52,8 @@ struct Run {
     stdout: String,
     /// (probe id, outcome, reason), in report order
     probes: Vec<(String, String, String)>,
+    /// The JSON report.
+    report: serde_json::Value,
 }
 
 impl Run {
@@ -60,6 +62,19 @@ impl Run {
             .iter()
             .find(|p| p.0 == id)
             .map_or("", |p| p.2.as_str())
+    }
+
+    /// A probe's timeline (its notes), one line each.
+    fn timeline(&self, id: &str) -> String {
+        self.report["probes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["id"] == id)
+            .flat_map(|p| p["timeline"].as_array().cloned().unwrap_or_default())
+            .filter_map(|line| line.as_str().map(str::to_owned))
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 }
 
@@ -95,6 +110,7 @@ fn check(server: &PythonServer, args: &[&str]) -> Run {
         exit: status.code(),
         stdout,
         probes,
+        report,
     }
 }
 
@@ -599,4 +615,103 @@ fn an_error_cites_the_500_it_stopped_on() {
         !evidence.contains("count after (+"),
         "the counter read is not the evidence\n{evidence}"
     );
+}
+
+/// A correct API behind a rate limiter (a token bucket of 8 requests per tenant, refilled at
+/// 40 a second, answering 429 with `Retry-After: 1` before the idempotency layer sees the
+/// request, as API gateways and hosted APIs do): every probe PASSes. A request answered 429 on
+/// its own is sent again after its Retry-After, and the throttled duplicates of a burst are
+/// left out of the checks; the evidence says both. (Judged as the API's answers, the 429s
+/// failed concurrent-duplicates, payload-mismatch and header-name-case, warned on three key
+/// probes and left three in ERROR.)
+#[test]
+fn a_correct_api_behind_a_rate_limiter_passes() {
+    let run = expect("rate_limited", &[], &full(), &[], 0);
+    assert_says(
+        &run.timeline("concurrent-duplicates"),
+        "were throttled (429) and are left out of the checks",
+        "the throttled duplicates are counted",
+    );
+    // The probes send far faster than 40 requests a second, so some request of the run finds
+    // the bucket empty, whichever it is.
+    let all: Vec<String> = catalog().iter().map(|id| run.timeline(id)).collect();
+    assert_says(
+        &all.join("\n"),
+        "was throttled (429): sent again after 1.0 s",
+        "a throttled request is sent again after its Retry-After",
+    );
+}
+
+/// Runs `idem-check stress BASE/pay` with the options of a full run's request and `args`
+/// against `server`, bounded by [`RUN_LIMIT`]; returns the exit code and the JSON report.
+fn stress(server: &PythonServer, args: &[&str]) -> (Option<i32>, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("s.json");
+    let base = &server.base;
+    let mut child = bin()
+        .args(["stress", &format!("{base}/pay")])
+        .args([
+            "-H",
+            "Authorization: Bearer ta",
+            "-H",
+            "Content-Type: application/json",
+        ])
+        .args([
+            "-d",
+            r#"{"amount":5,"ref":"{{unique}}"}"#,
+            "--id-pointer",
+            "/id",
+        ])
+        .args(["--count-url", &format!("{base}/count")])
+        .args(args)
+        .args(["--report-json", json.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = wait_bounded(&mut child, RUN_LIMIT);
+    let report = serde_json::from_slice(&std::fs::read(&json).expect("a JSON report")).unwrap();
+    (status.code(), report)
+}
+
+/// stress behind a rate limiter: the 429s are counted and left out of each key's checks, so a
+/// correct API whose limiter throttles part of the load PASSes (with a note), and one whose
+/// limiter throttles most of it is INCONCLUSIVE, saying to lower the load.
+#[test]
+fn stress_behind_a_rate_limiter_leaves_the_429s_out() {
+    // Keys 0.4 s apart; each burst of 6 finds 5 tokens, so about one request in eight or more
+    // of them is throttled, never half.
+    let server = start("rate_limited", &["--burst", "5"]);
+    let (exit, report) = stress(
+        &server,
+        &["--keys", "6", "--duplicates", "8", "--rate", "20"],
+    );
+    let result = &report["result"];
+    assert_eq!(exit, Some(0), "{result}");
+    assert_eq!(result["outcome"], "PASS", "{result}");
+    assert!(
+        report["statuses"]["429"].as_u64().unwrap_or(0) > 0,
+        "{report}"
+    );
+    assert!(
+        result["timeline"].to_string().contains("throttled (429)"),
+        "{result}"
+    );
+    // As fast as it can against 8 tokens refilled at 40 a second: most requests are throttled.
+    let server = start("rate_limited", &[]);
+    let (exit, report) = stress(
+        &server,
+        &["--keys", "40", "--duplicates", "4", "--concurrency", "8"],
+    );
+    let result = &report["result"];
+    assert_eq!(result["outcome"], "INCONCLUSIVE", "{result}");
+    assert!(
+        result["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("lower --rate or --concurrency"),
+        "{result}"
+    );
+    // INCONCLUSIVE is no failure of the API: the exit code says so, as for `run`.
+    assert_eq!(exit, Some(0));
 }

@@ -6,7 +6,8 @@
 //! synchronised duplicates for the race probes, over HTTP/1.1 connections (the final bytes
 //! written by [`release`]'s two threads, scheduled by [`sched`]) or, with [`h2burst`], in one
 //! HTTP/2 packet; [`pool`] keeps HTTP/1.1 connections alive between the requests and bursts of a
-//! stress run; [`curl`] turns a recorded request into a command line a user can rerun.
+//! stress run; [`curl`] turns a recorded request into a command line a user can rerun;
+//! [`throttle`] says what a rate limiter's 429 means for a request.
 //!
 //! Every engine opens its connections through the run's [`connection::Connector`], built once
 //! from the run's settings: [`tls`] (trust, client certificate) and [`net`] (proxy, fixed
@@ -25,6 +26,7 @@ pub mod raw;
 pub mod release;
 mod request;
 pub mod sched;
+pub mod throttle;
 pub mod tls;
 
 pub use connection::Connector;

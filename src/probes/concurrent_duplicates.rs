@@ -119,7 +119,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
                 WAVE_INTERVAL,
                 true,
             )
-            .await;
+            .await?;
         let retry = retry_after(ctx, &request, std::slice::from_ref(&orig)).await;
         let after = ctx.count("count after held original").await?;
         let overlapping: Vec<&Exchange> =
@@ -170,6 +170,13 @@ fn judge(ctx: &mut ProbeCtx, rounds: &[Round]) -> Option<Stop> {
         .max_by_key(|r| r.count())
         .or(rounds.first())?;
     ctx.expect_at_most(&ONE_EXECUTION, worst.executions.clone(), 1);
+    // Throttled duplicates (429) are left out of the attempts: a race needs two requests that
+    // reached the idempotency layer together.
+    if !rounds.iter().any(|r| r.attempts.len() >= 2) {
+        return Some(Stop::Inconclusive(
+            "no burst or wave had two requests that the rate limiter let through (the others were throttled, 429): nothing raced; raise the rate limit for this client".into(),
+        ));
+    }
     let sent: Vec<&Exchange> = rounds.iter().flat_map(|r| r.attempts.iter()).collect();
     let all: Vec<&Exchange> = sent
         .iter()

@@ -82,7 +82,9 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         .iter()
         .map(|url| req.clone().with_url(url.clone()))
         .collect();
-    let (owner, dups) = ctx.held_with_waves(req, &wave, WAVE_INTERVAL, false).await;
+    let (owner, dups) = ctx
+        .held_with_waves(req, &wave, WAVE_INTERVAL, false)
+        .await?;
     let after = ctx.count("count after held original").await?;
     let overlapping = dups.iter().filter(|d| d.start_ms < owner.end_ms()).count();
     ctx.note(format!(

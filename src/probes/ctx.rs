@@ -10,7 +10,7 @@ use crate::effects::{Executions, Meter, Reading};
 use crate::http::client::Client;
 use crate::http::exchange::{Exchange, SentRequest};
 use crate::http::release::ReleaseMode;
-use crate::http::{burst, h2burst, raw, Request};
+use crate::http::{burst, h2burst, raw, throttle, Request};
 use crate::keys::{self, KeySyntax};
 use crate::outcome::Stop;
 use crate::probes::{CheckDecl, Need, ProbeMeta};
@@ -478,14 +478,76 @@ impl ProbeCtx {
         Some(self.push_exchange(role, req.prepare(), &r))
     }
 
-    /// Sends through the ordinary client (HTTP/1.1 or HTTP/2) and records the exchange.
+    /// Sends through the ordinary client (HTTP/1.1 or HTTP/2) and records the exchange; a
+    /// request a rate limiter answered 429 is sent again (see [`ProbeCtx::resend_throttled`]).
     pub async fn send(&mut self, role: impl Into<String>, req: Request) -> Exchange {
         let role = role.into();
         if let Some(ex) = self.not_sent(role.clone(), &req) {
             return ex;
         }
-        let (sent, r) = self.client.send(&req).await;
-        self.push_sent(role, sent, &r)
+        let mut resends = 0;
+        loop {
+            let (sent, r) = self.client.send(&req).await;
+            let ex = self.push_sent(role.clone(), sent, &r);
+            if !self.resend_throttled(&ex, &mut resends).await {
+                return ex;
+            }
+        }
+    }
+
+    /// After `ex` was sent: when a rate limiter answered it (429, see [`throttle`]) and it has
+    /// been sent again fewer than [`throttle::RESENDS`] times, marks it throttled in the
+    /// evidence, waits out its `Retry-After` and says to send it again. Its 429 was not the
+    /// idempotency layer's answer, so the request's fate is still to be seen.
+    async fn resend_throttled(&mut self, ex: &Exchange, resends: &mut usize) -> bool {
+        let Some(response) = ex.response.as_ref().filter(|_| throttle::throttled(ex)) else {
+            return false;
+        };
+        if *resends >= throttle::RESENDS {
+            return false;
+        }
+        *resends += 1;
+        let pause = throttle::pause(response);
+        self.mark_throttled(ex.n);
+        self.note(format!(
+            "#{} was throttled (429): sent again after {:.1} s",
+            ex.n,
+            pause.as_secs_f64()
+        ));
+        tokio::time::sleep(pause).await;
+        true
+    }
+
+    /// Marks exchange `n` as answered by a rate limiter in the evidence.
+    fn mark_throttled(&mut self, n: usize) {
+        if let Some(ex) = self.exchanges.iter_mut().find(|e| e.n == n) {
+            ex.role.push_str(" (throttled)");
+        }
+    }
+
+    /// Leaves the throttled exchanges of `sent` (a burst or a wave, which cannot be sent again
+    /// as concurrent duplicates) out of what the probe judges, marked in the evidence and
+    /// counted in a note.
+    fn admitted(&mut self, what: &str, sent: Vec<Exchange>) -> Vec<Exchange> {
+        let throttled: Vec<usize> = sent
+            .iter()
+            .filter(|e| throttle::throttled(e))
+            .map(|e| e.n)
+            .collect();
+        if throttled.is_empty() {
+            return sent;
+        }
+        for n in &throttled {
+            self.mark_throttled(*n);
+        }
+        self.note(format!(
+            "{what}: {} of {} requests were throttled (429) and are left out of the checks: a rate limiter answered them, not the idempotency layer",
+            throttled.len(),
+            sent.len()
+        ));
+        sent.into_iter()
+            .filter(|e| !throttle::throttled(e))
+            .collect()
     }
 
     /// Sends exact bytes over HTTP/1.1 (key-syntax probes) and records the exchange.
@@ -495,22 +557,27 @@ impl ProbeCtx {
             return ex;
         }
         let sent = req.prepare();
-        let r = raw::send_one(
-            &self.config.connector,
-            &sent,
-            self.config.timeout,
-            self.config.max_body,
-        )
-        .await;
-        // Exact bytes are often deliberately malformed, and a server may drop the connection
-        // over them: that says nothing about whether it still answers, so only an answer
-        // counts towards the streak.
-        self.sent += 1;
-        let ex = self.push_exchange(role, sent, &r);
-        if ex.response.is_some() {
-            self.session.saw(true, None);
+        let mut resends = 0;
+        loop {
+            let r = raw::send_one(
+                &self.config.connector,
+                &sent,
+                self.config.timeout,
+                self.config.max_body,
+            )
+            .await;
+            // Exact bytes are often deliberately malformed, and a server may drop the
+            // connection over them: that says nothing about whether it still answers, so only
+            // an answer counts towards the streak.
+            self.sent += 1;
+            let ex = self.push_exchange(role.clone(), sent.clone(), &r);
+            if ex.response.is_some() {
+                self.session.saw(true, None);
+            }
+            if !self.resend_throttled(&ex, &mut resends).await {
+                return ex;
+            }
         }
-        ex
     }
 
     /// Sends the request whole, then closes the connection without reading the answer, after
@@ -532,8 +599,9 @@ impl ProbeCtx {
 
     /// Releases `reqs` as one synchronised burst and records each exchange with its release
     /// time: in one packet when the target speaks HTTP/2 (ALPN, or `--http2` for h2c), else
-    /// final bytes back to back over HTTP/1.1. The roles are `"{role} i/N"`. Also returns how the
-    /// burst was released, which the evidence states next to the spread it achieved.
+    /// final bytes back to back over HTTP/1.1. The roles are `"{role} i/N"`. Returns the
+    /// exchanges a rate limiter did not throttle (see [`throttle`]), and how the burst was
+    /// released, which the evidence states next to the spread it achieved.
     pub async fn burst(
         &mut self,
         role: &str,
@@ -569,7 +637,7 @@ impl ProbeCtx {
         let answered = out.iter().any(|e| e.response.is_some());
         let error = out.iter().find_map(|e| e.error.clone());
         self.session.saw(answered, error.as_deref());
-        Ok((out, report.release))
+        Ok((self.admitted(role, out), report.release))
     }
 
     /// `req` with the run's hold header; `{{hold}}` in its value becomes a fresh name, returned
@@ -598,7 +666,8 @@ impl ProbeCtx {
 
     /// Sends `req` while exchange `held` is held under `name`, then releases the hold; when
     /// the server makes the request wait for the held one, releases it meanwhile (see
-    /// [`release_if_stalled`]).
+    /// [`release_if_stalled`]). An answer a rate limiter gave (429) is marked so in the
+    /// evidence, for the probe to leave out.
     pub async fn send_then_release(
         &mut self,
         role: &str,
@@ -621,6 +690,14 @@ impl ProbeCtx {
                 self.note(line);
             }
             None => self.release(name, held).await,
+        }
+        // It cannot be sent again while the hold lasts: the probe leaves it out.
+        if throttle::throttled(&ex) {
+            self.mark_throttled(ex.n);
+            self.note(format!(
+                "#{} was throttled (429) while #{held} was held, and is left out of the checks",
+                ex.n
+            ));
         }
         ex
     }
@@ -647,21 +724,23 @@ impl ProbeCtx {
     /// Sends `original` with the run's hold (see [`ProbeCtx::held`]) and, after a head start,
     /// waves of `wave` every `interval` until it completes (at most [`MAX_WAVES`] waves, and
     /// within the timeout). Returns the original's exchange and the duplicates' (roles
-    /// "duplicate i, wave w/N"). A hold that can be released ends once [`RELEASE_AFTER`] waves
-    /// were answered while the original was in flight, and, with `at_least`, not before
-    /// `--hold-at-least`: then the waves come faster, since no fixed hold has to be spread
-    /// over.
+    /// "duplicate i, wave w/N") that a rate limiter did not throttle. An original it throttled
+    /// before any wave went out is sent again after its `Retry-After` (nothing of the scenario
+    /// reached the server); one throttled later is INCONCLUSIVE, since the scenario never ran
+    /// as meant. A hold that can be released ends once
+    /// [`RELEASE_AFTER`] waves were answered while the original was in flight, and, with
+    /// `at_least`, not before `--hold-at-least`: then the waves come faster, since no fixed
+    /// hold has to be spread over.
     pub async fn held_with_waves(
         &mut self,
         original: Request,
         wave: &[Request],
         interval: std::time::Duration,
         at_least: bool,
-    ) -> (Exchange, Vec<Exchange>) {
-        use std::sync::atomic::{AtomicBool, Ordering};
+    ) -> Result<(Exchange, Vec<Exchange>), Stop> {
         let (original, name) = self.held(original.clone()).unwrap_or((original, None));
         if let Some(ex) = self.not_sent("original (held)".into(), &original) {
-            return (ex, Vec::new());
+            return Ok((ex, Vec::new()));
         }
         let minimum = match (&self.config.hold_release, at_least) {
             (Some(r), true) => r.at_least,
@@ -671,13 +750,41 @@ impl ProbeCtx {
             Some(_) if minimum.is_zero() => interval.min(RELEASED_WAVE_INTERVAL),
             _ => interval,
         };
+        let mut resends = 0;
+        loop {
+            let (original_ex, dups) = self
+                .held_once(&original, name.as_deref(), wave, interval, minimum)
+                .await;
+            if !throttle::throttled(&original_ex) {
+                return Ok((original_ex, self.admitted("waves", dups)));
+            }
+            if !(dups.is_empty() && self.resend_throttled(&original_ex, &mut resends).await) {
+                self.mark_throttled(original_ex.n);
+                return Err(Stop::Inconclusive(format!(
+                    "the held original #{} was throttled (429) by a rate limiter, so the scenario never ran; raise the rate limit for this client",
+                    original_ex.n
+                )));
+            }
+        }
+    }
+
+    /// One try of [`ProbeCtx::held_with_waves`]: the held original and its waves, recorded.
+    async fn held_once(
+        &mut self,
+        original: &Request,
+        name: Option<&str>,
+        wave: &[Request],
+        interval: std::time::Duration,
+        minimum: std::time::Duration,
+    ) -> (Exchange, Vec<Exchange>) {
+        use std::sync::atomic::{AtomicBool, Ordering};
         let done = AtomicBool::new(false);
         let client = self.client.clone();
         let config = self.config.clone();
         let run_start = self.started;
         let deadline = Instant::now() + self.config.timeout;
         let original_fut = async {
-            let r = client.send(&original).await;
+            let r = client.send(original).await;
             done.store(true, Ordering::SeqCst);
             r
         };

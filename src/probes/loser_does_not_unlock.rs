@@ -54,7 +54,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let req = ctx.keyed(&ctx.fresh_key());
     let (owner, dups) = ctx
         .held_with_waves(req.clone(), std::slice::from_ref(&req), INTERVAL, false)
-        .await;
+        .await?;
     let retry = ctx.send("retry after completion", req).await;
     let after = ctx.count("count after").await?;
 

@@ -12,6 +12,7 @@ use crate::http::h1;
 use crate::http::h2burst;
 use crate::http::pool::Pool;
 use crate::http::raw::RawResponse;
+use crate::http::throttle;
 
 /// Bodies kept per response in a stress run: enough for ids and evidence, small enough that many
 /// requests in flight stay cheap.
@@ -231,10 +232,11 @@ fn judge(config: &Config, key: String, exchanges: Vec<Exchange>) -> KeyOutcome {
     {
         allowed.push(s);
     }
+    // A rate limiter's 429 is not the idempotency layer's answer (see [`throttle`]).
     let answered: Vec<&Exchange> = refs
         .iter()
         .copied()
-        .filter(|e| e.response.is_some())
+        .filter(|e| e.response.is_some() && !throttle::throttled(e))
         .collect();
     let answers = CheckSpec {
         id: "conflict-or-replay",
@@ -269,6 +271,7 @@ pub fn class(e: &Exchange) -> &'static str {
         None => "no response",
         Some(s) if (200..300).contains(&s) => "2xx",
         Some(409) => "409",
+        Some(throttle::TOO_MANY_REQUESTS) => "429",
         Some(s) if s >= 500 => "5xx",
         Some(_) => "other",
     }

@@ -457,6 +457,19 @@ impl Aggregate {
                 self.violating
             ));
         }
+        let throttled = self.stats.throttled();
+        if throttled > 0 {
+            timeline.push(format!(
+                "{throttled} of {} requests were throttled (429) and are left out of the per-key checks: a rate limiter answered them, not the idempotency layer",
+                self.stats.requests
+            ));
+            if throttled * 2 > self.stats.requests && stop.is_none() {
+                stop = Some(Stop::Inconclusive(format!(
+                    "{throttled} of {} requests were throttled (429): most of the load never reached the idempotency layer; lower --rate or --concurrency, or raise the rate limit for this client",
+                    self.stats.requests
+                )));
+            }
+        }
         if self.keys == 0 && stop.is_none() {
             stop = Some(Stop::Error(
                 "no key was sent (is --duration too short?)".into(),

@@ -114,6 +114,14 @@ impl Stats {
         self.statuses.clone()
     }
 
+    /// How many requests a rate limiter answered 429.
+    pub fn throttled(&self) -> u64 {
+        self.statuses
+            .get(&crate::http::throttle::TOO_MANY_REQUESTS.to_string())
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// Percentiles per class.
     pub fn latency_rows(&self) -> Vec<LatencyRow> {
         let ms = |v: u64| Duration::from_micros(v).as_secs_f64() * 1000.0;
