@@ -335,26 +335,52 @@ fn h2c_server(
     (url, accepted)
 }
 
-/// HTTP/2 bursts through the pool keep their connection: three bursts, one connection, every
-/// stream answered over HTTP/2 (the stream ids of each burst follow the last one's).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pooled_h2_bursts_share_one_connection() {
+/// Sends one pooled HTTP/2 burst of `size` payments (keys `key-{round}-i`) and asserts that
+/// every stream was answered 200 over HTTP/2.
+async fn pooled_burst(pool: &Pool, url: &str, round: usize, size: usize) {
+    let reqs: Vec<SentRequest> = (0..size)
+        .map(|i| payment(url, &format!("key-{round}-{i}"), "t"))
+        .collect();
+    let report = pool.burst_for_target(&reqs, &opts(), true).await.unwrap();
+    for r in &report.responses {
+        let resp = r.result.as_ref().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((resp.status, resp.version.as_str()), (200, "HTTP/2"));
+    }
+}
+
+/// Asserts that the pool opened `n` connections and the server accepted as many.
+fn assert_connections(pool: &Pool, accepted: &std::sync::atomic::AtomicUsize, n: usize) {
+    assert_eq!(pool.opened(), n as u64);
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), n);
+}
+
+/// Pooled bursts of `sizes` streams against a server that keeps its connections; returns the
+/// pool and the count of connections the server accepted.
+async fn pooled_bursts(sizes: &[usize]) -> (Pool, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     let (_close, close_rx) = tokio::sync::oneshot::channel();
     let (closed_tx, _closed) = tokio::sync::oneshot::channel();
     let (url, accepted) = h2c_server(close_rx, closed_tx);
     let pool = Pool::new(Default::default(), 4);
-    for round in 0..3 {
-        let reqs: Vec<SentRequest> = (0..4)
-            .map(|i| payment(&url, &format!("key-{round}-{i}"), "t"))
-            .collect();
-        let report = pool.burst_for_target(&reqs, &opts(), true).await.unwrap();
-        for r in &report.responses {
-            let resp = r.result.as_ref().unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!((resp.status, resp.version.as_str()), (200, "HTTP/2"));
-        }
+    for (round, size) in sizes.iter().enumerate() {
+        pooled_burst(&pool, &url, round, *size).await;
     }
-    assert_eq!(pool.opened(), 1);
-    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    (pool, accepted)
+}
+
+/// HTTP/2 bursts through the pool keep their connection: three bursts, one connection, every
+/// stream answered over HTTP/2 (the stream ids of each burst follow the last one's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pooled_h2_bursts_share_one_connection() {
+    let (pool, accepted) = pooled_bursts(&[4, 4, 4]).await;
+    assert_connections(&pool, &accepted, 1);
+}
+
+/// A kept HTTP/2 connection carries at most 100 streams, within the request limits servers put
+/// on a connection: bursts of 40, 40 and 40 streams take two connections, every stream answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_h2_connection_carries_at_most_100_streams() {
+    let (pool, accepted) = pooled_bursts(&[40, 40, 40]).await;
+    assert_connections(&pool, &accepted, 2);
 }
 
 /// A kept HTTP/2 connection the server dropped while it was idle carries nothing: the next
@@ -365,51 +391,12 @@ async fn a_kept_h2_connection_the_server_dropped_is_replaced() {
     let (closed_tx, closed) = tokio::sync::oneshot::channel();
     let (url, accepted) = h2c_server(close_rx, closed_tx);
     let pool = Pool::new(Default::default(), 4);
-    let burst = |round: usize| -> Vec<SentRequest> {
-        (0..3)
-            .map(|i| payment(&url, &format!("key-{round}-{i}"), "t"))
-            .collect()
-    };
-    let first = pool
-        .burst_for_target(&burst(0), &opts(), true)
-        .await
-        .unwrap();
-    assert!(first.responses.iter().all(|r| r.result.is_ok()));
+    pooled_burst(&pool, &url, 0, 3).await;
     close.send(()).unwrap();
     tokio::time::timeout(LIMIT, closed)
         .await
         .expect("the server drops its first connection")
         .unwrap();
-    let second = pool
-        .burst_for_target(&burst(1), &opts(), true)
-        .await
-        .unwrap();
-    for r in &second.responses {
-        let resp = r.result.as_ref().unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((resp.status, resp.version.as_str()), (200, "HTTP/2"));
-    }
-    assert_eq!(pool.opened(), 2);
-    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
-}
-
-/// A kept HTTP/2 connection carries at most 100 streams, within the request limits servers put
-/// on a connection: bursts of 40, 40 and 40 streams take two connections, every stream answered.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_kept_h2_connection_carries_at_most_100_streams() {
-    let (_close, close_rx) = tokio::sync::oneshot::channel();
-    let (closed_tx, _closed) = tokio::sync::oneshot::channel();
-    let (url, accepted) = h2c_server(close_rx, closed_tx);
-    let pool = Pool::new(Default::default(), 4);
-    for round in 0..3 {
-        let reqs: Vec<SentRequest> = (0..40)
-            .map(|i| payment(&url, &format!("key-{round}-{i}"), "t"))
-            .collect();
-        let report = pool.burst_for_target(&reqs, &opts(), true).await.unwrap();
-        for r in &report.responses {
-            let resp = r.result.as_ref().unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!((resp.status, resp.version.as_str()), (200, "HTTP/2"));
-        }
-    }
-    assert_eq!(pool.opened(), 2);
-    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    pooled_burst(&pool, &url, 1, 3).await;
+    assert_connections(&pool, &accepted, 2);
 }
