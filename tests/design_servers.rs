@@ -715,3 +715,33 @@ fn stress_behind_a_rate_limiter_leaves_the_429s_out() {
     // INCONCLUSIVE is no failure of the API: the exit code says so, as for `run`.
     assert_eq!(exit, Some(0));
 }
+
+/// A server that claims a held request's key only after a slow step (250 ms here) and answers
+/// a duplicate that finds its key in flight with 500: lost-response's first retry comes before
+/// the original took its key and gets 201 at once, so the probe runs again with a fresh key and
+/// twice the head start until its retry meets the held original, and FAILs on the 500. (It
+/// used to judge the first try: a PASS that never saw a retry meet the original in flight.)
+#[test]
+fn lost_response_waits_for_the_original_to_take_its_key() {
+    let server = start("slow_claim", &[]);
+    let mut args = full();
+    args.extend(["--probe", "lost-response"]);
+    let run = check(&server, &args);
+    let verdict = run.probes.iter().find(|p| p.0 == "lost-response");
+    assert_eq!(
+        verdict.map(|p| p.1.as_str()),
+        Some("FAIL"),
+        "{}",
+        run.stdout
+    );
+    assert_says(
+        run.reason("lost-response"),
+        "500",
+        "the retry that met the original",
+    );
+    assert_says(
+        &run.timeline("lost-response"),
+        "the held original had not taken its key yet",
+        "the early retry is said, and the scenario ran again",
+    );
+}

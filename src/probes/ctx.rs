@@ -666,24 +666,26 @@ impl ProbeCtx {
 
     /// Sends `req` while exchange `held` is held under `name`, then releases the hold; when
     /// the server makes the request wait for the held one, releases it meanwhile (see
-    /// [`release_if_stalled`]). An answer a rate limiter gave (429) is marked so in the
-    /// evidence, for the probe to leave out.
+    /// [`release_if_stalled`]). Returns the exchange, and whether the hold was released because
+    /// the request waited for the held one. An answer a rate limiter gave (429) is marked so in
+    /// the evidence, for the probe to leave out.
     pub async fn send_then_release(
         &mut self,
         role: &str,
         req: Request,
         name: &str,
         held: usize,
-    ) -> Exchange {
+    ) -> (Exchange, bool) {
         if let Some(ex) = self.not_sent(role.into(), &req) {
             self.release(name, held).await;
-            return ex;
+            return (ex, false);
         }
         let client = self.client.clone();
         let config = self.config.clone();
         let ((sent, r), line) =
             release_if_stalled(client.send(&req), &client, &config, name, self.started).await;
         let ex = self.push_sent(role.into(), sent, &r);
+        let waited = line.is_some();
         match line {
             Some((line, at)) => {
                 self.hold_ended(held, at, false);
@@ -699,7 +701,7 @@ impl ProbeCtx {
                 ex.n
             ));
         }
-        ex
+        (ex, waited)
     }
 
     /// How long the server holds a request with the hold header, when it decides alone (no

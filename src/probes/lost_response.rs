@@ -19,9 +19,15 @@ use crate::http::raw::DROPPED;
 use crate::http::throttle::throttled;
 use crate::outcome::Stop;
 
-/// How long after writing a held original the connection is closed: enough for the server to
-/// have read the request and claimed its key.
+/// How long after writing a held original the connection is closed, at first: enough for the
+/// server to have read the request and claimed its key, unless it is busy (see [`ATTEMPTS`]).
 const DROP_AFTER_HOLD: Duration = Duration::from_millis(100);
+
+/// How many times the scenario runs, each with a fresh key and twice the head start, while the
+/// retry sent during the hold is answered 2xx at once: then the held original had not taken
+/// its key yet (a busy server had not read it), and the retry met no request in flight. The
+/// last try is judged as it went, so a server that never holds the key is judged on it.
+const ATTEMPTS: u32 = 3;
 
 /// Pause between retries that get a conflict.
 const RETRY_INTERVAL: Duration = Duration::from_millis(100);
@@ -59,10 +65,35 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         None if ctx.config.hold_header.is_some() => ctx.hold_length().await,
         _ => None,
     };
+    let mut head_start = DROP_AFTER_HOLD;
+    for attempt in 1..=ATTEMPTS {
+        match scenario(ctx, hold, head_start, attempt == ATTEMPTS).await? {
+            Some(early) => {
+                head_start *= 2;
+                ctx.note(format!(
+                    "{early}: the held original had not taken its key yet; again with a fresh key and {} ms between sending it and closing its connection",
+                    head_start.as_millis()
+                ));
+            }
+            None => return Ok(()),
+        }
+    }
+    Ok(())
+}
+
+/// One run of the scenario, the original's connection closed `head_start` after it was
+/// written. Pushes the checks and returns `None`; or, unless this is the last try, returns
+/// what showed the retry came before the original held its key, without judging.
+async fn scenario(
+    ctx: &mut ProbeCtx,
+    hold: Option<Duration>,
+    head_start: Duration,
+    last_try: bool,
+) -> Result<Option<String>, Stop> {
     let before = ctx.count_before().await?;
     let req = ctx.keyed(&ctx.fresh_key());
     let (original, wait, name) = match ctx.held(req.clone()) {
-        Some((held, name)) => (held, DROP_AFTER_HOLD, name),
+        Some((held, name)) => (held, head_start, name),
         None => (req.clone(), Duration::ZERO, None),
     };
     let dropped = ctx
@@ -87,9 +118,17 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     if let Some(name) = name {
         // A releasable hold: one retry while the original is surely still running, then the
         // hold ends and the retries below see it finish.
-        let retry = ctx
+        let (retry, waited) = ctx
             .send_then_release("retry while held", req.clone(), &name, dropped.n)
             .await;
+        if is_success(&retry) && !waited && !last_try {
+            return Ok(Some(format!(
+                "the retry #{} while #{} was held was answered {} at once",
+                retry.n,
+                dropped.n,
+                retry.status_text()
+            )));
+        }
         retries.push(retry);
         interval = RELEASED_RETRY_INTERVAL;
     }
@@ -97,7 +136,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         retries.extend(retry_while(ctx, "retry", &req, |e| !is_success(e), bound, interval).await);
     }
     let Some(last) = retries.last().cloned() else {
-        return Ok(());
+        return Ok(None);
     };
     let replayed = is_success(&last);
     if replayed {
@@ -118,9 +157,9 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     ctx.push(check::success(&ctx.spec(&REPLAYED), &last));
     if !replayed {
         // Without the result, the original may still be running: its effect cannot be counted.
-        return Ok(());
+        return Ok(None);
     }
     let e = ctx.executions(&before, &after, &[], &refs);
     ctx.expect_executions(&ONE_EFFECT, e, 1);
-    Ok(())
+    Ok(None)
 }
