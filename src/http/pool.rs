@@ -187,7 +187,6 @@ impl Pool {
         let list = idle.get_mut(&origin)?;
         // Bounded by the idle connections there were: nothing is put back in this loop.
         while let Some(conn) = list.pop() {
-            // Bytes waiting are frames (a PING, SETTINGS, a GOAWAY), read when the burst runs.
             if !closed(conn.socket()) {
                 return Some(conn);
             }
@@ -249,24 +248,38 @@ impl Pool {
     }
 }
 
-/// Whether an idle connection can carry a request: nothing to read (a peek would block). End of
-/// stream, a reset, or unsolicited bytes (a late error page, a TLS close_notify) mean the server
-/// is done with it.
-fn still_open(stream: &Stream) -> bool {
-    let mut byte = [MaybeUninit::<u8>::uninit(); 1];
-    matches!(
-        SockRef::from(stream.tcp()).peek(&mut byte),
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
-    )
+/// What an idle connection holds, seen without reading it.
+#[derive(PartialEq)]
+enum Waiting {
+    /// Nothing: a read would block.
+    Nothing,
+    /// Bytes nobody asked for.
+    Bytes,
+    /// End of stream, or an error such as a reset.
+    End,
 }
 
-/// Whether the server ended an idle connection: end of stream or an error waiting to be read.
-fn closed(stream: &Stream) -> bool {
+fn waiting(stream: &Stream) -> Waiting {
     let mut byte = [MaybeUninit::<u8>::uninit(); 1];
     match SockRef::from(stream.tcp()).peek(&mut byte) {
-        Ok(n) => n == 0,
-        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+        Ok(0) => Waiting::End,
+        Ok(_) => Waiting::Bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Waiting::Nothing,
+        Err(_) => Waiting::End,
     }
+}
+
+/// Whether an idle HTTP/1.1 connection can carry a request: nothing to read. End of stream, a
+/// reset, or unsolicited bytes (a late error page, a TLS close_notify) mean the server is done
+/// with it.
+fn still_open(stream: &Stream) -> bool {
+    waiting(stream) == Waiting::Nothing
+}
+
+/// Whether the server ended an idle HTTP/2 connection. Bytes waiting there are frames (a PING,
+/// SETTINGS, a GOAWAY), read when the next burst runs.
+fn closed(stream: &Stream) -> bool {
+    waiting(stream) == Waiting::End
 }
 
 #[cfg(test)]
