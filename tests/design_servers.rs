@@ -582,6 +582,33 @@ fn connection_closed_after_a_5xx_still_shows_a_wedged_key() {
     );
 }
 
+/// An API behind a server that closes a kept-alive connection idle for 100 ms (gunicorn does
+/// after 2 s) without `Connection: close`, the request that crossed the close never read, and
+/// whose crash leaves the key claimed for an hour. wedged-key-recovery's retries, 150 ms apart
+/// on a kept connection, each cross the close; each is sent again once on a new connection, gets
+/// 409, and the probe FAILs on the wedged key instead of stopping at the closed connection.
+/// Every other probe meets the same closes and PASSes.
+#[test]
+fn connection_closed_while_idle_still_shows_a_wedged_key() {
+    let run = expect(
+        "idle_close",
+        &["--idle-close", "0.1"],
+        &crashing(),
+        &[("wedged-key-recovery", "FAIL")],
+        4,
+    );
+    assert_says(
+        run.reason("wedged-key-recovery"),
+        "409",
+        "the retries' refusal is the evidence",
+    );
+    assert_says(
+        &run.timeline("wedged-key-recovery"),
+        "sent again on a new connection: the kept-alive connection was closed by the server while idle",
+        "the evidence says which request went out twice, and why",
+    );
+}
+
 /// The per-tenant API reading its key from `Idempotent-Token`, a name the secret rules would
 /// mask: `run --key-header` (no --openapi needed) sends every key, in every probe, there, and
 /// everything PASSes as with the standard name.

@@ -241,6 +241,7 @@ pub(crate) async fn burst_on(
                     released: rel.as_ref().ok().copied(),
                     finished: Instant::now(),
                     result,
+                    resent: None,
                 };
                 (response, reusable)
             });

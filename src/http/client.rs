@@ -6,11 +6,11 @@
 //! Content-Length it derives, which [`super::h1::prepare`] makes explicit. It connects with the
 //! run's [`Connector`] settings (trust, proxy, fixed addresses), as the raw client does.
 //!
-//! Connections are pooled, except after a 5xx: some servers close a keep-alive connection after
-//! an error without saying `Connection: close` (uvicorn after an unhandled exception), and a
-//! request written on it is reset before it reaches the application. That reset is no answer of
-//! the server's, and a retry after a crash is exactly the request a probe must see answered, so
-//! after any 5xx the next requests go out on new connections.
+//! Connections are pooled. A request that fails on a kept-alive connection before any byte of
+//! its answer (the server closed the connection while it was idle, see [`super::kept`]) is sent
+//! again, once, on a new connection, and its record says so; the pool's other connections,
+//! idle as long, are retired with it. A request that failed on a new connection, or after any
+//! byte of an answer, is never sent again.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,6 +19,7 @@ use anyhow::{Context, Result};
 
 use super::connection::Connector;
 use super::exchange::{Header, ReceivedResponse, SentRequest};
+use super::kept::{ForgetNew, Served};
 use super::raw::RawResponse;
 use super::Request;
 
@@ -26,8 +27,11 @@ use super::Request;
 pub struct Client {
     /// The run's connection settings, for every pool built.
     connector: Arc<Connector>,
-    /// The pool requests go through; replaced by an empty one after every 5xx.
+    /// The pool requests go through; replaced by an empty one when a kept-alive connection
+    /// was found closed under a request.
     pool: Mutex<reqwest::Client>,
+    /// The connections that have carried a response.
+    served: Served,
     timeout: Duration,
     max_body: usize,
 }
@@ -49,8 +53,10 @@ impl Client {
     /// A client connecting with `connector` whose requests go through a [`pool`] with these
     /// settings.
     pub fn new(connector: Arc<Connector>, timeout: Duration, max_body: usize) -> Result<Client> {
+        let served = Served::default();
         Ok(Client {
-            pool: Mutex::new(pool(&connector, timeout)?),
+            pool: Mutex::new(pool(&connector, timeout, &served)?),
+            served,
             connector,
             timeout,
             max_body,
@@ -62,39 +68,54 @@ impl Client {
         self.pool.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Retires every pooled connection, the one that just carried a 5xx among them: requests
-    /// still in flight finish on their own connections, the next ones open new connections.
-    /// Should the new pool fail to build (its settings built one before), the old one is kept.
+    /// Retires every pooled connection: requests still in flight finish on their own
+    /// connections, the next ones open new connections. Should the new pool fail to build (its
+    /// settings built one before), the old one is kept.
     fn retire_connections(&self) {
-        if let Ok(fresh) = pool(&self.connector, self.timeout) {
+        if let Ok(fresh) = pool(&self.connector, self.timeout, &self.served) {
             *self.pool.lock().unwrap_or_else(|e| e.into_inner()) = fresh;
         }
     }
 
-    /// Sends `req` and returns it as sent with the response or the transport error.
+    /// Sends `req` and returns it as sent with the response or the transport error. A request
+    /// the server's idle close took before any byte of an answer is sent again, once, on a
+    /// connection of its own (see the module documentation); the response says so.
     pub async fn send(&self, req: &Request) -> (SentRequest, RawResponse) {
         let sent = req.prepare();
         let started = Instant::now();
-        let result = self.exchange(&sent).await;
-        let finished = Instant::now();
-        if result.as_ref().is_ok_and(|r| r.status >= 500) {
-            self.retire_connections();
-        }
+        let (result, resent) = match self.exchange(&self.pool(), &sent).await {
+            Err(Failure::ClosedWhileIdle(error)) => {
+                self.retire_connections();
+                match pool(&self.connector, self.timeout, &self.served) {
+                    Ok(own) => (
+                        self.exchange(&own, &sent).await.map_err(Failure::into_text),
+                        Some(resent_note(&error)),
+                    ),
+                    Err(_) => (Err(error), None),
+                }
+            }
+            other => (other.map_err(Failure::into_text), None),
+        };
         (
             sent,
             RawResponse {
                 started,
                 released: None,
-                finished,
+                finished: Instant::now(),
                 result,
+                resent,
             },
         )
     }
 
-    async fn exchange(&self, sent: &SentRequest) -> Result<ReceivedResponse, String> {
+    async fn exchange(
+        &self,
+        pool: &reqwest::Client,
+        sent: &SentRequest,
+    ) -> Result<ReceivedResponse, Failure> {
         let method = reqwest::Method::from_bytes(sent.method.as_bytes())
             .map_err(|_| format!("{:?} is not an HTTP method", sent.method))?;
-        let mut builder = self.pool().request(method, &sent.url);
+        let mut builder = pool.request(method, &sent.url);
         for h in &sent.headers {
             // reqwest derives Host from the URL (and :authority on HTTP/2); sending ours too
             // would duplicate it on HTTP/2.
@@ -109,11 +130,13 @@ impl Client {
             })?;
             builder = builder.header(h.name.as_str(), value);
         }
-        let mut resp = builder
-            .body(sent.body.clone())
-            .send()
-            .await
-            .map_err(|e| describe(&e, self.timeout))?;
+        let mut resp = builder.body(sent.body.clone()).send().await.map_err(|e| {
+            match self.served.closed_while_idle(&e) {
+                true => Failure::ClosedWhileIdle(describe(&e, self.timeout)),
+                false => Failure::Other(describe(&e, self.timeout)),
+            }
+        })?;
+        self.served.carried(&resp);
         let status = resp.status().as_u16();
         let version = format!("{:?}", resp.version());
         let headers = resp
@@ -147,10 +170,39 @@ impl Client {
     }
 }
 
-/// A pool that never follows redirects (a 3xx is an answer to judge, not to chase) and gives up
-/// on any request after `timeout`, connecting as [`builder`] says.
-fn pool(connector: &Arc<Connector>, timeout: Duration) -> Result<reqwest::Client> {
+/// Why an exchange of the ordinary client has no response.
+enum Failure {
+    /// The request went out on a kept-alive connection that ended before any byte of its
+    /// answer (see [`super::kept`]).
+    ClosedWhileIdle(String),
+    Other(String),
+}
+
+impl Failure {
+    fn into_text(self) -> String {
+        match self {
+            Failure::ClosedWhileIdle(e) | Failure::Other(e) => e,
+        }
+    }
+}
+
+impl From<String> for Failure {
+    fn from(e: String) -> Self {
+        Failure::Other(e)
+    }
+}
+
+/// What the record of a request sent again says about its first attempt.
+fn resent_note(error: &str) -> String {
+    format!("sent again on a new connection: the kept-alive connection was closed by the server while idle (no byte received: {error})")
+}
+
+/// A pool that never follows redirects (a 3xx is an answer to judge, not to chase), gives up
+/// on any request after `timeout`, connects as [`builder`] says, and tells `served` about every
+/// connection it opens.
+fn pool(connector: &Arc<Connector>, timeout: Duration, served: &Served) -> Result<reqwest::Client> {
     builder(connector)
+        .connector_layer(ForgetNew(served.clone()))
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(timeout)
         .timeout(timeout)
@@ -205,5 +257,122 @@ fn is_tls(e: &(dyn std::error::Error + 'static)) -> bool {
     {
         Some(inner) => is_tls(inner),
         None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read as _, Write as _};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// What the test server does with one request.
+    #[derive(Clone, Copy)]
+    enum Act {
+        /// Answers 200 and keeps the connection.
+        Answer,
+        /// Closes the connection without a byte, as an idle timeout crossing the request does.
+        Close,
+        /// Sends a head and part of the body, then closes.
+        Partial,
+    }
+
+    /// A listener on an ephemeral port whose `act(connection, request)` (both counted from 0)
+    /// says what it does with each request; returns its URL and how many connections it
+    /// accepted.
+    fn server(act: fn(usize, usize) -> Act) -> (url::Url, Arc<AtomicUsize>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = url::Url::parse(&format!("http://{}/", listener.local_addr().unwrap())).unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().take(8) {
+                let Ok(mut conn) = conn else { return };
+                let c = count.fetch_add(1, Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 1024];
+                    let mut r = 0;
+                    while let Ok(n @ 1..) = conn.read(&mut chunk) {
+                        buf.extend_from_slice(&chunk[..n]);
+                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            buf.drain(..end + 4);
+                            let bytes: &[u8] = match act(c, r) {
+                                Act::Answer => b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                                Act::Close => return,
+                                Act::Partial => b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nok",
+                            };
+                            conn.write_all(bytes).unwrap();
+                            if matches!(act(c, r), Act::Partial) {
+                                return;
+                            }
+                            r += 1;
+                        }
+                    }
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    fn client() -> Client {
+        Client::new(Arc::default(), Duration::from_secs(5), 1024).unwrap()
+    }
+
+    fn get(url: &url::Url) -> Request {
+        Request::get(url, &[])
+    }
+
+    #[tokio::test]
+    async fn a_request_the_idle_close_took_is_sent_again_once_on_a_new_connection() {
+        // The first connection answers once, then closes under the next request.
+        let (url, accepted) = server(|c, r| match (c, r) {
+            (0, 0) => Act::Answer,
+            (0, _) => Act::Close,
+            _ => Act::Answer,
+        });
+        let client = client();
+        let (_, first) = client.send(&get(&url)).await;
+        assert_eq!(first.result.unwrap().status, 200);
+        assert!(first.resent.is_none());
+        let (_, second) = client.send(&get(&url)).await;
+        assert_eq!(second.result.unwrap().status, 200, "the resend is answered");
+        let why = second.resent.expect("the record says it was sent again");
+        assert!(
+            why.starts_with("sent again on a new connection: the kept-alive connection was closed by the server while idle (no byte received"),
+            "{why}"
+        );
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_request_closed_on_a_new_connection_is_not_sent_again() {
+        let (url, accepted) = server(|_, _| Act::Close);
+        let (_, r) = client().send(&get(&url)).await;
+        let err = r.result.unwrap_err();
+        assert!(
+            err.contains("connection closed before message completed"),
+            "{err}"
+        );
+        assert!(r.resent.is_none());
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "no second connection");
+    }
+
+    #[tokio::test]
+    async fn a_request_that_received_part_of_an_answer_is_not_sent_again() {
+        // On a kept connection, the second answer stops in its body.
+        let (url, accepted) = server(|_, r| match r {
+            0 => Act::Answer,
+            _ => Act::Partial,
+        });
+        let client = client();
+        let (_, first) = client.send(&get(&url)).await;
+        assert_eq!(first.result.unwrap().status, 200);
+        let (_, second) = client.send(&get(&url)).await;
+        let err = second.result.unwrap_err();
+        assert!(err.starts_with("reading the body"), "{err}");
+        assert!(second.resent.is_none());
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "no second connection");
     }
 }

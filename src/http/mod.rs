@@ -1,7 +1,8 @@
 //! Everything that talks to the target.
 //!
 //! [`client`] sends ordinary requests (HTTP/1.1 or HTTP/2 over reqwest) and records each one as
-//! an [`exchange::Exchange`] of a [`Request`]; [`raw`] writes exact bytes for the key-syntax
+//! an [`exchange::Exchange`] of a [`Request`], telling connections closed while idle by what
+//! [`kept`] knows; [`raw`] writes exact bytes for the key-syntax
 //! probes and for dropping a connection on purpose, framed by [`h1`]; [`burst`] releases
 //! synchronised duplicates for the race probes, over HTTP/1.1 connections (the final bytes
 //! written by [`release`]'s two threads, scheduled by [`sched`]) or, with [`h2burst`], in one
@@ -20,6 +21,7 @@ pub mod curl;
 pub mod exchange;
 pub mod h1;
 pub mod h2burst;
+mod kept;
 pub mod net;
 pub mod pool;
 pub mod raw;

@@ -33,6 +33,10 @@ pub struct RawResponse {
     pub finished: Instant,
     /// The response, or the transport failure as one line of text for the report.
     pub result: Result<ReceivedResponse, String>,
+    /// Why the request was sent a second time, on a new connection: its first attempt went
+    /// out on a kept-alive connection that ended before any byte of an answer. `None` for a
+    /// request sent once.
+    pub resent: Option<String>,
 }
 
 impl RawResponse {
@@ -43,6 +47,7 @@ impl RawResponse {
             released: None,
             finished: Instant::now(),
             result,
+            resent: None,
         }
     }
 }

@@ -432,8 +432,18 @@ impl ProbeCtx {
         request: SentRequest,
         r: &raw::RawResponse,
     ) -> Exchange {
+        let n = self.exchanges.len() + 1;
+        // One request, one exchange: a request sent again after the server closed its idle
+        // connection under it is recorded (and counted) once, with why it went out twice.
+        let role = match &r.resent {
+            Some(why) => {
+                self.note(format!("#{n} was {why}"));
+                format!("{role} (sent again on a new connection)")
+            }
+            None => role,
+        };
         let ex = Exchange {
-            n: self.exchanges.len() + 1,
+            n,
             role,
             start_ms: self.offset_ms(r.started),
             duration_ms: r
@@ -474,6 +484,7 @@ impl ProbeCtx {
             released: None,
             finished: now,
             result: Err(NOT_SENT.to_string()),
+            resent: None,
         };
         Some(self.push_exchange(role, req.prepare(), &r))
     }

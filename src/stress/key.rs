@@ -125,6 +125,7 @@ pub async fn exercise(
                 released: None,
                 finished: Instant::now(),
                 result: Err(format!("{e:#}")),
+                resent: None,
             },
         )),
     }

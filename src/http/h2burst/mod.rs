@@ -151,6 +151,7 @@ pub(crate) async fn run_on_conn(
                 (None, Err(e)) => Err(e.clone()),
                 (None, Ok(())) => Err("no response (internal state)".to_string()),
             },
+            resent: None,
         })
         .collect();
     let report = BurstReport {
