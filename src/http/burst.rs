@@ -230,7 +230,7 @@ pub(crate) async fn burst_on(
                         .await;
                         match result {
                             Ok((response, reusable)) => (s.started, Ok(response), reusable),
-                            Err(e) => (s.started, Err(e), false),
+                            Err(unread) => (s.started, Err(unread.error), false),
                         }
                     }
                     (Ok(s), Err(e)) => (s.started, Err(e.clone()), false),

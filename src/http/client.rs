@@ -83,29 +83,21 @@ impl Client {
     pub async fn send(&self, req: &Request) -> (SentRequest, RawResponse) {
         let sent = req.prepare();
         let started = Instant::now();
-        let (result, resent) = match self.exchange(&self.pool(), &sent).await {
+        let response = match self.exchange(&self.pool(), &sent).await {
             Err(Failure::ClosedWhileIdle(error)) => {
                 self.retire_connections();
                 match pool(&self.connector, self.timeout, &self.served) {
-                    Ok(own) => (
-                        self.exchange(&own, &sent).await.map_err(Failure::into_text),
-                        Some(resent_note(&error)),
-                    ),
-                    Err(_) => (Err(error), None),
+                    Ok(own) => {
+                        let again = self.exchange(&own, &sent).await;
+                        RawResponse::ended_now(started, again.map_err(Failure::into_text))
+                            .sent_again(started, &error)
+                    }
+                    Err(_) => RawResponse::ended_now(started, Err(error)),
                 }
             }
-            other => (other.map_err(Failure::into_text), None),
+            other => RawResponse::ended_now(started, other.map_err(Failure::into_text)),
         };
-        (
-            sent,
-            RawResponse {
-                started,
-                released: None,
-                finished: Instant::now(),
-                result,
-                resent,
-            },
-        )
+        (sent, response)
     }
 
     async fn exchange(
@@ -192,11 +184,6 @@ impl From<String> for Failure {
     }
 }
 
-/// What the record of a request sent again says about its first attempt.
-fn resent_note(error: &str) -> String {
-    format!("sent again on a new connection: the kept-alive connection was closed by the server while idle (no byte received: {error})")
-}
-
 /// A pool that never follows redirects (a 3xx is an answer to judge, not to chase), gives up
 /// on any request after `timeout`, connects as [`builder`] says, and tells `served` about every
 /// connection it opens.
@@ -263,58 +250,8 @@ fn is_tls(e: &(dyn std::error::Error + 'static)) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::{Read as _, Write as _};
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    /// What the test server does with one request.
-    #[derive(Clone, Copy)]
-    enum Act {
-        /// Answers 200 and keeps the connection.
-        Answer,
-        /// Closes the connection without a byte, as an idle timeout crossing the request does.
-        Close,
-        /// Sends a head and part of the body, then closes.
-        Partial,
-    }
-
-    /// A listener on an ephemeral port whose `act(connection, request)` (both counted from 0)
-    /// says what it does with each request; returns its URL and how many connections it
-    /// accepted.
-    fn server(act: fn(usize, usize) -> Act) -> (url::Url, Arc<AtomicUsize>) {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = url::Url::parse(&format!("http://{}/", listener.local_addr().unwrap())).unwrap();
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let count = accepted.clone();
-        std::thread::spawn(move || {
-            for conn in listener.incoming().take(8) {
-                let Ok(mut conn) = conn else { return };
-                let c = count.fetch_add(1, Ordering::SeqCst);
-                std::thread::spawn(move || {
-                    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 1024];
-                    let mut r = 0;
-                    while let Ok(n @ 1..) = conn.read(&mut chunk) {
-                        buf.extend_from_slice(&chunk[..n]);
-                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            buf.drain(..end + 4);
-                            let bytes: &[u8] = match act(c, r) {
-                                Act::Answer => b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
-                                Act::Close => return,
-                                Act::Partial => b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nok",
-                            };
-                            conn.write_all(bytes).unwrap();
-                            if matches!(act(c, r), Act::Partial) {
-                                return;
-                            }
-                            r += 1;
-                        }
-                    }
-                });
-            }
-        });
-        (url, accepted)
-    }
+    use crate::http::scripted::{server, Act};
+    use std::sync::atomic::Ordering;
 
     fn client() -> Client {
         Client::new(Arc::default(), Duration::from_secs(5), 1024).unwrap()

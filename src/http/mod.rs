@@ -28,6 +28,8 @@ pub mod raw;
 pub mod release;
 mod request;
 pub mod sched;
+#[cfg(test)]
+mod scripted;
 pub mod throttle;
 pub mod tls;
 

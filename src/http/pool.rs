@@ -77,7 +77,10 @@ impl Pool {
 
     /// Sends `req` on a kept-alive connection to its origin (a new one when none is idle) and
     /// keeps the connection if it can carry another request. `timeout` bounds the whole
-    /// exchange, connecting included, as in [`raw::send_one`].
+    /// exchange, connecting included, as in [`raw::send_one`]. A request whose kept connection
+    /// ended before any byte of an answer (the server closed it while idle, as the request
+    /// went out) is sent again, once, on a new connection, with a timeout of its own; the
+    /// response says so.
     pub async fn send(&self, req: &SentRequest, timeout: Duration, max_body: usize) -> RawResponse {
         let attempt = Instant::now();
         let deadline = attempt + timeout;
@@ -85,18 +88,45 @@ impl Pool {
             Ok(url) => self.take(&url, deadline, timeout).await.map(|c| (url, c)),
             Err(e) => Err(e),
         };
-        match taken {
-            Ok((url, mut conn)) => {
-                let (response, reusable) =
-                    raw::exchange_on(&mut conn.stream, req, &url, deadline, timeout, max_body)
-                        .await;
-                if reusable {
-                    self.put(&url, conn.stream);
-                }
-                response
+        let (url, conn) = match taken {
+            Ok(taken) => taken,
+            Err(e) => return RawResponse::ended_now(attempt, Err(e)),
+        };
+        let reused = conn.reused;
+        let first = self
+            .exchange(&url, conn, req, deadline, timeout, max_body)
+            .await;
+        let error = match &first.response.result {
+            Err(error) if reused && first.ended_unanswered => error.clone(),
+            _ => return first.response,
+        };
+        let deadline = Instant::now() + timeout;
+        let again = match self.open(&url, deadline, timeout).await {
+            Ok(conn) => {
+                self.exchange(&url, conn, req, deadline, timeout, max_body)
+                    .await
+                    .response
             }
-            Err(e) => RawResponse::ended_now(attempt, Err(e)),
+            Err(e) => RawResponse::ended_now(Instant::now(), Err(e)),
+        };
+        again.sent_again(first.response.started, &error)
+    }
+
+    /// One exchange on `conn`, kept afterwards if it can carry another request.
+    async fn exchange(
+        &self,
+        url: &url::Url,
+        mut conn: Open,
+        req: &SentRequest,
+        deadline: Instant,
+        timeout: Duration,
+        max_body: usize,
+    ) -> raw::OnConnection {
+        let on = raw::exchange_on(&mut conn.stream, req, url, deadline, timeout, max_body).await;
+        if on.reusable {
+            self.put(url, conn.stream);
         }
+        on
     }
 
     /// A synchronised burst ([`burst::burst`]) staged on kept-alive connections, one per
@@ -221,6 +251,16 @@ impl Pool {
                 });
             }
         }
+        self.open(url, deadline, timeout).await
+    }
+
+    /// A new connection to `url`'s origin.
+    async fn open(
+        &self,
+        url: &url::Url,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<Open, String> {
         let t0 = Instant::now();
         let stream = self.connector.connect(url, deadline, timeout).await?;
         let connect_time = t0.elapsed();
@@ -285,6 +325,7 @@ fn closed(stream: &Stream) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::scripted::{self, Act};
     use std::io::{Read as _, Write as _};
 
     /// How the test server ends a connection.
@@ -412,6 +453,61 @@ mod tests {
         }
         assert_eq!(pool.opened(), 3);
         assert_eq!(accepted.load(Ordering::Relaxed), 3);
+    }
+
+    #[tokio::test]
+    async fn a_request_the_idle_close_took_is_sent_again_once_on_a_new_connection() {
+        // The first connection answers once, then closes under the next request.
+        let (url, accepted) = scripted::server(|c, r| match (c, r) {
+            (0, 0) => Act::Answer,
+            (0, _) => Act::Close,
+            _ => Act::Answer,
+        });
+        let pool = Pool::new(Arc::default(), 4);
+        let first = pool.send(&get(&url), Duration::from_secs(5), 1024).await;
+        assert_eq!(first.result.unwrap().status, 200);
+        let second = pool.send(&get(&url), Duration::from_secs(5), 1024).await;
+        assert_eq!(second.result.unwrap().status, 200, "the resend is answered");
+        let why = second.resent.expect("the response says it was sent again");
+        assert!(
+            why.contains("closed by the server while idle (no byte received: connection closed before any response)"),
+            "{why}"
+        );
+        assert_eq!(pool.opened(), 2);
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_request_closed_on_a_new_connection_is_not_sent_again() {
+        let (url, accepted) = scripted::server(|_, _| Act::Close);
+        let pool = Pool::new(Arc::default(), 4);
+        let r = pool.send(&get(&url), Duration::from_secs(5), 1024).await;
+        assert_eq!(
+            r.result.unwrap_err(),
+            "connection closed before any response"
+        );
+        assert!(r.resent.is_none());
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "no second connection");
+    }
+
+    #[tokio::test]
+    async fn a_request_that_received_part_of_an_answer_is_not_sent_again() {
+        // On a kept connection, the second answer stops in its body.
+        let (url, accepted) = scripted::server(|_, r| match r {
+            0 => Act::Answer,
+            _ => Act::Partial,
+        });
+        let pool = Pool::new(Arc::default(), 4);
+        let first = pool.send(&get(&url), Duration::from_secs(5), 1024).await;
+        assert_eq!(first.result.unwrap().status, 200);
+        let second = pool.send(&get(&url), Duration::from_secs(5), 1024).await;
+        let err = second.result.unwrap_err();
+        assert!(
+            err.starts_with("connection closed after 2 of 10 body bytes"),
+            "{err}"
+        );
+        assert!(second.resent.is_none());
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "no second connection");
     }
 
     #[tokio::test]

@@ -50,6 +50,19 @@ impl RawResponse {
             resent: None,
         }
     }
+
+    /// This response, to a request sent again after its first attempt, which began at
+    /// `first_started`, went out on a kept-alive connection that ended with `first_error`
+    /// before any byte of an answer: one exchange, spanning both attempts, that says so.
+    pub(crate) fn sent_again(self, first_started: Instant, first_error: &str) -> Self {
+        RawResponse {
+            started: first_started,
+            resent: Some(format!(
+                "sent again on a new connection: the kept-alive connection was closed by the server while idle (no byte received: {first_error})"
+            )),
+            ..self
+        }
+    }
 }
 
 /// Connects, writes `req` exactly, and reads one response (see [`super::h1`]; body cut at
@@ -112,9 +125,18 @@ async fn connect_and_write(
     Ok(stream)
 }
 
-/// Writes `req` whole on an open connection and reads its response, by `deadline`; the flag
-/// says whether the connection can carry another request (see [`h1::read_keeping`]). `started`
-/// is when the write began.
+/// What one exchange on an open connection left.
+pub(crate) struct OnConnection {
+    /// The response (`started` is when the write began).
+    pub(crate) response: RawResponse,
+    /// Whether the connection can carry another request (see [`h1::read_keeping`]).
+    pub(crate) reusable: bool,
+    /// Whether the connection failed before any byte of an answer: writing the request failed
+    /// before the deadline, or the connection ended or was reset before the response began.
+    pub(crate) ended_unanswered: bool,
+}
+
+/// Writes `req` whole on an open connection and reads its response, by `deadline`.
 pub(crate) async fn exchange_on(
     stream: &mut Stream,
     req: &SentRequest,
@@ -122,19 +144,31 @@ pub(crate) async fn exchange_on(
     deadline: Instant,
     timeout: Duration,
     max_body: usize,
-) -> (RawResponse, bool) {
+) -> OnConnection {
     let started = Instant::now();
     let result = async {
-        let wire = h1::wire_to(req, url).map_err(|e| format!("{e:#}"))?;
-        write_request(stream, &wire, deadline, timeout).await?;
+        let wire = h1::wire_to(req, url).map_err(|error| h1::Unread {
+            error: format!("{error:#}"),
+            ended_unanswered: false,
+        })?;
+        write_request(stream, &wire, deadline, timeout)
+            .await
+            .map_err(|error| h1::Unread {
+                error,
+                ended_unanswered: Instant::now() < deadline,
+            })?;
         h1::read_keeping(stream, &req.method, deadline, timeout, max_body).await
     }
     .await;
-    let (result, reusable) = match result {
-        Ok((response, reusable)) => (Ok(response), reusable),
-        Err(e) => (Err(e), false),
+    let (result, reusable, ended_unanswered) = match result {
+        Ok((response, reusable)) => (Ok(response), reusable, false),
+        Err(unread) => (Err(unread.error), false, unread.ended_unanswered),
     };
-    (RawResponse::ended_now(started, result), reusable)
+    OnConnection {
+        response: RawResponse::ended_now(started, result),
+        reusable,
+        ended_unanswered,
+    }
 }
 
 /// A keep-alive connection used for one request and then left idle. Whether the server closes

@@ -185,7 +185,12 @@ fn number(t0: Instant, raws: Vec<(String, SentRequest, RawResponse)>) -> Vec<Exc
         .enumerate()
         .map(|(i, (role, request, r))| Exchange {
             n: i + 1,
-            role,
+            // A request sent again after the server closed its idle connection under it is one
+            // exchange, counted once; its role says why it went out twice.
+            role: match &r.resent {
+                Some(why) => format!("{role} ({why})"),
+                None => role,
+            },
             start_ms: ms(r.started),
             duration_ms: r
                 .finished

@@ -30,6 +30,17 @@ pub(crate) async fn read_response(
     read_keeping(stream, method, deadline, timeout, max_body)
         .await
         .map(|(response, _)| response)
+        .map_err(|unread| unread.error)
+}
+
+/// Why no response was read off a connection.
+#[derive(Debug)]
+pub(crate) struct Unread {
+    /// The failure as one line of text for the report.
+    pub(crate) error: String,
+    /// The connection ended (end of stream, a reset) before any byte of a response arrived; a
+    /// timeout is not that, the server may still be working on the request.
+    pub(crate) ended_unanswered: bool,
 }
 
 /// Like [`read_response`], and whether the connection can carry another request: the response
@@ -41,10 +52,12 @@ pub(crate) async fn read_keeping(
     deadline: Instant,
     timeout: Duration,
     max_body: usize,
-) -> Result<(ReceivedResponse, bool), String> {
+) -> Result<(ReceivedResponse, bool), Unread> {
     let mut input = Incoming {
         stream,
         buf: Vec::with_capacity(READ_ROOM),
+        received: false,
+        ended_unanswered: false,
     };
     let head = within(
         deadline,
@@ -52,14 +65,22 @@ pub(crate) async fn read_keeping(
         "waiting for the response head",
         input.read_head(),
     )
-    .await?;
+    .await
+    .map_err(|error| Unread {
+        error,
+        ended_unanswered: input.ended_unanswered,
+    })?;
     let (body, body_truncated, framed) = within(
         deadline,
         timeout,
         "reading the response body",
         input.read_body(&head, method, max_body),
     )
-    .await?;
+    .await
+    .map_err(|error| Unread {
+        error,
+        ended_unanswered: false,
+    })?;
     let reusable = framed
         && !body_truncated
         && input.buf.is_empty()
@@ -144,6 +165,11 @@ fn lenient_head(head: &[u8], strict_error: &str) -> Option<Head> {
 struct Incoming<'a> {
     stream: &'a mut Stream,
     buf: Vec<u8>,
+    /// Whether any byte arrived.
+    received: bool,
+    /// Whether the connection ended (end of stream, or a read error such as a reset) before
+    /// any byte arrived.
+    ended_unanswered: bool,
 }
 
 impl Incoming<'_> {
@@ -152,10 +178,12 @@ impl Incoming<'_> {
     /// runtime copies futures whole as they are wrapped (timeouts, `join_all`).
     async fn fill(&mut self) -> Result<usize, String> {
         self.buf.reserve(READ_ROOM);
-        self.stream
-            .read_buf(&mut self.buf)
-            .await
-            .map_err(|e| format!("reading the response failed: {e}"))
+        let read = self.stream.read_buf(&mut self.buf).await;
+        match read {
+            Ok(0) | Err(_) => self.ended_unanswered = !self.received,
+            Ok(_) => self.received = true,
+        }
+        read.map_err(|e| format!("reading the response failed: {e}"))
     }
 
     /// Reads until the buffer holds at least `want` bytes; at end of stream the error is
