@@ -168,8 +168,8 @@ pub async fn burst(
 
 /// Steps 2–5 of a burst on connections that are already open (fresh ones, or kept-alive ones
 /// from [`super::pool`]); an `Err` connection is reported as that request's failure, dated
-/// `begin`. Returns the report and, in input order, each connection that can carry another
-/// request (see [`h1::read_keeping`]).
+/// `begin`. Returns the report and, in input order, what is left of each request's connection
+/// (see [`Left`]).
 ///
 /// A fresh connection's prefix is staged in [`BurstOptions::stage_segments`] segments to spend
 /// the receiver's quick-ACK allowance; a reused one already spent it on its earlier exchanges
@@ -183,7 +183,7 @@ pub(crate) async fn burst_on(
     connected: Vec<Result<Open, String>>,
     begin: Instant,
     opts: &BurstOptions,
-) -> (BurstReport, Vec<Option<Stream>>) {
+) -> (BurstReport, Vec<Left>) {
     // Connecting and staging share one timeout, counted from `begin`.
     let deadline = begin + opts.timeout;
     let slowest_connect = connected
@@ -218,7 +218,7 @@ pub(crate) async fn burst_on(
             .zip(released.iter())
             .zip(reqs)
             .map(|((entry, rel), req)| async move {
-                let (started, result, reusable) = match (entry, rel) {
+                let (started, result, left) = match (entry, rel) {
                     (Ok(s), Ok(at)) => {
                         let result = h1::read_keeping(
                             &mut s.stream,
@@ -229,12 +229,16 @@ pub(crate) async fn burst_on(
                         )
                         .await;
                         match result {
-                            Ok((response, reusable)) => (s.started, Ok(response), reusable),
-                            Err(unread) => (s.started, Err(unread.error), false),
+                            Ok((response, true)) => (s.started, Ok(response), Left::Kept(())),
+                            Ok((response, false)) => (s.started, Ok(response), Left::Done),
+                            Err(unread) if unread.ended_unanswered => {
+                                (s.started, Err(unread.error), Left::EndedUnanswered)
+                            }
+                            Err(unread) => (s.started, Err(unread.error), Left::Done),
                         }
                     }
-                    (Ok(s), Err(e)) => (s.started, Err(e.clone()), false),
-                    (Err((t, e)), _) => (*t, Err(e.clone()), false),
+                    (Ok(s), Err(e)) => (s.started, Err(e.clone()), Left::Done),
+                    (Err((t, e)), _) => (*t, Err(e.clone()), Left::Done),
                 };
                 let response = RawResponse {
                     started,
@@ -243,14 +247,18 @@ pub(crate) async fn burst_on(
                     result,
                     resent: None,
                 };
-                (response, reusable)
+                (response, left)
             });
-    let (responses, reusable): (Vec<RawResponse>, Vec<bool>) =
+    let (responses, left): (Vec<RawResponse>, Vec<Left<()>>) =
         join_all(reads).await.into_iter().unzip();
-    let kept = staged
+    let left = staged
         .into_iter()
-        .zip(reusable)
-        .map(|(entry, reusable)| entry.ok().filter(|_| reusable).map(|s| s.stream))
+        .zip(left)
+        .map(|(entry, left)| match (entry, left) {
+            (Ok(s), Left::Kept(())) => Left::Kept(s.stream),
+            (_, Left::EndedUnanswered) => Left::EndedUnanswered,
+            _ => Left::Done,
+        })
         .collect();
 
     let times: Vec<Instant> = responses.iter().filter_map(|r| r.released).collect();
@@ -264,7 +272,18 @@ pub(crate) async fn burst_on(
         spread_us,
         release: mode.through(wires.urls.first().and_then(|u| connector.proxy_shown(u))),
     };
-    (report, kept)
+    (report, left)
+}
+
+/// What a burst left of one request's connection.
+pub(crate) enum Left<S = Stream> {
+    /// The connection can carry another request.
+    Kept(S),
+    /// The connection ended (end of stream, a reset) before any byte of an answer to the
+    /// released request.
+    EndedUnanswered,
+    /// The connection is done for any other reason.
+    Done,
 }
 
 /// How long to wait between staging and release: two of the slowest connect round trips, so a

@@ -6,7 +6,11 @@
 //! pool keeps every connection whose answer ended cleanly (see [`super::h1::read_keeping`]) and hands
 //! it to the next burst or late retry to the same origin. A connection found closed, or holding
 //! bytes nobody asked for, when it is taken is dropped and the next one taken or a new one
-//! opened, so a connection the server has given up on never carries a request.
+//! opened, so a connection the server has given up on never carries a request. A close that
+//! crosses the request on the wire (the server's idle timeout ran out as it was written) is
+//! seen only after: a request whose kept connection ended before any byte of an answer is sent
+//! again, once, on a new connection ([`Pool::send`], [`Pool::burst`]), as curl and browsers do.
+//! One that failed on a new connection, timed out, or got any byte of an answer never is.
 //!
 //! HTTP/2 bursts ([`Pool::burst_for_target`]) are kept the same way: each burst takes one
 //! idle HTTP/2 connection to its origin (or opens one) and gives it back when every stream was
@@ -26,7 +30,7 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 use socket2::SockRef;
 
-use super::burst::{self, BurstOptions, BurstReport, Open, Wires};
+use super::burst::{self, BurstOptions, BurstReport, Left, Open, Wires};
 use super::connection::{Connector, Stream};
 use super::exchange::SentRequest;
 use super::h1;
@@ -130,7 +134,9 @@ impl Pool {
     }
 
     /// A synchronised burst ([`burst::burst`]) staged on kept-alive connections, one per
-    /// request; the connections that can carry another request go back to the pool.
+    /// request; the connections that can carry another request go back to the pool. A request
+    /// whose kept connection ended before any byte of an answer (the server closed it while
+    /// idle) is sent again, once, alone, on a new connection, and its response says so.
     pub async fn burst(
         &self,
         reqs: &[SentRequest],
@@ -146,12 +152,38 @@ impl Pool {
                 .map(|url| self.take(url, deadline, opts.timeout)),
         )
         .await;
-        let (report, kept) =
+        let reused: Vec<bool> = taken
+            .iter()
+            .map(|t| t.as_ref().is_ok_and(|o| o.reused))
+            .collect();
+        let (mut report, left) =
             burst::burst_on(&self.connector, reqs, &wires, taken, begin, opts).await;
-        for (stream, url) in kept.into_iter().zip(&wires.urls) {
-            if let Some(stream) = stream {
-                self.put(url, stream);
+        let mut again = Vec::new();
+        for (i, (left, url)) in left.into_iter().zip(&wires.urls).enumerate() {
+            match left {
+                Left::Kept(stream) => self.put(url, stream),
+                Left::EndedUnanswered if reused[i] => again.push(i),
+                Left::EndedUnanswered | Left::Done => {}
             }
+        }
+        let urls = &wires.urls;
+        let resends = join_all(again.iter().map(|&i| async move {
+            let deadline = Instant::now() + opts.timeout;
+            let url = &urls[i];
+            match self.open(url, deadline, opts.timeout).await {
+                Ok(conn) => {
+                    self.exchange(url, conn, &reqs[i], deadline, opts.timeout, opts.max_body)
+                        .await
+                        .response
+                }
+                Err(e) => RawResponse::ended_now(Instant::now(), Err(e)),
+            }
+        }))
+        .await;
+        for (i, response) in again.into_iter().zip(resends) {
+            let first = &report.responses[i];
+            let error = first.result.as_ref().err().cloned().unwrap_or_default();
+            report.responses[i] = response.sent_again(first.started, &error);
         }
         Ok(report)
     }
@@ -475,6 +507,35 @@ mod tests {
         );
         assert_eq!(pool.opened(), 2);
         assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_burst_request_the_idle_close_took_is_sent_again_alone() {
+        // The first connection answers once, then closes under the next request.
+        let (url, accepted) = scripted::server(|c, r| match (c, r) {
+            (0, 1..) => Act::Close,
+            _ => Act::Answer,
+        });
+        let pool = Pool::new(Arc::default(), 4);
+        let reqs = vec![get(&url), get(&url)];
+        let first = pool.burst(&reqs, &BurstOptions::default()).await.unwrap();
+        assert!(first.responses.iter().all(|r| r.result.is_ok()));
+        let second = pool.burst(&reqs, &BurstOptions::default()).await.unwrap();
+        for r in &second.responses {
+            assert_eq!(r.result.as_ref().unwrap().status, 200);
+        }
+        let resent: Vec<&String> = second
+            .responses
+            .iter()
+            .filter_map(|r| r.resent.as_ref())
+            .collect();
+        assert_eq!(
+            resent.len(),
+            1,
+            "only the request the close took: {resent:?}"
+        );
+        assert_eq!(pool.opened(), 3);
+        assert_eq!(accepted.load(Ordering::SeqCst), 3);
     }
 
     #[tokio::test]
