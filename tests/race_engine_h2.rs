@@ -400,3 +400,116 @@ async fn a_kept_h2_connection_the_server_dropped_is_replaced() {
     pooled_burst(&pool, &url, 1, 3).await;
     assert_connections(&pool, &accepted, 2);
 }
+
+/// What the scripted h2c server does with one stream once its body is in.
+#[derive(Clone, Copy)]
+enum Act {
+    /// Answers 200.
+    Answer,
+    /// Drops the connection without a frame for the stream, as an idle close crossing the
+    /// request does.
+    Close,
+}
+
+/// An h2c server whose `act(connection, stream)` (both counted from 0) says what it does with
+/// each stream; returns its URL and how many connections it accepted.
+fn h2c_scripted(
+    act: fn(usize, usize) -> Act,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://{}/p", listener.local_addr().unwrap());
+    let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        let listener = TcpListener::from_std(listener).unwrap();
+        while let Ok(Ok((tcp, _))) = tokio::time::timeout(LIMIT, listener.accept()).await {
+            let c = count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                    return;
+                };
+                // A stream to close under comes here unanswered: dropped before the connection,
+                // its handle would reset the stream, a frame of an answer.
+                let (close, mut closing) =
+                    tokio::sync::mpsc::channel::<Box<dyn std::any::Any + Send>>(8);
+                let mut unanswered = None;
+                for n in 0.. {
+                    let next = tokio::select! {
+                        next = conn.accept() => next,
+                        stream = closing.recv() => {
+                            unanswered = stream;
+                            break;
+                        }
+                    };
+                    let Some(Ok((req, mut respond))) = next else {
+                        break;
+                    };
+                    let close = close.clone();
+                    tokio::spawn(async move {
+                        let mut body = req.into_body();
+                        while let Some(Ok(chunk)) = body.data().await {
+                            let _ = body.flow_control().release_capacity(chunk.len());
+                        }
+                        match act(c, n) {
+                            Act::Answer => {
+                                let resp = http::Response::builder().status(200).body(()).unwrap();
+                                let _ = respond.send_response(resp, true);
+                            }
+                            Act::Close => {
+                                let _ = close.send(Box::new(respond)).await;
+                            }
+                        }
+                    });
+                }
+                drop(conn);
+                drop(unanswered);
+            });
+        }
+    });
+    (url, accepted)
+}
+
+/// A burst on a kept HTTP/2 connection that the server drops under it, before any frame of an
+/// answer (an idle close crossing the release), is no answer: each of its requests is sent
+/// again, once, alone, on a new connection, answered there, and its response says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_h2_connection_closed_under_a_burst_sends_it_again_on_new_ones() {
+    let (url, accepted) = h2c_scripted(|c, n| match (c, n) {
+        (0, 2..) => Act::Close,
+        _ => Act::Answer,
+    });
+    let pool = Pool::new(Default::default(), 4);
+    pooled_burst(&pool, &url, 0, 2).await;
+    let reqs = vec![payment(&url, "again-0", "t"), payment(&url, "again-1", "t")];
+    let report = pool.burst_for_target(&reqs, &opts(), true).await.unwrap();
+    for r in &report.responses {
+        let resp = r.result.as_ref().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((resp.status, resp.version.as_str()), (200, "HTTP/2"));
+        let why = r
+            .resent
+            .as_deref()
+            .expect("the response says it was sent again");
+        assert!(
+            why.starts_with("sent again on a new connection: the kept-alive connection was closed by the server while idle (no byte received"),
+            "{why}"
+        );
+    }
+    assert_connections(&pool, &accepted, 3);
+}
+
+/// A burst on a new HTTP/2 connection that the server drops before answering is not sent
+/// again: on a new connection that is the server's own doing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_h2_connection_closed_under_a_burst_is_not_sent_again() {
+    let (url, accepted) = h2c_scripted(|_, _| Act::Close);
+    let pool = Pool::new(Default::default(), 4);
+    let reqs = vec![payment(&url, "once", "t")];
+    let report = pool.burst_for_target(&reqs, &opts(), true).await.unwrap();
+    let r = &report.responses[0];
+    let err = r.result.as_ref().unwrap_err();
+    assert!(err.contains("closed the HTTP/2 connection"), "{err}");
+    assert!(r.resent.is_none());
+    assert_connections(&pool, &accepted, 1);
+}

@@ -16,7 +16,9 @@
 //! idle HTTP/2 connection to its origin (or opens one) and gives it back when every stream was
 //! answered and the server did not say GOAWAY. A burst on a kept connection that released
 //! nothing (the server had closed it, or said GOAWAY, while it was idle) runs again on a new
-//! connection: no request of it was complete, so none can have been processed.
+//! connection: no request of it was complete, so none can have been processed. A request
+//! whose stream ended without a frame of an answer because the kept connection ended under it,
+//! or a GOAWAY said it was not processed, is sent again, once, alone, on a new connection.
 //!
 //! The pool holds at most `max_idle` idle connections per origin and protocol; how many are
 //! open at once is bounded by the caller, which takes one per request in flight.
@@ -206,15 +208,61 @@ impl Pool {
         }
         if let Some(mut conn) = self.take_h2(&url) {
             let begin = Instant::now();
-            let (report, reusable) =
+            let on =
                 h2burst::run_on_conn(&self.connector, reqs, &url, opts, &mut conn, begin).await?;
-            if report.responses.iter().any(|r| r.released.is_some()) {
-                if reusable {
+            if on.report.responses.iter().any(|r| r.released.is_some()) {
+                if on.reusable {
                     self.put_h2(&url, conn);
                 }
-                return Ok(report);
+                return self.send_unanswered_again(&url, reqs, opts, on).await;
             }
         }
+        self.burst_on_new_h2(&url, reqs, opts).await
+    }
+
+    /// The report of a burst on a kept HTTP/2 connection, where each request whose stream
+    /// ended without a frame of an answer (the server closed the connection while it was idle,
+    /// or said by GOAWAY that it did not process it) was sent again, once, alone, on a new
+    /// connection, its response saying so.
+    async fn send_unanswered_again(
+        &self,
+        url: &url::Url,
+        reqs: &[SentRequest],
+        opts: &BurstOptions,
+        on: h2burst::OnConn,
+    ) -> anyhow::Result<BurstReport> {
+        let mut report = on.report;
+        let again = join_all(
+            on.unanswered
+                .iter()
+                .map(|&i| self.burst_on_new_h2(url, &reqs[i..=i], opts)),
+        )
+        .await;
+        for (i, alone) in on.unanswered.into_iter().zip(again) {
+            let alone = alone?;
+            let (Some(sent), Some(response)) = (
+                alone.requests.into_iter().next(),
+                alone.responses.into_iter().next(),
+            ) else {
+                continue;
+            };
+            let first = &report.responses[i];
+            let error = first.result.as_ref().err().cloned().unwrap_or_default();
+            report.responses[i] = response.sent_again(first.started, &error);
+            report.requests[i] = sent;
+        }
+        Ok(report)
+    }
+
+    /// `reqs` as a burst on a new HTTP/2 connection to `url`'s origin, kept afterwards if it
+    /// can carry another; over HTTP/1.1 when an `https` server picks it in ALPN.
+    async fn burst_on_new_h2(
+        &self,
+        url: &url::Url,
+        reqs: &[SentRequest],
+        opts: &BurstOptions,
+    ) -> anyhow::Result<BurstReport> {
+        let url = url.clone();
         let begin = Instant::now();
         match self
             .connector
@@ -224,13 +272,12 @@ impl Pool {
             Ok((stream, true)) => {
                 self.opened.fetch_add(1, Ordering::Relaxed);
                 let mut conn = h2burst::Conn::new(stream);
-                let (report, reusable) =
-                    h2burst::run_on_conn(&self.connector, reqs, &url, opts, &mut conn, begin)
-                        .await?;
-                if reusable {
+                let on = h2burst::run_on_conn(&self.connector, reqs, &url, opts, &mut conn, begin)
+                    .await?;
+                if on.reusable {
                     self.put_h2(&url, conn);
                 }
-                Ok(report)
+                Ok(on.report)
             }
             // An https server that picked HTTP/1.1 in ALPN: remembered, and this burst and the
             // next ones to it go over HTTP/1.1.

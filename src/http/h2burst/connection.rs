@@ -44,6 +44,11 @@ pub(super) struct StreamState {
     truncated: bool,
     /// Set when the stream ended (response or error).
     pub(super) result: Option<Result<ReceivedResponse, String>>,
+    /// Whether any frame of this stream came from the server.
+    heard: bool,
+    /// Whether the stream ended without a frame of an answer because the connection ended
+    /// (end of stream, a reset) or a GOAWAY said it was not processed.
+    pub(super) unanswered: bool,
 }
 
 /// How many streams a connection carries before it is no longer reused. Servers end a
@@ -68,6 +73,8 @@ pub(crate) struct Conn {
     ready: bool,
     /// Whether the server said GOAWAY: the connection takes no new stream.
     goaway: bool,
+    /// Whether reading met the end of the stream or failed (a reset).
+    ended: bool,
     /// The peer's SETTINGS_MAX_FRAME_SIZE.
     max_frame: usize,
     /// The peer's SETTINGS_INITIAL_WINDOW_SIZE.
@@ -96,6 +103,7 @@ impl Conn {
             max_body: 0,
             ready: false,
             goaway: false,
+            ended: false,
             max_frame: MAX_FRAME,
             initial_window: 65_535,
             max_streams: None,
@@ -200,9 +208,11 @@ impl Conn {
         .await;
         if let Err(e) = waited {
             let now = Instant::now();
+            let ended = self.ended;
             for s in self.streams.iter_mut().filter(|s| s.result.is_none()) {
                 s.finished = Some(now);
                 s.result = Some(Err(e.clone()));
+                s.unanswered = ended && !s.heard;
             }
         }
         Ok(())
@@ -389,12 +399,15 @@ impl Conn {
                 }
             }
             let mut chunk = [0u8; 16 * 1024];
-            let n = self
-                .stream
-                .read(&mut chunk)
-                .await
-                .map_err(|e| format!("reading the HTTP/2 connection failed: {e}"))?;
+            let n = match self.stream.read(&mut chunk).await {
+                Ok(n) => n,
+                Err(e) => {
+                    self.ended = true;
+                    return Err(format!("reading the HTTP/2 connection failed: {e}"));
+                }
+            };
             if n == 0 {
+                self.ended = true;
                 return Ok(None);
             }
             self.input.extend_from_slice(&chunk[..n]);

@@ -107,12 +107,22 @@ async fn run_on(
     let mut conn = Conn::new(stream);
     Ok(run_on_conn(connector, reqs, url, opts, &mut conn, begin)
         .await?
-        .0)
+        .report)
+}
+
+/// What a burst on an HTTP/2 connection left.
+pub(crate) struct OnConn {
+    pub(crate) report: BurstReport,
+    /// Whether the connection can carry another burst.
+    pub(crate) reusable: bool,
+    /// The requests, by index, whose streams ended without a frame of an answer: the
+    /// connection ended (end of stream, a reset), or a GOAWAY said they were not processed.
+    pub(crate) unanswered: Vec<usize>,
 }
 
 /// Runs the burst on `conn`, an HTTP/2 connection to `url`'s origin: a new one (opened at
 /// `begin`), or one kept from an earlier burst (see [`crate::http::pool::Pool`]). Returns the
-/// report and whether the connection can carry another burst.
+/// report, whether the connection can carry another burst, and which streams got no answer.
 pub(crate) async fn run_on_conn(
     connector: &Connector,
     reqs: &[SentRequest],
@@ -120,7 +130,7 @@ pub(crate) async fn run_on_conn(
     opts: &BurstOptions,
     conn: &mut Conn,
     begin: Instant,
-) -> anyhow::Result<(BurstReport, bool)> {
+) -> anyhow::Result<OnConn> {
     opts.check()?;
     let mut encoded = Vec::with_capacity(reqs.len());
     for req in reqs {
@@ -135,10 +145,17 @@ pub(crate) async fn run_on_conn(
         encoded.push(encode_request(req, &this).map_err(anyhow::Error::msg)?);
     }
     if let Err(e) = conn.begin_burst(reqs.len(), opts.max_body) {
-        return Ok((failed(reqs, begin, &e), false));
+        return Ok(OnConn {
+            report: failed(reqs, begin, &e),
+            reusable: false,
+            unanswered: Vec::new(),
+        });
     }
     let released = conn.run(&encoded, opts, begin).await;
     let reusable = released.is_ok() && conn.reusable();
+    let unanswered = (0..conn.streams.len())
+        .filter(|&i| conn.streams[i].unanswered)
+        .collect();
     let responses = conn
         .streams
         .iter_mut()
@@ -161,7 +178,11 @@ pub(crate) async fn run_on_conn(
         spread_us: 0.0,
         release: ReleaseMode::OnePacket.through(connector.proxy_shown(url)),
     };
-    Ok((report, reusable))
+    Ok(OnConn {
+        report,
+        reusable,
+        unanswered,
+    })
 }
 
 /// The request as it goes out over HTTP/2 (see [`encode_request`]), or as given when it cannot

@@ -11,6 +11,9 @@ use crate::http::h2burst::frame::*;
 impl Conn {
     /// Applies one frame; control frames to send in answer are queued in `out`.
     pub(super) fn handle(&mut self, f: Frame) -> Result<(), String> {
+        if let Some(i) = self.index(f.stream) {
+            self.streams[i].heard = true;
+        }
         if let Some((id, _, _)) = &self.block {
             if f.kind != CONTINUATION || f.stream != *id {
                 return Err("the server interrupted a header block (CONTINUATION expected)".into());
@@ -48,6 +51,9 @@ impl Conn {
                 );
                 for i in 0..self.streams.len() {
                     if self.stream_id(i) > last {
+                        // GOAWAY says the server did not process it.
+                        self.streams[i].unanswered |=
+                            !self.streams[i].heard && self.streams[i].result.is_none();
                         self.end(i, Err(why.clone()));
                     }
                 }
