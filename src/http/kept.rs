@@ -13,6 +13,11 @@
 //! hyper-util's, with that connection's addresses ([`HttpInfo`]). [`Served`] remembers the local
 //! address of every connection that carried a response, and [`ForgetNew`] forgets it again when
 //! a new connection gets the same address (ports are reused).
+//!
+//! One case this cannot tell: hyper reports a response head cut off in the middle, then the
+//! end of the stream, as it reports no byte at all, so a kept connection closed inside a
+//! status line or header would see its request again. The raw engines ([`super::pool`]) count
+//! the bytes themselves and never do.
 
 use std::collections::HashSet;
 use std::future::Future;
