@@ -409,6 +409,8 @@ enum Act {
     /// Drops the connection without a frame for the stream, as an idle close crossing the
     /// request does.
     Close,
+    /// Sends the response head, then drops the connection before the body.
+    Partial,
 }
 
 /// An h2c server whose `act(connection, stream)` (both counted from 0) says what it does with
@@ -436,7 +438,10 @@ fn h2c_scripted(
                     tokio::sync::mpsc::channel::<Box<dyn std::any::Any + Send>>(8);
                 let mut unanswered = None;
                 for n in 0.. {
+                    // Accepting first also writes what the streams queued (a head) before the
+                    // connection is dropped.
                     let next = tokio::select! {
+                        biased;
                         next = conn.accept() => next,
                         stream = closing.recv() => {
                             unanswered = stream;
@@ -459,6 +464,11 @@ fn h2c_scripted(
                             }
                             Act::Close => {
                                 let _ = close.send(Box::new(respond)).await;
+                            }
+                            Act::Partial => {
+                                let resp = http::Response::builder().status(200).body(()).unwrap();
+                                let body = respond.send_response(resp, false);
+                                let _ = close.send(Box::new((respond, body))).await;
                             }
                         }
                     });
@@ -506,6 +516,25 @@ async fn a_new_h2_connection_closed_under_a_burst_is_not_sent_again() {
     let (url, accepted) = h2c_scripted(|_, _| Act::Close);
     let pool = Pool::new(Default::default(), 4);
     let reqs = vec![payment(&url, "once", "t")];
+    let report = pool.burst_for_target(&reqs, &opts(), true).await.unwrap();
+    let r = &report.responses[0];
+    let err = r.result.as_ref().unwrap_err();
+    assert!(err.contains("closed the HTTP/2 connection"), "{err}");
+    assert!(r.resent.is_none());
+    assert_connections(&pool, &accepted, 1);
+}
+
+/// A stream on a kept HTTP/2 connection that received its response head before the server
+/// dropped the connection is not sent again: part of an answer came.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_h2_stream_that_received_a_head_is_not_sent_again() {
+    let (url, accepted) = h2c_scripted(|c, n| match (c, n) {
+        (0, 1..) => Act::Partial,
+        _ => Act::Answer,
+    });
+    let pool = Pool::new(Default::default(), 4);
+    pooled_burst(&pool, &url, 0, 1).await;
+    let reqs = vec![payment(&url, "partial", "t")];
     let report = pool.burst_for_target(&reqs, &opts(), true).await.unwrap();
     let r = &report.responses[0];
     let err = r.result.as_ref().unwrap_err();
