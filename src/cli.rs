@@ -170,7 +170,8 @@ pub struct ListArgs {
 /// and the documents it references when they are URLs (`--openapi URL`, `discover URL`).
 #[derive(Clone, Default, Args)]
 pub struct ConnectionArgs {
-    /// Trust the CA certificates in this PEM file, besides the public roots (a private CA).
+    /// Trust the CA certificates in this PEM file, besides the public and system roots (a private
+    /// CA).
     #[arg(long, value_name = "FILE")]
     pub cacert: Option<PathBuf>,
 

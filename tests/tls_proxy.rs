@@ -350,6 +350,62 @@ async fn a_private_ca_is_trusted_with_cacert_or_skipped_with_insecure() {
     reference.stop().await.unwrap();
 }
 
+/// A CA in the system's trust store is trusted without `--cacert`, as curl trusts it: the store
+/// is pointed at a temporary file with `SSL_CERT_FILE`, and at a temporary folder with
+/// `SSL_CERT_DIR`; a store that does not hold the CA still refuses, and a store file that cannot
+/// be read is an error naming the variable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ca_in_the_system_trust_store_is_trusted_without_cacert() {
+    let (pki, reference, _, port) = behind_tls(false).await;
+    let base = format!("https://localhost:{port}");
+    let args = flags(&reference.target(), &reference.base, &base);
+    let cacert = pki.path("ca.pem");
+    let store_dir = pki.dir.path().join("store");
+    std::fs::create_dir(&store_dir).unwrap();
+    std::fs::copy(&cacert, store_dir.join("internal-ca.crt")).unwrap();
+    let store_dir = store_dir.display().to_string();
+
+    for env in [
+        ("SSL_CERT_FILE", cacert.as_str()),
+        ("SSL_CERT_DIR", &store_dir),
+    ] {
+        let trusted = run(&args, &[env], pki.dir.path()).await;
+        assert!(trusted.all_pass(), "{env:?}: {}", trusted.explain());
+        assert!(
+            !trusted.stdout().contains("NOT verified"),
+            "{}",
+            trusted.explain()
+        );
+    }
+
+    let unrelated = pki.dir.path().join("empty-store");
+    std::fs::create_dir(&unrelated).unwrap();
+    let refused = run(
+        &args,
+        &[("SSL_CERT_DIR", &unrelated.display().to_string())],
+        pki.dir.path(),
+    )
+    .await;
+    assert_eq!(refused.code(), 3, "{}", refused.explain());
+    assert!(
+        refused.stdout().contains("TLS handshake failed"),
+        "{}",
+        refused.explain()
+    );
+
+    let missing = pki.dir.path().join("no-such-bundle.pem");
+    let unreadable = run(
+        &args,
+        &[("SSL_CERT_FILE", &missing.display().to_string())],
+        pki.dir.path(),
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&unreadable.output.stderr);
+    assert_ne!(unreadable.code(), 0, "{}", unreadable.explain());
+    assert!(stderr.contains("SSL_CERT_FILE"), "{}", unreadable.explain());
+    reference.stop().await.unwrap();
+}
+
 /// A server that requires a client certificate: refused without `--cert`, and with a
 /// certificate its CA did not sign; accepted with `--cert` and `--key`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
