@@ -105,6 +105,53 @@ fn unknown_probe_exits_1_and_lists_known_ids() {
     assert!(err.contains("replay-identity"), "{err}");
 }
 
+/// A misspelt probe id or group is answered with the name it is nearest to, and the list of
+/// groups names each group once.
+#[test]
+fn a_misspelt_probe_or_group_gets_did_you_mean() {
+    for (typed, meant) in [
+        ("concurrent-duplicate", "concurrent-duplicates"),
+        ("key-syntx", "key-syntax"),
+    ] {
+        let o = run(&["run", "--reference", "--probe", typed]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!(
+                "unknown probe {typed:?} (did you mean {meant:?}?)"
+            )),
+            "{err}"
+        );
+        let groups = err.split("groups: ").nth(1).expect("the groups are listed");
+        assert_eq!(
+            groups.matches("enforcement").count(),
+            1,
+            "each group once: {err}"
+        );
+    }
+    let o = run(&["run", "--reference", "--skip", "paymentz"]);
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("did you mean"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// A subcommand with two letters swapped gets a tip naming the one meant (clap alone finds
+/// none for `rnu`), and is still a usage error.
+#[test]
+fn a_misspelt_subcommand_gets_a_tip() {
+    for (typed, meant) in [("rnu", "run"), ("stres", "stress")] {
+        let o = run(&[typed]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("a similar subcommand exists: '{meant}'")),
+            "{err}"
+        );
+    }
+}
+
 /// A broken target file is exit 2 and points at file:line:col.
 #[test]
 fn bad_target_file_exits_2_with_location() {
