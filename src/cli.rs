@@ -443,12 +443,12 @@ pub struct RunArgs {
     pub target: TargetArgs,
 
     /// Run only this probe, or this group: key-syntax, enforcement, scope, durability
-    /// (repeatable).
-    #[arg(long, value_name = "ID|GROUP")]
+    /// (repeatable, or a comma-separated list).
+    #[arg(long, value_name = "ID|GROUP", value_delimiter = ',')]
     pub probe: Vec<String>,
 
-    /// Do not run this probe or group (repeatable).
-    #[arg(long, value_name = "ID|GROUP")]
+    /// Do not run this probe or group (repeatable, or a comma-separated list).
+    #[arg(long, value_name = "ID|GROUP", value_delimiter = ',')]
     pub skip: Vec<String>,
 
     /// Fail on recommended checks too (WARN becomes FAIL).

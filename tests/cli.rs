@@ -105,6 +105,29 @@ fn unknown_probe_exits_1_and_lists_known_ids() {
     assert!(err.contains("replay-identity"), "{err}");
 }
 
+/// Not a terminal (a CI log): the header line and each verdict are printed once, and what the
+/// pre-flight settled after the header was printed comes as one line of its own.
+#[test]
+fn a_log_holds_the_header_and_each_verdict_once() {
+    let o = run(&[
+        "run",
+        "--reference",
+        "--probe",
+        "replay-identity,missing-key",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let lines = |needle: &str| out.lines().filter(|l| l.contains(needle)).count();
+    assert_eq!(lines("· suite ietf-draft-07 ·"), 1, "{out}");
+    assert_eq!(lines(" replay-identity "), 1, "{out}");
+    assert_eq!(lines(" missing-key "), 1, "{out}");
+    assert_eq!(
+        lines("settled by the pre-flight: effects: counter"),
+        1,
+        "{out}"
+    );
+}
+
 /// A misspelt probe id or group is answered with the name it is nearest to, and the list of
 /// groups names each group once.
 #[test]

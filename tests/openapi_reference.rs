@@ -125,6 +125,11 @@ async fn both_operations_pass_from_the_servers_own_document() {
     );
     assert!(junit.contains(r#"classname="idem-check.ietf-draft-07.createPayout.enforcement""#));
     assert!(terminal.contains("━━ createPayment · POST /api/payments · Idempotency-Key (required)"));
+    // Not a terminal (a CI log): each operation's header and each verdict once.
+    let lines = |needle: &str| terminal.lines().filter(|l| l.contains(needle)).count();
+    assert_eq!(lines("· suite ietf-draft-07 ·"), 2, "{terminal}");
+    assert_eq!(lines(" first-request "), 2, "{terminal}");
+    assert_eq!(lines(" replay-identity "), 2, "{terminal}");
     assert!(
         terminal.contains("2 operations (OpenAPI 3.1.0): 56 probes:"),
         "{terminal}"

@@ -128,6 +128,23 @@ pub fn header(target: &str, suite: &str, context: &[String], opts: &RenderOption
     parts.join(" · ")
 }
 
+/// What the pre-flight settled that the header printed before the run could not know (how
+/// executions are counted, the form keys are sent in), as one line below the streamed verdicts,
+/// so a log holds the header once. `None` when the run added nothing to `streamed_context`.
+pub fn settled_context(
+    report: &RunReport,
+    streamed_context: &[String],
+    opts: &RenderOptions,
+) -> Option<String> {
+    let added: Vec<String> = report
+        .context
+        .iter()
+        .filter(|c| !streamed_context.contains(c))
+        .map(|c| opts.secrets.redact(&sanitize_line(c)))
+        .collect();
+    (!added.is_empty()).then(|| format!("settled by the pre-flight: {}", added.join(" · ")))
+}
+
 /// `N probes: N passed, N warned, N failed, N skipped, N inconclusive, N errors, in 2.3 s`.
 pub fn summary_line(s: &Summary, duration_ms: f64) -> String {
     format!(
