@@ -68,8 +68,12 @@ impl Drop for Browser {
 
 impl Browser {
     /// Starts the browser on an empty page with a fresh profile and attaches to that page.
+    /// Its scratch folders (`org.chromium.Chromium.*`, which a killed browser cannot remove)
+    /// go under the profile through `TMPDIR`, so they go with it.
     fn start(binary: &Path) -> Browser {
         let profile = tempfile::tempdir().unwrap();
+        let scratch = profile.path().join("tmp");
+        std::fs::create_dir(&scratch).unwrap();
         let mut child = Command::new("sh")
             .arg("-c")
             .arg("exec \"$@\" 3<&0 4>&1 0</dev/null 1>/dev/null")
@@ -86,8 +90,12 @@ impl Browser {
                 "--disable-sync",
                 "--remote-debugging-pipe",
             ])
-            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg(format!(
+                "--user-data-dir={}",
+                profile.path().join("profile").display()
+            ))
             .arg("about:blank")
+            .env("TMPDIR", &scratch)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
