@@ -174,6 +174,18 @@ fn init_writes_one_target_file_per_operation_that_loads() {
         "{text}"
     );
     assert!(out.join("createRefund.toml").exists());
+    // The command it suggests names the file where it was written, and the commented-out
+    // options use the operation's own base URL: no variable the file never explains.
+    assert!(
+        text.contains(&format!("#   idem-check run --target {}", charge.display())),
+        "{text}"
+    );
+    assert!(!text.contains("${BASE_URL}"), "{text}");
+    assert!(
+        text.contains("# url = \"https://eu.api.example.com/v2/count\""),
+        "{text}"
+    );
+    assert!(text.contains("set TENANT_B_TOKEN"), "{text}");
     let env = BTreeMap::from([("BEARERAUTH_TOKEN".to_string(), "tok-123".to_string())]);
     let t = idem_check::target::load(&charge, &env).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(t.url, "https://eu.api.example.com/v2/charges");

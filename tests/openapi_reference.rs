@@ -459,3 +459,44 @@ async fn the_key_form_applies_to_every_operation() {
         );
     }
 }
+
+/// `init` writes target files that run as written: the command its header suggests, run from
+/// where `init` ran with the credential it names set, checks the operation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_writes_targets_that_run_as_written() {
+    let reference = Reference::start(None).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let document = format!("{}/openapi.json", reference.base);
+    let init = bin_async()
+        .current_dir(dir.path())
+        .args(["init", "--openapi", &document, "--out", "targets"])
+        .output()
+        .await
+        .unwrap();
+    assert!(init.status.success(), "{init:?}");
+    let text = std::fs::read_to_string(dir.path().join("targets/createPayment.toml")).unwrap();
+    let suggested = text
+        .lines()
+        .find_map(|l| l.strip_prefix("#   idem-check "))
+        .unwrap_or_else(|| panic!("no suggested command in\n{text}"));
+    assert_eq!(suggested, "run --target targets/createPayment.toml");
+    let run = bin_async()
+        .current_dir(dir.path())
+        .args(suggested.split(' '))
+        .args(["--probe", "replay-identity", "--color", "never"])
+        .env("BEARERAUTH_TOKEN", reference.token(0))
+        .output();
+    let run = tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect("the run finishes within 2 minutes")
+        .unwrap();
+    reference.stop().await.unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(stdout.contains("2 probes: 2 passed"), "{stdout}");
+}
