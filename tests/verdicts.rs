@@ -275,6 +275,94 @@ fn refused_credentials_are_a_setup_error() {
     assert_eq!(ok.outcome("first-request"), "PASS", "{}", ok.stdout);
 }
 
+/// A URL that is not the API is named as setup before anything is judged: an HTML page, a
+/// redirect to a login page, a body the operation refuses, a wrong path, a target that never
+/// answers. Each is the pre-flight's ERROR (exit 3) with one line naming what to change and,
+/// where the server said something, quoting it; no later probe runs.
+#[test]
+fn a_target_that_is_not_the_api_is_a_setup_error() {
+    let design = |mode: &str| python::start("fixtures/servers/not_the_api.py", &["--mode", mode]);
+    let cases: [(&str, &str, &[&str], &[&str]); 5] = [
+        (
+            "html",
+            "",
+            &["--id-pointer", "/id"],
+            &[
+                "text/html body",
+                "Welcome to nginx!",
+                "not the API's answer",
+                "check the URL",
+            ],
+        ),
+        (
+            "login",
+            "",
+            &[],
+            &[
+                "302",
+                "redirected the request to https://login.example.com/sso",
+                "check the URL",
+            ],
+        ),
+        (
+            "bad-body",
+            "",
+            &[],
+            &["400", "amount_cents is required", "check -d", "-H"],
+        ),
+        (
+            "bad-body",
+            "/elsewhere",
+            &[],
+            &[
+                "404",
+                "/elsewhere/pay is not the operation",
+                "check the URL and -X",
+            ],
+        ),
+        (
+            "hang",
+            "",
+            &["--timeout", "1s"],
+            &["did not answer within --timeout (1s)", "raise --timeout"],
+        ),
+    ];
+    for (mode, prefix, extra, says) in cases {
+        let server = design(mode);
+        let base = format!("{}{prefix}", server.base);
+        let t0 = Instant::now();
+        let r = run(&base, extra);
+        let (outcome, reason) = r.probe("first-request");
+        assert_eq!(outcome, "ERROR", "{mode}{prefix}: {reason}\n{}", r.stdout);
+        for said in says {
+            assert!(
+                reason.contains(said),
+                "{mode}{prefix}: {said:?} not in {reason:?}"
+            );
+        }
+        assert!(!reason.contains("reference server"), "{mode}: {reason}");
+        assert!(!reason.contains("--id-pointer"), "{mode}: {reason}");
+        assert_eq!(r.code, Some(3), "{mode}{prefix}\n{}", r.stdout);
+        let judged = r.report["probes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["id"] != "first-request")
+            .filter(|p| !p["checks"].as_array().is_none_or(|c| c.is_empty()))
+            .count();
+        assert_eq!(
+            judged, 0,
+            "{mode}{prefix}: no probe is judged\n{}",
+            r.stdout
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{mode}: took {:?}",
+            t0.elapsed()
+        );
+    }
+}
+
 /// A restart hook that restarts nothing proves nothing: restart-persistence is INCONCLUSIVE.
 #[test]
 fn a_restart_must_be_seen() {
