@@ -431,6 +431,7 @@ fn ctrl_c_exits_130_with_reports() {
     let (url, seen) = fake_server_counted(None, Duration::from_secs(30));
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
+    let junit = dir.path().join("r.xml");
     let mut child = bin()
         .args([
             "run",
@@ -439,6 +440,8 @@ fn ctrl_c_exits_130_with_reports() {
             "20s",
             "--report-json",
             json.to_str().unwrap(),
+            "--report-junit",
+            junit.to_str().unwrap(),
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -451,6 +454,26 @@ fn ctrl_c_exits_130_with_reports() {
     assert_eq!(code, Some(130));
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(report["interrupted"], true);
+    // Every selected probe is listed: the one Ctrl-C stopped as an ERROR, the rest skipped
+    // with the reason, so the JUnit of an interrupted run is never green.
+    let probes = report["probes"].as_array().unwrap();
+    assert_eq!(
+        probes.len(),
+        idem_check::probes::catalog().len(),
+        "{report}"
+    );
+    assert_eq!(probes[0]["outcome"], "ERROR", "{report}");
+    assert!(probes[1..]
+        .iter()
+        .all(|p| p["outcome"] == "SKIP"
+            && p["reason"] == "not run: the run was interrupted (Ctrl-C)"));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains(r#"errors="1""#), "{xml}");
+    assert!(
+        xml.contains(&format!(r#"skipped="{}""#, probes.len() - 1)),
+        "{xml}"
+    );
+    common::junit_schema::assert_valid(&[junit]);
 }
 
 /// The main job: the bundled reference server is all green, exit 0, and every report is

@@ -24,6 +24,11 @@ pub mod terminal;
 /// The JSON schema id; bumped only when a field changes meaning or disappears.
 pub const SCHEMA: &str = "idem-check.report/1";
 
+/// What every format says of a run Ctrl-C stopped: the probe it stopped is an ERROR and the
+/// ones it kept from starting SKIP, so a CI tab never reads it as green.
+pub const INTERRUPTED: &str =
+    "interrupted (Ctrl-C): the probe it stopped is an error, those it kept from starting are skipped";
+
 /// Everything a run found, in catalog order.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {

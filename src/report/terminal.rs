@@ -5,7 +5,7 @@
 //! ✔ PASS          first-request              1 check passed
 //! ⚠ WARN          missing-key                problem+json or Link: expected …, got …
 //! ✘ FAIL          replay-identity            effect count unchanged by retries: expected …
-//! ○ SKIP          tenant-isolation           needs a second tenant: add [tenants.b] …
+//! ○ SKIP          tenant-isolation           needs a second tenant: add [tenant-b] headers …
 //!
 //! failures
 //!
@@ -232,7 +232,7 @@ pub fn render_tail(report: &RunReport, opts: &RenderOptions, strict: bool) -> St
         summary.push_str(" (strict: recommended checks fail)");
     }
     if report.interrupted {
-        summary.push_str(" (interrupted: only finished probes are listed)");
+        summary.push_str(&format!(" ({})", crate::report::INTERRUPTED));
     }
     let worst = if report.summary.errors > 0 || report.summary.failed > 0 {
         "31"
