@@ -124,10 +124,9 @@ const TABLE: &[Expected] = &[
     ),
     (
         "retries-on-4xx",
-        &[
-            ("client-stops-on-4xx", "no-retry"),
-            ("client-stops-on-4xx", "exit-failure"),
-        ],
+        // Its retry creates the payment and it exits 0: the retry is the failure, the exit
+        // says truly what happened.
+        &[("client-stops-on-4xx", "no-retry")],
         &[],
     ),
     (
@@ -154,10 +153,7 @@ const TABLE: &[Expected] = &[
     ("ignores-429", &[("client-throttled", "retried")], &[]),
     (
         "retries-on-400",
-        &[
-            ("client-stops-on-4xx", "no-retry"),
-            ("client-stops-on-4xx", "exit-failure"),
-        ],
+        &[("client-stops-on-4xx", "no-retry")],
         &[],
     ),
     (
@@ -455,6 +451,14 @@ fn a_hanging_client_is_killed_at_the_timeout_with_its_output_kept() {
     assert_eq!(r["exit"]["kind"], "timeout", "{r}");
     assert_eq!(r["stderr"]["text"], "token=[redacted]\n", "{r}");
     assert_eq!(outcomes(&run.json)["client-key-present"], "ERROR");
+    // The terminal shows each ERROR with the timeline its reason points at, output included.
+    assert!(
+        run.terminal.contains("client-key-present  ERROR")
+            && run.terminal.contains("run 1 stderr| token=[redacted]"),
+        "{}",
+        run.terminal
+    );
+    assert!(!run.terminal.contains("more probes"), "{}", run.terminal);
 }
 
 /// `--listen`: idem-check serves one scenario on the given address and judges whoever comes;

@@ -180,7 +180,10 @@ pub fn render(report: &RunReport, opts: &RenderOptions, strict: bool) -> String 
 /// Whether `p` never ran because the pre-flight failed: such probes are one line together,
 /// not twenty.
 pub fn not_run(p: &ProbeReport) -> bool {
-    p.outcome == Outcome::Error && p.checks.is_empty() && p.exchanges.is_empty()
+    p.outcome == Outcome::Error
+        && p.checks.is_empty()
+        && p.exchanges.is_empty()
+        && p.timeline.is_empty()
 }
 
 /// What [`render`] prints after the probe lines: the probes that never ran, the evidence of
