@@ -434,6 +434,11 @@ pub struct ReportArgs {
     /// When to use colour.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
     pub color: ColorChoice,
+
+    /// Print only the verdict lines and the summary on the terminal; the evidence stays in the
+    /// report files.
+    #[arg(short = 'q', long)]
+    pub summary: bool,
 }
 
 /// `idem-check run`.

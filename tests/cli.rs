@@ -128,6 +128,35 @@ fn a_log_holds_the_header_and_each_verdict_once() {
     );
 }
 
+/// `--summary` (`-q`): the verdict lines and the summary, no evidence blocks, however many
+/// probes fail; the report files keep the evidence.
+#[test]
+fn summary_prints_verdicts_without_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let o = run(&[
+        "run",
+        "--reference",
+        "--reference-fault",
+        "replay-reexecute",
+        "-q",
+        "--report-json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("FAIL          replay-identity"), "{out}");
+    assert!(out.contains(" failed, "), "{out}");
+    assert!(!out.contains("stimulus:"), "{out}");
+    assert!(!out.contains("\nfailures\n"), "{out}");
+    assert!(out.lines().count() < 60, "{out}");
+    let report = std::fs::read_to_string(&json).unwrap();
+    assert!(
+        report.contains("\"exchanges\""),
+        "the file keeps the evidence"
+    );
+}
+
 /// A misspelt probe id or group is answered with the name it is nearest to, and the list of
 /// groups names each group once.
 #[test]

@@ -74,6 +74,7 @@ fn render_options(args: &ReportArgs, secrets: Secrets, key_header: String) -> Re
             .max_body_bytes
             .unwrap_or(Format::Terminal.default_max_body()),
         key_header,
+        summary_only: args.summary,
     }
 }
 

@@ -217,7 +217,7 @@ pub fn render_tail(report: &RunReport, opts: &RenderOptions, strict: bool) -> St
         .filter(|p| p.outcome == Outcome::Warn)
         .collect();
     for (title, probes) in [("failures", failures), ("warnings", warnings)] {
-        if probes.is_empty() {
+        if probes.is_empty() || opts.summary_only {
             continue;
         }
         out.push('\n');

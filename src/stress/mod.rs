@@ -657,7 +657,7 @@ pub fn render_terminal(r: &StressReport, opts: &crate::report::RenderOptions) ->
             crate::redact::sanitize_line(&v.reason)
         );
     }
-    if matches!(r.result.outcome, Outcome::Fail | Outcome::Error) {
+    if matches!(r.result.outcome, Outcome::Fail | Outcome::Error) && !opts.summary_only {
         out.push('\n');
         out.push_str(&crate::report::evidence::block(&r.result, "stress", opts));
         out.push('\n');
