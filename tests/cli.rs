@@ -157,6 +157,31 @@ fn summary_prints_verdicts_without_evidence() {
     );
 }
 
+/// A lost response is reproduced as it was lost: the dropped original's curl line carries the
+/// hold header it was sent with and a --max-time that drops its answer.
+#[test]
+fn the_dropped_original_is_reproduced_with_its_hold_and_a_max_time() {
+    let o = run(&[
+        "run",
+        "--reference",
+        "--reference-fault",
+        "release-on-disconnect",
+        "--probe",
+        "lost-response",
+        "--color",
+        "never",
+    ]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let mut lines = out.lines();
+    lines
+        .find(|l| l.starts_with("reproduce #2 (its answer dropped"))
+        .unwrap_or_else(|| panic!("no reproduce line for the dropped original\n{out}"));
+    let curl = lines.next().unwrap();
+    assert!(curl.contains("-H 'X-Test-Hold: "), "{curl}");
+    assert!(curl.contains(" --max-time 0."), "{curl}");
+}
+
 /// A misspelt probe id or group is answered with the name it is nearest to, and the list of
 /// groups names each group once.
 #[test]

@@ -379,6 +379,62 @@ fn the_printed_curl_line_reproduces_the_status() {
     }
 }
 
+/// The burst's reproduce script replays the race: with a fresh key, every copy at once, each
+/// printing its status; against a server that checks then acts without a lock, the counter
+/// rises by more than one.
+#[test]
+fn the_printed_burst_script_replays_the_race() {
+    let server = common::python::start("tests/data/hostile.py", &["--racy-ms", "300"]);
+    let url = format!("{}/pay", server.base);
+    let o = bin()
+        .arg("run")
+        .args(target_flags(&url, &[], "Bearer ta"))
+        .args(["--probe", "concurrent-duplicates", "--id-pointer", "/id"])
+        .args(["--count-url", &format!("{}/count", server.base)])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let mut lines = stdout.lines();
+    let title = lines
+        .find(|l| l.starts_with("reproduce #") && l.contains(" together ("))
+        .unwrap_or_else(|| panic!("a burst reproduce line in\n{stdout}"));
+    assert!(title.contains("with a fresh key"), "{title}");
+    let script = lines.next().unwrap().trim().to_string();
+    let copies: usize = title
+        .split(" together (")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("the number of copies");
+    let count = || -> u64 {
+        let out = Command::new("curl")
+            .args(["-sS", "-H", "Authorization: Bearer ta"])
+            .arg(format!("{}/count", server.base))
+            .output()
+            .expect("curl runs");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["count"].as_u64().unwrap()
+    };
+    let before = count();
+    let replay = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap())
+        .env("IDEM_TOKEN_A", "ta")
+        .output()
+        .expect("bash and curl run (.ci/run installs curl)");
+    let statuses = String::from_utf8_lossy(&replay.stdout);
+    assert_eq!(statuses.lines().count(), copies, "{script}\n{statuses}");
+    assert!(statuses.lines().all(|s| s == "201"), "{statuses}");
+    let after = count();
+    assert!(
+        after > before + 1,
+        "{before} → {after}: the race was not replayed\n{script}"
+    );
+}
+
 /// The key header is never a secret, whatever its name: with `--key-header X-Idempotency-Key`
 /// and with a target file's `key-header = "Idempotent-Token"` (names the secret rules mask),
 /// the keys sent are shown in the terminal evidence, JUnit and JSON, and the curl line sends

@@ -396,7 +396,10 @@ mod tests {
             exchanges: ex.clone(),
         };
         let chart = arrival(&p, &b[0], &Secrets::default());
-        assert!(chart.contains("#3 duplicate 3/5: not released → no answer"), "{chart}");
+        assert!(
+            chart.contains("#3 duplicate 3/5: not released → no answer"),
+            "{chart}"
+        );
         assert!(chart.contains("#1–#5"), "{chart}");
     }
 }
