@@ -88,6 +88,11 @@ impl Reading {
     pub fn new(value: Option<u64>, sent: usize) -> Self {
         Reading { value, sent }
     }
+
+    /// The counter's value, when there is a counter.
+    pub fn value(&self) -> Option<u64> {
+        self.value
+    }
 }
 
 /// One read of the counter, for the caller to record: the exchange (a `--count-url` GET) or a

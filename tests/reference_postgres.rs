@@ -108,6 +108,7 @@ async fn stress_on_postgres(url: &str, fault: Option<Fault>, keys: usize) -> Str
         concurrency: 64,
         duration: Duration::from_secs(240),
         rate: None,
+        segment: None,
     };
     stress_reference(reference, &opts).await
 }
@@ -145,4 +146,78 @@ async fn stress_over_two_replicas_is_exactly_once() {
         faulty.result.reason
     );
     assert!(faulty.violating_keys > 0);
+}
+
+/// Three `stress --segment I/3` processes, side by side, against two replicas on one
+/// database, merged by `idem-check merge`: PASS on the correct server (every key once, the
+/// counter over the union of the windows), FAIL naming the violating keys under `race`, and
+/// the merge refuses a segment given twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_segments_merge_into_one_judged_run() {
+    let cluster = pg::shared();
+    for fault in [None, Some(Fault::Race)] {
+        let reference = Reference::start_with(fault, Some(&cluster.create_database()), None)
+            .await
+            .expect("two replicas start on PostgreSQL");
+        let dir = tempfile::tempdir().unwrap();
+        let spec = common::target_flags::flags(&reference.target(), str::to_string);
+        let segments: Vec<_> = (1..=3)
+            .map(|i| {
+                let json = dir.path().join(format!("segment-{i}.json"));
+                let child = common::binary::bin_async()
+                    .arg("stress")
+                    .args(&spec)
+                    .args(["--keys", "60", "--duplicates", "6", "--concurrency", "12"])
+                    .args(["--segment", &format!("{i}/3"), "--run-id", "pg-merge"])
+                    .arg("--report-json")
+                    .arg(&json)
+                    .output();
+                (json, child)
+            })
+            .collect();
+        let mut files = Vec::new();
+        for (json, child) in segments {
+            let out = tokio::time::timeout(Duration::from_secs(120), child)
+                .await
+                .expect("a segment finishes within 2 minutes")
+                .expect("the binary runs");
+            assert!(
+                matches!(out.status.code(), Some(0 | 4)),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            files.push(json);
+        }
+        reference.stop().await.expect("replicas stop");
+        let merged = bin()
+            .arg("merge")
+            .args(&files)
+            .arg("--color")
+            .arg("never")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&merged.stdout);
+        match fault {
+            None => {
+                assert_eq!(merged.status.code(), Some(0), "{stdout}");
+                assert!(
+                    stdout.contains("3 segments of run pg-merge: 60 keys"),
+                    "{stdout}"
+                );
+                assert!(stdout.contains("PASS          stress"), "{stdout}");
+            }
+            Some(_) => {
+                assert_eq!(merged.status.code(), Some(4), "{stdout}");
+                assert!(stdout.contains("violating key "), "{stdout}");
+                assert!(stdout.contains("critical"), "{stdout}");
+            }
+        }
+        let overlapping = bin()
+            .arg("merge")
+            .args([&files[0], &files[0], &files[2]])
+            .output()
+            .unwrap();
+        assert_eq!(overlapping.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&overlapping.stderr).contains("their keys overlap"));
+    }
 }

@@ -24,6 +24,7 @@ async fn stress_reference(fault: Option<Fault>) -> StressReport {
             concurrency: CONCURRENCY,
             duration: Duration::from_secs(60),
             rate: None,
+            segment: None,
         },
     )
     .await
@@ -110,6 +111,7 @@ async fn http2_carries_the_late_retries_too() {
         concurrency: CONCURRENCY,
         duration: Duration::from_secs(60),
         rate: None,
+        segment: None,
     };
     let r = common::stress::stress_reference_as(reference, target, &opts).await;
     assert_eq!(r.result.outcome, Outcome::Pass, "{}", r.result.reason);
@@ -160,6 +162,7 @@ async fn rate_caps_the_requests_per_second() {
             concurrency: CONCURRENCY,
             duration: Duration::from_secs(60),
             rate: Some(RATE),
+            segment: None,
         },
     )
     .await;

@@ -188,34 +188,12 @@ async fn forward(mut client: TcpStream, log: Arc<Mutex<Vec<String>>>) {
 }
 
 /// The reference target's options as flags, with `base` in place of its own origin (but for the
-/// hold release, a test hook).
+/// hold release, a test hook), for the probes this file runs.
 fn flags(spec: &TargetSpec, own_base: &str, base: &str) -> Vec<String> {
-    let at = |u: &str| u.replacen(own_base, base, 1);
-    let mut args = vec!["run".to_string(), at(&spec.url)];
-    for h in &spec.headers {
-        args.extend(["-H".to_string(), h.clone()]);
-    }
-    let pairs = [
-        ("-d", spec.body.clone()),
-        ("--id-pointer", spec.id_pointer.clone()),
-        ("--count-url", spec.count_url.as_deref().map(at)),
-        ("--count-pointer", spec.count_pointer.clone()),
-        ("--hold-header", spec.hold_header.clone()),
-        // The release is a test hook of the reference server, reached at its own address: a
-        // held original nobody releases would run out its 10 s hold after the run and add a
-        // payment to the next run's counter.
-        ("--hold-release", spec.hold_release.clone()),
-        (
-            "--hold-at-least",
-            spec.hold_at_least
-                .map(|d| humantime::format_duration(d).to_string()),
-        ),
-    ];
-    for (flag, value) in pairs {
-        if let Some(v) = value {
-            args.extend([flag.to_string(), v]);
-        }
-    }
+    let mut args = vec!["run".to_string()];
+    args.extend(common::target_flags::flags(spec, |u| {
+        u.replacen(own_base, base, 1)
+    }));
     for p in PROBES {
         args.extend(["--probe".to_string(), p.to_string()]);
     }

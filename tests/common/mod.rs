@@ -8,6 +8,7 @@ pub mod json_report;
 pub mod junit_schema;
 pub mod python;
 pub mod stress;
+pub mod target_flags;
 pub mod tls;
 
 use std::sync::Arc;
