@@ -14,9 +14,9 @@ use tokio_rustls::rustls::{self, RootCertStore, ServerConfig};
 use tokio_rustls::TlsAcceptor;
 
 /// A self-signed certificate for `localhost` and 127.0.0.1, for tests that only need TLS.
-pub const CERT: &[u8] = include_bytes!("../data/race_engine/cert.pem");
+pub const CERT: &[u8] = include_bytes!("../../data/race_engine/cert.pem");
 /// The private key of [`CERT`].
-pub const KEY: &[u8] = include_bytes!("../data/race_engine/key.pem");
+pub const KEY: &[u8] = include_bytes!("../../data/race_engine/key.pem");
 
 /// A server presenting the PEM `chain` and `key`, offering `alpn` (none when empty); with
 /// `client_ca`, only clients with a certificate signed by that PEM CA get in.

@@ -11,7 +11,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-mod common;
+use crate::common;
 
 use common::binary::{bin, wait_bounded};
 use common::python::{self, PythonServer};

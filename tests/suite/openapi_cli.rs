@@ -1,7 +1,7 @@
 //! The real binary on OpenAPI documents: `discover` output, `init` target files, and the
 //! one-line errors (exit 2) for documents that cannot be used.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::process::Output;

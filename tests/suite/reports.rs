@@ -8,7 +8,7 @@
 //! Goldens live in `fixtures/golden/<format>/`; run with `UPDATE_GOLDEN=1` to rewrite them after
 //! an intended change, and review the diff.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -3,7 +3,7 @@
 //! idempotent operations from that document alone: all PASS against the correct server, and
 //! the race found on the payments operation under the `race` fault.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

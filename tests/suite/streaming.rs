@@ -2,7 +2,7 @@
 //! bar, while later probes still run. The binary runs on a pseudo-terminal (so it draws the bar)
 //! and every chunk it writes is timed.
 
-mod common;
+use crate::common;
 
 use std::fs::File;
 use std::io::Read;

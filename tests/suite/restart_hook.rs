@@ -1,7 +1,7 @@
 //! The restart hook's output never goes straight to the terminal (where it would break the
 //! progress bar's line): a failing hook's output is quoted in the probe's ERROR.
 
-mod common;
+use crate::common;
 
 use idem_check::config::Config;
 use idem_check::outcome::Outcome;

@@ -3,7 +3,7 @@
 //! and from schemas, servers, and the documents that must be refused; references to other
 //! files, and to URLs served by a small server on 127.0.0.1.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -2,7 +2,7 @@
 //! rather than the in-process switch: the commands call the reference server's test-hook
 //! routes, and the probe PASSes on the correct server and FAILs under `fail-open`.
 
-mod common;
+use crate::common;
 
 use idem_check::config::{Config, RunOptions};
 use idem_check::outcome::Outcome;

@@ -1,6 +1,6 @@
 //! The whole default suite PASSes against the correct reference server.
 
-mod common;
+use crate::common;
 
 use idem_check::outcome::Outcome;
 

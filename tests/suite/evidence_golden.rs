@@ -2,7 +2,7 @@
 //! (the terminal recap and the JUnit failure body) is compared with a golden transcript after
 //! volatile fields (ports, keys, ids, times, dates) are normalised. `UPDATE_GOLDEN=1` rewrites.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! every check, and each defect is flagged by exactly the checks listed in [`TABLE`]. The real
 //! binary runs real client processes that speak HTTP to the fake API on 127.0.0.1.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead as _, BufReader};

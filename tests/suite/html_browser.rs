@@ -11,7 +11,7 @@
 //! and no port are needed. Every wait has a deadline, and the browser's process group is killed
 //! when the test ends, however it ends.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::os::unix::process::CommandExt as _;

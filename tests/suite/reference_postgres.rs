@@ -2,9 +2,8 @@
 //! catalog passes (cross-replica included), the multi-replica fault makes cross-replica fail,
 //! and `stress` with each key's duplicates spread over both replicas keeps exactly-once.
 
-mod common;
-#[path = "../reference-server/tests/common/pg.rs"]
-mod pg;
+use crate::common;
+use crate::pg;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! correct server must all PASS. A single miss in either direction fails the test, with every
 //! run's outcome and timeline in the message.
 
-mod common;
+use crate::common;
 
 use idem_check::outcome::Outcome;
 use idem_reference_server::Fault;

@@ -3,7 +3,7 @@
 //! Every listener binds 127.0.0.1:0 and every wait is bounded, so a broken engine fails a test
 //! instead of hanging it.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! test then reads the `Idempotency-Key` field lines out of those heads and checks each case of
 //! the catalog byte for byte — and that the report's evidence shows the same bytes that arrived.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

@@ -5,7 +5,7 @@
 //! through it. Every test runs the ordinary client (first-request), the raw client
 //! (malformed-key) and a burst (concurrent-duplicates).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Output;

@@ -2,7 +2,7 @@
 //! output, the printed curl lines can be pasted, reports stay small when bodies are 1 MiB, and
 //! report paths, broken pipes and exit codes behave as documented.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -3,7 +3,7 @@
 //! `escaped-key`, which catches that server's naive parameter split. This keeps the probes honest
 //! about the contract instead of about the reference server's particular answers.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

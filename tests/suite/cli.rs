@@ -1,6 +1,6 @@
 //! The real binary: exit codes, clear errors on bad input, reports on disk, secrets kept out.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;

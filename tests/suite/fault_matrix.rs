@@ -7,7 +7,7 @@
 //! rest as ERROR, by design; its test then runs each listed probe on its own, so their target
 //! probe is still seen failing.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

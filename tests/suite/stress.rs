@@ -1,7 +1,7 @@
 //! `idem-check stress` against the in-process reference server: exactly-once holds on the
 //! correct server, and the race and re-execution faults are reported with bounded evidence.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

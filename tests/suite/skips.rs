@@ -1,7 +1,7 @@
 //! A target described without the optional preconditions: every probe that needs one SKIPs
 //! with a one-line reason naming the option to pass, and everything else still runs and passes.
 
-mod common;
+use crate::common;
 
 use idem_check::config::{Config, TargetSpec};
 use idem_check::outcome::Outcome;
