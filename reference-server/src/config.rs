@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
+use crate::webhooks::WebhookFault;
 
 /// Where the store lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,6 +131,19 @@ pub struct Config {
     /// checker set up for that name has a correct server to compare with. Compared without
     /// regard to case, as HTTP does.
     pub key_header: String,
+    /// The webhook consumer's secret (`whsec_<base64>`): `POST /webhooks/{scheme}` serves only
+    /// with one. How each scheme turns it into an HMAC key is in [`crate::WebhookScheme`].
+    pub webhook_secret: Option<String>,
+    /// A second source's secret: a delivery it verifies belongs to source `b`, and event ids
+    /// are deduplicated per source.
+    pub webhook_secret_b: Option<String>,
+    /// The webhook consumer's one deliberate defect, if any (requires `test_hooks`).
+    pub webhook_fault: Option<WebhookFault>,
+    /// Under [`WebhookFault::DedupeTtl`]: how long a processed event id is remembered.
+    pub webhook_dedupe_ttl: Duration,
+    /// Under [`WebhookFault::SlowSyncHandler`]: how long each event's work takes before the
+    /// answer. Longer than every scheme's acknowledgement budget by default.
+    pub webhook_slow_handler: Duration,
 }
 
 /// The key header of the draft, and of this server unless told otherwise.
@@ -173,6 +187,11 @@ impl Config {
             db_pool: 16,
             outage: Outage::default(),
             key_header: DEFAULT_KEY_HEADER.to_owned(),
+            webhook_secret: None,
+            webhook_secret_b: None,
+            webhook_fault: None,
+            webhook_dedupe_ttl: Duration::from_secs(5 * 60),
+            webhook_slow_handler: Duration::from_secs(16),
         }
     }
 
@@ -227,9 +246,45 @@ impl Config {
                 self.key_header.clone(),
             ));
         }
+        self.validate_webhooks()
+    }
+
+    /// The webhook consumer's part of [`Config::validate`].
+    fn validate_webhooks(&self) -> Result<(), ConfigError> {
+        for (flag, secret) in [
+            ("--webhook-secret", &self.webhook_secret),
+            ("--webhook-secret-b", &self.webhook_secret_b),
+        ] {
+            if let Some(secret) = secret {
+                if crate::webhooks::schemes::decode_whsec(secret).is_none() {
+                    return Err(ConfigError::WebhookSecretFormat(flag));
+                }
+            }
+        }
+        if self.webhook_secret_b.is_some() {
+            if self.webhook_secret.is_none() {
+                return Err(ConfigError::WebhookSecretBAlone);
+            }
+            if self.webhook_secret_b == self.webhook_secret {
+                return Err(ConfigError::WebhookSecretsEqual);
+            }
+        }
+        if self.webhook_fault.is_some() && !self.test_hooks {
+            return Err(ConfigError::FaultWithoutTestHooks);
+        }
+        if self.webhook_fault.is_some() && self.webhook_secret.is_none() {
+            return Err(ConfigError::WebhookFaultWithoutSecret);
+        }
+        if self.webhook_slow_handler > MAX_SLOW_HANDLER {
+            return Err(ConfigError::WebhookSlowHandler(self.webhook_slow_handler));
+        }
         Ok(())
     }
 }
+
+/// The longest `webhook_slow_handler`: well within a webhook claim's lease, so the slow work
+/// keeps its claim.
+const MAX_SLOW_HANDLER: Duration = Duration::from_secs(40);
 
 /// The shortest lease accepted: heartbeats run every `lease / 3`, and a lease shorter than this
 /// would turn heartbeats into a busy loop.
@@ -289,6 +344,21 @@ pub enum ConfigError {
          the key header here ({0:?}): leave out --key-header"
     )]
     SpellingsOfAnotherKeyHeader(String),
+    /// Every scheme's key is derived from a `whsec_` secret.
+    #[error("{0} must be whsec_ followed by base64 (e.g. whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw)")]
+    WebhookSecretFormat(&'static str),
+    /// Source B is the second source.
+    #[error("--webhook-secret-b needs --webhook-secret")]
+    WebhookSecretBAlone,
+    /// Two sources with one secret cannot be told apart.
+    #[error("--webhook-secret-b must differ from --webhook-secret")]
+    WebhookSecretsEqual,
+    /// A webhook fault changes the consumer, which runs only with a secret.
+    #[error("--webhook-fault needs the webhook consumer (add --webhook-secret)")]
+    WebhookFaultWithoutSecret,
+    /// The slow work must finish within the claim's lease.
+    #[error("--webhook-slow-handler {0:?} is too long; use at most 40s")]
+    WebhookSlowHandler(Duration),
 }
 
 // `$d` is a `$` handed in by the invocation, so the `for_each_fault!` this generates can have

@@ -15,6 +15,7 @@ use crate::holds::{self, HoldState};
 use crate::idempotency;
 use crate::payments::Operation;
 use crate::problem::{storage_unavailable, Problem};
+use crate::webhooks;
 
 pub(crate) fn router(app: Arc<App>) -> Router {
     Router::new()
@@ -22,6 +23,8 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/api/payouts", post(create_payout))
         .route("/api/payments/count", get(count_payments))
         .route("/api/payments/{id}", get(show_payment))
+        .route("/webhooks/count", get(count_webhooks))
+        .route("/webhooks/{scheme}", post(receive_webhook))
         .route("/healthz", get(healthz))
         .route("/test-hooks/store/{state}", post(store_hook))
         .route("/test-hooks/holds/{name}", get(hold_state))
@@ -158,6 +161,20 @@ async fn hold_state(
     };
     let state = app.holds.state(&name, until, HOLD_WAIT).await;
     axum::Json(serde_json::json!({ "hold": name, "state": state.as_str() })).into_response()
+}
+
+/// A webhook delivery (see [`crate::webhooks`]).
+async fn receive_webhook(
+    State(app): State<Arc<App>>,
+    Path(scheme): Path<String>,
+    request: Request,
+) -> Response {
+    webhooks::handler::receive(app, &scheme, request).await
+}
+
+/// The webhook consumer's effect counter.
+async fn count_webhooks(State(app): State<Arc<App>>) -> Response {
+    webhooks::handler::count(app).await
 }
 
 /// Releases the named hold `name` (`--test-hooks` only); a hold not reached yet is released in

@@ -32,12 +32,18 @@ pub(crate) async fn run(
     let store = store::open(&config)
         .await
         .with_context(|| format!("opening the store {}", config.db))?;
-    if let Err(e) = ready() {
-        if let Err(closing) = store.close().await {
-            tracing::warn!(cause = %format!("{closing:#}"), "closing the store failed");
+    let webhooks = crate::webhooks::handler::Webhooks::new(&config, store.as_ref())
+        .await
+        .context("loading the webhook ids");
+    let webhooks = match webhooks.and_then(|webhooks| ready().map(|()| webhooks)) {
+        Ok(webhooks) => webhooks,
+        Err(e) => {
+            if let Err(closing) = store.close().await {
+                tracing::warn!(cause = %format!("{closing:#}"), "closing the store failed");
+            }
+            return Err(e);
         }
-        return Err(e);
-    }
+    };
     let tasks = TaskTracker::new();
     let behaviour = Behaviour::new(config.fault, Duration::from_micros(config.race_window_us));
     let app = Arc::new(App {
@@ -59,6 +65,7 @@ pub(crate) async fn run(
         clock: Arc::clone(&config.clock),
         tasks: tasks.clone(),
         key_header: config.key_header.clone(),
+        webhooks,
     });
     let stop_purge = CancellationToken::new();
     let purge = tokio::spawn(purge_loop(

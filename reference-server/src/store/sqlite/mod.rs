@@ -7,6 +7,7 @@
 
 mod records;
 mod schema;
+mod webhooks;
 mod writer;
 
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use crate::payments::PaymentRecord;
 use crate::store::{
     Claimed, Completion, Finish, Lookup, Owner, Scope, Store, StoreFuture, TakeOver,
 };
+use crate::webhooks::dedupe::WebhookStore;
 use records::Policy;
 use writer::Writer;
 
@@ -122,5 +124,9 @@ impl Store for SqliteStore {
 
     fn close(&self) -> StoreFuture<'_, ()> {
         Box::pin(self.writer.close())
+    }
+
+    fn webhooks(&self) -> &dyn WebhookStore {
+        self
     }
 }

@@ -1,0 +1,462 @@
+//! `POST /webhooks/{scheme}` and `GET /webhooks/count`.
+//!
+//! A delivery is read as raw bytes, verified ([`super::verify`]) and read for its event
+//! ([`Event`]); an unknown type is acknowledged without effect. The rest — claim the event id,
+//! (hold), apply the effect and record the id in one transaction, or roll the claim back — runs
+//! in a task the client cannot cancel: a sender that gives up on the answer must not cut the
+//! work in half. A known id answers 200 without effect, one being applied right now 409.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+
+use super::dedupe::{Claim, EventKey, MemoryIds};
+use super::faults::{Consumer, KeyedBy, Memory, Recording};
+use super::schemes::{Event, Scheme};
+use super::verify::{self, Refused, Source};
+use crate::app::App;
+use crate::clock::unix_millis;
+use crate::config::Config;
+use crate::idempotency::{read_body, TestHooks};
+use crate::problem::{storage_unavailable, Problem};
+use crate::store::Owner;
+
+/// The webhook consumer of one server instance.
+#[derive(Debug)]
+pub(crate) struct Webhooks {
+    /// The secret of source A, then that of source B if any.
+    secrets: Vec<(Source, String)>,
+    consumer: Consumer,
+    /// For the faults that keep ids in memory.
+    memory: MemoryIds,
+    dedupe_ttl: Duration,
+    slow_handler: Duration,
+}
+
+impl Webhooks {
+    /// The consumer `config` describes, if it has one. `local-dedupe` loads the processed ids
+    /// from `store` now.
+    pub(crate) async fn new(
+        config: &Config,
+        store: &dyn crate::store::Store,
+    ) -> anyhow::Result<Option<Self>> {
+        let Some(secret) = &config.webhook_secret else {
+            return Ok(None);
+        };
+        let mut secrets = vec![(Source::A, secret.clone())];
+        secrets.extend(config.webhook_secret_b.clone().map(|b| (Source::B, b)));
+        let consumer = Consumer::new(config.webhook_fault);
+        let memory = if consumer.memory == Memory::ProcessLoaded {
+            MemoryIds::loaded(store.webhooks().processed_events().await?)
+        } else {
+            MemoryIds::default()
+        };
+        if let Some(fault) = config.webhook_fault {
+            tracing::warn!(%fault, checks = ?fault.breaks(), "webhook consumer with a deliberate fault");
+        }
+        Ok(Some(Self {
+            secrets,
+            consumer,
+            memory,
+            dedupe_ttl: config.webhook_dedupe_ttl,
+            slow_handler: config.webhook_slow_handler,
+        }))
+    }
+}
+
+/// `POST /webhooks/{scheme}`.
+pub(crate) async fn receive(app: Arc<App>, scheme: &str, request: Request) -> Response {
+    let style = app.style();
+    match admit(&app, scheme, request).await {
+        Ok(Admitted::Answered(response)) => response,
+        Ok(Admitted::Apply(delivery)) => run_detached(&app, delivery).await,
+        Err(problem) => problem.into_response(style),
+    }
+}
+
+/// `GET /webhooks/count`: how many effects were applied, all schemes and sources.
+pub(crate) async fn count(app: Arc<App>) -> Response {
+    if app.webhooks.is_none() {
+        return not_configured().into_response(app.style());
+    }
+    match app.store.webhooks().count_effects().await {
+        Ok(count) => axum::Json(serde_json::json!({ "count": count })).into_response(),
+        Err(e) => {
+            tracing::error!(cause = %format!("{e:#}"), "webhook count failed");
+            storage_unavailable().into_response(app.style())
+        }
+    }
+}
+
+enum Admitted {
+    Answered(Response),
+    Apply(Delivery),
+}
+
+/// A verified delivery of an event this consumer handles, ready to be applied.
+struct Delivery {
+    app: Arc<App>,
+    key: EventKey,
+    kind: String,
+    hooks: TestHooks,
+    /// Already recorded as seen (the `dedupe-before-verify` fault).
+    marked: bool,
+}
+
+/// Everything before the event id is claimed: read, verify, read the event, skip what is not
+/// handled.
+async fn admit(app: &Arc<App>, scheme: &str, request: Request) -> Result<Admitted, Problem> {
+    let Some(webhooks) = &app.webhooks else {
+        return Err(not_configured());
+    };
+    let scheme: Scheme = scheme.parse().map_err(|e| {
+        Problem::new(
+            StatusCode::NOT_FOUND,
+            "not-found",
+            "Not found",
+            format!("{e}"),
+        )
+    })?;
+    let consumer = webhooks.consumer;
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
+    let hooks = TestHooks::parse(headers, app.test_hooks)?;
+    let body = read_body(body).await?;
+    let mut marked = false;
+    if consumer.recording == Recording::BeforeVerify {
+        if let Ok(event) = Event::read(scheme, headers, &body) {
+            let key = event_key(&consumer, scheme, Source::A, &event.id, headers, &body);
+            marked = app
+                .store
+                .webhooks()
+                .mark_event(&key)
+                .await
+                .map_err(unavailable)?;
+            if !marked {
+                return Ok(Admitted::Answered(duplicate(&consumer)));
+            }
+        }
+    }
+    let verified_body = if consumer.raw_body {
+        body.to_vec()
+    } else {
+        reserialize(&body).map_err(|e| refused(Refused::malformed(e)))?
+    };
+    let secrets: Vec<(Source, &str)> = webhooks
+        .secrets
+        .iter()
+        .map(|(source, secret)| (*source, secret.as_str()))
+        .collect();
+    let now = unix_millis(app.clock.now()) / 1000;
+    let source = verify::verify(
+        scheme,
+        headers,
+        &verified_body,
+        &secrets,
+        now,
+        consumer.rules,
+    )
+    .map_err(refused)?;
+    let event = Event::read(scheme, headers, &body).map_err(|e| refused(Refused::malformed(e)))?;
+    if let Some(challenge) = event.challenge {
+        let body = axum::Json(serde_json::json!({ "challenge": challenge }));
+        return Ok(Admitted::Answered(body.into_response()));
+    }
+    let kind = match event.kind {
+        Some(kind) if scheme.handles(&kind) => kind,
+        other => {
+            let kind = other.unwrap_or_default();
+            return Ok(Admitted::Answered(if consumer.unknown_400 {
+                Problem::new(
+                    StatusCode::BAD_REQUEST,
+                    "unknown-event-type",
+                    "Unknown event type",
+                    format!("event type {kind:?} is not handled here"),
+                )
+                .into_response(app.style())
+            } else {
+                answer(StatusCode::OK, "ignored")
+            }));
+        }
+    };
+    Ok(Admitted::Apply(Delivery {
+        app: Arc::clone(app),
+        key: event_key(&consumer, scheme, source, &event.id, headers, &body),
+        kind,
+        hooks,
+        marked,
+    }))
+}
+
+/// What the event is deduplicated on: scheme + source + event id, unless a fault says
+/// otherwise.
+fn event_key(
+    consumer: &Consumer,
+    scheme: Scheme,
+    source: Source,
+    id: &str,
+    headers: &axum::http::HeaderMap,
+    body: &[u8],
+) -> EventKey {
+    let event_id = match consumer.keyed_by {
+        KeyedBy::EventId => id.to_owned(),
+        KeyedBy::BodyHash => crate::idempotency::fingerprint::hex(&Sha256::digest(body)),
+        KeyedBy::Signature => verify::header(headers, scheme.signature_header())
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    EventKey {
+        scheme: scheme.name().to_owned(),
+        source: if consumer.per_source {
+            source.name()
+        } else {
+            "*"
+        }
+        .to_owned(),
+        event_id,
+    }
+}
+
+/// The body as a framework that parses before verifying would hand it over: re-encoded compact,
+/// keys in their order (the `reserialize-body` fault).
+fn reserialize(body: &[u8]) -> Result<Vec<u8>, String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
+    serde_json::to_vec(&value).map_err(|e| e.to_string())
+}
+
+/// What a delivery holds while it is applied, so that a failure can roll it back.
+enum Held {
+    /// A claim in the store.
+    Claim(Owner),
+    /// A claim in this process's memory.
+    Memory,
+    /// A record written before the work.
+    Marked,
+    /// Nothing (the `no-dedupe` fault).
+    Nothing,
+}
+
+/// A claim whose id is to be recorded by the request that answers (`record-after-ack`).
+type Unrecorded = Option<(EventKey, Owner)>;
+
+/// Runs the delivery in a task the client cannot cancel and waits for its answer.
+async fn run_detached(app: &Arc<App>, delivery: Delivery) -> Response {
+    let store = Arc::clone(&app.store);
+    let mut guard = RecordGuard {
+        task: Some(app.tasks.spawn(delivery.apply())),
+        store: Arc::clone(&store),
+        tasks: app.tasks.clone(),
+    };
+    let Ok((response, unrecorded)) = guard.wait().await else {
+        return internal_error("the delivery failed inside the server").into_response(app.style());
+    };
+    if let Some((key, owner)) = unrecorded {
+        if let Err(e) = store.webhooks().complete_event(&key, &owner, None).await {
+            tracing::error!(cause = %format!("{e:#}"), "recording the webhook event failed");
+        }
+    }
+    response
+}
+
+/// Owns the delivery's task while the handler waits. A handler dropped first (the client went
+/// away) leaves the task running; under `record-after-ack` the claim it leaves unrecorded is then
+/// released, as a consumer that records only once it answered would leave no record.
+struct RecordGuard {
+    task: Option<tokio::task::JoinHandle<(Response, Unrecorded)>>,
+    store: Arc<dyn crate::store::Store>,
+    tasks: tokio_util::task::TaskTracker,
+}
+
+impl RecordGuard {
+    async fn wait(&mut self) -> Result<(Response, Unrecorded), tokio::task::JoinError> {
+        let task = self.task.as_mut().expect("waited once");
+        let result = task.await;
+        self.task = None;
+        result.inspect_err(|e| tracing::error!(cause = %e, "webhook task failed"))
+    }
+}
+
+impl Drop for RecordGuard {
+    fn drop(&mut self) {
+        let Some(task) = self.task.take() else { return };
+        let store = Arc::clone(&self.store);
+        self.tasks.spawn(async move {
+            if let Ok((_, Some((key, owner)))) = task.await {
+                if let Err(e) = store.webhooks().release_event(&key, &owner).await {
+                    tracing::warn!(cause = %format!("{e:#}"), "could not release the claim");
+                }
+            }
+        });
+    }
+}
+
+impl Delivery {
+    /// Claims the event, holds, applies and records it (or rolls back on a failure).
+    async fn apply(self) -> (Response, Unrecorded) {
+        let app = &self.app;
+        let Some(webhooks) = &app.webhooks else {
+            return (not_configured().into_response(app.style()), None);
+        };
+        match self.run(webhooks).await {
+            Ok(done) => done,
+            Err(e) => {
+                tracing::error!(cause = %format!("{e:#}"), "applying a webhook event failed");
+                (storage_unavailable().into_response(app.style()), None)
+            }
+        }
+    }
+
+    async fn run(&self, webhooks: &Webhooks) -> anyhow::Result<(Response, Unrecorded)> {
+        let (app, key, c) = (&self.app, &self.key, &webhooks.consumer);
+        let store = app.store.webhooks();
+        let claimed = match (c.memory, c.recording) {
+            (Memory::Nowhere, _) => Ok(Held::Nothing),
+            (Memory::Process | Memory::ProcessLoaded, _) => match webhooks.memory.claim(key) {
+                Claim::Acquired(_) => Ok(Held::Memory),
+                other => Err(other),
+            },
+            (Memory::Store, Recording::BeforeVerify) if self.marked => Ok(Held::Marked),
+            (Memory::Store, Recording::BeforeWork | Recording::BeforeVerify) => {
+                if store.mark_event(key).await? {
+                    Ok(Held::Marked)
+                } else {
+                    Err(Claim::Processed)
+                }
+            }
+            (Memory::Store, Recording::WithEffect | Recording::AfterAnswer) => {
+                let ttl = c.forgets.then_some(webhooks.dedupe_ttl);
+                match store.claim_event(key, ttl).await? {
+                    Claim::Acquired(owner) => Ok(Held::Claim(owner)),
+                    other => Err(other),
+                }
+            }
+        };
+        let held = match claimed {
+            Ok(held) => held,
+            Err(Claim::Processing) => return Ok((in_progress(app), None)),
+            Err(_) => return Ok((duplicate(c), None)),
+        };
+        if let Some(name) = &self.hooks.hold {
+            app.holds.hold(name).await;
+        }
+        if self.hooks.crash {
+            match &held {
+                Held::Claim(owner) => {
+                    store.release_event(key, owner).await?;
+                }
+                Held::Memory => webhooks.memory.release(key),
+                Held::Marked if c.recording == Recording::BeforeVerify => {
+                    store.forget_event(key).await?;
+                }
+                Held::Marked | Held::Nothing => {}
+            }
+            let crashed = internal_error("the delivery failed (X-Test-Crash); redeliver it");
+            return Ok((crashed.into_response(app.style()), None));
+        }
+        if c.slow {
+            tokio::time::sleep(webhooks.slow_handler).await;
+        }
+        let unrecorded = match held {
+            Held::Claim(owner) if c.recording == Recording::AfterAnswer => {
+                store.apply_event(key, &self.kind).await?;
+                Some((key.clone(), owner))
+            }
+            Held::Claim(owner) => {
+                if !store.complete_event(key, &owner, Some(&self.kind)).await? {
+                    anyhow::bail!("the claim of {key:?} was taken over before it completed");
+                }
+                None
+            }
+            Held::Memory => {
+                if c.memory == Memory::ProcessLoaded {
+                    store.mark_event(key).await?;
+                }
+                store.apply_event(key, &self.kind).await?;
+                webhooks.memory.complete(key);
+                None
+            }
+            Held::Marked | Held::Nothing => {
+                store.apply_event(key, &self.kind).await?;
+                None
+            }
+        };
+        Ok((answer(StatusCode::OK, "processed"), unrecorded))
+    }
+}
+
+fn answer(status: StatusCode, what: &str) -> Response {
+    (status, axum::Json(serde_json::json!({ "status": what }))).into_response()
+}
+
+/// A known event: acknowledged without effect (409 under `4xx-on-duplicate`).
+fn duplicate(consumer: &Consumer) -> Response {
+    if consumer.duplicate_409 {
+        answer(StatusCode::CONFLICT, "duplicate")
+    } else {
+        answer(StatusCode::OK, "duplicate")
+    }
+}
+
+/// Another delivery of the event is being applied: the sender should retry, not be told it
+/// is done (if that delivery fails, this one must be able to apply it).
+fn in_progress(app: &App) -> Response {
+    Problem::new(
+        StatusCode::CONFLICT,
+        "event-in-progress",
+        "Event in progress",
+        "another delivery of this event is being applied; retry",
+    )
+    .retry_after()
+    .into_response(app.style())
+}
+
+fn refused(refused: Refused) -> Problem {
+    let slug = if refused.status == StatusCode::UNAUTHORIZED {
+        "invalid-signature"
+    } else {
+        "invalid-webhook"
+    };
+    Problem::new(refused.status, slug, "Webhook refused", refused.detail)
+}
+
+fn unavailable(e: anyhow::Error) -> Problem {
+    tracing::error!(cause = %format!("{e:#}"), "webhook store failed");
+    storage_unavailable()
+}
+
+fn internal_error(detail: &str) -> Problem {
+    Problem::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal-error",
+        "Internal error",
+        detail,
+    )
+}
+
+fn not_configured() -> Problem {
+    Problem::new(
+        StatusCode::NOT_FOUND,
+        "not-found",
+        "Not found",
+        "the webhook consumer is off (start the server with --webhook-secret)",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserializing_keeps_key_order_and_drops_whitespace() {
+        let body = br#"{ "z": 1, "a": "\u00e9" }"#;
+        assert_eq!(
+            reserialize(body).unwrap(),
+            "{\"z\":1,\"a\":\"\u{e9}\"}".as_bytes()
+        );
+    }
+}
