@@ -57,8 +57,9 @@ webhook_faults! {
     /// retry for days.
     DedupeTtl = "dedupe-ttl" => ["wh-late-redelivery"];
     /// The id is recorded as seen before the signature is checked, so a forgery carrying a
-    /// real event's id suppresses the real event.
-    DedupeBeforeVerify = "dedupe-before-verify" => ["wh-forgery-no-poison"];
+    /// real event's id suppresses the real event. Before verification the source is unknown,
+    /// so the record is not per source either: `wh-source-isolation` fails too.
+    DedupeBeforeVerify = "dedupe-before-verify" => ["wh-forgery-no-poison", "wh-source-isolation"];
     /// The id is committed as processed before the work: a delivery that fails afterwards
     /// leaves it, and the sender's retry is skipped as a duplicate (the event is lost).
     SeenIsProcessed = "seen-is-processed" => ["wh-retry-after-failure"];

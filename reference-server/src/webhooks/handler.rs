@@ -103,8 +103,8 @@ struct Delivery {
     key: EventKey,
     kind: String,
     hooks: TestHooks,
-    /// Already recorded as seen (the `dedupe-before-verify` fault).
-    marked: bool,
+    /// The record written before verification (the `dedupe-before-verify` fault).
+    marked: Option<EventKey>,
 }
 
 /// Everything before the event id is claimed: read, verify, read the event, skip what is not
@@ -126,19 +126,25 @@ async fn admit(app: &Arc<App>, scheme: &str, request: Request) -> Result<Admitte
     let headers = &parts.headers;
     let hooks = TestHooks::parse(headers, app.test_hooks)?;
     let body = read_body(body).await?;
-    let mut marked = false;
+    let mut marked = None;
     if consumer.recording == Recording::BeforeVerify {
         if let Ok(event) = Event::read(scheme, headers, &body) {
-            let key = event_key(&consumer, scheme, Source::A, &event.id, headers, &body);
-            marked = app
+            // No source yet: only verification tells whose secret signed it.
+            let unverified = Consumer {
+                per_source: false,
+                ..consumer
+            };
+            let key = event_key(&unverified, scheme, Source::A, &event.id, headers, &body);
+            if !app
                 .store
                 .webhooks()
                 .mark_event(&key)
                 .await
-                .map_err(unavailable)?;
-            if !marked {
+                .map_err(unavailable)?
+            {
                 return Ok(Admitted::Answered(duplicate(&consumer)));
             }
+            marked = Some(key);
         }
     }
     let verified_body = if consumer.raw_body {
@@ -320,7 +326,7 @@ impl Delivery {
                 Claim::Acquired(_) => Ok(Held::Memory),
                 other => Err(other),
             },
-            (Memory::Store, Recording::BeforeVerify) if self.marked => Ok(Held::Marked),
+            (Memory::Store, Recording::BeforeVerify) if self.marked.is_some() => Ok(Held::Marked),
             (Memory::Store, Recording::BeforeWork | Recording::BeforeVerify) => {
                 if store.mark_event(key).await? {
                     Ok(Held::Marked)
@@ -351,7 +357,9 @@ impl Delivery {
                 }
                 Held::Memory => webhooks.memory.release(key),
                 Held::Marked if c.recording == Recording::BeforeVerify => {
-                    store.forget_event(key).await?;
+                    store
+                        .forget_event(self.marked.as_ref().unwrap_or(key))
+                        .await?;
                 }
                 Held::Marked | Held::Nothing => {}
             }
