@@ -41,8 +41,6 @@ pub(crate) struct App {
     pub(crate) tasks: TaskTracker,
     /// The header the key is read from (see [`crate::Config::key_header`]).
     pub(crate) key_header: String,
-    /// The webhook consumer, when a webhook secret is configured.
-    pub(crate) webhooks: Option<crate::webhooks::handler::Webhooks>,
 }
 
 impl App {

@@ -15,16 +15,22 @@ use crate::holds::{self, HoldState};
 use crate::idempotency;
 use crate::payments::Operation;
 use crate::problem::{storage_unavailable, Problem};
-use crate::webhooks;
+use crate::webhooks::{self, handler::WebhookConsumer};
 
-pub(crate) fn router(app: Arc<App>) -> Router {
+/// The routes of `app`, and of the webhook consumer if there is one.
+pub(crate) fn router(app: Arc<App>, webhooks: Option<WebhookConsumer>) -> Router {
+    let webhooks = match webhooks {
+        Some(consumer) => webhooks::handler::routes(consumer),
+        None => Router::new()
+            .route("/webhooks/count", get(webhooks_off))
+            .route("/webhooks/{scheme}", post(webhooks_off))
+            .with_state(Arc::clone(&app)),
+    };
     Router::new()
         .route("/api/payments", post(create_payment))
         .route("/api/payouts", post(create_payout))
         .route("/api/payments/count", get(count_payments))
         .route("/api/payments/{id}", get(show_payment))
-        .route("/webhooks/count", get(count_webhooks))
-        .route("/webhooks/{scheme}", post(receive_webhook))
         .route("/healthz", get(healthz))
         .route("/test-hooks/store/{state}", post(store_hook))
         .route("/test-hooks/holds/{name}", get(hold_state))
@@ -33,6 +39,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(app)
+        .merge(webhooks)
 }
 
 async fn create_payment(State(app): State<Arc<App>>, request: Request) -> Response {
@@ -163,18 +170,15 @@ async fn hold_state(
     axum::Json(serde_json::json!({ "hold": name, "state": state.as_str() })).into_response()
 }
 
-/// A webhook delivery (see [`crate::webhooks`]).
-async fn receive_webhook(
-    State(app): State<Arc<App>>,
-    Path(scheme): Path<String>,
-    request: Request,
-) -> Response {
-    webhooks::handler::receive(app, &scheme, request).await
-}
-
-/// The webhook consumer's effect counter.
-async fn count_webhooks(State(app): State<Arc<App>>) -> Response {
-    webhooks::handler::count(app).await
+/// `/webhooks/…` without a webhook secret: the consumer is off.
+async fn webhooks_off(State(app): State<Arc<App>>) -> Response {
+    Problem::new(
+        StatusCode::NOT_FOUND,
+        "not-found",
+        "Not found",
+        "the webhook consumer is off (start the server with --webhook-secret)",
+    )
+    .into_response(app.style())
 }
 
 /// Releases the named hold `name` (`--test-hooks` only); a hold not reached yet is released in

@@ -17,6 +17,7 @@ use crate::claims::Claims;
 use crate::config::Config;
 use crate::routes;
 use crate::store;
+use crate::webhooks::handler::WebhookConsumer;
 
 /// How often expired records are deleted, at most.
 const PURGE_EVERY: Duration = Duration::from_secs(60);
@@ -32,11 +33,11 @@ pub(crate) async fn run(
     let store = store::open(&config)
         .await
         .with_context(|| format!("opening the store {}", config.db))?;
-    let webhooks = crate::webhooks::handler::Webhooks::new(&config, store.as_ref())
+    let known_events = WebhookConsumer::known_events(&config, store.as_ref())
         .await
         .context("loading the webhook ids");
-    let webhooks = match webhooks.and_then(|webhooks| ready().map(|()| webhooks)) {
-        Ok(webhooks) => webhooks,
+    let known_events = match known_events.and_then(|known| ready().map(|()| known)) {
+        Ok(known) => known,
         Err(e) => {
             if let Err(closing) = store.close().await {
                 tracing::warn!(cause = %format!("{closing:#}"), "closing the store failed");
@@ -65,8 +66,8 @@ pub(crate) async fn run(
         clock: Arc::clone(&config.clock),
         tasks: tasks.clone(),
         key_header: config.key_header.clone(),
-        webhooks,
     });
+    let webhooks = WebhookConsumer::new(&config, Arc::clone(&app), known_events);
     let stop_purge = CancellationToken::new();
     let purge = tokio::spawn(purge_loop(
         Arc::clone(&app),
@@ -87,10 +88,9 @@ pub(crate) async fn run(
     }
     let limits = config.limits;
     let key_name_spellings = app.behaviour.key_name_spellings;
-    let router =
-        routes::router(Arc::clone(&app)).layer(axum::middleware::from_fn(move |request, next| {
-            crate::edge::check(limits, app.style(), request, next)
-        }));
+    let router = routes::router(Arc::clone(&app), webhooks).layer(axum::middleware::from_fn(
+        move |request, next| crate::edge::check(limits, app.style(), request, next),
+    ));
     let served = crate::connection::serve(listener, router, limits, key_name_spellings, shutdown)
         .await
         .context("serving HTTP");

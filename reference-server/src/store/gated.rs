@@ -78,7 +78,7 @@ impl Store for Gated {
     ) -> StoreFuture<'a, Option<PaymentRecord>> {
         self.inner.payment(tenant, operation, id)
     }
-    fn webhooks(&self) -> &dyn crate::webhooks::dedupe::WebhookStore {
+    fn webhooks(&self) -> &dyn crate::store::webhooks::WebhookStore {
         self.inner.webhooks()
     }
 

@@ -13,13 +13,14 @@
 //!   statement (its own transaction), pipelined over a fixed set of connections per replica.
 //!
 //! Both also keep the webhook consumer's dedupe record and effects
-//! ([`crate::webhooks::dedupe::WebhookStore`]), with the same guarantees.
+//! ([`webhooks::WebhookStore`]), with the same guarantees.
 
 #[cfg(test)]
 pub(crate) mod gated;
 mod postgres;
 mod sqlite;
 mod tables;
+pub mod webhooks;
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -29,7 +30,7 @@ use futures::future::BoxFuture;
 
 use crate::config::{Config, DbLocation};
 use crate::payments::PaymentRecord;
-use crate::webhooks::dedupe::WebhookStore;
+use webhooks::WebhookStore;
 
 /// What an idempotency key is unique within: tenant + operation + key (draft §5). Faults that
 /// drop a component build the scope with a constant in its place.

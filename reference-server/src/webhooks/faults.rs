@@ -1,115 +1,11 @@
-//! The webhook consumer's deliberate defects, declared once: each names the `idem-check
-//! webhook` checks it makes fail, and [`Consumer`] turns the configured one into the decisions
-//! the handler reads, so the handler reads as the correct consumer.
-//!
-//! A list of its own rather than more [`crate::Fault`]s: the payments fault matrix runs
-//! `idem-check run` once per `Fault`, and these break nothing there.
-
-use std::fmt;
-use std::str::FromStr;
+//! The webhook consumer's deliberate defects as decisions: [`Consumer`] turns the configured
+//! [`WebhookFault`] (declared with the server's other settings, in `crate::config`) into what
+//! the handler reads, so the handler reads as the correct consumer; and which checks a fault
+//! breaks under each scheme.
 
 use super::schemes::Scheme;
 use super::verify::Rules;
-
-// `$d` is a `$` handed in by the invocation, so the `for_each_webhook_fault!` this generates
-// can have metavariables of its own.
-macro_rules! webhook_faults {
-    ($d:tt; $( $(#[$doc:meta])* $variant:ident = $name:literal => [$($check:literal),* $(,)?]; )*) => {
-        /// One deliberate defect of the webhook consumer. Each variant makes the checks
-        /// [`WebhookFault::breaks`] lists fail, and only those. The kebab-case name is what
-        /// `--webhook-fault` takes.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum WebhookFault {
-            $( $(#[$doc])* $variant, )*
-        }
-
-        impl WebhookFault {
-            /// Every webhook fault.
-            pub const ALL: &[WebhookFault] = &[$(WebhookFault::$variant),*];
-
-            /// The `--webhook-fault` name.
-            pub fn name(self) -> &'static str {
-                match self { $(WebhookFault::$variant => $name,)* }
-            }
-
-            /// The checks this fault makes fail against the `standard` scheme, under `--strict`
-            /// (see [`WebhookFault::breaks_for`] for the others).
-            pub fn breaks(self) -> &'static [&'static str] {
-                match self { $(WebhookFault::$variant => &[$($check),*],)* }
-            }
-        }
-
-        /// `for_each_webhook_fault!(m)` expands to `m! { Variant, … }` with every
-        /// [`WebhookFault`], so test files generate one test per fault.
-        #[macro_export]
-        macro_rules! for_each_webhook_fault {
-            ($d m:ident) => { $d m! { $($variant),* } };
-        }
-    };
-}
-
-webhook_faults! {
-    $;
-    /// Processed ids live in this process's memory only: forgotten on restart, unknown to a
-    /// replica.
-    DedupeInMemory = "dedupe-in-memory" => ["wh-late-redelivery", "wh-cross-replica"];
-    /// A processed id is forgotten `webhook_dedupe_ttl` after it was applied, while senders
-    /// retry for days.
-    DedupeTtl = "dedupe-ttl" => ["wh-late-redelivery"];
-    /// The id is recorded as seen before the signature is checked, so a forgery carrying a
-    /// real event's id suppresses the real event. Before verification the source is unknown,
-    /// so the record is not per source either: `wh-source-isolation` fails too.
-    DedupeBeforeVerify = "dedupe-before-verify" => ["wh-forgery-no-poison", "wh-source-isolation"];
-    /// The id is committed as processed before the work: a delivery that fails afterwards
-    /// leaves it, and the sender's retry is skipped as a duplicate (the event is lost).
-    SeenIsProcessed = "seen-is-processed" => ["wh-retry-after-failure"];
-    /// The body is parsed and re-encoded before verifying, so a signature over bytes that are
-    /// not in serde_json's compact form fails.
-    ReserializeBody = "reserialize-body" => ["wh-raw-body"];
-    /// The signed timestamp is not checked at all.
-    NoTimestampCheck = "no-timestamp-check" => ["wh-stale-timestamp", "wh-future-timestamp"];
-    /// Only the age of the signed timestamp is checked; any future timestamp passes.
-    AgeOnlyTimestamp = "age-only-timestamp" => ["wh-future-timestamp"];
-    /// Events are deduplicated on a hash of the body: two events with identical bodies are one.
-    BodyHashDedupe = "body-hash-dedupe" => ["wh-distinct-events"];
-    /// Events are deduplicated on the signature header: every re-signed redelivery is new.
-    /// Without a signed timestamp (GitHub, Shopify) the signature depends on the body alone,
-    /// and this is `body-hash-dedupe`.
-    SignatureDedupe = "signature-dedupe" => [
-        "wh-redelivery",
-        "wh-concurrent-duplicates",
-        "wh-lost-ack",
-        "wh-late-redelivery",
-        "wh-cross-replica",
-    ];
-    /// Only the first of several signatures is compared (a rotated secret's second fails).
-    FirstSignatureOnly = "first-signature-only" => ["wh-rotated-secret"];
-    /// The work runs synchronously and takes `webhook_slow_handler` before the answer.
-    SlowSyncHandler = "slow-sync-handler" => ["wh-ack-latency"];
-    /// A known event id answers 409, which makes the sender retry it.
-    FourXxOnDuplicate = "4xx-on-duplicate" => ["wh-redelivery", "wh-lost-ack"];
-    /// Every valid delivery applies its effect.
-    NoDedupe = "no-dedupe" => [
-        "wh-redelivery",
-        "wh-byte-replay",
-        "wh-concurrent-duplicates",
-        "wh-lost-ack",
-        "wh-late-redelivery",
-        "wh-cross-replica",
-    ];
-    /// A delivery without any signature header is accepted.
-    AcceptUnsigned = "accept-unsigned" => ["wh-bad-signature"];
-    /// An event type the consumer does not handle answers 400.
-    UnknownType400 = "unknown-type-400" => ["wh-unknown-type"];
-    /// The dedupe key ignores the source: one source's event id suppresses another's.
-    GlobalDedupe = "global-dedupe" => ["wh-source-isolation"];
-    /// The effect commits first and the id is recorded only once the answer is on its way: a
-    /// connection dropped before the answer leaves the effect without its record.
-    RecordAfterAck = "record-after-ack" => ["wh-lost-ack"];
-    /// Each process decides from its own set of ids (loaded from the store at start); the store
-    /// is written but never read again, so a replica's ids are unknown.
-    LocalDedupe = "local-dedupe" => ["wh-cross-replica"];
-}
+use crate::config::WebhookFault;
 
 impl WebhookFault {
     /// The checks this fault makes fail against `scheme`: those of [`WebhookFault::breaks`]
@@ -131,39 +27,6 @@ impl WebhookFault {
                 _ => true,
             })
             .collect()
-    }
-}
-
-impl fmt::Display for WebhookFault {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// An unknown `--webhook-fault` name.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("unknown webhook fault {name:?}; known: {known}")]
-pub struct UnknownWebhookFault {
-    name: String,
-    known: String,
-}
-
-impl FromStr for WebhookFault {
-    type Err = UnknownWebhookFault;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        WebhookFault::ALL
-            .iter()
-            .copied()
-            .find(|f| f.name() == s)
-            .ok_or_else(|| UnknownWebhookFault {
-                name: s.to_owned(),
-                known: WebhookFault::ALL
-                    .iter()
-                    .map(|f| f.name())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
     }
 }
 

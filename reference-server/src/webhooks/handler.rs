@@ -9,13 +9,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::Request;
+use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use sha2::{Digest, Sha256};
+use axum::routing::{get, post};
+use axum::Router;
 
-use super::dedupe::{Claim, EventKey, MemoryIds};
-use super::faults::{Consumer, KeyedBy, Memory, Recording};
+use super::dedupe::{event_key, MemoryIds};
+use super::faults::{Consumer, Memory, Recording};
 use super::schemes::{Event, Scheme};
 use super::verify::{self, Refused, Source};
 use crate::app::App;
@@ -23,11 +24,14 @@ use crate::clock::unix_millis;
 use crate::config::Config;
 use crate::idempotency::{read_body, TestHooks};
 use crate::problem::{storage_unavailable, Problem};
-use crate::store::Owner;
+use crate::store::webhooks::{Claim, EventKey};
+use crate::store::{Owner, Store};
 
-/// The webhook consumer of one server instance.
+/// The webhook consumer of one server instance, beside its payments API (whose store, holds,
+/// clock and task tracker it shares).
 #[derive(Debug)]
-pub(crate) struct Webhooks {
+pub(crate) struct WebhookConsumer {
+    app: Arc<App>,
     /// The secret of source A, then that of source B if any.
     secrets: Vec<(Source, String)>,
     consumer: Consumer,
@@ -37,57 +41,68 @@ pub(crate) struct Webhooks {
     slow_handler: Duration,
 }
 
-impl Webhooks {
-    /// The consumer `config` describes, if it has one. `local-dedupe` loads the processed ids
-    /// from `store` now.
-    pub(crate) async fn new(
+impl WebhookConsumer {
+    /// What the consumer must know at start: the processed ids under `local-dedupe`, which
+    /// decides from its memory of them (nothing otherwise).
+    pub(crate) async fn known_events(
         config: &Config,
-        store: &dyn crate::store::Store,
-    ) -> anyhow::Result<Option<Self>> {
-        let Some(secret) = &config.webhook_secret else {
-            return Ok(None);
-        };
-        let mut secrets = vec![(Source::A, secret.clone())];
+        store: &dyn Store,
+    ) -> anyhow::Result<Vec<EventKey>> {
+        let loads = Consumer::new(config.webhook_fault).memory == Memory::ProcessLoaded;
+        if config.webhook_secret.is_none() || !loads {
+            return Ok(Vec::new());
+        }
+        store.webhooks().processed_events().await
+    }
+
+    /// The consumer `config` describes, if it has a secret.
+    pub(crate) fn new(config: &Config, app: Arc<App>, known: Vec<EventKey>) -> Option<Self> {
+        let secret = config.webhook_secret.clone()?;
+        let mut secrets = vec![(Source::A, secret)];
         secrets.extend(config.webhook_secret_b.clone().map(|b| (Source::B, b)));
-        let consumer = Consumer::new(config.webhook_fault);
-        let memory = if consumer.memory == Memory::ProcessLoaded {
-            MemoryIds::loaded(store.webhooks().processed_events().await?)
-        } else {
-            MemoryIds::default()
-        };
         if let Some(fault) = config.webhook_fault {
             tracing::warn!(%fault, checks = ?fault.breaks(), "webhook consumer with a deliberate fault");
         }
-        Ok(Some(Self {
+        Some(Self {
+            app,
             secrets,
-            consumer,
-            memory,
+            consumer: Consumer::new(config.webhook_fault),
+            memory: MemoryIds::loaded(known),
             dedupe_ttl: config.webhook_dedupe_ttl,
             slow_handler: config.webhook_slow_handler,
-        }))
+        })
     }
 }
 
+/// The consumer's routes.
+pub(crate) fn routes(consumer: WebhookConsumer) -> Router {
+    Router::new()
+        .route("/webhooks/count", get(count))
+        .route("/webhooks/{scheme}", post(receive))
+        .with_state(Arc::new(consumer))
+}
+
 /// `POST /webhooks/{scheme}`.
-pub(crate) async fn receive(app: Arc<App>, scheme: &str, request: Request) -> Response {
-    let style = app.style();
-    match admit(&app, scheme, request).await {
+async fn receive(
+    State(wc): State<Arc<WebhookConsumer>>,
+    Path(scheme): Path<String>,
+    request: Request,
+) -> Response {
+    let style = wc.app.style();
+    match admit(&wc, &scheme, request).await {
         Ok(Admitted::Answered(response)) => response,
-        Ok(Admitted::Apply(delivery)) => run_detached(&app, delivery).await,
+        Ok(Admitted::Apply(delivery)) => run_detached(&wc.app, delivery).await,
         Err(problem) => problem.into_response(style),
     }
 }
 
 /// `GET /webhooks/count`: how many effects were applied, all schemes and sources.
-pub(crate) async fn count(app: Arc<App>) -> Response {
-    if app.webhooks.is_none() {
-        return not_configured().into_response(app.style());
-    }
-    match app.store.webhooks().count_effects().await {
+async fn count(State(wc): State<Arc<WebhookConsumer>>) -> Response {
+    match wc.app.store.webhooks().count_effects().await {
         Ok(count) => axum::Json(serde_json::json!({ "count": count })).into_response(),
         Err(e) => {
             tracing::error!(cause = %format!("{e:#}"), "webhook count failed");
-            storage_unavailable().into_response(app.style())
+            storage_unavailable().into_response(wc.app.style())
         }
     }
 }
@@ -99,7 +114,7 @@ enum Admitted {
 
 /// A verified delivery of an event this consumer handles, ready to be applied.
 struct Delivery {
-    app: Arc<App>,
+    wc: Arc<WebhookConsumer>,
     key: EventKey,
     kind: String,
     hooks: TestHooks,
@@ -109,10 +124,12 @@ struct Delivery {
 
 /// Everything before the event id is claimed: read, verify, read the event, skip what is not
 /// handled.
-async fn admit(app: &Arc<App>, scheme: &str, request: Request) -> Result<Admitted, Problem> {
-    let Some(webhooks) = &app.webhooks else {
-        return Err(not_configured());
-    };
+async fn admit(
+    wc: &Arc<WebhookConsumer>,
+    scheme: &str,
+    request: Request,
+) -> Result<Admitted, Problem> {
+    let app = &wc.app;
     let scheme: Scheme = scheme.parse().map_err(|e| {
         Problem::new(
             StatusCode::NOT_FOUND,
@@ -121,7 +138,7 @@ async fn admit(app: &Arc<App>, scheme: &str, request: Request) -> Result<Admitte
             format!("{e}"),
         )
     })?;
-    let consumer = webhooks.consumer;
+    let consumer = wc.consumer;
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
     let hooks = TestHooks::parse(headers, app.test_hooks)?;
@@ -152,7 +169,7 @@ async fn admit(app: &Arc<App>, scheme: &str, request: Request) -> Result<Admitte
     } else {
         reserialize(&body).map_err(|e| refused(Refused::malformed(e)))?
     };
-    let secrets: Vec<(Source, &str)> = webhooks
+    let secrets: Vec<(Source, &str)> = wc
         .secrets
         .iter()
         .map(|(source, secret)| (*source, secret.as_str()))
@@ -190,41 +207,12 @@ async fn admit(app: &Arc<App>, scheme: &str, request: Request) -> Result<Admitte
         }
     };
     Ok(Admitted::Apply(Delivery {
-        app: Arc::clone(app),
+        wc: Arc::clone(wc),
         key: event_key(&consumer, scheme, source, &event.id, headers, &body),
         kind,
         hooks,
         marked,
     }))
-}
-
-/// What the event is deduplicated on: scheme + source + event id, unless a fault says
-/// otherwise.
-fn event_key(
-    consumer: &Consumer,
-    scheme: Scheme,
-    source: Source,
-    id: &str,
-    headers: &axum::http::HeaderMap,
-    body: &[u8],
-) -> EventKey {
-    let event_id = match consumer.keyed_by {
-        KeyedBy::EventId => id.to_owned(),
-        KeyedBy::BodyHash => crate::idempotency::fingerprint::hex(&Sha256::digest(body)),
-        KeyedBy::Signature => verify::header(headers, scheme.signature_header())
-            .unwrap_or_default()
-            .to_owned(),
-    };
-    EventKey {
-        scheme: scheme.name().to_owned(),
-        source: if consumer.per_source {
-            source.name()
-        } else {
-            "*"
-        }
-        .to_owned(),
-        event_id,
-    }
 }
 
 /// The body as a framework that parses before verifying would hand it over: re-encoded compact,
@@ -304,11 +292,8 @@ impl Drop for RecordGuard {
 impl Delivery {
     /// Claims the event, holds, applies and records it (or rolls back on a failure).
     async fn apply(self) -> (Response, Unrecorded) {
-        let app = &self.app;
-        let Some(webhooks) = &app.webhooks else {
-            return (not_configured().into_response(app.style()), None);
-        };
-        match self.run(webhooks).await {
+        let app = &self.wc.app;
+        match self.run().await {
             Ok(done) => done,
             Err(e) => {
                 tracing::error!(cause = %format!("{e:#}"), "applying a webhook event failed");
@@ -317,8 +302,9 @@ impl Delivery {
         }
     }
 
-    async fn run(&self, webhooks: &Webhooks) -> anyhow::Result<(Response, Unrecorded)> {
-        let (app, key, c) = (&self.app, &self.key, &webhooks.consumer);
+    async fn run(&self) -> anyhow::Result<(Response, Unrecorded)> {
+        let webhooks = &self.wc;
+        let (app, key, c) = (&webhooks.app, &self.key, &webhooks.consumer);
         let store = app.store.webhooks();
         let claimed = match (c.memory, c.recording) {
             (Memory::Nowhere, _) => Ok(Held::Nothing),
@@ -443,15 +429,6 @@ fn internal_error(detail: &str) -> Problem {
         "internal-error",
         "Internal error",
         detail,
-    )
-}
-
-fn not_configured() -> Problem {
-    Problem::new(
-        StatusCode::NOT_FOUND,
-        "not-found",
-        "Not found",
-        "the webhook consumer is off (start the server with --webhook-secret)",
     )
 }
 

@@ -14,5 +14,5 @@ pub(crate) mod handler;
 pub(crate) mod schemes;
 pub(crate) mod verify;
 
-pub use faults::{UnknownWebhookFault, WebhookFault};
+pub use crate::config::{UnknownWebhookFault, WebhookFault};
 pub use schemes::{Scheme, UnknownScheme};

@@ -6,7 +6,8 @@ use std::fmt;
 use std::str::FromStr;
 
 use axum::http::HeaderMap;
-use base64::Engine as _;
+
+use crate::config::decode_whsec;
 
 /// A webhook signing scheme, named as in `POST /webhooks/{scheme}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -240,15 +241,6 @@ impl Event {
             challenge,
         })
     }
-}
-
-/// The key bytes of a `whsec_<base64>` secret, or `None` if it is not one.
-pub(crate) fn decode_whsec(secret: &str) -> Option<Vec<u8>> {
-    let encoded = secret.strip_prefix("whsec_")?;
-    base64::engine::general_purpose::STANDARD
-        .decode(encoded)
-        .ok()
-        .filter(|key| !key.is_empty())
 }
 
 impl fmt::Display for Scheme {

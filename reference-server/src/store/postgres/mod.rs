@@ -429,7 +429,7 @@ impl Store for PgStore {
         })
     }
 
-    fn webhooks(&self) -> &dyn crate::webhooks::dedupe::WebhookStore {
+    fn webhooks(&self) -> &dyn crate::store::webhooks::WebhookStore {
         self
     }
 

@@ -9,8 +9,8 @@ use anyhow::Context;
 
 use super::{PgStore, Sql};
 use crate::clock::millis;
+use crate::store::webhooks::{Claim, EventKey, WebhookStore, CLAIM_LEASE};
 use crate::store::{Owner, StoreFuture};
-use crate::webhooks::dedupe::{Claim, EventKey, WebhookStore, CLAIM_LEASE};
 
 /// $4 owner, $5 lease_until, $6 now, $7 the processed_at at or before which a processed row is
 /// forgotten (the `dedupe-ttl` fault; `i64::MIN` otherwise).

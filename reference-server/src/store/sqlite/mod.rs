@@ -15,10 +15,10 @@ use std::sync::Arc;
 use crate::clock::{millis, unix_millis, Clock};
 use crate::config::{Config, Fault};
 use crate::payments::PaymentRecord;
+use crate::store::webhooks::WebhookStore;
 use crate::store::{
     Claimed, Completion, Finish, Lookup, Owner, Scope, Store, StoreFuture, TakeOver,
 };
-use crate::webhooks::dedupe::WebhookStore;
 use records::Policy;
 use writer::Writer;
 

@@ -6,9 +6,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::SqliteStore;
 use crate::clock::millis;
+use crate::store::webhooks::{Claim, EventKey, WebhookStore, CLAIM_LEASE};
 use crate::store::Owner;
 use crate::store::StoreFuture;
-use crate::webhooks::dedupe::{Claim, EventKey, WebhookStore, CLAIM_LEASE};
 
 const WHERE_KEY: &str = "scheme = ?1 AND source = ?2 AND event_id = ?3";
 
