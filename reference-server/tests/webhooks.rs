@@ -197,6 +197,42 @@ async fn replicas_and_restarts_share_the_record(kind: StoreKind) {
     again.stop().await;
 }
 
+/// Two server processes on one database, every event of a burst delivered to both at once,
+/// three times over: each applies exactly once, whichever replica won it.
+async fn replica_processes_apply_a_burst_once(kind: StoreKind) {
+    const EVENTS: usize = 40;
+    let db = TestDb::new(kind);
+    let flags = ["--webhook-secret", SECRET];
+    let (_one, a) = common::spawn_server(db.arg(), &flags).await;
+    let (_two, b) = common::spawn_server(db.arg(), &flags).await;
+    let scheme = Scheme::Svix;
+    let events: Vec<Event> = (0..EVENTS).map(|_| handled(scheme)).collect();
+    let mut sends = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        for round in 0..3 {
+            let req = signed(scheme, e, now() + round);
+            let client = if (i + round as usize) % 2 == 0 { a } else { b };
+            let other = if client.addr == a.addr { b } else { a };
+            sends.push(async move {
+                let (x, y) = tokio::join!(client.send(&req), other.send(&req));
+                [x.status, y.status]
+            });
+        }
+    }
+    let statuses: Vec<[u16; 2]> = futures::future::join_all(sends).await;
+    for status in statuses.iter().flatten() {
+        assert!(matches!(status, 200 | 409), "answered {status}");
+    }
+    assert_eq!(a.webhook_count().await, EVENTS as u64);
+    // Every event is known to both now: one more round is all duplicates.
+    for e in &events {
+        let (late_a, late_b) = (signed(scheme, e, now() + 5), signed(scheme, e, now() + 6));
+        let (x, y) = tokio::join!(a.send(&late_a), b.send(&late_b));
+        assert_eq!((x.status, y.status), (200, 200));
+    }
+    assert_eq!(b.webhook_count().await, EVENTS as u64);
+}
+
 /// Slack's URL verification is answered with its challenge, once signed; nothing is applied.
 async fn slack_url_verification_is_answered(kind: StoreKind) {
     let db = TestDb::new(kind);
@@ -246,5 +282,6 @@ on_both_stores! {
     concurrent_duplicates_apply_once,
     a_lost_acknowledgement_loses_nothing,
     replicas_and_restarts_share_the_record,
+    replica_processes_apply_a_burst_once,
     slack_url_verification_is_answered,
 }
