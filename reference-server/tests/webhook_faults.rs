@@ -376,3 +376,24 @@ macro_rules! fault_tests {
 }
 
 idem_reference_server::for_each_webhook_fault!(fault_tests);
+
+/// The README's webhook fault table lists, for every fault, exactly the checks
+/// `WebhookFault::breaks()` names.
+#[test]
+fn readme_webhook_fault_table_matches_breaks() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    for fault in WebhookFault::ALL {
+        let row = readme
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{}` |", fault.name())))
+            .unwrap_or_else(|| panic!("README has no row for {fault}"));
+        let last = row
+            .trim_end_matches('|')
+            .rsplit('|')
+            .next()
+            .unwrap_or_default();
+        let listed: Vec<&str> = last.split('`').skip(1).step_by(2).collect();
+        assert_eq!(listed, fault.breaks(), "README row of {fault}");
+    }
+}
