@@ -1,8 +1,9 @@
 //! Every webhook fault makes exactly the checks it names fail, and the correct consumer passes
 //! them all. Each check of `idem-check webhook` is played here as a small scenario against the
 //! `standard` scheme (strict: a status the check would WARN about fails it), each on servers of
-//! its own, so the scenarios of one fault run at once. One test per fault, generated from the
-//! fault list, so a new fault cannot go without one.
+//! its own, so the scenarios of one fault run at once. One test per fault on SQLite, generated
+//! from the fault list, so a new fault cannot go without one; the faults that change what the
+//! store records, and the correct consumer, run on PostgreSQL too.
 
 mod common;
 
@@ -34,9 +35,9 @@ struct Rig {
 }
 
 impl Rig {
-    async fn new(fault: Option<WebhookFault>, replicas: usize) -> Self {
+    async fn new(kind: StoreKind, fault: Option<WebhookFault>, replicas: usize) -> Self {
         let mut rig = Rig {
-            db: TestDb::new(StoreKind::Sqlite),
+            db: TestDb::new(kind),
             clock: Arc::new(ManualClock::starting_now()),
             fault,
             servers: Vec::new(),
@@ -53,6 +54,9 @@ impl Rig {
         config.webhook_secret_b = Some(SECRET_B.into());
         config.webhook_fault = self.fault;
         config.webhook_slow_handler = SLOW;
+        // The scenarios of a test run at once, each with its servers: PostgreSQL's 100
+        // connections go round only with few per server.
+        config.db_pool = 2;
         config
     }
 
@@ -126,9 +130,9 @@ fn tamper(body: &[u8]) -> Vec<u8> {
 }
 
 /// Plays the check `id` against servers with `fault`.
-async fn play(id: &str, fault: Option<WebhookFault>) -> Verdict {
+async fn play(kind: StoreKind, id: &str, fault: Option<WebhookFault>) -> Verdict {
     let replicas = if id == "wh-cross-replica" { 2 } else { 1 };
-    let mut rig = Rig::new(fault, replicas).await;
+    let mut rig = Rig::new(kind, fault, replicas).await;
     let verdict = scenario(id, &mut rig).await;
     rig.stop().await;
     verdict
@@ -325,8 +329,8 @@ const CHECKS: &[&str] = &[
     "wh-source-isolation",
 ];
 
-/// Plays every check against `fault` and asserts that exactly `breaks` fail.
-async fn fails_exactly(fault: Option<WebhookFault>) {
+/// Plays every check against `fault` on `kind` and asserts that exactly `breaks` fail.
+async fn fails_exactly(kind: StoreKind, fault: Option<WebhookFault>) {
     let expected: BTreeSet<&str> = fault
         .map_or(&[][..], WebhookFault::breaks)
         .iter()
@@ -340,7 +344,7 @@ async fn fails_exactly(fault: Option<WebhookFault>) {
     let verdicts = futures::future::join_all(
         CHECKS
             .iter()
-            .map(|id| async move { (*id, play(id, fault).await) }),
+            .map(|id| async move { (*id, play(kind, id, fault).await) }),
     )
     .await;
     let failed: BTreeSet<&str> = verdicts
@@ -357,7 +361,7 @@ async fn fails_exactly(fault: Option<WebhookFault>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_correct_consumer_passes_every_check() {
-    fails_exactly(None).await;
+    fails_exactly(StoreKind::Sqlite, None).await;
 }
 
 macro_rules! fault_tests {
@@ -368,7 +372,7 @@ macro_rules! fault_tests {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $variant() {
-                    fails_exactly(Some(WebhookFault::$variant)).await;
+                    fails_exactly(StoreKind::Sqlite, Some(WebhookFault::$variant)).await;
                 }
             )*
         }
@@ -376,6 +380,35 @@ macro_rules! fault_tests {
 }
 
 idem_reference_server::for_each_webhook_fault!(fault_tests);
+
+/// The correct consumer, and the faults that change what is recorded or where, with two
+/// replicas on one PostgreSQL database.
+mod postgres {
+    use super::*;
+
+    async fn on_postgres(fault: Option<WebhookFault>) {
+        fails_exactly(StoreKind::Postgres, fault).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn correct() {
+        on_postgres(None).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn record_keeping_faults() {
+        for fault in [
+            WebhookFault::DedupeInMemory,
+            WebhookFault::LocalDedupe,
+            WebhookFault::DedupeTtl,
+            WebhookFault::DedupeBeforeVerify,
+            WebhookFault::SeenIsProcessed,
+            WebhookFault::RecordAfterAck,
+        ] {
+            on_postgres(Some(fault)).await;
+        }
+    }
+}
 
 /// The README's webhook fault table lists, for every fault, exactly the checks
 /// `WebhookFault::breaks()` names.
