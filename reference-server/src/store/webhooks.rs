@@ -6,7 +6,7 @@
 //! the row becomes `processed` and the effect row is inserted in ONE transaction, fenced by the
 //! owner token. A delivery that fails in between deletes its claim, so the sender's retry
 //! applies the event; one whose process died leaves a claim that the next delivery takes over
-//! once [`CLAIM_LEASE`] has run out.
+//! once its lease (60 s) has run out.
 
 use std::time::Duration;
 
