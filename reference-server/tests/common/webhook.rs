@@ -157,6 +157,16 @@ pub fn signed(scheme: Scheme, event: &Event, timestamp: i64) -> Req {
     delivery(scheme, event, timestamp, &[SECRET])
 }
 
+/// A delivery of `event` like [`signed`], without any signature header.
+pub fn unsigned(scheme: Scheme, event: &Event, timestamp: i64) -> Req {
+    let mut req = signed(scheme, event, timestamp);
+    req.headers.retain(|(name, _)| {
+        let name = name.to_ascii_lowercase();
+        !(name.contains("signature") || name.contains("hmac"))
+    });
+    req
+}
+
 /// Seconds since the epoch, by the system clock.
 pub fn now() -> i64 {
     std::time::SystemTime::now()
