@@ -337,49 +337,71 @@ impl Delivery {
             app.holds.hold(name).await;
         }
         if self.hooks.crash {
-            match &held {
-                Held::Claim(owner) => {
-                    store.release_event(key, owner).await?;
-                }
-                Held::Memory => webhooks.memory.release(key),
-                Held::Marked if c.recording == Recording::BeforeVerify => {
-                    store
-                        .forget_event(self.marked.as_ref().unwrap_or(key))
-                        .await?;
-                }
-                Held::Marked | Held::Nothing => {}
-            }
+            self.roll_back(&held).await?;
             let crashed = internal_error("the delivery failed (X-Test-Crash); redeliver it");
             return Ok((crashed.into_response(app.style()), None));
         }
         if c.slow {
             tokio::time::sleep(webhooks.slow_handler).await;
         }
-        let unrecorded = match held {
+        let unrecorded = match self.apply_effect(&held).await {
+            Ok(unrecorded) => unrecorded,
+            Err(e) => {
+                // The sender retries a failed delivery; a claim left behind would make it wait
+                // out the lease.
+                if let Err(undo) = self.roll_back(&held).await {
+                    tracing::warn!(cause = %format!("{undo:#}"), "could not roll back the claim");
+                }
+                return Err(e);
+            }
+        };
+        Ok((answer(StatusCode::OK, "processed"), unrecorded))
+    }
+
+    /// The effect, and the record where it goes with it.
+    async fn apply_effect(&self, held: &Held) -> anyhow::Result<Unrecorded> {
+        let (key, c) = (&self.key, &self.wc.consumer);
+        let store = self.wc.app.store.webhooks();
+        match held {
             Held::Claim(owner) if c.recording == Recording::AfterAnswer => {
                 store.apply_event(key, &self.kind).await?;
-                Some((key.clone(), owner))
+                return Ok(Some((key.clone(), owner.clone())));
             }
             Held::Claim(owner) => {
-                if !store.complete_event(key, &owner, Some(&self.kind)).await? {
+                if !store.complete_event(key, owner, Some(&self.kind)).await? {
                     anyhow::bail!("the claim of {key:?} was taken over before it completed");
                 }
-                None
             }
             Held::Memory => {
                 if c.memory == Memory::ProcessLoaded {
                     store.mark_event(key).await?;
                 }
                 store.apply_event(key, &self.kind).await?;
-                webhooks.memory.complete(key);
-                None
+                self.wc.memory.complete(key);
             }
-            Held::Marked | Held::Nothing => {
-                store.apply_event(key, &self.kind).await?;
-                None
+            Held::Marked | Held::Nothing => store.apply_event(key, &self.kind).await?,
+        }
+        Ok(None)
+    }
+
+    /// Undoes what a failed delivery holds, so that the sender's retry applies the event;
+    /// except under `seen-is-processed`, whose record stays (the defect it models).
+    async fn roll_back(&self, held: &Held) -> anyhow::Result<()> {
+        let (key, c) = (&self.key, &self.wc.consumer);
+        let store = self.wc.app.store.webhooks();
+        match held {
+            Held::Claim(owner) => {
+                store.release_event(key, owner).await?;
             }
-        };
-        Ok((answer(StatusCode::OK, "processed"), unrecorded))
+            Held::Memory => self.wc.memory.release(key),
+            Held::Marked if c.recording == Recording::BeforeVerify => {
+                store
+                    .forget_event(self.marked.as_ref().unwrap_or(key))
+                    .await?;
+            }
+            Held::Marked | Held::Nothing => {}
+        }
+        Ok(())
     }
 }
 
