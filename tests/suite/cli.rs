@@ -602,30 +602,30 @@ fn reference_fault_exits_4() {
     );
 }
 
-/// The README's usage block is the real `run -h`, so it cannot go stale
+/// The usage page's block is the real `run -h`, so it cannot go stale
 /// (`UPDATE_GOLDEN=1` rewrites it).
 #[test]
-fn readme_usage_block_matches_help() {
+fn usage_page_block_matches_help() {
     let o = run(&["run", "-h"]);
     let help = String::from_utf8_lossy(&o.stdout).replace('\r', "");
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
-    let readme = std::fs::read_to_string(&path).unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/usage.md");
+    let page = std::fs::read_to_string(&path).unwrap();
     let (start_marker, end_marker) = ("<!-- run-help-start -->\n", "<!-- run-help-end -->");
-    let start = readme
+    let start = page
         .find(start_marker)
-        .expect("README has the help markers")
+        .expect("docs/usage.md has the help markers")
         + start_marker.len();
-    let end = readme.find(end_marker).unwrap();
+    let end = page.find(end_marker).unwrap();
     let wanted = format!("```text\n{}\n```\n", help.trim_end());
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        let updated = format!("{}{wanted}{}", &readme[..start], &readme[end..]);
+        let updated = format!("{}{wanted}{}", &page[..start], &page[end..]);
         std::fs::write(&path, updated).unwrap();
         return;
     }
     assert_eq!(
-        &readme[start..end],
+        &page[start..end],
         wanted,
-        "README usage block is stale: run with UPDATE_GOLDEN=1"
+        "docs/usage.md's usage block is stale: run with UPDATE_GOLDEN=1"
     );
 }
 
@@ -718,7 +718,9 @@ fn readme_workflow_is_the_linted_example() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let example = std::fs::read_to_string(root.join("examples/idempotency-workflow.yml")).unwrap();
-    let ci = &readme[readme.find("### In CI").expect("README has a CI section")..];
+    let ci = &readme[readme
+        .find("\n## In CI\n")
+        .expect("README has a CI section")..];
     let start = ci.find("```yaml\n").expect("a yaml block") + "```yaml\n".len();
     let end = start + ci[start..].find("```").unwrap();
     assert_eq!(
@@ -726,6 +728,105 @@ fn readme_workflow_is_the_linted_example() {
         example,
         "README's workflow differs from the example file"
     );
+}
+
+/// Every relative link in the README and in docs/ points at a file that exists, and a link to a
+/// heading (`page.md#heading`) at a heading of that page: moving a page or renaming a section
+/// cannot leave a dead link behind.
+#[test]
+fn documentation_links_resolve() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            pages.push(path);
+        }
+    }
+    let mut dead = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        for (line, target) in markdown_links(&text) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (file, anchor) = target.split_once('#').unwrap_or((&target, ""));
+            let resolved = match file {
+                "" => page.clone(),
+                file => page.parent().unwrap().join(file),
+            };
+            let found = resolved.exists()
+                && (anchor.is_empty()
+                    || resolved.extension().is_none_or(|e| e != "md")
+                    || heading_anchors(&std::fs::read_to_string(&resolved).unwrap())
+                        .iter()
+                        .any(|a| a == anchor));
+            if !found {
+                let name = page.strip_prefix(root).unwrap().display();
+                dead.push(format!("{name}:{line}: {target}"));
+            }
+        }
+    }
+    assert!(dead.is_empty(), "dead links:\n{}", dead.join("\n"));
+}
+
+/// The lines of `text` outside fenced code blocks, numbered from 1.
+fn prose_lines(text: &str) -> Vec<(usize, &str)> {
+    let mut fenced = false;
+    let mut lines = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced {
+            lines.push((i + 1, line));
+        }
+    }
+    lines
+}
+
+/// The targets of the inline links `[text](target)` in a Markdown page, outside code, with
+/// their line numbers.
+fn markdown_links(text: &str) -> Vec<(usize, String)> {
+    let mut links = Vec::new();
+    for (n, line) in prose_lines(text) {
+        // Every other piece between backticks is an inline code span.
+        let prose: String = line.split('`').step_by(2).collect();
+        let mut rest = prose.as_str();
+        while let Some(at) = rest.find("](") {
+            let after = &rest[at + 2..];
+            let Some(end) = after.find(')') else { break };
+            links.push((n, after[..end].to_owned()));
+            rest = &after[end..];
+        }
+    }
+    links
+}
+
+/// The anchors GitHub gives a page's headings: lower case, spaces as hyphens, punctuation other
+/// than `-` and `_` left out, and `-1`, `-2`, … after a repeated heading.
+fn heading_anchors(text: &str) -> Vec<String> {
+    let mut anchors = Vec::new();
+    let mut seen = std::collections::HashMap::new();
+    for (_, line) in prose_lines(text) {
+        let title = line.trim_start_matches('#');
+        if title.len() == line.len() || !title.starts_with(' ') {
+            continue;
+        }
+        let slug: String = title
+            .trim()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+            .flat_map(char::to_lowercase)
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect();
+        let repeats = seen.entry(slug.clone()).or_insert(0);
+        anchors.push(match *repeats {
+            0 => slug,
+            n => format!("{slug}-{n}"),
+        });
+        *repeats += 1;
+    }
+    anchors
 }
 
 /// The usual first mistakes get a message that says what to type instead (exit 1).
@@ -755,7 +856,7 @@ fn first_mistakes_say_what_to_type() {
     assert!(!String::from_utf8_lossy(&o.stderr).contains("nothing to check"));
 }
 
-/// `-h` lists the options the README documents, the advanced ones included.
+/// `-h` lists the options the documentation describes, the advanced ones included.
 #[test]
 fn short_help_lists_every_documented_option() {
     let o = run(&["run", "-h"]);
