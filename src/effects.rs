@@ -103,6 +103,16 @@ pub struct CounterRead {
     pub value: Result<u64, String>,
 }
 
+impl CounterRead {
+    /// Whether the counter's URL gave no answer at all (a timeout, a reset): the target
+    /// stopped answering, which no counter option explains.
+    pub fn unanswered(&self) -> bool {
+        self.exchange
+            .as_ref()
+            .is_some_and(|(_, raw)| raw.result.is_err())
+    }
+}
+
 /// The effect basis of a run: the counter (if any) and what tells resources apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Meter {
@@ -176,8 +186,15 @@ impl Meter {
         }
     }
 
-    /// The error for a counter that could not be read, naming the options to check.
-    pub fn unreadable(&self, detail: &str) -> String {
+    /// The error for a counter that could not be read: naming the options to check when the
+    /// counter answered with something unusable, and the target when its URL did not answer
+    /// (a server that froze mid-run is not a wrong --count-url).
+    pub fn unreadable(&self, detail: &str, unanswered: bool) -> String {
+        if unanswered {
+            return format!(
+                "the effect counter did not answer ({detail}): the target stopped answering, or raise --timeout if it is only slow"
+            );
+        }
         let option = self.counter.as_ref().map_or("", Counter::option);
         format!("the effect counter could not be read ({detail}); check {option}")
     }

@@ -551,6 +551,7 @@ async fn read_counter(
     let Some(read) = meter.read(client).await else {
         return Ok(Reading::new(None, sent));
     };
+    let unanswered = read.unanswered();
     if let Some((request, r)) = read.exchange {
         out.push(Exchange {
             n: out.len() + 1,
@@ -569,7 +570,7 @@ async fn read_counter(
     }
     read.value
         .map(|v| Reading::new(Some(v), sent))
-        .map_err(|e| Stop::Error(meter.unreadable(&e)))
+        .map_err(|e| Stop::Error(meter.unreadable(&e, unanswered)))
 }
 
 fn failed_to_start(

@@ -263,6 +263,37 @@ fn a_dead_target_stops_the_run() {
     assert_eq!(r.code, Some(3), "{}", r.stdout);
 }
 
+/// A target that freezes mid-run is not a wrong counter option: the probes whose counter read
+/// went unanswered say the target stopped answering and never blame --count-url.
+#[test]
+fn a_frozen_target_is_not_blamed_on_the_counter_options() {
+    let (_s, base) = start(&["--die-after", "4"]);
+    let probes = ["--probe", "replay-identity,concurrent-duplicates"];
+    let counter = [COUNTER[0], COUNTER[1], "--count-pointer", "/count"];
+    let r = run(
+        &base,
+        &[&probes[..], &counter, &["--timeout", "1s"]].concat(),
+    );
+    let reasons: Vec<String> = r.report["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["reason"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|why| why.contains("the effect counter did not answer")),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        reasons.iter().all(|why| !why.contains("check --count-url")),
+        "{}",
+        r.stdout
+    );
+}
+
 /// Refused credentials are a setup mistake: first-request is an ERROR naming -H, not a FAIL of
 /// the API.
 #[test]
