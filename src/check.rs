@@ -582,6 +582,23 @@ pub fn body_excludes(spec: &CheckSpec, label: &str, secret: &str, ex: &Exchange)
     )
 }
 
+/// No key violated exactly-once, as counted by whoever judged the keys (the segments of a
+/// merged stress run): `named` are the first violating keys with their reasons, shown.
+pub fn no_violating_keys(spec: &CheckSpec, violating: usize, named: &[String]) -> Check {
+    let actual = match violating {
+        0 => "0 violating keys".to_string(),
+        n => format!("{n} violating keys: {}", named.join("; ")),
+    };
+    Check::from_spec(
+        spec,
+        violating == 0,
+        vec!["0 violating keys".to_string()],
+        actual,
+        Vec::new(),
+    )
+    .showing(Symptom::Executions)
+}
+
 /// An observation that never fails by itself (severity info in the catalog): records what was
 /// seen, with `passed` saying whether it was the preferable behaviour.
 pub fn observe(spec: &CheckSpec, preferable: bool, seen: String, exchanges: Vec<usize>) -> Check {

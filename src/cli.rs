@@ -34,6 +34,10 @@ pub enum Command {
     /// retries, with many requests in flight. Not part of `run`.
     #[command(after_long_help = crate::exit::HELP)]
     Stress(Box<StressArgs>),
+    /// Judge the JSON reports of `stress --segment` runs as one run: every key once across the
+    /// segments, and the effect counter over the union of their windows.
+    #[command(after_long_help = crate::exit::HELP)]
+    Merge(MergeArgs),
     /// Check a client or SDK instead of a server: run its command against a fake API that drops
     /// responses, refuses and throttles, and judge how it retries.
     #[command(
@@ -170,7 +174,8 @@ pub struct ListArgs {
 /// and the documents it references when they are URLs (`--openapi URL`, `discover URL`).
 #[derive(Clone, Default, Args)]
 pub struct ConnectionArgs {
-    /// Trust the CA certificates in this PEM file, besides the public roots (a private CA).
+    /// Trust the CA certificates in this PEM file, besides the public and system roots (a private
+    /// CA).
     #[arg(long, value_name = "FILE")]
     pub cacert: Option<PathBuf>,
 
@@ -433,6 +438,11 @@ pub struct ReportArgs {
     /// When to use colour.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
     pub color: ColorChoice,
+
+    /// Print only the verdict lines and the summary on the terminal; the evidence stays in the
+    /// report files.
+    #[arg(short = 'q', long)]
+    pub summary: bool,
 }
 
 /// `idem-check run`.
@@ -442,12 +452,12 @@ pub struct RunArgs {
     pub target: TargetArgs,
 
     /// Run only this probe, or this group: key-syntax, enforcement, scope, durability
-    /// (repeatable).
-    #[arg(long, value_name = "ID|GROUP")]
+    /// (repeatable, or a comma-separated list).
+    #[arg(long, value_name = "ID|GROUP", value_delimiter = ',')]
     pub probe: Vec<String>,
 
-    /// Do not run this probe or group (repeatable).
-    #[arg(long, value_name = "ID|GROUP")]
+    /// Do not run this probe or group (repeatable, or a comma-separated list).
+    #[arg(long, value_name = "ID|GROUP", value_delimiter = ',')]
     pub skip: Vec<String>,
 
     /// Fail on recommended checks too (WARN becomes FAIL).
@@ -493,7 +503,35 @@ pub struct StressArgs {
     #[arg(long, value_name = "N", value_parser = parse_rate, allow_hyphen_values = true)]
     pub rate: Option<u32>,
 
+    /// Run only the I-th of N disjoint parts of the keys (every N-th key), for one run split
+    /// across processes or machines; `idem-check merge` judges the segments' JSON reports as one
+    /// run (each segment judges its own keys, the merge the counter). Needs --run-id.
+    #[arg(long, value_name = "I/N", requires = "run_id")]
+    pub segment: Option<crate::stress::segment::SegmentSpec>,
+
+    /// With --segment: the run the segment belongs to, the same for every segment (a CI run
+    /// id, a Job name); it names the keys, so two runs never share one.
+    #[arg(long, value_name = "ID", requires = "segment", value_parser = parse_run_id)]
+    pub run_id: Option<String>,
+
     /// Reports; JUnit holds one testcase, `stress`.
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+fn parse_run_id(s: &str) -> Result<String, String> {
+    crate::stress::segment::valid_run_id(s).map(|()| s.to_string())
+}
+
+/// `idem-check merge`.
+#[derive(Args)]
+pub struct MergeArgs {
+    /// The JSON reports of every segment of one run (`stress --segment I/N --run-id ID
+    /// --report-json FILE`).
+    #[arg(value_name = "REPORT.json", required = true)]
+    pub reports: Vec<PathBuf>,
+
+    /// Reports of the merged run; JUnit holds one testcase, `stress`.
     #[command(flatten)]
     pub report: ReportArgs,
 }

@@ -88,6 +88,11 @@ impl Reading {
     pub fn new(value: Option<u64>, sent: usize) -> Self {
         Reading { value, sent }
     }
+
+    /// The counter's value, when there is a counter.
+    pub fn value(&self) -> Option<u64> {
+        self.value
+    }
 }
 
 /// One read of the counter, for the caller to record: the exchange (a `--count-url` GET) or a
@@ -96,6 +101,16 @@ pub struct CounterRead {
     pub exchange: Option<(SentRequest, RawResponse)>,
     pub note: Option<String>,
     pub value: Result<u64, String>,
+}
+
+impl CounterRead {
+    /// Whether the counter's URL gave no answer at all (a timeout, a reset): the target
+    /// stopped answering, which no counter option explains.
+    pub fn unanswered(&self) -> bool {
+        self.exchange
+            .as_ref()
+            .is_some_and(|(_, raw)| raw.result.is_err())
+    }
 }
 
 /// The effect basis of a run: the counter (if any) and what tells resources apart.
@@ -171,8 +186,15 @@ impl Meter {
         }
     }
 
-    /// The error for a counter that could not be read, naming the options to check.
-    pub fn unreadable(&self, detail: &str) -> String {
+    /// The error for a counter that could not be read: naming the options to check when the
+    /// counter answered with something unusable, and the target when its URL did not answer
+    /// (a server that froze mid-run is not a wrong --count-url).
+    pub fn unreadable(&self, detail: &str, unanswered: bool) -> String {
+        if unanswered {
+            return format!(
+                "the effect counter did not answer ({detail}): the target stopped answering, or raise --timeout if it is only slow"
+            );
+        }
         let option = self.counter.as_ref().map_or("", Counter::option);
         format!("the effect counter could not be read ({detail}); check {option}")
     }

@@ -1,4 +1,4 @@
-//! Exit codes: what a CI job branches on. Documented in `--help` and the README.
+//! Exit codes: what a CI job branches on. Documented in `--help` and docs/verdicts.md.
 //!
 //! | code | meaning |
 //! | --- | --- |

@@ -33,5 +33,6 @@ pub mod report;
 pub mod restart;
 pub mod runner;
 pub mod stress;
+pub mod suggest;
 pub mod suite;
 pub mod target;

@@ -8,8 +8,9 @@ use idem_check::exit::ExitCode;
 fn main() {
     let opts = match idem_check::cli::Opts::try_parse() {
         Ok(opts) => opts,
-        Err(e) if e.use_stderr() => {
+        Err(mut e) if e.use_stderr() => {
             // A usage error is exit 1 (documented), not clap's default 2, which means a bad file.
+            suggest_subcommand(&mut e);
             let _ = e.print();
             std::process::exit(ExitCode::Usage.into());
         }
@@ -34,4 +35,23 @@ fn main() {
         }
     };
     std::process::exit(code.into());
+}
+
+/// Adds a "similar subcommand" tip where clap found none: clap's similarity measure misses a
+/// swap of two letters (`rnu` for `run`), [`idem_check::suggest::closest`] counts it as one edit.
+fn suggest_subcommand(e: &mut clap::Error) {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::InvalidSubcommand || e.get(ContextKind::SuggestedSubcommand).is_some()
+    {
+        return;
+    }
+    let Some(ContextValue::String(typed)) = e.get(ContextKind::InvalidSubcommand) else {
+        return;
+    };
+    let command = <idem_check::cli::Opts as clap::CommandFactory>::command();
+    let names = command.get_subcommands().map(|c| c.get_name());
+    if let Some(near) = idem_check::suggest::closest(typed, names) {
+        let near = near.to_string();
+        e.insert(ContextKind::SuggestedSubcommand, ContextValue::String(near));
+    }
 }

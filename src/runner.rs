@@ -61,7 +61,8 @@ pub async fn run(
     }
     let defs = selection.clone();
 
-    for def in selection {
+    let mut selection = selection.into_iter();
+    while let Some(def) = selection.next() {
         observer.started(def.meta.id);
         let missing = def.meta.needs.iter().find(|n| !n.provided_by(&config));
         let report = if let Some(cause) = &preflight_failure {
@@ -97,6 +98,20 @@ pub async fn run(
                 },
             };
             if interrupted {
+                // Every selected probe is in the report, so no format reads as a green run:
+                // the one Ctrl-C stopped is an ERROR, the ones it kept from starting SKIP.
+                probes.push(verdict_only(
+                    &def,
+                    Outcome::Error,
+                    "interrupted (Ctrl-C) before it finished: nothing was judged".to_string(),
+                ));
+                probes.extend(selection.by_ref().map(|rest| {
+                    verdict_only(
+                        &rest,
+                        Outcome::Skip,
+                        "not run: the run was interrupted (Ctrl-C)".to_string(),
+                    )
+                }));
                 break;
             }
             session = ctx.session.clone();

@@ -160,9 +160,12 @@ impl Suite {
             let checks = match catalog {
                 Some(catalog) => {
                     let def = catalog.iter().find(|p| p.id == id).ok_or_else(|| {
+                        let hint = crate::suggest::closest(&id, catalog.iter().map(|p| p.id))
+                            .map(|near| format!("did you mean {near:?}? "))
+                            .unwrap_or_default();
                         err(
                             Some(probe_id.span()),
-                            format!("unknown probe {id:?} (see `idem-check list`)"),
+                            format!("unknown probe {id:?} ({hint}see `idem-check list`)"),
                         )
                     })?;
                     Some(&def.checks)

@@ -130,6 +130,19 @@ pub struct Config {
     /// checker set up for that name has a correct server to compare with. Compared without
     /// regard to case, as HTTP does.
     pub key_header: String,
+    /// The webhook consumer's secret (`whsec_<base64>`): `POST /webhooks/{scheme}` serves only
+    /// with one. How each scheme turns it into an HMAC key is in [`crate::WebhookScheme`].
+    pub webhook_secret: Option<String>,
+    /// A second source's secret: a delivery it verifies belongs to source `b`, and event ids
+    /// are deduplicated per source.
+    pub webhook_secret_b: Option<String>,
+    /// The webhook consumer's one deliberate defect, if any (requires `test_hooks`).
+    pub webhook_fault: Option<WebhookFault>,
+    /// Under [`WebhookFault::DedupeTtl`]: how long a processed event id is remembered.
+    pub webhook_dedupe_ttl: Duration,
+    /// Under [`WebhookFault::SlowSyncHandler`]: how long each event's work takes before the
+    /// answer. Longer than every scheme's acknowledgement budget by default.
+    pub webhook_slow_handler: Duration,
 }
 
 /// The key header of the draft, and of this server unless told otherwise.
@@ -173,6 +186,11 @@ impl Config {
             db_pool: 16,
             outage: Outage::default(),
             key_header: DEFAULT_KEY_HEADER.to_owned(),
+            webhook_secret: None,
+            webhook_secret_b: None,
+            webhook_fault: None,
+            webhook_dedupe_ttl: Duration::from_secs(5 * 60),
+            webhook_slow_handler: Duration::from_secs(16),
         }
     }
 
@@ -227,9 +245,45 @@ impl Config {
                 self.key_header.clone(),
             ));
         }
+        self.validate_webhooks()
+    }
+
+    /// The webhook consumer's part of [`Config::validate`].
+    fn validate_webhooks(&self) -> Result<(), ConfigError> {
+        for (flag, secret) in [
+            ("--webhook-secret", &self.webhook_secret),
+            ("--webhook-secret-b", &self.webhook_secret_b),
+        ] {
+            if let Some(secret) = secret {
+                if decode_whsec(secret).is_none() {
+                    return Err(ConfigError::WebhookSecretFormat(flag));
+                }
+            }
+        }
+        if self.webhook_secret_b.is_some() {
+            if self.webhook_secret.is_none() {
+                return Err(ConfigError::WebhookSecretBAlone);
+            }
+            if self.webhook_secret_b == self.webhook_secret {
+                return Err(ConfigError::WebhookSecretsEqual);
+            }
+        }
+        if self.webhook_fault.is_some() && !self.test_hooks {
+            return Err(ConfigError::FaultWithoutTestHooks);
+        }
+        if self.webhook_fault.is_some() && self.webhook_secret.is_none() {
+            return Err(ConfigError::WebhookFaultWithoutSecret);
+        }
+        if self.webhook_slow_handler > MAX_SLOW_HANDLER {
+            return Err(ConfigError::WebhookSlowHandler(self.webhook_slow_handler));
+        }
         Ok(())
     }
 }
+
+/// The longest `webhook_slow_handler`: well within a webhook claim's lease, so the slow work
+/// keeps its claim.
+const MAX_SLOW_HANDLER: Duration = Duration::from_secs(40);
 
 /// The shortest lease accepted: heartbeats run every `lease / 3`, and a lease shorter than this
 /// would turn heartbeats into a busy loop.
@@ -289,6 +343,21 @@ pub enum ConfigError {
          the key header here ({0:?}): leave out --key-header"
     )]
     SpellingsOfAnotherKeyHeader(String),
+    /// Every scheme's key is derived from a `whsec_` secret.
+    #[error("{0} must be whsec_ followed by base64 (e.g. whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw)")]
+    WebhookSecretFormat(&'static str),
+    /// Source B is the second source.
+    #[error("--webhook-secret-b needs --webhook-secret")]
+    WebhookSecretBAlone,
+    /// Two sources with one secret cannot be told apart.
+    #[error("--webhook-secret-b must differ from --webhook-secret")]
+    WebhookSecretsEqual,
+    /// A webhook fault changes the consumer, which runs only with a secret.
+    #[error("--webhook-fault needs the webhook consumer (add --webhook-secret)")]
+    WebhookFaultWithoutSecret,
+    /// The slow work must finish within the claim's lease.
+    #[error("--webhook-slow-handler {0:?} is too long; use at most 40s")]
+    WebhookSlowHandler(Duration),
 }
 
 // `$d` is a `$` handed in by the invocation, so the `for_each_fault!` this generates can have
@@ -468,6 +537,152 @@ impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+// `$d` is a `$` handed in by the invocation, so the `for_each_webhook_fault!` this generates
+// can have metavariables of its own.
+macro_rules! webhook_faults {
+    ($d:tt; $( $(#[$doc:meta])* $variant:ident = $name:literal => [$($check:literal),* $(,)?]; )*) => {
+        /// One deliberate defect of the webhook consumer (`crate::webhooks`). Each variant makes
+        /// the `idem-check webhook` checks [`WebhookFault::breaks`] lists fail, and only those.
+        /// The kebab-case name is what `--webhook-fault` takes. A list of its own rather than
+        /// more [`Fault`]s: the payments fault matrix runs `idem-check run` once per `Fault`,
+        /// and these break nothing there.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum WebhookFault {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl WebhookFault {
+            /// Every webhook fault.
+            pub const ALL: &[WebhookFault] = &[$(WebhookFault::$variant),*];
+
+            /// The `--webhook-fault` name.
+            pub fn name(self) -> &'static str {
+                match self { $(WebhookFault::$variant => $name,)* }
+            }
+
+            /// The checks this fault makes fail against the `standard` scheme, under `--strict`
+            /// (`breaks_for` says it for each scheme).
+            pub fn breaks(self) -> &'static [&'static str] {
+                match self { $(WebhookFault::$variant => &[$($check),*],)* }
+            }
+        }
+
+        /// `for_each_webhook_fault!(m)` expands to `m! { Variant, … }` with every
+        /// [`WebhookFault`], so test files generate one test per fault.
+        #[macro_export]
+        macro_rules! for_each_webhook_fault {
+            ($d m:ident) => { $d m! { $($variant),* } };
+        }
+    };
+}
+
+webhook_faults! {
+    $;
+    /// Processed ids live in this process's memory only: forgotten on restart, unknown to a
+    /// replica.
+    DedupeInMemory = "dedupe-in-memory" => ["wh-late-redelivery", "wh-cross-replica"];
+    /// A processed id is forgotten `webhook_dedupe_ttl` after it was applied, while senders
+    /// retry for days.
+    DedupeTtl = "dedupe-ttl" => ["wh-late-redelivery"];
+    /// The id is recorded as seen before the signature is checked, so a forgery carrying a
+    /// real event's id suppresses the real event. Before verification the source is unknown,
+    /// so the record is not per source either: `wh-source-isolation` fails too.
+    DedupeBeforeVerify = "dedupe-before-verify" => ["wh-forgery-no-poison", "wh-source-isolation"];
+    /// The id is committed as processed before the work: a delivery that fails afterwards
+    /// leaves it, and the sender's retry is skipped as a duplicate (the event is lost).
+    SeenIsProcessed = "seen-is-processed" => ["wh-retry-after-failure"];
+    /// The body is parsed and re-encoded before verifying, so a signature over bytes that are
+    /// not in serde_json's compact form fails.
+    ReserializeBody = "reserialize-body" => ["wh-raw-body"];
+    /// The signed timestamp is not checked at all.
+    NoTimestampCheck = "no-timestamp-check" => ["wh-stale-timestamp", "wh-future-timestamp"];
+    /// Only the age of the signed timestamp is checked; any future timestamp passes.
+    AgeOnlyTimestamp = "age-only-timestamp" => ["wh-future-timestamp"];
+    /// Events are deduplicated on a hash of the body: two events with identical bodies are one.
+    BodyHashDedupe = "body-hash-dedupe" => ["wh-distinct-events"];
+    /// Events are deduplicated on the signature header: every re-signed redelivery is new.
+    /// Without a signed timestamp (GitHub, Shopify) the signature depends on the body alone,
+    /// and this is `body-hash-dedupe`.
+    SignatureDedupe = "signature-dedupe" => [
+        "wh-redelivery",
+        "wh-concurrent-duplicates",
+        "wh-lost-ack",
+        "wh-late-redelivery",
+        "wh-cross-replica",
+    ];
+    /// Only the first of several signatures is compared (a rotated secret's second fails).
+    FirstSignatureOnly = "first-signature-only" => ["wh-rotated-secret"];
+    /// The work runs synchronously and takes `webhook_slow_handler` before the answer.
+    SlowSyncHandler = "slow-sync-handler" => ["wh-ack-latency"];
+    /// A known event id answers 409, which makes the sender retry it.
+    FourXxOnDuplicate = "4xx-on-duplicate" => ["wh-redelivery", "wh-lost-ack"];
+    /// Every valid delivery applies its effect.
+    NoDedupe = "no-dedupe" => [
+        "wh-redelivery",
+        "wh-byte-replay",
+        "wh-concurrent-duplicates",
+        "wh-lost-ack",
+        "wh-late-redelivery",
+        "wh-cross-replica",
+    ];
+    /// A delivery without any signature header is accepted.
+    AcceptUnsigned = "accept-unsigned" => ["wh-bad-signature"];
+    /// An event type the consumer does not handle answers 400.
+    UnknownType400 = "unknown-type-400" => ["wh-unknown-type"];
+    /// The dedupe key ignores the source: one source's event id suppresses another's.
+    GlobalDedupe = "global-dedupe" => ["wh-source-isolation"];
+    /// The effect commits first and the id is recorded only once the answer is on its way: a
+    /// connection dropped before the answer leaves the effect without its record.
+    RecordAfterAck = "record-after-ack" => ["wh-lost-ack"];
+    /// Each process decides from its own set of ids (loaded from the store at start); the store
+    /// is written but never read again, so a replica's ids are unknown.
+    LocalDedupe = "local-dedupe" => ["wh-cross-replica"];
+}
+
+impl fmt::Display for WebhookFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown `--webhook-fault` name.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("unknown webhook fault {name:?}; known: {known}")]
+pub struct UnknownWebhookFault {
+    name: String,
+    known: String,
+}
+
+impl FromStr for WebhookFault {
+    type Err = UnknownWebhookFault;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        WebhookFault::ALL
+            .iter()
+            .copied()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| UnknownWebhookFault {
+                name: s.to_owned(),
+                known: WebhookFault::ALL
+                    .iter()
+                    .map(|f| f.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+}
+
+/// The key bytes of a webhook secret, `whsec_` followed by base64, or `None` if it is not one.
+/// Standard Webhooks and Svix sign with these bytes; the other schemes with the whole string.
+pub(crate) fn decode_whsec(secret: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    let encoded = secret.strip_prefix("whsec_")?;
+    base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .ok()
+        .filter(|key| !key.is_empty())
 }
 
 /// An unknown `--fault` name.

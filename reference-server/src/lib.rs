@@ -15,6 +15,9 @@
 //! [`config`] holds the settings and the [`Fault`] catalog; [`clock`] lets tests move time.
 //! Before any of that, `connection` times out slow heads and idle connections and `edge`
 //! refuses malformed or oversized requests ([`Limits`]).
+//!
+//! Beside the payments API, [`webhooks`] is a webhook consumer (`POST /webhooks/{scheme}`) that
+//! applies each signed event exactly once, with its own faults ([`WebhookFault`]).
 
 #![forbid(unsafe_code)]
 
@@ -36,12 +39,14 @@ mod problem;
 mod routes;
 mod server;
 pub mod store;
+pub mod webhooks;
 
 use std::future::Future;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, DbLocation, Fault, Outage, Tenant, DEFAULT_KEY_HEADER};
 pub use limits::Limits;
+pub use webhooks::{Scheme as WebhookScheme, WebhookFault};
 
 /// Serves the API on `listener` until `shutdown` resolves, then drains in-flight requests,
 /// waits for their claim → execute → commit work, stops the background purge, and closes the

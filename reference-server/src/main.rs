@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
-use idem_reference_server::{Config, DbLocation, Fault, Tenant};
+use idem_reference_server::{Config, DbLocation, Fault, Tenant, WebhookFault};
 
 /// A payments API that implements the Idempotency-Key contract correctly, with fault switches.
 ///
@@ -77,6 +77,27 @@ struct Opts {
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
     body_read_timeout: Duration,
 
+    /// Serve the webhook consumer, POST /webhooks/{standard,svix,stripe,github,shopify,slack},
+    /// with this secret (whsec_ followed by base64).
+    #[arg(long, value_name = "SECRET")]
+    webhook_secret: Option<String>,
+
+    /// A second webhook source's secret; its event ids are deduplicated apart.
+    #[arg(long, value_name = "SECRET")]
+    webhook_secret_b: Option<String>,
+
+    /// Give the webhook consumer one deliberate fault (requires --test-hooks); see the README.
+    #[arg(long, value_name = "NAME")]
+    webhook_fault: Option<WebhookFault>,
+
+    /// For --webhook-fault dedupe-ttl: how long a processed event id is remembered (ms).
+    #[arg(long, value_name = "MS", default_value_t = 300_000)]
+    webhook_dedupe_ttl_ms: u64,
+
+    /// For --webhook-fault slow-sync-handler: how long each event's work takes, e.g. 16s.
+    #[arg(long, value_name = "DURATION", default_value = "16s", value_parser = humantime::parse_duration)]
+    webhook_slow_handler: Duration,
+
     /// How long a kept-alive connection may wait for its next request.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
     idle_timeout: Duration,
@@ -106,6 +127,11 @@ fn config_from(opts: Opts) -> Config {
     config.key_header = opts.key_header;
     config.race_window_us = opts.race_window_us;
     config.group_commit = !opts.no_group_commit;
+    config.webhook_secret = opts.webhook_secret;
+    config.webhook_secret_b = opts.webhook_secret_b;
+    config.webhook_fault = opts.webhook_fault;
+    config.webhook_dedupe_ttl = Duration::from_millis(opts.webhook_dedupe_ttl_ms);
+    config.webhook_slow_handler = opts.webhook_slow_handler;
     config.limits = idem_reference_server::Limits {
         header_read: opts.header_read_timeout,
         body_read: opts.body_read_timeout,

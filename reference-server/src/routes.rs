@@ -15,8 +15,17 @@ use crate::holds::{self, HoldState};
 use crate::idempotency;
 use crate::payments::Operation;
 use crate::problem::{storage_unavailable, Problem};
+use crate::webhooks::{self, handler::WebhookConsumer};
 
-pub(crate) fn router(app: Arc<App>) -> Router {
+/// The routes of `app`, and of the webhook consumer if there is one.
+pub(crate) fn router(app: Arc<App>, webhooks: Option<WebhookConsumer>) -> Router {
+    let webhooks = match webhooks {
+        Some(consumer) => webhooks::handler::routes(consumer),
+        None => Router::new()
+            .route("/webhooks/count", get(webhooks_off))
+            .route("/webhooks/{scheme}", post(webhooks_off))
+            .with_state(Arc::clone(&app)),
+    };
     Router::new()
         .route("/api/payments", post(create_payment))
         .route("/api/payouts", post(create_payout))
@@ -30,6 +39,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(app)
+        .merge(webhooks)
 }
 
 async fn create_payment(State(app): State<Arc<App>>, request: Request) -> Response {
@@ -158,6 +168,17 @@ async fn hold_state(
     };
     let state = app.holds.state(&name, until, HOLD_WAIT).await;
     axum::Json(serde_json::json!({ "hold": name, "state": state.as_str() })).into_response()
+}
+
+/// `/webhooks/…` without a webhook secret: the consumer is off.
+async fn webhooks_off(State(app): State<Arc<App>>) -> Response {
+    Problem::new(
+        StatusCode::NOT_FOUND,
+        "not-found",
+        "Not found",
+        "the webhook consumer is off (start the server with --webhook-secret)",
+    )
+    .into_response(app.style())
 }
 
 /// Releases the named hold `name` (`--test-hooks` only); a hold not reached yet is released in

@@ -17,6 +17,7 @@ use crate::claims::Claims;
 use crate::config::Config;
 use crate::routes;
 use crate::store;
+use crate::webhooks::handler::WebhookConsumer;
 
 /// How often expired records are deleted, at most.
 const PURGE_EVERY: Duration = Duration::from_secs(60);
@@ -32,12 +33,18 @@ pub(crate) async fn run(
     let store = store::open(&config)
         .await
         .with_context(|| format!("opening the store {}", config.db))?;
-    if let Err(e) = ready() {
-        if let Err(closing) = store.close().await {
-            tracing::warn!(cause = %format!("{closing:#}"), "closing the store failed");
+    let known_events = WebhookConsumer::known_events(&config, store.as_ref())
+        .await
+        .context("loading the webhook ids");
+    let known_events = match known_events.and_then(|known| ready().map(|()| known)) {
+        Ok(known) => known,
+        Err(e) => {
+            if let Err(closing) = store.close().await {
+                tracing::warn!(cause = %format!("{closing:#}"), "closing the store failed");
+            }
+            return Err(e);
         }
-        return Err(e);
-    }
+    };
     let tasks = TaskTracker::new();
     let behaviour = Behaviour::new(config.fault, Duration::from_micros(config.race_window_us));
     let app = Arc::new(App {
@@ -60,6 +67,7 @@ pub(crate) async fn run(
         tasks: tasks.clone(),
         key_header: config.key_header.clone(),
     });
+    let webhooks = WebhookConsumer::new(&config, Arc::clone(&app), known_events);
     let stop_purge = CancellationToken::new();
     let purge = tokio::spawn(purge_loop(
         Arc::clone(&app),
@@ -80,10 +88,9 @@ pub(crate) async fn run(
     }
     let limits = config.limits;
     let key_name_spellings = app.behaviour.key_name_spellings;
-    let router =
-        routes::router(Arc::clone(&app)).layer(axum::middleware::from_fn(move |request, next| {
-            crate::edge::check(limits, app.style(), request, next)
-        }));
+    let router = routes::router(Arc::clone(&app), webhooks).layer(axum::middleware::from_fn(
+        move |request, next| crate::edge::check(limits, app.style(), request, next),
+    ));
     let served = crate::connection::serve(listener, router, limits, key_name_spellings, shutdown)
         .await
         .context("serving HTTP");

@@ -22,6 +22,31 @@ fn bad_flags_exit_2_with_a_message() {
         (&["--lease", "5 parsecs"], "--lease"),
         (&["--lease", "1ms"], "30ms"),
         (&["--listen", "not-an-address"], "--listen"),
+        (&["--webhook-secret", "s3cret"], "whsec_"),
+        (
+            &[
+                "--webhook-secret-b",
+                "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            ],
+            "--webhook-secret",
+        ),
+        (
+            &["--webhook-fault", "no-dedupe", "--test-hooks"],
+            "--webhook-secret",
+        ),
+        (
+            &["--webhook-fault", "no-such-fault"],
+            "known: dedupe-in-memory",
+        ),
+        (
+            &[
+                "--webhook-secret",
+                "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+                "--webhook-fault",
+                "no-dedupe",
+            ],
+            "--test-hooks",
+        ),
     ];
     for (args, hint) in cases {
         let out = Command::new(BIN)

@@ -122,7 +122,7 @@ pub const STOP_NO_RETRY: ClientCheck = ClientCheck {
 };
 pub const STOP_EXIT_FAILURE: ClientCheck = ClientCheck {
     id: "exit-failure",
-    what: "the command exits non-zero: no payment was created",
+    what: "the command's exit says what happened: non-zero when the refusal stood, 0 only if a payment was created",
     severity: Severity::Required,
 };
 pub const DISTINCT_KEYS: ClientCheck = ClientCheck {
@@ -662,11 +662,29 @@ fn stops_on_4xx(j: &Judging) -> Judged {
         ));
         if let Some(run) = r.run(1) {
             let failed = matches!(run.exit, Exit::Code(c) if c != 0);
+            // A client that went on after the refusal (already a no-retry FAIL) may have
+            // created the payment after all; its exit is then judged against that.
+            let created = attempts.iter().find(|a| a.succeeded());
+            let (passed, expected, cited) = match created {
+                None => (
+                    failed,
+                    format!("a non-zero exit: the {status} stood and nothing was created"),
+                    vec![first.exchange.n],
+                ),
+                Some(a) => (
+                    matches!(run.exit, Exit::Code(0)),
+                    format!(
+                        "exit 0: #{} created the payment after the {status}",
+                        a.exchange.n
+                    ),
+                    vec![first.exchange.n, a.exchange.n],
+                ),
+            };
             out.checks.push(STOP_EXIT_FAILURE.judge(
-                failed,
-                format!("a non-zero exit after the {status}"),
+                passed,
+                expected,
                 run.exit.describe(j.timeout),
-                vec![first.exchange.n],
+                cited,
             ));
         }
     }

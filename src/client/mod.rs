@@ -152,12 +152,15 @@ impl ClientReport {
     /// actual values: the evidence, in two lines) and the timeline facts about the attempts they
     /// cite; the attempts themselves, the effect basis every client check shares, and the runs'
     /// output are left to the file reports, which keep everything (the evidence block says
-    /// where the cited attempts are).
+    /// where the cited attempts are). A probe that could not judge the client (ERROR: it made
+    /// no request, or was killed) keeps the runs' output: it is the only clue to why.
     pub fn as_terminal_report(&self) -> RunReport {
         let mut run = self.as_run_report();
         for p in &mut run.probes {
-            p.timeline
-                .retain(|line| !line.contains(" stdout| ") && !line.contains(" stderr| "));
+            if p.outcome != crate::outcome::Outcome::Error {
+                p.timeline
+                    .retain(|line| !line.contains(" stdout| ") && !line.contains(" stderr| "));
+            }
             p.timeline
                 .retain(|line| !line.contains("earlier lines in the JSON report"));
             if !p

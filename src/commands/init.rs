@@ -17,7 +17,7 @@ pub(super) async fn init(args: &InitArgs) -> Result<ExitCode> {
         let path = args.out.join(crate::discover::init::file_name(op));
         crate::report::file::write_atomically(
             &path,
-            &crate::discover::init::target_file(op, &spec.source),
+            &crate::discover::init::target_file(op, &spec.source, &path),
         )
         .with_context(|| format!("could not write {}", path.display()))?;
         println!("wrote {}", path.display());

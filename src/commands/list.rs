@@ -69,9 +69,14 @@ pub(super) fn list(args: &ListArgs) -> Result<ExitCode> {
 pub(super) fn explain(id: &str, suite: &str) -> Result<ExitCode> {
     let Some(p) = probes::find(id) else {
         let known: Vec<&str> = probes::catalog().iter().map(|p| p.meta.id).collect();
-        return Err(
-            anyhow::anyhow!("unknown probe {id:?}; known probes: {}", known.join(", ")).into(),
-        );
+        let hint = crate::suggest::closest(id, known.iter().copied())
+            .map(|near| format!(" (did you mean {near:?}?)"))
+            .unwrap_or_default();
+        return Err(anyhow::anyhow!(
+            "unknown probe {id:?}{hint}; known probes: {}",
+            known.join(", ")
+        )
+        .into());
     };
     let suite = load_suite(suite)?;
     let m = p.meta;

@@ -19,6 +19,7 @@ mod discover;
 mod init;
 mod list;
 mod matrix;
+mod merge;
 mod run;
 mod stress;
 mod target;
@@ -31,6 +32,7 @@ pub async fn run(opts: Opts) -> Result<ExitCode> {
         Command::Run(args) => run::run(*args).await,
         Command::List(args) => list::list(&args),
         Command::Stress(args) => stress::stress(*args).await,
+        Command::Merge(args) => merge::merge(&args),
         Command::Client(args) => client::client(*args).await,
         Command::Matrix(args) => matrix::matrix(&args),
         Command::Discover(args) => discover::discover(&args).await,
@@ -74,6 +76,7 @@ fn render_options(args: &ReportArgs, secrets: Secrets, key_header: String) -> Re
             .max_body_bytes
             .unwrap_or(Format::Terminal.default_max_body()),
         key_header,
+        summary_only: args.summary,
     }
 }
 

@@ -51,11 +51,13 @@ pub(super) async fn run(args: RunArgs) -> Result<ExitCode> {
             .map_err(AppError::runtime)?;
         progress.finish();
         // The header printed before the run could not know what the pre-flight settled (the
-        // effect basis, the key form): the whole line again, above the evidence and the summary.
+        // effect basis, the key form): that part alone, above the evidence and the summary.
+        let settled = terminal::settled_context(&report, &context, &render)
+            .map(|line| format!("\n{line}\n"))
+            .unwrap_or_default();
         let text = format!(
-            "{}\n{}\n{}",
+            "{}{settled}{}",
             observer.settled(&report),
-            terminal::header_line(&report, &render),
             terminal::render_tail(&report, &render, config.strict)
         );
         let code = ExitCode::for_run(&report.summary, report.interrupted);
@@ -115,6 +117,19 @@ async fn run_openapi(args: &RunArgs, interrupt: &Interrupt) -> Result<ExitCode> 
     let mut runs = Vec::new();
     for (op, config, selection) in configs {
         let progress = Progress::new(selection.len() as u64, std::io::stderr().is_terminal());
+        // Each operation's heading, header and verdicts stream as they are known; the evidence
+        // and the summaries come once every operation is done, so each verdict is printed once.
+        let context = runner::context(&config);
+        progress.line(&format!(
+            "{}{}\n",
+            crate::discover::run::heading(&op),
+            terminal::header(
+                &config.operation.line(),
+                &config.suite.name,
+                &context,
+                &render
+            )
+        ));
         let report = runner::run(
             config.clone(),
             selection,
@@ -124,6 +139,10 @@ async fn run_openapi(args: &RunArgs, interrupt: &Interrupt) -> Result<ExitCode> 
         .await
         .map_err(AppError::runtime)?;
         progress.finish();
+        if let Some(line) = terminal::settled_context(&report, &context, &render) {
+            progress.line(&line);
+        }
+        progress.line("");
         let stop = report.interrupted;
         runs.push(OperationReport::new(&op, report));
         if stop {
@@ -139,7 +158,7 @@ async fn run_openapi(args: &RunArgs, interrupt: &Interrupt) -> Result<ExitCode> 
         runs,
         skipped,
     );
-    let text = report.terminal(&render, args.strict);
+    let text = report.terminal_tail(&render, args.strict);
     let code = ExitCode::for_run(&report.summary, report.interrupted);
     finish(&text, &report, &files, &render, &args.report, code)
 }

@@ -36,6 +36,13 @@ pub(super) async fn stress(args: StressArgs) -> Result<ExitCode> {
             concurrency: args.concurrency,
             duration: args.duration,
             rate: args.rate,
+            segment: args.segment.zip(args.run_id.clone()).map(|(s, run_id)| {
+                crate::stress::segment::Segment {
+                    index: s.index,
+                    count: s.count,
+                    run_id,
+                }
+            }),
         };
         let report = crate::stress::run(config.clone(), &opts, &progress, interrupt.pressed())
             .await

@@ -23,8 +23,9 @@ pub fn file_name(op: &Operation) -> String {
     format!("{}.toml", safe.trim_start_matches('.'))
 }
 
-/// The target file text for `op`, read from `document`.
-pub fn target_file(op: &Operation, document: &str) -> String {
+/// The target file text for `op`, read from `document`, to be written at `path` (the path the
+/// user gave, so the command it suggests runs from where `init` ran).
+pub fn target_file(op: &Operation, document: &str, path: &std::path::Path) -> String {
     let q = |s: &str| toml::Value::String(s.to_string()).to_string();
     let mut out = String::new();
     let _ = writeln!(
@@ -39,7 +40,11 @@ pub fn target_file(op: &Operation, document: &str) -> String {
         "# written from {} by `idem-check init`; run it with",
         one_line(document)
     );
-    let _ = writeln!(out, "#   idem-check run --target {}", file_name(op));
+    let _ = writeln!(
+        out,
+        "#   idem-check run --target {}",
+        one_line(&path.display().to_string())
+    );
     let _ = writeln!(
         out,
         "# ${{VAR}} placeholders are read from the environment and masked in reports."
@@ -131,7 +136,7 @@ pub fn target_file(op: &Operation, document: &str) -> String {
             );
         }
     }
-    out.push_str(OPTIONAL);
+    out.push_str(&optional(&base));
     out
 }
 
@@ -140,15 +145,21 @@ fn one_line(s: &str) -> String {
     crate::redact::sanitize_line(s)
 }
 
-/// The options a document cannot know, commented out.
-const OPTIONAL: &str = "
+/// The options a document cannot know, commented out, their URLs under `base` (the operation's
+/// base URL, or the `${BASE_URL}` placeholder the file already explains), so a line runs as
+/// written once uncommented and its path corrected.
+fn optional(base: &str) -> String {
+    format!(
+        "
 # Stronger verdicts and more probes (see `idem-check list`), uncomment what the API offers:
 # [counter]            # an effect counter read before and after each probe
-# url = \"${BASE_URL}/count\"
+# url = \"{base}/count\"
 # pointer = \"/count\"
-# [tenant-b]           # a second identity (tenant-isolation)
-# headers = [\"Authorization: Bearer ${TENANT_B_TOKEN}\"]
+# [tenant-b]           # a second identity (tenant-isolation): set TENANT_B_TOKEN
+# headers = [\"Authorization: Bearer ${{TENANT_B_TOKEN}}\"]
 # [restart]            # restart-persistence
 # command = \"systemctl restart my-api\"
-# ready-url = \"${BASE_URL}/healthz\"
-";
+# ready-url = \"{base}/healthz\"
+"
+    )
+}

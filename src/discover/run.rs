@@ -34,7 +34,53 @@ pub struct OperationReport {
     pub report: RunReport,
 }
 
+/// The line that heads an operation's verdicts, and its notes: printed before the operation
+/// runs and again in the whole report.
+pub fn heading(op: &Operation) -> String {
+    heading_of(
+        &op.operation_id,
+        &op.method,
+        &op.path,
+        &op.header,
+        op.required,
+        &op.notes,
+    )
+}
+
+fn heading_of(
+    id: &str,
+    method: &str,
+    path: &str,
+    header: &str,
+    required: bool,
+    notes: &[String],
+) -> String {
+    let mut out = format!(
+        "━━ {} · {method} {} · {} ({})\n",
+        sanitize_line(id),
+        sanitize_line(path),
+        sanitize_line(header),
+        if required { "required" } else { "optional" }
+    );
+    for n in notes {
+        out.push_str(&format!("note: {}\n", sanitize_line(n)));
+    }
+    out
+}
+
 impl OperationReport {
+    /// [`heading`] of the operation this reports on.
+    fn heading(&self) -> String {
+        heading_of(
+            &self.operation_id,
+            &self.method,
+            &self.path,
+            &self.header,
+            self.required,
+            &self.notes,
+        )
+    }
+
     pub fn new(op: &Operation, report: RunReport) -> Self {
         OperationReport {
             operation_id: op.operation_id.clone(),
@@ -107,25 +153,37 @@ impl OpenApiReport {
         }
     }
 
-    /// The terminal report: each operation's ordinary report under a heading naming it, the
-    /// operations that could not be checked, and one summary line for all of them.
+    /// The whole terminal report, for `--report-terminal FILE`: each operation's heading and
+    /// report, then the operations that could not be checked and the summary.
     pub fn terminal(&self, opts: &RenderOptions, strict: bool) -> String {
         let mut out = String::new();
         for o in &self.operations {
-            out.push_str(&format!(
-                "━━ {} · {} {} · {} ({})\n",
-                sanitize_line(&o.operation_id),
-                o.method,
-                sanitize_line(&o.path),
-                sanitize_line(&o.header),
-                if o.required { "required" } else { "optional" }
-            ));
-            for n in &o.notes {
-                out.push_str(&format!("note: {}\n", sanitize_line(n)));
-            }
+            out.push_str(&o.heading());
             out.push_str(&report::terminal::render(&o.report, opts, strict));
             out.push('\n');
         }
+        out.push_str(&self.closing());
+        out
+    }
+
+    /// What a run that streamed each operation's heading and verdicts prints once they are
+    /// done: per operation the evidence and its summary (its verdict lines were already
+    /// printed, so a CI log holds each verdict once), then the summary.
+    pub fn terminal_tail(&self, opts: &RenderOptions, strict: bool) -> String {
+        let mut out = String::new();
+        for o in &self.operations {
+            let tail = report::terminal::render_tail(&o.report, opts, strict);
+            out.push_str(&format!("━━ {}\n", sanitize_line(&o.operation_id)));
+            out.push_str(tail.trim_start_matches('\n'));
+            out.push('\n');
+        }
+        out.push_str(&self.closing());
+        out
+    }
+
+    /// The operations that could not be checked, and the line that sums up every operation.
+    fn closing(&self) -> String {
+        let mut out = String::new();
         for s in &self.skipped {
             out.push_str(&format!(
                 "not checked: {} {} {} — {}\n",

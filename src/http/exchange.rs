@@ -132,7 +132,7 @@ impl Exchange {
         self.response.as_ref().map(|r| r.status)
     }
 
-    /// The status as shown in summaries: `201`, or `—` when there was no response.
+    /// The status as shown in summaries: `201`, or `no response` when there was none.
     pub fn status_text(&self) -> String {
         match self.status() {
             Some(s) => s.to_string(),

@@ -30,7 +30,7 @@ use tokio_rustls::TlsConnector;
 /// The user's TLS settings, as files (flags or the target file's `[tls]` table).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TlsOptions {
-    /// PEM certificates to trust besides the public roots (a private CA).
+    /// PEM certificates to trust besides the public and system roots (a private CA).
     pub cacert: Option<PathBuf>,
     /// PEM certificate chain presented to servers that ask for one (mutual TLS).
     pub cert: Option<PathBuf>,
@@ -209,7 +209,25 @@ fn read_certs(path: &Path) -> anyhow::Result<Vec<CertificateDer<'static>>> {
     Ok(certs)
 }
 
-/// A configuration trusting the public roots and `extra_roots` (or, `insecure`, anything),
+/// The operating system's trusted certificates, as curl trusts them: an internal CA installed
+/// under `/usr/local/share/ca-certificates` (or in the macOS or Windows store) reaches a run
+/// without `--cacert`. `SSL_CERT_FILE` and `SSL_CERT_DIR` replace the system's locations, as
+/// they do for OpenSSL; a file they name that cannot be read is the user's error and says so,
+/// while a machine without a system store simply adds nothing.
+fn system_roots() -> anyhow::Result<Vec<CertificateDer<'static>>> {
+    let found = rustls_native_certs::load_native_certs();
+    let named = ["SSL_CERT_FILE", "SSL_CERT_DIR"]
+        .into_iter()
+        .filter(|var| std::env::var_os(var).is_some())
+        .collect::<Vec<_>>();
+    if let (Some(error), false) = (found.errors.first(), named.is_empty()) {
+        anyhow::bail!("{}: {error}", named.join(" / "));
+    }
+    Ok(found.certs)
+}
+
+/// A configuration trusting the public roots, the system's and `extra_roots` (or, `insecure`,
+/// anything),
 /// presenting `identity` to servers that ask for a client certificate; no ALPN yet.
 fn client_config(
     extra_roots: &[CertificateDer<'static>],
@@ -227,6 +245,7 @@ fn client_config(
     } else {
         let mut roots = RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        roots.add_parsable_certificates(system_roots()?);
         for cert in extra_roots {
             roots
                 .add(cert.clone())

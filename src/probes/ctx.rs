@@ -866,6 +866,7 @@ impl ProbeCtx {
             return Ok(Reading::new(None, self.sent));
         };
         let mut cited = String::new();
+        let unanswered = read.unanswered();
         if let Some((sent, raw)) = read.exchange {
             let ex = self.push_exchange(role.to_string(), sent, &raw);
             cited = format!("#{}: ", ex.n);
@@ -889,7 +890,9 @@ impl ProbeCtx {
                 Ok(Reading::new(Some(v), self.sent))
             }
             Err(e) => Err(Stop::Error(
-                self.session.meter.unreadable(&format!("{cited}{e}")),
+                self.session
+                    .meter
+                    .unreadable(&format!("{cited}{e}"), unanswered),
             )),
         }
     }

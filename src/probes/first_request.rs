@@ -45,14 +45,11 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let key = ctx.fresh_key();
     let mut original = ctx.send("original", ctx.keyed(&key)).await;
     if original.response.is_none() {
-        return Err(Stop::Error(format!(
-            "{} {} could not be reached: {}",
-            original.request.method,
-            original.request.url,
-            original.error.clone().unwrap_or_default()
-        )));
+        return Err(Stop::Error(unreachable(&original, ctx.config.timeout)));
     }
+    let mut other_form_tried = false;
     if refused_the_string_form(ctx, &original) {
+        other_form_tried = true;
         let bare = ctx
             .request()
             .set_header(ctx.key_header(), KeySyntax::Bare.encode(&key));
@@ -70,7 +67,37 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
             original = retry;
         }
     }
-    if let Some(stop) = setup_mistake(&original) {
+    if let Some(stop) = setup_mistake(&original, ctx.config.reference) {
+        return Err(stop);
+    }
+    if refused_the_request(&original) {
+        // A refusal of the request itself is the body or the headers, unless the key's other
+        // form is accepted: then it is the key form the API refuses, a verdict of its own.
+        let other = match ctx.session.keys {
+            KeySyntax::SfString => KeySyntax::Bare,
+            KeySyntax::Bare => KeySyntax::SfString,
+        };
+        let key_form_refused = !other_form_tried && {
+            let req = ctx
+                .request()
+                .set_header(ctx.key_header(), other.encode(&ctx.fresh_key()));
+            let role = match other {
+                KeySyntax::Bare => "diagnosis: a new key, bare",
+                KeySyntax::SfString => "diagnosis: a new key as an RFC 8941 String",
+            };
+            is_success(&ctx.send(role, req).await)
+        };
+        if !key_form_refused {
+            return Err(Stop::Error(format!(
+                "the baseline request #{} got {}{}: the API refused the request itself, not the \
+                 key; check -d (the body) and -H (its headers) against what the API expects",
+                original.n,
+                original.status_text(),
+                server_says(&original)
+            )));
+        }
+    }
+    if let Some(stop) = not_the_apis_answer(&original) {
         return Err(stop);
     }
     ctx.push(check::success(&ctx.spec(&STATUS), &original));
@@ -116,21 +143,138 @@ fn refused_the_string_form(ctx: &ProbeCtx, ex: &Exchange) -> bool {
             .is_some_and(|s| (400..500).contains(&s) && !matches!(s, 401 | 403 | 404 | 405))
 }
 
+/// The ERROR for a baseline request that got no answer: a target that accepts the connection
+/// and never answers names `--timeout`, anything else says what the transport met.
+fn unreachable(ex: &Exchange, timeout: std::time::Duration) -> String {
+    let error = ex.error.clone().unwrap_or_default();
+    if error.contains("timed out") {
+        return format!(
+            "{} {} did not answer within --timeout ({}): {error}; check that the URL is the API, or \
+             raise --timeout for an API that is slow",
+            ex.request.method,
+            ex.request.url,
+            humantime::format_duration(timeout)
+        );
+    }
+    format!(
+        "{} {} could not be reached: {error}",
+        ex.request.method, ex.request.url
+    )
+}
+
 /// An answer that says the setup is wrong rather than the contract broken: refused
 /// credentials, a URL or method that is not the operation, a redirect, an unsupported media
-/// type. The ERROR names the option to check.
-fn setup_mistake(ex: &Exchange) -> Option<Stop> {
+/// type. The ERROR names the option to check; the reference server's route is named only when
+/// the target is the reference server.
+fn setup_mistake(ex: &Exchange, reference: bool) -> Option<Stop> {
     let status = ex.status()?;
     let fix = match status {
-        401 | 403 => "the API refused our credentials: check -H (e.g. 'Authorization: Bearer …') or the target file's headers",
-        404 | 405 | 501 => "this is not the operation: check the URL and -X (the reference server uses POST /api/payments)",
-        300..=399 => "the API redirected the request: check the URL, and credentials (a login page redirects)",
-        415 => "the API refused the body's media type: check -H 'Content-Type: …' and -d",
+        401 | 403 => "the API refused our credentials: check -H (e.g. 'Authorization: Bearer …') or the target file's headers".to_string(),
+        404 | 405 | 501 => format!(
+            "{} {} is not the operation: check the URL and -X{}",
+            ex.request.method,
+            ex.request.url,
+            if reference { " (the reference server uses POST /api/payments)" } else { "" }
+        ),
+        300..=399 => {
+            let to = ex
+                .response
+                .as_ref()
+                .and_then(|r| r.header("location"))
+                .map(|l| format!(" to {}", crate::redact::sanitize_line(&l)))
+                .unwrap_or_default();
+            format!("the API redirected the request{to}: check the URL, and credentials (a login page redirects)")
+        }
+        415 => "the API refused the body's media type: check -H 'Content-Type: …' and -d".to_string(),
         _ => return None,
     };
     Some(Stop::Error(format!(
-        "the baseline request #{} got {}: {fix}",
+        "the baseline request #{} got {}{}: {fix}",
         ex.n,
-        ex.status_text()
+        ex.status_text(),
+        server_says(ex)
     )))
+}
+
+/// A 4xx that refuses the request as such (a bad body, a missing field, a body too large),
+/// which a first request with a new key and a valid payload never gets.
+fn refused_the_request(ex: &Exchange) -> bool {
+    matches!(ex.status(), Some(400 | 413 | 422))
+}
+
+/// A 2xx that is not the API's answer: a JSON request answered with an HTML page or another
+/// body that is not JSON is a web server, a login page or a gateway, not the operation. Judging
+/// it would blame the API (or `--id-pointer`) for what the URL reached.
+fn not_the_apis_answer(ex: &Exchange) -> Option<Stop> {
+    let response = ex.response.as_ref().filter(|r| r.is_success())?;
+    let sent_json = serde_json::from_slice::<serde_json::Value>(&ex.request.body).is_ok()
+        || ex.request.header_values("content-type").iter().any(|v| {
+            String::from_utf8_lossy(v)
+                .to_ascii_lowercase()
+                .contains("json")
+        });
+    let answered_json = response.body.iter().all(u8::is_ascii_whitespace)
+        || response.json().is_some()
+        || response.media_type().is_some_and(|t| t.contains("json"));
+    if !sent_json || answered_json {
+        return None;
+    }
+    let what = match response.media_type() {
+        Some(t) => format!("a {t} body"),
+        None => "a body that is not JSON".to_string(),
+    };
+    Some(Stop::Error(format!(
+        "the baseline request #{} got {} with {what}{}: that is not the API's answer (a web page, \
+         a login page or a gateway answered): check the URL and -X",
+        ex.n,
+        ex.status_text(),
+        server_says(ex)
+    )))
+}
+
+/// What the server said, quoted after a status: an HTML page's title, a JSON error's message,
+/// or the first words of a text body; empty when there is no body.
+fn server_says(ex: &Exchange) -> String {
+    let Some(response) = ex.response.as_ref() else {
+        return String::new();
+    };
+    let text = String::from_utf8_lossy(&response.body);
+    let said = match response.json() {
+        Some(json) => ["/detail", "/message", "/error/message", "/error", "/title"]
+            .iter()
+            .find_map(|p| json.pointer(p).and_then(|v| v.as_str()).map(str::to_string))
+            .unwrap_or_else(|| json.to_string()),
+        None => html_title(&text)
+            .unwrap_or_else(|| text.split_whitespace().collect::<Vec<_>>().join(" ")),
+    };
+    if said.is_empty() {
+        return String::new();
+    }
+    let said = crate::redact::cut_reason(&crate::redact::sanitize_line(&said), 120);
+    format!(" ({said:?})")
+}
+
+/// The `<title>` of an HTML page, if it has one.
+fn html_title(text: &str) -> Option<String> {
+    let lower = text.to_ascii_lowercase();
+    let start = lower.find("<title")?;
+    let open_end = start + lower[start..].find('>')? + 1;
+    let end = open_end + lower[open_end..].find("</title")?;
+    let title = text[open_end..end].trim();
+    (!title.is_empty()).then(|| title.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::html_title;
+
+    #[test]
+    fn an_html_title_is_found_whatever_its_case_and_attributes() {
+        assert_eq!(
+            html_title("<html><HEAD><Title lang=en>Welcome to nginx!</TITLE>").as_deref(),
+            Some("Welcome to nginx!")
+        );
+        assert_eq!(html_title("<html><title> </title>"), None);
+        assert_eq!(html_title("plain text"), None);
+    }
 }

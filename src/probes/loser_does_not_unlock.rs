@@ -85,7 +85,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
             && !refused_first);
     if owner_lost {
         return Err(Stop::Inconclusive(format!(
-            "the held original #{} did not own the key (it got {}): a duplicate reached the server first; raise the hold in --hold-header",
+            "the held original #{} did not own the key (it got {}): a duplicate claimed it first, so the hold in --hold-header must come after the key is claimed (docs/your-api.md, \"Holding a request in flight\"); if it does, raise it",
             owner.n,
             owner.status_text()
         )));

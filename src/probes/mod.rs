@@ -286,10 +286,17 @@ fn expand_groups(names: &[String]) -> Result<Vec<&'static str>> {
             .collect();
         if matching.is_empty() {
             let known: Vec<&str> = catalog.iter().map(|p| p.meta.id).collect();
-            let mut groups: Vec<&str> = catalog.iter().map(|p| p.meta.group.as_str()).collect();
-            groups.dedup();
+            let mut groups: Vec<&str> = Vec::new();
+            for group in catalog.iter().map(|p| p.meta.group.as_str()) {
+                if !groups.contains(&group) {
+                    groups.push(group);
+                }
+            }
+            let hint = crate::suggest::closest(name, known.iter().chain(&groups).copied())
+                .map(|near| format!(" (did you mean {near:?}?)"))
+                .unwrap_or_default();
             bail!(
-                "unknown probe {name:?}; known probes: {}; groups: {} (see `idem-check list`)",
+                "unknown probe {name:?}{hint}; known probes: {}; groups: {} (see `idem-check list`)",
                 known.join(", "),
                 groups.join(", ")
             );

@@ -110,6 +110,16 @@ pub fn cited_exchanges(p: &ProbeReport, key_header: &str) -> Vec<usize> {
     if cited.is_empty() && p.outcome == Outcome::Error {
         cited.extend(error_cause(p));
     }
+    // A request whose answer idem-check dropped on purpose is how the failure began: it is
+    // shown, and reproduced, with the exchanges that failed after it.
+    if !cited.is_empty() {
+        cited.extend(
+            p.exchanges
+                .iter()
+                .filter(|e| e.error.as_deref() == Some(crate::http::raw::DROPPED))
+                .map(|e| e.n),
+        );
+    }
     cited.into_iter().collect()
 }
 
@@ -526,7 +536,7 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
         if !notes.is_empty() {
             let _ = writeln!(out, "({})", notes.join("; "));
         }
-        write_reproduce(&mut out, &reps, secrets);
+        write_reproduce(&mut out, &reps, secrets, &opts.key_header);
     }
     // Last line of defence: anything that slipped through above (a secret echoed in a check's
     // `actual`, in a role, in a timeline fact) is masked here.
@@ -552,7 +562,7 @@ pub struct Reproduce {
 
 impl Reproduce {
     /// The lines for `reps` (see [`representatives`]), secrets named by their variables.
-    pub fn of(reps: &[(&Exchange, Vec<usize>)], secrets: &Secrets) -> Self {
+    pub fn of(reps: &[(&Exchange, Vec<usize>)], secrets: &Secrets, key_header: &str) -> Self {
         // Grouped by the request itself: two tenants' requests differ only in a credential, which
         // may print the same when it is not a known secret.
         let mut grouped: Vec<(Vec<usize>, &SentRequest, String)> = Vec::new();
@@ -566,6 +576,12 @@ impl Reproduce {
                 && e.response.as_ref().is_some_and(|r| r.version == "HTTP/2");
             if h2c {
                 line.push_str(" --http2-prior-knowledge");
+            }
+            // A request whose answer idem-check dropped on purpose: curl gives up on it after
+            // the same time, so the server sees the same lost response.
+            let dropped = e.error.as_deref() == Some(crate::http::raw::DROPPED);
+            if dropped {
+                let _ = write!(line, " --max-time {:.1}", (e.duration_ms / 1000.0).max(0.1));
             }
             for v in curl.vars {
                 if !vars.contains(&v) {
@@ -581,12 +597,17 @@ impl Reproduce {
                 None => grouped.push((numbers.collect(), &e.request, line)),
             }
         }
-        let lines = grouped
+        let mut lines: Vec<(String, String)> = grouped
             .into_iter()
             .map(|(mut ns, _, line)| {
                 ns.sort_unstable();
                 let first = ns.remove(0);
-                let title = if ns.is_empty() {
+                let dropped = reps.iter().any(|(e, _)| {
+                    e.n == first && e.error.as_deref() == Some(crate::http::raw::DROPPED)
+                });
+                let title = if dropped {
+                    format!("reproduce #{first} (its answer dropped, as idem-check dropped it)")
+                } else if ns.is_empty() {
                     format!("reproduce #{first}")
                 } else {
                     format!(
@@ -597,6 +618,40 @@ impl Reproduce {
                 (title, line)
             })
             .collect();
+        // A burst is replayed as a burst: every copy at once, each printing its status, so the
+        // race is seen again (read the counter before and after). Its copies may have got
+        // different answers, so they are gathered by the request alone.
+        let mut bursts: Vec<(&SentRequest, Vec<usize>)> = Vec::new();
+        for (e, also) in reps.iter().filter(|(e, _)| e.release_us.is_some()) {
+            let members = std::iter::once(e.n).chain(also.iter().copied());
+            match bursts.iter_mut().find(|(r, _)| **r == e.request) {
+                Some((_, ns)) => ns.extend(members),
+                None => bursts.push((&e.request, members.collect())),
+            }
+        }
+        for (req, mut members) in bursts.into_iter().filter(|(_, ns)| ns.len() > 1) {
+            members.sort_unstable();
+            let curl = curl_line(req, secrets).text;
+            let (fresh, curl) = match with_fresh_key(req, key_header, &curl) {
+                Some(curl) => (
+                    "k=$(uuidgen 2>/dev/null || cat /proc/sys/kernel/random/uuid); ",
+                    curl,
+                ),
+                None => ("", curl),
+            };
+            lines.push((
+                format!(
+                    "reproduce {} together ({} at once, as the burst sent them{})",
+                    cited_ranges(&members),
+                    members.len(),
+                    if fresh.is_empty() { "" } else { ", with a fresh key" }
+                ),
+                format!(
+                    "{fresh}for i in $(seq {}); do {curl} -o /dev/null -w '%{{http_code}}\\n' & done; wait",
+                    members.len()
+                ),
+            ));
+        }
         let variables = vars
             .iter()
             .map(|v| {
@@ -611,9 +666,36 @@ impl Reproduce {
     }
 }
 
+/// `curl` (the line of `req`) with its key replaced by `$k`, a key the script makes fresh: the
+/// server knows the key the run sent by now, so a burst of it would only be replayed. `None`
+/// when the key is not a plain token in a single-quoted header argument, where a shell variable
+/// could not be spliced in safely.
+fn with_fresh_key(req: &SentRequest, key_header: &str, curl: &str) -> Option<String> {
+    let value = req
+        .header_values(key_header)
+        .first()
+        .map(|v| String::from_utf8_lossy(v))?;
+    let key = value
+        .strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .unwrap_or(&value);
+    let plain = !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    let arg = format!("-H '{key_header}: {value}'");
+    (plain && curl.matches(&arg).count() == 1)
+        .then(|| curl.replacen(&arg, &arg.replacen(key, "'\"$k\"'", 1), 1))
+}
+
 /// The reproduce lines as text: each title and its indented curl line, then the legend, once.
-fn write_reproduce(out: &mut String, reps: &[(&Exchange, Vec<usize>)], secrets: &Secrets) {
-    let r = Reproduce::of(reps, secrets);
+fn write_reproduce(
+    out: &mut String,
+    reps: &[(&Exchange, Vec<usize>)],
+    secrets: &Secrets,
+    key_header: &str,
+) {
+    let r = Reproduce::of(reps, secrets, key_header);
     for (title, line) in &r.lines {
         let _ = writeln!(out, "{title}:");
         let _ = writeln!(out, "  {line}");

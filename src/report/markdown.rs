@@ -74,7 +74,7 @@ pub fn render(report: &RunReport, notes: &[String], opts: &RenderOptions) -> Str
     }
     let mut summary = summary_line(&report.summary, report.duration_ms);
     if report.interrupted {
-        summary.push_str(" (interrupted: only finished probes are listed)");
+        summary.push_str(&format!(" ({})", crate::report::INTERRUPTED));
     }
     let _ = writeln!(out, "**{}**\n", md(&summary, opts));
     out.push_str("| probe | outcome | severity | reason |\n| --- | --- | --- | --- |\n");

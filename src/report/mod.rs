@@ -24,6 +24,11 @@ pub mod terminal;
 /// The JSON schema id; bumped only when a field changes meaning or disappears.
 pub const SCHEMA: &str = "idem-check.report/1";
 
+/// What every format says of a run Ctrl-C stopped: the probe it stopped is an ERROR and the
+/// ones it kept from starting SKIP, so a CI tab never reads it as green.
+pub const INTERRUPTED: &str =
+    "interrupted (Ctrl-C): the probe it stopped is an error, those it kept from starting are skipped";
+
 /// Everything a run found, in catalog order.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
@@ -198,6 +203,8 @@ pub struct RenderOptions {
     /// The key header's name in the run's suite (suites may rename it), so the evidence shows
     /// each exchange's key whatever the header is called.
     pub key_header: String,
+    /// The terminal prints verdict lines and the summary, no evidence (`--summary`).
+    pub summary_only: bool,
 }
 
 impl Default for RenderOptions {
@@ -207,6 +214,7 @@ impl Default for RenderOptions {
             secrets: Secrets::default(),
             max_body: Format::Terminal.default_max_body(),
             key_header: "Idempotency-Key".into(),
+            summary_only: false,
         }
     }
 }
@@ -219,6 +227,7 @@ impl RenderOptions {
             secrets: self.secrets.clone(),
             max_body: max_body.unwrap_or(format.default_max_body()),
             key_header: self.key_header.clone(),
+            summary_only: self.summary_only && format == Format::Terminal,
         }
     }
 }

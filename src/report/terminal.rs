@@ -5,7 +5,7 @@
 //! ✔ PASS          first-request              1 check passed
 //! ⚠ WARN          missing-key                problem+json or Link: expected …, got …
 //! ✘ FAIL          replay-identity            effect count unchanged by retries: expected …
-//! ○ SKIP          tenant-isolation           needs a second tenant: add [tenants.b] …
+//! ○ SKIP          tenant-isolation           needs a second tenant: add [tenant-b] headers …
 //!
 //! failures
 //!
@@ -128,6 +128,23 @@ pub fn header(target: &str, suite: &str, context: &[String], opts: &RenderOption
     parts.join(" · ")
 }
 
+/// What the pre-flight settled that the header printed before the run could not know (how
+/// executions are counted, the form keys are sent in), as one line below the streamed verdicts,
+/// so a log holds the header once. `None` when the run added nothing to `streamed_context`.
+pub fn settled_context(
+    report: &RunReport,
+    streamed_context: &[String],
+    opts: &RenderOptions,
+) -> Option<String> {
+    let added: Vec<String> = report
+        .context
+        .iter()
+        .filter(|c| !streamed_context.contains(c))
+        .map(|c| opts.secrets.redact(&sanitize_line(c)))
+        .collect();
+    (!added.is_empty()).then(|| format!("settled by the pre-flight: {}", added.join(" · ")))
+}
+
 /// `N probes: N passed, N warned, N failed, N skipped, N inconclusive, N errors, in 2.3 s`.
 pub fn summary_line(s: &Summary, duration_ms: f64) -> String {
     format!(
@@ -163,7 +180,10 @@ pub fn render(report: &RunReport, opts: &RenderOptions, strict: bool) -> String 
 /// Whether `p` never ran because the pre-flight failed: such probes are one line together,
 /// not twenty.
 pub fn not_run(p: &ProbeReport) -> bool {
-    p.outcome == Outcome::Error && p.checks.is_empty() && p.exchanges.is_empty()
+    p.outcome == Outcome::Error
+        && p.checks.is_empty()
+        && p.exchanges.is_empty()
+        && p.timeline.is_empty()
 }
 
 /// What [`render`] prints after the probe lines: the probes that never ran, the evidence of
@@ -197,7 +217,7 @@ pub fn render_tail(report: &RunReport, opts: &RenderOptions, strict: bool) -> St
         .filter(|p| p.outcome == Outcome::Warn)
         .collect();
     for (title, probes) in [("failures", failures), ("warnings", warnings)] {
-        if probes.is_empty() {
+        if probes.is_empty() || opts.summary_only {
             continue;
         }
         out.push('\n');
@@ -215,7 +235,7 @@ pub fn render_tail(report: &RunReport, opts: &RenderOptions, strict: bool) -> St
         summary.push_str(" (strict: recommended checks fail)");
     }
     if report.interrupted {
-        summary.push_str(" (interrupted: only finished probes are listed)");
+        summary.push_str(&format!(" ({})", crate::report::INTERRUPTED));
     }
     let worst = if report.summary.errors > 0 || report.summary.failed > 0 {
         "31"

@@ -34,6 +34,7 @@ use crate::report::terminal::Progress;
 use crate::report::{ProbeReport, RunReport, Summary, ToolInfo, SCHEMA};
 
 mod key;
+pub mod segment;
 mod stats;
 
 pub use key::KeyOutcome;
@@ -59,6 +60,8 @@ pub struct StressOptions {
     /// At most this many requests per second, on average over the run: keys start
     /// `duplicates / rate` seconds apart (each key's burst still lands at once).
     pub rate: Option<u32>,
+    /// `--segment I/N --run-id ID`: only this segment's keys, the counter left to the merge.
+    pub segment: Option<segment::Segment>,
 }
 
 /// The largest `--rate`: far above what one machine sends, so a larger number is a typo.
@@ -104,6 +107,9 @@ pub struct StressReport {
     pub violations: Vec<Violation>,
     /// The verdict with its checks and the kept exchanges (violations first, then the sample).
     pub result: ProbeReport,
+    /// What `idem-check merge` needs of a `--segment` run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub segment: Option<segment::SegmentRecord>,
 }
 
 impl StressReport {
@@ -129,6 +135,7 @@ impl StressReport {
             duplicates: opts.duplicates,
             concurrency: opts.concurrency,
             rate: opts.rate,
+            segment: None,
             keys_completed: 0,
             connections_opened: 0,
             requests: 0,
@@ -229,6 +236,7 @@ pub async fn run(
         config.timeout,
     );
     let mut count_exchanges = Vec::new();
+    let before_at = SystemTime::now();
     let before = read_counter(
         &meter,
         &client,
@@ -264,7 +272,11 @@ pub async fn run(
         config.connector.clone(),
         opts.concurrency.max(burst_size),
     ));
-    let run_id = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let random_id = uuid::Uuid::new_v4().simple().to_string();
+    let run_id = opts
+        .segment
+        .as_ref()
+        .map_or(&random_id[..8], |s| s.run_id.as_str());
     let deadline = start + opts.duration;
     // With --rate, key i starts no earlier than i × (duplicates / rate) seconds into the run.
     let spacing = opts
@@ -275,8 +287,9 @@ pub async fn run(
     let mut tasks = JoinSet::new();
     let mut interrupted = false;
     tokio::pin!(interrupt);
-    for idx in 0..opts.keys {
-        let due = spacing.map_or(start, |s| start + s.mul_f64(idx as f64));
+    let owned = (0..opts.keys).filter(|idx| opts.segment.as_ref().is_none_or(|s| s.owns(*idx)));
+    for (position, idx) in owned.enumerate() {
+        let due = spacing.map_or(start, |s| start + s.mul_f64(position as f64));
         if Instant::now().max(due) >= deadline {
             break;
         }
@@ -309,6 +322,7 @@ pub async fn run(
     }
     let elapsed = start.elapsed();
     let sent = agg.stats.requests as usize;
+    let after_at = SystemTime::now();
     let after = read_counter(
         &meter,
         &client,
@@ -319,6 +333,20 @@ pub async fn run(
     )
     .await;
 
+    let segment = opts.segment.as_ref().map(|s| segment::SegmentRecord {
+        run_id: s.run_id.clone(),
+        index: s.index,
+        count: s.count,
+        keys_total: opts.keys,
+        duplicates,
+        keys_sent: agg.keys,
+        keys_completed: agg.completed,
+        violating_keys: agg.violating,
+        counter_before: timed(before.value(), before_at),
+        counter_after: after.as_ref().ok().and_then(|a| timed(a.value(), after_at)),
+    });
+    // A segment's window holds the other segments' executions too: the merge judges the counter.
+    agg.counter_left_to_merge = segment.is_some();
     let mut result = agg.verdict(&meter, before, after, count_exchanges);
     result.duration_ms = elapsed.as_secs_f64() * 1000.0;
     Ok(StressReport {
@@ -335,8 +363,15 @@ pub async fn run(
         bursts: agg.stats.bursts(),
         violating_keys: agg.violating,
         violations: agg.listed,
+        segment,
         ..StressReport::unsent(&config, opts, started_at, result)
     })
+}
+
+/// A counter value with the wall-clock time it was read, for the merge of segments.
+fn timed(value: Option<u64>, at: SystemTime) -> Option<segment::TimedReading> {
+    let at_ms = at.duration_since(SystemTime::UNIX_EPOCH).ok()?.as_millis() as u64;
+    value.map(|value| segment::TimedReading { value, at_ms })
 }
 
 /// Everything gathered from finished keys.
@@ -351,6 +386,8 @@ struct Aggregate {
     kept: Vec<KeyOutcome>,
     sampled: Vec<KeyOutcome>,
     basis: String,
+    /// A `--segment` run: the counter is judged by `idem-check merge`, not here.
+    counter_left_to_merge: bool,
 }
 
 impl Aggregate {
@@ -418,6 +455,9 @@ impl Aggregate {
         let counts = renumber(count_exchanges, "", &mut exchanges);
         match &after {
             Err(s) => stop = Some(s.clone()),
+            Ok(_) if meter.has_counter() && self.counter_left_to_merge => timeline.push(
+                "the counter is judged when the segments are merged (idem-check merge): other segments' executions land in this one's window".into(),
+            ),
             Ok(a) if meter.has_counter() => match meter.count(&before, a, &[], &[]) {
                 Ok(e) => checks.push(check::executions(
                     &EFFECTS,
@@ -511,6 +551,7 @@ async fn read_counter(
     let Some(read) = meter.read(client).await else {
         return Ok(Reading::new(None, sent));
     };
+    let unanswered = read.unanswered();
     if let Some((request, r)) = read.exchange {
         out.push(Exchange {
             n: out.len() + 1,
@@ -529,7 +570,7 @@ async fn read_counter(
     }
     read.value
         .map(|v| Reading::new(Some(v), sent))
-        .map_err(|e| Stop::Error(meter.unreadable(&e)))
+        .map_err(|e| Stop::Error(meter.unreadable(&e, unanswered)))
 }
 
 fn failed_to_start(
@@ -657,7 +698,7 @@ pub fn render_terminal(r: &StressReport, opts: &crate::report::RenderOptions) ->
             crate::redact::sanitize_line(&v.reason)
         );
     }
-    if matches!(r.result.outcome, Outcome::Fail | Outcome::Error) {
+    if matches!(r.result.outcome, Outcome::Fail | Outcome::Error) && !opts.summary_only {
         out.push('\n');
         out.push_str(&crate::report::evidence::block(&r.result, "stress", opts));
         out.push('\n');

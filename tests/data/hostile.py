@@ -22,6 +22,8 @@ Flags (any combination):
   --bare-only           a quoted key gets 400
   --memory-counter      POST /restart is a restart that keeps the records (a database) but
                         zeroes the counter (kept in memory); GET /ready fails twice after it
+  --racy-ms N           check-then-act without a lock: a new key is looked up, then N ms later
+                        executed and recorded, so every duplicate inside that gap executes too
 
 Usage: python3 hostile.py [FLAGS]   (prints "listening on http://ADDR" once it accepts)
 """
@@ -30,6 +32,7 @@ from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 
 FLAGS = set(a for a in sys.argv[1:] if a.startswith("--"))
 DIE_AFTER = int(sys.argv[sys.argv.index("--die-after") + 1]) if "--die-after" in FLAGS else None
+RACY_MS = int(sys.argv[sys.argv.index("--racy-ms") + 1]) if "--racy-ms" in FLAGS else None
 LOCK = threading.Lock()
 RECORDS, PAYLOADS = {}, {}
 STATE = {"executions": 0, "reads": 0, "posts": 0, "stalled": False, "down": 0}
@@ -110,6 +113,16 @@ class H(BaseHTTPRequestHandler):
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}" if quoted else r"[A-Za-z][A-Za-z0-9._-]{0,254}", key):
             return self.reply(400, {"error": "invalid key"}, echo)
         scope = key if "--unscoped" in FLAGS else (tenant, key)
+        if RACY_MS is not None:
+            with LOCK:
+                seen = RECORDS.get(scope)
+            if seen is None:
+                time.sleep(RACY_MS / 1000)
+                with LOCK:
+                    STATE["executions"] += 1
+                    body = {"id": "p-" + uuid.uuid4().hex, "tenant": tenant}
+                    RECORDS[scope] = {"payload": payload, "status": 201, "body": body}
+                return self.reply(201, body)
         with LOCK:
             rec = RECORDS.get(scope)
             if rec is not None:

@@ -51,20 +51,20 @@ const EXPIRES_AT: HeaderName = HeaderName::from_static("idempotency-key-expires-
 
 /// Test hooks a client can ask for when the server runs with `--test-hooks`.
 #[derive(Debug, Default, Clone)]
-struct TestHooks {
+pub(crate) struct TestHooks {
     /// Hold the claimed request this long before executing (heartbeats keep the lease alive).
     delay: Option<Duration>,
     /// Hold the claimed request until a client releases this name (see [`crate::holds`]).
-    hold: Option<String>,
+    pub(crate) hold: Option<String>,
     /// Fail the execution after the claim, as a crash would.
-    crash: bool,
+    pub(crate) crash: bool,
     /// Forget this key sooner than the configured TTL once it completes, so a client can see
     /// expiry without waiting out the server's lifetime.
     ttl: Option<Duration>,
 }
 
 impl TestHooks {
-    fn parse(headers: &HeaderMap, enabled: bool) -> Result<Self, Problem> {
+    pub(crate) fn parse(headers: &HeaderMap, enabled: bool) -> Result<Self, Problem> {
         if !enabled {
             return Ok(Self::default());
         }
@@ -201,7 +201,7 @@ async fn admit(
     }))
 }
 
-async fn read_body(body: Body) -> Result<Bytes, Problem> {
+pub(crate) async fn read_body(body: Body) -> Result<Bytes, Problem> {
     match Limited::new(body, MAX_BODY).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(Problem::new(

@@ -78,6 +78,10 @@ impl Store for Gated {
     ) -> StoreFuture<'a, Option<PaymentRecord>> {
         self.inner.payment(tenant, operation, id)
     }
+    fn webhooks(&self) -> &dyn crate::store::webhooks::WebhookStore {
+        self.inner.webhooks()
+    }
+
     fn close(&self) -> StoreFuture<'_, ()> {
         self.inner.close()
     }

@@ -11,12 +11,16 @@
 //!   Several processes may share the file on one machine.
 //! - `postgres`: a PostgreSQL database shared by any number of replicas; every operation is one
 //!   statement (its own transaction), pipelined over a fixed set of connections per replica.
+//!
+//! Both also keep the webhook consumer's dedupe record and effects
+//! ([`webhooks::WebhookStore`]), with the same guarantees.
 
 #[cfg(test)]
 pub(crate) mod gated;
 mod postgres;
 mod sqlite;
 mod tables;
+pub mod webhooks;
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -26,6 +30,7 @@ use futures::future::BoxFuture;
 
 use crate::config::{Config, DbLocation};
 use crate::payments::PaymentRecord;
+use webhooks::WebhookStore;
 
 /// What an idempotency key is unique within: tenant + operation + key (draft §5). Faults that
 /// drop a component build the scope with a constant in its place.
@@ -256,6 +261,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Finishes queued work and closes every connection, so the database can be opened again
     /// at once (an in-process restart). Operations after this fail.
     fn close(&self) -> StoreFuture<'_, ()>;
+
+    /// The webhook consumer's tables in the same database.
+    fn webhooks(&self) -> &dyn WebhookStore;
 }
 
 /// Opens the store `config.db` names (creating its schema if needed).

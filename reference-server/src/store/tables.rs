@@ -50,8 +50,7 @@ CREATE INDEX IF NOT EXISTS payments_by_tenant ON payments (tenant, operation);
 
 /// One row per (tenant, operation, key). A `processing` row is a claim held by `owner` until
 /// `lease_until` (ms since epoch); a `completed` row holds the exact response to replay until
-/// `expires_at`. The expiry index is created last: PostgreSQL looks for it to tell that the
-/// schema is complete.
+/// `expires_at`.
 const RECORDS: &str = "
 CREATE TABLE IF NOT EXISTS {schema}idempotency_records (
     tenant          TEXT NOT NULL,
@@ -73,7 +72,39 @@ CREATE INDEX IF NOT EXISTS {schema}idempotency_records_expiry
     ON idempotency_records (expires_at);
 ";
 
+/// The webhook consumer's two tables. `webhook_events` is the dedupe record, one row per
+/// (scheme, source, event id): `processing` while `owner` applies it (until `lease_until`, ms
+/// since epoch), `processed` once its effect committed (at `processed_at`). `webhook_effects`
+/// is the effect: one row per applied event, which `GET /webhooks/count` counts (no key: the
+/// faults apply an event twice, and the count must show it). The effects index is created
+/// last: PostgreSQL looks for it to tell that the schema is complete.
+const WEBHOOKS: &str = "
+CREATE TABLE IF NOT EXISTS webhook_events (
+    scheme       TEXT NOT NULL,
+    source       TEXT NOT NULL,
+    event_id     TEXT NOT NULL,
+    status       TEXT NOT NULL CHECK (status IN ('processing', 'processed')),
+    owner        TEXT NOT NULL,
+    lease_until  {integer} NOT NULL,
+    processed_at {integer} NOT NULL,
+    PRIMARY KEY (scheme, source, event_id)
+);
+CREATE TABLE IF NOT EXISTS webhook_effects (
+    scheme     TEXT NOT NULL,
+    source     TEXT NOT NULL,
+    event_id   TEXT NOT NULL,
+    event_type TEXT NOT NULL,
+    applied_at {integer} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS webhook_effects_by_event ON webhook_effects (scheme, source, event_id);
+";
+
 impl Dialect {
+    /// `CREATE … IF NOT EXISTS` for the webhook consumer's tables.
+    pub(super) fn webhooks(self) -> String {
+        WEBHOOKS.replace("{integer}", self.integer)
+    }
+
     /// `CREATE … IF NOT EXISTS` for the payments table and its index.
     pub(super) fn payments(self) -> String {
         PAYMENTS.replace("{integer}", self.integer)

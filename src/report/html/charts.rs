@@ -33,24 +33,27 @@ pub struct Burst<'a> {
     pub exchanges: Vec<&'a Exchange>,
 }
 
-/// The bursts of a probe, in order.
+/// The bursts of a probe, in order. A member the engine never released (its connection failed
+/// first, so it has no release time) stays in its burst by its role, so one burst is one chart
+/// with the unanswered request drawn on it, not three charts around it.
 pub fn bursts(exchanges: &[Exchange]) -> Vec<Burst<'_>> {
     let mut out: Vec<Burst> = Vec::new();
-    let mut joined = false;
+    let mut open = false;
     for e in exchanges {
-        if e.release_us.is_none() {
-            joined = false;
-            continue;
-        }
         let label = burst_label(&e.role);
+        let positioned = label != e.role;
         match out.last_mut() {
-            Some(b) if joined && b.label == label => b.exchanges.push(e),
-            _ => out.push(Burst {
+            Some(b) if open && positioned && b.label == label => b.exchanges.push(e),
+            _ if e.release_us.is_some() => out.push(Burst {
                 label: label.to_string(),
                 exchanges: vec![e],
             }),
+            _ => {
+                open = false;
+                continue;
+            }
         }
-        joined = true;
+        open = true;
     }
     out
 }
@@ -123,20 +126,44 @@ pub fn arrival(p: &ProbeReport, b: &Burst, secrets: &Secrets) -> String {
     );
     out.push_str(&scale.axis(top, bottom, "µs"));
     for (i, e) in b.exchanges.iter().enumerate() {
-        let Some(r) = e.release_us else { continue };
         let y = top + (i as f64 + 0.5) * h;
-        let _ = write!(
-            out,
-            "<g><title>#{} {}: released +{:.0} µs → {}</title><circle class=\"{}\" cx=\"{}\" cy=\"{}\" r=\"{}\"/>",
-            e.n,
-            short(&e.role, LABEL_CHARS, secrets),
-            r - first_us,
-            esc(&answer(e)),
-            svg::exchange_class(e),
-            px(scale.at(r - first_us)),
-            px(y),
-            px((h * 0.4).min(4.0)),
-        );
+        let r = (h * 0.4).min(4.0);
+        match e.release_us {
+            Some(released) => {
+                let _ = write!(
+                    out,
+                    "<g><title>#{} {}: released +{:.0} µs → {}</title><circle class=\"{}\" cx=\"{}\" cy=\"{}\" r=\"{}\"/>",
+                    e.n,
+                    short(&e.role, LABEL_CHARS, secrets),
+                    released - first_us,
+                    esc(&answer(e)),
+                    svg::exchange_class(e),
+                    px(scale.at(released - first_us)),
+                    px(y),
+                    px(r),
+                );
+            }
+            // Never released: a cross on the axis's start, in the row it would have had.
+            None => {
+                let x = x0;
+                let _ = write!(
+                    out,
+                    "<g><title>#{} {}: not released → {}</title><path class=\"{}\" d=\"M{} {}L{} {}M{} {}L{} {}\"/>",
+                    e.n,
+                    short(&e.role, LABEL_CHARS, secrets),
+                    esc(&answer(e)),
+                    svg::exchange_class(e),
+                    px(x - r),
+                    px(y - r),
+                    px(x + r),
+                    px(y + r),
+                    px(x - r),
+                    px(y + r),
+                    px(x + r),
+                    px(y - r),
+                );
+            }
+        }
         if h >= 12.0 {
             let _ = write!(
                 out,
@@ -337,5 +364,42 @@ mod tests {
             shape,
             vec![("burst 1/2", vec![2, 3]), ("burst 2/2", vec![5, 6, 7])]
         );
+    }
+
+    #[test]
+    fn an_unreleased_member_stays_in_its_burst_and_is_drawn_on_its_chart() {
+        let mut ex: Vec<Exchange> = (1..=5)
+            .map(|n| crate::check::test_exchange(n, 201, "{}"))
+            .collect();
+        for (i, e) in ex.iter_mut().enumerate() {
+            e.role = format!("duplicate {}/5", i + 1);
+            e.release_us = (i != 2).then_some(100.0 + i as f64);
+        }
+        ex[2].response = None;
+        ex[2].error = Some("connection reset".into());
+        let b = bursts(&ex);
+        assert_eq!(b.len(), 1, "one burst, one chart");
+        assert_eq!(b[0].exchanges.len(), 5);
+        let p = crate::report::ProbeReport {
+            id: "concurrent-duplicates",
+            group: "enforcement",
+            section: "draft-07 §2.6",
+            stimulus: "s",
+            requirement: "r",
+            outcome: crate::outcome::Outcome::Pass,
+            reason: String::new(),
+            follows_from: None,
+            effect_basis: None,
+            duration_ms: 0.0,
+            checks: Vec::new(),
+            timeline: Vec::new(),
+            exchanges: ex.clone(),
+        };
+        let chart = arrival(&p, &b[0], &Secrets::default());
+        assert!(
+            chart.contains("#3 duplicate 3/5: not released → no answer"),
+            "{chart}"
+        );
+        assert!(chart.contains("#1–#5"), "{chart}");
     }
 }

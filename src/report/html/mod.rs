@@ -218,7 +218,7 @@ impl Page {
             when.push("strict: recommended checks fail".into());
         }
         if self.interrupted {
-            when.push("interrupted: only finished probes are listed".into());
+            when.push(crate::report::INTERRUPTED.into());
         }
         let _ = writeln!(out, "<p class=\"when\">{}</p></header>", when.join(" · "));
         out.push_str(&tiles(&self.summary, self.duration_ms));

@@ -19,6 +19,7 @@
 
 mod pool;
 mod schema;
+mod webhooks;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -57,6 +58,15 @@ enum Sql {
     Purge,
     Count,
     Payment,
+    EventClaim,
+    EventStatus,
+    EventComplete,
+    EventRelease,
+    EventMark,
+    EventForget,
+    EventApply,
+    EventsProcessed,
+    EffectsCount,
 }
 
 const STATEMENTS: &[&str] = &[
@@ -123,6 +133,15 @@ const STATEMENTS: &[&str] = &[
         payment_columns!(),
         " FROM payments WHERE id = $1 AND tenant = $2 AND operation = $3"
     ),
+    webhooks::CLAIM,
+    webhooks::STATUS,
+    webhooks::COMPLETE,
+    webhooks::RELEASE,
+    webhooks::MARK,
+    webhooks::FORGET,
+    webhooks::APPLY,
+    webhooks::PROCESSED,
+    webhooks::COUNT,
 ];
 
 /// The PostgreSQL implementation of [`Store`].
@@ -408,6 +427,10 @@ impl Store for PgStore {
                 .await?;
             rows.first().map(tables::payment).transpose()
         })
+    }
+
+    fn webhooks(&self) -> &dyn crate::store::webhooks::WebhookStore {
+        self
     }
 
     fn close(&self) -> StoreFuture<'_, ()> {

@@ -27,7 +27,7 @@ pub(super) async fn create(config: &tokio_postgres::Config) -> anyhow::Result<()
     created
 }
 
-/// Under the advisory lock: if the last object of the schema (the records' expiry index)
+/// Under the advisory lock: if the last object of the schema (the webhook effects' index)
 /// exists, touch nothing. Even `CREATE … IF NOT EXISTS` takes table locks, and a replica running
 /// it while another prepares its statements on the same tables can deadlock with it.
 async fn create_on(client: &mut tokio_postgres::Client) -> anyhow::Result<()> {
@@ -36,13 +36,13 @@ async fn create_on(client: &mut tokio_postgres::Client) -> anyhow::Result<()> {
         .await?;
     let ready: bool = tx
         .query_one(
-            "SELECT to_regclass('idempotency_records_expiry') IS NOT NULL",
+            "SELECT to_regclass('webhook_effects_by_event') IS NOT NULL",
             &[],
         )
         .await?
         .try_get(0)?;
     if !ready {
-        let schema = POSTGRES.payments() + &POSTGRES.records("");
+        let schema = POSTGRES.payments() + &POSTGRES.records("") + &POSTGRES.webhooks();
         tx.batch_execute(&schema).await?;
     }
     tx.commit().await?;

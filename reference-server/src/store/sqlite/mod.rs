@@ -7,6 +7,7 @@
 
 mod records;
 mod schema;
+mod webhooks;
 mod writer;
 
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use crate::clock::{millis, unix_millis, Clock};
 use crate::config::{Config, Fault};
 use crate::payments::PaymentRecord;
+use crate::store::webhooks::WebhookStore;
 use crate::store::{
     Claimed, Completion, Finish, Lookup, Owner, Scope, Store, StoreFuture, TakeOver,
 };
@@ -122,5 +124,9 @@ impl Store for SqliteStore {
 
     fn close(&self) -> StoreFuture<'_, ()> {
         Box::pin(self.writer.close())
+    }
+
+    fn webhooks(&self) -> &dyn WebhookStore {
+        self
     }
 }

@@ -1,4 +1,4 @@
-//! Opening the SQLite database: durability pragmas and the two tables.
+//! Opening the SQLite database: durability pragmas and the tables.
 //!
 //! `journal_mode=WAL` lets readers in other processes proceed while one writer commits;
 //! `synchronous=FULL` makes every commit fsync the WAL, so a 201 that was acknowledged after its
@@ -42,6 +42,8 @@ pub(super) fn open(location: &DbLocation, records_in_memory: bool) -> anyhow::Re
     let schema = if records_in_memory { "temp." } else { "" };
     conn.execute_batch(&SQLITE.records(schema))
         .context("creating the idempotency_records table")?;
+    conn.execute_batch(&SQLITE.webhooks())
+        .context("creating the webhook tables")?;
     Ok(conn)
 }
 

@@ -1,0 +1,44 @@
+//! `idem-check merge REPORT.json…`: the segments of one `stress --segment` run, judged as one
+//! run (see [`crate::stress::segment`]), with the same terminal output, reports and exit codes
+//! as `stress`.
+
+use std::path::Path;
+
+use anyhow::Context as _;
+
+use super::{finish, render_options, report_files, Result};
+use crate::cli::MergeArgs;
+use crate::exit::{AppError, ExitCode};
+use crate::redact::Secrets;
+use crate::report::terminal;
+use crate::stress::segment::{self, SegmentReport};
+
+pub(super) fn merge(args: &MergeArgs) -> Result<ExitCode> {
+    let files = report_files(&args.report)?;
+    let reports = args
+        .reports
+        .iter()
+        .map(|path| read(path).map(|r| (path.clone(), r)))
+        .collect::<Result<Vec<_>>>()?;
+    let report = segment::merge(&reports).map_err(AppError::input_file)?;
+    let render = render_options(&args.report, Secrets::default(), "Idempotency-Key".into());
+    let text = terminal::render(&report, &render, false);
+    let code = ExitCode::for_run(&report.summary, false);
+    finish(&text, &report, &files, &render, &args.report, code)
+}
+
+/// One segment's JSON report; a file that is missing or is not a stress report is exit 2,
+/// naming it.
+fn read(path: &Path) -> Result<SegmentReport> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read {}", path.display()))
+        .map_err(AppError::input_file)?;
+    serde_json::from_str(&text)
+        .with_context(|| {
+            format!(
+                "{} is not a stress report (stress --segment I/N --run-id ID --report-json FILE)",
+                path.display()
+            )
+        })
+        .map_err(AppError::input_file)
+}

@@ -1,0 +1,731 @@
+//! `idem-check client` against the sample clients of fixtures/clients/: the correct client passes
+//! every check, and each defect is flagged by exactly the checks listed in [`TABLE`]. The real
+//! binary runs real client processes that speak HTTP to the fake API on 127.0.0.1.
+
+use crate::common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::binary::{bin, wait_bounded};
+use serde_json::Value;
+
+fn client_py() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/clients/client.py")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The sample client with `defect` switched on ("correct" for none), as a command line.
+fn sample(defect: &str) -> Vec<String> {
+    let mut argv = vec!["python3".to_string(), client_py()];
+    if defect != "correct" {
+        argv.extend(["--defect".to_string(), defect.to_string()]);
+    }
+    argv
+}
+
+struct Run {
+    code: i32,
+    json: Value,
+    /// What the terminal showed (stdout).
+    terminal: String,
+    dir: tempfile::TempDir,
+}
+
+/// Runs `idem-check client [extra] --report-json … -- argv`.
+fn check_client(extra: &[&str], argv: &[String]) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("client.json");
+    let out = bin()
+        .arg("client")
+        .args(extra)
+        .args(["--color", "never", "--report-json"])
+        .arg(&json_path)
+        .args(["--report-junit"])
+        .arg(dir.path().join("client.xml"))
+        .args(["--report-markdown"])
+        .arg(dir.path().join("client.md"))
+        .arg("--")
+        .args(argv)
+        .output()
+        .expect("the binary runs");
+    let text = std::fs::read_to_string(&json_path).unwrap_or_else(|e| {
+        panic!(
+            "no JSON report ({e}); stdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        json: serde_json::from_str(&text).unwrap(),
+        terminal: String::from_utf8_lossy(&out.stdout).into_owned(),
+        dir,
+    }
+}
+
+/// One row of [`TABLE`]: the sample client, the (probe, check) pairs that fail, the probes that
+/// are INCONCLUSIVE.
+type Expected = (&'static str, &'static [Pair], &'static [&'static str]);
+type Pair = (&'static str, &'static str);
+
+/// For each sample client: the (probe, check) pairs that must fail, and the probes that must be
+/// INCONCLUSIVE; every other probe must PASS. A defect can be flagged by more than its own check
+/// only where another check states the same rule: a client without keys double-charges when a
+/// response is lost, a new key per retry breaks every check that requires the same key, one
+/// fixed key is reused across processes and within one, and a client that ignores Retry-After
+/// ignores it on a 429 too. Info checks (retry-after-ms) are left out: they never decide.
+const TABLE: &[Expected] = &[
+    ("correct", &[], &[]),
+    (
+        "no-key",
+        &[
+            ("client-key-present", "key-on-first-attempt"),
+            ("client-lost-response", "one-payment"),
+        ],
+        &[
+            "client-key-syntax",
+            "client-key-per-operation",
+            "client-retry-after",
+            "client-throttled",
+        ],
+    ),
+    ("bare-key", &[("client-key-syntax", "key-syntax")], &[]),
+    (
+        "new-key-per-retry",
+        &[
+            ("client-lost-response", "same-key"),
+            ("client-lost-response", "one-payment"),
+            ("client-retry-after", "same-key"),
+            ("client-throttled", "same-key"),
+        ],
+        &[],
+    ),
+    (
+        "no-retry-on-lost-response",
+        &[
+            ("client-lost-response", "retried"),
+            ("client-lost-response", "exit-success"),
+        ],
+        &[],
+    ),
+    (
+        "changing-payload",
+        &[
+            ("client-lost-response", "same-payload"),
+            ("client-lost-response", "exit-success"),
+        ],
+        &[],
+    ),
+    (
+        "retries-on-4xx",
+        // Its retry creates the payment and it exits 0: the retry is the failure, the exit
+        // says truly what happened.
+        &[("client-stops-on-4xx", "no-retry")],
+        &[],
+    ),
+    (
+        "ignores-retry-after",
+        &[
+            ("client-retry-after", "waited"),
+            ("client-throttled", "waited"),
+        ],
+        &[],
+    ),
+    (
+        "static-key",
+        &[
+            ("client-key-per-operation", "distinct-keys"),
+            ("client-key-per-operation", "distinct-keys-in-process"),
+        ],
+        &[],
+    ),
+    (
+        "key-reused-across-operations",
+        &[("client-key-per-operation", "distinct-keys-in-process")],
+        &[],
+    ),
+    ("ignores-429", &[("client-throttled", "retried")], &[]),
+    (
+        "retries-on-400",
+        &[("client-stops-on-4xx", "no-retry")],
+        &[],
+    ),
+    (
+        "needs-error-envelope",
+        &[("client-stops-on-4xx", "exit-failure")],
+        &[],
+    ),
+];
+
+/// Lines a run's terminal output may take: two screens. The attempts in full are in the reports.
+const TERMINAL_LINES: usize = 100;
+
+/// Sample clients whose only failed checks are recommended ones: a WARN, which exits 0.
+const WARN_ONLY: &[&str] = &["ignores-retry-after", "ignores-429"];
+
+const PROBES: [&str; 7] = [
+    "client-key-present",
+    "client-key-syntax",
+    "client-lost-response",
+    "client-retry-after",
+    "client-throttled",
+    "client-stops-on-4xx",
+    "client-key-per-operation",
+];
+
+/// The scenario whose Retry-After is 7 s: run once per client it can tell apart (the correct
+/// one and the one that ignores Retry-After), beside the table, not in every row of it.
+const LONG_WAIT: &str = "retry-after-7s";
+
+/// Every scenario but [`LONG_WAIT`], as `--scenario` options.
+fn short_scenarios() -> Vec<String> {
+    let list = [
+        "created",
+        "two-operations",
+        "operations-in-one-process",
+        "lost-response",
+        "retry-after-503",
+        "retry-after-409",
+        "retry-after-ms",
+        "throttled-429",
+        "timeout-408",
+        "refused-422",
+        "refused-400",
+    ];
+    list.iter()
+        .flat_map(|s| ["--scenario".to_string(), s.to_string()])
+        .collect()
+}
+
+/// The argv of a client (`python3 -c`) that sends one POST to `path` of the base URL with the
+/// JSON `body` and the headers of the Python dict expression `headers`, once, and exits 0 on a
+/// 2xx.
+fn one_post(path: &str, body: &str, headers: &str) -> Vec<String> {
+    let script = format!(
+        r#"
+import http.client, os, urllib.parse, uuid
+u = urllib.parse.urlsplit(os.environ["IDEM_CHECK_BASE_URL"])
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+c.request("POST", "{path}", body='{body}', headers={headers})
+raise SystemExit(0 if c.getresponse().status < 300 else 1)
+"#
+    );
+    vec!["python3".into(), "-c".into(), script]
+}
+
+fn outcomes(json: &Value) -> BTreeMap<String, String> {
+    common::json_report::probe_outcomes(json)
+}
+
+fn failed_checks(json: &Value) -> BTreeSet<(String, String)> {
+    json["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| {
+            let id = p["id"].as_str().unwrap().to_string();
+            p["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| c["passed"] == false && c["severity"] != "info")
+                .map(move |c| (id.clone(), c["id"].as_str().unwrap().to_string()))
+        })
+        .collect()
+}
+
+/// Every sample client against every scenario, in parallel (each run has its own fake APIs on
+/// ephemeral ports); the 7 s Retry-After runs once each for the two clients it tells apart, in
+/// the same parallel batch. Prints the verdict table.
+#[test]
+fn each_defect_is_flagged_by_its_checks_and_the_correct_client_passes_everything() {
+    let short = short_scenarios();
+    let long = ["--scenario", LONG_WAIT];
+    let (runs, long_runs): (Vec<(&str, Run)>, Vec<Run>) = std::thread::scope(|s| {
+        let long_handles: Vec<_> = ["correct", "ignores-retry-after"]
+            .into_iter()
+            .map(|name| s.spawn(move || check_client(&long, &sample(name))))
+            .collect();
+        let handles: Vec<_> = TABLE
+            .iter()
+            .map(|(name, _, _)| {
+                let short: Vec<&str> = short.iter().map(String::as_str).collect();
+                (*name, s.spawn(move || check_client(&short, &sample(name))))
+            })
+            .collect();
+        (
+            handles
+                .into_iter()
+                .map(|(n, h)| (n, h.join().unwrap()))
+                .collect(),
+            long_handles
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .collect(),
+        )
+    });
+    let waited = |run: &Run| {
+        run.json["probes"][0]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == "waited")
+            .map(|c| c["passed"].clone())
+    };
+    assert_eq!(
+        waited(&long_runs[0]),
+        Some(Value::Bool(true)),
+        "{}",
+        long_runs[0].json["probes"]
+    );
+    assert_eq!(
+        waited(&long_runs[1]),
+        Some(Value::Bool(false)),
+        "{}",
+        long_runs[1].json["probes"]
+    );
+    let mut table = format!(
+        "| client | {} |\n|---|{}\n",
+        PROBES.join(" | "),
+        "---|".repeat(PROBES.len())
+    );
+    for (name, run) in &runs {
+        let o = outcomes(&run.json);
+        let cells: Vec<String> = PROBES.iter().map(|p| o[*p].clone()).collect();
+        table.push_str(&format!("| {name} | {} |\n", cells.join(" | ")));
+    }
+    println!("{table}");
+    for ((name, run), (_, fails, inconclusive)) in runs.iter().zip(TABLE) {
+        let want: BTreeSet<(String, String)> = fails
+            .iter()
+            .map(|(p, c)| (p.to_string(), c.to_string()))
+            .collect();
+        assert_eq!(failed_checks(&run.json), want, "{name}\n{table}");
+        let flagged: BTreeSet<&str> = fails.iter().map(|(p, _)| *p).collect();
+        for (probe, outcome) in outcomes(&run.json) {
+            let expected = if flagged.contains(probe.as_str()) {
+                &["FAIL", "WARN"][..]
+            } else if inconclusive.contains(&probe.as_str()) {
+                &["INCONCLUSIVE"][..]
+            } else {
+                &["PASS"][..]
+            };
+            assert!(
+                expected.contains(&outcome.as_str()),
+                "{name}: {probe} is {outcome}\n{table}"
+            );
+        }
+        let want_code = if fails.is_empty() || WARN_ONLY.contains(name) {
+            0
+        } else {
+            4
+        };
+        assert_eq!(run.code, want_code, "{name}");
+        assert_eq!(run.json["schema"], "idem-check.client/1");
+    }
+    for (name, run) in runs.iter().map(|(n, r)| (*n, r)).chain(
+        ["correct (7 s)", "ignores-retry-after (7 s)"]
+            .into_iter()
+            .zip(&long_runs),
+    ) {
+        let lines = run.terminal.lines().count();
+        assert!(
+            lines <= TERMINAL_LINES,
+            "{name}: {lines} lines in the terminal\n{}",
+            run.terminal
+        );
+        assert!(
+            !run.terminal.contains("\n> POST ") && !run.terminal.contains("curl "),
+            "{name}: no dumps in the terminal\n{}",
+            run.terminal
+        );
+        if run.code != 0 || run.terminal.contains("warnings\n") {
+            assert!(
+                run.terminal
+                    .contains("in full in the JSON and HTML reports)"),
+                "{name}: says where the attempts are\n{}",
+                run.terminal
+            );
+        }
+    }
+}
+
+#[test]
+fn the_lost_response_is_a_closed_connection_to_a_real_client_and_reports_hide_the_token() {
+    let run = check_client(
+        &["--scenario", "lost-response"],
+        &sample("no-retry-on-lost-response"),
+    );
+    // The field names of schema idem-check.client/1, pinned.
+    let keys = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+    assert_eq!(
+        keys(&run.json),
+        [
+            "schema",
+            "tool",
+            "command",
+            "suite",
+            "operations",
+            "errors",
+            "strict",
+            "started_at",
+            "duration_ms",
+            "interrupted",
+            "summary",
+            "probes",
+            "scenarios"
+        ]
+    );
+    let scenario = &run.json["scenarios"][0];
+    assert_eq!(
+        keys(scenario),
+        [
+            "id",
+            "what",
+            "base_url",
+            "attempts",
+            "payments",
+            "credentials",
+            "runs"
+        ]
+    );
+    assert_eq!(
+        keys(&scenario["runs"][0]),
+        ["run", "start_ms", "duration_ms", "exit", "stdout", "stderr"]
+    );
+    let stderr = scenario["runs"][0]["stderr"]["text"].as_str().unwrap();
+    assert!(
+        stderr.contains("connection error: RemoteDisconnected"),
+        "the client must see a closed connection, not a status: {stderr}"
+    );
+    assert_eq!(scenario["payments"], 1, "the payment was committed first");
+    let text = run.json.to_string();
+    assert!(text.contains("Bearer [redacted]"));
+    assert!(!regex::Regex::new("idem-check-[0-9a-f]{32}")
+        .unwrap()
+        .is_match(&text));
+    let xml = std::fs::read_to_string(run.dir.path().join("client.xml")).unwrap();
+    assert!(
+        xml.contains(r#"<testcase name="client-lost-response""#) && xml.contains("<failure"),
+        "{xml}"
+    );
+    let md = std::fs::read_to_string(run.dir.path().join("client.md")).unwrap();
+    assert!(
+        md.contains("| client-lost-response | ❌ FAIL | required |"),
+        "giving up is not a duplicate payment: {md}"
+    );
+}
+
+#[test]
+fn bare_keys_pass_under_the_stripe_suite() {
+    let run = check_client(
+        &["--suite", "stripe", "--scenario", "created"],
+        &sample("bare-key"),
+    );
+    let o = outcomes(&run.json);
+    assert_eq!(o["client-key-syntax"], "PASS", "{o:?}");
+    assert_eq!(o["client-key-present"], "PASS", "{o:?}");
+    assert_eq!(run.code, 0);
+}
+
+/// A client that never returns is killed with its whole group at the deadline, its output is
+/// kept (token masked), and the verdict is ERROR, not a guess.
+#[test]
+fn a_hanging_client_is_killed_at_the_timeout_with_its_output_kept() {
+    let started = Instant::now();
+    let script = r#"echo "token=$IDEM_CHECK_TOKEN" >&2; sleep 30 & wait"#;
+    // Long enough for the shell to have written its line even on a loaded machine.
+    let run = check_client(
+        &["--scenario", "created", "--client-timeout", "5s"],
+        &["sh".into(), "-c".into(), script.into()],
+    );
+    assert!(started.elapsed() < Duration::from_secs(25));
+    assert_eq!(run.code, 3, "ERROR: the client could not be checked");
+    let r = &run.json["scenarios"][0]["runs"][0];
+    assert_eq!(r["exit"]["kind"], "timeout", "{r}");
+    assert_eq!(r["stderr"]["text"], "token=[redacted]\n", "{r}");
+    assert_eq!(outcomes(&run.json)["client-key-present"], "ERROR");
+    // The terminal shows each ERROR with the timeline its reason points at, output included.
+    assert!(
+        run.terminal.contains("client-key-present  ERROR")
+            && run.terminal.contains("run 1 stderr| token=[redacted]"),
+        "{}",
+        run.terminal
+    );
+    assert!(!run.terminal.contains("more probes"), "{}", run.terminal);
+}
+
+/// `--listen`: idem-check serves one scenario on the given address and judges whoever comes;
+/// the base URL and token are printed for the user to export.
+fn listen(scenario: &str, defect: &str) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let json_path: PathBuf = dir.path().join("listen.json");
+    let mut server = bin()
+        .args([
+            "client",
+            "--listen",
+            "127.0.0.1:0",
+            "--scenario",
+            scenario,
+            "--client-timeout",
+            "30s",
+            // The client runs to its end before the test waits for the verdict, and waits at
+            // most 0.4 s between its attempts: 2 s of silence means it is done.
+            "--listen-idle",
+            "2s",
+            "--color",
+            "never",
+            "--report-json",
+        ])
+        .arg(&json_path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
+    let export = lines
+        .by_ref()
+        .take(5)
+        .map(Result::unwrap)
+        .find(|l| l.contains("export "))
+        .expect("the listen banner");
+    let env: BTreeMap<&str, &str> = export
+        .split_whitespace()
+        .filter_map(|w| w.split_once('='))
+        .collect();
+    let client = Command::new("python3")
+        .arg(client_py())
+        .args(if defect == "correct" {
+            vec![]
+        } else {
+            vec!["--defect", defect]
+        })
+        .env("IDEM_CHECK_BASE_URL", env["IDEM_CHECK_BASE_URL"])
+        .env("IDEM_CHECK_TOKEN", env["IDEM_CHECK_TOKEN"])
+        .output()
+        .unwrap();
+    assert!(client.status.code().is_some());
+    let status = wait_bounded(&mut server, Duration::from_secs(60));
+    assert!(status.code().is_some());
+    serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap()
+}
+
+#[test]
+fn listen_mode_judges_an_external_client_and_can_fail_it() {
+    let good = listen("lost-response", "correct");
+    assert_eq!(outcomes(&good)["client-lost-response"], "PASS");
+    assert!(failed_checks(&good).is_empty(), "{}", good["probes"]);
+    let bad = listen("lost-response", "no-retry-on-lost-response");
+    assert_eq!(outcomes(&bad)["client-lost-response"], "FAIL");
+    assert!(failed_checks(&bad).contains(&("client-lost-response".into(), "retried".into())));
+    // Under --listen idem-check does not run the client, so it judges no exit status.
+    let checks = bad["probes"][0]["checks"].as_array().unwrap();
+    assert!(checks.iter().all(|c| c["id"] != "exit-success"));
+}
+
+/// A request the fake API refuses for the client's own setup (here: no token) is an ERROR that
+/// says what to fix, never a verdict on retries that the scenario could not provoke.
+#[test]
+fn a_client_that_sends_no_token_gets_an_error_naming_it() {
+    let client = one_post(
+        "/api/payments",
+        r#"{"amountCents":1,"currency":"EUR","reference":"r"}"#,
+        r#"{"Idempotency-Key": '"k"', "Content-Type": "application/json"}"#,
+    );
+    let run = check_client(&["--scenario", "lost-response"], &client);
+    assert_eq!(run.code, 3);
+    let p = &run.json["probes"][0];
+    assert_eq!(p["outcome"], "ERROR");
+    assert!(
+        p["reason"]
+            .as_str()
+            .unwrap()
+            .contains("refused #1 with 401"),
+        "{}",
+        p["reason"]
+    );
+}
+
+/// An SDK-style client creates through an API description: the fake API serves the declared
+/// path with the document's answer (a fresh `pi_` id, `object` kept) and, under the stripe
+/// suite, errors in Stripe's envelope, so a client that reads only that envelope is right.
+#[test]
+fn an_api_description_is_served_with_its_answer_and_the_suite_error_envelope() {
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/clients/openapi/stripe-payment-intents.yaml")
+        .to_string_lossy()
+        .into_owned();
+    let mut argv = sample("needs-error-envelope");
+    argv.push("--stripe".into());
+    let run = check_client(
+        &[
+            "--openapi",
+            &spec,
+            "--suite",
+            "stripe",
+            "--scenario",
+            "created",
+            "--scenario",
+            "refused-400",
+        ],
+        &argv,
+    );
+    assert!(
+        failed_checks(&run.json).is_empty(),
+        "{}",
+        run.json["probes"]
+    );
+    assert_eq!(run.code, 0);
+    assert_eq!(run.json["operations"][0], "POST /v1/payment_intents");
+    let created = &run.json["scenarios"][0];
+    let stdout = created["runs"][0]["stdout"]["text"].as_str().unwrap();
+    assert!(stdout.starts_with("created pi_0001"), "{stdout}");
+    assert_eq!(created["credentials"][0], "bearer");
+    let refused = &run.json["probes"][2]["exchanges"][0]["response"];
+    let body = String::from_utf8(
+        refused["body"]
+            .as_str()
+            .map(|b| b.as_bytes().to_vec())
+            .unwrap_or_default(),
+    )
+    .unwrap();
+    assert!(body.contains("invalid_request_error"), "{refused}");
+}
+
+/// Any credential is accepted under --path (here an API-key header), recorded by kind, and
+/// its secret masked; a client that ignores IDEM_CHECK_OPERATIONS performs one operation, which
+/// is INCONCLUSIVE for key-per-operation, never a PASS.
+#[test]
+fn any_credential_is_recorded_and_one_operation_is_not_a_pass_of_key_per_operation() {
+    let client = one_post(
+        "/v2/orders/o-1/charges",
+        r#"{"total": 5}"#,
+        r#"{"Idempotency-Key": '"%s"' % uuid.uuid4(), "X-Api-Key": os.environ["IDEM_CHECK_TOKEN"],
+            "Content-Type": "application/json"}"#,
+    );
+    let run = check_client(
+        &[
+            "--path",
+            "/v2/orders/{id}/charges",
+            "--scenario",
+            "created",
+            "--scenario",
+            "operations-in-one-process",
+        ],
+        &client,
+    );
+    let o = outcomes(&run.json);
+    assert_eq!(o["client-key-present"], "PASS", "{}", run.json["probes"]);
+    assert_eq!(o["client-key-per-operation"], "INCONCLUSIVE");
+    let reason = run.json["probes"][2]["reason"].as_str().unwrap();
+    assert!(reason.contains("IDEM_CHECK_OPERATIONS=2"), "{reason}");
+    assert_eq!(
+        run.json["scenarios"][0]["credentials"][0],
+        "header x-api-key"
+    );
+    assert!(!regex::Regex::new("idem-check-[0-9a-f]{32}")
+        .unwrap()
+        .is_match(&run.json.to_string()));
+}
+
+/// Bad input ends with one clear line before any client runs: a document without a keyed
+/// operation, one whose operation has no 2xx answer to serve.
+#[test]
+fn documents_that_cannot_be_served_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "openapi: 3.0.3\npaths:\n  /a:\n    post:\n      responses:\n        '200': {description: ok}\n",
+            "no operation takes an idempotency key header",
+        ),
+        (
+            "openapi: 3.0.3\npaths:\n  /a:\n    post:\n      operationId: makeA\n      parameters:\n        - {name: Idempotency-Key, in: header, schema: {type: string}}\n      responses:\n        '204': {description: nothing}\n",
+            "operation makeA (POST /a) cannot be served",
+        ),
+    ];
+    for (i, (doc, want)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("doc{i}.yaml"));
+        std::fs::write(&path, doc).unwrap();
+        let out = bin()
+            .args(["client", "--openapi"])
+            .arg(&path)
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(want), "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert_ne!(out.status.code(), Some(0));
+    }
+}
+
+/// `idem-check list` shows the client checks beside the probes, with their severities.
+#[test]
+fn list_shows_the_client_checks_with_severities() {
+    let out = bin().arg("list").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "client-throttled",
+        "throttled-429, timeout-408",
+        "recommended  the client tries again after a 429 or 408",
+        "required     each operation has its own key (several operations in one process)",
+        "critical     exactly one payment exists at the end",
+    ] {
+        assert!(text.contains(want), "{want}\n{text}");
+    }
+}
+
+/// `--error-body FILE` gives every injected error the shape an SDK parses, with the status,
+/// message and Stripe-like type filled in; the status code stays the scenario's.
+#[test]
+fn an_error_body_file_shapes_every_injected_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let template = dir.path().join("error.json");
+    std::fs::write(
+        &template,
+        r#"{"errors": [{"status": {{status}}, "kind": "{{type}}", "text": "{{message}}"}]}"#,
+    )
+    .unwrap();
+    let run = check_client(
+        &[
+            "--error-body",
+            template.to_str().unwrap(),
+            "--scenario",
+            "throttled-429",
+        ],
+        &sample("correct"),
+    );
+    let first = &run.json["probes"][0]["exchanges"][0]["response"];
+    assert_eq!(first["status"], 429, "{first}");
+    let body: Value = serde_json::from_str(first["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["errors"][0]["status"], 429, "{body}");
+    assert_eq!(body["errors"][0]["kind"], "invalid_request_error");
+    assert_eq!(run.json["errors"], "--error-body errors");
+    assert!(
+        failed_checks(&run.json).is_empty(),
+        "{}",
+        run.json["probes"]
+    );
+}
+
+/// Under `--listen`, a client run once against two-operations made one operation: that is
+/// INCONCLUSIVE and says to run it again (not "made no request"), with a real duration.
+#[test]
+fn listen_mode_with_one_of_two_operations_says_to_run_the_client_again() {
+    let report = listen("two-operations", "correct");
+    let p = &report["probes"][0];
+    assert_eq!(p["id"], "client-key-per-operation");
+    assert_eq!(p["outcome"], "INCONCLUSIVE", "{p}");
+    let reason = p["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("only 1 of the 2 operations") && reason.contains("run the client 2 times"),
+        "{reason}"
+    );
+    assert!(p["duration_ms"].as_f64().unwrap() >= 0.0, "{p}");
+}

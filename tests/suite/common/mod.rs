@@ -1,0 +1,107 @@
+//! Runs the checker, as a library, against the reference server started in-process on
+//! 127.0.0.1:0 (optionally with a fault).
+
+#![allow(dead_code)]
+
+pub mod binary;
+pub mod json_report;
+pub mod junit_schema;
+pub mod python;
+pub mod stress;
+pub mod target_flags;
+pub mod tls;
+
+use std::sync::Arc;
+
+use idem_check::config::{Config, RunOptions};
+use idem_check::probes::select;
+use idem_check::redact::Secrets;
+use idem_check::reference::Reference;
+use idem_check::report::{ProbeReport, RunReport};
+use idem_check::runner::{self, Observer};
+use idem_reference_server::Fault;
+
+/// The progress observer of a run nobody watches.
+struct Quiet;
+
+impl Observer for Quiet {
+    fn started(&self, _id: &str) {}
+    fn finished(&self, _report: &ProbeReport) {}
+}
+
+/// Runs `only` (all when empty) of `config`'s suite, as `idem-check run` would but without
+/// progress output.
+pub async fn run_quietly(config: Config, only: &[&str]) -> RunReport {
+    let only: Vec<String> = only.iter().map(|p| p.to_string()).collect();
+    let selection = select(&config.suite, &only, &[]).expect("known probes");
+    runner::run(Arc::new(config), selection, &Quiet, std::future::pending())
+        .await
+        .expect("run completes")
+}
+
+/// Runs `probes` (all when empty) of the default suite against the reference server.
+pub async fn run_reference(fault: Option<Fault>, probes: &[&str], strict: bool) -> RunReport {
+    run_reference_with_secrets(fault, probes, strict).await.0
+}
+
+/// [`run_reference`], also returning the run's secrets (to render its evidence as the binary
+/// would).
+pub async fn run_reference_with_secrets(
+    fault: Option<Fault>,
+    probes: &[&str],
+    strict: bool,
+) -> (RunReport, Secrets) {
+    let reference = Reference::start(fault)
+        .await
+        .expect("reference server starts");
+    let opts = RunOptions {
+        strict,
+        ..run_options()
+    };
+    let config = Config::build(reference.target(), &opts, Some(reference.restart_hook()))
+        .expect("reference target is valid");
+    let secrets = config.secrets.clone();
+    let report = run_quietly(config, probes).await;
+    reference.stop().await.expect("reference server stops");
+    (report, secrets)
+}
+
+/// The options of a run with the default suite and every flag at its default.
+pub fn run_options() -> RunOptions {
+    RunOptions::new(
+        idem_check::catalog::load_suite(idem_check::suite::DEFAULT_SUITE)
+            .expect("the default suite loads"),
+    )
+}
+
+/// "id OUTCOME reason" lines, for assertion messages.
+pub fn outcomes(report: &RunReport) -> String {
+    report
+        .probes
+        .iter()
+        .map(|p| format!("{} {} — {}", p.id, p.outcome.as_str(), p.reason))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The path of a document in fixtures/openapi/.
+pub fn openapi_fixture(name: &str) -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/openapi")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// The OpenAPI description `reference` serves at `/openapi.json`, parsed, for tests that edit
+/// it before handing it to the checker.
+pub async fn reference_description(reference: &Reference) -> serde_json::Value {
+    let text = reqwest::get(format!("{}/openapi.json", reference.base))
+        .await
+        .and_then(|r| r.error_for_status())
+        .expect("the reference server serves its description")
+        .text()
+        .await
+        .expect("the description arrives whole");
+    serde_json::from_str(&text).expect("the description is JSON")
+}

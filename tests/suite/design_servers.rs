@@ -1,0 +1,774 @@
+//! idem-check against small independent servers, one per real-world design
+//! (`fixtures/servers/*.py`, Python's standard library only), each run through the real binary.
+//! Every test pins the whole verdict table a correct checker gives on that design: a false PASS
+//! lets a double charge ship, a false FAIL costs its user a day, and what responses cannot show
+//! is INCONCLUSIVE with what to change.
+//!
+//! The tables run side by side, one per test thread: the held originals are named holds the
+//! checker releases (or fixed delays the checker learns), so no verdict depends on how busy the
+//! machine is.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::common;
+
+use common::binary::{bin, wait_bounded};
+use common::python::{self, PythonServer};
+
+/// Every probe of the default suite, in catalog order.
+fn catalog() -> Vec<&'static str> {
+    idem_check::probes::catalog()
+        .iter()
+        .map(|p| p.meta.id)
+        .collect()
+}
+
+/// Probes whose option no design run passes (--crash-header, --second-url, --restart-cmd,
+/// --replica, --key-ttl, --read-url, --store-down-cmd): they SKIP naming it.
+const NOT_CONFIGURED: [&str; 7] = [
+    "wedged-key-recovery",
+    "cross-endpoint",
+    "restart-persistence",
+    "cross-replica",
+    "key-expiry",
+    "get-ignored",
+    "store-outage",
+];
+
+/// The longest one checker run may take before the test gives up on it.
+const RUN_LIMIT: Duration = Duration::from_secs(150);
+
+/// A design server; it also exits after its --lifetime in any case.
+fn start(design: &str, args: &[&str]) -> PythonServer {
+    let mut args = args.to_vec();
+    args.extend(["--lifetime", "300"]);
+    python::start(&format!("fixtures/servers/{design}.py"), &args)
+}
+
+/// What one checker run produced.
+struct Run {
+    exit: Option<i32>,
+    stdout: String,
+    /// (probe id, outcome, reason), in report order
+    probes: Vec<(String, String, String)>,
+    /// The JSON report.
+    report: serde_json::Value,
+}
+
+impl Run {
+    fn reason(&self, id: &str) -> &str {
+        self.probes
+            .iter()
+            .find(|p| p.0 == id)
+            .map_or("", |p| p.2.as_str())
+    }
+
+    /// A probe's timeline (its notes), one line each.
+    fn timeline(&self, id: &str) -> String {
+        self.report["probes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["id"] == id)
+            .flat_map(|p| p["timeline"].as_array().cloned().unwrap_or_default())
+            .filter_map(|line| line.as_str().map(str::to_owned))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Runs `idem-check run BASE/pay ARGS` against `server` (`{base}` in an argument becomes the
+/// server's base URL), bounded by [`RUN_LIMIT`].
+fn check(server: &PythonServer, args: &[&str]) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, out) = (dir.path().join("r.json"), dir.path().join("out.txt"));
+    let mut child = bin()
+        .args(["run", &format!("{}/pay", server.base)])
+        .args(args.iter().map(|a| a.replace("{base}", &server.base)))
+        .args(["--report-json", json.to_str().unwrap()])
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = wait_bounded(&mut child, RUN_LIMIT);
+    let stdout = std::fs::read_to_string(&out).unwrap_or_default();
+    let report: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&json).unwrap_or_else(|e| panic!("no JSON report ({e})\n{stdout}")),
+    )
+    .unwrap();
+    let probes = report["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let field = |k: &str| p[k].as_str().unwrap_or_default().to_string();
+            (field("id"), field("outcome"), field("reason"))
+        })
+        .collect();
+    Run {
+        exit: status.code(),
+        stdout,
+        probes,
+        report,
+    }
+}
+
+/// A verdict table: every catalog probe PASS, except the unconfigured ones (SKIP) and those in
+/// `except`.
+fn table(except: &[(&str, &str)]) -> Vec<(&'static str, String)> {
+    catalog()
+        .into_iter()
+        .map(|id| {
+            let verdict = except
+                .iter()
+                .find(|(p, _)| *p == id)
+                .map(|(_, v)| *v)
+                .unwrap_or(if NOT_CONFIGURED.contains(&id) {
+                    "SKIP"
+                } else {
+                    "PASS"
+                });
+            (id, verdict.to_string())
+        })
+        .collect()
+}
+
+/// The same verdict for every probe.
+fn all(verdict: &'static str) -> Vec<(&'static str, &'static str)> {
+    catalog().into_iter().map(|id| (id, verdict)).collect()
+}
+
+/// Starts `design` with `server_args`, runs the checker with `args`, and asserts the whole
+/// verdict table (every mismatch listed at once) and the exit code a correct checker gives.
+/// Returns the run for the design's further assertions.
+fn expect(
+    design: &str,
+    server_args: &[&str],
+    args: &[&str],
+    except: &[(&str, &str)],
+    exit: i32,
+) -> Run {
+    let server = start(design, server_args);
+    let run = check(&server, args);
+    let ids: Vec<&str> = run.probes.iter().map(|p| p.0.as_str()).collect();
+    assert_eq!(ids, catalog(), "{design}: the report lists other probes");
+    let mismatches: Vec<String> = table(except)
+        .iter()
+        .zip(&run.probes)
+        .filter(|((_, want), (_, got, _))| got != want)
+        .map(|((id, want), (_, got, reason))| {
+            format!("  {id}: got {got} ({reason}), expected {want}")
+        })
+        .collect();
+    assert!(
+        mismatches.is_empty(),
+        "{design}: {} verdicts differ\n{}\n\n{}",
+        mismatches.len(),
+        mismatches.join("\n"),
+        run.stdout
+    );
+    assert_eq!(run.exit, Some(exit), "{design}: exit code\n{}", run.stdout);
+    run
+}
+
+/// Asserts that `text` holds `needle`, saying what that shows.
+fn assert_says(text: &str, needle: &str, what: &str) {
+    assert!(text.contains(needle), "{what}: {needle:?} not in\n{text}");
+}
+
+/// The options of a full run against a design with tenants, a counter, ids and a hold header.
+fn full() -> Vec<&'static str> {
+    vec![
+        "-H",
+        "Authorization: Bearer ta",
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        r#"{"amount":5,"ref":"{{unique}}"}"#,
+        "--id-pointer",
+        "/id",
+        "--count-url",
+        "{base}/count",
+        "--tenant-b-header",
+        "Authorization: Bearer tb",
+        "--hold-header",
+        "X-Hold: {{hold}}",
+        "--hold-release",
+        "{base}/holds/{{hold}}/release",
+        "--invalid-body",
+        r#"{"amount":-1}"#,
+        "--timeout",
+        "3s",
+    ]
+}
+
+/// [`full`] with a hold the server ends alone after 600 ms, as most real middlewares' test
+/// hooks do: the checker must learn how long it lasts.
+fn fixed_hold() -> Vec<&'static str> {
+    let mut args = full();
+    let at = args.iter().position(|a| *a == "--hold-release").unwrap();
+    args.drain(at..at + 2);
+    let value = args.iter().position(|a| *a == "X-Hold: {{hold}}").unwrap();
+    args[value] = "X-Delay-Ms: 600";
+    args
+}
+
+/// The 202 acceptor has no tenants, ids or hold: only a JSON body, tenant B's header (which it
+/// ignores) and, in one run, its job counter.
+fn acceptor(counter: bool) -> Vec<&'static str> {
+    let mut args = vec![
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        r#"{"amount":5,"ref":"{{unique}}"}"#,
+        "--tenant-b-header",
+        "Authorization: Bearer tb",
+        "--timeout",
+        "3s",
+    ];
+    if counter {
+        args.extend(["--count-url", "{base}/count"]);
+    }
+    args
+}
+
+/// Fingerprint dedupe across keys, store not scoped by tenant: B reusing A's key with A's
+/// payload is served A's payment — a critical leak tenant-isolation must FAIL (tenant A's two
+/// keys carry two payloads, so the dedupe cannot turn it into an ERROR). Two keys with one
+/// payload get 409 (distinct-keys-independent FAILs), and `"k";v=1` then `"k"` is answered
+/// 409 "Fingerprint conflict", which is not a replay (key-parameters WARNs, recommended).
+#[test]
+fn fingerprint_dedupe_leaks_tenant_a_to_tenant_b() {
+    expect(
+        "fingerprint_dedupe",
+        &[],
+        &full(),
+        &[
+            ("key-parameters", "WARN"),
+            ("distinct-keys-independent", "FAIL"),
+            ("tenant-isolation", "FAIL"),
+        ],
+        4,
+    );
+}
+
+/// A response cache written only once the handler returned, with no lock: a retry that arrives
+/// while the first request still runs executes again, and the first request's payment lands
+/// after the retry was answered. lost-response learns how long the hold lasts, waits past the
+/// dropped original's hold and until the counter is quiet, so that late payment is counted in
+/// its own window: FAIL, critical (before, it read the counter right after the retry and
+/// PASSed). loser-does-not-unlock then counts its own two executions (the owner and the
+/// duplicate nothing refused), not lost-response's late one (before: 3). The same with a named
+/// hold the checker releases.
+#[test]
+fn cache_written_after_execute_pays_a_lost_response_twice() {
+    let except = [
+        ("concurrent-duplicates", "FAIL"),
+        ("lost-response", "FAIL"),
+        ("loser-does-not-unlock", "FAIL"),
+    ];
+    for args in [fixed_hold(), full()] {
+        let run = expect("cache_after_execute", &[], &args, &except, 4);
+        for id in ["lost-response", "loser-does-not-unlock"] {
+            assert_says(
+                run.reason(id),
+                "got 2 executions",
+                "counts its own executions",
+            );
+        }
+    }
+}
+
+/// A correct API behind bearer auth with a counter per tenant: everything PASSes, including
+/// tenant-isolation, whose tenant B executions never move tenant A's counter.
+#[test]
+fn per_tenant_counter_behind_auth_passes() {
+    expect("tenant_counter", &[], &full(), &[], 0);
+}
+
+/// The same API run without credentials answers 401 to everything: a setup mistake, not a
+/// contract failure. first-request is an ERROR that names the status and the option to check,
+/// and nothing else is judged.
+#[test]
+fn missing_credentials_are_a_setup_error_not_an_api_failure() {
+    let body = r#"{"amount":5,"ref":"{{unique}}"}"#;
+    let args = ["-H", "Content-Type: application/json", "-d", body];
+    let run = expect(
+        "tenant_counter",
+        &[],
+        &[&args[..], &["--id-pointer", "/id"]].concat(),
+        &all("ERROR"),
+        3,
+    );
+    let reason = run.reason("first-request");
+    assert_says(reason, "401", "first-request names the status");
+    assert_says(reason, "-H", "first-request names the option to check");
+}
+
+/// A unique constraint answers every repeat of a key 409, completed or not: nothing executes
+/// twice, but nothing is ever replayed. replay-identity FAILs once; the probes whose failure is
+/// only "the retry did not replay" (quoted-key, escaped-key, key-parameters, the replay after
+/// the bursts, mismatch-no-poison, lost-response, loser-does-not-unlock, spoofed-marker-headers,
+/// header-name-case)
+/// are INCONCLUSIVE naming it, whatever their place in the catalog.
+#[test]
+fn conflict_on_every_repeat_fails_replay_identity_once() {
+    let derived = [
+        "quoted-key",
+        "escaped-key",
+        "key-parameters",
+        "concurrent-duplicates",
+        "mismatch-no-poison",
+        "lost-response",
+        "loser-does-not-unlock",
+        "spoofed-marker-headers",
+        "header-name-case",
+    ];
+    let mut except: Vec<(&str, &str)> = derived.iter().map(|&id| (id, "INCONCLUSIVE")).collect();
+    except.push(("replay-identity", "FAIL"));
+    let run = expect("conflict_on_replay", &[], &full(), &except, 4);
+    for id in derived {
+        assert_says(run.reason(id), "replay-identity", "names the root cause");
+    }
+}
+
+/// Duplicates that wait for the original and get its replay are legal (no 409 at all): every
+/// probe PASSes, except loser-does-not-unlock, which has no refused duplicate to build on and
+/// says so (INCONCLUSIVE).
+#[test]
+fn duplicates_that_wait_then_replay_pass() {
+    expect(
+        "wait_then_replay",
+        &[],
+        &full(),
+        &[("loser-does-not-unlock", "INCONCLUSIVE")],
+        0,
+    );
+}
+
+/// An API that accepts only bare keys: quoted-key FAILs (draft-07 §2.1 makes the String form
+/// the rule), and every other probe runs with bare keys and judges the API on its merits. The
+/// two whose keys must be Strings (escaped-key, key-parameters' `"k";v=1`) are refused for the
+/// quotes alone: that follows from quoted-key, so they are INCONCLUSIVE naming it.
+#[test]
+fn bare_keys_only_fail_quoted_key_and_the_rest_runs_bare() {
+    let run = expect(
+        "bare_key",
+        &[],
+        &full(),
+        &[
+            ("quoted-key", "FAIL"),
+            ("escaped-key", "INCONCLUSIVE"),
+            ("key-parameters", "INCONCLUSIVE"),
+        ],
+        4,
+    );
+    assert_says(
+        &run.stdout,
+        "bare",
+        "the header line says keys were sent bare",
+    );
+}
+
+/// Two defects with two causes: quoted keys refused with 400, and replays without their
+/// `Location`. quoted-key FAILs on the refusal and replay-identity on the missing header; neither
+/// is deferred to the other, since they show different symptoms. escaped-key and
+/// key-parameters are refused for the quotes alone (the same 400): they follow from quoted-key,
+/// and the root cause counts exactly those two, each as the verdict it deferred (escaped-key's
+/// required checks a FAIL, key-parameters' recommended ones a WARN).
+#[test]
+fn quoted_keys_refused_and_replays_without_location_are_two_failures() {
+    let run = expect(
+        "replay_without_location",
+        &[],
+        &full(),
+        &[
+            ("quoted-key", "FAIL"),
+            ("replay-identity", "FAIL"),
+            ("escaped-key", "INCONCLUSIVE"),
+            ("key-parameters", "INCONCLUSIVE"),
+        ],
+        4,
+    );
+    assert_says(
+        run.reason("quoted-key"),
+        "got 400",
+        "quoted-key fails on the refusal",
+    );
+    assert_says(
+        run.reason("replay-identity"),
+        "no location",
+        "replay-identity fails on the missing header",
+    );
+    for id in ["escaped-key", "key-parameters"] {
+        assert_says(
+            run.reason(id),
+            "prerequisite quoted-key",
+            "names its own cause",
+        );
+    }
+    assert_says(
+        &run.stdout,
+        "quoted-key fails: 1 other FAIL and 1 WARN follow from it",
+        "counts only what was deferred",
+    );
+    assert!(
+        !run.stdout.contains("replay-identity fails:"),
+        "nothing follows from the missing header\n{}",
+        run.stdout
+    );
+}
+
+/// A correct API that echoes the raw key in a response header, control characters and all:
+/// the refusals of malformed keys are still read as refusals, so everything PASSes.
+#[test]
+fn raw_key_echoed_in_the_response_head_passes() {
+    expect("echo_key", &[], &full(), &[], 0);
+}
+
+/// Verdicts on the 202 acceptor that are the same with and without its counter: the statuses
+/// it gets wrong, the payload it never validates, the hold it does not offer.
+const ACCEPTOR_SEEN: [(&str, &str); 7] = [
+    ("missing-key", "FAIL"),
+    ("malformed-key", "FAIL"),
+    ("empty-key", "WARN"),
+    ("oversized-key", "FAIL"),
+    ("payload-mismatch", "FAIL"),
+    ("error-not-cached", "INCONCLUSIVE"),
+    ("loser-does-not-unlock", "SKIP"),
+];
+
+/// Every POST executes and gets the same `202 {"status":"accepted"}`. Without a counter the
+/// responses cannot tell one execution from five: no probe that counts executions may PASS
+/// (INCONCLUSIVE, naming --count-url), and identical bodies are not a leak between tenants
+/// either. What the statuses show (400 expected, 202 got) still FAILs.
+#[test]
+fn acceptor_without_counter_is_blind_not_green() {
+    let blind = [
+        "first-request",
+        "quoted-key",
+        "escaped-key",
+        "bare-token",
+        "duplicate-header",
+        "key-parameters",
+        "replay-identity",
+        "concurrent-duplicates",
+        "mismatch-no-poison",
+        "distinct-keys-independent",
+        "lost-response",
+        "spoofed-marker-headers",
+        "tenant-isolation",
+        "header-name-case",
+    ];
+    let mut except = ACCEPTOR_SEEN.to_vec();
+    except.extend(blind.iter().map(|&id| (id, "INCONCLUSIVE")));
+    let run = expect("accept_202", &[], &acceptor(false), &except, 4);
+    for id in ["replay-identity", "concurrent-duplicates", "lost-response"] {
+        assert_says(run.reason(id), "--count-url", "says what to change");
+    }
+    assert_says(&run.stdout, "blind", "the header line names the basis");
+}
+
+/// The same acceptor counted: every duplicate execution is now seen and FAILs (critical).
+/// distinct-keys-independent PASSes: its requirement is that each key executes, and the counter
+/// shows every execution even though the bodies are identical. Whether tenant B was handed
+/// tenant A's response cannot be seen when every response is the same bytes (INCONCLUSIVE). The
+/// key-syntax retries defer to replay-identity, those whose checks are only recommended too:
+/// key-parameters, and bare-token, whose `abc` then `"abc"` is a retry under another spelling
+/// and says nothing new once identical retries execute again.
+#[test]
+fn acceptor_with_counter_fails_every_duplicate() {
+    let mut except = ACCEPTOR_SEEN.to_vec();
+    except.extend([
+        ("quoted-key", "INCONCLUSIVE"),
+        ("escaped-key", "INCONCLUSIVE"),
+        ("bare-token", "INCONCLUSIVE"),
+        ("duplicate-header", "FAIL"),
+        ("key-parameters", "INCONCLUSIVE"),
+        ("replay-identity", "FAIL"),
+        ("concurrent-duplicates", "FAIL"),
+        ("mismatch-no-poison", "FAIL"),
+        ("lost-response", "FAIL"),
+        ("spoofed-marker-headers", "INCONCLUSIVE"),
+        ("tenant-isolation", "INCONCLUSIVE"),
+        // The upper-case spelling executes again: a duplicated effect, critical whatever
+        // replay-identity says.
+        ("header-name-case", "FAIL"),
+    ]);
+    let run = expect("accept_202", &[], &acceptor(true), &except, 4);
+    assert_says(&run.stdout, "counter", "the header line names the basis");
+    for id in ["quoted-key", "escaped-key", "bare-token", "key-parameters"] {
+        assert_says(run.reason(id), "replay-identity", "names the root cause");
+    }
+}
+
+/// Pointing --id-pointer at an id the acceptor's bodies do not have is a setup mistake: the
+/// pre-flight is an ERROR naming the option, not "0 executions" FAILs against the API.
+#[test]
+fn id_pointer_absent_from_the_body_is_a_setup_error() {
+    let args = [&acceptor(false)[..], &["--id-pointer", "/id"]].concat();
+    let run = expect("accept_202", &[], &args, &all("ERROR"), 3);
+    assert_says(
+        run.reason("first-request"),
+        "--id-pointer",
+        "names the option",
+    );
+}
+
+/// A correct API whose counter trails its writes by 1.5 s: read right after a request, it has
+/// not moved. Counting with it would turn into "0 executions" FAILs and hide real duplicates,
+/// so the pre-flight refuses it, naming --count-url, and nothing is judged.
+#[test]
+fn lagging_counter_is_refused_at_preflight() {
+    let lag = ["--lag-ms", "1500"];
+    let run = expect("lagging_counter", &lag, &full(), &all("ERROR"), 3);
+    assert_says(
+        run.reason("first-request"),
+        "--count-url",
+        "names the option",
+    );
+}
+
+/// The same API counted by resource ids instead: it is correct, and everything PASSes.
+#[test]
+fn lagging_counter_api_passes_when_counted_by_ids() {
+    let args: Vec<&str> = full()
+        .into_iter()
+        .filter(|a| !a.contains("count"))
+        .collect();
+    expect("lagging_counter", &["--lag-ms", "1500"], &args, &[], 0);
+}
+
+/// [`full`] with the crash header of `close_after_5xx` and a lease wait long enough for it.
+fn crashing() -> Vec<&'static str> {
+    [
+        &full()[..],
+        &["--crash-header", "X-Crash: 1", "--lease-wait", "3s"],
+    ]
+    .concat()
+}
+
+/// A correct API that closes its keep-alive connection silently after every 5xx and never
+/// answers the request written on it next: the crash's 500 must not leave the retry on that
+/// dead connection, so wedged-key-recovery sees the retry execute once and PASSes, like
+/// everything else.
+#[test]
+fn connection_closed_after_a_5xx_does_not_swallow_the_retry() {
+    expect(
+        "close_after_5xx",
+        &[],
+        &crashing(),
+        &[("wedged-key-recovery", "PASS")],
+        0,
+    );
+}
+
+/// The same design whose crash never releases the claim: the retries on new connections get
+/// 409 until the lease wait is over, and wedged-key-recovery FAILs on them.
+#[test]
+fn connection_closed_after_a_5xx_still_shows_a_wedged_key() {
+    let run = expect(
+        "close_after_5xx",
+        &["--keep-claim"],
+        &crashing(),
+        &[("wedged-key-recovery", "FAIL")],
+        4,
+    );
+    assert_says(
+        run.reason("wedged-key-recovery"),
+        "409",
+        "the retries' refusal is the evidence",
+    );
+}
+
+/// An API behind a server that closes a kept-alive connection idle for 100 ms (gunicorn does
+/// after 2 s) without `Connection: close`, the request that crossed the close never read, and
+/// whose crash leaves the key claimed for an hour. wedged-key-recovery's retries, 150 ms apart
+/// on a kept connection, each cross the close; each is sent again once on a new connection, gets
+/// 409, and the probe FAILs on the wedged key instead of stopping at the closed connection.
+/// Every other probe meets the same closes and PASSes.
+#[test]
+fn connection_closed_while_idle_still_shows_a_wedged_key() {
+    let run = expect(
+        "idle_close",
+        &["--idle-close", "0.1"],
+        &crashing(),
+        &[("wedged-key-recovery", "FAIL")],
+        4,
+    );
+    assert_says(
+        run.reason("wedged-key-recovery"),
+        "409",
+        "the retries' refusal is the evidence",
+    );
+    assert_says(
+        &run.timeline("wedged-key-recovery"),
+        "sent again on a new connection: the kept-alive connection was closed by the server while idle",
+        "the evidence says which request went out twice, and why",
+    );
+}
+
+/// The per-tenant API reading its key from `Idempotent-Token`, a name the secret rules would
+/// mask: `run --key-header` (no --openapi needed) sends every key, in every probe, there, and
+/// everything PASSes as with the standard name.
+#[test]
+fn key_header_of_another_name_is_used_by_every_probe() {
+    let header = ["--key-header", "Idempotent-Token"];
+    let args = [&full()[..], &header[..]].concat();
+    expect("tenant_counter", &header, &args, &[], 0);
+}
+
+/// Every second keyed request reaches a broken replica and gets 500: the pre-flight's second
+/// request fails, so nothing can be judged (all ERROR). The evidence shows that 500 in full and
+/// reproduces it, not the counter read that followed it.
+#[test]
+fn an_error_cites_the_500_it_stopped_on() {
+    let run = expect("every_second_500", &[], &full(), &all("ERROR"), 3);
+    let reason = run.reason("first-request");
+    assert_says(
+        reason,
+        "(#3) got 500",
+        "the reason names the failed request",
+    );
+    let evidence = &run.stdout[run.stdout.find("\nexchanges\n").expect("evidence")..];
+    assert_says(
+        evidence,
+        "reproduce #3:\n  curl -i -sS -X POST",
+        "the curl line reproduces the failed request",
+    );
+    assert_says(evidence, "< HTTP/1.1 500", "the 500 is shown in full");
+    assert!(
+        !evidence.contains("count after (+"),
+        "the counter read is not the evidence\n{evidence}"
+    );
+}
+
+/// A correct API behind a rate limiter (a token bucket of 8 requests per tenant, refilled at
+/// 40 a second, answering 429 with `Retry-After: 1` before the idempotency layer sees the
+/// request, as API gateways and hosted APIs do): every probe PASSes. A request answered 429 on
+/// its own is sent again after its Retry-After, and the throttled duplicates of a burst are
+/// left out of the checks; the evidence says both. (Judged as the API's answers, the 429s
+/// failed concurrent-duplicates, payload-mismatch and header-name-case, warned on three key
+/// probes and left three in ERROR.)
+#[test]
+fn a_correct_api_behind_a_rate_limiter_passes() {
+    let run = expect("rate_limited", &[], &full(), &[], 0);
+    assert_says(
+        &run.timeline("concurrent-duplicates"),
+        "were throttled (429) and are left out of the checks",
+        "the throttled duplicates are counted",
+    );
+    // The probes send far faster than 40 requests a second, so some request of the run finds
+    // the bucket empty, whichever it is.
+    let all: Vec<String> = catalog().iter().map(|id| run.timeline(id)).collect();
+    assert_says(
+        &all.join("\n"),
+        "was throttled (429): sent again after 1.0 s",
+        "a throttled request is sent again after its Retry-After",
+    );
+}
+
+/// Runs `idem-check stress BASE/pay` with the options of a full run's request and `args`
+/// against `server`, bounded by [`RUN_LIMIT`]; returns the exit code and the JSON report.
+fn stress(server: &PythonServer, args: &[&str]) -> (Option<i32>, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("s.json");
+    let base = &server.base;
+    let mut child = bin()
+        .args(["stress", &format!("{base}/pay")])
+        .args([
+            "-H",
+            "Authorization: Bearer ta",
+            "-H",
+            "Content-Type: application/json",
+        ])
+        .args([
+            "-d",
+            r#"{"amount":5,"ref":"{{unique}}"}"#,
+            "--id-pointer",
+            "/id",
+        ])
+        .args(["--count-url", &format!("{base}/count")])
+        .args(args)
+        .args(["--report-json", json.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = wait_bounded(&mut child, RUN_LIMIT);
+    let report = serde_json::from_slice(&std::fs::read(&json).expect("a JSON report")).unwrap();
+    (status.code(), report)
+}
+
+/// stress behind a rate limiter: the 429s are counted and left out of each key's checks, so a
+/// correct API whose limiter throttles part of the load PASSes (with a note), and one whose
+/// limiter throttles most of it is INCONCLUSIVE, saying to lower the load.
+#[test]
+fn stress_behind_a_rate_limiter_leaves_the_429s_out() {
+    // Keys 0.4 s apart; each burst of 6 finds 5 tokens, so about one request in eight or more
+    // of them is throttled, never half.
+    let server = start("rate_limited", &["--burst", "5"]);
+    let (exit, report) = stress(
+        &server,
+        &["--keys", "6", "--duplicates", "8", "--rate", "20"],
+    );
+    let result = &report["result"];
+    assert_eq!(exit, Some(0), "{result}");
+    assert_eq!(result["outcome"], "PASS", "{result}");
+    assert!(
+        report["statuses"]["429"].as_u64().unwrap_or(0) > 0,
+        "{report}"
+    );
+    assert!(
+        result["timeline"].to_string().contains("throttled (429)"),
+        "{result}"
+    );
+    // As fast as it can against 8 tokens refilled at 40 a second: most requests are throttled.
+    let server = start("rate_limited", &[]);
+    let (exit, report) = stress(
+        &server,
+        &["--keys", "40", "--duplicates", "4", "--concurrency", "8"],
+    );
+    let result = &report["result"];
+    assert_eq!(result["outcome"], "INCONCLUSIVE", "{result}");
+    assert!(
+        result["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("lower --rate or --concurrency"),
+        "{result}"
+    );
+    // INCONCLUSIVE is no failure of the API: the exit code says so, as for `run`.
+    assert_eq!(exit, Some(0));
+}
+
+/// A server that claims a held request's key only after a slow step (250 ms here) and answers
+/// a duplicate that finds its key in flight with 500: lost-response's first retry comes before
+/// the original took its key and gets 201 at once, so the probe runs again with a fresh key and
+/// twice the head start until its retry meets the held original, and FAILs on the 500. (It
+/// used to judge the first try: a PASS that never saw a retry meet the original in flight.)
+#[test]
+fn lost_response_waits_for_the_original_to_take_its_key() {
+    let server = start("slow_claim", &[]);
+    let mut args = full();
+    args.extend(["--probe", "lost-response"]);
+    let run = check(&server, &args);
+    let verdict = run.probes.iter().find(|p| p.0 == "lost-response");
+    assert_eq!(
+        verdict.map(|p| p.1.as_str()),
+        Some("FAIL"),
+        "{}",
+        run.stdout
+    );
+    assert_says(
+        run.reason("lost-response"),
+        "500",
+        "the retry that met the original",
+    );
+    assert_says(
+        &run.timeline("lost-response"),
+        "the held original had not taken its key yet",
+        "the early retry is said, and the scenario ran again",
+    );
+}

@@ -1,0 +1,156 @@
+//! Every reference-server fault makes exactly the probes it is designed to break FAIL (under
+//! `--strict`, so recommended checks count), and every other probe still PASSes or SKIPs. This
+//! is the proof that no probe is a check that cannot fail.
+//!
+//! One test per fault, so the faults run in parallel. A fault that breaks the baseline request
+//! itself (`reject-all`) stops a full run at the pre-flight `first-request`, which reports the
+//! rest as ERROR, by design; its test then runs each listed probe on its own, so their target
+//! probe is still seen failing.
+
+use crate::common;
+
+use std::collections::BTreeSet;
+
+use idem_check::outcome::Outcome;
+use idem_check::probes;
+use idem_reference_server::Fault;
+
+/// Whether a fault breaks the pre-flight, so a full run ends there.
+fn stops_at_preflight(fault: Fault) -> bool {
+    fault.breaks().contains(&"first-request")
+}
+
+/// A full strict run under `fault` fails exactly the probes its `breaks()` lists, each with
+/// its evidence; a pre-flight fault fails first-request in the full run and each listed probe
+/// run alone.
+async fn fails_exactly_its_probes(fault: Fault) {
+    let catalog: BTreeSet<&str> = probes::catalog().iter().map(|p| p.meta.id).collect();
+    let listed: BTreeSet<&str> = fault.breaks().iter().copied().collect();
+    let unknown: Vec<&&str> = listed.iter().filter(|p| !catalog.contains(*p)).collect();
+    assert!(
+        unknown.is_empty(),
+        "fault {fault}: breaks() names unknown probes {unknown:?}"
+    );
+    let mut problems = Vec::new();
+    let expected: BTreeSet<&str> = if stops_at_preflight(fault) {
+        ["first-request"].into()
+    } else {
+        listed.clone()
+    };
+    let report = common::run_reference(Some(fault), &[], true).await;
+    let failed: BTreeSet<&str> = report
+        .probes
+        .iter()
+        .filter(|p| p.outcome == Outcome::Fail)
+        .map(|p| p.id)
+        .collect();
+    let unexpected: Vec<String> = report
+        .probes
+        .iter()
+        .filter(|p| !expected.contains(p.id))
+        .filter(|p| !matches!(p.outcome, Outcome::Pass | Outcome::Skip))
+        .filter(|p| !(p.outcome == Outcome::Inconclusive && p.reason.starts_with("prerequisite")))
+        .filter(|p| !(p.outcome == Outcome::Error && p.reason.contains("pre-flight first-request")))
+        .map(|p| format!("{} {}: {}", p.id, p.outcome.as_str(), p.reason))
+        .collect();
+    if failed != expected || !unexpected.is_empty() {
+        problems.push(format!(
+            "fault {fault}: expected FAIL {expected:?}, got FAIL {failed:?}; others: {unexpected:?}\n{}",
+            common::outcomes(&report)
+        ));
+    }
+    for p in report.probes.iter().filter(|p| p.outcome == Outcome::Fail) {
+        let cited: Vec<usize> = p
+            .checks
+            .iter()
+            .filter(|c| !c.passed)
+            .flat_map(|c| c.exchanges.iter().copied())
+            .collect();
+        if p.exchanges.is_empty() || cited.iter().any(|n| p.exchange(*n).is_none()) {
+            problems.push(format!(
+                "fault {fault}: {} FAILs without its evidence",
+                p.id
+            ));
+        }
+    }
+    if stops_at_preflight(fault) {
+        for probe in listed.iter().filter(|p| **p != "first-request") {
+            let report = common::run_reference(Some(fault), &[probe], true).await;
+            let outcome = report.probes.iter().find(|p| p.id == *probe);
+            if outcome.map(|p| p.outcome) != Some(Outcome::Fail) {
+                problems.push(format!(
+                    "fault {fault}: {probe} alone did not FAIL\n{}",
+                    common::outcomes(&report)
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+/// One test per fault, named after its variant.
+macro_rules! fault_tests {
+    ($($fault:ident),* $(,)?) => {
+        $(
+            #[allow(non_snake_case)]
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $fault() {
+                fails_exactly_its_probes(Fault::$fault).await;
+            }
+        )*
+    };
+}
+
+idem_reference_server::for_each_fault!(fault_tests);
+
+/// No probe is a check that cannot fail: some fault is designed to make each one FAIL (and the
+/// tests above show that it does).
+#[test]
+fn every_probe_is_broken_by_some_fault() {
+    let broken: BTreeSet<&str> = Fault::ALL
+        .iter()
+        .flat_map(|f| f.breaks().iter().copied())
+        .collect();
+    let never: Vec<&str> = probes::catalog()
+        .iter()
+        .map(|p| p.meta.id)
+        .filter(|id| !broken.contains(id))
+        .collect();
+    assert!(never.is_empty(), "probes no fault makes FAIL: {never:?}");
+}
+
+/// Severity follows what was seen: under `concurrent-500` the duplicates sent while the owner is
+/// held get 500 while the key stays claimed, and the operation executes once. That is a wrong
+/// answer, not a duplicated effect, so `loser-does-not-unlock` FAILs as required: its
+/// `still-refused` check fails as required, `one-execution` (critical) passes, and the run exits
+/// with the FAIL code.
+#[test]
+fn duplicates_answered_500_fail_as_required_not_critical() {
+    let o = common::binary::bin()
+        .args([
+            "run",
+            "--reference",
+            "--reference-fault",
+            "concurrent-500",
+            "--probe",
+            "loser-does-not-unlock",
+        ])
+        .output()
+        .expect("idem-check runs");
+    let all = common::binary::text(&o);
+    assert_eq!(o.status.code(), Some(4), "{all}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("loser-does-not-unlock  FAIL (required)"),
+        "{all}"
+    );
+    assert!(
+        out.contains("✗ required  every duplicate sent while the owner is held is refused"),
+        "{all}"
+    );
+    assert!(
+        out.contains("✓ critical  the owner and its duplicates execute once"),
+        "{all}"
+    );
+    assert!(!out.contains("FAIL (critical)"), "{all}");
+}

@@ -1,0 +1,215 @@
+//! `idem-check stress` against the in-process reference server: exactly-once holds on the
+//! correct server, and the race and re-execution faults are reported with bounded evidence.
+
+use crate::common;
+
+use std::time::Duration;
+
+use idem_check::outcome::Outcome;
+use idem_check::reference::Reference;
+use idem_check::stress::{self, StressOptions, StressReport};
+use idem_reference_server::Fault;
+
+const KEYS: usize = 200;
+const DUPLICATES: usize = 8;
+
+const CONCURRENCY: usize = 32;
+
+async fn stress_reference(fault: Option<Fault>) -> StressReport {
+    stress_with(
+        fault,
+        StressOptions {
+            keys: KEYS,
+            duplicates: DUPLICATES,
+            concurrency: CONCURRENCY,
+            duration: Duration::from_secs(60),
+            rate: None,
+            segment: None,
+        },
+    )
+    .await
+}
+
+async fn stress_with(fault: Option<Fault>, opts: StressOptions) -> StressReport {
+    let reference = Reference::start(fault)
+        .await
+        .expect("reference server starts");
+    common::stress::stress_reference(reference, &opts).await
+}
+
+/// Every key executes exactly once; the counter agrees; every request is accounted for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_holds_on_the_reference_server() {
+    let r = stress_reference(None).await;
+    assert_eq!(r.result.outcome, Outcome::Pass, "{}", r.result.reason);
+    assert_eq!(r.keys, KEYS);
+    assert_eq!(r.keys_completed, KEYS);
+    assert_eq!(r.violating_keys, 0);
+    assert_eq!(r.requests, (KEYS * DUPLICATES) as u64);
+    assert_eq!(r.statuses.values().sum::<u64>(), r.requests);
+    // One burst per key, each counted under how it was released, with a measured spread.
+    assert_eq!(r.bursts.released.values().sum::<u64>(), KEYS as u64);
+    assert!(
+        r.bursts
+            .released
+            .keys()
+            .all(|how| how.starts_with("from ") && how.contains("thread")),
+        "{:?}",
+        r.bursts.released
+    );
+    assert!(r.bursts.spread_p50_us > 0.0 && r.bursts.spread_p50_us <= r.bursts.spread_max_us);
+    let effects = r
+        .result
+        .checks
+        .iter()
+        .find(|c| c.id == "effects")
+        .expect("counter check");
+    assert!(
+        effects.passed && effects.actual == format!("{KEYS} executions"),
+        "{effects:?}"
+    );
+    // Kept-alive connections carry request after request: a connection is only ever taken for
+    // a request in flight, so no more are opened to each origin (the reference target and its
+    // replica) than requests may be in flight.
+    assert!(
+        (1..=2 * CONCURRENCY as u64).contains(&r.connections_opened),
+        "{} connections for {} requests",
+        r.connections_opened,
+        r.requests
+    );
+    // The counter reads are dated on the run's clock: the read after the keys starts after the
+    // read before it has ended (both used to say 0 ms).
+    let read = |role: &str| {
+        r.result
+            .exchanges
+            .iter()
+            .find(|e| e.role == role)
+            .unwrap_or_else(|| panic!("no {role:?} exchange"))
+    };
+    let (before, after) = (read("count before"), read("count after"));
+    assert!(
+        after.start_ms >= before.end_ms() && after.start_ms > 0.0,
+        "count before {} + {} ms, count after at {} ms",
+        before.start_ms,
+        before.duration_ms,
+        after.start_ms
+    );
+}
+
+/// With `--http2` every request of a key goes over HTTP/2 (h2c here), its late retries too: a
+/// server asked for that way may speak nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_carries_the_late_retries_too() {
+    let reference = Reference::start(None)
+        .await
+        .expect("reference server starts");
+    let mut target = reference.target();
+    target.http2 = true;
+    let opts = StressOptions {
+        keys: 20,
+        duplicates: DUPLICATES,
+        concurrency: CONCURRENCY,
+        duration: Duration::from_secs(60),
+        rate: None,
+        segment: None,
+    };
+    let r = common::stress::stress_reference_as(reference, target, &opts).await;
+    assert_eq!(r.result.outcome, Outcome::Pass, "{}", r.result.reason);
+    assert_eq!(r.requests, (20 * DUPLICATES) as u64);
+    let versions: Vec<(&str, Option<&str>)> = r
+        .result
+        .exchanges
+        .iter()
+        .filter(|e| e.role.contains("burst") || e.role.contains("late retry"))
+        .map(|e| {
+            (
+                e.role.as_str(),
+                e.response.as_ref().map(|r| r.version.as_str()),
+            )
+        })
+        .collect();
+    assert!(
+        versions.iter().any(|(role, _)| role.contains("late retry")),
+        "{versions:?}"
+    );
+    assert!(
+        versions.iter().all(|(_, v)| *v == Some("HTTP/2")),
+        "{versions:?}"
+    );
+    // HTTP/2 connections are kept too: each key uses one at a time (its burst, then its late
+    // retries, to the target or its replica), so no origin needs more than there are keys,
+    // where a connection per burst and per late retry opened three per key.
+    assert!(
+        r.connections_opened <= 2 * 20,
+        "{} connections for 20 keys",
+        r.connections_opened
+    );
+}
+
+/// `--rate` caps the run: key i starts no earlier than i × D / rate seconds in, so the run lasts
+/// at least until the last key started and its own report shows at most the cap (a slow
+/// machine only lowers the rate; nothing here depends on how fast the server answers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_caps_the_requests_per_second() {
+    const RATE: u32 = 400;
+    const RATED_KEYS: usize = 40;
+    const D: usize = 4;
+    let r = stress_with(
+        None,
+        StressOptions {
+            keys: RATED_KEYS,
+            duplicates: D,
+            concurrency: CONCURRENCY,
+            duration: Duration::from_secs(60),
+            rate: Some(RATE),
+            segment: None,
+        },
+    )
+    .await;
+    assert_eq!(r.result.outcome, Outcome::Pass, "{}", r.result.reason);
+    assert_eq!(r.rate, Some(RATE));
+    assert_eq!(r.keys, RATED_KEYS);
+    assert_eq!(r.requests, (RATED_KEYS * D) as u64);
+    let last_start_ms = ((RATED_KEYS - 1) * D) as f64 * 1000.0 / f64::from(RATE);
+    assert!(
+        r.duration_ms >= last_start_ms,
+        "{} ms run, the last key was due at {last_start_ms} ms",
+        r.duration_ms
+    );
+    // RATED_KEYS × D requests in at least (RATED_KEYS - 1) × D / RATE seconds.
+    let cap = f64::from(RATE) * RATED_KEYS as f64 / (RATED_KEYS - 1) as f64;
+    assert!(
+        r.requests_per_second <= cap * 1.001,
+        "{} requests/s over a cap of {RATE}",
+        r.requests_per_second
+    );
+    assert!(
+        stress::render_terminal(&r, &Default::default()).contains("at most 400 requests/s"),
+        "the terminal report names the cap"
+    );
+}
+
+/// The race fault doubles executions: FAIL, violating keys listed, evidence kept only for a few.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn race_fault_is_reported_with_bounded_evidence() {
+    let r = stress_reference(Some(Fault::Race)).await;
+    assert_eq!(r.result.outcome, Outcome::Fail);
+    assert!(r.violating_keys > 0);
+    assert!(!r.violations.is_empty());
+    let effects = r.result.checks.iter().find(|c| c.id == "effects").unwrap();
+    assert!(!effects.passed);
+    // Counter reads plus at most 5 violating keys and 1 sample key, DUPLICATES exchanges each.
+    assert!(
+        r.result.exchanges.len() <= 2 + 6 * DUPLICATES,
+        "{}",
+        r.result.exchanges.len()
+    );
+}
+
+/// A server that re-executes completed retries fails every key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_reexecute_fault_fails_every_key() {
+    let r = stress_reference(Some(Fault::ReplayReexecute)).await;
+    assert_eq!(r.result.outcome, Outcome::Fail);
+    assert_eq!(r.violating_keys, KEYS);
+}
