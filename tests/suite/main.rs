@@ -61,6 +61,11 @@ mod openapi_reference;
 /// `idem-check stress` against the in-process reference server.
 mod stress;
 
+// Distribution.
+/// The GitHub Action's install step against a release served on 127.0.0.1: the runner's
+/// binary verified and installed, a tampered checksum refused, a build from source otherwise.
+mod action_install;
+
 // Reports.
 /// The evidence a live failure produces, pinned.
 mod evidence_golden;
