@@ -309,7 +309,7 @@ fn missing_credentials_are_a_setup_error_not_an_api_failure() {
 /// A unique constraint answers every repeat of a key 409, completed or not: nothing executes
 /// twice, but nothing is ever replayed. replay-identity FAILs once; the probes whose failure is
 /// only "the retry did not replay" (quoted-key, escaped-key, key-parameters, the replay after
-/// the bursts, mismatch-no-poison, lost-response, loser-does-not-unlock, spoofed-marker-headers,
+/// the bursts, mismatch-no-poison, reserialized-retry, lost-response, loser-does-not-unlock, spoofed-marker-headers,
 /// header-name-case)
 /// are INCONCLUSIVE naming it, whatever their place in the catalog.
 #[test]
@@ -320,6 +320,7 @@ fn conflict_on_every_repeat_fails_replay_identity_once() {
         "key-parameters",
         "concurrent-duplicates",
         "mismatch-no-poison",
+        "reserialized-retry",
         "lost-response",
         "loser-does-not-unlock",
         "spoofed-marker-headers",
@@ -455,6 +456,7 @@ fn acceptor_without_counter_is_blind_not_green() {
         "replay-identity",
         "concurrent-duplicates",
         "mismatch-no-poison",
+        "reserialized-retry",
         "distinct-keys-independent",
         "lost-response",
         "spoofed-marker-headers",
@@ -489,6 +491,8 @@ fn acceptor_with_counter_fails_every_duplicate() {
         ("replay-identity", "FAIL"),
         ("concurrent-duplicates", "FAIL"),
         ("mismatch-no-poison", "FAIL"),
+        // The re-serialised retry executes again, like every retry here.
+        ("reserialized-retry", "FAIL"),
         ("lost-response", "FAIL"),
         ("spoofed-marker-headers", "INCONCLUSIVE"),
         ("tenant-isolation", "INCONCLUSIVE"),
@@ -743,5 +747,44 @@ fn lost_response_waits_for_the_original_to_take_its_key() {
         &run.timeline("lost-response"),
         "the held original had not taken its key yet",
         "the early retry is said, and the scenario ran again",
+    );
+}
+
+/// An Express-style middleware that fingerprints the raw request bytes: the same JSON value
+/// with its keys in another order and other spacing is taken for another payload. Answered 409,
+/// the legitimate retry is refused: reserialized-retry FAILs (required), and payload-mismatch
+/// FAILs on the 409 it gives a real mismatch (422 expected). With the hash in the lookup key
+/// instead, the re-serialised retry executes again: a duplicated effect, critical, and the real
+/// mismatch executes too (payload-mismatch FAILs, critical).
+#[test]
+fn raw_byte_fingerprint_refuses_a_reserialized_retry() {
+    let except = [("payload-mismatch", "FAIL"), ("reserialized-retry", "FAIL")];
+    let run = expect("raw_fingerprint", &[], &full(), &except, 4);
+    assert_says(
+        run.reason("reserialized-retry"),
+        "got 409",
+        "the refused retry is the evidence",
+    );
+    assert_says(
+        &run.stdout,
+        "reserialized-retry  FAIL (required)",
+        "a refusal is no duplicated effect",
+    );
+    let run = expect(
+        "raw_fingerprint",
+        &["--fingerprint-in-key"],
+        &full(),
+        &except,
+        4,
+    );
+    assert_says(
+        &run.stdout,
+        "reserialized-retry  FAIL (critical)",
+        "a second execution is a duplicated effect",
+    );
+    assert_says(
+        run.reason("reserialized-retry"),
+        "got 1 execution",
+        "the counter saw it",
     );
 }

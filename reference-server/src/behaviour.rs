@@ -59,6 +59,8 @@ pub(crate) struct Behaviour {
     pub(crate) release_failed: bool,
     /// A payload other than the stored one is refused.
     pub(crate) check_fingerprint: bool,
+    /// The fingerprint covers the raw request bytes instead of the normalised payload.
+    pub(crate) fingerprint_raw_bytes: bool,
     /// A stored 400 replays whatever the payload.
     pub(crate) replay_stored_errors: bool,
     /// The status of a fingerprint mismatch.
@@ -109,6 +111,7 @@ impl Behaviour {
             heartbeat: true,
             release_failed: true,
             check_fingerprint: true,
+            fingerprint_raw_bytes: false,
             replay_stored_errors: false,
             mismatch_status: StatusCode::UNPROCESSABLE_ENTITY,
             overwrite_on_mismatch: false,
@@ -164,6 +167,10 @@ impl Behaviour {
             },
             Fault::NoFingerprint => Self {
                 check_fingerprint: false,
+                ..b
+            },
+            Fault::ReserializedPayloadIsNew => Self {
+                fingerprint_raw_bytes: true,
                 ..b
             },
             Fault::Mismatch409 => Self {

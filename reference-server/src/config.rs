@@ -356,6 +356,10 @@ faults! {
     /// The payload fingerprint is ignored: another payload with a used key gets the old replay.
     /// Breaks `payload-mismatch`.
     NoFingerprint = "no-fingerprint" => ["payload-mismatch"];
+    /// The fingerprint is taken over the raw request bytes, not the normalised payload, so the
+    /// same JSON sent with its keys in another order is a mismatch (422). Breaks
+    /// `reserialized-retry`.
+    ReserializedPayloadIsNew = "reserialized-payload-is-new" => ["reserialized-retry"];
     /// A fingerprint mismatch answers 409 instead of 422. Breaks `payload-mismatch`.
     Mismatch409 = "mismatch-409" => ["payload-mismatch"];
     /// The 422 replaces the stored record, so a later retry of the original no longer replays.
@@ -366,14 +370,16 @@ faults! {
     ReplayNewId = "replay-new-id" => ["replay-identity"];
     /// A retry of a completed request executes again and creates a new payment.
     /// Breaks `replay-identity`, and every probe whose retries after completion count effects
-    /// with a critical check: `concurrent-duplicates`, `mismatch-no-poison`, `lost-response`,
-    /// `loser-does-not-unlock`, `restart-persistence`, `cross-replica`, `header-name-case`. (`quoted-key`,
+    /// with a critical check: `concurrent-duplicates`, `mismatch-no-poison`,
+    /// `reserialized-retry`, `lost-response`, `loser-does-not-unlock`, `restart-persistence`,
+    /// `cross-replica`, `header-name-case`. (`quoted-key`,
     /// `escaped-key` and `key-parameters` fail too, but only as a consequence of
     /// `replay-identity`, so they are INCONCLUSIVE naming it.)
     ReplayReexecute = "replay-reexecute" => [
         "replay-identity",
         "concurrent-duplicates",
         "mismatch-no-poison",
+        "reserialized-retry",
         "lost-response",
         "loser-does-not-unlock",
         "restart-persistence",

@@ -127,6 +127,20 @@ async fn demonstrate(fault: Fault, kind: StoreKind) {
             assert_eq!(other.body, first.body);
             s.stop().await;
         }
+        Fault::ReserializedPayloadIsNew => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let key = fresh_key();
+            c.send(&Req::payment(A, &key, &body("rs1"))).await;
+            let reordered = r#"{ "reference" : "rs1", "currency" : "EUR", "amountCents" : 1250 }"#;
+            assert_eq!(
+                c.send(&Req::payment(A, &key, reordered)).await.status,
+                422,
+                "the same payment with its keys reordered is a mismatch"
+            );
+            assert_eq!(c.count(A).await, 1);
+            s.stop().await;
+        }
         Fault::Mismatch409 => {
             let s = server(&db, fault, |_| {}).await;
             let c = s.client();

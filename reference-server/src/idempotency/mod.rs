@@ -186,7 +186,12 @@ async fn admit(
             };
         }
     };
-    let fingerprint = fingerprint::fingerprint(operation.name(), &payload.canonical());
+    let fingerprinted = if behaviour.fingerprint_raw_bytes {
+        body.to_vec()
+    } else {
+        payload.canonical()
+    };
+    let fingerprint = fingerprint::fingerprint(operation.name(), &fingerprinted);
     // Without a key (the `no-key-required` fault) the request runs under a key nobody can send
     // again: it executes every time, with nothing to protect it.
     let key = key.unwrap_or_else(|| format!("unkeyed-{}", uuid::Uuid::new_v4()));
