@@ -511,6 +511,21 @@ pub fn executed_at_most(spec: &CheckSpec, e: &Executions, limit: u64) -> Check {
     executions_at_most(spec, &e.basis, limit, e.count, e.exchanges.clone())
 }
 
+/// No execution stands behind an error answer: `e` counts the executions of `errors`, requests
+/// that were all answered 4xx or 5xx. A client that sees an error retries with a new key or
+/// gives up, so anything those requests executed is orphaned or done twice.
+pub fn nothing_behind_errors(spec: &CheckSpec, e: &Executions, errors: &[&Exchange]) -> Check {
+    let answers = capped(&listed(errors, |_| true));
+    execution_check(
+        spec,
+        e.count == 0,
+        format!("no execution behind the error answers {answers}"),
+        &e.basis,
+        e.count,
+        e.exchanges.clone(),
+    )
+}
+
 /// The error body is RFC 9457 problem details, or the response links its documentation.
 pub fn problem_details(spec: &CheckSpec, ex: &Exchange) -> Check {
     let (passed, actual) = match &ex.response {

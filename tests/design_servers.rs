@@ -788,3 +788,30 @@ fn raw_byte_fingerprint_refuses_a_reserialized_retry() {
         "the counter saw it",
     );
 }
+
+/// A response cache that saves whatever the handler answered: the crashing request inserted
+/// its payment, then failed sending the receipt, and its 500 is saved and replayed for the key.
+/// wedged-key-recovery FAILs as critical: the counter shows the execution behind the 500 the
+/// client was given (before, only "the retry does not end with a 2xx", required). Everything
+/// else PASSes: validation runs before the cache, so error-not-cached's refused payload claims
+/// nothing.
+#[test]
+fn cached_500_for_an_executed_request_is_an_orphaned_payment() {
+    let run = expect(
+        "cached_error",
+        &[],
+        &crashing(),
+        &[("wedged-key-recovery", "FAIL")],
+        4,
+    );
+    assert_says(
+        &run.stdout,
+        "wedged-key-recovery  FAIL (critical)",
+        "an execution behind an error is critical",
+    );
+    assert_says(
+        &run.stdout,
+        "✗ critical  a request answered with an error executed nothing",
+        "the check that saw it",
+    );
+}

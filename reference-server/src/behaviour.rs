@@ -57,6 +57,8 @@ pub(crate) struct Behaviour {
     pub(crate) heartbeat: bool,
     /// A failed execution releases its claim.
     pub(crate) release_failed: bool,
+    /// A crashed execution, and a replay of a stored error, create the payment anyway.
+    pub(crate) execute_behind_errors: bool,
     /// A payload other than the stored one is refused.
     pub(crate) check_fingerprint: bool,
     /// The fingerprint covers the raw request bytes instead of the normalised payload.
@@ -110,6 +112,7 @@ impl Behaviour {
             fenced: true,
             heartbeat: true,
             release_failed: true,
+            execute_behind_errors: false,
             check_fingerprint: true,
             fingerprint_raw_bytes: false,
             replay_stored_errors: false,
@@ -220,6 +223,12 @@ impl Behaviour {
             Fault::CacheValidationError => Self {
                 store_validation_errors: true,
                 replay_stored_errors: true,
+                ..b
+            },
+            Fault::ErrorAfterExecute => Self {
+                store_validation_errors: true,
+                replay_stored_errors: true,
+                execute_behind_errors: true,
                 ..b
             },
             Fault::WedgeOnCrash => Self {

@@ -431,6 +431,11 @@ faults! {
     /// The key is claimed before validation, and the 400 is stored and replayed for that key.
     /// Breaks `error-not-cached`.
     CacheValidationError = "cache-validation-error" => ["error-not-cached"];
+    /// The payment is created and the request still answered with an error: a crashed
+    /// execution (`X-Test-Crash`) fails after its payment committed and answers 500, and a key
+    /// whose 400 was stored (as under `cache-validation-error`) executes the valid retry, then
+    /// replays the 400. Breaks `error-not-cached` and `wedged-key-recovery`.
+    ErrorAfterExecute = "error-after-execute" => ["error-not-cached", "wedged-key-recovery"];
     /// A failed execution leaves the key processing forever, whatever the lease says.
     /// Breaks `wedged-key-recovery`.
     WedgeOnCrash = "wedge-on-crash" => ["wedged-key-recovery"];

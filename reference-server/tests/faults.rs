@@ -141,6 +141,31 @@ async fn demonstrate(fault: Fault, kind: StoreKind) {
             assert_eq!(c.count(A).await, 1);
             s.stop().await;
         }
+        Fault::ErrorAfterExecute => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let key = fresh_key();
+            let crashed = c
+                .send(&Req::payment(A, &key, &body("ea1")).header("x-test-crash", "1"))
+                .await;
+            assert_eq!(crashed.status, 500);
+            assert_eq!(
+                c.count(A).await,
+                1,
+                "the crashed request created its payment"
+            );
+            let key = fresh_key();
+            let invalid = r#"{"amountCents":-1,"currency":"EUR","reference":"ea2"}"#;
+            assert_eq!(c.send(&Req::payment(A, &key, invalid)).await.status, 400);
+            let valid = c.send(&Req::payment(A, &key, &body("ea2"))).await;
+            assert_eq!(valid.status, 400, "the stored 400 is replayed");
+            assert_eq!(
+                c.count(A).await,
+                2,
+                "and the valid request executed behind it"
+            );
+            s.stop().await;
+        }
         Fault::Mismatch409 => {
             let s = server(&db, fault, |_| {}).await;
             let c = s.client();

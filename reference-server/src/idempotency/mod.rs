@@ -313,6 +313,9 @@ impl Claim {
                 expires_at,
             }) => {
                 tracing::debug!(key = %mask(&self.scope.key), "replay");
+                if app.behaviour.execute_behind_errors && response.status >= 400 {
+                    self.unprotected().await;
+                }
                 self.replay(&response, expires_at)
             }
             Ok(ClaimOutcome::Mismatch) => self.mismatch().await,
@@ -336,7 +339,7 @@ impl Claim {
 
     /// The `fail-open` fault: executes under a key nobody can send again, written past the
     /// claim algorithm, so the request runs with nothing to protect it (as when the request
-    /// path does without a key).
+    /// path does without a key). `error-after-execute` creates its orphaned payments this way.
     async fn unprotected(&self) -> Response {
         let scope = Scope {
             key: format!("unkeyed-{}", uuid::Uuid::new_v4()),
@@ -357,9 +360,12 @@ impl Claim {
             scope,
             fingerprint: self.fingerprint.clone(),
             payload: self.payload.clone(),
-            hooks: self.hooks.clone(),
+            hooks: TestHooks {
+                crash: false,
+                ..self.hooks.clone()
+            },
         };
-        unkeyed.execute(&owner).await
+        Box::pin(unkeyed.execute(&owner)).await
     }
 
     /// Executes the operation as the claim's owner and commits effect and response together.
@@ -372,6 +378,9 @@ impl Claim {
             app.holds.hold(name).await;
         }
         if self.hooks.crash {
+            if app.behaviour.execute_behind_errors {
+                self.unprotected().await;
+            }
             if app.behaviour.release_failed {
                 if let Err(e) = app.store.release(&self.scope, owner).await {
                     tracing::warn!(cause = %format!("{e:#}"), "could not release a failed claim");
