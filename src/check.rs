@@ -248,6 +248,21 @@ pub fn status_not_in(spec: &CheckSpec, ex: &Exchange, forbidden: &[u16]) -> Chec
     .showing(Symptom::statuses([ex]))
 }
 
+/// The exchange got an answer, whatever it was, within `timeout` (the request's bound): a
+/// request held open until the client gives up is no answer.
+pub fn answered_within(spec: &CheckSpec, ex: &Exchange, timeout: std::time::Duration) -> Check {
+    let bound = format!("an answer within {:.1} s", timeout.as_secs_f64());
+    let actual = match &ex.response {
+        Some(r) => format!("{} after {:.0} ms", r.status, ex.duration_ms),
+        None => format!(
+            "no answer after {:.0} ms ({})",
+            ex.duration_ms,
+            actual_with_error(ex)
+        ),
+    };
+    Check::from_spec(spec, ex.response.is_some(), vec![bound], actual, vec![ex.n])
+}
+
 /// The exchange got a 2xx: the operation was accepted.
 pub fn success(spec: &CheckSpec, ex: &Exchange) -> Check {
     let passed = ex.response.as_ref().is_some_and(|r| r.is_success());

@@ -815,3 +815,33 @@ fn cached_500_for_an_executed_request_is_an_orphaned_payment() {
         "the check that saw it",
     );
 }
+
+/// A shell command that POSTs to `{base}PATH` (Python is on every CI machine; curl may not be).
+fn post_cmd(path: &str) -> String {
+    format!(
+        "python3 -c \"import urllib.request as u; u.urlopen(u.Request('{{base}}{path}', method='POST'), timeout=5)\""
+    )
+}
+
+/// An Express-style middleware whose store client queues commands while the store is down: a
+/// keyed request during the outage is held open instead of refused, and when the store comes
+/// back it executes unclaimed while the retry sent at once executes too. store-outage FAILs as
+/// critical on the counter's two executions, and says the held request was never answered in
+/// time (fails-fast). Before, the unanswered request made the probe an ERROR, "could not run".
+#[test]
+fn store_client_queueing_through_an_outage_pays_twice() {
+    let (down, up) = (post_cmd("/store/down"), post_cmd("/store/up"));
+    let mut args = full();
+    args.extend(["--store-down-cmd", &down, "--store-up-cmd", &up]);
+    let run = expect("queued_store", &[], &args, &[("store-outage", "FAIL")], 4);
+    assert_says(
+        &run.stdout,
+        "store-outage  FAIL (critical)",
+        "two executions for one key are a duplicated effect",
+    );
+    assert_says(
+        &run.stdout,
+        "✗ recommended  a keyed request while the store is down is answered, not held open",
+        "the held request is the other finding",
+    );
+}

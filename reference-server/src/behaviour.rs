@@ -92,6 +92,8 @@ pub(crate) struct Behaviour {
     pub(crate) key_name_spellings: bool,
     /// A request whose key cannot be claimed (the store is down) executes unprotected.
     pub(crate) fail_open: bool,
+    /// A keyed request waits out a store outage instead of being refused.
+    pub(crate) wait_out_outage: bool,
 }
 
 impl Behaviour {
@@ -128,6 +130,7 @@ impl Behaviour {
             replay_keyed_reads: false,
             key_name_spellings: false,
             fail_open: false,
+            wait_out_outage: false,
         }
     }
 
@@ -270,6 +273,10 @@ impl Behaviour {
             },
             Fault::KeyNameSpellings => Self {
                 key_name_spellings: true,
+                ..b
+            },
+            Fault::HangOnOutage => Self {
+                wait_out_outage: true,
                 ..b
             },
             Fault::FailOpen => Self {

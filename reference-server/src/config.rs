@@ -470,6 +470,9 @@ faults! {
     /// `idempotency-key`, as a case-sensitive map of raw header names would: `IDEMPOTENCY-KEY`
     /// counts as no key. Breaks `header-name-case`.
     KeyNameSpellings = "key-name-spellings" => ["header-name-case"];
+    /// A keyed request that finds the store down waits for it to come back instead of being
+    /// refused with 503, then claims its key and executes. Breaks `store-outage` (fails-fast).
+    HangOnOutage = "hang-on-outage" => ["store-outage"];
     /// When the store cannot claim a key the request executes anyway, unprotected (fail open).
     /// Breaks `store-outage`.
     FailOpen = "fail-open" => ["store-outage"];

@@ -501,6 +501,21 @@ async fn demonstrate(fault: Fault, kind: StoreKind) {
             c.send(&keyed("IDEMPOTENCY-KEY")).await.assert_problem(400);
             s.stop().await;
         }
+        Fault::HangOnOutage => {
+            let outage = Outage::default();
+            let s = server(&db, fault, |c| c.outage = outage.clone()).await;
+            let c = s.client();
+            let req = Req::payment(A, &fresh_key(), &body("hang"));
+            outage.set_down(true);
+            let send = c.send(&req);
+            tokio::pin!(send);
+            let early = tokio::time::timeout(Duration::from_millis(200), &mut send).await;
+            assert!(early.is_err(), "no 503: the request waits for the store");
+            outage.set_down(false);
+            assert_eq!(send.await.status, 201, "and executes once it is back");
+            assert_eq!(c.count(A).await, 1);
+            s.stop().await;
+        }
         Fault::FailOpen => {
             let outage = Outage::default();
             let s = server(&db, fault, |c| c.outage = outage.clone()).await;
