@@ -845,3 +845,30 @@ fn store_client_queueing_through_an_outage_pays_twice() {
         "the held request is the other finding",
     );
 }
+
+/// A form-encoded body has no JSON value to serialise another way: reserialized-retry SKIPs,
+/// naming the body option, before it sends anything.
+#[test]
+fn a_body_that_is_not_json_skips_reserialized_retry() {
+    let server = start("accept_202", &[]);
+    let args = [
+        "-H",
+        "Content-Type: application/x-www-form-urlencoded",
+        "-d",
+        "amount=5&ref={{unique}}",
+        "--count-url",
+        "{base}/count",
+        "--probe",
+        "reserialized-retry",
+    ];
+    let run = check(&server, &args);
+    let verdict = run.probes.iter().find(|p| p.0 == "reserialized-retry");
+    assert_eq!(
+        verdict.map(|p| p.1.as_str()),
+        Some("SKIP"),
+        "{}",
+        run.stdout
+    );
+    assert_says(run.reason("reserialized-retry"), "not JSON", "says why");
+    assert_says(run.reason("reserialized-retry"), "-d", "names the option");
+}
