@@ -248,6 +248,21 @@ pub fn status_not_in(spec: &CheckSpec, ex: &Exchange, forbidden: &[u16]) -> Chec
     .showing(Symptom::statuses([ex]))
 }
 
+/// The exchange got an answer, whatever it was, within `timeout` (the request's bound): a
+/// request held open until the client gives up is no answer.
+pub fn answered_within(spec: &CheckSpec, ex: &Exchange, timeout: std::time::Duration) -> Check {
+    let bound = format!("an answer within {:.1} s", timeout.as_secs_f64());
+    let actual = match &ex.response {
+        Some(r) => format!("{} after {:.0} ms", r.status, ex.duration_ms),
+        None => format!(
+            "no answer after {:.0} ms ({})",
+            ex.duration_ms,
+            actual_with_error(ex)
+        ),
+    };
+    Check::from_spec(spec, ex.response.is_some(), vec![bound], actual, vec![ex.n])
+}
+
 /// The exchange got a 2xx: the operation was accepted.
 pub fn success(spec: &CheckSpec, ex: &Exchange) -> Check {
     let passed = ex.response.as_ref().is_some_and(|r| r.is_success());
@@ -509,6 +524,21 @@ fn execution_check(
 /// counted from.
 pub fn executed_at_most(spec: &CheckSpec, e: &Executions, limit: u64) -> Check {
     executions_at_most(spec, &e.basis, limit, e.count, e.exchanges.clone())
+}
+
+/// No execution stands behind an error answer: `e` counts the executions of `errors`, requests
+/// that were all answered 4xx or 5xx. A client that sees an error retries with a new key or
+/// gives up, so anything those requests executed is orphaned or done twice.
+pub fn nothing_behind_errors(spec: &CheckSpec, e: &Executions, errors: &[&Exchange]) -> Check {
+    let answers = capped(&listed(errors, |_| true));
+    execution_check(
+        spec,
+        e.count == 0,
+        format!("no execution behind the error answers {answers}"),
+        &e.basis,
+        e.count,
+        e.exchanges.clone(),
+    )
 }
 
 /// The error body is RFC 9457 problem details, or the response links its documentation.

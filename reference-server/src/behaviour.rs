@@ -57,8 +57,12 @@ pub(crate) struct Behaviour {
     pub(crate) heartbeat: bool,
     /// A failed execution releases its claim.
     pub(crate) release_failed: bool,
+    /// A crashed execution, and a replay of a stored error, create the payment anyway.
+    pub(crate) execute_behind_errors: bool,
     /// A payload other than the stored one is refused.
     pub(crate) check_fingerprint: bool,
+    /// The fingerprint covers the raw request bytes instead of the normalised payload.
+    pub(crate) fingerprint_raw_bytes: bool,
     /// A stored 400 replays whatever the payload.
     pub(crate) replay_stored_errors: bool,
     /// The status of a fingerprint mismatch.
@@ -88,6 +92,8 @@ pub(crate) struct Behaviour {
     pub(crate) key_name_spellings: bool,
     /// A request whose key cannot be claimed (the store is down) executes unprotected.
     pub(crate) fail_open: bool,
+    /// A keyed request waits out a store outage instead of being refused.
+    pub(crate) wait_out_outage: bool,
 }
 
 impl Behaviour {
@@ -108,7 +114,9 @@ impl Behaviour {
             fenced: true,
             heartbeat: true,
             release_failed: true,
+            execute_behind_errors: false,
             check_fingerprint: true,
+            fingerprint_raw_bytes: false,
             replay_stored_errors: false,
             mismatch_status: StatusCode::UNPROCESSABLE_ENTITY,
             overwrite_on_mismatch: false,
@@ -122,6 +130,7 @@ impl Behaviour {
             replay_keyed_reads: false,
             key_name_spellings: false,
             fail_open: false,
+            wait_out_outage: false,
         }
     }
 
@@ -164,6 +173,10 @@ impl Behaviour {
             },
             Fault::NoFingerprint => Self {
                 check_fingerprint: false,
+                ..b
+            },
+            Fault::ReserializedPayloadIsNew => Self {
+                fingerprint_raw_bytes: true,
                 ..b
             },
             Fault::Mismatch409 => Self {
@@ -215,6 +228,12 @@ impl Behaviour {
                 replay_stored_errors: true,
                 ..b
             },
+            Fault::ErrorAfterExecute => Self {
+                store_validation_errors: true,
+                replay_stored_errors: true,
+                execute_behind_errors: true,
+                ..b
+            },
             Fault::WedgeOnCrash => Self {
                 release_failed: false,
                 take_over: TakeOver {
@@ -254,6 +273,10 @@ impl Behaviour {
             },
             Fault::KeyNameSpellings => Self {
                 key_name_spellings: true,
+                ..b
+            },
+            Fault::HangOnOutage => Self {
+                wait_out_outage: true,
                 ..b
             },
             Fault::FailOpen => Self {

@@ -425,6 +425,10 @@ faults! {
     /// The payload fingerprint is ignored: another payload with a used key gets the old replay.
     /// Breaks `payload-mismatch`.
     NoFingerprint = "no-fingerprint" => ["payload-mismatch"];
+    /// The fingerprint is taken over the raw request bytes, not the normalised payload, so the
+    /// same JSON sent with its keys in another order is a mismatch (422). Breaks
+    /// `reserialized-retry`.
+    ReserializedPayloadIsNew = "reserialized-payload-is-new" => ["reserialized-retry"];
     /// A fingerprint mismatch answers 409 instead of 422. Breaks `payload-mismatch`.
     Mismatch409 = "mismatch-409" => ["payload-mismatch"];
     /// The 422 replaces the stored record, so a later retry of the original no longer replays.
@@ -435,14 +439,16 @@ faults! {
     ReplayNewId = "replay-new-id" => ["replay-identity"];
     /// A retry of a completed request executes again and creates a new payment.
     /// Breaks `replay-identity`, and every probe whose retries after completion count effects
-    /// with a critical check: `concurrent-duplicates`, `mismatch-no-poison`, `lost-response`,
-    /// `loser-does-not-unlock`, `restart-persistence`, `cross-replica`, `header-name-case`. (`quoted-key`,
+    /// with a critical check: `concurrent-duplicates`, `mismatch-no-poison`,
+    /// `reserialized-retry`, `lost-response`, `loser-does-not-unlock`, `restart-persistence`,
+    /// `cross-replica`, `header-name-case`. (`quoted-key`,
     /// `escaped-key` and `key-parameters` fail too, but only as a consequence of
     /// `replay-identity`, so they are INCONCLUSIVE naming it.)
     ReplayReexecute = "replay-reexecute" => [
         "replay-identity",
         "concurrent-duplicates",
         "mismatch-no-poison",
+        "reserialized-retry",
         "lost-response",
         "loser-does-not-unlock",
         "restart-persistence",
@@ -494,6 +500,11 @@ faults! {
     /// The key is claimed before validation, and the 400 is stored and replayed for that key.
     /// Breaks `error-not-cached`.
     CacheValidationError = "cache-validation-error" => ["error-not-cached"];
+    /// The payment is created and the request still answered with an error: a crashed
+    /// execution (`X-Test-Crash`) fails after its payment committed and answers 500, and a key
+    /// whose 400 was stored (as under `cache-validation-error`) executes the valid retry, then
+    /// replays the 400. Breaks `error-not-cached` and `wedged-key-recovery`.
+    ErrorAfterExecute = "error-after-execute" => ["error-not-cached", "wedged-key-recovery"];
     /// A failed execution leaves the key processing forever, whatever the lease says.
     /// Breaks `wedged-key-recovery`.
     WedgeOnCrash = "wedge-on-crash" => ["wedged-key-recovery"];
@@ -528,6 +539,9 @@ faults! {
     /// `idempotency-key`, as a case-sensitive map of raw header names would: `IDEMPOTENCY-KEY`
     /// counts as no key. Breaks `header-name-case`.
     KeyNameSpellings = "key-name-spellings" => ["header-name-case"];
+    /// A keyed request that finds the store down waits for it to come back instead of being
+    /// refused with 503, then claims its key and executes. Breaks `store-outage` (fails-fast).
+    HangOnOutage = "hang-on-outage" => ["store-outage"];
     /// When the store cannot claim a key the request executes anyway, unprotected (fail open).
     /// Breaks `store-outage`.
     FailOpen = "fail-open" => ["store-outage"];

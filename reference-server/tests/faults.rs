@@ -127,6 +127,45 @@ async fn demonstrate(fault: Fault, kind: StoreKind) {
             assert_eq!(other.body, first.body);
             s.stop().await;
         }
+        Fault::ReserializedPayloadIsNew => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let key = fresh_key();
+            c.send(&Req::payment(A, &key, &body("rs1"))).await;
+            let reordered = r#"{ "reference" : "rs1", "currency" : "EUR", "amountCents" : 1250 }"#;
+            assert_eq!(
+                c.send(&Req::payment(A, &key, reordered)).await.status,
+                422,
+                "the same payment with its keys reordered is a mismatch"
+            );
+            assert_eq!(c.count(A).await, 1);
+            s.stop().await;
+        }
+        Fault::ErrorAfterExecute => {
+            let s = server(&db, fault, |_| {}).await;
+            let c = s.client();
+            let key = fresh_key();
+            let crashed = c
+                .send(&Req::payment(A, &key, &body("ea1")).header("x-test-crash", "1"))
+                .await;
+            assert_eq!(crashed.status, 500);
+            assert_eq!(
+                c.count(A).await,
+                1,
+                "the crashed request created its payment"
+            );
+            let key = fresh_key();
+            let invalid = r#"{"amountCents":-1,"currency":"EUR","reference":"ea2"}"#;
+            assert_eq!(c.send(&Req::payment(A, &key, invalid)).await.status, 400);
+            let valid = c.send(&Req::payment(A, &key, &body("ea2"))).await;
+            assert_eq!(valid.status, 400, "the stored 400 is replayed");
+            assert_eq!(
+                c.count(A).await,
+                2,
+                "and the valid request executed behind it"
+            );
+            s.stop().await;
+        }
         Fault::Mismatch409 => {
             let s = server(&db, fault, |_| {}).await;
             let c = s.client();
@@ -460,6 +499,21 @@ async fn demonstrate(fault: Fault, kind: StoreKind) {
             assert_eq!(c.send(&keyed("idempotency-key")).await.status, 201);
             assert_eq!(c.send(&keyed("Idempotency-Key")).await.status, 201);
             c.send(&keyed("IDEMPOTENCY-KEY")).await.assert_problem(400);
+            s.stop().await;
+        }
+        Fault::HangOnOutage => {
+            let outage = Outage::default();
+            let s = server(&db, fault, |c| c.outage = outage.clone()).await;
+            let c = s.client();
+            let req = Req::payment(A, &fresh_key(), &body("hang"));
+            outage.set_down(true);
+            let send = c.send(&req);
+            tokio::pin!(send);
+            let early = tokio::time::timeout(Duration::from_millis(200), &mut send).await;
+            assert!(early.is_err(), "no 503: the request waits for the store");
+            outage.set_down(false);
+            assert_eq!(send.await.status, 201, "and executes once it is back");
+            assert_eq!(c.count(A).await, 1);
             s.stop().await;
         }
         Fault::FailOpen => {

@@ -1031,6 +1031,37 @@ impl ProbeCtx {
         }
     }
 
+    /// The check that `errors`, requests all answered with a 4xx or 5xx, executed nothing
+    /// (`counted` between the readings around them). Only a counter can see it: an error body
+    /// names no resource to count (and an id in one may be a request id), so without a counter
+    /// it is left to the counter with a note. A window holding a 2xx or an unanswered request
+    /// is no error-only window and is not judged here.
+    pub fn expect_nothing_behind_errors(
+        &mut self,
+        decl: &CheckDecl,
+        counted: Result<Executions, String>,
+        errors: &[&Exchange],
+    ) {
+        let refused = |e: &&Exchange| e.status().is_some_and(|s| s >= 400);
+        if errors.is_empty() || !errors.iter().all(refused) {
+            return;
+        }
+        if !self.session.meter.has_counter() {
+            self.note(format!(
+                "left to the counter: {} — only a counter (--count-url, --count-cmd) shows an execution behind an error answer",
+                decl.what
+            ));
+            return;
+        }
+        match counted {
+            Ok(e) => {
+                let c = check::nothing_behind_errors(&self.spec(decl), &e, errors);
+                self.checks.push(c);
+            }
+            Err(why) => self.unjudged(decl.what, &why),
+        }
+    }
+
     fn push_counted(&mut self, c: Check) {
         if self.session.meter.has_counter() {
             self.checks.push(c);

@@ -16,6 +16,11 @@ const EXECUTES: CheckDecl = CheckDecl::new(
     "the valid request after a refused invalid one executes",
 );
 
+const NOTHING_BEHIND_ERRORS: CheckDecl = CheckDecl::new(
+    "nothing-behind-errors",
+    "a request answered with an error executed nothing",
+);
+
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
         id: "error-not-cached",
@@ -23,7 +28,7 @@ pub const PROBE: ProbeDef = ProbeDef {
         section: "draft-07 §2.6",
         stimulus: "Sends an invalid payload with a key, then a valid payload with the same key",
         requirement: "A request refused by validation claims no key: the corrected request with the same key executes",
-        checks: &[EXECUTES],
+        checks: &[EXECUTES, NOTHING_BEHIND_ERRORS],
         needs: &[Need::InvalidBody],
         prerequisites: &[],
     },
@@ -36,6 +41,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let invalid_req = ctx
         .keyed(&key)
         .with_body(invalid_body.template.render(ctx.unique(), 0));
+    let before = ctx.count_before().await?;
     let invalid = ctx.send("invalid payload", invalid_req).await;
     if invalid.response.is_none() {
         return Err(Stop::Error(format!(
@@ -52,8 +58,16 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
             invalid.status_text()
         )));
     }
+    let between = ctx.count("count between").await?;
     ctx.note(format!("invalid payload: {}", invalid_body.origin));
+    let e = ctx.executions(&before, &between, &[], &[&invalid]);
+    ctx.expect_nothing_behind_errors(&NOTHING_BEHIND_ERRORS, e, &[&invalid]);
     let valid = ctx.send("valid payload, same key", ctx.keyed(&key)).await;
     ctx.push(check::success(&ctx.spec(&EXECUTES), &valid));
+    if !is_success(&valid) {
+        let after = ctx.count("count after").await?;
+        let e = ctx.executions(&between, &after, &[], &[&valid]);
+        ctx.expect_nothing_behind_errors(&NOTHING_BEHIND_ERRORS, e, &[&valid]);
+    }
     Ok(())
 }

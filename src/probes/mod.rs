@@ -47,6 +47,7 @@ pub mod oversized_key;
 pub mod payload_mismatch;
 pub mod quoted_key;
 pub mod replay_identity;
+pub mod reserialized_retry;
 pub mod restart_persistence;
 pub mod spoofed_marker_headers;
 pub mod store_outage;
@@ -239,6 +240,7 @@ pub fn catalog() -> Vec<ProbeDef> {
         concurrent_duplicates::PROBE,
         payload_mismatch::PROBE,
         mismatch_no_poison::PROBE,
+        reserialized_retry::PROBE,
         distinct_keys_independent::PROBE,
         lost_response::PROBE,
         error_not_cached::PROBE,
@@ -328,6 +330,7 @@ mod tests {
         "concurrent-duplicates",
         "payload-mismatch",
         "mismatch-no-poison",
+        "reserialized-retry",
         "distinct-keys-independent",
         "lost-response",
         "error-not-cached",

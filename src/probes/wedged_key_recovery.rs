@@ -27,6 +27,11 @@ const ONE_EXECUTION: CheckDecl = CheckDecl::new(
     "the crashed attempt and its retries execute once",
 );
 
+const NOTHING_BEHIND_ERRORS: CheckDecl = CheckDecl::new(
+    "nothing-behind-errors",
+    "a request answered with an error executed nothing",
+);
+
 pub const PROBE: ProbeDef = ProbeDef {
     meta: ProbeMeta {
         id: "wedged-key-recovery",
@@ -34,7 +39,7 @@ pub const PROBE: ProbeDef = ProbeDef {
         section: "draft-07 §2.6",
         stimulus: "Sends the operation with the crash header so it fails inside the server, then retries without it until it is not refused or the lease wait is over",
         requirement: "A key whose first attempt crashed is not refused forever: within the lease wait a retry replays or executes, once",
-        checks: &[NOT_STUCK, COMPLETES, ONE_EXECUTION],
+        checks: &[NOT_STUCK, COMPLETES, ONE_EXECUTION, NOTHING_BEHIND_ERRORS],
         needs: &[Need::CrashHook],
         prerequisites: &[],
     },
@@ -62,6 +67,9 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
             crash.header.value_str()
         )));
     }
+    let crashed_count = ctx.count("count after the crash").await?;
+    let e = ctx.executions(&before, &crashed_count, &[], &[&crashed]);
+    ctx.expect_nothing_behind_errors(&NOTHING_BEHIND_ERRORS, e, &[&crashed]);
     // Twenty looks per lease wait, but never hammering faster than every 50 ms.
     let interval = (crash.lease_wait / 20).clamp(Duration::from_millis(50), Duration::from_secs(2));
     let refused = |e: &Exchange| e.status().is_some_and(|s| conflict.contains(&s));
@@ -71,6 +79,9 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         return Ok(());
     };
     ctx.push(check::status_not_in(&ctx.spec(&NOT_STUCK), last, &conflict));
+    let retried: Vec<&Exchange> = retries.iter().collect();
+    let e = ctx.executions(&crashed_count, &after, &[], &retried);
+    ctx.expect_nothing_behind_errors(&NOTHING_BEHIND_ERRORS, e, &retried);
     if refused(last) {
         return Ok(());
     }

@@ -309,7 +309,7 @@ fn missing_credentials_are_a_setup_error_not_an_api_failure() {
 /// A unique constraint answers every repeat of a key 409, completed or not: nothing executes
 /// twice, but nothing is ever replayed. replay-identity FAILs once; the probes whose failure is
 /// only "the retry did not replay" (quoted-key, escaped-key, key-parameters, the replay after
-/// the bursts, mismatch-no-poison, lost-response, loser-does-not-unlock, spoofed-marker-headers,
+/// the bursts, mismatch-no-poison, reserialized-retry, lost-response, loser-does-not-unlock, spoofed-marker-headers,
 /// header-name-case)
 /// are INCONCLUSIVE naming it, whatever their place in the catalog.
 #[test]
@@ -320,6 +320,7 @@ fn conflict_on_every_repeat_fails_replay_identity_once() {
         "key-parameters",
         "concurrent-duplicates",
         "mismatch-no-poison",
+        "reserialized-retry",
         "lost-response",
         "loser-does-not-unlock",
         "spoofed-marker-headers",
@@ -455,6 +456,7 @@ fn acceptor_without_counter_is_blind_not_green() {
         "replay-identity",
         "concurrent-duplicates",
         "mismatch-no-poison",
+        "reserialized-retry",
         "distinct-keys-independent",
         "lost-response",
         "spoofed-marker-headers",
@@ -489,6 +491,8 @@ fn acceptor_with_counter_fails_every_duplicate() {
         ("replay-identity", "FAIL"),
         ("concurrent-duplicates", "FAIL"),
         ("mismatch-no-poison", "FAIL"),
+        // The re-serialised retry executes again, like every retry here.
+        ("reserialized-retry", "FAIL"),
         ("lost-response", "FAIL"),
         ("spoofed-marker-headers", "INCONCLUSIVE"),
         ("tenant-isolation", "INCONCLUSIVE"),
@@ -771,4 +775,127 @@ fn lost_response_waits_for_the_original_to_take_its_key() {
         "the held original had not taken its key yet",
         "the early retry is said, and the scenario ran again",
     );
+}
+
+/// An Express-style middleware that fingerprints the raw request bytes: the same JSON value
+/// with its keys in another order and other spacing is taken for another payload. Answered 409,
+/// the legitimate retry is refused: reserialized-retry FAILs (required), and payload-mismatch
+/// FAILs on the 409 it gives a real mismatch (422 expected). With the hash in the lookup key
+/// instead, the re-serialised retry executes again: a duplicated effect, critical, and the real
+/// mismatch executes too (payload-mismatch FAILs, critical).
+#[test]
+fn raw_byte_fingerprint_refuses_a_reserialized_retry() {
+    let except = [("payload-mismatch", "FAIL"), ("reserialized-retry", "FAIL")];
+    let run = expect("raw_fingerprint", &[], &full(), &except, 4);
+    assert_says(
+        run.reason("reserialized-retry"),
+        "got 409",
+        "the refused retry is the evidence",
+    );
+    assert_says(
+        &run.stdout,
+        "reserialized-retry  FAIL (required)",
+        "a refusal is no duplicated effect",
+    );
+    let run = expect(
+        "raw_fingerprint",
+        &["--fingerprint-in-key"],
+        &full(),
+        &except,
+        4,
+    );
+    assert_says(
+        &run.stdout,
+        "reserialized-retry  FAIL (critical)",
+        "a second execution is a duplicated effect",
+    );
+    assert_says(
+        run.reason("reserialized-retry"),
+        "got 1 execution",
+        "the counter saw it",
+    );
+}
+
+/// A response cache that saves whatever the handler answered: the crashing request inserted
+/// its payment, then failed sending the receipt, and its 500 is saved and replayed for the key.
+/// wedged-key-recovery FAILs as critical: the counter shows the execution behind the 500 the
+/// client was given (before, only "the retry does not end with a 2xx", required). Everything
+/// else PASSes: validation runs before the cache, so error-not-cached's refused payload claims
+/// nothing.
+#[test]
+fn cached_500_for_an_executed_request_is_an_orphaned_payment() {
+    let run = expect(
+        "cached_error",
+        &[],
+        &crashing(),
+        &[("wedged-key-recovery", "FAIL")],
+        4,
+    );
+    assert_says(
+        &run.stdout,
+        "wedged-key-recovery  FAIL (critical)",
+        "an execution behind an error is critical",
+    );
+    assert_says(
+        &run.stdout,
+        "✗ critical  a request answered with an error executed nothing",
+        "the check that saw it",
+    );
+}
+
+/// A shell command that POSTs to `{base}PATH` (Python is on every CI machine; curl may not be).
+fn post_cmd(path: &str) -> String {
+    format!(
+        "python3 -c \"import urllib.request as u; u.urlopen(u.Request('{{base}}{path}', method='POST'), timeout=5)\""
+    )
+}
+
+/// An Express-style middleware whose store client queues commands while the store is down: a
+/// keyed request during the outage is held open instead of refused, and when the store comes
+/// back it executes unclaimed while the retry sent at once executes too. store-outage FAILs as
+/// critical on the counter's two executions, and says the held request was never answered in
+/// time (fails-fast). Before, the unanswered request made the probe an ERROR, "could not run".
+#[test]
+fn store_client_queueing_through_an_outage_pays_twice() {
+    let (down, up) = (post_cmd("/store/down"), post_cmd("/store/up"));
+    let mut args = full();
+    args.extend(["--store-down-cmd", &down, "--store-up-cmd", &up]);
+    let run = expect("queued_store", &[], &args, &[("store-outage", "FAIL")], 4);
+    assert_says(
+        &run.stdout,
+        "store-outage  FAIL (critical)",
+        "two executions for one key are a duplicated effect",
+    );
+    assert_says(
+        &run.stdout,
+        "✗ recommended  a keyed request while the store is down is answered, not held open",
+        "the held request is the other finding",
+    );
+}
+
+/// A form-encoded body has no JSON value to serialise another way: reserialized-retry SKIPs,
+/// naming the body option, before it sends anything.
+#[test]
+fn a_body_that_is_not_json_skips_reserialized_retry() {
+    let server = start("accept_202", &[]);
+    let args = [
+        "-H",
+        "Content-Type: application/x-www-form-urlencoded",
+        "-d",
+        "amount=5&ref={{unique}}",
+        "--count-url",
+        "{base}/count",
+        "--probe",
+        "reserialized-retry",
+    ];
+    let run = check(&server, &args);
+    let verdict = run.probes.iter().find(|p| p.0 == "reserialized-retry");
+    assert_eq!(
+        verdict.map(|p| p.1.as_str()),
+        Some("SKIP"),
+        "{}",
+        run.stdout
+    );
+    assert_says(run.reason("reserialized-retry"), "not JSON", "says why");
+    assert_says(run.reason("reserialized-retry"), "-d", "names the option");
 }

@@ -68,6 +68,8 @@ pub(crate) struct Claims {
     replay_expired: bool,
     /// While the store is down (a test hook), nothing can be claimed.
     outage: Outage,
+    /// The `hang-on-outage` fault: a claim waits for the store to come back.
+    wait_out_outage: bool,
     cache: Option<Cache>,
     /// The claims this process is making or executing (only without a fault, like the cache).
     in_flight: Option<InFlight>,
@@ -76,6 +78,9 @@ pub(crate) struct Claims {
     /// The `local-claims` fault's per-process set of keys being processed here.
     local: Mutex<HashSet<Scope>>,
 }
+
+/// How often a claim waiting out an outage (`hang-on-outage`) looks at the store again.
+const OUTAGE_POLL: Duration = Duration::from_millis(10);
 
 impl Claims {
     /// The claims of `behaviour` over `store`, whose claims are written with `lease`.
@@ -96,6 +101,7 @@ impl Claims {
             dedupe_by_payload: behaviour.dedupe_by_payload,
             replay_expired: behaviour.replay_expired,
             outage,
+            wait_out_outage: behaviour.wait_out_outage,
             cache: behaviour.answers_from_memory.then(Cache::default),
             in_flight: behaviour.answers_from_memory.then(InFlight::default),
             lease,
@@ -114,8 +120,11 @@ impl Claims {
         scope: &Scope,
         fingerprint: &str,
     ) -> anyhow::Result<ClaimOutcome> {
-        if self.outage.is_down() {
-            anyhow::bail!("the idempotency store is down (test hook)");
+        while self.outage.is_down() {
+            if !self.wait_out_outage {
+                anyhow::bail!("the idempotency store is down (test hook)");
+            }
+            tokio::time::sleep(OUTAGE_POLL).await;
         }
         if let Some(hit) = self.cached(scope, fingerprint) {
             return Ok(hit);

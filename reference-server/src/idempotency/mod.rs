@@ -186,7 +186,12 @@ async fn admit(
             };
         }
     };
-    let fingerprint = fingerprint::fingerprint(operation.name(), &payload.canonical());
+    let fingerprinted = if behaviour.fingerprint_raw_bytes {
+        body.to_vec()
+    } else {
+        payload.canonical()
+    };
+    let fingerprint = fingerprint::fingerprint(operation.name(), &fingerprinted);
     // Without a key (the `no-key-required` fault) the request runs under a key nobody can send
     // again: it executes every time, with nothing to protect it.
     let key = key.unwrap_or_else(|| format!("unkeyed-{}", uuid::Uuid::new_v4()));
@@ -308,6 +313,9 @@ impl Claim {
                 expires_at,
             }) => {
                 tracing::debug!(key = %mask(&self.scope.key), "replay");
+                if app.behaviour.execute_behind_errors && response.status >= 400 {
+                    self.unprotected().await;
+                }
                 self.replay(&response, expires_at)
             }
             Ok(ClaimOutcome::Mismatch) => self.mismatch().await,
@@ -331,7 +339,7 @@ impl Claim {
 
     /// The `fail-open` fault: executes under a key nobody can send again, written past the
     /// claim algorithm, so the request runs with nothing to protect it (as when the request
-    /// path does without a key).
+    /// path does without a key). `error-after-execute` creates its orphaned payments this way.
     async fn unprotected(&self) -> Response {
         let scope = Scope {
             key: format!("unkeyed-{}", uuid::Uuid::new_v4()),
@@ -352,9 +360,12 @@ impl Claim {
             scope,
             fingerprint: self.fingerprint.clone(),
             payload: self.payload.clone(),
-            hooks: self.hooks.clone(),
+            hooks: TestHooks {
+                crash: false,
+                ..self.hooks.clone()
+            },
         };
-        unkeyed.execute(&owner).await
+        Box::pin(unkeyed.execute(&owner)).await
     }
 
     /// Executes the operation as the claim's owner and commits effect and response together.
@@ -367,6 +378,9 @@ impl Claim {
             app.holds.hold(name).await;
         }
         if self.hooks.crash {
+            if app.behaviour.execute_behind_errors {
+                self.unprotected().await;
+            }
             if app.behaviour.release_failed {
                 if let Err(e) = app.store.release(&self.scope, owner).await {
                     tracing::warn!(cause = %format!("{e:#}"), "could not release a failed claim");
