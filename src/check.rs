@@ -500,6 +500,28 @@ pub fn executions_at_most(
     )
 }
 
+/// Between `lo` and `hi` executions were observed: where `hi - lo` requests went unanswered,
+/// each may or may not have executed, so only a count outside the range is seen to be wrong.
+pub fn executions_within(
+    spec: &CheckSpec,
+    basis: &str,
+    (lo, hi): (u64, u64),
+    observed: u64,
+    exchanges: Vec<usize>,
+) -> Check {
+    if lo == hi {
+        return executions(spec, basis, lo, observed, exchanges);
+    }
+    execution_check(
+        spec,
+        (lo..=hi).contains(&observed),
+        format!("{lo} to {hi} executions"),
+        basis,
+        observed,
+        exchanges,
+    )
+}
+
 /// An execution count compared with `expected` ("1 execution"), which names the `basis` the
 /// count was made on.
 fn execution_check(
@@ -808,6 +830,19 @@ mod tests {
         assert_eq!(c.expected, vec!["byte 5: {\"a\":1} (7 bytes)"]);
         assert_eq!(c.actual, "#3: byte 5: {\"a\": 1} (8 bytes)");
         assert_eq!(c.exchanges, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn executions_within_fails_only_outside_the_range() {
+        let s = spec(vec![]);
+        assert!(executions_within(&s, "counter", (3, 5), 4, vec![]).passed);
+        assert!(executions_within(&s, "counter", (3, 5), 5, vec![]).passed);
+        let c = executions_within(&s, "counter", (3, 5), 6, vec![]);
+        assert!(!c.passed);
+        assert_eq!(c.expected, vec!["3 to 5 executions (counter)"]);
+        assert!(!executions_within(&s, "counter", (3, 5), 2, vec![]).passed);
+        let exact = executions_within(&s, "counter", (3, 3), 3, vec![]);
+        assert_eq!(exact.expected, vec!["3 executions (counter)"]);
     }
 
     #[test]

@@ -174,9 +174,11 @@ pub fn context(config: &Config) -> Vec<String> {
     context
 }
 
-/// The probe's report. A probe whose target stopped answering is an ERROR saying so; one that
-/// ended with unjudged checks and no other stop is INCONCLUSIVE with the first reason; one that
-/// ended with neither a check nor a stop judged nothing, which is a probe defect, never a PASS.
+/// The probe's report. A probe whose target stopped answering is INCONCLUSIVE saying so when
+/// the target had answered it before (it ran, and what it saw is judged), an ERROR when it
+/// could not run at all; one that ended with unjudged checks and no other stop is INCONCLUSIVE
+/// with the first reason; one that ended with neither a check nor a stop judged nothing, which
+/// is a probe defect, never a PASS.
 fn finish(
     def: &ProbeDef,
     config: &Config,
@@ -184,7 +186,9 @@ fn finish(
     stop: Option<Stop>,
     started: Instant,
 ) -> ProbeReport {
+    let ran = ctx.exchanges.iter().any(|e| e.response.is_some());
     let stop = match (stop, ctx.session.stopped()) {
+        (_, Some(why)) if ran => Some(Stop::Inconclusive(why)),
         (_, Some(why)) => Some(Stop::Error(why)),
         (Some(stop), None) => Some(stop),
         (None, None) => match ctx.unjudged.first() {

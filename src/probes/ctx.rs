@@ -998,7 +998,8 @@ impl ProbeCtx {
 
     /// The check that `counted` is exactly `expected` executions; unjudged when the count
     /// cannot be trusted. A count read from the counter is judged even when a cited exchange
-    /// timed out: the counter saw what really executed.
+    /// timed out: the counter saw what really executed. So is a count above `expected`, on any
+    /// basis (see [`ProbeCtx::push_counted`]).
     pub fn expect_executions(
         &mut self,
         decl: &CheckDecl,
@@ -1008,14 +1009,14 @@ impl ProbeCtx {
         match counted {
             Ok(e) => {
                 let c = check::executed(&self.spec(decl), &e, expected);
-                self.push_counted(c);
+                self.push_counted(c, e.count > expected);
             }
             Err(why) => self.unjudged(decl.what, &why),
         }
     }
 
     /// The check that `counted` is at most `limit` executions; unjudged when the count cannot
-    /// be trusted.
+    /// be trusted. Executions already proven above `limit` are judged whatever went unanswered.
     pub fn expect_at_most(
         &mut self,
         decl: &CheckDecl,
@@ -1025,7 +1026,7 @@ impl ProbeCtx {
         match counted {
             Ok(e) => {
                 let c = check::executed_at_most(&self.spec(decl), &e, limit);
-                self.push_counted(c);
+                self.push_counted(c, e.count > limit);
             }
             Err(why) => self.unjudged(decl.what, &why),
         }
@@ -1062,8 +1063,13 @@ impl ProbeCtx {
         }
     }
 
-    fn push_counted(&mut self, c: Check) {
-        if self.session.meter.has_counter() {
+    /// Records an execution check. Unanswered requests leave it unjudged only when their
+    /// answers could change it: a counter already saw what executed, and ids or bodies counted
+    /// from the answered requests are a lower bound, so `exceeded` (more executions proven than
+    /// allowed) is a duplicated effect however many requests went unanswered. Judging it either
+    /// way keeps one verdict and severity for the same evidence.
+    fn push_counted(&mut self, c: Check, exceeded: bool) {
+        if self.session.meter.has_counter() || exceeded {
             self.checks.push(c);
         } else {
             self.push(c);
@@ -1087,7 +1093,21 @@ impl ProbeCtx {
         match values {
             Ok(values) => {
                 let c = check::values_relation(&self.spec(decl), label, &values, same);
-                self.push(c);
+                // Two answers already about different resources (or one resource twice, where
+                // each must be its own) decide it, whatever the unanswered ones would say.
+                let present: Vec<&String> = values.iter().filter_map(|(_, v)| v.as_ref()).collect();
+                let distinct: std::collections::BTreeSet<&String> =
+                    present.iter().copied().collect();
+                let decided = if same {
+                    distinct.len() > 1
+                } else {
+                    distinct.len() < present.len()
+                };
+                if decided {
+                    self.checks.push(c);
+                } else {
+                    self.push(c);
+                }
             }
             Err(why) if self.session.meter.has_counter() => {
                 self.note(format!("left to the counter: {} — {why}", decl.what))

@@ -87,9 +87,13 @@ pub(crate) fn is_success(ex: &Exchange) -> bool {
     ex.response.as_ref().is_some_and(|r| r.is_success())
 }
 
-/// The ERROR stop for a request the rest of the probe builds on when it did not get a 2xx:
-/// "`what` (#n) got `status`, so `consequence`". `None` when it succeeded.
+/// The stop for a request the rest of the probe builds on when it did not get a 2xx:
+/// "`what` (#n) got `status`, so `consequence`". An answer other than a 2xx is an ERROR (the
+/// probe could not run); no answer at all is [`no_answer`]. `None` when it succeeded.
 pub(crate) fn unless_success(ex: &Exchange, what: &str, consequence: &str) -> Option<Stop> {
+    if ex.response.is_none() {
+        return Some(no_answer(&format!("{what} (#{})", ex.n), ex, consequence));
+    }
     (!is_success(ex)).then(|| {
         Stop::Error(format!(
             "{what} (#{}) got {}, so {consequence}",
@@ -97,6 +101,16 @@ pub(crate) fn unless_success(ex: &Exchange, what: &str, consequence: &str) -> Op
             ex.status_text()
         ))
     })
+}
+
+/// The stop for a probe that ran but whose request `ex` (`what`) got no answer (a timeout, a
+/// reset), so `consequence`: INCONCLUSIVE, never ERROR, which is for a probe that could not run.
+/// The answer it would have given might have decided the probe either way.
+pub(crate) fn no_answer(what: &str, ex: &Exchange, consequence: &str) -> Stop {
+    Stop::Inconclusive(format!(
+        "{what} got no response ({}), so {consequence}",
+        ex.error.as_deref().unwrap_or("no response")
+    ))
 }
 
 /// The SKIP for a probe that needs a second payload when the body template cannot vary.
@@ -167,11 +181,11 @@ pub(crate) async fn send_raw_counted(
         sent.push(ctx.send_raw(role, req).await);
     }
     if sent.iter().all(|e| e.response.is_none()) {
-        return Err(Stop::Error(format!(
-            "no request got a response (#{}: {})",
-            sent[0].n,
-            sent[0].error.clone().unwrap_or_default()
-        )));
+        return Err(no_answer(
+            &format!("every request (first #{})", sent[0].n),
+            &sent[0],
+            "nothing was answered to judge",
+        ));
     }
     let after = ctx.count("count after").await?;
     let refs: Vec<&Exchange> = sent.iter().collect();

@@ -898,4 +898,173 @@ fn a_body_that_is_not_json_skips_reserialized_retry() {
     );
     assert_says(run.reason("reserialized-retry"), "not JSON", "says why");
     assert_says(run.reason("reserialized-retry"), "-d", "names the option");
+
+/// The severity that decided a probe's FAIL or WARN in the JSON report: its worst failed check
+/// that counts (info never does).
+fn deciding_severity(run: &Run, id: &str) -> String {
+    let rank = |s: &str| {
+        ["recommended", "required", "critical"]
+            .iter()
+            .position(|r| *r == s)
+    };
+    run.report["probes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["id"] == id)
+        .flat_map(|p| p["checks"].as_array().cloned().unwrap_or_default())
+        .filter(|c| c["passed"] == false)
+        .filter_map(|c| c["severity"].as_str().map(str::to_owned))
+        .filter(|s| rank(s).is_some())
+        .max_by_key(|s| rank(s))
+        .unwrap_or_default()
+}
+
+/// A hand-written API with no lock around check-then-act, whose connections are reset at
+/// random (about 1 in 8 of the requests that find their key in flight): every duplicate that
+/// is not reset executes. The reset requests say nothing, the executions that were seen say
+/// enough: concurrent-duplicates, lost-response and loser-does-not-unlock FAIL on their
+/// execution count, critical, whatever the resets hit.
+#[test]
+fn random_resets_do_not_hide_concurrent_executions() {
+    let run = expect(
+        "reset_burst",
+        &[],
+        &full(),
+        &[
+            ("concurrent-duplicates", "FAIL"),
+            ("lost-response", "FAIL"),
+            ("loser-does-not-unlock", "FAIL"),
+        ],
+        4,
+    );
+    for id in [
+        "concurrent-duplicates",
+        "lost-response",
+        "loser-does-not-unlock",
+    ] {
+        assert_eq!(
+            deciding_severity(&run, id),
+            "critical",
+            "{id}\n{}",
+            run.stdout
+        );
+    }
+}
+
+/// The same evidence gives the same verdict and severity: five runs in a row against the
+/// randomly resetting server, counted by ids alone (the basis that sees nothing of a reset
+/// request), each FAIL critical on "at most one execution per key" — whether the resets hit
+/// 0, 1 or 3 of the burst. (Before, a run with resets left the execution check "not judged"
+/// and FAILed as required on the retry's body; one without FAILed as critical.)
+#[test]
+fn five_runs_with_random_resets_give_one_verdict_and_severity() {
+    let server = start("reset_burst", &[]);
+    let args = [
+        "-H",
+        "Authorization: Bearer ta",
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        r#"{"amount":5,"ref":"{{unique}}"}"#,
+        "--id-pointer",
+        "/id",
+        "--timeout",
+        "3s",
+        "--probe",
+        "concurrent-duplicates",
+    ];
+    for i in 1..=5 {
+        let run = check(&server, &args);
+        let verdict = run.probes.iter().find(|p| p.0 == "concurrent-duplicates");
+        assert_eq!(
+            verdict.map(|p| p.1.as_str()),
+            Some("FAIL"),
+            "run {i}\n{}",
+            run.stdout
+        );
+        assert_eq!(
+            deciding_severity(&run, "concurrent-duplicates"),
+            "critical",
+            "run {i}\n{}",
+            run.stdout
+        );
+        assert_says(
+            run.reason("concurrent-duplicates"),
+            "at most one execution per key",
+            "the execution count decides",
+        );
+        assert_eq!(run.exit, Some(4), "run {i}\n{}", run.stdout);
+    }
+}
+
+/// Ids prove executions while other requests of the same key went unanswered: every third
+/// request that finds its key in flight is reset, so each burst has both. The unanswered ones
+/// could only add executions, so the count already decides: FAIL, critical, and the evidence
+/// says which requests got no response.
+#[test]
+fn executions_proven_by_ids_are_judged_beside_unanswered_requests() {
+    let server = start("reset_burst", &["--reset-every", "3"]);
+    let args = [
+        "-H",
+        "Authorization: Bearer ta",
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        r#"{"amount":5,"ref":"{{unique}}"}"#,
+        "--id-pointer",
+        "/id",
+        "--timeout",
+        "3s",
+        "--probe",
+        "concurrent-duplicates",
+    ];
+    let run = check(&server, &args);
+    let verdict = run.probes.iter().find(|p| p.0 == "concurrent-duplicates");
+    assert_eq!(
+        verdict.map(|p| p.1.as_str()),
+        Some("FAIL"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        deciding_severity(&run, "concurrent-duplicates"),
+        "critical",
+        "{}",
+        run.stdout
+    );
+    let timeline = run.timeline("concurrent-duplicates");
+    assert_says(
+        &timeline,
+        "got no response",
+        "the unanswered requests are named",
+    );
+    assert!(
+        !timeline.contains("not judged: at most one execution per key"),
+        "{timeline}"
+    );
+}
+
+/// stress under the same rule: against the server with no lock that resets every third request
+/// finding its key in flight, each key's ids prove several executions while other requests of
+/// the key went unanswered, so every key is violating and the run FAILs; the counter check
+/// allows one unseen execution per key left unanswered, never one more.
+#[test]
+fn stress_judges_keys_whose_ids_prove_executions_beside_resets() {
+    let server = start("reset_burst", &["--reset-every", "3"]);
+    let (exit, report) = stress(&server, &["--keys", "4", "--duplicates", "8"]);
+    let result = &report["result"];
+    assert_eq!(result["outcome"], "FAIL", "{result}");
+    assert_eq!(exit, Some(4), "{result}");
+    assert!(
+        report["statuses"]["no response"].as_u64().unwrap_or(0) > 0,
+        "the resets are seen: {}",
+        report["statuses"]
+    );
+    assert_eq!(report["violating_keys"], 4, "{report}");
+    assert_says(
+        result["reason"].as_str().unwrap_or_default(),
+        "4 of 4 keys violated exactly-once",
+        "every key's ids prove a duplicate",
+    );
 }
