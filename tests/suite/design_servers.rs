@@ -898,6 +898,7 @@ fn a_body_that_is_not_json_skips_reserialized_retry() {
     );
     assert_says(run.reason("reserialized-retry"), "not JSON", "says why");
     assert_says(run.reason("reserialized-retry"), "-d", "names the option");
+}
 
 /// The severity that decided a probe's FAIL or WARN in the JSON report: its worst failed check
 /// that counts (info never does).
