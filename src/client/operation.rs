@@ -104,7 +104,7 @@ impl Operation {
         Ok(Operation {
             id: op.operation_id.clone(),
             method: op.method.clone(),
-            path: op.path.clone(),
+            path: format!("{}{}", server_path(root), op.path),
             validation: Validation::Fields(required_fields(root, node)),
             status,
             created: Created::Template(created),
@@ -191,6 +191,39 @@ impl Operation {
             }
         }
     }
+}
+
+/// The path part of the document's first server URL (OAS 3 `servers`, variables filled with
+/// their defaults; Swagger 2.0 `basePath`), without a trailing slash: an SDK built for
+/// `https://api.mollie.com/v2` posts to `/v2/payments`, so that is where the fake must serve.
+fn server_path(root: &Value) -> String {
+    let url = match root.pointer("/servers/0") {
+        Some(server) => {
+            let mut url = server
+                .get("url")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            if let Some(vars) = server.get("variables").and_then(Value::as_object) {
+                for (name, var) in vars {
+                    if let Some(default) = var.get("default").and_then(Value::as_str) {
+                        url = url.replace(&format!("{{{name}}}"), default);
+                    }
+                }
+            }
+            url
+        }
+        None => root
+            .get("basePath")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+    };
+    let path = match url.split_once("://") {
+        Some((_, rest)) => rest.find('/').map_or("", |i| &rest[i..]),
+        None => url.as_str(),
+    };
+    path.trim_end_matches('/').to_string()
 }
 
 /// The fake's credential rule for an API description: its first keyed operation's declared
@@ -349,6 +382,28 @@ pub fn parse_payload(body: &[u8], form: bool) -> Option<Value> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_server_urls_path_is_served_before_the_operations_path() {
+        let cases = [
+            (
+                json!({"servers": [{"url": "https://api.mollie.com/v2"}]}),
+                "/v2",
+            ),
+            (json!({"servers": [{"url": "https://api.stripe.com/"}]}), ""),
+            (
+                json!({"servers": [{"url": "https://{host}/{version}/",
+                    "variables": {"host": {"default": "h"}, "version": {"default": "v3"}}}]}),
+                "/v3",
+            ),
+            (json!({"servers": [{"url": "/api"}]}), "/api"),
+            (json!({"swagger": "2.0", "basePath": "/v1"}), "/v1"),
+            (json!({}), ""),
+        ];
+        for (root, want) in cases {
+            assert_eq!(server_path(&root), want, "{root}");
+        }
+    }
 
     #[test]
     fn path_templates_match_any_parameter_value() {

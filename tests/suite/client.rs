@@ -767,6 +767,39 @@ fn an_api_description_is_served_with_its_answer_and_the_suite_error_envelope() {
     assert!(body.contains("invalid_request_error"), "{refused}");
 }
 
+/// The path part of the document's server URL is served: Mollie's API lives under
+/// `https://api.mollie.com/v2`, so its SDK posts `/v2/payments` for the path `/payments`.
+#[test]
+fn the_server_urls_path_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("mollie.yaml");
+    std::fs::write(
+        &spec,
+        "openapi: 3.0.3\ninfo: {title: t, version: '1'}\nservers:\n  - url: https://api.mollie.com/v2\n\
+         paths:\n  /payments:\n    post:\n      operationId: create-payment\n      parameters:\n\
+         \x20       - {name: Idempotency-Key, in: header, schema: {type: string}}\n      responses:\n\
+         \x20       '201':\n          description: created\n          content:\n\
+         \x20           application/json:\n              example: {resource: payment, id: tr_WDqYK6vllg}\n",
+    )
+    .unwrap();
+    let run = check_client(
+        &["--openapi", spec.to_str().unwrap(), "--scenario", "created"],
+        &one_post(
+            "/v2/payments",
+            r#"{"amount": {"value": "10.00", "currency": "EUR"}}"#,
+            r#"{"Idempotency-Key": '"%s"' % uuid.uuid4(), "Content-Type": "application/json"}"#,
+        ),
+    );
+    assert_eq!(run.json["operations"][0], "POST /v2/payments");
+    assert!(
+        failed_checks(&run.json).is_empty(),
+        "{}",
+        run.json["probes"]
+    );
+    assert_eq!(outcomes(&run.json)["client-key-present"], "PASS");
+    assert_eq!(run.code, 0);
+}
+
 /// Any credential is accepted under --path (here an API-key header), recorded by kind, and
 /// its secret masked; a client that ignores IDEM_CHECK_OPERATIONS performs one operation, which
 /// is INCONCLUSIVE for key-per-operation, never a PASS.
