@@ -179,13 +179,10 @@ impl Operation {
             }
             Created::Template(t) => {
                 let mut body = t.clone();
-                if let Some(obj) = body.as_object_mut() {
-                    let id = match obj.get("id") {
-                        Some(Value::Number(_)) => Value::from(n),
-                        Some(Value::String(s)) => Value::String(fresh_id(prefix(s), n)),
-                        _ => Value::String(fresh_id("obj_", n)),
-                    };
-                    obj.insert("id".into(), id);
+                if !refresh_ids(&mut body, n) {
+                    if let Some(obj) = body.as_object_mut() {
+                        obj.insert("id".into(), Value::String(fresh_id("obj_", n)));
+                    }
                 }
                 body
             }
@@ -241,6 +238,33 @@ pub fn document_auth(credentials: &[Credential]) -> Auth {
             .map_or(Auth::Any, |(name, _)| Auth::Header(name.trim().to_string())),
         k if k.starts_with("apiKey") => Auth::Any,
         _ => Auth::Bearer,
+    }
+}
+
+/// Gives every `id` member of `body`, nested ones included (`{"payment": {"id": …}}`), a fresh
+/// value of the same kind (the example's prefix kept): two operations must never answer with
+/// the example's one id. False when the body has no `id` at all.
+fn refresh_ids(body: &mut Value, n: usize) -> bool {
+    match body {
+        Value::Object(obj) => {
+            let mut found = false;
+            for (name, value) in obj.iter_mut() {
+                if name == "id" && (value.is_string() || value.is_number()) {
+                    *value = match value {
+                        Value::String(s) => Value::String(fresh_id(prefix(s), n)),
+                        _ => Value::from(n),
+                    };
+                    found = true;
+                } else {
+                    found |= refresh_ids(value, n);
+                }
+            }
+            found
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |found, item| refresh_ids(item, n) | found),
+        _ => false,
     }
 }
 
@@ -403,6 +427,21 @@ mod tests {
         for (root, want) in cases {
             assert_eq!(server_path(&root), want, "{root}");
         }
+    }
+
+    #[test]
+    fn nested_ids_are_fresh_too() {
+        let o = Operation {
+            created: Created::Template(json!({"payment": {"id": "PM-1", "amount": 5}})),
+            ..Operation::payments()
+        };
+        let a = o.created_body(1, &json!({}));
+        let b = o.created_body(2, &json!({}));
+        let id = |v: &Value| v["payment"]["id"].as_str().unwrap().to_string();
+        assert!(id(&a).starts_with("PM-0001"), "{a}");
+        assert_ne!(id(&a), id(&b));
+        assert!(a.get("id").is_none(), "the shape is kept: {a}");
+        assert_eq!(a["payment"]["amount"], 5);
     }
 
     #[test]
