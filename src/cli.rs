@@ -598,11 +598,11 @@ pub struct ClientArgs {
     #[arg(long, value_name = "KIND")]
     pub auth: Option<crate::client::auth::Auth>,
 
-    /// The body of every error the fake API answers, with {{status}}, {{message}}, {{type}} and
-    /// {{code}} filled in [default: problem+json; the {"error": {type, code, message}}
-    /// envelope under --suite stripe]
-    #[arg(long, value_name = "FILE")]
-    pub error_body: Option<PathBuf>,
+    /// The body of every error the fake API answers, or with STATUS= of that status's errors
+    /// (repeatable), with {{status}}, {{message}}, {{type}} and {{code}} filled in [default:
+    /// problem+json; the {"error": {type, code, message}} envelope under --suite stripe]
+    #[arg(long, value_name = "[STATUS=]FILE")]
+    pub error_body: Vec<String>,
 
     /// The suite whose key syntax applies (ietf-draft-07: an RFC 8941 String; stripe: either
     /// form, and Stripe's error envelope).

@@ -94,7 +94,7 @@ pub(super) async fn client(args: ClientArgs) -> Result<ExitCode> {
 /// What the fake API serves: the operations (built-in, `--path`, or the document's keyed ones),
 /// the key header, the credential rule and the error shape.
 async fn api_config(args: &ClientArgs, suite: &Suite, token: String) -> anyhow::Result<ApiConfig> {
-    let errors = ErrorBody::choose(&suite.name, args.error_body.as_deref())?;
+    let errors = ErrorBody::choose(&suite.name, &args.error_body)?;
     if let Some(pointer) = &args.key_in_body {
         check_body_pointer(pointer, args.openapi.is_some())?;
     }
