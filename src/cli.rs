@@ -571,6 +571,17 @@ pub struct ClientArgs {
     )]
     pub key_header: Vec<String>,
 
+    /// The client sends its key in the body, at this JSON pointer (/idempotency_key), or for
+    /// a form body in this field, instead of a header.
+    #[arg(long, value_name = "POINTER", conflicts_with = "key_header")]
+    pub key_in_body: Option<String>,
+
+    /// How the key is written: ietf (an RFC 8941 String, the draft's field) or token (an
+    /// opaque value under the provider's own rules) [default: ietf for a header named
+    /// Idempotency-Key, token for every other carrier]
+    #[arg(long, value_name = "SYNTAX")]
+    pub key_syntax: Option<crate::client::carrier::Syntax>,
+
     /// Serve this one path instead of /api/payments ({name} matches any segment); any body is
     /// accepted and echoed back with a fresh id.
     #[arg(long, value_name = "PATH")]
@@ -587,11 +598,11 @@ pub struct ClientArgs {
     #[arg(long, value_name = "KIND")]
     pub auth: Option<crate::client::auth::Auth>,
 
-    /// The body of every error the fake API answers, with {{status}}, {{message}}, {{type}} and
-    /// {{code}} filled in [default: problem+json; the {"error": {type, code, message}}
-    /// envelope under --suite stripe]
-    #[arg(long, value_name = "FILE")]
-    pub error_body: Option<PathBuf>,
+    /// The body of every error the fake API answers, or with STATUS= of that status's errors
+    /// (repeatable), with {{status}}, {{message}}, {{type}} and {{code}} filled in [default:
+    /// problem+json; the {"error": {type, code, message}} envelope under --suite stripe]
+    #[arg(long, value_name = "[STATUS=]FILE")]
+    pub error_body: Vec<String>,
 
     /// The suite whose key syntax applies (ietf-draft-07: an RFC 8941 String; stripe: either
     /// form, and Stripe's error envelope).

@@ -22,6 +22,7 @@
 
 use serde_json::Value;
 
+use super::carrier::{KeyCarrier, Place, Syntax};
 use crate::check::{Check, Severity};
 use crate::keys::KeySyntax;
 use crate::outcome::Stop;
@@ -62,7 +63,7 @@ impl ClientCheck {
 
 pub const KEY_PRESENT: ClientCheck = ClientCheck {
     id: "key-on-first-attempt",
-    what: "the first attempt carries the key header",
+    what: "the first attempt carries the key",
     severity: Severity::Required,
 };
 pub const KEY_SYNTAX: ClientCheck = ClientCheck {
@@ -146,8 +147,8 @@ pub const EXIT_STATUS: ClientCheck = ClientCheck {
 pub struct Judging<'a> {
     pub records: &'a [ScenarioRecord],
     pub key_syntax: KeySyntax,
-    /// The key header's name, as the suite spells it.
-    pub header: &'a str,
+    /// Where the key travels and how it is written.
+    pub carrier: &'a KeyCarrier,
     /// The per-scenario timeout, to say how a killed run ended.
     pub timeout: std::time::Duration,
     /// The served operations, as the evidence names them ("POST /api/payments").
@@ -241,7 +242,7 @@ pub const CATALOG: &[ClientProbe] = &[
         id: "client-key-syntax",
         section: "draft-07 §2.1, RFC 8941 §3.3.3",
         stimulus: "Runs the command once against a server that answers normally",
-        requirement: "The key is an RFC 8941 String (ietf-draft-07); bare values are fine under stripe",
+        requirement: "The key is written as its carrier requires: an RFC 8941 String in the draft's Idempotency-Key (bare values are fine under stripe), any non-empty value under a token carrier (a provider's header or a body field)",
         scenarios: &["created"],
         checks: &[KEY_SYNTAX],
         judge: key_syntax,
@@ -358,10 +359,20 @@ fn first_attempt<'r>(j: &Judging, r: &'r ScenarioRecord, op: usize) -> Result<&'
     )))
 }
 
-fn key_text(header: &str, key: Option<&super::fake_api::SentKey>) -> String {
-    match key {
-        Some(k) => format!("{header}: {}", k.raw),
-        None => format!("no {header} header"),
+fn key_text(carrier: &KeyCarrier, key: Option<&super::fake_api::SentKey>) -> String {
+    match (key, &carrier.place) {
+        (Some(k), _) => format!("{}: {}", carrier.label(), k.raw),
+        (None, Place::Header(name)) => format!("no {name} header"),
+        (None, Place::Body(pointer)) => format!("no key at {pointer} in the body"),
+    }
+}
+
+/// What the first attempt should carry: "an Idempotency-Key header", "a key at
+/// /idempotency_key in the body".
+fn key_wanted(carrier: &KeyCarrier) -> String {
+    match &carrier.place {
+        Place::Header(name) => format!("an {name} header"),
+        Place::Body(pointer) => format!("a key at {pointer} in the body"),
     }
 }
 
@@ -371,8 +382,8 @@ fn key_present(j: &Judging) -> Judged {
         if let Some(a) = out.first(j, r, 1) {
             out.checks.push(KEY_PRESENT.judge(
                 a.key.is_some(),
-                format!("an {} header", j.header),
-                key_text(j.header, a.key.as_ref()),
+                key_wanted(j.carrier),
+                key_text(j.carrier, a.key.as_ref()),
                 vec![a.exchange.n],
             ));
             out.exit_status(j, r);
@@ -393,6 +404,17 @@ fn key_syntax(j: &Judging) -> Judged {
             ));
             continue;
         };
+        if j.carrier.syntax == Syntax::Token {
+            // The provider's own rules: any non-empty value is a key, and quotes would be
+            // part of it, so nothing here may ask for them.
+            out.checks.push(KEY_SYNTAX.judge(
+                !key.value.is_empty(),
+                format!("a non-empty opaque key ({})", j.carrier),
+                format!("{}: {}", j.carrier.label(), key.raw),
+                vec![a.exchange.n],
+            ));
+            continue;
+        }
         let (passed, expected) = match j.key_syntax {
             KeySyntax::SfString => (
                 key.sf_string,
@@ -443,14 +465,14 @@ fn lost_response(j: &Judging) -> Judged {
                     retries.iter().filter(|a| !a.same_key_as(first)).collect();
                 out.checks.push(LOST_SAME_KEY.judge(
                     other.is_empty(),
-                    key_text(j.header, first.key.as_ref()),
+                    key_text(j.carrier, first.key.as_ref()),
                     if other.is_empty() {
                         "the same key on every retry".to_string()
                     } else {
                         other
                             .iter()
                             .map(|a| {
-                                format!("#{} {}", a.exchange.n, key_text(j.header, a.key.as_ref()))
+                                format!("#{} {}", a.exchange.n, key_text(j.carrier, a.key.as_ref()))
                             })
                             .collect::<Vec<_>>()
                             .join("; ")
@@ -574,11 +596,11 @@ fn next_attempt(j: &Judging, out: &mut Judged, r: &ScenarioRecord, first: &Attem
     if first.key.is_some() {
         out.checks.push(RETRY_AFTER_SAME_KEY.judge(
             next.same_key_as(first),
-            key_text(j.header, first.key.as_ref()),
+            key_text(j.carrier, first.key.as_ref()),
             format!(
                 "#{} {}",
                 next.exchange.n,
-                key_text(j.header, next.key.as_ref())
+                key_text(j.carrier, next.key.as_ref())
             ),
             vec![next.exchange.n],
         ));

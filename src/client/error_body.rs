@@ -5,11 +5,12 @@
 //! `error` member as success. A correct SDK must not be judged on a shape it was never meant
 //! to read, so the status code stays what the scenario needs and only the body changes:
 //! problem+json (RFC 9457) by default, the Stripe envelope under `--suite stripe`, or any
-//! shape from `--error-body FILE`.
+//! shape from `--error-body FILE`, for every status or (`--error-body 409=FILE`) for one: a
+//! provider's conflict body is not its 503 body, and an SDK may tell them apart by shape.
 
-use std::path::Path;
+use std::collections::BTreeMap;
 
-use anyhow::{Context as _, Result};
+use anyhow::{bail, Context as _, Result};
 use serde_json::json;
 
 /// How error bodies are written.
@@ -19,23 +20,54 @@ pub enum ErrorBody {
     Problem,
     /// `{"error": {"type", "code", "message"}}`, as Stripe's API answers.
     StripeEnvelope,
-    /// A template with `{{status}}`, `{{message}}`, `{{type}}` and `{{code}}`; served as JSON
-    /// when it is JSON, else as text.
-    Template(String),
+    /// Templates with `{{status}}`, `{{message}}`, `{{type}}` and `{{code}}`, served as JSON
+    /// when they are JSON, else as text: one per status, one for every other status, and the
+    /// suite's shape for the statuses no template covers.
+    Templates {
+        by_status: BTreeMap<u16, String>,
+        all: Option<String>,
+        otherwise: Box<ErrorBody>,
+    },
 }
 
 impl ErrorBody {
-    /// The shape for a suite, unless `--error-body FILE` gives one.
-    pub fn choose(suite: &str, file: Option<&Path>) -> Result<ErrorBody> {
-        if let Some(path) = file {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read --error-body {}", path.display()))?;
-            return Ok(ErrorBody::Template(text));
-        }
-        Ok(if suite == "stripe" {
+    /// The shape for a suite, unless `--error-body [STATUS=]FILE` (repeatable) gives some.
+    pub fn choose(suite: &str, files: &[String]) -> Result<ErrorBody> {
+        let suite_shape = if suite == "stripe" {
             ErrorBody::StripeEnvelope
         } else {
             ErrorBody::Problem
+        };
+        if files.is_empty() {
+            return Ok(suite_shape);
+        }
+        let mut by_status = BTreeMap::new();
+        let mut all = None;
+        for spec in files {
+            let (status, path) = match spec.split_once('=') {
+                Some((s, path)) if s.len() == 3 && s.bytes().all(|b| b.is_ascii_digit()) => {
+                    let status: u16 = s.parse().unwrap_or(0);
+                    if !(400..600).contains(&status) {
+                        bail!("--error-body {spec}: {status} is not an error status (400 to 599)");
+                    }
+                    (Some(status), path)
+                }
+                _ => (None, spec.as_str()),
+            };
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --error-body {path}"))?;
+            let replaced = match status {
+                Some(status) => by_status.insert(status, text).is_some(),
+                None => all.replace(text).is_some(),
+            };
+            if replaced {
+                bail!("--error-body {spec}: a second body for the same statuses");
+            }
+        }
+        Ok(ErrorBody::Templates {
+            by_status,
+            all,
+            otherwise: Box::new(suite_shape),
         })
     }
 
@@ -44,7 +76,7 @@ impl ErrorBody {
         match self {
             ErrorBody::Problem => "problem+json errors",
             ErrorBody::StripeEnvelope => "stripe error envelopes",
-            ErrorBody::Template(_) => "--error-body errors",
+            ErrorBody::Templates { .. } => "--error-body errors",
         }
     }
 
@@ -60,26 +92,42 @@ impl ErrorBody {
                 "application/json",
                 json!({ "error": { "type": kind, "code": code, "message": message } }).to_string(),
             ),
-            ErrorBody::Template(t) => {
-                // Values go in as JSON string contents, so a JSON template stays JSON.
-                let quoted = |s: &str| {
-                    let q = serde_json::to_string(s).unwrap_or_default();
-                    q[1..q.len() - 1].to_string()
-                };
-                let text = t
-                    .replace("{{status}}", &status.to_string())
-                    .replace("{{message}}", &quoted(message))
-                    .replace("{{type}}", kind)
-                    .replace("{{code}}", code);
-                let content_type = if serde_json::from_str::<serde_json::Value>(&text).is_ok() {
-                    "application/json"
-                } else {
-                    "text/plain; charset=utf-8"
-                };
-                (content_type, text)
-            }
+            ErrorBody::Templates {
+                by_status,
+                all,
+                otherwise,
+            } => match by_status.get(&status).or(all.as_ref()) {
+                Some(t) => fill(t, status, message, kind, code),
+                None => otherwise.render(status, message),
+            },
         }
     }
+}
+
+/// `template` with its placeholders filled, and its content type.
+fn fill(
+    template: &str,
+    status: u16,
+    message: &str,
+    kind: &str,
+    code: &str,
+) -> (&'static str, String) {
+    // Values go in as JSON string contents, so a JSON template stays JSON.
+    let quoted = |s: &str| {
+        let q = serde_json::to_string(s).unwrap_or_default();
+        q[1..q.len() - 1].to_string()
+    };
+    let text = template
+        .replace("{{status}}", &status.to_string())
+        .replace("{{message}}", &quoted(message))
+        .replace("{{type}}", kind)
+        .replace("{{code}}", code);
+    let content_type = if serde_json::from_str::<serde_json::Value>(&text).is_ok() {
+        "application/json"
+    } else {
+        "text/plain; charset=utf-8"
+    };
+    (content_type, text)
 }
 
 /// The error type and code Stripe's API gives for a status.
@@ -111,13 +159,35 @@ mod tests {
         let (ct, body) = ErrorBody::Problem.render(400, "bad");
         assert_eq!(ct, "application/problem+json");
         assert!(body.contains("\"status\":400"), "{body}");
-        let t = ErrorBody::Template(
-            r#"{"errors":[{"code":"{{code}}","msg":"{{message}}"}],"s":{{status}}}"#.into(),
-        );
+        let template = |t: &str| ErrorBody::Templates {
+            by_status: BTreeMap::new(),
+            all: Some(t.into()),
+            otherwise: Box::new(ErrorBody::Problem),
+        };
+        let t = template(r#"{"errors":[{"code":"{{code}}","msg":"{{message}}"}],"s":{{status}}}"#);
         let (ct, body) = t.render(429, "say \"later\"");
         assert_eq!(ct, "application/json", "{body}");
         assert!(body.contains(r#""msg":"say \"later\"""#), "{body}");
-        let (ct, _) = ErrorBody::Template("oops {{status}}".into()).render(500, "x");
+        let (ct, _) = template("oops {{status}}").render(500, "x");
         assert!(ct.starts_with("text/plain"));
+    }
+
+    #[test]
+    fn a_status_template_shapes_its_status_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let conflict = dir.path().join("409.json");
+        std::fs::write(&conflict, r#"{"conflict": "{{message}}"}"#).unwrap();
+        let spec = format!("409={}", conflict.display());
+        let body = ErrorBody::choose("stripe", std::slice::from_ref(&spec)).unwrap();
+        assert!(body.render(409, "m").1.contains("\"conflict\""));
+        let (_, other) = body.render(503, "m");
+        assert!(
+            other.contains("\"error\""),
+            "the suite's shape elsewhere: {other}"
+        );
+        let twice = ErrorBody::choose("ietf-draft-07", &[spec.clone(), spec]).unwrap_err();
+        assert!(twice.to_string().contains("--error-body 409="), "{twice}");
+        let bad = ErrorBody::choose("ietf-draft-07", &["200=x".into()]).unwrap_err();
+        assert!(bad.to_string().contains("not an error status"), "{bad}");
     }
 }

@@ -31,6 +31,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
 use super::auth::Auth;
+use super::carrier::{KeyCarrier, Syntax};
 use super::error_body::ErrorBody;
 use super::operation::{parse_payload, Operation};
 use crate::http::exchange::{Exchange, Header, ReceivedResponse, SentRequest};
@@ -101,8 +102,8 @@ impl Behaviour {
 #[derive(Debug, Clone)]
 pub struct ApiConfig {
     pub operations: Vec<Operation>,
-    /// The key header's name.
-    pub header: String,
+    /// Where the key travels and how it is written.
+    pub carrier: KeyCarrier,
     /// The token the credential must carry.
     pub token: String,
     pub auth: Auth,
@@ -112,7 +113,8 @@ pub struct ApiConfig {
 /// The key a request carried, as sent and as understood.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct SentKey {
-    /// The header value(s) as sent, joined with ", " when there were several lines.
+    /// The header value(s) as sent, joined with ", " when there were several lines, or the
+    /// body field's value.
     pub raw: String,
     /// The key itself: the String's content for an RFC 8941 String, else the raw value trimmed.
     pub value: String,
@@ -121,24 +123,22 @@ pub struct SentKey {
 }
 
 impl SentKey {
-    fn parse(lines: &[&[u8]]) -> Option<SentKey> {
-        if lines.is_empty() {
-            return None;
-        }
-        let raw = lines
-            .iter()
-            .map(|l| String::from_utf8_lossy(l).into_owned())
-            .collect::<Vec<_>>()
-            .join(", ");
+    /// The key `raw` as `syntax` understands it: under `ietf` an RFC 8941 String's content (and
+    /// `"k"` and `k` are the same key), under `token` the value itself, quotes included.
+    pub fn parse(raw: &str, syntax: Syntax) -> SentKey {
         let string = sfv::Parser::new(raw.as_bytes())
             .parse_item::<sfv::Item>()
             .ok()
             .and_then(|i| i.bare_item.as_string().map(|s| s.as_str().to_string()));
-        Some(SentKey {
-            value: string.clone().unwrap_or_else(|| raw.trim().to_string()),
+        let value = match (syntax, &string) {
+            (Syntax::Ietf, Some(s)) => s.clone(),
+            _ => raw.trim().to_string(),
+        };
+        SentKey {
+            value,
             sf_string: string.is_some(),
-            raw,
-        })
+            raw: raw.to_string(),
+        }
     }
 }
 
@@ -153,7 +153,8 @@ pub struct Attempt {
     /// True for a request to a served operation.
     pub operation: bool,
     pub key: Option<SentKey>,
-    /// The body parsed as JSON (a form as an object of its fields).
+    /// The body parsed as JSON (a form as an object of its fields), less a body key: the key
+    /// is judged on its own, so a new key is not also counted as a new payload.
     pub payload: Option<Value>,
     /// The credential it carried: "bearer", "basic", "header X-Api-Key", "none", …
     pub credential: String,
@@ -163,10 +164,10 @@ pub struct Attempt {
 }
 
 impl Attempt {
-    /// True when both carry the same key (as understood: `"k"` and `k` are the same key), or
-    /// neither carries one.
+    /// True when both carry a key and it is the same key (as understood: under `ietf`, `"k"`
+    /// and `k` are the same key). Two attempts without a key do not share one.
     pub fn same_key_as(&self, other: &Attempt) -> bool {
-        self.key.as_ref().map(|k| &k.value) == other.key.as_ref().map(|k| &k.value)
+        matches!((&self.key, &other.key), (Some(a), Some(b)) if a.value == b.value)
     }
 
     /// True when the answer was a 2xx.
@@ -203,7 +204,6 @@ struct State {
     origin: Instant,
     behaviour: Behaviour,
     config: Arc<ApiConfig>,
-    header: String,
     base_url: String,
     /// The run being executed, when idem-check runs the command.
     run: Option<usize>,
@@ -251,7 +251,6 @@ impl FakeApi {
         let state = Arc::new(Mutex::new(State {
             origin: Instant::now(),
             behaviour,
-            header: config.header.to_ascii_lowercase(),
             config,
             base_url: format!("http://{addr}"),
             run: None,
@@ -414,14 +413,6 @@ async fn handle(
         .iter()
         .map(|(n, v)| Header::new(n.as_str(), v.as_bytes()))
         .collect();
-    let key = SentKey::parse(
-        &parts
-            .headers
-            .get_all(s.header.as_str())
-            .iter()
-            .map(|v| v.as_bytes())
-            .collect::<Vec<_>>(),
-    );
     let served = config
         .operations
         .iter()
@@ -434,6 +425,16 @@ async fn handle(
         .as_ref()
         .filter(|b| !b.is_empty())
         .and_then(|b| parse_payload(b, form));
+    let header_lines: Vec<&[u8]> = match config.carrier.header() {
+        Some(name) => parts
+            .headers
+            .get_all(name)
+            .iter()
+            .map(|v| v.as_bytes())
+            .collect(),
+        None => Vec::new(),
+    };
+    let key = config.carrier.key_in(&header_lines, payload.as_ref());
     let credential = config.auth.check(&parts.headers, &config.token);
     let first = served.is_some() && !s.attempts.iter().any(|a| a.operation);
     let answer = match (&body, served, &credential) {
@@ -510,7 +511,7 @@ async fn handle(
         op,
         operation: served.is_some(),
         key,
-        payload,
+        payload: payload.map(|p| config.carrier.without_key(p)),
         credential: credential.unwrap_or_else(|seen| seen),
         setup_refusal,
     });
@@ -653,7 +654,7 @@ mod tests {
     fn payments() -> Arc<ApiConfig> {
         Arc::new(ApiConfig {
             operations: vec![Operation::payments()],
-            header: "Idempotency-Key".into(),
+            carrier: KeyCarrier::ietf_header(),
             token: "t".into(),
             auth: Auth::Bearer,
             errors: ErrorBody::Problem,

@@ -25,6 +25,7 @@ use crate::report::{ProbeReport, RunReport, Summary, ToolInfo};
 use crate::suite::Suite;
 
 pub mod auth;
+pub mod carrier;
 pub mod checks;
 pub mod command;
 pub mod error_body;
@@ -100,6 +101,9 @@ pub struct ClientReport {
     pub suite: String,
     /// The operations the fake API served ("POST /api/payments").
     pub operations: Vec<String>,
+    /// Where the key was read and how it was judged ("header Idempotency-Key, ietf",
+    /// "body /idempotency_key, token").
+    pub key: String,
     /// "problem+json errors", "stripe error envelopes", "--error-body errors".
     pub errors: &'static str,
     pub strict: bool,
@@ -133,13 +137,16 @@ impl ClientReport {
             started_at: self.started_at.clone(),
             duration_ms: self.duration_ms,
             interrupted: self.interrupted,
-            context: vec![format!(
-                "{} scenario{} against a fake API on 127.0.0.1 serving {} with {}",
-                self.scenarios.len(),
-                if self.scenarios.len() == 1 { "" } else { "s" },
-                self.operations.join(", "),
-                self.errors
-            )],
+            context: vec![
+                format!(
+                    "{} scenario{} against a fake API on 127.0.0.1 serving {} with {}",
+                    self.scenarios.len(),
+                    if self.scenarios.len() == 1 { "" } else { "s" },
+                    self.operations.join(", "),
+                    self.errors
+                ),
+                format!("key: {}", self.key),
+            ],
             summary: self.summary.clone(),
             probes: self.probes.clone(),
         }
@@ -320,6 +327,7 @@ fn build(
         command: opts.command.clone(),
         suite: opts.suite.name.clone(),
         operations: opts.api.operations.iter().map(|o| o.describe()).collect(),
+        key: opts.api.carrier.to_string(),
         errors: opts.api.errors.describe(),
         strict: opts.strict,
         started_at,
@@ -436,7 +444,7 @@ fn judge(p: &ClientProbe, records: &[ScenarioRecord], opts: &ClientOptions) -> O
     let judged = (p.judge)(&Judging {
         records: &mine,
         key_syntax: opts.suite.key_syntax,
-        header: &opts.api.header,
+        carrier: &opts.api.carrier,
         timeout: opts.timeout,
         served: &served.join(" or "),
     });
@@ -495,10 +503,11 @@ fn timeline(r: &ScenarioRecord, timeout: Duration) -> Vec<String> {
         let attempts = r.operation(op);
         for pair in attempts.windows(2) {
             let (prev, next) = (pair[0], pair[1]);
-            let key = if next.same_key_as(prev) {
-                "same key"
-            } else {
-                "another key"
+            let key = match (&prev.key, &next.key) {
+                (_, None) => "no key",
+                (None, Some(_)) => "a key (none before)",
+                _ if next.same_key_as(prev) => "same key",
+                _ => "another key",
             };
             let payload = if next.payload == prev.payload {
                 "same payload"

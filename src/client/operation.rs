@@ -104,7 +104,7 @@ impl Operation {
         Ok(Operation {
             id: op.operation_id.clone(),
             method: op.method.clone(),
-            path: op.path.clone(),
+            path: format!("{}{}", server_path(root), op.path),
             validation: Validation::Fields(required_fields(root, node)),
             status,
             created: Created::Template(created),
@@ -179,18 +179,48 @@ impl Operation {
             }
             Created::Template(t) => {
                 let mut body = t.clone();
-                if let Some(obj) = body.as_object_mut() {
-                    let id = match obj.get("id") {
-                        Some(Value::Number(_)) => Value::from(n),
-                        Some(Value::String(s)) => Value::String(fresh_id(prefix(s), n)),
-                        _ => Value::String(fresh_id("obj_", n)),
-                    };
-                    obj.insert("id".into(), id);
+                if !refresh_ids(&mut body, n) {
+                    if let Some(obj) = body.as_object_mut() {
+                        obj.insert("id".into(), Value::String(fresh_id("obj_", n)));
+                    }
                 }
                 body
             }
         }
     }
+}
+
+/// The path part of the document's first server URL (OAS 3 `servers`, variables filled with
+/// their defaults; Swagger 2.0 `basePath`), without a trailing slash: an SDK built for
+/// `https://api.mollie.com/v2` posts to `/v2/payments`, so that is where the fake must serve.
+fn server_path(root: &Value) -> String {
+    let url = match root.pointer("/servers/0") {
+        Some(server) => {
+            let mut url = server
+                .get("url")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            if let Some(vars) = server.get("variables").and_then(Value::as_object) {
+                for (name, var) in vars {
+                    if let Some(default) = var.get("default").and_then(Value::as_str) {
+                        url = url.replace(&format!("{{{name}}}"), default);
+                    }
+                }
+            }
+            url
+        }
+        None => root
+            .get("basePath")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+    };
+    let path = match url.split_once("://") {
+        Some((_, rest)) => rest.find('/').map_or("", |i| &rest[i..]),
+        None => url.as_str(),
+    };
+    path.trim_end_matches('/').to_string()
 }
 
 /// The fake's credential rule for an API description: its first keyed operation's declared
@@ -208,6 +238,33 @@ pub fn document_auth(credentials: &[Credential]) -> Auth {
             .map_or(Auth::Any, |(name, _)| Auth::Header(name.trim().to_string())),
         k if k.starts_with("apiKey") => Auth::Any,
         _ => Auth::Bearer,
+    }
+}
+
+/// Gives every `id` member of `body`, nested ones included (`{"payment": {"id": …}}`), a fresh
+/// value of the same kind (the example's prefix kept): two operations must never answer with
+/// the example's one id. False when the body has no `id` at all.
+fn refresh_ids(body: &mut Value, n: usize) -> bool {
+    match body {
+        Value::Object(obj) => {
+            let mut found = false;
+            for (name, value) in obj.iter_mut() {
+                if name == "id" && (value.is_string() || value.is_number()) {
+                    *value = match value {
+                        Value::String(s) => Value::String(fresh_id(prefix(s), n)),
+                        _ => Value::from(n),
+                    };
+                    found = true;
+                } else {
+                    found |= refresh_ids(value, n);
+                }
+            }
+            found
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |found, item| refresh_ids(item, n) | found),
+        _ => false,
     }
 }
 
@@ -349,6 +406,43 @@ pub fn parse_payload(body: &[u8], form: bool) -> Option<Value> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_server_urls_path_is_served_before_the_operations_path() {
+        let cases = [
+            (
+                json!({"servers": [{"url": "https://api.mollie.com/v2"}]}),
+                "/v2",
+            ),
+            (json!({"servers": [{"url": "https://api.stripe.com/"}]}), ""),
+            (
+                json!({"servers": [{"url": "https://{host}/{version}/",
+                    "variables": {"host": {"default": "h"}, "version": {"default": "v3"}}}]}),
+                "/v3",
+            ),
+            (json!({"servers": [{"url": "/api"}]}), "/api"),
+            (json!({"swagger": "2.0", "basePath": "/v1"}), "/v1"),
+            (json!({}), ""),
+        ];
+        for (root, want) in cases {
+            assert_eq!(server_path(&root), want, "{root}");
+        }
+    }
+
+    #[test]
+    fn nested_ids_are_fresh_too() {
+        let o = Operation {
+            created: Created::Template(json!({"payment": {"id": "PM-1", "amount": 5}})),
+            ..Operation::payments()
+        };
+        let a = o.created_body(1, &json!({}));
+        let b = o.created_body(2, &json!({}));
+        let id = |v: &Value| v["payment"]["id"].as_str().unwrap().to_string();
+        assert!(id(&a).starts_with("PM-0001"), "{a}");
+        assert_ne!(id(&a), id(&b));
+        assert!(a.get("id").is_none(), "the shape is kept: {a}");
+        assert_eq!(a["payment"]["amount"], 5);
+    }
 
     #[test]
     fn path_templates_match_any_parameter_value() {

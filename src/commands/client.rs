@@ -10,6 +10,7 @@ use super::{finish, render_options, report_files, Result};
 use crate::catalog::load_suite;
 use crate::cli::ClientArgs;
 use crate::client::auth::Auth;
+use crate::client::carrier::{KeyCarrier, Place};
 use crate::client::error_body::ErrorBody;
 use crate::client::fake_api::ApiConfig;
 use crate::client::operation::{self, Operation};
@@ -43,7 +44,10 @@ pub(super) async fn client(args: ClientArgs) -> Result<ExitCode> {
         .unwrap_or_else(|| format!("idem-check-{}", uuid::Uuid::new_v4().simple()));
     let suite = load_suite(&args.suite)?;
     let api = api_config(&args, &suite, token.clone()).await?;
-    let key_header = api.header.clone();
+    let key_header = api
+        .carrier
+        .header()
+        .map_or_else(|| suite.header.clone(), str::to_string);
     let opts = ClientOptions {
         command: args.command.clone(),
         suite,
@@ -90,7 +94,10 @@ pub(super) async fn client(args: ClientArgs) -> Result<ExitCode> {
 /// What the fake API serves: the operations (built-in, `--path`, or the document's keyed ones),
 /// the key header, the credential rule and the error shape.
 async fn api_config(args: &ClientArgs, suite: &Suite, token: String) -> anyhow::Result<ApiConfig> {
-    let errors = ErrorBody::choose(&suite.name, args.error_body.as_deref())?;
+    let errors = ErrorBody::choose(&suite.name, &args.error_body)?;
+    if let Some(pointer) = &args.key_in_body {
+        check_body_pointer(pointer, args.openapi.is_some())?;
+    }
     let (operations, header, auth) = match (&args.openapi, &args.path) {
         (Some(source), _) => {
             // No connection flags here: the proxy variables of the environment apply.
@@ -141,11 +148,29 @@ async fn api_config(args: &ClientArgs, suite: &Suite, token: String) -> anyhow::
             Auth::Bearer,
         ),
     };
+    let place = match &args.key_in_body {
+        Some(pointer) => Place::Body(pointer.clone()),
+        None => Place::Header(header),
+    };
     Ok(ApiConfig {
         operations,
-        header,
+        carrier: KeyCarrier::new(place, args.key_syntax),
         token,
         auth: args.auth.clone().unwrap_or(auth),
         errors,
     })
+}
+
+/// `--key-in-body POINTER` as far as it can be checked before the client runs: a JSON pointer
+/// (`/idempotency_key`) or a form field's name, on an operation whose body can carry it.
+fn check_body_pointer(pointer: &str, openapi: bool) -> anyhow::Result<()> {
+    if pointer.is_empty() || pointer == "/" {
+        bail!("--key-in-body {pointer:?}: expected a JSON pointer such as /idempotency_key, or a form field's name");
+    }
+    if openapi {
+        // The document's keyed operations are found by their key header; a body key is served
+        // with --path until discovery reads request bodies.
+        bail!("--key-in-body cannot be used with --openapi yet: serve the operation with --path (and --method)");
+    }
+    Ok(())
 }

@@ -240,6 +240,53 @@ fn failed_checks(json: &Value) -> BTreeSet<(String, String)> {
         .collect()
 }
 
+/// The verdict table of `runs`, one row per sample client, one column per probe.
+fn verdict_table(runs: &[(&str, Run)]) -> String {
+    let mut table = format!(
+        "| client | {} |\n|---|{}\n",
+        PROBES.join(" | "),
+        "---|".repeat(PROBES.len())
+    );
+    for (name, run) in runs {
+        let o = outcomes(&run.json);
+        let cells: Vec<String> = PROBES.iter().map(|p| o[*p].clone()).collect();
+        table.push_str(&format!("| {name} | {} |\n", cells.join(" | ")));
+    }
+    table
+}
+
+/// Asserts that `run` of sample client `name` failed exactly the checks of its `row`, had the
+/// row's INCONCLUSIVE probes, passed every other probe, and exited accordingly.
+fn assert_row(name: &str, run: &Run, row: &Expected, table: &str) {
+    let (_, fails, inconclusive) = row;
+    let want: BTreeSet<(String, String)> = fails
+        .iter()
+        .map(|(p, c)| (p.to_string(), c.to_string()))
+        .collect();
+    assert_eq!(failed_checks(&run.json), want, "{name}\n{table}");
+    let flagged: BTreeSet<&str> = fails.iter().map(|(p, _)| *p).collect();
+    for (probe, outcome) in outcomes(&run.json) {
+        let expected = if flagged.contains(probe.as_str()) {
+            &["FAIL", "WARN"][..]
+        } else if inconclusive.contains(&probe.as_str()) {
+            &["INCONCLUSIVE"][..]
+        } else {
+            &["PASS"][..]
+        };
+        assert!(
+            expected.contains(&outcome.as_str()),
+            "{name}: {probe} is {outcome}\n{table}"
+        );
+    }
+    let want_code = if fails.is_empty() || WARN_ONLY.contains(&name) {
+        0
+    } else {
+        4
+    };
+    assert_eq!(run.code, want_code, "{name}");
+    assert_eq!(run.json["schema"], "idem-check.client/1");
+}
+
 /// Every sample client against every scenario, in parallel (each run has its own fake APIs on
 /// ephemeral ports); the 7 s Retry-After runs once each for the two clients it tells apart, in
 /// the same parallel batch. Prints the verdict table.
@@ -290,44 +337,10 @@ fn each_defect_is_flagged_by_its_checks_and_the_correct_client_passes_everything
         "{}",
         long_runs[1].json["probes"]
     );
-    let mut table = format!(
-        "| client | {} |\n|---|{}\n",
-        PROBES.join(" | "),
-        "---|".repeat(PROBES.len())
-    );
-    for (name, run) in &runs {
-        let o = outcomes(&run.json);
-        let cells: Vec<String> = PROBES.iter().map(|p| o[*p].clone()).collect();
-        table.push_str(&format!("| {name} | {} |\n", cells.join(" | ")));
-    }
+    let table = verdict_table(&runs);
     println!("{table}");
-    for ((name, run), (_, fails, inconclusive)) in runs.iter().zip(TABLE) {
-        let want: BTreeSet<(String, String)> = fails
-            .iter()
-            .map(|(p, c)| (p.to_string(), c.to_string()))
-            .collect();
-        assert_eq!(failed_checks(&run.json), want, "{name}\n{table}");
-        let flagged: BTreeSet<&str> = fails.iter().map(|(p, _)| *p).collect();
-        for (probe, outcome) in outcomes(&run.json) {
-            let expected = if flagged.contains(probe.as_str()) {
-                &["FAIL", "WARN"][..]
-            } else if inconclusive.contains(&probe.as_str()) {
-                &["INCONCLUSIVE"][..]
-            } else {
-                &["PASS"][..]
-            };
-            assert!(
-                expected.contains(&outcome.as_str()),
-                "{name}: {probe} is {outcome}\n{table}"
-            );
-        }
-        let want_code = if fails.is_empty() || WARN_ONLY.contains(name) {
-            0
-        } else {
-            4
-        };
-        assert_eq!(run.code, want_code, "{name}");
-        assert_eq!(run.json["schema"], "idem-check.client/1");
+    for ((name, run), row) in runs.iter().zip(TABLE) {
+        assert_row(name, run, row, &table);
     }
     for (name, run) in runs.iter().map(|(n, r)| (*n, r)).chain(
         ["correct (7 s)", "ignores-retry-after (7 s)"]
@@ -372,6 +385,7 @@ fn the_lost_response_is_a_closed_connection_to_a_real_client_and_reports_hide_th
             "command",
             "suite",
             "operations",
+            "key",
             "errors",
             "strict",
             "started_at",
@@ -432,6 +446,161 @@ fn bare_keys_pass_under_the_stripe_suite() {
     assert_eq!(o["client-key-syntax"], "PASS", "{o:?}");
     assert_eq!(o["client-key-present"], "PASS", "{o:?}");
     assert_eq!(run.code, 0);
+}
+
+/// The sample clients that send their key as the body's `idempotency_key`, judged with
+/// `--key-in-body /idempotency_key`: a body key is judged exactly as a header key, so each row
+/// is its header twin's row of [`TABLE`] (a regenerated body key fails the same-key checks and
+/// nothing that compares payloads).
+const BODY_TABLE: &[Expected] = &[
+    ("correct", &[], &[]),
+    (
+        "no-key",
+        &[
+            ("client-key-present", "key-on-first-attempt"),
+            ("client-lost-response", "one-payment"),
+        ],
+        &[
+            "client-key-syntax",
+            "client-key-per-operation",
+            "client-retry-after",
+            "client-throttled",
+        ],
+    ),
+    (
+        "new-key-per-retry",
+        &[
+            ("client-lost-response", "same-key"),
+            ("client-lost-response", "one-payment"),
+            ("client-retry-after", "same-key"),
+            ("client-throttled", "same-key"),
+        ],
+        &[],
+    ),
+];
+
+#[test]
+fn body_keys_are_judged_as_header_keys() {
+    let mut args = short_scenarios();
+    args.extend(["--key-in-body".into(), "/idempotency_key".into()]);
+    let runs: Vec<(&str, Run)> = std::thread::scope(|s| {
+        let handles: Vec<_> = BODY_TABLE
+            .iter()
+            .map(|(name, _, _)| {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let mut argv = sample(name);
+                argv.push("--key-in-body".into());
+                (*name, s.spawn(move || check_client(&args, &argv)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|(n, h)| (n, h.join().unwrap()))
+            .collect()
+    });
+    let table = verdict_table(&runs);
+    println!("{table}");
+    for ((name, run), row) in runs.iter().zip(BODY_TABLE) {
+        assert_row(name, run, row, &table);
+        assert_eq!(run.json["key"], "body /idempotency_key, token", "{name}");
+        assert!(
+            run.terminal.contains("key: body /idempotency_key, token"),
+            "{name}: the header line names the carrier\n{}",
+            run.terminal
+        );
+    }
+    let timeline = |run: &Run| -> Vec<String> {
+        run.json["probes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|p| p["timeline"].as_array().unwrap().iter())
+            .map(|l| l.as_str().unwrap().to_string())
+            .collect()
+    };
+    let no_key = timeline(&runs[1].1);
+    assert!(
+        no_key.iter().any(|l| l.contains("no key, same payload"))
+            && !no_key.iter().any(|l| l.contains("same key")),
+        "no key seen is never the same key: {no_key:#?}"
+    );
+    let regenerated = timeline(&runs[2].1);
+    assert!(
+        regenerated
+            .iter()
+            .any(|l| l.contains("(no response), another key, same payload")),
+        "the body key is judged on its own, not as a payload change: {regenerated:#?}"
+    );
+}
+
+/// Under a `token` carrier a bare key is a key like any other: client-key-syntax passes it, and
+/// no message asks for an RFC 8941 String (a provider whose header takes opaque tokens would
+/// refuse the quotes). The draft's header keeps its rule.
+#[test]
+fn a_token_carrier_takes_a_bare_key_and_never_asks_for_quotes() {
+    let (token, ietf) = std::thread::scope(|s| {
+        let token = s.spawn(|| {
+            check_client(
+                &["--key-syntax", "token", "--scenario", "created"],
+                &sample("bare-key"),
+            )
+        });
+        let ietf = s.spawn(|| check_client(&["--scenario", "created"], &sample("bare-key")));
+        (token.join().unwrap(), ietf.join().unwrap())
+    });
+    let o = outcomes(&token.json);
+    assert_eq!(o["client-key-syntax"], "PASS", "{o:?}");
+    assert_eq!(token.code, 0);
+    assert_eq!(token.json["key"], "header Idempotency-Key, token");
+    let checks = token.json["probes"].to_string();
+    assert!(!checks.contains("an RFC 8941 String, e.g."), "{checks}");
+    assert_eq!(outcomes(&ietf.json)["client-key-syntax"], "FAIL");
+    assert_eq!(ietf.json["key"], "header Idempotency-Key, ietf");
+}
+
+/// A body key that cannot be served, or two carriers at once: one line naming the flag, before
+/// the client runs.
+#[test]
+fn a_bad_key_carrier_is_an_error_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let touch = vec!["touch".to_string(), marker.to_string_lossy().into_owned()];
+    let cases: [(&[&str], &str); 3] = [
+        (&["--key-in-body", ""], "--key-in-body"),
+        (
+            &["--openapi", "doc.yaml", "--key-in-body", "/idempotency_key"],
+            "--key-in-body",
+        ),
+        (
+            &[
+                "--openapi",
+                "doc.yaml",
+                "--key-header",
+                "X-Key",
+                "--key-in-body",
+                "/k",
+            ],
+            "--key-in-body",
+        ),
+    ];
+    for (args, flag) in cases {
+        let out = bin()
+            .arg("client")
+            .args(args)
+            .arg("--")
+            .args(&touch)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let first = stderr.lines().next().unwrap_or_default();
+        assert!(first.contains(flag), "{args:?}: {stderr}");
+        assert!(
+            matches!(out.status.code(), Some(1 | 2)),
+            "{args:?}: {stderr}"
+        );
+        assert!(!marker.exists(), "{args:?}: the client ran");
+    }
 }
 
 /// A client that never returns is killed with its whole group at the deadline, its output is
@@ -596,6 +765,39 @@ fn an_api_description_is_served_with_its_answer_and_the_suite_error_envelope() {
     )
     .unwrap();
     assert!(body.contains("invalid_request_error"), "{refused}");
+}
+
+/// The path part of the document's server URL is served: Mollie's API lives under
+/// `https://api.mollie.com/v2`, so its SDK posts `/v2/payments` for the path `/payments`.
+#[test]
+fn the_server_urls_path_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("mollie.yaml");
+    std::fs::write(
+        &spec,
+        "openapi: 3.0.3\ninfo: {title: t, version: '1'}\nservers:\n  - url: https://api.mollie.com/v2\n\
+         paths:\n  /payments:\n    post:\n      operationId: create-payment\n      parameters:\n\
+         \x20       - {name: Idempotency-Key, in: header, schema: {type: string}}\n      responses:\n\
+         \x20       '201':\n          description: created\n          content:\n\
+         \x20           application/json:\n              example: {resource: payment, id: tr_WDqYK6vllg}\n",
+    )
+    .unwrap();
+    let run = check_client(
+        &["--openapi", spec.to_str().unwrap(), "--scenario", "created"],
+        &one_post(
+            "/v2/payments",
+            r#"{"amount": {"value": "10.00", "currency": "EUR"}}"#,
+            r#"{"Idempotency-Key": '"%s"' % uuid.uuid4(), "Content-Type": "application/json"}"#,
+        ),
+    );
+    assert_eq!(run.json["operations"][0], "POST /v2/payments");
+    assert!(
+        failed_checks(&run.json).is_empty(),
+        "{}",
+        run.json["probes"]
+    );
+    assert_eq!(outcomes(&run.json)["client-key-present"], "PASS");
+    assert_eq!(run.code, 0);
 }
 
 /// Any credential is accepted under --path (here an API-key header), recorded by kind, and
