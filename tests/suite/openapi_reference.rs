@@ -131,7 +131,7 @@ async fn both_operations_pass_from_the_servers_own_document() {
     assert_eq!(lines(" first-request "), 2, "{terminal}");
     assert_eq!(lines(" replay-identity "), 2, "{terminal}");
     assert!(
-        terminal.contains("2 operations (OpenAPI 3.1.0): 56 probes:"),
+        terminal.contains("2 operations (OpenAPI 3.1.0): 58 probes:"),
         "{terminal}"
     );
 }
