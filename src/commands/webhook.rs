@@ -47,8 +47,9 @@ pub(super) async fn webhook(args: WebhookArgs) -> Result<ExitCode> {
     let files = report_files(&args.report)?;
     let selection = select(&args)?;
     let template = match &args.event {
-        Some(file) => Template::load(args.scheme, file)
-            .map_err(|e| AppError::InputFile(anyhow!(e)))?,
+        Some(file) => {
+            Template::load(args.scheme, file).map_err(|e| AppError::InputFile(anyhow!(e)))?
+        }
         None => Template::default_for(args.scheme),
     };
     let reference = if args.reference {
@@ -73,7 +74,15 @@ pub(super) async fn webhook(args: WebhookArgs) -> Result<ExitCode> {
     } else {
         None
     };
-    let done = check(&args, template, selection, reference.as_ref(), &files, &interrupt).await;
+    let done = check(
+        &args,
+        template,
+        selection,
+        reference.as_ref(),
+        &files,
+        &interrupt,
+    )
+    .await;
     if let Some(r) = reference {
         r.stop().await.map_err(AppError::runtime)?;
     }
@@ -105,7 +114,9 @@ async fn check(
             let secret = match &args.secret {
                 Some(s) => s.clone(),
                 None => std::env::var(SECRET_VAR).map_err(|_| {
-                    usage(format!("--secret: the consumer's signing secret is needed (or set ${SECRET_VAR})"))
+                    usage(format!(
+                        "--secret: the consumer's signing secret is needed (or set ${SECRET_VAR})"
+                    ))
                 })?,
             };
             let counter = match (&args.count_url, &args.count_pointer, &args.count_cmd) {
@@ -159,9 +170,14 @@ async fn check(
             .map_err(AppError::runtime)?,
     );
     let meter = Meter::configured(counter, None, Vec::new(), args.timeout);
-    let mut secrets = Secrets::default().with_named(&secret, SECRET_VAR, "the webhook signing secret");
+    let mut secrets =
+        Secrets::default().with_named(&secret, SECRET_VAR, "the webhook signing secret");
     if let Some(b) = &secret_b {
-        secrets = secrets.with_named(b, "IDEM_CHECK_WEBHOOK_SECRET_B", "the second source's signing secret");
+        secrets = secrets.with_named(
+            b,
+            "IDEM_CHECK_WEBHOOK_SECRET_B",
+            "the second source's signing secret",
+        );
     }
     let env = Env {
         sender: Sender::new(client.clone(), url.clone(), scheme, template, key, key_b),
@@ -185,7 +201,12 @@ async fn check(
         ],
     };
     let progress = Progress::new(selection.len() as u64, std::io::stderr().is_terminal());
-    progress.line(&terminal::header(&info.target, "webhook", &info.context, &render));
+    progress.line(&terminal::header(
+        &info.target,
+        "webhook",
+        &info.context,
+        &render,
+    ));
     progress.line("");
     let observer = Lines {
         progress: &progress,
@@ -232,7 +253,9 @@ fn header_line(flag: &str, line: &str) -> Result<Header> {
         Some((name, value)) if !name.trim().is_empty() => {
             Ok(Header::new(name.trim(), value.trim().as_bytes().to_vec()))
         }
-        _ => Err(usage(format!("{flag}: expected 'Name: value', got {line:?}"))),
+        _ => Err(usage(format!(
+            "{flag}: expected 'Name: value', got {line:?}"
+        ))),
     }
 }
 

@@ -146,13 +146,25 @@ fn spec(id: &'static str, what: &'static str, severity: Severity) -> CheckSpec {
     }
 }
 
-fn two_xx(trial: &mut Trial, id: &'static str, what: &'static str, sev: Severity, ex: &[&Exchange]) {
+fn two_xx(
+    trial: &mut Trial,
+    id: &'static str,
+    what: &'static str,
+    sev: Severity,
+    ex: &[&Exchange],
+) {
     trial
         .checks
         .push(check::statuses_within(&spec(id, what, sev), ex, 200, 299));
 }
 
-fn four_xx(trial: &mut Trial, id: &'static str, what: &'static str, sev: Severity, ex: &[&Exchange]) {
+fn four_xx(
+    trial: &mut Trial,
+    id: &'static str,
+    what: &'static str,
+    sev: Severity,
+    ex: &[&Exchange],
+) {
     trial
         .checks
         .push(check::statuses_within(&spec(id, what, sev), ex, 400, 499));
@@ -225,21 +237,59 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
                     ex.error.unwrap_or_default()
                 )));
             }
-            two_xx(trial, "acknowledged", "a valid delivery is acknowledged 2xx", Severity::Required, &[&ex]);
-            w.judge(env, trial, "applied-once", "the event is applied once", Severity::Critical, 1, &[&ex])
-                .await
+            two_xx(
+                trial,
+                "acknowledged",
+                "a valid delivery is acknowledged 2xx",
+                Severity::Required,
+                &[&ex],
+            );
+            w.judge(
+                env,
+                trial,
+                "applied-once",
+                "the event is applied once",
+                Severity::Critical,
+                1,
+                &[&ex],
+            )
+            .await
         }
         "wh-redelivery" => {
             let w = Window::open(env, trial).await?;
             let e = s.event();
             let first = s.send(trial, "delivery", &s.signed(&e, t, 0)).await;
             let again = s
-                .send(trial, "redelivery, re-signed 1 s later", &s.signed(&e, t, 1))
+                .send(
+                    trial,
+                    "redelivery, re-signed 1 s later",
+                    &s.signed(&e, t, 1),
+                )
                 .await;
-            two_xx(trial, "first-acknowledged", "the first delivery is acknowledged 2xx", Severity::Required, &[&first]);
-            w.judge(env, trial, "applied-once", "the event is applied once", Severity::Critical, 1, &[&first, &again])
-                .await?;
-            two_xx(trial, "redelivery-acknowledged", "the redelivery is acknowledged 2xx (else the sender retries it)", Severity::Recommended, &[&again]);
+            two_xx(
+                trial,
+                "first-acknowledged",
+                "the first delivery is acknowledged 2xx",
+                Severity::Required,
+                &[&first],
+            );
+            w.judge(
+                env,
+                trial,
+                "applied-once",
+                "the event is applied once",
+                Severity::Critical,
+                1,
+                &[&first, &again],
+            )
+            .await?;
+            two_xx(
+                trial,
+                "redelivery-acknowledged",
+                "the redelivery is acknowledged 2xx (else the sender retries it)",
+                Severity::Recommended,
+                &[&again],
+            );
             Ok(())
         }
         "wh-byte-replay" => {
@@ -248,9 +298,23 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
             let req = s.signed(&e, t, 0);
             let first = s.send(trial, "delivery", &req).await;
             let replay = s.send(trial, "the same bytes again", &req).await;
-            two_xx(trial, "first-acknowledged", "the first delivery is acknowledged 2xx", Severity::Required, &[&first]);
-            w.judge(env, trial, "applied-once", "a replayed delivery is not applied again", Severity::Critical, 1, &[&first, &replay])
-                .await
+            two_xx(
+                trial,
+                "first-acknowledged",
+                "the first delivery is acknowledged 2xx",
+                Severity::Required,
+                &[&first],
+            );
+            w.judge(
+                env,
+                trial,
+                "applied-once",
+                "a replayed delivery is not applied again",
+                Severity::Critical,
+                1,
+                &[&first, &replay],
+            )
+            .await
         }
         "wh-bad-signature" => {
             let w = Window::open(env, trial).await?;
@@ -264,9 +328,23 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
             let a = s.send(trial, "tampered body", &tampered).await;
             let b = s.send(trial, "signed with a wrong secret", &wrong).await;
             let c = s.send(trial, "without signature", &unsigned).await;
-            four_xx(trial, "refused", "every forgery is refused 4xx (a 2xx is an accepted forgery)", Severity::Critical, &[&a, &b, &c]);
-            w.judge(env, trial, "not-applied", "no forgery is applied", Severity::Critical, 0, &[&a, &b, &c])
-                .await
+            four_xx(
+                trial,
+                "refused",
+                "every forgery is refused 4xx (a 2xx is an accepted forgery)",
+                Severity::Critical,
+                &[&a, &b, &c],
+            );
+            w.judge(
+                env,
+                trial,
+                "not-applied",
+                "no forgery is applied",
+                Severity::Critical,
+                0,
+                &[&a, &b, &c],
+            )
+            .await
         }
         "wh-distinct-events" => {
             if s.template.holds_id() {
@@ -280,10 +358,26 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
             let mut e2 = e1.clone();
             e2.meta.id = scheme.new_event_id();
             let a = s.send(trial, "event A", &s.signed(&e1, t, 0)).await;
-            let b = s.send(trial, "event B, same body", &s.signed(&e2, t, 0)).await;
-            two_xx(trial, "acknowledged", "both events are acknowledged 2xx", Severity::Required, &[&a, &b]);
-            w.judge(env, trial, "both-applied", "two events with identical bodies are two effects (one lost is an event dropped)", Severity::Critical, 2, &[&a, &b])
-                .await
+            let b = s
+                .send(trial, "event B, same body", &s.signed(&e2, t, 0))
+                .await;
+            two_xx(
+                trial,
+                "acknowledged",
+                "both events are acknowledged 2xx",
+                Severity::Required,
+                &[&a, &b],
+            );
+            w.judge(
+                env,
+                trial,
+                "both-applied",
+                "two events with identical bodies are two effects (one lost is an event dropped)",
+                Severity::Critical,
+                2,
+                &[&a, &b],
+            )
+            .await
         }
         "wh-concurrent-duplicates" => {
             let w = Window::open(env, trial).await?;
@@ -296,8 +390,16 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
                     .iter()
                     .any(|b| a.start_ms < b.end_ms() && b.start_ms < a.end_ms())
             });
-            w.judge(env, trial, "applied-once", "overlapping deliveries apply the event once", Severity::Critical, 1, &refs)
-                .await?;
+            w.judge(
+                env,
+                trial,
+                "applied-once",
+                "overlapping deliveries apply the event once",
+                Severity::Critical,
+                1,
+                &refs,
+            )
+            .await?;
             if !overlapped && trial.checks.iter().all(|c| c.passed) {
                 return Err(Stop::Inconclusive(
                     "no two deliveries were in flight together: the consumer answered each before the next arrived".into(),
@@ -310,10 +412,26 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
             let e = s.event();
             let forged = s.delivery(&e, &e.body, t, &[Signer::Wrong], 0);
             let f = s.send(trial, "forgery with the event's id", &forged).await;
-            let g = s.send(trial, "the genuine event", &s.signed(&e, t, 1)).await;
-            two_xx(trial, "genuine-acknowledged", "the genuine event is acknowledged 2xx", Severity::Required, &[&g]);
-            w.judge(env, trial, "genuine-applied", "the genuine event is applied once after a forgery carried its id", Severity::Critical, 1, &[&f, &g])
-                .await
+            let g = s
+                .send(trial, "the genuine event", &s.signed(&e, t, 1))
+                .await;
+            two_xx(
+                trial,
+                "genuine-acknowledged",
+                "the genuine event is acknowledged 2xx",
+                Severity::Required,
+                &[&g],
+            );
+            w.judge(
+                env,
+                trial,
+                "genuine-applied",
+                "the genuine event is applied once after a forgery carried its id",
+                Severity::Critical,
+                1,
+                &[&f, &g],
+            )
+            .await
         }
         "wh-stale-timestamp" | "wh-future-timestamp" => {
             if !scheme.signs_timestamp() {
@@ -332,16 +450,34 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
             let w = Window::open(env, trial).await?;
             let e = s.event();
             let ex = s
-                .send(trial, role, &s.delivery(&e, &e.body, ts, &[Signer::Genuine], 0))
+                .send(
+                    trial,
+                    role,
+                    &s.delivery(&e, &e.body, ts, &[Signer::Genuine], 0),
+                )
                 .await;
-            four_xx(trial, "refused", "a delivery outside the tolerance is refused 4xx", sev, &[&ex]);
+            four_xx(
+                trial,
+                "refused",
+                "a delivery outside the tolerance is refused 4xx",
+                sev,
+                &[&ex],
+            );
             let eff = if sev == Severity::Required {
                 Severity::Critical
             } else {
                 sev
             };
-            w.judge(env, trial, "not-applied", "a delivery outside the tolerance is not applied", eff, 0, &[&ex])
-                .await
+            w.judge(
+                env,
+                trial,
+                "not-applied",
+                "a delivery outside the tolerance is not applied",
+                eff,
+                0,
+                &[&ex],
+            )
+            .await
         }
         "wh-rotated-secret" => {
             if !scheme.signs_several() {
@@ -353,33 +489,81 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
             let w = Window::open(env, trial).await?;
             let (e1, e2) = (s.event(), s.event());
             let a = s
-                .send(trial, "valid signature second", &s.delivery(&e1, &e1.body, t, &[Signer::Wrong, Signer::Genuine], 0))
+                .send(
+                    trial,
+                    "valid signature second",
+                    &s.delivery(&e1, &e1.body, t, &[Signer::Wrong, Signer::Genuine], 0),
+                )
                 .await;
             let b = s
-                .send(trial, "valid signature first", &s.delivery(&e2, &e2.body, t, &[Signer::Genuine, Signer::Wrong], 0))
+                .send(
+                    trial,
+                    "valid signature first",
+                    &s.delivery(&e2, &e2.body, t, &[Signer::Genuine, Signer::Wrong], 0),
+                )
                 .await;
-            two_xx(trial, "acknowledged", "a delivery with any one valid signature is acknowledged 2xx", Severity::Required, &[&a, &b]);
-            w.judge(env, trial, "applied", "both events are applied (one refused is an event lost)", Severity::Critical, 2, &[&a, &b])
-                .await
+            two_xx(
+                trial,
+                "acknowledged",
+                "a delivery with any one valid signature is acknowledged 2xx",
+                Severity::Required,
+                &[&a, &b],
+            );
+            w.judge(
+                env,
+                trial,
+                "applied",
+                "both events are applied (one refused is an event lost)",
+                Severity::Critical,
+                2,
+                &[&a, &b],
+            )
+            .await
         }
         "wh-raw-body" => {
             let w = Window::open(env, trial).await?;
             let e = s.event();
             let body = e.loosened_body();
             let ex = s
-                .send(trial, "non-canonical JSON", &s.delivery(&e, &body, t, &[Signer::Genuine], 0))
+                .send(
+                    trial,
+                    "non-canonical JSON",
+                    &s.delivery(&e, &body, t, &[Signer::Genuine], 0),
+                )
                 .await;
-            two_xx(trial, "acknowledged", "a signature over the bytes sent is accepted (2xx)", Severity::Required, &[&ex]);
-            w.judge(env, trial, "applied", "the event is applied once", Severity::Critical, 1, &[&ex])
-                .await
+            two_xx(
+                trial,
+                "acknowledged",
+                "a signature over the bytes sent is accepted (2xx)",
+                Severity::Required,
+                &[&ex],
+            );
+            w.judge(
+                env,
+                trial,
+                "applied",
+                "the event is applied once",
+                Severity::Critical,
+                1,
+                &[&ex],
+            )
+            .await
         }
         "wh-unknown-type" => {
             let w = Window::open(env, trial).await?;
             let e = s.event().of_unknown_type(scheme);
             let ex = s.send(trial, "unknown type", &s.signed(&e, t, 0)).await;
             two_xx(trial, "acknowledged", "an unknown type is acknowledged 2xx (else the sender retries and disables the endpoint)", Severity::Recommended, &[&ex]);
-            w.judge(env, trial, "no-effect", "an unknown type changes nothing", Severity::Required, 0, &[&ex])
-                .await
+            w.judge(
+                env,
+                trial,
+                "no-effect",
+                "an unknown type changes nothing",
+                Severity::Required,
+                0,
+                &[&ex],
+            )
+            .await
         }
         "wh-retry-after-failure" => {
             let Some(crash) = &env.extras.crash else {
@@ -399,37 +583,85 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
                     f.status_text()
                 )));
             }
-            two_xx(trial, "retry-acknowledged", "the redelivery is acknowledged 2xx", Severity::Required, &[&r]);
-            w.judge(env, trial, "applied-once", "the event is applied exactly once (0 is an event lost)", Severity::Critical, 1, &[&f, &r])
-                .await
+            two_xx(
+                trial,
+                "retry-acknowledged",
+                "the redelivery is acknowledged 2xx",
+                Severity::Required,
+                &[&r],
+            );
+            w.judge(
+                env,
+                trial,
+                "applied-once",
+                "the event is applied exactly once (0 is an event lost)",
+                Severity::Critical,
+                1,
+                &[&f, &r],
+            )
+            .await
         }
         "wh-cross-replica" => {
             let Some(replica) = &env.extras.replica else {
-                return Err(Stop::Skip("needs a second instance of the consumer: pass --replica URL".into()));
+                return Err(Stop::Skip(
+                    "needs a second instance of the consumer: pass --replica URL".into(),
+                ));
             };
             let w = Window::open(env, trial).await?;
             let e = s.event();
             let a = s.send(trial, "delivery", &s.signed(&e, t, 0)).await;
             let b = s
-                .send_to(trial, "redelivery to the replica", &s.signed(&e, t, 1), replica)
+                .send_to(
+                    trial,
+                    "redelivery to the replica",
+                    &s.signed(&e, t, 1),
+                    replica,
+                )
                 .await;
-            two_xx(trial, "acknowledged", "both deliveries are acknowledged 2xx", Severity::Recommended, &[&a, &b]);
-            w.judge(env, trial, "applied-once", "the event is applied once across instances", Severity::Critical, 1, &[&a, &b])
-                .await
+            w.judge(
+                env,
+                trial,
+                "applied-once",
+                "the event is applied once across instances",
+                Severity::Critical,
+                1,
+                &[&a, &b],
+            )
+            .await
         }
         "wh-source-isolation" => {
             if !s.has_source_b() {
-                return Err(Stop::Skip("needs a second source: pass --source-b-secret".into()));
+                return Err(Stop::Skip(
+                    "needs a second source: pass --source-b-secret".into(),
+                ));
             }
             let w = Window::open(env, trial).await?;
             let e = s.event();
             let a = s.send(trial, "source A", &s.signed(&e, t, 0)).await;
             let b = s
-                .send(trial, "source B, same event id", &s.delivery(&e, &e.body, t, &[Signer::SourceB], 0))
+                .send(
+                    trial,
+                    "source B, same event id",
+                    &s.delivery(&e, &e.body, t, &[Signer::SourceB], 0),
+                )
                 .await;
-            two_xx(trial, "acknowledged", "both sources' events are acknowledged 2xx", Severity::Required, &[&a, &b]);
-            w.judge(env, trial, "both-applied", "the same id from two sources is two effects", Severity::Critical, 2, &[&a, &b])
-                .await
+            two_xx(
+                trial,
+                "acknowledged",
+                "both sources' events are acknowledged 2xx",
+                Severity::Required,
+                &[&a, &b],
+            );
+            w.judge(
+                env,
+                trial,
+                "both-applied",
+                "the same id from two sources is two effects",
+                Severity::Critical,
+                2,
+                &[&a, &b],
+            )
+            .await
         }
         other => Err(Stop::Error(format!("{other} is not a webhook check"))),
     }

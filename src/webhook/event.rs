@@ -38,19 +38,23 @@ pub struct Event {
 pub const UNKNOWN_TYPE: &str = "idem_check.unknown";
 
 impl Template {
-    /// The scheme's default body: compact JSON of a type its consumers commonly handle.
+    /// The scheme's default body: compact JSON of a type its consumers commonly handle, with
+    /// something of its own in every event (as real events carry their object's id), so two
+    /// events share a body only where `wh-distinct-events` makes them.
     pub fn default_for(scheme: Scheme) -> Template {
         let text = match scheme {
             Scheme::Standard | Scheme::Svix => {
-                r#"{"type":"invoice.paid","timestamp":"{{timestamp}}","data":{"amount":1250}}"#
+                r#"{"type":"invoice.paid","timestamp":"{{timestamp}}","data":{"id":"in_{{unique}}","amount":1250}}"#
             }
             Scheme::Stripe => {
-                r#"{"id":"{{event_id}}","object":"event","type":"payment_intent.succeeded","created":{{timestamp}},"data":{"object":{"amount":1250}}}"#
+                r#"{"id":"{{event_id}}","object":"event","type":"payment_intent.succeeded","created":{{timestamp}},"data":{"object":{"id":"pi_{{unique}}","amount":1250}}}"#
             }
-            Scheme::Github => r#"{"ref":"refs/heads/main","after":"c0ffee"}"#,
-            Scheme::Shopify => r#"{"id":820982911946154508,"total_price":"12.50"}"#,
+            Scheme::Github => r#"{"ref":"refs/heads/main","after":"{{unique}}"}"#,
+            Scheme::Shopify => {
+                r#"{"admin_graphql_api_id":"gid://shopify/Order/{{unique}}","total_price":"12.50"}"#
+            }
             Scheme::Slack => {
-                r#"{"type":"event_callback","event_id":"{{event_id}}","event_time":{{timestamp}},"event":{"type":"message","text":"hi"}}"#
+                r#"{"type":"event_callback","event_id":"{{event_id}}","event_time":{{timestamp}},"event":{"type":"message","text":"hi","client_msg_id":"{{unique}}"}}"#
             }
         };
         Template {

@@ -64,7 +64,14 @@ pub async fn run(
         // Effects that landed after the previous check's last count are that check's.
         if let (Some((count, i)), Some(first)) = (last, trial.first_count) {
             if first != count {
-                charge_late(&mut probes[i], stops[i].as_ref(), count, first, def.id, info.strict);
+                charge_late(
+                    &mut probes[i],
+                    stops[i].as_ref(),
+                    count,
+                    first,
+                    def.id,
+                    info.strict,
+                );
             }
         }
         if let Some(c) = trial.last_count {
@@ -131,9 +138,7 @@ fn report(
         outcome: verdict.outcome,
         reason: verdict.reason,
         follows_from: None,
-        effect_basis: trial
-            .first_count
-            .map(|_| env.settler.describe()),
+        effect_basis: trial.first_count.map(|_| env.settler.describe()),
         duration_ms: begun.elapsed().as_secs_f64() * 1000.0,
         checks: trial.checks.clone(),
         timeline: trial.timeline.clone(),

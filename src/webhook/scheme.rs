@@ -169,10 +169,7 @@ impl Scheme {
                     uuid::Uuid::new_v4().to_string(),
                 ));
                 h.push(Header::new("X-Shopify-Topic", event.kind.clone()));
-                h.push(Header::new(
-                    "X-Shopify-Triggered-At",
-                    rfc3339(timestamp),
-                ));
+                h.push(Header::new("X-Shopify-Triggered-At", rfc3339(timestamp)));
             }
             Scheme::Slack => {
                 let content = [format!("v0:{ts}:").as_bytes(), body].concat();
@@ -256,7 +253,7 @@ fn rfc3339(timestamp: i64) -> String {
 mod tests {
     use super::*;
 
-    fn header<'a>(h: &'a [Header], name: &str) -> String {
+    fn header(h: &[Header], name: &str) -> String {
         h.iter()
             .find(|x| x.name.eq_ignore_ascii_case(name))
             .map(Header::value_str)
@@ -274,13 +271,8 @@ mod tests {
             id: "msg_p5jXN8AQM9LWM0D4loKWxJek".into(),
             kind: String::new(),
         };
-        let h = Scheme::Standard.headers(
-            &event,
-            br#"{"test": 2432232314}"#,
-            1614265330,
-            &[&key],
-            0,
-        );
+        let h =
+            Scheme::Standard.headers(&event, br#"{"test": 2432232314}"#, 1614265330, &[&key], 0);
         assert_eq!(
             header(&h, "webhook-signature"),
             "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="

@@ -27,6 +27,12 @@ pub struct Trial {
     pub last_count: Option<u64>,
 }
 
+impl Default for Trial {
+    fn default() -> Self {
+        Trial::new()
+    }
+}
+
 impl Trial {
     pub fn new() -> Trial {
         Trial {
@@ -54,7 +60,11 @@ impl Trial {
             n: self.exchanges.len() + 1,
             role: role.into(),
             start_ms: self.offset_ms(r.started),
-            duration_ms: r.finished.saturating_duration_since(r.started).as_secs_f64() * 1000.0,
+            duration_ms: r
+                .finished
+                .saturating_duration_since(r.started)
+                .as_secs_f64()
+                * 1000.0,
             release_us: r.released.map(|t| self.offset_ms(t) * 1000.0),
             request: sent,
             response: r.result.as_ref().ok().cloned(),
@@ -181,7 +191,8 @@ impl Sender {
         req: &Request,
         url: &url::Url,
     ) -> Exchange {
-        self.send(trial, role, &req.clone().with_url(url.clone())).await
+        self.send(trial, role, &req.clone().with_url(url.clone()))
+            .await
     }
 
     /// Sends every one of `reqs` at once, recording the exchanges in order.
@@ -201,7 +212,12 @@ impl Sender {
     }
 
     /// Sends `req`, recording the exchange in `trial`.
-    pub async fn send(&self, trial: &mut Trial, role: impl Into<String>, req: &Request) -> Exchange {
+    pub async fn send(
+        &self,
+        trial: &mut Trial,
+        role: impl Into<String>,
+        req: &Request,
+    ) -> Exchange {
         let (sent, raw) = self.client.send(req).await;
         trial.record(role, sent, &raw)
     }

@@ -47,7 +47,9 @@ impl Settler {
         let mut reads = 0;
         loop {
             let Some(read) = self.meter.read(&self.client).await else {
-                return Err("no effect meter: pass --count-url and --count-pointer, or --count-cmd".into());
+                return Err(
+                    "no effect meter: pass --count-url and --count-pointer, or --count-cmd".into(),
+                );
             };
             reads += 1;
             let value = match read.value {
