@@ -268,3 +268,70 @@ fn a_consumer_that_never_answers_is_an_error_not_a_hang() {
         text(&out)
     );
 }
+
+/// Where `scripts/webhook-vendors` installed the senders' libraries.
+const VENDORS: &str = "IDEM_CHECK_WEBHOOK_VENDORS";
+/// Set by `scripts/test`: missing libraries are a failure, not a skip.
+const REQUIRE_VENDORS: &str = "IDEM_CHECK_REQUIRE_WEBHOOK_VENDORS";
+
+/// Every scheme's deliveries as idem-check signs them verify with the sender's own library
+/// (fixtures/consumers/vendor_consumer.py verifies with standardwebhooks, svix, stripe,
+/// slack_sdk and @octokit/webhooks-methods), and its forgeries (a tampered body, a wrong
+/// secret, no signature) do not: every check passes, the calibration and wh-bad-signature
+/// among them. Stripe's `construct_event` checks only a timestamp's age, so a delivery signed
+/// in the future is accepted: wh-future-timestamp says so (a WARN, FAIL under --strict).
+#[test]
+fn every_scheme_verifies_with_the_senders_own_library() {
+    let dir = std::env::var_os(VENDORS)
+        .map(std::path::PathBuf::from)
+        .filter(|d| d.join("venv/bin/python").is_file());
+    let Some(dir) = dir else {
+        assert!(
+            std::env::var_os(REQUIRE_VENDORS).is_none(),
+            "{REQUIRE_VENDORS} is set but the libraries are not in ${VENDORS}: run scripts/webhook-vendors"
+        );
+        eprintln!(
+            "skipped: no webhook vendor libraries (run scripts/webhook-vendors and set {VENDORS})"
+        );
+        return;
+    };
+    let modules = dir.join("node/node_modules");
+    for scheme in WebhookScheme::ALL {
+        let secret = match scheme {
+            WebhookScheme::Standard | WebhookScheme::Svix | WebhookScheme::Stripe => SECRET,
+            _ => "a-plain-shared-secret",
+        };
+        let consumer = python::start_with(
+            &dir.join("venv/bin/python"),
+            "fixtures/consumers/vendor_consumer.py",
+            &[
+                "--scheme",
+                scheme.name(),
+                "--secret",
+                secret,
+                "--node-modules",
+                modules.to_str().unwrap(),
+                "--lifetime",
+                "120",
+            ],
+        );
+        let count = format!("{}/count", consumer.base);
+        let (out, bad) = run(&[
+            &format!("{}/webhooks", consumer.base),
+            "--scheme",
+            scheme.name(),
+            "--secret",
+            secret,
+            "--count-url",
+            &count,
+            "--count-pointer",
+            "/count",
+        ]);
+        let expected = if *scheme == WebhookScheme::Stripe {
+            fails(&["wh-future-timestamp"])
+        } else {
+            BTreeSet::new()
+        };
+        assert_eq!(bad, expected, "{}\n{}", scheme.name(), text(&out));
+    }
+}
