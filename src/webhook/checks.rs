@@ -117,6 +117,18 @@ pub const CATALOG: &[WebhookCheck] = &[
     ),
 ];
 
+/// The checks for `idem-check list`: each id and what it sends.
+pub fn listing() -> String {
+    let mut out = String::from(
+        "\nwebhook checks (idem-check webhook URL --scheme SCHEME)\n\n\
+         check                      sends\n",
+    );
+    for c in CATALOG {
+        out.push_str(&format!("{:<26} {}\n", c.id, c.stimulus));
+    }
+    out
+}
+
 /// Looks a check up by id.
 pub fn find(id: &str) -> Option<&'static WebhookCheck> {
     CATALOG.iter().find(|c| c.id == id)
