@@ -705,6 +705,11 @@ pub struct WebhookArgs {
     #[arg(long, value_name = "URL")]
     pub replica: Option<String>,
 
+    /// The acknowledgement budget wh-ack-latency judges with [default: the scheme's: Slack 3s,
+    /// Shopify 5s, GitHub 10s, standard, svix and stripe 15s]; keep --timeout above it.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub ack_budget: Option<Duration>,
+
     /// How long the effect counter must stay unchanged before a count is read [default: 300ms].
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub quiet_window: Option<Duration>,

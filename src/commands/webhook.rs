@@ -35,8 +35,10 @@ pub const SECRET_VAR: &str = "IDEM_CHECK_WEBHOOK_SECRET";
 const REFERENCE_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const REFERENCE_SECRET_B: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
 
-/// How long the reference consumer's `slow-sync-handler` fault works: over every budget.
-const REFERENCE_SLOW: Duration = Duration::from_secs(16);
+/// The acknowledgement budget against the reference consumer, and how long its
+/// `slow-sync-handler` fault works, over it: seconds, not the schemes' 15 s.
+const REFERENCE_BUDGET: Duration = Duration::from_secs(2);
+const REFERENCE_SLOW: Duration = Duration::from_secs(3);
 
 fn usage(msg: String) -> AppError {
     AppError::Usage(anyhow!(msg))
@@ -157,6 +159,12 @@ async fn check(
         .as_deref()
         .map(|u| parse_url("--replica", u))
         .transpose()?;
+    if args.ack_budget.is_some_and(|b| b >= args.timeout) {
+        return Err(usage(
+            "--ack-budget must be shorter than --timeout, or a slow acknowledgement is no answer"
+                .into(),
+        ));
+    }
     let quiet = args.quiet_window.unwrap_or(if reference.is_some() {
         crate::reference::QUIET_WINDOW
     } else {
@@ -182,7 +190,11 @@ async fn check(
     let env = Env {
         sender: Sender::new(client.clone(), url.clone(), scheme, template, key, key_b),
         settler: Settler::new(meter, client, quiet, args.settle_limit),
-        extras: Extras { crash, replica },
+        extras: Extras {
+            crash,
+            replica,
+            ack_budget: args.ack_budget.or(reference.map(|_| REFERENCE_BUDGET)),
+        },
     };
     let render = render_options(&args.report, secrets, String::new());
     let info = RunInfo {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::check::{self, CheckSpec, Severity};
+use crate::check::{self, Check, CheckSpec, Severity, Symptom};
 use crate::http::exchange::{Exchange, Header};
 use crate::outcome::Stop;
 
@@ -111,6 +111,11 @@ pub const CATALOG: &[WebhookCheck] = &[
         "Deduplication is shared by every instance.",
     ),
     check(
+        "wh-ack-latency",
+        "Sends one event and times its acknowledgement.",
+        "A delivery is acknowledged within the scheme's budget (Slack 3 s, Shopify 5 s, GitHub 10 s, Standard Webhooks, Svix and Stripe 15 s), else the sender counts it failed and retries.",
+    ),
+    check(
         "wh-source-isolation",
         "Sends one event id from the source of --secret, then from the source of --source-b-secret.",
         "Event ids are deduplicated per source: two sources' events are two effects.",
@@ -140,6 +145,8 @@ pub struct Extras {
     pub crash: Option<Header>,
     /// `--replica`.
     pub replica: Option<url::Url>,
+    /// `--ack-budget`: the acknowledgement budget instead of the scheme's.
+    pub ack_budget: Option<Duration>,
 }
 
 /// The collaborators a check plays with.
@@ -180,6 +187,32 @@ fn four_xx(
     trial
         .checks
         .push(check::statuses_within(&spec(id, what, sev), ex, 400, 499));
+}
+
+/// The share of the budget past which an acknowledgement is a WARN: a loaded consumer or a
+/// slower network takes it over.
+const NEAR_BUDGET: f64 = 0.8;
+
+/// `ex` was answered 2xx within `limit`: the check `id` with `severity`.
+fn acknowledged_within(
+    ex: &Exchange,
+    limit: Duration,
+    id: &str,
+    what: &str,
+    severity: Severity,
+) -> Check {
+    let ms = ex.duration_ms;
+    let ok = ex.response.as_ref().is_some_and(|r| r.is_success());
+    Check {
+        id: id.into(),
+        what: what.into(),
+        severity,
+        passed: ok && ms <= limit.as_secs_f64() * 1000.0,
+        expected: vec![format!("2xx within {} ms", limit.as_millis())],
+        actual: format!("{} after {ms:.0} ms", ex.status_text()),
+        exchanges: vec![ex.n],
+        symptom: Symptom::Other,
+    }
 }
 
 /// A counted window: the settled count before the check's deliveries.
@@ -638,6 +671,38 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
                 Severity::Critical,
                 1,
                 &[&a, &b],
+            )
+            .await
+        }
+        "wh-ack-latency" => {
+            let budget = env.extras.ack_budget.unwrap_or(scheme.ack_budget());
+            let w = Window::open(env, trial).await?;
+            let e = s.event();
+            let ex = s.send(trial, "delivery", &s.signed(&e, t, 0)).await;
+            // Over the budget the sender counts the delivery failed and retries work that was
+            // done; near it, a loaded moment takes it over.
+            trial.checks.push(acknowledged_within(
+                &ex,
+                budget,
+                "in-budget",
+                "the delivery is acknowledged 2xx within the scheme's budget",
+                Severity::Required,
+            ));
+            trial.checks.push(acknowledged_within(
+                &ex,
+                budget.mul_f64(NEAR_BUDGET),
+                "clear-of-budget",
+                "the acknowledgement leaves a fifth of the budget spare",
+                Severity::Recommended,
+            ));
+            w.judge(
+                env,
+                trial,
+                "applied",
+                "the event is applied once",
+                Severity::Info,
+                1,
+                &[&ex],
             )
             .await
         }
