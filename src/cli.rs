@@ -701,6 +701,15 @@ pub struct WebhookArgs {
     #[arg(long, value_name = "'Name: value'")]
     pub crash_header: Option<String>,
 
+    /// A header that holds a delivery in the consumer until --hold-release is POSTed
+    /// (wh-lost-ack), its value holding {{hold}}, e.g. 'X-Test-Hold: {{hold}}'.
+    #[arg(long, value_name = "'Name: value'", requires = "hold_release")]
+    pub hold_header: Option<String>,
+
+    /// The URL a POST to releases the hold named {{hold}}.
+    #[arg(long, value_name = "URL", requires = "hold_header")]
+    pub hold_release: Option<String>,
+
     /// A second instance of the consumer sharing its store (wh-cross-replica).
     #[arg(long, value_name = "URL")]
     pub replica: Option<String>,

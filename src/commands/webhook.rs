@@ -100,28 +100,31 @@ async fn check(
     interrupt: &Interrupt,
 ) -> Result<ExitCode> {
     let scheme = args.scheme;
-    let (url, secret, secret_b, counter, crash, replica) = match reference {
-        Some(r) => (
-            format!("{}/webhooks/{}", r.base, scheme.name()),
-            REFERENCE_SECRET.to_string(),
-            Some(REFERENCE_SECRET_B.to_string()),
-            Some(Counter::Url {
-                url: parse_url("--reference", &format!("{}/webhooks/count", r.base))?,
-                pointer: "/count".into(),
-            }),
-            Some("X-Test-Crash: 1".to_string()),
-            Some(format!("{}/webhooks/{}", r.replica_base, scheme.name())),
-        ),
-        None => {
-            let secret = match &args.secret {
-                Some(s) => s.clone(),
-                None => std::env::var(SECRET_VAR).map_err(|_| {
-                    usage(format!(
+    let (url, secret, secret_b, counter, crash, replica, hold_header, hold_release) =
+        match reference {
+            Some(r) => (
+                format!("{}/webhooks/{}", r.base, scheme.name()),
+                REFERENCE_SECRET.to_string(),
+                Some(REFERENCE_SECRET_B.to_string()),
+                Some(Counter::Url {
+                    url: parse_url("--reference", &format!("{}/webhooks/count", r.base))?,
+                    pointer: "/count".into(),
+                }),
+                Some("X-Test-Crash: 1".to_string()),
+                Some(format!("{}/webhooks/{}", r.replica_base, scheme.name())),
+                Some(crate::reference::HOLD_HEADER.to_string()),
+                Some(format!("{}/test-hooks/holds/{{{{hold}}}}/release", r.base)),
+            ),
+            None => {
+                let secret = match &args.secret {
+                    Some(s) => s.clone(),
+                    None => std::env::var(SECRET_VAR).map_err(|_| {
+                        usage(format!(
                         "--secret: the consumer's signing secret is needed (or set ${SECRET_VAR})"
                     ))
-                })?,
-            };
-            let counter = match (&args.count_url, &args.count_pointer, &args.count_cmd) {
+                    })?,
+                };
+                let counter = match (&args.count_url, &args.count_pointer, &args.count_cmd) {
                 (Some(u), Some(p), _) => Some(Counter::Url {
                     url: parse_url("--count-url", u)?,
                     pointer: p.clone(),
@@ -134,16 +137,18 @@ async fn check(
                     ))
                 }
             };
-            (
-                args.url.clone().unwrap_or_default(),
-                secret,
-                args.source_b_secret.clone(),
-                counter,
-                args.crash_header.clone(),
-                args.replica.clone(),
-            )
-        }
-    };
+                (
+                    args.url.clone().unwrap_or_default(),
+                    secret,
+                    args.source_b_secret.clone(),
+                    counter,
+                    args.crash_header.clone(),
+                    args.replica.clone(),
+                    args.hold_header.clone(),
+                    args.hold_release.clone(),
+                )
+            }
+        };
     let url = parse_url("URL", &url)?;
     let key = scheme.key(&secret).map_err(|e| usage(e.to_string()))?;
     let key_b = secret_b
@@ -173,10 +178,14 @@ async fn check(
     if quiet.is_zero() {
         return Err(usage("--quiet-window must be longer than 0".into()));
     }
-    let client = Arc::new(
-        Client::new(Arc::new(Connector::default()), args.timeout, 1 << 20)
-            .map_err(AppError::runtime)?,
-    );
+    let connector = Arc::new(Connector::default());
+    let client =
+        Arc::new(Client::new(connector.clone(), args.timeout, 1 << 20).map_err(AppError::runtime)?);
+    let hold = match (&hold_header, &hold_release) {
+        (Some(h), Some(r)) => Some((header_line("--hold-header", h)?, r.clone())),
+        (None, None) => None,
+        _ => return Err(usage("--hold-header and --hold-release go together".into())),
+    };
     let meter = Meter::configured(counter, None, Vec::new(), args.timeout);
     let mut secrets =
         Secrets::default().with_named(&secret, SECRET_VAR, "the webhook signing secret");
@@ -188,9 +197,19 @@ async fn check(
         );
     }
     let env = Env {
-        sender: Sender::new(client.clone(), url.clone(), scheme, template, key, key_b),
+        sender: Sender::new(
+            client.clone(),
+            connector,
+            args.timeout,
+            url.clone(),
+            scheme,
+            template,
+            key,
+            key_b,
+        ),
         settler: Settler::new(meter, client, quiet, args.settle_limit),
         extras: Extras {
+            hold,
             crash,
             replica,
             ack_budget: args.ack_budget.or(reference.map(|_| REFERENCE_BUDGET)),

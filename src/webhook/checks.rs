@@ -101,6 +101,11 @@ pub const CATALOG: &[WebhookCheck] = &[
         "An unknown type is acknowledged 2xx and changes nothing.",
     ),
     check(
+        "wh-lost-ack",
+        "Sends an event held by --hold-header, drops the connection before the answer, releases the hold (--hold-release), then redelivers it.",
+        "An event whose acknowledgement was lost is applied once: its id is recorded with the work, not when the answer is written.",
+    ),
+    check(
         "wh-retry-after-failure",
         "Sends an event with --crash-header (the consumer fails after taking it), then the clean redelivery.",
         "A delivery that failed is applied by its retry: exactly once, never lost.",
@@ -145,6 +150,9 @@ pub struct Extras {
     pub crash: Option<Header>,
     /// `--replica`.
     pub replica: Option<url::Url>,
+    /// `--hold-header` (its value holds `{{hold}}`) and `--hold-release` (a URL with
+    /// `{{hold}}`): how a delivery is held in the consumer, and released.
+    pub hold: Option<(Header, String)>,
     /// `--ack-budget`: the acknowledgement budget instead of the scheme's.
     pub ack_budget: Option<Duration>,
 }
@@ -187,6 +195,24 @@ fn four_xx(
     trial
         .checks
         .push(check::statuses_within(&spec(id, what, sev), ex, 400, 499));
+}
+
+/// How long the held delivery's connection stays open before it is dropped: long enough for
+/// the consumer to read it, the hold keeping it from answering.
+const LOST_ACK_WAIT: Duration = Duration::from_millis(200);
+
+/// How many times `wh-lost-ack` redelivers to a consumer that asks it to come back later.
+const MAX_REDELIVERIES: u32 = 10;
+
+/// The wait a 409 or 503 with `Retry-After: SECONDS` asks for (at most 5 s): the event is
+/// still being worked on, and a sender comes back later.
+fn come_back_after(ex: &Exchange) -> Option<Duration> {
+    let r = ex.response.as_ref()?;
+    if !matches!(r.status, 409 | 503) {
+        return None;
+    }
+    let secs: u64 = r.header("retry-after")?.trim().parse().ok()?;
+    Some(Duration::from_secs(secs.min(5)))
 }
 
 /// The share of the budget past which an acknowledgement is a WARN: a loaded consumer or a
@@ -607,6 +633,73 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
                 Severity::Required,
                 0,
                 &[&ex],
+            )
+            .await
+        }
+        "wh-lost-ack" => {
+            let Some((hold, release)) = &env.extras.hold else {
+                return Err(Stop::Skip(
+                    "needs a way to hold a delivery in the consumer: pass --hold-header and --hold-release".into(),
+                ));
+            };
+            let name = uuid::Uuid::new_v4().simple().to_string();
+            let value = hold.value_str().replace("{{hold}}", &name);
+            let release = url::Url::parse(&release.replace("{{hold}}", &name)).map_err(|e| {
+                Stop::Error(format!("--hold-release is not a URL once filled ({e})"))
+            })?;
+            let w = Window::open(env, trial).await?;
+            let e = s.event();
+            let held = s.signed(&e, t, 0).with_header(&hold.name, value);
+            let lost = s
+                .send_and_drop(
+                    trial,
+                    "held delivery, connection dropped",
+                    &held,
+                    LOST_ACK_WAIT,
+                )
+                .await;
+            let freed = s.post(trial, "release the hold", &release).await;
+            if !freed.response.as_ref().is_some_and(|r| r.is_success()) {
+                return Err(Stop::Error(format!(
+                    "releasing the hold answered {}: check --hold-release",
+                    freed.status_text()
+                )));
+            }
+            // The held work finishes once released: settled before the redelivery is sent,
+            // as a sender's retry comes after its timeout.
+            env.settler
+                .count(trial, "count after the release")
+                .await
+                .map_err(Stop::Error)?;
+            // A sender retries until it sees a 2xx: a consumer still working on the dropped
+            // delivery may ask it to come back later (Retry-After), as a real sender would.
+            let mut retry = 1;
+            let mut again = s.send(trial, "redelivery", &s.signed(&e, t, retry)).await;
+            while let Some(wait) = come_back_after(&again).filter(|_| retry < MAX_REDELIVERIES) {
+                trial.timeline.push(format!(
+                    "#{} asked to come back after {} s: redelivered then",
+                    again.n,
+                    wait.as_secs()
+                ));
+                tokio::time::sleep(wait).await;
+                retry += 1;
+                again = s.send(trial, "redelivery", &s.signed(&e, t, retry)).await;
+            }
+            two_xx(
+                trial,
+                "redelivery-acknowledged",
+                "the redelivery is acknowledged 2xx",
+                Severity::Required,
+                &[&again],
+            );
+            w.judge(
+                env,
+                trial,
+                "applied-once",
+                "the event is applied once in all",
+                Severity::Critical,
+                1,
+                &[&lost, &again],
             )
             .await
         }

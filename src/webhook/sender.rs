@@ -93,6 +93,9 @@ pub enum Signer {
 /// Signs and sends deliveries to the consumer.
 pub struct Sender {
     client: Arc<Client>,
+    /// How raw connections are made: for the delivery whose connection is dropped.
+    connector: Arc<crate::http::Connector>,
+    timeout: std::time::Duration,
     url: url::Url,
     pub scheme: Scheme,
     pub template: Template,
@@ -102,8 +105,11 @@ pub struct Sender {
 }
 
 impl Sender {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         client: Arc<Client>,
+        connector: Arc<crate::http::Connector>,
+        timeout: std::time::Duration,
         url: url::Url,
         scheme: Scheme,
         template: Template,
@@ -118,6 +124,8 @@ impl Sender {
         };
         Sender {
             client,
+            connector,
+            timeout,
             url,
             scheme,
             template,
@@ -209,6 +217,32 @@ impl Sender {
             .enumerate()
             .map(|(i, (sent, raw))| trial.record(format!("{role} {}/{n}", i + 1), sent, &raw))
             .collect()
+    }
+
+    /// Writes `req` whole, waits `wait`, and closes the connection without reading the answer:
+    /// a sender whose acknowledgement was lost. Recorded with no response.
+    pub async fn send_and_drop(
+        &self,
+        trial: &mut Trial,
+        role: impl Into<String>,
+        req: &Request,
+        wait: std::time::Duration,
+    ) -> Exchange {
+        let sent = req.prepare();
+        let raw =
+            crate::http::raw::send_then_drop(&self.connector, &sent, wait, self.timeout).await;
+        trial.record(role, sent, &raw)
+    }
+
+    /// A POST with an empty body to `url` (releasing a hold), recorded.
+    pub async fn post(&self, trial: &mut Trial, role: &str, url: &url::Url) -> Exchange {
+        let req = Request {
+            method: "POST".into(),
+            url: url.clone(),
+            headers: Vec::new(),
+            body: Vec::new(),
+        };
+        self.send(trial, role, &req).await
     }
 
     /// Sends `req`, recording the exchange in `trial`.
