@@ -30,6 +30,11 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// List every probe: id, group, section, check severities and what it needs.
     List(ListArgs),
+    /// Check a webhook consumer: play its sender (signed as the scheme's real senders sign)
+    /// and judge that every redelivered, replayed or concurrent event is applied exactly once
+    /// and every forgery refused.
+    #[command(after_long_help = crate::exit::HELP)]
+    Webhook(Box<WebhookArgs>),
     /// Check exactly-once under load: many keys, each sent as a burst of duplicates plus late
     /// retries, with many requests in flight. Not part of `run`.
     #[command(after_long_help = crate::exit::HELP)]
@@ -652,4 +657,103 @@ fn parse_rate(s: &str) -> Result<u32, String> {
         Ok(_) => Err(format!("more than {max} requests per second; {wanted}")),
         Err(_) => Err(wanted),
     }
+}
+
+/// `idem-check webhook`.
+#[derive(Args)]
+pub struct WebhookArgs {
+    /// The consumer's URL, where deliveries are POSTed.
+    #[arg(value_name = "URL", required_unless_present = "reference")]
+    pub url: Option<String>,
+
+    /// Check the bundled reference server's webhook consumer, started in-process with fresh
+    /// secrets (every check PASSes unless --reference-fault is given).
+    #[arg(long, conflicts_with_all = ["url", "secret", "count_url", "count_cmd"])]
+    pub reference: bool,
+
+    /// Start the bundled reference consumer with this fault switched on.
+    #[arg(long, value_name = "FAULT", requires = "reference")]
+    pub reference_fault: Option<String>,
+
+    /// How deliveries are signed, as that sender signs them.
+    #[arg(long, value_enum, value_name = "SCHEME")]
+    pub scheme: crate::webhook::scheme::Scheme,
+
+    /// The signing secret the consumer verifies with (whsec_ base64 for standard and svix;
+    /// masked in every report, reproduce lines read $IDEM_CHECK_WEBHOOK_SECRET).
+    /// [default: $IDEM_CHECK_WEBHOOK_SECRET]
+    #[arg(long, value_name = "SECRET")]
+    pub secret: Option<String>,
+
+    /// A second source's secret: the same event id from it must be a second effect
+    /// (wh-source-isolation).
+    #[arg(long, value_name = "SECRET")]
+    pub source_b_secret: Option<String>,
+
+    /// The body template: {{event_id}}, {{timestamp}} and {{unique}} are filled per event and
+    /// the rest goes out byte for byte [default: a compact JSON event of the scheme].
+    #[arg(long, value_name = "FILE")]
+    pub event: Option<PathBuf>,
+
+    /// URL of the consumer's effect counter (GET), read at --count-pointer.
+    #[arg(long, value_name = "URL", requires = "count_pointer")]
+    pub count_url: Option<String>,
+
+    /// JSON pointer of the count in --count-url's body, e.g. /count.
+    #[arg(long, value_name = "POINTER")]
+    pub count_pointer: Option<String>,
+
+    /// A shell command that prints the consumer's effect count.
+    #[arg(long, value_name = "CMD", conflicts_with = "count_url")]
+    pub count_cmd: Option<String>,
+
+    /// A header that makes the consumer fail after it took a delivery (wh-retry-after-failure),
+    /// e.g. 'X-Test-Crash: 1'.
+    #[arg(long, value_name = "'Name: value'")]
+    pub crash_header: Option<String>,
+
+    /// A header that holds a delivery in the consumer until --hold-release is POSTed
+    /// (wh-lost-ack), its value holding {{hold}}, e.g. 'X-Test-Hold: {{hold}}'.
+    #[arg(long, value_name = "'Name: value'", requires = "hold_release")]
+    pub hold_header: Option<String>,
+
+    /// The URL a POST to releases the hold named {{hold}}.
+    #[arg(long, value_name = "URL", requires = "hold_header")]
+    pub hold_release: Option<String>,
+
+    /// A second instance of the consumer sharing its store (wh-cross-replica).
+    #[arg(long, value_name = "URL")]
+    pub replica: Option<String>,
+
+    /// The acknowledgement budget wh-ack-latency judges with [default: the scheme's: Slack 3s,
+    /// Shopify 5s, GitHub 10s, standard, svix and stripe 15s]; keep --timeout above it.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub ack_budget: Option<Duration>,
+
+    /// How long the effect counter must stay unchanged before a count is read [default: 300ms].
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub quiet_window: Option<Duration>,
+
+    /// The longest a count waits for the counter to be quiet.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "30s")]
+    pub settle_limit: Duration,
+
+    /// Per-request timeout: a consumer that does not answer within it is reported, never waited on.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "10s")]
+    pub timeout: Duration,
+
+    /// Run only this check (repeatable, or a comma-separated list).
+    #[arg(long, value_name = "ID", value_delimiter = ',')]
+    pub probe: Vec<String>,
+
+    /// Do not run this check (repeatable, or a comma-separated list).
+    #[arg(long, value_name = "ID", value_delimiter = ',')]
+    pub skip: Vec<String>,
+
+    /// Fail on recommended checks too (WARN becomes FAIL).
+    #[arg(long)]
+    pub strict: bool,
+
+    #[command(flatten)]
+    pub report: ReportArgs,
 }

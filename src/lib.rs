@@ -36,3 +36,4 @@ pub mod stress;
 pub mod suggest;
 pub mod suite;
 pub mod target;
+pub mod webhook;

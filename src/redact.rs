@@ -384,6 +384,13 @@ impl Secrets {
         s
     }
 
+    /// These secrets plus `value`, shown as `$var` in reproduce lines and described as `what`
+    /// (`idem-check webhook`'s signing secret is `$IDEM_CHECK_WEBHOOK_SECRET`).
+    pub fn with_named(mut self, value: &str, var: &str, what: &str) -> Secrets {
+        self.add(value, var, what);
+        self
+    }
+
     fn add(&mut self, value: &str, var: &str, what: &str) {
         if value.trim().is_empty() || self.list.iter().any(|x| x.value == value) {
             return;

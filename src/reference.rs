@@ -15,7 +15,9 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use idem_reference_server::{Config as ServerConfig, DbLocation, Fault, Outage, Tenant};
+use idem_reference_server::{
+    Config as ServerConfig, DbLocation, Fault, Outage, Tenant, WebhookFault,
+};
 use tokio::sync::{oneshot, Mutex};
 use tokio::task::JoinHandle;
 
@@ -192,6 +194,35 @@ impl Reference {
         if let Some(name) = key_header {
             config.key_header = name.to_string();
         }
+        Self::serve(config, dir, key_header).await
+    }
+
+    /// Starts the reference server and its replica on a temporary SQLite file with its webhook
+    /// consumer on: source A's `secret` and source B's `secret_b` (`whsec_` secrets), with
+    /// `fault` switched on. The consumer forgets an id after `dedupe_ttl` only under the
+    /// `dedupe-ttl` fault, and the `slow-sync-handler` fault works `slow_handler` long.
+    pub async fn start_webhook(
+        secret: &str,
+        secret_b: &str,
+        fault: Option<WebhookFault>,
+        slow_handler: Duration,
+    ) -> Result<Reference> {
+        let dir = tempfile::tempdir().context("could not create a temporary directory")?;
+        let mut config = ServerConfig::new(DbLocation::File(dir.path().join("reference.db")));
+        config.test_hooks = true;
+        config.webhook_secret = Some(secret.into());
+        config.webhook_secret_b = Some(secret_b.into());
+        config.webhook_fault = fault;
+        config.webhook_slow_handler = slow_handler;
+        Self::serve(config, dir, None).await
+    }
+
+    /// Validates `config`, then serves it from the target and its replica.
+    async fn serve(
+        config: ServerConfig,
+        dir: tempfile::TempDir,
+        key_header: Option<&str>,
+    ) -> Result<Reference> {
         config
             .validate()
             .context("invalid reference server configuration")?;

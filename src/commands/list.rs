@@ -62,6 +62,7 @@ pub(super) fn list(args: &ListArgs) -> Result<ExitCode> {
         }
     }
     out.push_str(&crate::client::checks::listing());
+    out.push_str(&crate::webhook::checks::listing());
     emit(&out)?;
     Ok(ExitCode::Ok)
 }

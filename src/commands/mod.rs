@@ -23,6 +23,7 @@ mod merge;
 mod run;
 mod stress;
 mod target;
+mod webhook;
 
 type Result<T, E = AppError> = std::result::Result<T, E>;
 
@@ -31,6 +32,7 @@ pub async fn run(opts: Opts) -> Result<ExitCode> {
     match opts.command {
         Command::Run(args) => run::run(*args).await,
         Command::List(args) => list::list(&args),
+        Command::Webhook(args) => webhook::webhook(*args).await,
         Command::Stress(args) => stress::stress(*args).await,
         Command::Merge(args) => merge::merge(&args),
         Command::Client(args) => client::client(*args).await,

@@ -25,6 +25,8 @@ mod second_implementation;
 mod skips;
 /// Verdicts that hold on real APIs: hostile servers that once misled the checker.
 mod verdicts;
+/// `idem-check webhook` against the reference consumer, its faults, and design consumers.
+mod webhook;
 
 // What goes on the wire.
 /// The key-syntax probes put exactly the specified bytes on the wire.

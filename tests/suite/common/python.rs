@@ -24,8 +24,14 @@ impl Drop for PythonServer {
 /// Starts `script` (relative to the repository root) with `args` and waits up to 20 s for its
 /// address.
 pub fn start(script: &str, args: &[&str]) -> PythonServer {
+    start_with(std::path::Path::new("python3"), script, args)
+}
+
+/// [`start`] with another Python: one whose environment holds the libraries the script
+/// imports (the webhook senders' own, for fixtures/consumers/vendor_consumer.py).
+pub fn start_with(python: &std::path::Path, script: &str, args: &[&str]) -> PythonServer {
     let path = format!("{}/{script}", env!("CARGO_MANIFEST_DIR"));
-    let mut child = Command::new("python3")
+    let mut child = Command::new(python)
         .arg(&path)
         .args(args)
         .env("PYTHONDONTWRITEBYTECODE", "1")

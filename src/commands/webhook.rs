@@ -1,0 +1,308 @@
+//! `idem-check webhook`: from the options to the collaborators the checks play with (the
+//! sender, the settled meter), the run, and the same reports and exit codes as `run`.
+
+use std::io::IsTerminal as _;
+use std::str::FromStr as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::anyhow;
+
+use super::{finish, interrupted_in_setup, render_options, report_files, Interrupt, Result};
+use crate::cli::WebhookArgs;
+use crate::config::DEFAULT_QUIET_WINDOW;
+use crate::effects::{Counter, Meter};
+use crate::exit::{AppError, ExitCode};
+use crate::http::client::Client;
+use crate::http::exchange::Header;
+use crate::http::Connector;
+use crate::redact::{Masked, Secrets};
+use crate::reference::Reference;
+use crate::report::terminal::{self, Progress};
+use crate::report::{ProbeReport, RenderOptions};
+use crate::runner::Observer;
+use crate::webhook::checks::{self, Env, Extras, WebhookCheck};
+use crate::webhook::event::Template;
+use crate::webhook::run::{self as webhook_run, RunInfo};
+use crate::webhook::sender::Sender;
+use crate::webhook::settle::Settler;
+
+/// The variable a reproduce line reads the signing secret from.
+pub const SECRET_VAR: &str = "IDEM_CHECK_WEBHOOK_SECRET";
+
+/// The secrets the bundled reference consumer is started with (fresh per run would hide
+/// nothing: they sign only deliveries to a server that lives as long as the run).
+const REFERENCE_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const REFERENCE_SECRET_B: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+
+/// The acknowledgement budget against the reference consumer, and how long its
+/// `slow-sync-handler` fault works, over it: seconds, not the schemes' 15 s.
+const REFERENCE_BUDGET: Duration = Duration::from_secs(2);
+const REFERENCE_SLOW: Duration = Duration::from_secs(3);
+
+fn usage(msg: String) -> AppError {
+    AppError::Usage(anyhow!(msg))
+}
+
+pub(super) async fn webhook(args: WebhookArgs) -> Result<ExitCode> {
+    let interrupt = Interrupt::watch();
+    let files = report_files(&args.report)?;
+    let selection = select(&args)?;
+    let template = match &args.event {
+        Some(file) => {
+            Template::load(args.scheme, file).map_err(|e| AppError::InputFile(anyhow!(e)))?
+        }
+        None => Template::default_for(args.scheme),
+    };
+    let reference = if args.reference {
+        let fault = args
+            .reference_fault
+            .as_deref()
+            .map(idem_reference_server::WebhookFault::from_str)
+            .transpose()
+            .map_err(|e| usage(format!("--reference-fault: {e}")))?;
+        let started = interrupt
+            .unless_pressed(Reference::start_webhook(
+                REFERENCE_SECRET,
+                REFERENCE_SECRET_B,
+                fault,
+                REFERENCE_SLOW,
+            ))
+            .await;
+        match started {
+            None => return Ok(interrupted_in_setup()),
+            Some(r) => Some(r.map_err(AppError::runtime)?),
+        }
+    } else {
+        None
+    };
+    let done = check(
+        &args,
+        template,
+        selection,
+        reference.as_ref(),
+        &files,
+        &interrupt,
+    )
+    .await;
+    if let Some(r) = reference {
+        r.stop().await.map_err(AppError::runtime)?;
+    }
+    done
+}
+
+async fn check(
+    args: &WebhookArgs,
+    template: Template,
+    selection: Vec<&'static WebhookCheck>,
+    reference: Option<&Reference>,
+    files: &[crate::report::ReportFile],
+    interrupt: &Interrupt,
+) -> Result<ExitCode> {
+    let scheme = args.scheme;
+    let (url, secret, secret_b, counter, crash, replica, hold_header, hold_release) =
+        match reference {
+            Some(r) => (
+                format!("{}/webhooks/{}", r.base, scheme.name()),
+                REFERENCE_SECRET.to_string(),
+                Some(REFERENCE_SECRET_B.to_string()),
+                Some(Counter::Url {
+                    url: parse_url("--reference", &format!("{}/webhooks/count", r.base))?,
+                    pointer: "/count".into(),
+                }),
+                Some("X-Test-Crash: 1".to_string()),
+                Some(format!("{}/webhooks/{}", r.replica_base, scheme.name())),
+                Some(crate::reference::HOLD_HEADER.to_string()),
+                Some(format!("{}/test-hooks/holds/{{{{hold}}}}/release", r.base)),
+            ),
+            None => {
+                let secret = match &args.secret {
+                    Some(s) => s.clone(),
+                    None => std::env::var(SECRET_VAR).map_err(|_| {
+                        usage(format!(
+                        "--secret: the consumer's signing secret is needed (or set ${SECRET_VAR})"
+                    ))
+                    })?,
+                };
+                let counter = match (&args.count_url, &args.count_pointer, &args.count_cmd) {
+                (Some(u), Some(p), _) => Some(Counter::Url {
+                    url: parse_url("--count-url", u)?,
+                    pointer: p.clone(),
+                }),
+                (None, None, Some(cmd)) => Some(Counter::Command(Masked::new(cmd, &Secrets::default()))),
+                (None, Some(_), _) => return Err(usage("--count-pointer needs --count-url".into())),
+                _ => {
+                    return Err(usage(
+                        "--count-url and --count-pointer, or --count-cmd: every check counts the consumer's effects".into(),
+                    ))
+                }
+            };
+                (
+                    args.url.clone().unwrap_or_default(),
+                    secret,
+                    args.source_b_secret.clone(),
+                    counter,
+                    args.crash_header.clone(),
+                    args.replica.clone(),
+                    args.hold_header.clone(),
+                    args.hold_release.clone(),
+                )
+            }
+        };
+    let url = parse_url("URL", &url)?;
+    let key = scheme.key(&secret).map_err(|e| usage(e.to_string()))?;
+    let key_b = secret_b
+        .as_deref()
+        .map(|s| scheme.key(s))
+        .transpose()
+        .map_err(|e| usage(format!("--source-b-{e}")))?;
+    let crash = crash
+        .as_deref()
+        .map(|line| header_line("--crash-header", line))
+        .transpose()?;
+    let replica = replica
+        .as_deref()
+        .map(|u| parse_url("--replica", u))
+        .transpose()?;
+    if args.ack_budget.is_some_and(|b| b >= args.timeout) {
+        return Err(usage(
+            "--ack-budget must be shorter than --timeout, or a slow acknowledgement is no answer"
+                .into(),
+        ));
+    }
+    let quiet = args.quiet_window.unwrap_or(if reference.is_some() {
+        crate::reference::QUIET_WINDOW
+    } else {
+        DEFAULT_QUIET_WINDOW
+    });
+    if quiet.is_zero() {
+        return Err(usage("--quiet-window must be longer than 0".into()));
+    }
+    let connector = Arc::new(Connector::default());
+    let client =
+        Arc::new(Client::new(connector.clone(), args.timeout, 1 << 20).map_err(AppError::runtime)?);
+    let hold = match (&hold_header, &hold_release) {
+        (Some(h), Some(r)) => Some((header_line("--hold-header", h)?, r.clone())),
+        (None, None) => None,
+        _ => return Err(usage("--hold-header and --hold-release go together".into())),
+    };
+    let meter = Meter::configured(counter, None, Vec::new(), args.timeout);
+    let mut secrets =
+        Secrets::default().with_named(&secret, SECRET_VAR, "the webhook signing secret");
+    if let Some(b) = &secret_b {
+        secrets = secrets.with_named(
+            b,
+            "IDEM_CHECK_WEBHOOK_SECRET_B",
+            "the second source's signing secret",
+        );
+    }
+    let env = Env {
+        sender: Sender::new(
+            client.clone(),
+            connector,
+            args.timeout,
+            url.clone(),
+            scheme,
+            template,
+            key,
+            key_b,
+        ),
+        settler: Settler::new(meter, client, quiet, args.settle_limit),
+        extras: Extras {
+            hold,
+            crash,
+            replica,
+            ack_budget: args.ack_budget.or(reference.map(|_| REFERENCE_BUDGET)),
+        },
+    };
+    let render = render_options(&args.report, secrets, String::new());
+    let info = RunInfo {
+        label: if reference.is_some() {
+            "reference".into()
+        } else {
+            url.host_str().unwrap_or("consumer").to_string()
+        },
+        reference: reference.is_some(),
+        target: format!("POST {url}"),
+        strict: args.strict,
+        context: vec![
+            format!("scheme {}", scheme.name()),
+            format!("effects: {}", env.settler.describe()),
+            format!("recompute a signature: {}", scheme.recompute_line()),
+        ],
+    };
+    let progress = Progress::new(selection.len() as u64, std::io::stderr().is_terminal());
+    progress.line(&terminal::header(
+        &info.target,
+        "webhook",
+        &info.context,
+        &render,
+    ));
+    progress.line("");
+    let observer = Lines {
+        progress: &progress,
+        render: &render,
+    };
+    let report = webhook_run::run(&env, &selection, info, &observer, interrupt.pressed()).await;
+    progress.finish();
+    let text = format!(
+        "{}\n{}",
+        terminal::header_line(&report, &render),
+        terminal::render_tail(&report, &render, args.strict)
+    );
+    let code = ExitCode::for_run(&report.summary, report.interrupted);
+    finish(&text, &report, files, &render, &args.report, code)
+}
+
+/// The checks `--probe` and `--skip` select, each id checked.
+fn select(args: &WebhookArgs) -> Result<Vec<&'static WebhookCheck>> {
+    for (flag, ids) in [("--probe", &args.probe), ("--skip", &args.skip)] {
+        if let Some(bad) = ids.iter().find(|id| checks::find(id).is_none()) {
+            let known: Vec<&str> = checks::CATALOG.iter().map(|c| c.id).collect();
+            return Err(usage(format!(
+                "{flag}: no webhook check {bad:?} (known: {})",
+                known.join(", ")
+            )));
+        }
+    }
+    Ok(checks::CATALOG
+        .iter()
+        .filter(|c| args.probe.is_empty() || args.probe.iter().any(|p| p == c.id))
+        .filter(|c| !args.skip.iter().any(|s| s == c.id))
+        .collect())
+}
+
+fn parse_url(flag: &str, text: &str) -> Result<url::Url> {
+    match url::Url::parse(text) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => Ok(u),
+        _ => Err(usage(format!("{flag}: {text:?} is not an http(s) URL"))),
+    }
+}
+
+fn header_line(flag: &str, line: &str) -> Result<Header> {
+    match line.split_once(':') {
+        Some((name, value)) if !name.trim().is_empty() => {
+            Ok(Header::new(name.trim(), value.trim().as_bytes().to_vec()))
+        }
+        _ => Err(usage(format!(
+            "{flag}: expected 'Name: value', got {line:?}"
+        ))),
+    }
+}
+
+/// Streams each verdict to the terminal as soon as its check is done.
+struct Lines<'a> {
+    progress: &'a Progress,
+    render: &'a RenderOptions,
+}
+
+impl Observer for Lines<'_> {
+    fn started(&self, id: &str) {
+        self.progress.start_probe(id);
+    }
+    fn finished(&self, report: &ProbeReport) {
+        self.progress
+            .line(&terminal::probe_line(report, self.render));
+        self.progress.finish_probe();
+    }
+}

@@ -1,0 +1,171 @@
+//! The body template (`--event FILE`) and the events made from it. An event is templated once
+//! and every delivery of it carries the same bytes, as a real sender's retries do; only the
+//! signature and its timestamp change.
+
+use std::path::Path;
+
+use super::scheme::{EventMeta, Scheme};
+
+/// A body template that cannot make events of the scheme.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BadTemplate {
+    #[error("--event {file}: cannot read it ({why})")]
+    Unreadable { file: String, why: String },
+    #[error("--event {file}:1: no {{{{event_id}}}} in the template, but {scheme} keeps the event id in the body ({field}); put \"{field}\": \"{{{{event_id}}}}\" in it")]
+    NoEventId {
+        file: String,
+        scheme: &'static str,
+        field: &'static str,
+    },
+}
+
+/// The body every event is made from, and the type the scheme names in a header.
+#[derive(Debug, Clone)]
+pub struct Template {
+    text: String,
+    /// The type for GitHub's `X-GitHub-Event` and Shopify's `X-Shopify-Topic`.
+    header_kind: String,
+}
+
+/// One event as its sender keeps it: the id, the type, and the bytes every delivery carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub meta: EventMeta,
+    pub body: Vec<u8>,
+}
+
+/// The type `wh-unknown-type` sends: no consumer handles it.
+pub const UNKNOWN_TYPE: &str = "idem_check.unknown";
+
+impl Template {
+    /// The scheme's default body: compact JSON of a type its consumers commonly handle, with
+    /// something of its own in every event (as real events carry their object's id), so two
+    /// events share a body only where `wh-distinct-events` makes them.
+    pub fn default_for(scheme: Scheme) -> Template {
+        let text = match scheme {
+            Scheme::Standard | Scheme::Svix => {
+                r#"{"type":"invoice.paid","timestamp":"{{timestamp}}","data":{"id":"in_{{unique}}","amount":1250}}"#
+            }
+            Scheme::Stripe => {
+                r#"{"id":"{{event_id}}","object":"event","type":"payment_intent.succeeded","created":{{timestamp}},"data":{"object":{"id":"pi_{{unique}}","amount":1250}}}"#
+            }
+            Scheme::Github => r#"{"ref":"refs/heads/main","after":"{{unique}}"}"#,
+            Scheme::Shopify => {
+                r#"{"admin_graphql_api_id":"gid://shopify/Order/{{unique}}","total_price":"12.50"}"#
+            }
+            Scheme::Slack => {
+                r#"{"type":"event_callback","event_id":"{{event_id}}","event_time":{{timestamp}},"event":{"type":"message","text":"hi","client_msg_id":"{{unique}}"}}"#
+            }
+        };
+        Template {
+            text: text.into(),
+            header_kind: default_header_kind(scheme).into(),
+        }
+    }
+
+    /// The template in `file`, checked for what `scheme` needs.
+    pub fn load(scheme: Scheme, file: &Path) -> Result<Template, BadTemplate> {
+        let name = file.display().to_string();
+        let text = std::fs::read_to_string(file).map_err(|e| BadTemplate::Unreadable {
+            file: name.clone(),
+            why: e.to_string(),
+        })?;
+        if scheme.id_in_body() && !text.contains("{{event_id}}") {
+            return Err(BadTemplate::NoEventId {
+                file: name,
+                scheme: scheme.name(),
+                field: if scheme == Scheme::Stripe {
+                    "id"
+                } else {
+                    "event_id"
+                },
+            });
+        }
+        Ok(Template {
+            text,
+            header_kind: default_header_kind(scheme).into(),
+        })
+    }
+
+    /// A new event with a fresh id, made at `timestamp`.
+    pub fn event(&self, scheme: Scheme, timestamp: i64) -> Event {
+        self.event_with_id(scheme.new_event_id(), timestamp)
+    }
+
+    /// An event with `id` (two events with the same body when the template does not hold
+    /// the id: `wh-distinct-events`), made at `timestamp`.
+    pub fn event_with_id(&self, id: String, timestamp: i64) -> Event {
+        let body = self
+            .text
+            .replace("{{event_id}}", &id)
+            .replace("{{timestamp}}", &timestamp.to_string())
+            .replace("{{unique}}", &uuid::Uuid::new_v4().simple().to_string());
+        Event {
+            meta: EventMeta {
+                id,
+                kind: self.header_kind.clone(),
+            },
+            body: body.into_bytes(),
+        }
+    }
+
+    /// Whether the body carries the id: two events then never have the same body.
+    pub fn holds_id(&self) -> bool {
+        self.text.contains("{{event_id}}")
+    }
+}
+
+impl Event {
+    /// The event with a type no consumer handles: in the header for GitHub and Shopify, else
+    /// the body's `type` (Slack's `event.type`), the body re-encoded compact.
+    pub fn of_unknown_type(mut self, scheme: Scheme) -> Event {
+        match scheme {
+            Scheme::Github => self.meta.kind = UNKNOWN_TYPE.into(),
+            Scheme::Shopify => self.meta.kind = "idem_check/unknown".into(),
+            _ => {
+                if let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&self.body) {
+                    let slot = if scheme == Scheme::Slack {
+                        v.pointer_mut("/event/type")
+                    } else {
+                        v.pointer_mut("/type")
+                    };
+                    if let Some(slot) = slot {
+                        *slot = UNKNOWN_TYPE.into();
+                    } else if let Some(o) = v.as_object_mut() {
+                        o.insert("type".into(), UNKNOWN_TYPE.into());
+                    }
+                    self.body = v.to_string().into_bytes();
+                }
+            }
+        }
+        self
+    }
+
+    /// The body with a field added: other content, not only other whitespace, which a
+    /// consumer that re-encodes before verifying would not see.
+    pub fn tampered_body(&self) -> Vec<u8> {
+        match self.body.strip_prefix(b"{") {
+            Some(rest) => [&b"{\"tampered\":1,"[..], rest].concat(),
+            None => [&self.body[..], b" tampered"].concat(),
+        }
+    }
+
+    /// The same JSON as no encoder writes it: spaces after colons and commas, a `\u` escape,
+    /// a trailing newline (for `wh-raw-body`).
+    pub fn loosened_body(&self) -> Vec<u8> {
+        let text = String::from_utf8_lossy(&self.body);
+        let spaced = text
+            .replacen('{', "{\"note\":\"caf\\u00e9\",", 1)
+            .replace("\":", "\": ")
+            .replace(",\"", ", \"");
+        format!("{spaced}\n").into_bytes()
+    }
+}
+
+fn default_header_kind(scheme: Scheme) -> &'static str {
+    match scheme {
+        Scheme::Github => "push",
+        Scheme::Shopify => "orders/create",
+        _ => "",
+    }
+}

@@ -1,0 +1,258 @@
+//! The sender: signs deliveries as the scheme's senders do, sends them, and records every
+//! exchange in the [`Trial`] of the check that sent it.
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use crate::check::Check;
+use crate::http::client::Client;
+use crate::http::exchange::Exchange;
+use crate::http::raw::RawResponse;
+use crate::http::Request;
+
+use super::event::{Event, Template};
+use super::scheme::Scheme;
+
+/// What one check sent and saw, and what it judged: its exchanges (numbered from 1), timeline
+/// notes and checks.
+#[derive(Debug)]
+pub struct Trial {
+    started: Instant,
+    pub exchanges: Vec<Exchange>,
+    pub timeline: Vec<String>,
+    pub checks: Vec<Check>,
+    /// The first and the last settled count the check read: an effect that lands between
+    /// this check's last and the next check's first is this check's.
+    pub first_count: Option<u64>,
+    pub last_count: Option<u64>,
+}
+
+impl Default for Trial {
+    fn default() -> Self {
+        Trial::new()
+    }
+}
+
+impl Trial {
+    pub fn new() -> Trial {
+        Trial {
+            started: Instant::now(),
+            exchanges: Vec::new(),
+            timeline: Vec::new(),
+            checks: Vec::new(),
+            first_count: None,
+            last_count: None,
+        }
+    }
+
+    fn offset_ms(&self, t: Instant) -> f64 {
+        t.saturating_duration_since(self.started).as_secs_f64() * 1000.0
+    }
+
+    /// Records an exchange and returns it, numbered.
+    pub fn record(
+        &mut self,
+        role: impl Into<String>,
+        sent: crate::http::exchange::SentRequest,
+        r: &RawResponse,
+    ) -> Exchange {
+        let ex = Exchange {
+            n: self.exchanges.len() + 1,
+            role: role.into(),
+            start_ms: self.offset_ms(r.started),
+            duration_ms: r
+                .finished
+                .saturating_duration_since(r.started)
+                .as_secs_f64()
+                * 1000.0,
+            release_us: r.released.map(|t| self.offset_ms(t) * 1000.0),
+            request: sent,
+            response: r.result.as_ref().ok().cloned(),
+            error: r.result.as_ref().err().cloned(),
+        };
+        self.exchanges.push(ex.clone());
+        ex
+    }
+
+    pub fn elapsed_ms(&self) -> f64 {
+        self.started.elapsed().as_secs_f64() * 1000.0
+    }
+}
+
+/// Which key signs a delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signer {
+    /// `--secret`.
+    Genuine,
+    /// `--source-b-secret`: a second source.
+    SourceB,
+    /// A key the consumer does not know.
+    Wrong,
+}
+
+/// Signs and sends deliveries to the consumer.
+pub struct Sender {
+    client: Arc<Client>,
+    /// How raw connections are made: for the delivery whose connection is dropped.
+    connector: Arc<crate::http::Connector>,
+    timeout: std::time::Duration,
+    url: url::Url,
+    pub scheme: Scheme,
+    pub template: Template,
+    key: Vec<u8>,
+    key_b: Option<Vec<u8>>,
+    wrong: Vec<u8>,
+}
+
+impl Sender {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: Arc<Client>,
+        connector: Arc<crate::http::Connector>,
+        timeout: std::time::Duration,
+        url: url::Url,
+        scheme: Scheme,
+        template: Template,
+        key: Vec<u8>,
+        key_b: Option<Vec<u8>>,
+    ) -> Sender {
+        // A key of the same form as a real one, which no consumer was given.
+        let wrong = if matches!(scheme, Scheme::Standard | Scheme::Svix) {
+            b"idem-check: not the consumer's".to_vec()
+        } else {
+            b"whsec_idemcheckNotTheConsumersSecret".to_vec()
+        };
+        Sender {
+            client,
+            connector,
+            timeout,
+            url,
+            scheme,
+            template,
+            key,
+            key_b,
+            wrong,
+        }
+    }
+
+    pub fn has_source_b(&self) -> bool {
+        self.key_b.is_some()
+    }
+
+    fn key(&self, signer: Signer) -> &[u8] {
+        match signer {
+            Signer::Genuine => &self.key,
+            Signer::SourceB => self.key_b.as_deref().unwrap_or(&self.key),
+            Signer::Wrong => &self.wrong,
+        }
+    }
+
+    /// Seconds since the epoch by this machine's clock.
+    pub fn now() -> i64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+    }
+
+    /// A new event, made now.
+    pub fn event(&self) -> Event {
+        self.template.event(self.scheme, Self::now())
+    }
+
+    /// A delivery of `event` with `body`, signed at `timestamp` with each of `signers`.
+    pub fn delivery(
+        &self,
+        event: &Event,
+        body: &[u8],
+        timestamp: i64,
+        signers: &[Signer],
+        retry: u32,
+    ) -> Request {
+        let keys: Vec<&[u8]> = signers.iter().map(|s| self.key(*s)).collect();
+        Request {
+            method: "POST".into(),
+            url: self.url.clone(),
+            headers: self
+                .scheme
+                .headers(&event.meta, body, timestamp, &keys, retry),
+            body: body.to_vec(),
+        }
+    }
+
+    /// The `retry`-th delivery of `event`, signed genuinely `retry` seconds after `timestamp`
+    /// (a real retry comes later, so its signature differs).
+    pub fn signed(&self, event: &Event, timestamp: i64, retry: u32) -> Request {
+        self.delivery(
+            event,
+            &event.body,
+            timestamp + i64::from(retry),
+            &[Signer::Genuine],
+            retry,
+        )
+    }
+
+    /// Sends `req` to `url` instead of the consumer's URL (a replica), recording the exchange.
+    pub async fn send_to(
+        &self,
+        trial: &mut Trial,
+        role: impl Into<String>,
+        req: &Request,
+        url: &url::Url,
+    ) -> Exchange {
+        self.send(trial, role, &req.clone().with_url(url.clone()))
+            .await
+    }
+
+    /// Sends every one of `reqs` at once, recording the exchanges in order.
+    pub async fn send_together(
+        &self,
+        trial: &mut Trial,
+        role: &str,
+        reqs: &[Request],
+    ) -> Vec<Exchange> {
+        let answers = futures::future::join_all(reqs.iter().map(|r| self.client.send(r))).await;
+        let n = answers.len();
+        answers
+            .into_iter()
+            .enumerate()
+            .map(|(i, (sent, raw))| trial.record(format!("{role} {}/{n}", i + 1), sent, &raw))
+            .collect()
+    }
+
+    /// Writes `req` whole, waits `wait`, and closes the connection without reading the answer:
+    /// a sender whose acknowledgement was lost. Recorded with no response.
+    pub async fn send_and_drop(
+        &self,
+        trial: &mut Trial,
+        role: impl Into<String>,
+        req: &Request,
+        wait: std::time::Duration,
+    ) -> Exchange {
+        let sent = req.prepare();
+        let raw =
+            crate::http::raw::send_then_drop(&self.connector, &sent, wait, self.timeout).await;
+        trial.record(role, sent, &raw)
+    }
+
+    /// A POST with an empty body to `url` (releasing a hold), recorded.
+    pub async fn post(&self, trial: &mut Trial, role: &str, url: &url::Url) -> Exchange {
+        let req = Request {
+            method: "POST".into(),
+            url: url.clone(),
+            headers: Vec::new(),
+            body: Vec::new(),
+        };
+        self.send(trial, role, &req).await
+    }
+
+    /// Sends `req`, recording the exchange in `trial`.
+    pub async fn send(
+        &self,
+        trial: &mut Trial,
+        role: impl Into<String>,
+        req: &Request,
+    ) -> Exchange {
+        let (sent, raw) = self.client.send(req).await;
+        trial.record(role, sent, &raw)
+    }
+}

@@ -1,0 +1,332 @@
+//! `idem-check webhook` through the real binary: the bundled reference consumer passes every
+//! check with each of the six schemes, each of its faults fails exactly the checks it names
+//! (of those the checker has), a queue-and-worker consumer in Python (fixtures/consumers/)
+//! fails exactly its own checks per defect, and bad input ends with one line naming the flag.
+
+use std::collections::BTreeSet;
+use std::process::Output;
+
+use idem_check::webhook::checks::CATALOG;
+use idem_reference_server::{WebhookFault, WebhookScheme};
+
+use crate::common;
+use common::binary::{bin, text};
+use common::python;
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// Runs `idem-check webhook ARGS --strict` with a JSON report; returns the output and the
+/// checks that did not PASS or SKIP, each with its outcome.
+fn run(args: &[&str]) -> (Output, BTreeSet<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let out = bin()
+        .arg("webhook")
+        .args(args)
+        .args(["--strict", "--report-json"])
+        .arg(&json)
+        .output()
+        .expect("run idem-check");
+    let report: serde_json::Value = match std::fs::read(&json) {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap(),
+        Err(_) => panic!("no JSON report\n{}", text(&out)),
+    };
+    let outcomes: Vec<(String, String)> = common::json_report::probe_outcomes(&report);
+    let bad = outcomes
+        .into_iter()
+        .filter(|(_, o)| o != "PASS" && o != "SKIP")
+        .map(|(id, o)| format!("{id} {o}"))
+        .collect();
+    (out, bad)
+}
+
+fn fails(ids: &[&str]) -> BTreeSet<String> {
+    ids.iter().map(|id| format!("{id} FAIL")).collect()
+}
+
+#[test]
+fn the_reference_consumer_passes_every_check_with_each_scheme() {
+    for scheme in WebhookScheme::ALL {
+        let (out, bad) = run(&["--reference", "--scheme", scheme.name()]);
+        assert!(bad.is_empty(), "{}: {bad:?}\n{}", scheme.name(), text(&out));
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    }
+}
+
+/// Every reference fault fails exactly the checks `breaks_for` names that the checker has,
+/// with `standard` (a signed timestamp, several signatures) and `github` (neither).
+#[test]
+fn each_reference_fault_fails_exactly_its_checks() {
+    let built: BTreeSet<&str> = CATALOG.iter().map(|c| c.id).collect();
+    for scheme in [WebhookScheme::Standard, WebhookScheme::Github] {
+        for &fault in WebhookFault::ALL {
+            let expected: Vec<&str> = fault
+                .breaks_for(scheme)
+                .into_iter()
+                .filter(|id| built.contains(id))
+                .collect();
+            let (out, bad) = run(&[
+                "--reference",
+                "--reference-fault",
+                fault.name(),
+                "--scheme",
+                scheme.name(),
+            ]);
+            assert_eq!(
+                bad,
+                fails(&expected),
+                "{} with {}\n{}",
+                fault.name(),
+                scheme.name(),
+                text(&out)
+            );
+            let code = if expected.is_empty() { 0 } else { 4 };
+            assert_eq!(out.status.code(), Some(code), "{}", text(&out));
+        }
+    }
+}
+
+/// The queue-and-worker consumer answers 202 before its worker applies the event: the counts
+/// are read settled, so each defect fails its own checks and the correct one none.
+#[test]
+fn the_queue_consumer_fails_exactly_the_checks_of_its_defect() {
+    let table: [(&str, &[&str]); 11] = [
+        ("none", &[]),
+        (
+            "no-dedupe",
+            &[
+                "wh-redelivery",
+                "wh-byte-replay",
+                "wh-concurrent-duplicates",
+            ],
+        ),
+        ("body-hash-dedupe", &["wh-distinct-events"]),
+        (
+            "signature-dedupe",
+            &["wh-redelivery", "wh-concurrent-duplicates"],
+        ),
+        ("accept-unsigned", &["wh-bad-signature"]),
+        (
+            "accept-everything",
+            &[
+                "wh-bad-signature",
+                "wh-stale-timestamp",
+                "wh-future-timestamp",
+            ],
+        ),
+        ("reserialize", &["wh-raw-body"]),
+        (
+            "no-timestamp-check",
+            &["wh-stale-timestamp", "wh-future-timestamp"],
+        ),
+        // Its mark is never undone: a forgery's id, and a crashed delivery's, stay "seen".
+        (
+            "dedupe-before-verify",
+            &["wh-forgery-no-poison", "wh-retry-after-failure"],
+        ),
+        ("seen-is-processed", &["wh-retry-after-failure"]),
+        ("unknown-type-400", &["wh-unknown-type"]),
+    ];
+    for (defect, expected) in table {
+        let consumer = python::start(
+            "fixtures/consumers/queue_consumer.py",
+            &["--secret", SECRET, "--defect", defect, "--lifetime", "120"],
+        );
+        let url = format!("{}/webhooks", consumer.base);
+        let count = format!("{}/count", consumer.base);
+        let (out, bad) = run(&[
+            &url,
+            "--scheme",
+            "standard",
+            "--secret",
+            SECRET,
+            "--count-url",
+            &count,
+            "--count-pointer",
+            "/count",
+            "--crash-header",
+            "X-Crash: 1",
+        ]);
+        assert_eq!(bad, fails(expected), "{defect}\n{}", text(&out));
+        if defect == "accept-everything" {
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                stdout.contains("every forgery is refused 4xx (a 2xx is an accepted forgery)"),
+                "{}",
+                text(&out)
+            );
+        }
+        // The secret never shows, in the terminal or the report.
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains(SECRET),
+            "{}",
+            text(&out)
+        );
+    }
+}
+
+fn refused(args: &[&str]) -> (Option<i32>, String) {
+    let out = bin().arg("webhook").args(args).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_input_is_one_line_naming_the_flag() {
+    let base = [
+        "http://127.0.0.1:9/w",
+        "--count-url",
+        "http://127.0.0.1:9/c",
+        "--count-pointer",
+        "/count",
+    ];
+    let with = |extra: &[&str]| -> Vec<String> {
+        base.iter().chain(extra).map(|s| s.to_string()).collect()
+    };
+    let (code, err) = refused(
+        &with(&["--scheme", "paypal", "--secret", SECRET])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("--scheme"), "{err}");
+    let (code, err) = refused(
+        &with(&["--scheme", "standard", "--secret", "not-a-whsec"])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("--secret: standard secrets are whsec_"),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let template = dir.path().join("event.json");
+    std::fs::write(&template, r#"{"type":"payment_intent.succeeded"}"#).unwrap();
+    let (code, err) = refused(
+        &with(&[
+            "--scheme",
+            "stripe",
+            "--secret",
+            "whsec_x",
+            "--event",
+            template.to_str().unwrap(),
+        ])
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>(),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(":1: no {{event_id}}"), "{err}");
+}
+
+/// A consumer that accepts connections and never answers: the calibration says so within
+/// --timeout, the other checks SKIP naming it, and the run ends (exit 3).
+#[test]
+fn a_consumer_that_never_answers_is_an_error_not_a_hang() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let counter = python::start(
+        "fixtures/consumers/queue_consumer.py",
+        &["--secret", SECRET, "--lifetime", "60"],
+    );
+    let count = format!("{}/count", counter.base);
+    let out = bin()
+        .args([
+            "webhook",
+            &format!("{base}/w"),
+            "--scheme",
+            "standard",
+            "--secret",
+            SECRET,
+        ])
+        .args([
+            "--count-url",
+            &count,
+            "--count-pointer",
+            "/count",
+            "--timeout",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    drop(listener);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        stdout.contains("the consumer did not answer a valid delivery"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// Where `scripts/webhook-vendors` installed the senders' libraries.
+const VENDORS: &str = "IDEM_CHECK_WEBHOOK_VENDORS";
+/// Set by `scripts/test`: missing libraries are a failure, not a skip.
+const REQUIRE_VENDORS: &str = "IDEM_CHECK_REQUIRE_WEBHOOK_VENDORS";
+
+/// Every scheme's deliveries as idem-check signs them verify with the sender's own library
+/// (fixtures/consumers/vendor_consumer.py verifies with standardwebhooks, svix, stripe,
+/// slack_sdk and @octokit/webhooks-methods), and its forgeries (a tampered body, a wrong
+/// secret, no signature) do not: every check passes, the calibration and wh-bad-signature
+/// among them. Stripe's `construct_event` checks only a timestamp's age, so a delivery signed
+/// in the future is accepted: wh-future-timestamp says so (a WARN, FAIL under --strict).
+#[test]
+fn every_scheme_verifies_with_the_senders_own_library() {
+    let dir = std::env::var_os(VENDORS)
+        .map(std::path::PathBuf::from)
+        .filter(|d| d.join("venv/bin/python").is_file());
+    let Some(dir) = dir else {
+        assert!(
+            std::env::var_os(REQUIRE_VENDORS).is_none(),
+            "{REQUIRE_VENDORS} is set but the libraries are not in ${VENDORS}: run scripts/webhook-vendors"
+        );
+        eprintln!(
+            "skipped: no webhook vendor libraries (run scripts/webhook-vendors and set {VENDORS})"
+        );
+        return;
+    };
+    let modules = dir.join("node/node_modules");
+    for scheme in WebhookScheme::ALL {
+        let secret = match scheme {
+            WebhookScheme::Standard | WebhookScheme::Svix | WebhookScheme::Stripe => SECRET,
+            _ => "a-plain-shared-secret",
+        };
+        let consumer = python::start_with(
+            &dir.join("venv/bin/python"),
+            "fixtures/consumers/vendor_consumer.py",
+            &[
+                "--scheme",
+                scheme.name(),
+                "--secret",
+                secret,
+                "--node-modules",
+                modules.to_str().unwrap(),
+                "--lifetime",
+                "120",
+            ],
+        );
+        let count = format!("{}/count", consumer.base);
+        let (out, bad) = run(&[
+            &format!("{}/webhooks", consumer.base),
+            "--scheme",
+            scheme.name(),
+            "--secret",
+            secret,
+            "--count-url",
+            &count,
+            "--count-pointer",
+            "/count",
+        ]);
+        let expected = if *scheme == WebhookScheme::Stripe {
+            fails(&["wh-future-timestamp"])
+        } else {
+            BTreeSet::new()
+        };
+        assert_eq!(bad, expected, "{}\n{}", scheme.name(), text(&out));
+    }
+}
