@@ -55,10 +55,11 @@ impl Settler {
             let value = match read.value {
                 Ok(v) => v,
                 Err(e) => {
+                    let unanswered = read.unanswered();
                     if let Some((sent, raw)) = read.exchange {
                         trial.record(role, sent, &raw);
                     }
-                    return Err(self.meter.unreadable(&e));
+                    return Err(self.meter.unreadable(&e, unanswered));
                 }
             };
             let now = Instant::now();
