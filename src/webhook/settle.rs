@@ -52,10 +52,10 @@ impl Settler {
                 );
             };
             reads += 1;
+            let unanswered = read.unanswered();
             let value = match read.value {
                 Ok(v) => v,
                 Err(e) => {
-                    let unanswered = read.unanswered();
                     if let Some((sent, raw)) = read.exchange {
                         trial.record(role, sent, &raw);
                     }
