@@ -52,6 +52,10 @@ pub enum Command {
     Client(Box<ClientArgs>),
     /// Build one table across implementations from JSON reports (files or folders).
     Matrix(MatrixArgs),
+    /// Send one probe's scenario from a JSON report again, against the same target: its burst,
+    /// its dropped answer and retries, or one exchange; prints the counter before and after.
+    #[command(after_long_help = REPRODUCE_HELP)]
+    Reproduce(ReproduceArgs),
     /// List the operations of an OpenAPI or Swagger document that take an idempotency key.
     #[command(after_long_help = crate::exit::HELP)]
     Discover(DiscoverArgs),
@@ -526,6 +530,44 @@ pub struct StressArgs {
 
 fn parse_run_id(s: &str) -> Result<String, String> {
     crate::stress::segment::valid_run_id(s).map(|()| s.to_string())
+}
+
+/// Exit codes of `reproduce`.
+const REPRODUCE_HELP: &str = "Exit codes:
+  0    sent; the counter rose by at most one (or one exchange was sent again)
+  1    usage error (an unknown probe or exchange, a variable not set)
+  2    the report is missing, is not a run report, or cannot be sent again
+  3    the target did not answer
+  4    a burst or a lost response executed more than once: the counter rose by more than one";
+
+/// `idem-check reproduce`.
+#[derive(Args)]
+pub struct ReproduceArgs {
+    /// A JSON report of `idem-check run` (--report-json FILE).
+    #[arg(value_name = "REPORT.json")]
+    pub report: PathBuf,
+
+    /// The probe whose scenario to send again.
+    #[arg(long, value_name = "ID")]
+    pub probe: String,
+
+    /// Send only this exchange of the probe again, exactly as recorded (its key too).
+    #[arg(long, value_name = "N")]
+    pub exchange: Option<usize>,
+
+    /// The value of a variable the report's masked values name (IDEM_TOKEN_A=…), instead of
+    /// the environment's (repeatable).
+    #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+    pub vars: Vec<(String, String)>,
+}
+
+fn parse_var(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.trim().is_empty() => {
+            Ok((name.trim().to_string(), value.to_string()))
+        }
+        _ => Err(format!("{s:?} is not NAME=VALUE")),
+    }
 }
 
 /// `idem-check merge`.

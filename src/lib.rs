@@ -30,6 +30,7 @@ pub mod probes;
 pub mod redact;
 pub mod reference;
 pub mod report;
+pub mod reproduce;
 pub mod restart;
 pub mod runner;
 pub mod stress;

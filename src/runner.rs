@@ -17,11 +17,12 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Result;
 
 use crate::config::Config;
+use crate::effects::Counter;
 use crate::http::client::Client;
 use crate::keys::{KeySyntax, FELL_BACK};
 use crate::outcome::{decide, Outcome, Stop};
 use crate::probes::{self, ProbeCtx, ProbeDef, Session};
-use crate::report::{FollowsFrom, ProbeReport, RunReport, Summary, ToolInfo, SCHEMA};
+use crate::report::{FollowsFrom, ProbeReport, ReplayInputs, RunReport, Summary, ToolInfo, SCHEMA};
 
 /// Longest a single probe may run before it is stopped and reported as ERROR.
 pub const PROBE_TIME_LIMIT: Duration = Duration::from_secs(180);
@@ -158,7 +159,31 @@ pub async fn run(
         context,
         summary,
         probes,
+        replay: Some(replay_inputs(&config)),
     })
+}
+
+/// The inputs `idem-check reproduce` reads back from the JSON report.
+fn replay_inputs(config: &Config) -> ReplayInputs {
+    let (count_url, count_pointer, count_cmd) = match &config.counter {
+        Some(Counter::Url { url, pointer }) => (Some(url.to_string()), Some(pointer.clone()), None),
+        Some(Counter::Command(cmd)) => (None, None, Some(cmd.text().to_string())),
+        None => (None, None, None),
+    };
+    let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    ReplayInputs {
+        key_header: config.suite.header.clone(),
+        count_url,
+        count_pointer,
+        count_cmd,
+        hold_header: config
+            .hold_header
+            .as_ref()
+            .map(|h| format!("{}: {}", h.name, h.value_str())),
+        hold_release: config.hold_release.as_ref().map(|r| r.url.clone()),
+        quiet_ms: millis(config.quiet_window),
+        timeout_ms: millis(config.timeout),
+    }
 }
 
 /// One-line facts about the run for headers and reports ("2 tenants", the effect basis, the

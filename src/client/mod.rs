@@ -149,6 +149,7 @@ impl ClientReport {
             ],
             summary: self.summary.clone(),
             probes: self.probes.clone(),
+            replay: None,
         }
     }
 }

@@ -20,6 +20,7 @@ mod init;
 mod list;
 mod matrix;
 mod merge;
+mod reproduce;
 mod run;
 mod stress;
 mod target;
@@ -37,6 +38,7 @@ pub async fn run(opts: Opts) -> Result<ExitCode> {
         Command::Merge(args) => merge::merge(&args),
         Command::Client(args) => client::client(*args).await,
         Command::Matrix(args) => matrix::matrix(&args),
+        Command::Reproduce(args) => reproduce::reproduce(args).await,
         Command::Discover(args) => discover::discover(&args).await,
         Command::Init(args) => init::init(&args).await,
         Command::Explain { id, suite } => list::explain(&id, &suite),

@@ -170,6 +170,36 @@ fn header_parts(name: &str, value: &[u8], secrets: &Secrets) -> Vec<Part> {
     merge(parts)
 }
 
+/// A header value with each secret in it written `${VAR}` (its reproduce variable), as
+/// `idem-check reproduce` fills it in again from the environment: `Bearer ${IDEM_TOKEN_A}`.
+/// `None` when the value shows no secret. A credential header whose value is no known secret
+/// gets the variable a curl line uses for it (`${IDEM_AUTHORIZATION}`).
+pub fn value_template(name: &str, value: &[u8], secrets: &Secrets) -> Option<String> {
+    let parts = header_parts(name, value, secrets);
+    if !parts.iter().any(|p| matches!(p, Part::Var(_))) {
+        return None;
+    }
+    let mut out = String::new();
+    for part in parts.iter().skip(1) {
+        match part {
+            Part::Bytes(b) => out.push_str(&String::from_utf8_lossy(b)),
+            Part::Var(v) => {
+                let _ = write!(out, "${{{v}}}");
+            }
+        }
+    }
+    // The first part is `Name: `; the template is the value alone.
+    Some(match parts.first() {
+        Some(Part::Bytes(head)) => {
+            let head = String::from_utf8_lossy(head);
+            let prefix = format!("{name}: ");
+            let rest = head.strip_prefix(&prefix).unwrap_or_default();
+            format!("{rest}{out}")
+        }
+        _ => out,
+    })
+}
+
 /// Joins adjacent byte parts so each quoting decision sees a whole literal run.
 fn merge(parts: Vec<Part>) -> Vec<Part> {
     let mut out: Vec<Part> = Vec::new();

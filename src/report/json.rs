@@ -7,7 +7,9 @@
 //! Redaction works on the `serde_json::Value` tree rather than on the model, so no field added to
 //! the model later can escape it: every string is masked, header objects follow the header rule
 //! of [`crate::redact::Secrets::mask_header`], and base64 bodies are decoded, masked and
-//! re-encoded (a token inside a binary body would otherwise survive as base64).
+//! re-encoded (a token inside a binary body would otherwise survive as base64). A masked header
+//! gains `value_template`, the value with each secret written `${VAR}`, so `idem-check
+//! reproduce` can send it again with the secret taken from the environment.
 //!
 //! Size is bounded the same way: a `body` longer than the JSON body cap (`--max-body-bytes`) is
 //! cut, and the object gains `body_size` (bytes on the wire) and `body_sha256` (of the whole
@@ -17,6 +19,7 @@
 use base64::Engine as _;
 use serde_json::Value;
 
+use crate::http::curl::value_template;
 use crate::redact::{cut_line, sha256_hex, Secrets};
 use crate::report::{RenderOptions, RunReport};
 
@@ -32,10 +35,48 @@ pub fn render_value<T: serde::Serialize>(
     opts: &RenderOptions,
 ) -> anyhow::Result<String> {
     let mut tree = serde_json::to_value(report)?;
+    template_requests(&mut tree, &opts.secrets);
     scrub(&mut tree, &opts.secrets, opts.max_body);
     let mut out = serde_json::to_string_pretty(&tree)?;
     out.push('\n');
     Ok(out)
+}
+
+/// Gives every masked header of every request (an object with `method`, `url` and `headers`) a
+/// `value_template`: what `idem-check reproduce` sends instead, its variables filled in. Only
+/// requests: a response's masked header is nothing to send again.
+fn template_requests(v: &mut Value, secrets: &Secrets) {
+    match v {
+        Value::Array(items) => items.iter_mut().for_each(|i| template_requests(i, secrets)),
+        Value::Object(map) => {
+            let is_request = map.contains_key("method") && map.contains_key("url");
+            if let (true, Some(Value::Array(headers))) = (is_request, map.get_mut("headers")) {
+                headers.iter_mut().for_each(|h| template_header(h, secrets));
+            }
+            map.values_mut().for_each(|i| template_requests(i, secrets));
+        }
+        _ => {}
+    }
+}
+
+/// Adds `value_template` to one `{"name", "value"}` header whose value is masked.
+fn template_header(header: &mut Value, secrets: &Secrets) {
+    let Value::Object(map) = header else { return };
+    let (Some(Value::String(name)), Some(value)) = (map.get("name"), map.get("value")) else {
+        return;
+    };
+    let raw = match value {
+        Value::String(s) => Some(s.as_bytes().to_vec()),
+        Value::Object(inner) => base64_body(inner),
+        _ => None,
+    };
+    let template = raw.and_then(|raw| {
+        secrets.mask_header(name, &raw)?;
+        value_template(name, &raw, secrets)
+    });
+    if let Some(template) = template {
+        map.insert("value_template".into(), Value::String(template));
+    }
 }
 
 /// Masks secrets everywhere in `v`, and cuts what is longer than `max`.

@@ -5,7 +5,7 @@
 //! holds the plain-text block shared by the terminal recap and the JUnit failure body, and the
 //! pieces of it (exchange lines, transcripts, reproduce lines) the HTML page shows.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::check::Check;
 use crate::http::exchange::Exchange;
@@ -51,6 +51,37 @@ pub struct RunReport {
     pub context: Vec<String>,
     pub summary: Summary,
     pub probes: Vec<ProbeReport>,
+    /// What `idem-check reproduce` needs besides the exchanges; `None` for reports of other
+    /// commands (stress, client, webhook), whose scenarios it does not replay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplayInputs>,
+}
+
+/// The run's inputs that the exchanges do not show, so `idem-check reproduce` can re-run a
+/// probe's scenario from the JSON report alone: which header is the key (a burst is replayed
+/// with a fresh one), where the counter is read, and how a request is held and released.
+/// Values are masked like the rest of the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayInputs {
+    pub key_header: String,
+    /// The effect counter's URL and JSON pointer (`--count-url`, `--count-pointer`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count_pointer: Option<String>,
+    /// `--count-cmd`, shown only: reproduce never runs a command read from a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count_cmd: Option<String>,
+    /// `--hold-header` as `Name: value`, `{{hold}}` kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_header: Option<String>,
+    /// `--hold-release`, `{{hold}}` kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_release: Option<String>,
+    /// How long the counter must stay unchanged before it is read after unfinished requests.
+    pub quiet_ms: u64,
+    /// The per-request timeout.
+    pub timeout_ms: u64,
 }
 
 /// Tool name and version, so a stored report says what produced it.

@@ -203,6 +203,7 @@ impl StressReport {
             .collect(),
             summary: Summary::of(&probes),
             probes,
+            replay: None,
         }
     }
 }

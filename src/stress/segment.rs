@@ -300,6 +300,7 @@ pub fn merge(reports: &[(PathBuf, SegmentReport)]) -> Result<RunReport, MergeErr
         )],
         summary: Summary::of(&probes),
         probes,
+        replay: None,
     })
 }
 

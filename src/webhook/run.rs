@@ -105,6 +105,7 @@ pub async fn run(
         context: info.context,
         summary: Summary::of(&probes),
         probes,
+        replay: None,
     }
 }
 

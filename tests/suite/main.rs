@@ -60,6 +60,9 @@ mod matrix;
 mod openapi_cli;
 /// The reference server's own OpenAPI description, end to end.
 mod openapi_reference;
+/// `idem-check reproduce`: a probe's burst, lost response or one exchange sent again from its
+/// JSON report.
+mod reproduce;
 /// `idem-check stress` against the in-process reference server.
 mod stress;
 

@@ -191,6 +191,7 @@ fn run(probes: Vec<ProbeReport>) -> RunReport {
         ],
         summary: Summary::of(&probes),
         probes,
+        replay: None,
     }
 }
 

@@ -1,0 +1,90 @@
+//! `idem-check reproduce REPORT.json --probe ID [--exchange N]`: one probe's scenario sent
+//! again (see [`crate::reproduce`]); the exit code says whether a key executed more than once.
+
+use super::{emit, Result};
+use crate::cli::ReproduceArgs;
+use crate::exit::{AppError, ExitCode};
+use crate::report::ReplayInputs;
+use crate::reproduce::{plan, RecordedRun, Replayer, RestoreError};
+
+pub(super) async fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
+    let run = RecordedRun::read(&args.report).map_err(AppError::input_file)?;
+    let Some(probe) = run.probe(&args.probe) else {
+        let ids: Vec<&str> = run.probes.iter().map(|p| p.id.as_str()).collect();
+        return Err(AppError::Usage(anyhow::anyhow!(
+            "--probe {}: {} has no such probe (it has {})",
+            args.probe,
+            args.report.display(),
+            ids.join(", ")
+        )));
+    };
+    // A report written before reproduce existed: the key header is the default, no counter,
+    // no hold.
+    let inputs = run.replay.clone().unwrap_or_else(|| ReplayInputs {
+        key_header: "Idempotency-Key".into(),
+        count_url: None,
+        count_pointer: None,
+        count_cmd: None,
+        hold_header: None,
+        hold_release: None,
+        quiet_ms: 300,
+        timeout_ms: 10_000,
+    });
+    let scenario = plan(probe, args.exchange, &inputs.key_header).map_err(|e| match e {
+        crate::reproduce::PlanError::NoExchange { .. } => {
+            AppError::Usage(anyhow::anyhow!("--exchange: {e}"))
+        }
+        _ => AppError::Usage(anyhow::anyhow!("--probe {}: {e}", args.probe)),
+    })?;
+    let vars = args.vars.clone();
+    let lookup = move |name: &str| {
+        vars.iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var(name).ok())
+    };
+    let replayer = Replayer::new(inputs, Box::new(lookup)).map_err(AppError::runtime)?;
+    let seen = replayer
+        .play(&scenario, &probe.exchanges)
+        .await
+        .map_err(|e| match e.downcast::<RestoreError>() {
+            Ok(e @ RestoreError::MissingVar { .. }) => AppError::Usage(e.into()),
+            Ok(e) => AppError::input_file(e),
+            Err(e) => AppError::runtime(e),
+        })?;
+    let mut out = format!(
+        "reproduce {} ({} in {}) against {}\n",
+        probe.id,
+        probe.outcome,
+        args.report.display(),
+        run.target
+    );
+    out.extend(seen.lines.iter().map(|l| format!("{l}\n")));
+    let code = match (seen.rise(), seen.one_key) {
+        _ if seen.unanswered => {
+            out.push_str("the target did not answer\n");
+            ExitCode::Error
+        }
+        (Some(rise), true) if rise > 1 => {
+            out.push_str(&format!(
+                "the counter rose by {rise}: one key executed {rise} times (reproduced)\n"
+            ));
+            ExitCode::Fail
+        }
+        (Some(rise), true) => {
+            out.push_str(&format!(
+                "the counter rose by {rise}: one key executed {rise} time{} (not reproduced)\n",
+                if rise == 1 { "" } else { "s" }
+            ));
+            ExitCode::Ok
+        }
+        (Some(rise), false) => {
+            out.push_str(&format!("the counter rose by {rise}\n"));
+            ExitCode::Ok
+        }
+        (None, _) => ExitCode::Ok,
+    };
+    emit(&out)?;
+    Ok(code)
+}

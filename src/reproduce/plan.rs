@@ -1,0 +1,110 @@
+//! Which of a probe's recorded exchanges `reproduce` sends again, and how: the scenario read
+//! from the exchanges themselves (a burst is the exchanges the race engine released; a lost
+//! response is the exchange idem-check dropped and the retries with its key), never from the
+//! probe's name, so any probe whose evidence holds one is replayed the same way.
+
+use super::recorded::{RecordedExchange, RecordedProbe};
+
+/// What is sent again.
+#[derive(Debug, Clone)]
+pub enum Scenario {
+    /// The first synchronised burst, sent again with a fresh key.
+    Burst { members: Vec<RecordedExchange> },
+    /// The request whose answer was dropped (with its hold), then its retries at the offsets
+    /// they were sent at, with a fresh key.
+    LostResponse {
+        original: RecordedExchange,
+        retries: Vec<RecordedExchange>,
+    },
+    /// One exchange, exactly as recorded (its key too).
+    Single { exchange: RecordedExchange },
+}
+
+/// Why a probe's exchanges offer nothing to send.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error(
+        "the report has no exchange #{n} in {probe} (it has #1–#{last}); see its exchange table"
+    )]
+    NoExchange {
+        probe: String,
+        n: usize,
+        last: usize,
+    },
+    #[error("{probe} recorded no exchange (it was {outcome}): nothing to reproduce")]
+    Empty { probe: String, outcome: String },
+    #[error("{probe} sent no burst and dropped no answer; send one of its exchanges again with --exchange N ({listing})")]
+    NoScenario { probe: String, listing: String },
+}
+
+/// The scenario of `probe`, or its exchange `n` alone; `key_header` names the header that
+/// makes two requests the same logical request.
+pub fn plan(
+    probe: &RecordedProbe,
+    exchange: Option<usize>,
+    key_header: &str,
+) -> Result<Scenario, PlanError> {
+    let exchanges = &probe.exchanges;
+    if let Some(n) = exchange {
+        return exchanges
+            .iter()
+            .find(|e| e.n == n)
+            .map(|e| Scenario::Single {
+                exchange: e.clone(),
+            })
+            .ok_or_else(|| PlanError::NoExchange {
+                probe: probe.id.clone(),
+                n,
+                last: exchanges.iter().map(|e| e.n).max().unwrap_or(0),
+            });
+    }
+    if exchanges.is_empty() {
+        return Err(PlanError::Empty {
+            probe: probe.id.clone(),
+            outcome: probe.outcome.clone(),
+        });
+    }
+    if let Some(original) = exchanges.iter().find(|e| e.dropped()) {
+        let key = original.request_key(key_header);
+        let retries = exchanges
+            .iter()
+            .filter(|e| e.n > original.n && e.request_key(key_header) == key && !e.dropped())
+            .cloned()
+            .collect();
+        return Ok(Scenario::LostResponse {
+            original: original.clone(),
+            retries,
+        });
+    }
+    if let Some(first) = exchanges.iter().position(|e| e.release_us.is_some()) {
+        let key = exchanges[first].request_key(key_header);
+        let members = exchanges[first..]
+            .iter()
+            .take_while(|e| e.release_us.is_some() && e.request_key(key_header) == key)
+            .cloned()
+            .collect();
+        return Ok(Scenario::Burst { members });
+    }
+    Err(PlanError::NoScenario {
+        probe: probe.id.clone(),
+        listing: exchanges
+            .iter()
+            .take(8)
+            .map(|e| format!("#{} {}", e.n, e.role))
+            .chain((exchanges.len() > 8).then(|| "…".to_string()))
+            .collect::<Vec<_>>()
+            .join(", "),
+    })
+}
+
+impl RecordedExchange {
+    /// What makes two requests the same logical request: method, URL and key. The hold header
+    /// is left out (each held request names a fresh hold).
+    fn request_key(&self, key_header: &str) -> (&str, &str, Option<&[u8]>) {
+        (
+            &self.request.method,
+            &self.request.url,
+            self.header(key_header).map(|h| h.value.0.as_slice()),
+        )
+    }
+}
