@@ -3,7 +3,8 @@
 //! Probes that need exact bytes on the wire use [`super::raw`]; everything else goes here so a
 //! target that speaks only HTTP/2, or sits behind TLS, is exercised the way real clients reach
 //! it. The recorded request is the one reqwest sends: our headers in order plus the Host and
-//! Content-Length it derives, which [`super::h1::prepare`] makes explicit. It connects with the
+//! Content-Length it derives, which [`super::h1::prepare`] makes explicit, and the Accept and
+//! User-Agent it adds, with names lower-cased as hyper writes them (see [`as_sent`]). It connects with the
 //! run's [`Connector`] settings (trust, proxy, fixed addresses), as the raw client does.
 //!
 //! Connections are pooled. A request that fails on a kept-alive connection before any byte of
@@ -81,7 +82,7 @@ impl Client {
     /// the server's idle close took before any byte of an answer is sent again, once, on a
     /// connection of its own (see the module documentation); the response says so.
     pub async fn send(&self, req: &Request) -> (SentRequest, RawResponse) {
-        let sent = req.prepare();
+        let mut sent = as_sent(req.prepare());
         let started = Instant::now();
         let response = match self.exchange(&self.pool(), &sent).await {
             Err(Failure::ClosedWhileIdle(error)) => {
@@ -97,6 +98,18 @@ impl Client {
             }
             other => RawResponse::ended_now(started, other.map_err(Failure::into_text)),
         };
+        if response
+            .result
+            .as_ref()
+            .is_ok_and(|r| r.version == format!("{:?}", reqwest::Version::HTTP_2))
+        {
+            // HTTP/2 sends the authority first, as a pseudo-header; the record calls it `host`
+            // there, as the HTTP/2 burst's does.
+            if let Some(at) = sent.headers.iter().position(|h| h.name == "host") {
+                let host = sent.headers.remove(at);
+                sent.headers.insert(0, host);
+            }
+        }
         (sent, response)
     }
 
@@ -162,6 +175,42 @@ impl Client {
     }
 }
 
+/// The `user-agent` every request of the ordinary client carries unless the target's headers
+/// set one.
+const USER_AGENT: &str = concat!("idem-check/", env!("CARGO_PKG_VERSION"));
+
+/// `prepared` as the ordinary client puts it on the wire, so the record is what the server
+/// received: hyper writes field names lower-cased, and after the request's own fields the
+/// `accept: */*` and `user-agent` reqwest adds when they are missing (here made explicit, so
+/// reqwest adds nothing), then `host` last (HTTP/1.1; [`Client::send`] moves it first for
+/// HTTP/2). Several lines of one name go out together, where the first of them was.
+fn as_sent(prepared: SentRequest) -> SentRequest {
+    let mut headers: Vec<Header> = Vec::with_capacity(prepared.headers.len() + 2);
+    let mut host = None;
+    for h in prepared.headers {
+        let name = h.name.to_ascii_lowercase();
+        if name == "host" {
+            host = Some(Header::new(name, h.value));
+            continue;
+        }
+        // A later line of a name already sent joins its group, as a header map iterates.
+        match headers.iter().rposition(|x| x.name == name) {
+            Some(at) => headers.insert(at + 1, Header::new(name, h.value)),
+            None => headers.push(Header::new(name, h.value)),
+        }
+    }
+    for (name, value) in [("accept", "*/*"), ("user-agent", USER_AGENT)] {
+        if !headers.iter().any(|h| h.name == name) {
+            headers.push(Header::new(name, value));
+        }
+    }
+    headers.extend(host);
+    SentRequest {
+        headers,
+        ..prepared
+    }
+}
+
 /// Why an exchange of the ordinary client has no response.
 enum Failure {
     /// The request went out on a kept-alive connection that ended before any byte of its
@@ -193,7 +242,7 @@ fn pool(connector: &Arc<Connector>, timeout: Duration, served: &Served) -> Resul
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(timeout)
         .timeout(timeout)
-        .user_agent(concat!("idem-check/", env!("CARGO_PKG_VERSION")))
+        .user_agent(USER_AGENT)
         .build()
         .context("could not build the HTTP client")
 }

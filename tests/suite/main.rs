@@ -29,6 +29,8 @@ mod verdicts;
 mod webhook;
 
 // What goes on the wire.
+/// Every transport's recorded request is the one an echo listener received, byte for byte.
+mod evidence_as_sent;
 /// The key-syntax probes put exactly the specified bytes on the wire.
 mod key_syntax_wire;
 /// The raw client and the HTTP/1.1 burst engine against loopback listeners.
