@@ -104,7 +104,7 @@ pub fn render(report: &RunReport, notes: &[String], opts: &RenderOptions) -> Str
             details(&mut out, p, opts);
         }
     }
-    let causes = crate::report::root_causes(&report.probes);
+    let causes = crate::report::causes(&report.probes, &opts.key_header);
     if !causes.is_empty() {
         out.push_str("\n### Root causes\n\n");
         for c in causes {

@@ -12,6 +12,7 @@ use crate::http::exchange::Exchange;
 use crate::outcome::Outcome;
 use crate::redact::Secrets;
 
+pub mod cause;
 pub mod evidence;
 pub mod file;
 pub mod format;
@@ -217,6 +218,14 @@ pub fn root_causes(probes: &[ProbeReport]) -> Vec<String> {
             format!("{root} fails: {} {follow} from it", counted.join(" and "))
         })
         .collect()
+}
+
+/// Every root cause line of a run: the failed prerequisites others follow from
+/// ([`root_causes`]), then the causes several FAILs share ([`cause::shared_causes`]).
+pub fn causes(probes: &[ProbeReport], key_header: &str) -> Vec<String> {
+    let mut lines = root_causes(probes);
+    lines.extend(cause::shared_causes(probes, key_header));
+    lines
 }
 
 pub use format::{Format, ReportFile, Reportable};

@@ -270,6 +270,12 @@ fn cache_written_after_execute_pays_a_lost_response_twice() {
     ];
     for args in [fixed_hold(), full()] {
         let run = expect("cache_after_execute", &[], &args, &except, 4);
+        // Each FAIL cites a retry answered 2xx before the key's first request was: one cause.
+        assert_says(
+            &run.stdout,
+            "3 critical FAILs share one cause: a retry executes while the original runs (concurrent-duplicates #",
+            "the summary tells the shared cause once",
+        );
         for id in ["lost-response", "loser-does-not-unlock"] {
             assert_says(
                 run.reason(id),

@@ -21,6 +21,8 @@ mod race_detection;
 /// A second, independent implementation in Python: every probe judges the contract, not the
 /// reference server's particular answers.
 mod second_implementation;
+/// FAILs whose evidence shows one mechanism are told as one cause; others are not grouped.
+mod shared_cause;
 /// Targets without the optional preconditions: every probe that needs one SKIPs, naming it.
 mod skips;
 /// Verdicts that hold on real APIs: hostile servers that once misled the checker.

@@ -36,7 +36,7 @@ use std::fmt::Write as _;
 
 use crate::outcome::Outcome;
 use crate::report::terminal::{header_line, summary_line};
-use crate::report::{root_causes, RenderOptions, RunReport, Summary};
+use crate::report::{causes, RenderOptions, RunReport, Summary};
 
 mod charts;
 pub mod client;
@@ -257,7 +257,7 @@ impl Page {
             for (p, body) in sec.run.probes.iter().zip(&bodies[s]) {
                 out.push_str(&probe::wrap(p, &anchor(sections, s, p.id), body, opts));
             }
-            let causes = root_causes(&sec.run.probes);
+            let causes = causes(&sec.run.probes, &opts.key_header);
             if !causes.is_empty() {
                 out.push_str("<h3>Root causes</h3>\n<ul class=\"facts causes\">");
                 for c in causes {
