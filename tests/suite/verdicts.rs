@@ -494,7 +494,7 @@ fn bare_only_apis_get_verdicts_with_bare_keys() {
 /// Root causes do not depend on the catalog order: on a server whose only defect is executing
 /// completed retries again, the key-syntax probes that run before replay-identity are
 /// INCONCLUSIVE naming it, the output ends with the root cause, and critical double executions
-/// stay FAIL.
+/// stay FAIL, told as one shared cause.
 #[test]
 fn root_causes_are_settled_after_the_run() {
     let o = bin()
@@ -524,9 +524,16 @@ fn root_causes_are_settled_after_the_run() {
     }
     assert!(line("replay-identity").contains("FAIL"), "{stdout}");
     assert!(line("lost-response").contains("FAIL"), "{stdout}");
+    let causes = &stdout[stdout.rfind("root causes:").expect("root causes")..];
+    assert!(
+        causes.contains("replay-identity fails: 2 other FAILs follow from it"),
+        "{stdout}"
+    );
+    // The two FAILs left each cite a retry after the first answer that executed again.
     let end = stdout.trim_end().lines().last().unwrap_or_default();
     assert!(
-        end.contains("replay-identity fails: 2 other FAILs follow from it"),
+        end.contains("2 critical FAILs share one cause: a retry after completion executes again (replay-identity #")
+            && end.contains(", lost-response #"),
         "{stdout}"
     );
 }
