@@ -290,7 +290,10 @@ impl Replayer {
                     .map_err(|e| anyhow::anyhow!("the effect counter could not be read: {e}"))?,
             ),
             None => {
-                lines.push("no counter read in this probe's exchanges: statuses only".to_string());
+                lines.push(match &self.inputs.count_cmd {
+                    Some(_) => "the run counted with --count-cmd, which reproduce does not run from a report: statuses only",
+                    None => "no counter read in this probe's exchanges: statuses only",
+                }.to_string());
                 None
             }
         };

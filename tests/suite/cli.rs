@@ -572,8 +572,8 @@ fn reference_run_is_green_and_writes_reports_without_secrets() {
     // every bearer credential must show masked.
     for file in [&json, &junit, &md] {
         let body = std::fs::read_to_string(file).unwrap();
-        // `Bearer ${IDEM_TOKEN_A}` (or `_B`) is a masked header's `value_template`: the variable, not
-        // the token.
+        // `Bearer ${IDEM_TOKEN_A}` (or `_B`) is a masked header's `value_template`: the
+        // variable, not the token.
         let unmasked = body.match_indices("Bearer ").any(|(i, m)| {
             let rest = &body[i + m.len()..];
             !rest.starts_with("[redacted]") && !rest.starts_with("${IDEM_TOKEN_")
