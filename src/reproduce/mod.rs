@@ -538,11 +538,126 @@ fn statuses(responses: &[RawResponse]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_uuid_is_found_inside_quotes() {
         let key = "\"d5177497-3198-4b6f-b222-ba6a42d54c30\"";
         assert_eq!(uuid_at(key), Some(1));
         assert_eq!(uuid_at("abc"), None);
+    }
+
+    fn inputs() -> ReplayInputs {
+        ReplayInputs {
+            key_header: "Idempotency-Key".into(),
+            count_url: None,
+            count_pointer: None,
+            count_cmd: None,
+            hold_header: Some("X-Hold: {{hold}}".into()),
+            hold_release: None,
+            quiet_ms: 300,
+            timeout_ms: 1000,
+        }
+    }
+
+    fn replayer(vars: &[(&str, &str)]) -> Replayer {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let lookup = move |name: &str| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        Replayer::new(inputs(), Box::new(lookup)).unwrap()
+    }
+
+    fn exchange(headers: serde_json::Value, body: serde_json::Value) -> RecordedExchange {
+        serde_json::from_value(json!({
+            "n": 3, "role": "original", "start_ms": 0.0, "duration_ms": 1.0,
+            "request": {"method": "POST", "url": "http://127.0.0.1:1/pay", "headers": headers, "body": body},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_masked_credential_is_filled_in_from_its_variable() {
+        let ex = exchange(
+            json!([
+                {"name": "host", "value": "127.0.0.1:1"},
+                {"name": "authorization", "value": "Bearer [redacted]", "value_template": "Bearer ${IDEM_TOKEN_A}"},
+                {"name": "idempotency-key", "value": "\"8e03978e-40d5-43e8-bc93-6894a57f9324\""},
+                {"name": "content-length", "value": "2"},
+            ]),
+            json!("{}"),
+        );
+        let r = replayer(&[("IDEM_TOKEN_A", "tok-123")]);
+        let req = r.restore(&ex).unwrap();
+        let names: Vec<&str> = req.headers.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["authorization", "idempotency-key"],
+            "host and length are derived again"
+        );
+        assert_eq!(req.headers[0].value, b"Bearer tok-123");
+        assert_eq!(r.secrets().redact("Bearer tok-123"), "Bearer [redacted]");
+        let (fresh, key) = r.fresh_key(req, 3).unwrap();
+        assert!(
+            key.starts_with('"') && key.ends_with('"') && key.len() == 38,
+            "{key}"
+        );
+        assert_ne!(key, "\"8e03978e-40d5-43e8-bc93-6894a57f9324\"");
+        assert_eq!(
+            fresh
+                .headers
+                .iter()
+                .filter(|h| h.name.eq_ignore_ascii_case("idempotency-key"))
+                .count(),
+            1
+        );
+
+        assert_eq!(
+            replayer(&[]).restore(&ex).unwrap_err(),
+            RestoreError::MissingVar {
+                n: 3,
+                header: "authorization".into(),
+                var: "IDEM_TOKEN_A".into()
+            }
+        );
+    }
+
+    #[test]
+    fn what_the_report_masked_or_cut_is_refused_naming_the_exchange() {
+        let masked = exchange(json!([]), json!("{\"token\":\"[redacted]\"}"));
+        assert_eq!(
+            replayer(&[]).restore(&masked).unwrap_err(),
+            RestoreError::Masked {
+                n: 3,
+                what: "body".into()
+            }
+        );
+        let mut cut = exchange(json!([]), json!("{"));
+        cut.request.body_size = Some(20_000);
+        assert_eq!(
+            replayer(&[]).restore(&cut).unwrap_err(),
+            RestoreError::CutBody { n: 3, size: 20_000 }
+        );
+        let secret_header = exchange(
+            json!([{"name": "x-api-key", "value": "[redacted]"}]),
+            json!(""),
+        );
+        assert!(matches!(
+            replayer(&[]).restore(&secret_header),
+            Err(RestoreError::Masked { n: 3, .. })
+        ));
+    }
+
+    #[test]
+    fn a_named_hold_gets_a_fresh_name() {
+        let r = replayer(&[]);
+        let ex = exchange(json!([{"name": "X-Hold", "value": "hold-old"}]), json!(""));
+        let mut req = r.restore(&ex).unwrap();
+        let name = r
+            .hold(&mut req)
+            .expect("the request carries the hold header");
+        assert!(name.starts_with("hold-") && name != "hold-old");
+        assert_eq!(req.headers[0].value_str(), name);
     }
 }

@@ -108,3 +108,99 @@ impl RecordedExchange {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// An exchange of a report: `key` in `Idempotency-Key`, answered `status` (none: dropped).
+    fn ex(
+        n: usize,
+        method: &str,
+        key: Option<&str>,
+        status: Option<u16>,
+        burst: bool,
+    ) -> serde_json::Value {
+        let headers: Vec<_> = key
+            .map(|k| json!({"name": "Idempotency-Key", "value": k}))
+            .into_iter()
+            .collect();
+        let mut e = json!({
+            "n": n, "role": format!("role {n}"), "start_ms": n as f64, "duration_ms": 1.0,
+            "request": {"method": method, "url": "http://127.0.0.1:1/pay", "headers": headers, "body": ""},
+        });
+        match status {
+            Some(s) => e["response"] = json!({"status": s}),
+            None => e["error"] = json!(crate::http::raw::DROPPED),
+        }
+        if burst {
+            e["release_us"] = json!(10.0 * n as f64);
+        }
+        e
+    }
+
+    fn probe(exchanges: Vec<serde_json::Value>) -> RecordedProbe {
+        serde_json::from_value(json!({"id": "p", "outcome": "FAIL", "exchanges": exchanges}))
+            .unwrap()
+    }
+
+    fn numbers(list: &[RecordedExchange]) -> Vec<usize> {
+        list.iter().map(|e| e.n).collect()
+    }
+
+    #[test]
+    fn the_first_burst_of_one_key_is_the_scenario() {
+        let p = probe(vec![
+            ex(1, "GET", None, Some(200), false),
+            ex(2, "POST", Some("\"a\""), Some(201), true),
+            ex(3, "POST", Some("\"a\""), Some(201), true),
+            ex(4, "POST", Some("\"b\""), Some(201), true),
+            ex(5, "POST", Some("\"a\""), Some(201), false),
+        ]);
+        match plan(&p, None, "idempotency-key").unwrap() {
+            Scenario::Burst { members } => assert_eq!(numbers(&members), [2, 3]),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_dropped_answer_is_replayed_with_the_later_requests_of_its_key() {
+        let p = probe(vec![
+            ex(1, "GET", None, Some(200), false),
+            ex(2, "POST", Some("\"a\""), None, false),
+            ex(3, "POST", Some("\"b\""), Some(201), false),
+            ex(4, "POST", Some("\"a\""), Some(409), false),
+            ex(5, "POST", Some("\"a\""), Some(201), false),
+        ]);
+        match plan(&p, None, "Idempotency-Key").unwrap() {
+            Scenario::LostResponse { original, retries } => {
+                assert_eq!(original.n, 2);
+                assert_eq!(numbers(&retries), [4, 5]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn one_exchange_is_chosen_by_number_and_an_unknown_one_is_named() {
+        let p = probe(vec![
+            ex(1, "POST", Some("\"a\""), Some(201), false),
+            ex(2, "POST", Some("\"a\""), Some(201), false),
+        ]);
+        assert!(matches!(
+            plan(&p, Some(2), "Idempotency-Key"),
+            Ok(Scenario::Single { exchange }) if exchange.n == 2
+        ));
+        assert_eq!(
+            plan(&p, Some(7), "Idempotency-Key").unwrap_err(),
+            PlanError::NoExchange {
+                probe: "p".into(),
+                n: 7,
+                last: 2
+            }
+        );
+        let err = plan(&p, None, "Idempotency-Key").unwrap_err().to_string();
+        assert!(err.contains("--exchange N (#1 role 1, #2 role 2)"), "{err}");
+    }
+}
