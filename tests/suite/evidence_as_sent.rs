@@ -1,9 +1,10 @@
 //! The evidence is what was sent: an echo listener on 127.0.0.1 records the raw head of every
 //! request it gets, and for every HTTP/1.1 transport (the ordinary client, the raw client, a
 //! dropped request, the burst engine) the request line and every header line it received,
-//! byte for byte in names and values and in order, are the recorded request's. (HTTP/2 sends
-//! field names lowercased by the protocol, RFC 9113 §8.2.1, and the HTTP/2 engines record them
-//! so.)
+//! byte for byte in names and values and in order, are the recorded request's. Over HTTP/2 (the
+//! ordinary client with ALPN `h2`, the single-packet burst) an h2 server's decoded fields are
+//! the record's, in order; names are lower-case there by the protocol (RFC 9113 §8.2.1), and
+//! the authority is recorded as `host`.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -203,5 +204,85 @@ async fn a_burst_records_every_header_it_sent() {
     assert_eq!(got.len(), 3);
     for (head, sent) in got.iter().zip(&report.requests) {
         assert_as_sent("burst", head, sent);
+    }
+}
+
+/// The fields of each HTTP/2 request an h2 server got, the authority first as `host`.
+type Fields = Arc<Mutex<Vec<Vec<(String, Vec<u8>)>>>>;
+
+/// An HTTP/2 server over TLS (ALPN `h2`) on 127.0.0.1 that keeps the fields of every request
+/// it decodes and answers 200; its `https://localhost:PORT/pay` URL.
+async fn h2_echo() -> (url::Url, Fields) {
+    use crate::common::tls::test_acceptor;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let acceptor = test_acceptor(&[b"h2"]);
+    let received: Fields = Arc::default();
+    let kept = received.clone();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            let (acceptor, kept) = (acceptor.clone(), kept.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(s).await else {
+                    return;
+                };
+                let Ok(mut conn) = h2::server::handshake(tls).await else {
+                    return;
+                };
+                while let Some(Ok((req, mut respond))) = conn.accept().await {
+                    let authority = req.uri().authority().map(|a| a.to_string());
+                    let mut fields = vec![(
+                        "host".to_string(),
+                        authority.unwrap_or_default().into_bytes(),
+                    )];
+                    fields.extend(
+                        req.headers()
+                            .iter()
+                            .map(|(n, v)| (n.as_str().to_string(), v.as_bytes().to_vec())),
+                    );
+                    kept.lock().unwrap().push(fields);
+                    let resp = http::Response::builder().status(200).body(()).unwrap();
+                    let _ = respond.send_response(resp, true);
+                }
+            });
+        }
+    });
+    let url = url::Url::parse(&format!("https://localhost:{port}/pay")).unwrap();
+    (url, received)
+}
+
+/// The recorded fields of `sent`, as (name, value).
+fn fields(sent: &SentRequest) -> Vec<(String, Vec<u8>)> {
+    sent.headers
+        .iter()
+        .map(|h| (h.name.clone(), h.value.clone()))
+        .collect()
+}
+
+/// Over TLS with ALPN `h2`, the ordinary client and the HTTP/2 burst speak HTTP/2: the record
+/// is the fields the server decoded, the authority first as `host`, every name lower-cased as
+/// HTTP/2 requires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_h2_the_record_is_every_field_sent() {
+    use crate::common::tls::trusting_test_cert;
+    let (url, received) = h2_echo().await;
+    let connector = Arc::new(trusting_test_cert());
+    let client = Client::new(connector.clone(), LIMIT, 64 * 1024).unwrap();
+    let (sent, response) = client.send(&request(&url)).await;
+    let response = response.result.expect("the h2 server answers");
+    assert_eq!(response.version, "HTTP/2.0");
+    let got = std::mem::take(&mut *received.lock().unwrap());
+    assert_eq!(got, [fields(&sent)], "ordinary client over h2");
+
+    let reqs: Vec<SentRequest> = (0..3).map(|_| request(&url).prepare()).collect();
+    let opts = BurstOptions::default();
+    let report = idem_check::http::h2burst::burst_for_target(&connector, &reqs, &opts, false)
+        .await
+        .unwrap();
+    assert!(report.responses.iter().all(|r| r.result.is_ok()));
+    let got = std::mem::take(&mut *received.lock().unwrap());
+    assert_eq!(got.len(), 3);
+    for (g, sent) in got.iter().zip(&report.requests) {
+        assert_eq!(*g, fields(sent), "h2 burst");
     }
 }
