@@ -555,6 +555,12 @@ pub struct ReproduceArgs {
     #[arg(long, value_name = "N")]
     pub exchange: Option<usize>,
 
+    /// How many bursts to send at most, each with a fresh key and its own counter reads,
+    /// stopping at the first that executes twice: a race shows by chance (as many as the
+    /// probe sends).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub attempts: usize,
+
     /// The value of a variable the report's masked values name (IDEM_TOKEN_A=…), instead of
     /// the environment's (repeatable).
     #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]

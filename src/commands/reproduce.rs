@@ -46,7 +46,7 @@ pub(super) async fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
     };
     let replayer = Replayer::new(inputs, Box::new(lookup)).map_err(AppError::runtime)?;
     let seen = replayer
-        .play(&scenario, &probe.exchanges)
+        .play(&scenario, &probe.exchanges, args.attempts)
         .await
         .map_err(|e| match e.downcast::<RestoreError>() {
             Ok(e @ RestoreError::MissingVar { .. }) => AppError::Usage(e.into()),

@@ -80,6 +80,15 @@ impl RecordedExchange {
             .find(|h| h.name.eq_ignore_ascii_case(name))
     }
 
+    /// The status, or why there was none, as the reproduce output compares it.
+    pub fn status_text(&self) -> String {
+        match (&self.response, &self.error) {
+            (Some(r), _) => r.status.to_string(),
+            (None, Some(e)) => format!("no response ({e})"),
+            (None, None) => "no response".into(),
+        }
+    }
+
     /// Whether idem-check closed this exchange's connection on purpose before reading the
     /// answer (`lost-response`).
     pub fn dropped(&self) -> bool {

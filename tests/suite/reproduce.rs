@@ -72,8 +72,9 @@ fn rise(out: &std::process::Output) -> u64 {
         .unwrap_or_else(|| panic!("no number in {line:?}"))
 }
 
-/// Under `race` the replayed burst executes one key many times (exit 4); on the correct server
-/// the same burst executes once (exit 0). The token never appears in what reproduce prints.
+/// Under `race` a replayed burst executes one key many times (exit 4); on the correct server
+/// every one of the bursts executes once (exit 0). The token never appears in what reproduce
+/// prints.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_replayed_from_the_report_double_executes_only_under_race() {
     for (fault, expect_double) in [(Some(Fault::Race), true), (None, false)] {
