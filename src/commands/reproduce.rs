@@ -9,6 +9,12 @@ use crate::reproduce::{plan, RecordedRun, Replayer, RestoreError};
 
 pub(super) async fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
     let run = RecordedRun::read(&args.report).map_err(AppError::input_file)?;
+    if run.reference {
+        return Err(AppError::input_file(anyhow::anyhow!(
+            "{} is a report of `run --reference`, whose in-process server stopped with that run: run idem-reference-server, check it with `run URL … --report-json FILE`, and reproduce from that report",
+            args.report.display()
+        )));
+    }
     let Some(probe) = run.probe(&args.probe) else {
         let ids: Vec<&str> = run.probes.iter().map(|p| p.id.as_str()).collect();
         return Err(AppError::Usage(anyhow::anyhow!(

@@ -35,6 +35,9 @@ pub enum ReadError {
 pub struct RecordedRun {
     pub schema: String,
     pub target: String,
+    /// True for `run --reference`, whose in-process server stopped with the run.
+    #[serde(default)]
+    pub reference: bool,
     pub probes: Vec<RecordedProbe>,
     /// Absent in reports written before reproduce existed: then the exchanges are all there is.
     #[serde(default)]

@@ -160,3 +160,34 @@ async fn one_exchange_is_sent_again_as_recorded() {
     );
     reference.stop().await.expect("the reference stops");
 }
+
+/// A report of `run --reference` names a server that stopped with its run: reproduce says so
+/// (exit 2) instead of failing to connect.
+#[tokio::test]
+async fn a_report_of_the_in_process_reference_is_refused_saying_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mut cmd = bin_async();
+    cmd.args([
+        "run",
+        "--reference",
+        "--probe",
+        "replay-identity",
+        "-q",
+        "--report-json",
+    ])
+    .arg(&json);
+    let out = output(&mut cmd).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let mut cmd = bin_async();
+    cmd.arg("reproduce")
+        .arg(&json)
+        .args(["--probe", "replay-identity"]);
+    let out = output(&mut cmd).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("stopped with that run"),
+        "{}",
+        text(&out)
+    );
+}
