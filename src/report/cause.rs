@@ -154,3 +154,137 @@ fn numbers(ns: &[usize]) -> String {
     }
     shown.join(" ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::Check;
+    use crate::http::exchange::{Header, ReceivedResponse, SentRequest};
+
+    /// A POST with `key` from `start` to `end` ms, answered `status` with `body` (or dropped).
+    fn post(
+        n: usize,
+        key: &str,
+        (start, end): (f64, f64),
+        answer: Option<(u16, &str)>,
+    ) -> Exchange {
+        Exchange {
+            n,
+            role: format!("request {n}"),
+            start_ms: start,
+            duration_ms: end - start,
+            release_us: None,
+            request: SentRequest {
+                method: "POST".into(),
+                url: "http://127.0.0.1:1/pay".into(),
+                headers: vec![Header::new("idempotency-key", key)],
+                body: Vec::new(),
+            },
+            response: answer.map(|(status, body)| ReceivedResponse {
+                status,
+                version: "HTTP/1.1".into(),
+                headers: Vec::new(),
+                body: body.as_bytes().to_vec(),
+                body_truncated: false,
+                problem: None,
+            }),
+            error: answer.is_none().then(|| "dropped".to_string()),
+        }
+    }
+
+    /// A FAIL whose critical execution count cites every exchange.
+    fn fail(id: &'static str, exchanges: Vec<Exchange>) -> ProbeReport {
+        ProbeReport {
+            id,
+            group: "enforcement",
+            section: "",
+            stimulus: "",
+            requirement: "",
+            outcome: Outcome::Fail,
+            reason: String::new(),
+            follows_from: None,
+            effect_basis: None,
+            duration_ms: 0.0,
+            checks: vec![Check {
+                id: "one-execution".into(),
+                what: "at most one execution".into(),
+                severity: Severity::Critical,
+                passed: false,
+                expected: vec!["1 execution".into()],
+                actual: "2 executions".into(),
+                exchanges: exchanges.iter().map(|e| e.n).collect(),
+                symptom: Symptom::Executions,
+            }],
+            timeline: Vec::new(),
+            exchanges,
+        }
+    }
+
+    /// A duplicate answered with a new body while the original was held.
+    fn beside(id: &'static str) -> ProbeReport {
+        fail(
+            id,
+            vec![
+                post(1, "k", (0.0, 100.0), Some((201, "a"))),
+                post(2, "k", (10.0, 20.0), Some((201, "b"))),
+            ],
+        )
+    }
+
+    /// A retry after the answer, answered with a new body; a replay (same body) is no execution.
+    fn after(id: &'static str) -> ProbeReport {
+        fail(
+            id,
+            vec![
+                post(1, "k", (0.0, 10.0), Some((201, "a"))),
+                post(2, "k", (20.0, 30.0), Some((201, "a"))),
+                post(3, "k", (40.0, 50.0), Some((201, "c"))),
+            ],
+        )
+    }
+
+    #[test]
+    fn the_overlap_of_the_executing_request_names_the_cause() {
+        let s = shown(&beside("p"), "Idempotency-Key").unwrap();
+        assert_eq!((s.cause, s.exchanges), (Cause::RetryWhileRunning, vec![2]));
+        let s = shown(&after("p"), "Idempotency-Key").unwrap();
+        assert_eq!(
+            (s.cause, s.exchanges),
+            (Cause::RetryAfterCompletion, vec![3])
+        );
+    }
+
+    #[test]
+    fn a_dropped_request_excuses_one_new_body_after_it() {
+        let dropped = |late: Option<(u16, &'static str)>| {
+            let mut e = vec![
+                post(1, "k", (0.0, 5.0), None),
+                post(2, "k", (10.0, 12.0), Some((409, ""))),
+                post(3, "k", (20.0, 22.0), Some((201, "a"))),
+            ];
+            e.extend(late.map(|a| post(4, "k", (30.0, 32.0), Some(a))));
+            fail("p", e)
+        };
+        // #3 may be the dropped request's result: nothing is shown.
+        assert_eq!(shown(&dropped(None), "Idempotency-Key"), None);
+        // A second new body cannot be: it executed again.
+        let s = shown(&dropped(Some((201, "b"))), "Idempotency-Key").unwrap();
+        assert_eq!(
+            (s.cause, s.exchanges),
+            (Cause::RetryAfterCompletion, vec![4])
+        );
+    }
+
+    #[test]
+    fn only_fails_with_the_same_cause_are_grouped() {
+        let lines = shared_causes(&[beside("a"), after("b"), beside("c")], "Idempotency-Key");
+        assert_eq!(
+            lines,
+            ["2 critical FAILs share one cause: a retry executes while the original runs (a #2, c #2)"]
+        );
+        assert!(shared_causes(&[beside("a"), after("b")], "Idempotency-Key").is_empty());
+        let mut passed = beside("c");
+        passed.outcome = Outcome::Pass;
+        assert!(shared_causes(&[beside("a"), passed], "Idempotency-Key").is_empty());
+    }
+}
