@@ -25,11 +25,11 @@ pub(super) async fn stress(args: StressArgs) -> Result<ExitCode> {
             config.secrets.clone(),
             config.suite.header.clone(),
         );
-        let progress = Progress::for_stress(
+        let progress = std::sync::Arc::new(Progress::for_stress(
             args.keys as u64,
             args.duration,
             std::io::stderr().is_terminal(),
-        );
+        ));
         let opts = StressOptions {
             keys: args.keys,
             duplicates: args.duplicates,
@@ -44,9 +44,10 @@ pub(super) async fn stress(args: StressArgs) -> Result<ExitCode> {
                 }
             }),
         };
-        let report = crate::stress::run(config.clone(), &opts, &progress, interrupt.pressed())
-            .await
-            .map_err(AppError::runtime)?;
+        let report =
+            crate::stress::run(config.clone(), &opts, progress.clone(), interrupt.pressed())
+                .await
+                .map_err(AppError::runtime)?;
         progress.finish();
         let text = crate::stress::render_terminal(&report, &render);
         let run = report.as_run_report();

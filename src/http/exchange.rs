@@ -134,10 +134,7 @@ impl Exchange {
 
     /// The status as shown in summaries: `201`, or `no response` when there was none.
     pub fn status_text(&self) -> String {
-        match self.status() {
-            Some(s) => s.to_string(),
-            None => "no response".to_string(),
-        }
+        status_text(self.status())
     }
 
     /// End of the exchange, from the start of the probe.
@@ -169,5 +166,13 @@ fn serialize_bytes<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error>
             )?;
             map.end()
         }
+    }
+}
+
+/// A status as reports count it: its number, or "no response".
+pub fn status_text(status: Option<u16>) -> String {
+    match status {
+        Some(s) => s.to_string(),
+        None => "no response".to_string(),
     }
 }

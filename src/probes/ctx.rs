@@ -626,7 +626,7 @@ impl ProbeCtx {
             timeout: self.config.timeout,
             max_body: self.config.max_body,
             final_bytes: 1,
-            release_threads: self.config.release_threads,
+            release_threads: self.config.release_threads.into(),
             ..burst::BurstOptions::default()
         };
         let report =
