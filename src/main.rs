@@ -5,6 +5,11 @@
 use clap::Parser;
 use idem_check::exit::ExitCode;
 
+/// mimalloc instead of the system allocator: a stress run allocates for every request, and
+/// glibc's malloc and free took about a fifth of the checker's CPU there (BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let opts = match idem_check::cli::Opts::try_parse() {
         Ok(opts) => opts,
