@@ -376,7 +376,7 @@ PY
         printf '       server log: %s warnings, %s errors\n' "$(grep -c ' WARN ' "$log" || true)" \
             "$(grep -c ' ERROR ' "$log" || true)"
         # The causes, once each: what a 503 "storage unavailable" came from.
-        grep -E ' (WARN|ERROR) ' "$log" | sed 's/^[^ ]* *//' | sort | uniq -c | sort -rn | head -n 5 |
-            sed 's/^/       /'
+        { grep -E ' (WARN|ERROR) ' "$log" || true; } | sed 's/^[^ ]* *//' | sort | uniq -c |
+            sort -rn | head -n 5 | sed 's/^/       /'
     done
 fi
