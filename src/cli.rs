@@ -576,6 +576,13 @@ pub struct ClientArgs {
     )]
     pub key_header: Vec<String>,
 
+    /// With --openapi: where in the 2xx answer the fresh id of a created resource goes, as a
+    /// JSON pointer (/payment/id), when the answer's example or schema has no `id` member or
+    /// several [default: every `id` member; the shallowest is the resource's id, by which the
+    /// document's read operation (GET /payments/{id}) serves it back]
+    #[arg(long, value_name = "POINTER", requires = "openapi")]
+    pub id_pointer: Option<String>,
+
     /// The client sends its key in the body, at this JSON pointer (/idempotency_key), or for
     /// a form body in this field, instead of a header.
     #[arg(long, value_name = "POINTER", conflicts_with = "key_header")]

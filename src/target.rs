@@ -635,7 +635,7 @@ fn from_document(op: &Operation, url: &str, user_headers: &[String]) -> TargetSp
         headers,
         body: op.body.text.clone(),
         id_pointer: op.id_pointer.clone(),
-        key_header: Some(op.header.clone()),
+        key_header: op.key.header().map(str::to_string),
         notes: op.notes.clone(),
         ..TargetSpec::default()
     }

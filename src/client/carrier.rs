@@ -25,6 +25,17 @@ pub enum Place {
     Body(String),
 }
 
+impl From<&crate::discover::key::DeclaredKey> for Place {
+    /// Where an API description says the key goes.
+    fn from(key: &crate::discover::key::DeclaredKey) -> Place {
+        use crate::discover::key::DeclaredKey;
+        match key {
+            DeclaredKey::Header(name) => Place::Header(name.clone()),
+            DeclaredKey::Body(pointer) => Place::Body(pointer.clone()),
+        }
+    }
+}
+
 /// How the key's value is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Syntax {

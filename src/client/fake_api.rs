@@ -152,6 +152,8 @@ pub struct Attempt {
     pub op: usize,
     /// True for a request to a served operation.
     pub operation: bool,
+    /// True for a request to the read operation of a served one (`GET /payments/{id}`).
+    pub read: bool,
     pub key: Option<SentKey>,
     /// The body parsed as JSON (a form as an object of its fields), less a body key: the key
     /// is judged on its own, so a new key is not also counted as a new payload.
@@ -212,6 +214,9 @@ struct State {
     attempts: Vec<Attempt>,
     /// By served operation and key.
     store: HashMap<(usize, String), Stored>,
+    /// The created resources' bodies, by served operation and resource id, for the read
+    /// operation.
+    resources: HashMap<(usize, String), Bytes>,
     payments: usize,
     finals: usize,
     last_attempt: Option<Instant>,
@@ -257,6 +262,7 @@ impl FakeApi {
             one_per_run: true,
             attempts: Vec::new(),
             store: HashMap::new(),
+            resources: HashMap::new(),
             payments: 0,
             finals: 0,
             last_attempt: None,
@@ -417,6 +423,13 @@ async fn handle(
         .operations
         .iter()
         .position(|o| o.matches(parts.method.as_str(), parts.uri.path()));
+    let read = served.is_none().then(|| {
+        config.operations.iter().enumerate().find_map(|(i, o)| {
+            o.read_id(parts.method.as_str(), parts.uri.path())
+                .map(|id| (i, id.to_string()))
+        })
+    });
+    let read = read.flatten();
     let form = parts.headers.get("content-type").is_some_and(|v| {
         v.as_bytes()
             .starts_with(b"application/x-www-form-urlencoded")
@@ -437,7 +450,7 @@ async fn handle(
     let key = config.carrier.key_in(&header_lines, payload.as_ref());
     let credential = config.auth.check(&parts.headers, &config.token);
     let first = served.is_some() && !s.attempts.iter().any(|a| a.operation);
-    let answer = match (&body, served, &credential) {
+    let answer = match (&body, served.or(read.as_ref().map(|r| r.0)), &credential) {
         (None, _, _) => setup_error(413, "the body is larger than 64 KiB"),
         (_, None, _) => {
             let known: Vec<String> = config.operations.iter().map(|o| o.describe()).collect();
@@ -455,7 +468,10 @@ async fn handle(
             401,
             format!("send {} (got {seen})", config.auth.wanted(super::ENV_TOKEN)),
         ),
-        (Some(_), Some(i), Ok(_)) => answer(&mut s, i, key.as_ref(), payload.as_ref(), first),
+        (Some(_), Some(i), Ok(_)) => match &read {
+            Some((_, id)) => read_back(&s, i, id),
+            None => answer(&mut s, i, key.as_ref(), payload.as_ref(), first),
+        },
     };
     let op = match s.run {
         Some(n) if s.one_per_run => n,
@@ -510,6 +526,7 @@ async fn handle(
         },
         op,
         operation: served.is_some(),
+        read: read.is_some(),
         key,
         payload: payload.map(|p| config.carrier.without_key(p)),
         credential: credential.unwrap_or_else(|seen| seen),
@@ -592,7 +609,7 @@ fn answer(
             }
             Some(_) => return mismatch(),
             None => {
-                let body = create(s, &op, payload);
+                let body = create(s, i, &op, payload);
                 s.store.insert(
                     (i, k.value.clone()),
                     Stored {
@@ -603,7 +620,7 @@ fn answer(
                 body
             }
         },
-        None => create(s, &op, payload),
+        None => create(s, i, &op, payload),
     };
     if first && s.behaviour == Behaviour::DropAfterCommit {
         return Answer::Drop;
@@ -611,11 +628,30 @@ fn answer(
     Answer::Created(op.status, vec![], created)
 }
 
-/// Commits a resource; returns its JSON body.
-fn create(s: &mut State, op: &Operation, payload: Option<&Value>) -> Bytes {
+/// Commits a resource of served operation `i`; returns its JSON body.
+fn create(s: &mut State, i: usize, op: &Operation, payload: Option<&Value>) -> Bytes {
     s.payments += 1;
-    let body = op.created_body(s.payments, payload.unwrap_or(&Value::Null));
-    Bytes::from(body.to_string())
+    let resource = op.create(s.payments, payload.unwrap_or(&Value::Null));
+    let body = Bytes::from(resource.body.to_string());
+    if let Some(id) = resource.id {
+        s.resources.insert((i, id), body.clone());
+    }
+    body
+}
+
+/// The answer to the read operation of served operation `i` for resource `id`: what its
+/// creation answered, or 404 as the real API would for an id it never made.
+fn read_back(s: &State, i: usize, id: &str) -> Answer {
+    match s.resources.get(&(i, id.to_string())) {
+        Some(body) => Answer::Created(200, vec![], body.clone()),
+        None => error(
+            404,
+            format!(
+                "no resource {id} was created by {}",
+                s.config.operations[i].describe()
+            ),
+        ),
+    }
 }
 
 #[cfg(test)]

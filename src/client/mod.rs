@@ -435,6 +435,8 @@ fn judge(p: &ClientProbe, records: &[ScenarioRecord], opts: &ClientOptions) -> O
                 let i = per_op.entry(a.op).or_default();
                 *i += 1;
                 format!("{} op {} attempt {i}", r.scenario.id, a.op)
+            } else if a.read {
+                format!("{} read back", r.scenario.id)
             } else {
                 format!("{} other request", r.scenario.id)
             };
@@ -494,11 +496,22 @@ fn one_line_reason(reason: &str, checks: &[crate::check::Check]) -> String {
 const OUTPUT_LINES: usize = 3;
 
 /// The scenario in a few lines: what was injected, every attempt after the first of its
-/// operation (how long after the previous answer, same key or not, same payload or not), how
-/// each run ended and the tail of its output.
+/// operation (how long after the previous answer, same key or not, same payload or not), every
+/// read of a created resource (an SDK may fetch what a conflict names), how each run ended and
+/// the tail of its output.
 fn timeline(r: &ScenarioRecord, timeout: Duration) -> Vec<String> {
     let id = r.scenario.id;
     let mut out = vec![format!("{id}: {}", r.scenario.what)];
+    for a in r.attempts.iter().filter(|a| a.read) {
+        let url = &a.exchange.request.url;
+        let path = url.strip_prefix(r.base_url.as_str()).unwrap_or(url);
+        out.push(format!(
+            "{id}: #{} {} {path}: {} (reads back a created resource)",
+            a.exchange.n,
+            a.exchange.request.method,
+            a.exchange.status_text(),
+        ));
+    }
     for op in 1..=r.operations_seen() {
         let attempts = r.operation(op);
         for pair in attempts.windows(2) {

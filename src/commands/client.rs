@@ -92,13 +92,14 @@ pub(super) async fn client(args: ClientArgs) -> Result<ExitCode> {
 }
 
 /// What the fake API serves: the operations (built-in, `--path`, or the document's keyed ones),
-/// the key header, the credential rule and the error shape.
+/// the key's carrier (the document's, unless `--key-in-body` says otherwise), the credential
+/// rule and the error shape.
 async fn api_config(args: &ClientArgs, suite: &Suite, token: String) -> anyhow::Result<ApiConfig> {
     let errors = ErrorBody::choose(&suite.name, &args.error_body)?;
     if let Some(pointer) = &args.key_in_body {
-        check_body_pointer(pointer, args.openapi.is_some())?;
+        check_body_pointer(pointer)?;
     }
-    let (operations, header, auth) = match (&args.openapi, &args.path) {
+    let (operations, place, auth) = match (&args.openapi, &args.path) {
         (Some(source), _) => {
             // No connection flags here: the proxy variables of the environment apply.
             let fetcher = super::discover::fetcher(&Default::default())?;
@@ -124,13 +125,23 @@ async fn api_config(args: &ClientArgs, suite: &Suite, token: String) -> anyhow::
                     why.join("; ")
                 );
             };
+            if let Some(other) = chosen.iter().find(|o| o.key != first.key) {
+                bail!(
+                    "{source}: operations {} and {} carry the key differently ({}, {}); \
+                     serve one at a time with --operation ID",
+                    first.operation_id,
+                    other.operation_id,
+                    first.key,
+                    other.key
+                );
+            }
             let ops = chosen
                 .iter()
-                .map(|o| Operation::from_document(&spec.root, o))
+                .map(|o| Operation::from_document(&spec.root, o, args.id_pointer.as_deref()))
                 .collect::<anyhow::Result<Vec<_>>>()?;
             (
                 ops,
-                first.header.clone(),
+                Place::from(&first.key),
                 operation::document_auth(&first.credentials),
             )
         }
@@ -139,18 +150,19 @@ async fn api_config(args: &ClientArgs, suite: &Suite, token: String) -> anyhow::
                 args.method.as_deref().unwrap_or("POST"),
                 path,
             )?],
-            suite.header.clone(),
+            Place::Header(suite.header.clone()),
             Auth::Any,
         ),
         (None, None) => (
             vec![Operation::payments()],
-            suite.header.clone(),
+            Place::Header(suite.header.clone()),
             Auth::Bearer,
         ),
     };
+    // The user's word over the document's.
     let place = match &args.key_in_body {
         Some(pointer) => Place::Body(pointer.clone()),
-        None => Place::Header(header),
+        None => place,
     };
     Ok(ApiConfig {
         operations,
@@ -162,15 +174,10 @@ async fn api_config(args: &ClientArgs, suite: &Suite, token: String) -> anyhow::
 }
 
 /// `--key-in-body POINTER` as far as it can be checked before the client runs: a JSON pointer
-/// (`/idempotency_key`) or a form field's name, on an operation whose body can carry it.
-fn check_body_pointer(pointer: &str, openapi: bool) -> anyhow::Result<()> {
+/// (`/idempotency_key`) or a form field's name.
+fn check_body_pointer(pointer: &str) -> anyhow::Result<()> {
     if pointer.is_empty() || pointer == "/" {
         bail!("--key-in-body {pointer:?}: expected a JSON pointer such as /idempotency_key, or a form field's name");
-    }
-    if openapi {
-        // The document's keyed operations are found by their key header; a body key is served
-        // with --path until discovery reads request bodies.
-        bail!("--key-in-body cannot be used with --openapi yet: serve the operation with --path (and --method)");
     }
     Ok(())
 }

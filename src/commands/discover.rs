@@ -29,7 +29,8 @@ pub(super) async fn discover(args: &DiscoverArgs) -> Result<ExitCode> {
                         "method": o.method,
                         "path": o.path,
                         "operation_id": o.operation_id,
-                        "header": o.header,
+                        "header": o.key.header(),
+                        "carrier": o.key.to_string(),
                         "required": o.required,
                         "body": o.body.source.as_str(),
                         "notes": o.notes,
@@ -108,14 +109,14 @@ fn table(found: &Discovery, ops: &[&Operation]) -> String {
                 o.method.clone(),
                 o.path.clone(),
                 o.operation_id.clone(),
-                o.header.clone(),
+                o.key.label(),
                 if o.required { "required" } else { "optional" }.to_string(),
                 o.body.source.as_str().to_string(),
             ]
             .map(|c| crate::redact::sanitize_line(&c))
         })
         .collect();
-    let head = ["METHOD", "PATH", "OPERATION", "HEADER", "KEY", "BODY"].map(String::from);
+    let head = ["METHOD", "PATH", "OPERATION", "KEY IN", "KEY", "BODY"].map(String::from);
     let mut widths = [0usize; 6];
     for r in std::iter::once(&head).chain(&rows) {
         for (w, c) in widths.iter_mut().zip(r) {

@@ -53,7 +53,10 @@ fn oas30_yaml_header_by_ref_servers_with_variables_and_example_body() {
     assert_eq!(d.without_key, 1, "listCharges takes no key");
     let c = op(&d, "createCharge");
     assert_eq!((c.method.as_str(), c.path.as_str()), ("POST", "/charges"));
-    assert_eq!((c.header.as_str(), c.required), ("Idempotency-Key", false));
+    assert_eq!(
+        (c.key.header().unwrap(), c.required),
+        ("Idempotency-Key", false)
+    );
     assert_eq!(
         c.url.as_deref(),
         Ok("https://eu.api.example.com/v2/charges")
@@ -77,7 +80,10 @@ fn oas31_json_inline_required_header_and_a_generated_body() {
     let d = found("oas31-inline.json");
     assert_eq!(d.version, "OpenAPI 3.1.0");
     let o = op(&d, "placeOrder");
-    assert_eq!((o.header.as_str(), o.required), ("idempotency-key", true));
+    assert_eq!(
+        (o.key.header().unwrap(), o.required),
+        ("idempotency-key", true)
+    );
     assert_eq!(o.matched, Match::Name);
     assert_eq!(o.url.as_deref(), Ok("http://127.0.0.1:9/api/orders"));
     assert_eq!(o.body.source, BodySource::Schema);
@@ -103,7 +109,7 @@ fn swagger2_path_level_header_overridden_by_the_operation_host_base_path_and_bod
     assert_eq!(d.version, "Swagger 2.0");
     let o = op(&d, "createTransfer");
     assert_eq!(
-        (o.header.as_str(), o.required),
+        (o.key.header().unwrap(), o.required),
         ("x-idempotency-key", true),
         "the operation's declaration overrides the path-level one"
     );
@@ -126,7 +132,7 @@ fn every_header_name_counts_and_tracing_ids_do_not() {
     let d = found("aliases.yaml");
     assert_eq!(ids(&d), ["idempotentKey", "paypal", "amazon", "prose"]);
     assert_eq!(op(&d, "idempotentKey").matched, Match::Name);
-    assert_eq!(op(&d, "paypal").header, "PayPal-Request-Id");
+    assert_eq!(op(&d, "paypal").key.header(), Some("PayPal-Request-Id"));
     assert_eq!(op(&d, "amazon").matched, Match::Alias);
     assert_eq!(op(&d, "prose").matched, Match::Description);
     assert_eq!(
@@ -140,7 +146,10 @@ fn every_header_name_counts_and_tracing_ids_do_not() {
             ..Options::default()
         },
     );
-    assert_eq!(op(&with_custom, "custom").header, "X-Dedup-Token");
+    assert_eq!(
+        op(&with_custom, "custom").key.header(),
+        Some("X-Dedup-Token")
+    );
     assert_eq!(with_custom.without_key, 1);
 }
 
@@ -148,7 +157,10 @@ fn every_header_name_counts_and_tracing_ids_do_not() {
 fn tab_indented_yaml_is_read() {
     let d = found("tabs.yaml");
     let o = op(&d, "pay");
-    assert_eq!((o.header.as_str(), o.required), ("Idempotency-Key", true));
+    assert_eq!(
+        (o.key.header().unwrap(), o.required),
+        ("Idempotency-Key", true)
+    );
     assert_eq!(o.body.source, BodySource::None);
 }
 
@@ -223,8 +235,9 @@ fn refused(name: &str) -> idem_check::discover::SpecError {
 fn documents_that_cannot_be_used_are_refused_in_one_line_naming_what_was_found() {
     let e = refused("no-key.yaml");
     assert!(
-        e.message
-            .starts_with("no operation takes an idempotency key header (1 operation"),
+        e.message.starts_with(
+            "no operation takes an idempotency key header or body property (1 operation"
+        ),
         "{e}"
     );
     assert!(e.message.contains("--key-header"), "{e}");
@@ -264,7 +277,7 @@ async fn relative_file_refs_are_read_next_to_the_file_that_holds_them() {
     assert_eq!(ids(&d), ["createPayment", "createRefund"]);
     let p = op(&d, "createPayment");
     assert_eq!(
-        (p.header.as_str(), p.required),
+        (p.key.header().unwrap(), p.required),
         ("Idempotency-Key", true),
         "the key header is declared in external/common.yaml"
     );
