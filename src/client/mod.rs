@@ -495,46 +495,50 @@ fn one_line_reason(reason: &str, checks: &[crate::check::Check]) -> String {
 /// Output lines of a stream shown in the text evidence (the JSON report has all of it).
 const OUTPUT_LINES: usize = 3;
 
-/// The scenario in a few lines: what was injected, every attempt after the first of its
-/// operation (how long after the previous answer, same key or not, same payload or not), every
-/// read of a created resource (an SDK may fetch what a conflict names), how each run ended and
-/// the tail of its output.
+/// The scenario in a few lines: what was injected, then in order of arrival every attempt after
+/// the first of its operation (how long after the previous answer, same key or not, same
+/// payload or not) and every read of a created resource (an SDK may fetch what it created, or
+/// what a conflict names), how each run ended and the tail of its output.
 fn timeline(r: &ScenarioRecord, timeout: Duration) -> Vec<String> {
     let id = r.scenario.id;
     let mut out = vec![format!("{id}: {}", r.scenario.what)];
-    for a in r.attempts.iter().filter(|a| a.read) {
-        let url = &a.exchange.request.url;
-        let path = url.strip_prefix(r.base_url.as_str()).unwrap_or(url);
-        out.push(format!(
-            "{id}: #{} {} {path}: {} (reads back a created resource)",
-            a.exchange.n,
-            a.exchange.request.method,
-            a.exchange.status_text(),
-        ));
-    }
-    for op in 1..=r.operations_seen() {
-        let attempts = r.operation(op);
-        for pair in attempts.windows(2) {
-            let (prev, next) = (pair[0], pair[1]);
-            let key = match (&prev.key, &next.key) {
-                (_, None) => "no key",
-                (None, Some(_)) => "a key (none before)",
-                _ if next.same_key_as(prev) => "same key",
-                _ => "another key",
-            };
-            let payload = if next.payload == prev.payload {
-                "same payload"
-            } else {
-                "another payload"
-            };
+    for (i, next) in r.attempts.iter().enumerate() {
+        if next.read {
+            let url = &next.exchange.request.url;
+            let path = url.strip_prefix(r.base_url.as_str()).unwrap_or(url);
             out.push(format!(
-                "{id}: #{} {:.0} ms after #{} ended ({}), {key}, {payload}",
+                "{id}: #{} {} {path}: {} (reads back a created resource)",
                 next.exchange.n,
-                (next.exchange.start_ms - prev.exchange.end_ms()).max(0.0),
-                prev.exchange.n,
-                prev.exchange.status_text(),
+                next.exchange.request.method,
+                next.exchange.status_text(),
             ));
+            continue;
         }
+        let previous = r.attempts[..i]
+            .iter()
+            .rev()
+            .find(|p| p.operation && p.op == next.op);
+        let Some(prev) = previous.filter(|_| next.operation) else {
+            continue;
+        };
+        let key = match (&prev.key, &next.key) {
+            (_, None) => "no key",
+            (None, Some(_)) => "a key (none before)",
+            _ if next.same_key_as(prev) => "same key",
+            _ => "another key",
+        };
+        let payload = if next.payload == prev.payload {
+            "same payload"
+        } else {
+            "another payload"
+        };
+        out.push(format!(
+            "{id}: #{} {:.0} ms after #{} ended ({}), {key}, {payload}",
+            next.exchange.n,
+            (next.exchange.start_ms - prev.exchange.end_ms()).max(0.0),
+            prev.exchange.n,
+            prev.exchange.status_text(),
+        ));
     }
     for run in &r.runs {
         out.push(format!(

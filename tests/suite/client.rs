@@ -567,10 +567,7 @@ fn a_bad_key_carrier_is_an_error_naming_the_flag() {
     let touch = vec!["touch".to_string(), marker.to_string_lossy().into_owned()];
     let cases: [(&[&str], &str); 3] = [
         (&["--key-in-body", ""], "--key-in-body"),
-        (
-            &["--openapi", "doc.yaml", "--key-in-body", "/idempotency_key"],
-            "--key-in-body",
-        ),
+        (&["--key-in-body", "/"], "--key-in-body"),
         (
             &[
                 "--openapi",
@@ -930,4 +927,148 @@ fn listen_mode_with_one_of_two_operations_says_to_run_the_client_again() {
         "{reason}"
     );
     assert!(p["duration_ms"].as_f64().unwrap() >= 0.0, "{p}");
+}
+
+fn client_fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/clients")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The sample clients that speak Square's CreatePayment (`--square`: the key in the body's
+/// `idempotency_key`), served from Square's API description with no carrier flag: the carrier
+/// comes from the document. Each row is its twin's in [`BODY_TABLE`].
+const SQUARE_TABLE: &[Expected] = &[
+    ("correct", &[], &[]),
+    (
+        "new-key-per-retry",
+        &[
+            ("client-lost-response", "same-key"),
+            ("client-lost-response", "one-payment"),
+            ("client-retry-after", "same-key"),
+            ("client-throttled", "same-key"),
+        ],
+        &[],
+    ),
+];
+
+#[test]
+fn a_body_key_declared_by_the_document_is_judged_through_it() {
+    let spec = client_fixture("openapi/square-payments.yaml");
+    let mut args = short_scenarios();
+    args.extend(["--openapi".into(), spec]);
+    let runs: Vec<(&str, Run)> = std::thread::scope(|s| {
+        let handles: Vec<_> = SQUARE_TABLE
+            .iter()
+            .map(|(name, _, _)| {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let mut argv = sample(name);
+                argv.push("--square".into());
+                (*name, s.spawn(move || check_client(&args, &argv)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|(n, h)| (n, h.join().unwrap()))
+            .collect()
+    });
+    let table = verdict_table(&runs);
+    println!("{table}");
+    for ((name, run), row) in runs.iter().zip(SQUARE_TABLE) {
+        assert_row(name, run, row, &table);
+        assert_eq!(run.json["key"], "body /idempotency_key, token", "{name}");
+        assert_eq!(run.json["operations"][0], "POST /v2/payments", "{name}");
+    }
+}
+
+/// A created resource is served back by the document's read operation at the id the answer
+/// gave it (the shallowest `id`, here the wrapped `payment.id`, or the one at `--id-pointer`),
+/// an unknown id is 404, and each read is in the timeline. A `--id-pointer` the answer has no
+/// place for is one line naming the flag, before the client runs.
+#[test]
+fn created_resources_are_read_back_by_the_read_operation() {
+    let client = |create: &str, id_path: &str, read: &str| {
+        let script = format!(
+            r#"
+import http.client, json, os, urllib.parse, uuid
+u = urllib.parse.urlsplit(os.environ["IDEM_CHECK_BASE_URL"])
+def call(method, path, body=None):
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    c.request(method, path, body=body, headers={{"Authorization": "Bearer " + os.environ["IDEM_CHECK_TOKEN"], "Content-Type": "application/json"}})
+    r = c.getresponse()
+    return r.status, r.read()
+status, body = call("POST", "{create}", json.dumps({{"source_id": "s", "idempotency_key": str(uuid.uuid4()), "amount_money": {{"amount": 5, "currency": "USD"}}}}))
+created = json.loads(body)
+ident = created{id_path}
+read, again = call("GET", "{read}" + ident)
+missing, _ = call("GET", "{read}" + "no-such-id")
+print(read, missing)
+raise SystemExit(0 if (status, read, missing) == (200, 200, 404) and json.loads(again) == created else 1)
+"#
+        );
+        vec!["python3".to_string(), "-c".to_string(), script]
+    };
+    let spec = client_fixture("openapi/square-payments.yaml");
+    let run = check_client(
+        &["--openapi", &spec, "--scenario", "created"],
+        &client("/v2/payments", r#"["payment"]["id"]"#, "/v2/payments/"),
+    );
+    assert_eq!(run.code, 0, "{}", run.json["scenarios"]);
+    let timeline = run.json["probes"][0]["timeline"].to_string();
+    assert!(
+        timeline.contains("#2 GET /v2/payments/") && timeline.contains(": 200 (reads back"),
+        "{timeline}"
+    );
+    assert!(
+        timeline.contains("/v2/payments/no-such-id: 404"),
+        "{timeline}"
+    );
+    assert_eq!(run.json["scenarios"][0]["payments"], 1);
+
+    let dir = tempfile::tempdir().unwrap();
+    let doc = dir.path().join("refs.yaml");
+    std::fs::write(
+        &doc,
+        "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths:\n  /things:\n    post:\n\
+         \x20     operationId: makeThing\n      requestBody:\n        content:\n\
+         \x20         application/json:\n            schema:\n              type: object\n\
+         \x20             properties: {idempotency_key: {type: string}}\n      responses:\n\
+         \x20       '201':\n          description: made\n          content:\n\
+         \x20           application/json:\n              example: {data: {ref: th-1, kind: thing}}\n\
+         \x20 /things/{ref}:\n    get:\n      responses:\n        '200': {description: ok}\n",
+    )
+    .unwrap();
+    let doc = doc.to_string_lossy().into_owned();
+    let mut pointed = client("/things", r#"["data"]["ref"]"#, "/things/");
+    pointed[2] = pointed[2].replace(
+        "(status, read, missing) == (200,",
+        "(status, read, missing) == (201,",
+    );
+    let run = check_client(
+        &[
+            "--openapi",
+            &doc,
+            "--id-pointer",
+            "/data/ref",
+            "--scenario",
+            "created",
+        ],
+        &pointed,
+    );
+    assert_eq!(run.code, 0, "{}", run.json["scenarios"]);
+    assert_eq!(run.json["key"], "body /idempotency_key, token");
+    let stdout = run.json["scenarios"][0]["runs"][0]["stdout"]["text"].to_string();
+    assert!(stdout.contains("200 404"), "{stdout}");
+
+    let out = bin()
+        .args(["client", "--openapi", &doc, "--id-pointer", "/nothing/here"])
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--id-pointer /nothing/here"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert_ne!(out.status.code(), Some(0));
 }
