@@ -135,6 +135,24 @@ async fn api_config(args: &ClientArgs, suite: &Suite, token: String) -> anyhow::
                     other.key
                 );
             }
+            if let Some(pointer) = &args.key_in_body {
+                for o in &chosen {
+                    if let Err(declared) = crate::discover::body_declares(&spec.root, o, pointer) {
+                        bail!(
+                            "--key-in-body {pointer}: the request body of {} ({} {}) declares \
+                             no such field (it declares {})",
+                            o.operation_id,
+                            o.method,
+                            o.path,
+                            if declared.is_empty() {
+                                "none".to_string()
+                            } else {
+                                declared.join(", ")
+                            }
+                        );
+                    }
+                }
+            }
             let ops = chosen
                 .iter()
                 .map(|o| Operation::from_document(&spec.root, o, args.id_pointer.as_deref()))

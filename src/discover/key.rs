@@ -122,6 +122,34 @@ fn find(
     by(Match::Name).or_else(|| by(Match::Description))
 }
 
+/// Whether a body described by `schema` declares a field at `at` (a JSON pointer, or a form
+/// field's name): `Err` with the properties declared where the path ends, `Ok` when it is
+/// declared or the schema leaves the body open there (no `properties` to check against).
+pub fn declares(root: &Value, schema: &Value, at: &str) -> Result<(), Vec<String>> {
+    let gen = Generator::new(root);
+    let segments: Vec<String> = match at.strip_prefix('/') {
+        Some(pointer) => pointer
+            .split('/')
+            .map(|s| s.replace("~1", "/").replace("~0", "~"))
+            .collect(),
+        None => vec![at.to_string()],
+    };
+    let mut node = schema.clone();
+    for segment in segments {
+        let Ok(flat) = gen.flatten(&node, 0) else {
+            return Ok(());
+        };
+        let Some(properties) = flat.get("properties").and_then(Value::as_object) else {
+            return Ok(());
+        };
+        match properties.get(&segment) {
+            Some(next) => node = next.clone(),
+            None => return Err(properties.keys().cloned().collect()),
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,6 +183,18 @@ mod tests {
         let form = json!({"properties": {"idempotencyKey": {"type": "string"}}});
         let k = in_body(&root, "application/x-www-form-urlencoded", &form).unwrap();
         assert_eq!(k.at, DeclaredKey::Body("idempotencyKey".into()));
+    }
+
+    #[test]
+    fn a_pointer_is_declared_or_the_properties_there_are_named() {
+        let schema = json!({"properties": {"meta": {"properties": {"key": {}}}, "open": {}}});
+        assert_eq!(declares(&json!({}), &schema, "/meta/key"), Ok(()));
+        assert_eq!(declares(&json!({}), &schema, "/open/anything"), Ok(()));
+        assert_eq!(
+            declares(&json!({}), &schema, "/meta/other"),
+            Err(vec!["key".to_string()])
+        );
+        assert!(declares(&json!({}), &schema, "idempotency_key").is_err());
     }
 
     #[test]

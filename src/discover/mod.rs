@@ -406,6 +406,25 @@ fn examine(
     }))
 }
 
+/// Whether the request body of the discovered operation `op` declares a field at `at` (a JSON
+/// pointer, or a form field's name): `Err` with the properties declared where the path ends.
+/// A body without a schema, or one left open there, declares anything.
+pub fn body_declares(root: &Value, op: &Operation, at: &str) -> Result<(), Vec<String>> {
+    let Some(node) = root.pointer(&op.pointer) else {
+        return Ok(());
+    };
+    let item_pointer = op.pointer.rsplit_once('/').map_or("", |(p, _)| p);
+    let item = root.pointer(item_pointer).unwrap_or(&Value::Null);
+    let item = resolve(root, item).unwrap_or(item);
+    let Ok(params) = parameters(root, item, node, &op.pointer) else {
+        return Ok(());
+    };
+    match body::request_schema(root, node, &params) {
+        Some((_, schema)) => key::declares(root, schema, at),
+        None => Ok(()),
+    }
+}
+
 /// The notes on the operation's parameters (path-level ones included) that could not be read.
 fn parameter_notes(spec: &Spec, item: &Value, op: &Value) -> Vec<String> {
     if spec.unresolved == 0 {

@@ -565,9 +565,14 @@ fn a_bad_key_carrier_is_an_error_naming_the_flag() {
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ran");
     let touch = vec!["touch".to_string(), marker.to_string_lossy().into_owned()];
-    let cases: [(&[&str], &str); 3] = [
+    let square = client_fixture("openapi/square-payments.yaml");
+    let cases: [(&[&str], &str); 4] = [
         (&["--key-in-body", ""], "--key-in-body"),
         (&["--key-in-body", "/"], "--key-in-body"),
+        (
+            &["--openapi", &square, "--key-in-body", "/amount_money/key"],
+            "--key-in-body /amount_money/key: the request body of CreatePayment (POST /v2/payments) declares no such field (it declares amount, currency)",
+        ),
         (
             &[
                 "--openapi",

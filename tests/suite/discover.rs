@@ -546,3 +546,82 @@ async fn remote_refs_are_fetched_once_and_those_that_fail_are_notes_on_their_ope
         "gave no whole answer within 5 s",
     );
 }
+
+/// A key carried in the body is found by a property's name or description (one level down in
+/// an envelope too; a form's field by its name), a key header wins over a body property, and
+/// `run`/`stress` refuse a body key naming it: their probes place keys in a header.
+#[test]
+fn keys_in_the_body_are_found_and_named_by_their_carrier() {
+    use idem_check::discover::key::DeclaredKey;
+    let d = found("body-key.yaml");
+    assert_eq!(
+        ids(&d),
+        [
+            "createPayment",
+            "sendCommand",
+            "createCharge",
+            "createRefund"
+        ]
+    );
+    assert_eq!(d.without_key, 1, "request_id for tracing is no key");
+    let p = op(&d, "createPayment");
+    assert_eq!(p.key, DeclaredKey::Body("/idempotency_key".into()));
+    assert_eq!((p.required, p.matched), (true, Match::Name));
+    assert_eq!(p.key.to_string(), "body /idempotency_key");
+    let reason = p.url.as_ref().unwrap_err();
+    assert!(
+        reason.contains("body /idempotency_key (required)") && reason.contains("client --openapi"),
+        "{reason}"
+    );
+    let c = op(&d, "sendCommand");
+    assert_eq!(c.key, DeclaredKey::Body("/meta/dedup".into()));
+    assert_eq!((c.required, c.matched), (false, Match::Description));
+    assert_eq!(
+        op(&d, "createCharge").key,
+        DeclaredKey::Body("idempotencyKey".into())
+    );
+    let r = op(&d, "createRefund");
+    assert_eq!(r.key, DeclaredKey::Header("Idempotency-Key".into()));
+    assert_eq!(
+        r.url.as_deref(),
+        Ok("https://api.example.com/v2/refunds"),
+        "a header key is callable"
+    );
+}
+
+#[test]
+fn discover_says_which_carrier_and_run_refuses_a_body_key_in_one_line() {
+    let doc = fixture("body-key.yaml");
+    let out = common::binary::bin()
+        .args(["discover", &doc])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("createPayment") && l.contains("body /idempotency_key")),
+        "{table}"
+    );
+    assert!(table.lines().next().unwrap().contains("KEY IN"), "{table}");
+    let out = common::binary::bin()
+        .args(["discover", "--format", "json", &doc])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["operations"][0]["carrier"], "body /idempotency_key");
+    assert_eq!(v["operations"][0]["header"], Value::Null);
+    assert_eq!(v["operations"][3]["carrier"], "header Idempotency-Key");
+
+    let out = common::binary::bin()
+        .args(["run", "--openapi", &doc, "--operation", "createPayment"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("createPayment") && stderr.contains("body /idempotency_key"),
+        "{stderr}"
+    );
+    assert!(matches!(out.status.code(), Some(1 | 2)), "{stderr}");
+}
