@@ -611,10 +611,17 @@ pub struct ClientArgs {
     pub auth: Option<crate::client::auth::Auth>,
 
     /// The body of every error the fake API answers, or with STATUS= of that status's errors
-    /// (repeatable), with {{status}}, {{message}}, {{type}} and {{code}} filled in [default:
-    /// problem+json; the {"error": {type, code, message}} envelope under --suite stripe]
+    /// (repeatable), with {{status}}, {{message}}, {{type}}, {{code}} and {{id}} (the resource
+    /// a conflict names) filled in [default: problem+json; the {"error": {type, code, message}}
+    /// envelope under --suite stripe]
     #[arg(long, value_name = "[STATUS=]FILE")]
     pub error_body: Vec<String>,
+
+    /// Answer a retry whose key already created a resource with 409 naming it ({{id}} in
+    /// --error-body, `resource` in problem+json), as GoCardless's API does, instead of replaying
+    /// the first answer; an SDK that then fetches it gets it from the read operation.
+    #[arg(long)]
+    pub conflict_on_replay: bool,
 
     /// The suite whose key syntax applies (ietf-draft-07: an RFC 8941 String; stripe: either
     /// form, and Stripe's error envelope).

@@ -10,6 +10,11 @@
 //! The payload is JSON, or form-encoded (Stripe's v1 SDKs send forms), so a real SDK can be
 //! pointed at it unchanged; errors are written by [`ErrorBody`] in the shape the SDK parses.
 //!
+//! A created resource is served back by its operation's read operation (`GET
+//! /payments/{id}`), and `--conflict-on-replay` answers a retry whose key already created one
+//! with 409 naming it, as GoCardless's API does: an SDK that fetches what a conflict names finds
+//! it, and both requests are in the evidence.
+//!
 //! Everything that reaches it is recorded as an [`Attempt`] (time, key, payload, headers,
 //! credential, and what was answered), so the checks judge what the client really sent. Both
 //! key forms are accepted (an RFC 8941 String and a bare value), so a client whose syntax is
@@ -108,6 +113,9 @@ pub struct ApiConfig {
     pub token: String,
     pub auth: Auth,
     pub errors: ErrorBody,
+    /// A retry whose key already created a resource gets 409 naming it rather than a replay
+    /// (`--conflict-on-replay`).
+    pub conflict_on_replay: bool,
 }
 
 /// The key a request carried, as sent and as understood.
@@ -200,6 +208,8 @@ pub struct Progress {
 struct Stored {
     payload: Option<Value>,
     body: Bytes,
+    /// The id of the resource it created, for a conflict to name.
+    id: Option<String>,
 }
 
 struct State {
@@ -360,6 +370,9 @@ enum Answer {
         headers: Vec<(&'static str, String)>,
         setup: bool,
     },
+    /// 409: the key already created the resource with this id (`--conflict-on-replay`); the
+    /// operation's final answer.
+    Conflict(Option<String>),
     Drop,
 }
 
@@ -494,6 +507,13 @@ async fn handle(
             let (received, response) = respond(status, "application/json", extra, bytes);
             (Some(received), None, Ok(response))
         }
+        Answer::Conflict(id) => {
+            s.finals += 1;
+            let message = "a resource was already created with this key";
+            let (content_type, text) = config.errors.render_about(409, message, id.as_deref());
+            let (received, response) = respond(409, content_type, vec![], text.into());
+            (Some(received), None, Ok(response))
+        }
         Answer::Error {
             status,
             message,
@@ -600,6 +620,9 @@ fn answer(
     }
     let created = match key {
         Some(k) => match s.store.get(&(i, k.value.clone())) {
+            Some(stored) if stored.payload.as_ref() == payload && s.config.conflict_on_replay => {
+                return Answer::Conflict(stored.id.clone());
+            }
             Some(stored) if stored.payload.as_ref() == payload => {
                 return Answer::Created(
                     op.status,
@@ -609,18 +632,19 @@ fn answer(
             }
             Some(_) => return mismatch(),
             None => {
-                let body = create(s, i, &op, payload);
+                let (body, id) = create(s, i, &op, payload);
                 s.store.insert(
                     (i, k.value.clone()),
                     Stored {
                         payload: payload.cloned(),
                         body: body.clone(),
+                        id,
                     },
                 );
                 body
             }
         },
-        None => create(s, i, &op, payload),
+        None => create(s, i, &op, payload).0,
     };
     if first && s.behaviour == Behaviour::DropAfterCommit {
         return Answer::Drop;
@@ -628,15 +652,20 @@ fn answer(
     Answer::Created(op.status, vec![], created)
 }
 
-/// Commits a resource of served operation `i`; returns its JSON body.
-fn create(s: &mut State, i: usize, op: &Operation, payload: Option<&Value>) -> Bytes {
+/// Commits a resource of served operation `i`; returns its JSON body and its id.
+fn create(
+    s: &mut State,
+    i: usize,
+    op: &Operation,
+    payload: Option<&Value>,
+) -> (Bytes, Option<String>) {
     s.payments += 1;
     let resource = op.create(s.payments, payload.unwrap_or(&Value::Null));
     let body = Bytes::from(resource.body.to_string());
-    if let Some(id) = resource.id {
-        s.resources.insert((i, id), body.clone());
+    if let Some(id) = &resource.id {
+        s.resources.insert((i, id.clone()), body.clone());
     }
-    body
+    (body, resource.id)
 }
 
 /// The answer to the read operation of served operation `i` for resource `id`: what its
@@ -694,6 +723,7 @@ mod tests {
             token: "t".into(),
             auth: Auth::Bearer,
             errors: ErrorBody::Problem,
+            conflict_on_replay: false,
         })
     }
 
@@ -760,6 +790,50 @@ mod tests {
             .unwrap();
         assert!(r.contains("idempotent-replayed"), "{r}");
         assert_eq!(api.finish().await.payments, 1);
+    }
+
+    /// A GET on the read operation, as an SDK fetching what it created.
+    async fn get(base: &str, path: &str) -> std::io::Result<String> {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let addr = base.trim_start_matches("http://");
+        let mut s = tokio::net::TcpStream::connect(addr).await?;
+        let req = format!(
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer t\r\n\
+             Connection: close\r\n\r\n"
+        );
+        s.write_all(req.as_bytes()).await?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).await?;
+        Ok(out)
+    }
+
+    #[tokio::test]
+    async fn a_conflict_names_the_created_resource_which_the_read_operation_serves() {
+        let config = ApiConfig {
+            conflict_on_replay: true,
+            ..(*payments()).clone()
+        };
+        let api = FakeApi::start(LOCAL.parse().unwrap(), Behaviour::Normal, Arc::new(config))
+            .await
+            .unwrap();
+        let base = api.base_url();
+        let created = post(&base, Some("\"k\""), BODY).await.unwrap();
+        let conflict = post(&base, Some("\"k\""), BODY).await.unwrap();
+        assert!(conflict.starts_with("HTTP/1.1 409"), "{conflict}");
+        let body = |r: &str| -> Value {
+            serde_json::from_str(r.split("\r\n\r\n").nth(1).unwrap()).unwrap()
+        };
+        let id = body(&conflict)["resource"].as_str().unwrap().to_string();
+        assert_eq!(body(&created)["id"], id.as_str());
+        let read = get(&base, &format!("/api/payments/{id}")).await.unwrap();
+        assert!(read.starts_with("HTTP/1.1 200"), "{read}");
+        assert_eq!(body(&read), body(&created));
+        let missing = get(&base, "/api/payments/pay_9999").await.unwrap();
+        assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
+        let rec = api.finish().await;
+        assert_eq!(rec.payments, 1);
+        assert!(rec.attempts[2].read && !rec.attempts[2].operation);
+        assert!(rec.attempts[2].setup_refusal.is_none());
     }
 
     #[tokio::test]

@@ -101,6 +101,8 @@ pub struct ClientReport {
     pub suite: String,
     /// The operations the fake API served ("POST /api/payments").
     pub operations: Vec<String>,
+    /// The read operations that served created resources back ("GET /api/payments/{id}").
+    pub reads: Vec<String>,
     /// Where the key was read and how it was judged ("header Idempotency-Key, ietf",
     /// "body /idempotency_key, token").
     pub key: String,
@@ -139,10 +141,15 @@ impl ClientReport {
             interrupted: self.interrupted,
             context: vec![
                 format!(
-                    "{} scenario{} against a fake API on 127.0.0.1 serving {} with {}",
+                    "{} scenario{} against a fake API on 127.0.0.1 serving {}{} with {}",
                     self.scenarios.len(),
                     if self.scenarios.len() == 1 { "" } else { "s" },
                     self.operations.join(", "),
+                    if self.reads.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (read back by {})", self.reads.join(", "))
+                    },
                     self.errors
                 ),
                 format!("key: {}", self.key),
@@ -327,6 +334,12 @@ fn build(
         command: opts.command.clone(),
         suite: opts.suite.name.clone(),
         operations: opts.api.operations.iter().map(|o| o.describe()).collect(),
+        reads: opts
+            .api
+            .operations
+            .iter()
+            .filter_map(|o| o.read.as_ref().map(|r| format!("GET {r}")))
+            .collect(),
         key: opts.api.carrier.to_string(),
         errors: opts.api.errors.describe(),
         strict: opts.strict,

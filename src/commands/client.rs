@@ -188,6 +188,7 @@ async fn api_config(args: &ClientArgs, suite: &Suite, token: String) -> anyhow::
         token,
         auth: args.auth.clone().unwrap_or(auth),
         errors,
+        conflict_on_replay: args.conflict_on_replay,
     })
 }
 

@@ -1077,3 +1077,87 @@ raise SystemExit(0 if (status, read, missing) == (200, 200, 404) and json.loads(
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert_ne!(out.status.code(), Some(0));
 }
+
+/// `--conflict-on-replay` answers a retry whose key already created the payment with 409
+/// naming it (here in GoCardless's error shape, `{{id}}` filled), and a client that fetches what
+/// the conflict names, as GoCardless's SDKs do, gets the payment from the read operation: the
+/// lost response ends with one payment and exit 0, and the fetch is in the timeline.
+#[test]
+fn a_conflict_names_the_payment_and_a_client_that_fetches_it_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let conflict = dir.path().join("409.json");
+    std::fs::write(
+        &conflict,
+        r#"{"error": {"code": 409, "type": "invalid_state", "message": "{{message}}",
+            "errors": [{"reason": "idempotent_creation_conflict",
+                        "links": {"conflicting_resource_id": "{{id}}"}}]}}"#,
+    )
+    .unwrap();
+    let script = r#"
+import http.client, json, os, sys, time, urllib.parse, uuid
+u = urllib.parse.urlsplit(os.environ["IDEM_CHECK_BASE_URL"])
+auth = {"Authorization": "Bearer " + os.environ["IDEM_CHECK_TOKEN"]}
+def call(method, path, body=None, headers={}):
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    c.request(method, path, body=body, headers=dict(auth, **headers))
+    r = c.getresponse()
+    return r.status, json.loads(r.read() or b"{}")
+key = '"%s"' % uuid.uuid4()
+body = json.dumps({"amountCents": 1250, "currency": "EUR", "reference": "r-" + key[1:9]})
+for attempt in range(3):
+    try:
+        status, doc = call("POST", "/api/payments", body, {"Idempotency-Key": key, "Content-Type": "application/json"})
+    except (OSError, http.client.HTTPException):
+        time.sleep(0.2)
+        continue
+    if status == 409:
+        ident = doc["error"]["errors"][0]["links"]["conflicting_resource_id"]
+        status, doc = call("GET", "/api/payments/" + ident)
+    print(status, doc.get("id"))
+    sys.exit(0 if status < 300 else 1)
+sys.exit(1)
+"#;
+    let error_body = format!("409={}", conflict.display());
+    let run = check_client(
+        &[
+            "--conflict-on-replay",
+            "--error-body",
+            &error_body,
+            "--scenario",
+            "created",
+            "--scenario",
+            "lost-response",
+        ],
+        &["python3".to_string(), "-c".to_string(), script.to_string()],
+    );
+    let o = outcomes(&run.json);
+    assert_eq!(o["client-lost-response"], "PASS", "{}", run.json["probes"]);
+    assert_eq!(run.code, 0);
+    let lost = &run.json["scenarios"][1];
+    assert_eq!(lost["payments"], 1);
+    let timeline = run.json["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "client-lost-response")
+        .unwrap()["timeline"]
+        .to_string();
+    assert!(
+        timeline.contains("(no response), same key, same payload")
+            && timeline.contains("GET /api/payments/pay_0001")
+            && timeline.contains(": 200 (reads back a created resource)"),
+        "{timeline}"
+    );
+    let conflict_answer = run.json["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["exchanges"].as_array().unwrap().iter())
+        .find(|e| e["response"]["status"] == 409)
+        .map(|e| e["response"]["body"].to_string())
+        .unwrap_or_default();
+    assert!(
+        conflict_answer.contains("conflicting_resource_id"),
+        "{conflict_answer}"
+    );
+}
