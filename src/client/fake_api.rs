@@ -436,13 +436,14 @@ async fn handle(
         .operations
         .iter()
         .position(|o| o.matches(parts.method.as_str(), parts.uri.path()));
-    let read = served.is_none().then(|| {
-        config.operations.iter().enumerate().find_map(|(i, o)| {
+    // A request that is no served operation may read back what one created.
+    let read = match served {
+        Some(_) => None,
+        None => config.operations.iter().enumerate().find_map(|(i, o)| {
             o.read_id(parts.method.as_str(), parts.uri.path())
                 .map(|id| (i, id.to_string()))
-        })
-    });
-    let read = read.flatten();
+        }),
+    };
     let form = parts.headers.get("content-type").is_some_and(|v| {
         v.as_bytes()
             .starts_with(b"application/x-www-form-urlencoded")

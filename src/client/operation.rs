@@ -57,8 +57,8 @@ pub struct Operation {
     /// (`/v2/payments/{payment_id}` for `POST /v2/payments`), its last segment the id: an SDK
     /// that fetches the resource after a conflict must find it.
     pub read: Option<String>,
-    /// Where in the 2xx body the fresh id goes (`--id-pointer`); without it every `id` member
-    /// gets one.
+    /// Where in the 2xx body the resource's fresh id goes (`--id-pointer`), besides the fresh
+    /// values every `id` member gets.
     pub id_pointer: Option<String>,
 }
 
@@ -215,16 +215,13 @@ impl Operation {
             Created::Echo => top(serde_json::json!({ "id": fresh_id("obj_", n) })),
             Created::Template(t) => {
                 let mut body = t.clone();
-                let id = match self.id_pointer.as_deref() {
-                    Some(pointer) => place_id(&mut body, pointer, n),
-                    None => {
-                        let mut ids = Vec::new();
-                        refresh_ids(&mut body, n, 0, &mut ids);
-                        match ids.into_iter().min_by_key(|(depth, _)| *depth) {
-                            Some((_, id)) => Some(id),
-                            None => place_id(&mut body, "/id", n),
-                        }
-                    }
+                let mut ids = Vec::new();
+                refresh_ids(&mut body, n, 0, &mut ids);
+                let shallowest = ids.into_iter().min_by_key(|(depth, _)| *depth);
+                let id = match (self.id_pointer.as_deref(), shallowest) {
+                    (Some(pointer), _) => place_id(&mut body, pointer, n),
+                    (None, Some((_, id))) => Some(id),
+                    (None, None) => place_id(&mut body, "/id", n),
                 };
                 Resource { body, id }
             }

@@ -9,9 +9,9 @@
 //! mixed); a walker reads what is there, and points at the JSON pointer of what it cannot use.
 //!
 //! - [`load`] reads and parses; [`external`] follows references to other files and URLs;
-//!   [`refs`] resolves local `$ref`s; [`header`] recognises the key
-//!   header and [`key`] a key among the body's properties; [`body`] picks or generates a body; [`servers`] finds the base URL; [`security`]
-//!   turns security schemes into credential placeholders.
+//!   [`refs`] resolves local `$ref`s; [`header`] recognises the key header and [`key`] a key
+//!   among the body's properties; [`body`] picks or generates a body; [`servers`] finds the
+//!   base URL; [`security`] turns security schemes into credential placeholders.
 //! - [`run`] checks every discovered operation with the ordinary single-operation run;
 //!   [`init`] writes one target file per operation instead.
 
