@@ -1161,3 +1161,108 @@ sys.exit(1)
         "{conflict_answer}"
     );
 }
+
+/// Where `scripts/client-sdks` installed the SDKs.
+const SDKS: &str = "IDEM_CHECK_CLIENT_SDKS";
+/// Set by `scripts/test`: missing SDKs are a failure, not a skip.
+const REQUIRE_SDKS: &str = "IDEM_CHECK_REQUIRE_CLIENT_SDKS";
+
+/// Square's Node SDK (the key in the body) and Checkout.com's (the key in its own
+/// `Cko-Idempotency-Key` header), each through its own create method against its trimmed API
+/// description, every scenario: the carrier and its syntax come from the document, neither is
+/// told to quote its key, and each verdict is what the SDK's source does (docs/client.md quotes
+/// it). Square's retries (408, 429, ≥ 500, after Retry-After) keep the body key; neither SDK
+/// retries a connection closed without an answer.
+#[test]
+fn provider_sdks_are_judged_through_their_own_carriers() {
+    let dir = std::env::var_os(SDKS)
+        .map(PathBuf::from)
+        .filter(|d| d.join("node/node_modules/square/package.json").is_file());
+    let Some(dir) = dir else {
+        assert!(
+            std::env::var_os(REQUIRE_SDKS).is_none(),
+            "{REQUIRE_SDKS} is set but the SDKs are not in ${SDKS}: run scripts/client-sdks"
+        );
+        eprintln!("skipped: no client SDKs (run scripts/client-sdks and set {SDKS})");
+        return;
+    };
+    let node_path = format!("NODE_PATH={}", dir.join("node/node_modules").display());
+    let sdk = |adapter: &str, extra: &[&str]| {
+        let mut argv = vec!["env".to_string(), node_path.clone(), "node".to_string()];
+        argv.push(client_fixture(adapter));
+        argv.extend(extra.iter().map(|s| s.to_string()));
+        argv
+    };
+    let (square, checkout) = std::thread::scope(|s| {
+        let square = s.spawn(|| {
+            check_client(
+                &["--openapi", &client_fixture("openapi/square-payments.yaml")],
+                &sdk("square_payment.mjs", &["--fetch"]),
+            )
+        });
+        let checkout = s.spawn(|| {
+            check_client(
+                &[
+                    "--openapi",
+                    &client_fixture("openapi/checkout-payments.yaml"),
+                ],
+                &sdk("checkout_payment.mjs", &[]),
+            )
+        });
+        (square.join().unwrap(), checkout.join().unwrap())
+    });
+    let runs = [("square", square), ("checkout", checkout)];
+    let table = verdict_table(&runs);
+    println!("{table}");
+    // In PROBES order: key-present, key-syntax, lost-response, retry-after, throttled,
+    // stops-on-4xx, key-per-operation.
+    let rows = [
+        (
+            "body /idempotency_key, token",
+            ["PASS", "PASS", "FAIL", "PASS", "PASS", "PASS", "PASS"],
+            &[][..],
+        ),
+        (
+            "header Cko-Idempotency-Key, token",
+            [
+                "PASS",
+                "PASS",
+                "FAIL",
+                "INCONCLUSIVE",
+                "WARN",
+                "PASS",
+                "PASS",
+            ],
+            // No retry after a 429 or a 408 either: recommended, a WARN.
+            &[("client-throttled", "retried")][..],
+        ),
+    ];
+    for ((name, run), (key, verdicts, more)) in runs.iter().zip(rows) {
+        assert_eq!(run.json["key"], key, "{name}");
+        let o = outcomes(&run.json);
+        let got: Vec<&str> = PROBES.iter().map(|p| o[*p].as_str()).collect();
+        assert_eq!(got, verdicts, "{name}\n{table}");
+        // The required failure is the retry that never came, not a duplicate: one payment.
+        let lost = [
+            ("client-lost-response", "retried"),
+            ("client-lost-response", "exit-success"),
+        ];
+        let want: BTreeSet<(String, String)> = lost
+            .iter()
+            .chain(more)
+            .map(|(p, c)| (p.to_string(), c.to_string()))
+            .collect();
+        assert_eq!(failed_checks(&run.json), want, "{name}");
+        assert!(
+            !run.json["probes"]
+                .to_string()
+                .contains("RFC 8941 String, e.g."),
+            "{name}: no message asks for quotes"
+        );
+    }
+    let reads = runs[0].1.json["probes"][0]["timeline"].to_string();
+    assert!(
+        reads.contains("GET /v2/payments/") && reads.contains(": 200 (reads back"),
+        "Square's payments.get is served: {reads}"
+    );
+}
