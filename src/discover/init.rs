@@ -94,13 +94,12 @@ pub fn target_file(op: &Operation, document: &str, path: &std::path::Path) -> St
             );
             let _ = writeln!(out, "key-header = {}", q(name));
         }
-        body @ super::key::DeclaredKey::Body(_) => {
+        super::key::DeclaredKey::Body(pointer) => {
             let _ = writeln!(
                 out,
-                "# the document declares the key in the request {} ({how}): run places keys in \
-                 a header only, so its probes would not reach it",
-                one_line(&body.to_string())
+                "# the document declares the key in the request body ({how})"
             );
+            let _ = writeln!(out, "key-in-body = {}", q(pointer));
         }
     }
     let _ = writeln!(out, "headers = [");

@@ -624,4 +624,25 @@ fn discover_says_which_carrier_and_run_refuses_a_body_key_in_one_line() {
         "{stderr}"
     );
     assert!(matches!(out.status.code(), Some(1 | 2)), "{stderr}");
+
+    // init writes the body carrier as a target file says it.
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::binary::bin()
+        .args([
+            "init",
+            "--openapi",
+            &doc,
+            "--operation",
+            "createPayment",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let file = std::fs::read_to_string(dir.path().join("createPayment.toml")).unwrap();
+    assert!(
+        file.contains("key-in-body = \"/idempotency_key\"") && !file.contains("key-header"),
+        "{file}"
+    );
 }
