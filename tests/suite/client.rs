@@ -385,6 +385,7 @@ fn the_lost_response_is_a_closed_connection_to_a_real_client_and_reports_hide_th
             "command",
             "suite",
             "operations",
+            "reads",
             "key",
             "errors",
             "strict",
