@@ -1068,15 +1068,23 @@ raise SystemExit(0 if (status, read, missing) == (200, 200, 404) and json.loads(
     let stdout = run.json["scenarios"][0]["runs"][0]["stdout"]["text"].to_string();
     assert!(stdout.contains("200 404"), "{stdout}");
 
-    let out = bin()
-        .args(["client", "--openapi", &doc, "--id-pointer", "/nothing/here"])
-        .args(["--", "true"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--id-pointer /nothing/here"), "{stderr}");
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
-    assert_ne!(out.status.code(), Some(0));
+    for (pointer, says) in [
+        ("/nothing/here", "has nothing at \"/nothing\""),
+        ("data/ref", "expected a JSON pointer"),
+    ] {
+        let out = bin()
+            .args(["client", "--openapi", &doc, "--id-pointer", pointer])
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("--id-pointer") && stderr.contains(says),
+            "{stderr}"
+        );
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert_ne!(out.status.code(), Some(0));
+    }
 }
 
 /// `--conflict-on-replay` answers a retry whose key already created the payment with 409
