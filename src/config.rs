@@ -16,6 +16,7 @@ use crate::diagnostic::{Input, Origins};
 pub use crate::effects::Counter;
 use crate::http::exchange::Header;
 use crate::http::Connector;
+use crate::inputs;
 use crate::keys::KeyForm;
 use crate::redact::{Masked, SecretSources, Secrets};
 use crate::suite::Suite;
@@ -521,27 +522,27 @@ impl Config {
             .unwrap_or_else(|| "POST".into())
             .to_ascii_uppercase();
         if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
-            return Err(at("-X").error(format!("{method:?} is not an HTTP method")));
+            return Err(at(inputs::METHOD.flag).error(format!("{method:?} is not an HTTP method")));
         }
-        let headers = parse_headers(&target.headers, "-H", &target.origins)?;
+        let headers = parse_headers(&target.headers, inputs::HEADERS.flag, &target.origins)?;
         let tenant_b = if target.tenant_b_headers.is_empty() {
             None
         } else {
             Some(parse_headers(
                 &target.tenant_b_headers,
-                "--tenant-b-header",
+                inputs::TENANT_B_HEADER.flag,
                 &target.origins,
             )?)
         };
         let hold_header = target
             .hold_header
             .as_deref()
-            .map(|h| parse_header(h, at("--hold-header")))
+            .map(|h| parse_header(h, at(inputs::HOLD_HEADER.flag)))
             .transpose()?;
         let hold_release = hold_release(&target, hold_header.as_ref())?;
         let quiet_window = target.quiet_window.unwrap_or(DEFAULT_QUIET_WINDOW);
         if quiet_window.is_zero() || quiet_window > MAX_QUIET_WINDOW {
-            let input = at("--quiet-window");
+            let input = at(inputs::QUIET_WINDOW.flag);
             return Err(input.error(format!(
                 "{} {} must be more than 0 and at most {} (each probe that left a request unfinished waits it out)",
                 input.name,
@@ -552,12 +553,12 @@ impl Config {
         let key_ttl_header = target
             .key_ttl_header
             .as_deref()
-            .map(|h| parse_header(h, at("--key-ttl-header")))
+            .map(|h| parse_header(h, at(inputs::KEY_TTL_HEADER.flag)))
             .transpose()?;
         let mut suite = opts.suite.clone();
         if let Some(h) = &target.key_header {
             if h.is_empty() || !h.bytes().all(is_token_byte) {
-                return Err(at("--key-header")
+                return Err(at(inputs::KEY_HEADER.flag)
                     .error(format!("key header {h:?} is not a valid header name")));
             }
             suite.header.clone_from(h);
@@ -566,20 +567,23 @@ impl Config {
         let secrets = target.secrets(&suite.header);
         let counter = match (&target.count_url, &target.count_cmd) {
             (Some(_), Some(_)) => {
-                let (u, c) = (at("--count-url"), at("--count-cmd"));
+                let (u, c) = (at(inputs::COUNT_URL.flag), at(inputs::COUNT_CMD.flag));
                 return Err(c.error(format!("give either {} or {}, not both", u.name, c.name)));
             }
             (Some(u), None) => Some(Counter::Url {
-                url: parse_url(u, at("--count-url"))?,
+                url: parse_url(u, at(inputs::COUNT_URL.flag))?,
                 pointer: check_pointer(
                     target.count_pointer.as_deref().unwrap_or("/count"),
-                    at("--count-pointer"),
+                    at(inputs::COUNT_POINTER.flag),
                 )?,
             }),
             (None, Some(cmd)) => Some(Counter::Command(Masked::new(cmd, &secrets))),
             (None, None) => {
                 if target.count_pointer.is_some() {
-                    return Err(needs(at("--count-pointer"), at("--count-url")));
+                    return Err(needs(
+                        at(inputs::COUNT_POINTER.flag),
+                        at(inputs::COUNT_URL.flag),
+                    ));
                 }
                 None
             }
@@ -587,7 +591,7 @@ impl Config {
         let id_pointer = target
             .id_pointer
             .as_deref()
-            .map(|p| check_pointer(p, at("--id-pointer")))
+            .map(|p| check_pointer(p, at(inputs::ID_POINTER.flag)))
             .transpose()?;
         let restart = match (restart, &target.restart_cmd) {
             (Some(hook), _) => Some(hook),
@@ -596,14 +600,17 @@ impl Config {
                 ready_url: target
                     .ready_url
                     .as_deref()
-                    .map(|u| parse_url(u, at("--ready-url")))
+                    .map(|u| parse_url(u, at(inputs::READY_URL.flag)))
                     .transpose()?,
                 timeout: target.restart_timeout.unwrap_or(Duration::from_secs(30)),
                 connector: connector.clone(),
             }) as Arc<dyn RestartHook>),
             (None, None) => {
                 if target.ready_url.is_some() {
-                    return Err(needs(at("--ready-url"), at("--restart-cmd")));
+                    return Err(needs(
+                        at(inputs::READY_URL.flag),
+                        at(inputs::RESTART_CMD.flag),
+                    ));
                 }
                 None
             }
@@ -612,7 +619,7 @@ impl Config {
         let invalid_body = match &target.invalid_body {
             Some(text) => Some(InvalidBody {
                 template: BodyTemplate::new(text.clone()),
-                origin: "--invalid-body",
+                origin: inputs::INVALID_BODY.flag,
             }),
             None => body.invalid_variant().map(|template| InvalidBody {
                 template,
@@ -622,10 +629,10 @@ impl Config {
         let second_url = target
             .second_url
             .as_deref()
-            .map(|u| parse_url(u, at("--second-url")))
+            .map(|u| parse_url(u, at(inputs::SECOND_URL.flag)))
             .transpose()?;
         if second_url.as_ref() == Some(&url) {
-            let input = at("--second-url");
+            let input = at(inputs::SECOND_URL.flag);
             return Err(input.error(format!(
                 "{} must name another operation than the target URL",
                 input.name
@@ -633,7 +640,7 @@ impl Config {
         }
         let mut replicas = Vec::new();
         for (i, u) in target.replicas.iter().enumerate() {
-            let input = target.origins.item("--replica", i);
+            let input = target.origins.item(inputs::REPLICA.flag, i);
             let replica = parse_url(u, input)?;
             if replica == url {
                 return Err(input.error(format!(
@@ -647,7 +654,7 @@ impl Config {
             (Some(h), wait) => {
                 let lease_wait = wait.unwrap_or(DEFAULT_LEASE_WAIT);
                 if lease_wait.is_zero() || lease_wait > MAX_LEASE_WAIT {
-                    let input = at("--lease-wait");
+                    let input = at(inputs::LEASE_WAIT.flag);
                     return Err(input.error(format!(
                         "{} {} must be more than 0 and at most {}",
                         input.name,
@@ -656,11 +663,16 @@ impl Config {
                     )));
                 }
                 Some(CrashHook {
-                    header: parse_header(h, at("--crash-header"))?,
+                    header: parse_header(h, at(inputs::CRASH_HEADER.flag))?,
                     lease_wait,
                 })
             }
-            (None, Some(_)) => return Err(needs(at("--lease-wait"), at("--crash-header"))),
+            (None, Some(_)) => {
+                return Err(needs(
+                    at(inputs::LEASE_WAIT.flag),
+                    at(inputs::CRASH_HEADER.flag),
+                ))
+            }
             (None, None) => None,
         };
         if opts.timeout.is_zero() {
@@ -669,11 +681,11 @@ impl Config {
         let read_url = target
             .read_url
             .as_deref()
-            .map(|u| parse_url(u, at("--read-url")))
+            .map(|u| parse_url(u, at(inputs::READ_URL.flag)))
             .transpose()?;
         if let Some(ttl) = target.key_ttl {
             if ttl.is_zero() || ttl > MAX_KEY_TTL {
-                let input = at("--key-ttl");
+                let input = at(inputs::KEY_TTL.flag);
                 return Err(input.error(format!(
                     "{} {} must be more than 0 and at most {} (key-expiry waits it out)",
                     input.name,
@@ -694,10 +706,16 @@ impl Config {
                 timeout: target.restart_timeout.unwrap_or(Duration::from_secs(30)),
             }) as Arc<dyn OutageHook>),
             (None, Some(_), None) => {
-                return Err(needs(at("--store-down-cmd"), at("--store-up-cmd")))
+                return Err(needs(
+                    at(inputs::STORE_DOWN_CMD.flag),
+                    at(inputs::STORE_UP_CMD.flag),
+                ))
             }
             (None, None, Some(_)) => {
-                return Err(needs(at("--store-up-cmd"), at("--store-down-cmd")))
+                return Err(needs(
+                    at(inputs::STORE_UP_CMD.flag),
+                    at(inputs::STORE_DOWN_CMD.flag),
+                ))
             }
             (None, None, None) => None,
         };
@@ -745,7 +763,7 @@ impl Config {
 }
 
 /// How [`Origins`] names the target URL, which has no flag of its own.
-pub const TARGET_URL: &str = "the target URL";
+pub const TARGET_URL: &str = inputs::URL.flag;
 
 /// "`input` needs `other`", located where `input` was given.
 fn needs(input: Input, other: Input) -> anyhow::Error {
@@ -786,10 +804,10 @@ impl HoldRelease {
 /// hold whose header and URL both name it.
 fn hold_release(target: &TargetSpec, hold: Option<&Header>) -> Result<Option<HoldRelease>> {
     let at = |flag| target.origins.input(flag);
-    let (release, hold_header) = (at("--hold-release"), at("--hold-header"));
+    let (release, hold_header) = (at(inputs::HOLD_RELEASE.flag), at(inputs::HOLD_HEADER.flag));
     let Some(url) = &target.hold_release else {
         if target.hold_at_least.is_some() {
-            return Err(needs(at("--hold-at-least"), release));
+            return Err(needs(at(inputs::HOLD_AT_LEAST.flag), release));
         }
         return Ok(None);
     };
@@ -811,7 +829,7 @@ fn hold_release(target: &TargetSpec, hold: Option<&Header>) -> Result<Option<Hol
     parse_url(&url.replace(HOLD_NAME, "x"), release)?;
     let at_least = target.hold_at_least.unwrap_or_default();
     if at_least > MAX_HOLD_AT_LEAST {
-        let input = at("--hold-at-least");
+        let input = at(inputs::HOLD_AT_LEAST.flag);
         return Err(input.error(format!(
             "{} {} must be at most {}",
             input.name,
@@ -905,7 +923,7 @@ mod tests {
         for ms in [0, 3_600_000] {
             let err = build(ms).err().expect("refused");
             assert!(
-                err.contains("--quiet-window") && err.contains("at most 1m"),
+                err.contains(inputs::QUIET_WINDOW.flag) && err.contains("at most 1m"),
                 "{err}"
             );
         }
@@ -991,10 +1009,14 @@ mod tests {
     #[test]
     fn headers_parse_like_curl() {
         let flag = Origins::default();
-        let h = parse_header("Authorization: Bearer abc", flag.input("-H")).unwrap();
+        let h = parse_header(
+            "Authorization: Bearer abc",
+            flag.input(inputs::HEADERS.flag),
+        )
+        .unwrap();
         assert_eq!(h.name, "Authorization");
         assert_eq!(h.value, b"Bearer abc");
-        assert!(parse_header("no colon", flag.input("-H")).is_err());
-        assert!(parse_header("bad name: x", flag.input("-H")).is_err());
+        assert!(parse_header("no colon", flag.input(inputs::HEADERS.flag)).is_err());
+        assert!(parse_header("bad name: x", flag.input(inputs::HEADERS.flag)).is_err());
     }
 }

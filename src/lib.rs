@@ -23,6 +23,7 @@ pub mod discover;
 pub mod effects;
 pub mod exit;
 pub mod http;
+pub mod inputs;
 pub mod keys;
 pub mod matrix;
 pub mod outcome;

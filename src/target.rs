@@ -60,6 +60,7 @@ use crate::discover::Operation;
 use crate::exit::AppError;
 use crate::http::net::NetOptions;
 use crate::http::Connector;
+use crate::inputs::{self, Input};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -182,15 +183,15 @@ pub fn parse(
         secrets: Vec::new(),
         origins: Origins::default(),
     };
-    let url = r.string(&file.url, crate::config::TARGET_URL, "url")?;
-    let method = r.opt(&file.method, "-X", "method")?;
-    let key_header = r.opt(&file.key_header, "--key-header", "key-header")?;
-    let headers = r.list(&file.headers, "-H", "headers")?;
+    let url = r.string(&file.url, inputs::URL)?;
+    let method = r.opt(&file.method, inputs::METHOD)?;
+    let key_header = r.opt(&file.key_header, inputs::KEY_HEADER)?;
+    let headers = r.list(&file.headers, inputs::HEADERS)?;
     let body = match (&file.body, &file.body_file) {
         (Some(_), Some(f)) => return Err(r.at(f, "give either body or body-file, not both")),
-        (Some(b), None) => Some(r.string(b, "-d", "body")?),
+        (Some(b), None) => Some(r.string(b, inputs::BODY)?),
         (None, Some(f)) => {
-            let p = base.join(r.string(f, "-d", "body-file")?);
+            let p = base.join(r.string(f, inputs::BODY_FILE)?);
             Some(
                 std::fs::read_to_string(&p)
                     .map_err(|e| r.at(f, format!("cannot read {}: {e}", p.display())))?,
@@ -204,64 +205,59 @@ pub fn parse(
         key_header,
         headers,
         body,
-        id_pointer: r.opt(&file.id_pointer, "--id-pointer", "id-pointer")?,
-        hold_header: r.opt(&file.hold_header, "--hold-header", "hold-header")?,
-        hold_release: r.opt(&file.hold_release, "--hold-release", "hold-release")?,
-        hold_at_least: r.duration(&file.hold_at_least, "--hold-at-least", "hold-at-least")?,
-        key_ttl_header: r.opt(&file.key_ttl_header, "--key-ttl-header", "key-ttl-header")?,
-        quiet_window: r.duration(&file.quiet_window, "--quiet-window", "quiet-window")?,
-        invalid_body: r.opt(&file.invalid_body, "--invalid-body", "invalid-body")?,
-        second_url: r.opt(&file.second_url, "--second-url", "second-url")?,
-        replicas: r.list(&file.replicas, "--replica", "replicas")?,
+        id_pointer: r.opt(&file.id_pointer, inputs::ID_POINTER)?,
+        hold_header: r.opt(&file.hold_header, inputs::HOLD_HEADER)?,
+        hold_release: r.opt(&file.hold_release, inputs::HOLD_RELEASE)?,
+        hold_at_least: r.duration(&file.hold_at_least, inputs::HOLD_AT_LEAST)?,
+        key_ttl_header: r.opt(&file.key_ttl_header, inputs::KEY_TTL_HEADER)?,
+        quiet_window: r.duration(&file.quiet_window, inputs::QUIET_WINDOW)?,
+        invalid_body: r.opt(&file.invalid_body, inputs::INVALID_BODY)?,
+        second_url: r.opt(&file.second_url, inputs::SECOND_URL)?,
+        replicas: r.list(&file.replicas, inputs::REPLICA)?,
         http2: file.http2,
-        read_url: r.opt(&file.read_url, "--read-url", "read-url")?,
-        key_ttl: r.duration(&file.key_ttl, "--key-ttl", "key-ttl")?,
+        read_url: r.opt(&file.read_url, inputs::READ_URL)?,
+        key_ttl: r.duration(&file.key_ttl, inputs::KEY_TTL)?,
         ..TargetSpec::default()
     };
     if let Some(o) = &file.store_outage {
-        spec.store_down_cmd = Some(r.string(
-            &o.down_command,
-            "--store-down-cmd",
-            "[store-outage] down-command",
-        )?);
-        spec.store_up_cmd =
-            Some(r.string(&o.up_command, "--store-up-cmd", "[store-outage] up-command")?);
+        spec.store_down_cmd = Some(r.string(&o.down_command, inputs::STORE_DOWN_CMD)?);
+        spec.store_up_cmd = Some(r.string(&o.up_command, inputs::STORE_UP_CMD)?);
     }
-    spec.net.proxy = r.opt(&file.proxy, "--proxy", "proxy")?;
-    spec.net.resolve = r.list(&file.resolve, "--resolve", "resolve")?;
+    spec.net.proxy = r.opt(&file.proxy, inputs::PROXY)?;
+    spec.net.resolve = r.list(&file.resolve, inputs::RESOLVE)?;
     for (entry, at) in spec.net.resolve.iter().zip(&file.resolve) {
         if let Err(e) = entry.parse::<crate::http::net::Resolve>() {
             return Err(r.at(at, e));
         }
     }
     if let Some(t) = &file.tls {
-        let mut file_path = |p: &Option<Spanned<String>>, flag, key| -> Result<_, FileError> {
-            Ok(r.opt(p, flag, key)?.map(|p| base.join(p)))
+        let mut file_path = |p: &Option<Spanned<String>>, input| -> Result<_, FileError> {
+            Ok(r.opt(p, input)?.map(|p| base.join(p)))
         };
-        spec.tls.cacert = file_path(&t.cacert, "--cacert", "[tls] cacert")?;
-        spec.tls.cert = file_path(&t.cert, "--cert", "[tls] cert")?;
-        spec.tls.key = file_path(&t.key, "--key", "[tls] key")?;
+        spec.tls.cacert = file_path(&t.cacert, inputs::CACERT)?;
+        spec.tls.cert = file_path(&t.cert, inputs::CERT)?;
+        spec.tls.key = file_path(&t.key, inputs::CERT_KEY)?;
         spec.tls.insecure = t.insecure;
         if let (Some(k), None) = (&t.key, &t.cert) {
             return Err(r.at(k, "key needs cert (the client certificate it belongs to)"));
         }
     }
     if let Some(c) = &file.crash {
-        spec.crash_header = Some(r.string(&c.header, "--crash-header", "[crash] header")?);
-        spec.lease_wait = r.duration(&c.lease_wait, "--lease-wait", "[crash] lease-wait")?;
+        spec.crash_header = Some(r.string(&c.header, inputs::CRASH_HEADER)?);
+        spec.lease_wait = r.duration(&c.lease_wait, inputs::LEASE_WAIT)?;
     }
     if let Some(c) = &file.counter {
-        spec.count_url = r.opt(&c.url, "--count-url", "[counter] url")?;
-        spec.count_pointer = r.opt(&c.pointer, "--count-pointer", "[counter] pointer")?;
-        spec.count_cmd = r.opt(&c.command, "--count-cmd", "[counter] command")?;
+        spec.count_url = r.opt(&c.url, inputs::COUNT_URL)?;
+        spec.count_pointer = r.opt(&c.pointer, inputs::COUNT_POINTER)?;
+        spec.count_cmd = r.opt(&c.command, inputs::COUNT_CMD)?;
     }
     if let Some(b) = &file.tenant_b {
-        spec.tenant_b_headers = r.list(&b.headers, "--tenant-b-header", "[tenant-b] headers")?;
+        spec.tenant_b_headers = r.list(&b.headers, inputs::TENANT_B_HEADER)?;
     }
     if let Some(t) = &file.restart {
-        spec.restart_cmd = Some(r.string(&t.command, "--restart-cmd", "[restart] command")?);
-        spec.ready_url = r.opt(&t.ready_url, "--ready-url", "[restart] ready-url")?;
-        spec.restart_timeout = r.duration(&t.timeout, "--restart-timeout", "[restart] timeout")?;
+        spec.restart_cmd = Some(r.string(&t.command, inputs::RESTART_CMD)?);
+        spec.ready_url = r.opt(&t.ready_url, inputs::READY_URL)?;
+        spec.restart_timeout = r.duration(&t.timeout, inputs::RESTART_TIMEOUT)?;
     }
     // Check the shapes the config builder would reject, here where the span is known.
     for h in file
@@ -301,45 +297,31 @@ impl Reader<'_> {
         FileError::at(self.path, self.text, Some(value.span()), message)
     }
 
-    /// Item `index` of `flag` is the file's `key`, written at `value`.
-    fn record(&mut self, value: &Spanned<String>, flag: &'static str, index: usize, key: &str) {
+    /// Item `index` of `input` is written at `value`.
+    fn record(&mut self, value: &Spanned<String>, input: Input, index: usize) {
         let at = self.at(value, "");
-        self.origins.file(flag, index, key, at);
+        self.origins.file(input.flag, index, &input.file_key(), at);
     }
 
-    /// `value` with `${VAR}` substituted, standing for `flag` (the file's `key`).
-    fn string(
-        &mut self,
-        value: &Spanned<String>,
-        flag: &'static str,
-        key: &str,
-    ) -> Result<String, FileError> {
-        self.record(value, flag, 0, key);
+    /// `value` with `${VAR}` substituted, standing for `input`.
+    fn string(&mut self, value: &Spanned<String>, input: Input) -> Result<String, FileError> {
+        self.record(value, input, 0);
         substitute(value.get_ref(), self.env, &mut self.secrets).map_err(|m| self.at(value, m))
     }
 
     fn opt(
         &mut self,
         value: &Option<Spanned<String>>,
-        flag: &'static str,
-        key: &str,
+        input: Input,
     ) -> Result<Option<String>, FileError> {
-        value
-            .as_ref()
-            .map(|v| self.string(v, flag, key))
-            .transpose()
+        value.as_ref().map(|v| self.string(v, input)).transpose()
     }
 
-    /// The items of a list, each standing for one use of a repeatable `flag`.
-    fn list(
-        &mut self,
-        values: &[Spanned<String>],
-        flag: &'static str,
-        key: &str,
-    ) -> Result<Vec<String>, FileError> {
+    /// The items of a list, each standing for one use of a repeatable flag.
+    fn list(&mut self, values: &[Spanned<String>], input: Input) -> Result<Vec<String>, FileError> {
         let mut out = Vec::new();
         for (i, v) in values.iter().enumerate() {
-            self.record(v, flag, i, key);
+            self.record(v, input, i);
             out.push(
                 substitute(v.get_ref(), self.env, &mut self.secrets).map_err(|m| self.at(v, m))?,
             );
@@ -351,13 +333,12 @@ impl Reader<'_> {
     fn duration(
         &mut self,
         value: &Option<Spanned<String>>,
-        flag: &'static str,
-        key: &str,
+        input: Input,
     ) -> Result<Option<Duration>, FileError> {
         let Some(v) = value else {
             return Ok(None);
         };
-        self.record(v, flag, 0, key);
+        self.record(v, input, 0);
         humantime::parse_duration(v.get_ref())
             .map(Some)
             .map_err(|e| self.at(v, format!("{:?} is not a duration: {e}", v.get_ref())))
@@ -382,7 +363,7 @@ pub fn from_flags(
     };
     if let Some(name) = key_header(args)? {
         t.key_header = Some(name.to_string());
-        t.origins.flag("--key-header");
+        t.origins.flag(inputs::KEY_HEADER.flag);
     }
     Ok(with_secret_flags(apply_flags(t, args)?, args))
 }
@@ -478,31 +459,31 @@ pub fn refused_with_reference(args: &TargetArgs) -> Result<(), AppError> {
         path_param,
     } = openapi_args;
     let given = [
-        ("-X", method.is_some()),
-        ("-H", !headers.is_empty()),
-        ("-d", data.is_some()),
-        ("--id-pointer", id_pointer.is_some()),
-        ("--count-url", count_url.is_some()),
-        ("--count-pointer", count_pointer.is_some()),
-        ("--count-cmd", count_cmd.is_some()),
-        ("--tenant-b-header", !tenant_b_header.is_empty()),
-        ("--hold-header", hold_header.is_some()),
-        ("--hold-release", hold_release.is_some()),
-        ("--hold-at-least", hold_at_least.is_some()),
-        ("--restart-cmd", restart_cmd.is_some()),
-        ("--ready-url", ready_url.is_some()),
-        ("--restart-timeout", restart_timeout.is_some()),
-        ("--invalid-body", invalid_body.is_some()),
-        ("--second-url", second_url.is_some()),
-        ("--replica", !replica.is_empty()),
-        ("--crash-header", crash_header.is_some()),
-        ("--lease-wait", lease_wait.is_some()),
-        ("--read-url", read_url.is_some()),
-        ("--key-ttl", key_ttl.is_some()),
-        ("--key-ttl-header", key_ttl_header.is_some()),
-        ("--quiet-window", quiet_window.is_some()),
-        ("--store-down-cmd", store_down_cmd.is_some()),
-        ("--store-up-cmd", store_up_cmd.is_some()),
+        (inputs::METHOD.flag, method.is_some()),
+        (inputs::HEADERS.flag, !headers.is_empty()),
+        (inputs::BODY.flag, data.is_some()),
+        (inputs::ID_POINTER.flag, id_pointer.is_some()),
+        (inputs::COUNT_URL.flag, count_url.is_some()),
+        (inputs::COUNT_POINTER.flag, count_pointer.is_some()),
+        (inputs::COUNT_CMD.flag, count_cmd.is_some()),
+        (inputs::TENANT_B_HEADER.flag, !tenant_b_header.is_empty()),
+        (inputs::HOLD_HEADER.flag, hold_header.is_some()),
+        (inputs::HOLD_RELEASE.flag, hold_release.is_some()),
+        (inputs::HOLD_AT_LEAST.flag, hold_at_least.is_some()),
+        (inputs::RESTART_CMD.flag, restart_cmd.is_some()),
+        (inputs::READY_URL.flag, ready_url.is_some()),
+        (inputs::RESTART_TIMEOUT.flag, restart_timeout.is_some()),
+        (inputs::INVALID_BODY.flag, invalid_body.is_some()),
+        (inputs::SECOND_URL.flag, second_url.is_some()),
+        (inputs::REPLICA.flag, !replica.is_empty()),
+        (inputs::CRASH_HEADER.flag, crash_header.is_some()),
+        (inputs::LEASE_WAIT.flag, lease_wait.is_some()),
+        (inputs::READ_URL.flag, read_url.is_some()),
+        (inputs::KEY_TTL.flag, key_ttl.is_some()),
+        (inputs::KEY_TTL_HEADER.flag, key_ttl_header.is_some()),
+        (inputs::QUIET_WINDOW.flag, quiet_window.is_some()),
+        (inputs::STORE_DOWN_CMD.flag, store_down_cmd.is_some()),
+        (inputs::STORE_UP_CMD.flag, store_up_cmd.is_some()),
         ("--base-url", base_url.is_some()),
         ("--operation", !operations.is_empty()),
         ("--path-param", !path_param.is_empty()),
@@ -529,59 +510,109 @@ pub fn refused_with_reference(args: &TargetArgs) -> Result<(), AppError> {
 /// (and becomes the value's origin), a repeated flag adds to its list.
 fn apply_flags(mut t: TargetSpec, args: &TargetArgs) -> Result<TargetSpec, AppError> {
     let o = &mut t.origins;
-    over(&mut t.url, &args.url, crate::config::TARGET_URL, o);
-    over(&mut t.method, &args.method, "-X", o);
+    over(&mut t.url, &args.url, inputs::URL.flag, o);
+    over(&mut t.method, &args.method, inputs::METHOD.flag, o);
     if let Some(d) = &args.data {
-        over(&mut t.body, &Some(body_arg(d, "-d @FILE")?), "-d", o);
+        over(
+            &mut t.body,
+            &Some(body_arg(d, "-d @FILE")?),
+            inputs::BODY.flag,
+            o,
+        );
     }
     if let Some(d) = &args.invalid_body {
         let body = Some(body_arg(d, "--invalid-body @FILE")?);
-        over(&mut t.invalid_body, &body, "--invalid-body", o);
+        over(&mut t.invalid_body, &body, inputs::INVALID_BODY.flag, o);
     }
-    over(&mut t.id_pointer, &args.id_pointer, "--id-pointer", o);
-    over(&mut t.count_url, &args.count_url, "--count-url", o);
+    over(
+        &mut t.id_pointer,
+        &args.id_pointer,
+        inputs::ID_POINTER.flag,
+        o,
+    );
+    over(&mut t.count_url, &args.count_url, inputs::COUNT_URL.flag, o);
     over(
         &mut t.count_pointer,
         &args.count_pointer,
-        "--count-pointer",
+        inputs::COUNT_POINTER.flag,
         o,
     );
-    over(&mut t.count_cmd, &args.count_cmd, "--count-cmd", o);
-    over(&mut t.hold_header, &args.hold_header, "--hold-header", o);
-    over(&mut t.hold_release, &args.hold_release, "--hold-release", o);
+    over(&mut t.count_cmd, &args.count_cmd, inputs::COUNT_CMD.flag, o);
+    over(
+        &mut t.hold_header,
+        &args.hold_header,
+        inputs::HOLD_HEADER.flag,
+        o,
+    );
+    over(
+        &mut t.hold_release,
+        &args.hold_release,
+        inputs::HOLD_RELEASE.flag,
+        o,
+    );
     over(
         &mut t.hold_at_least,
         &args.hold_at_least,
-        "--hold-at-least",
+        inputs::HOLD_AT_LEAST.flag,
         o,
     );
     over(
         &mut t.key_ttl_header,
         &args.key_ttl_header,
-        "--key-ttl-header",
+        inputs::KEY_TTL_HEADER.flag,
         o,
     );
-    over(&mut t.quiet_window, &args.quiet_window, "--quiet-window", o);
-    over(&mut t.restart_cmd, &args.restart_cmd, "--restart-cmd", o);
-    over(&mut t.ready_url, &args.ready_url, "--ready-url", o);
+    over(
+        &mut t.quiet_window,
+        &args.quiet_window,
+        inputs::QUIET_WINDOW.flag,
+        o,
+    );
+    over(
+        &mut t.restart_cmd,
+        &args.restart_cmd,
+        inputs::RESTART_CMD.flag,
+        o,
+    );
+    over(&mut t.ready_url, &args.ready_url, inputs::READY_URL.flag, o);
     over(
         &mut t.restart_timeout,
         &args.restart_timeout,
-        "--restart-timeout",
+        inputs::RESTART_TIMEOUT.flag,
         o,
     );
-    over(&mut t.second_url, &args.second_url, "--second-url", o);
-    over(&mut t.crash_header, &args.crash_header, "--crash-header", o);
-    over(&mut t.lease_wait, &args.lease_wait, "--lease-wait", o);
-    over(&mut t.read_url, &args.read_url, "--read-url", o);
+    over(
+        &mut t.second_url,
+        &args.second_url,
+        inputs::SECOND_URL.flag,
+        o,
+    );
+    over(
+        &mut t.crash_header,
+        &args.crash_header,
+        inputs::CRASH_HEADER.flag,
+        o,
+    );
+    over(
+        &mut t.lease_wait,
+        &args.lease_wait,
+        inputs::LEASE_WAIT.flag,
+        o,
+    );
+    over(&mut t.read_url, &args.read_url, inputs::READ_URL.flag, o);
     over(
         &mut t.store_down_cmd,
         &args.store_down_cmd,
-        "--store-down-cmd",
+        inputs::STORE_DOWN_CMD.flag,
         o,
     );
-    over(&mut t.store_up_cmd, &args.store_up_cmd, "--store-up-cmd", o);
-    over(&mut t.key_ttl, &args.key_ttl, "--key-ttl", o);
+    over(
+        &mut t.store_up_cmd,
+        &args.store_up_cmd,
+        inputs::STORE_UP_CMD.flag,
+        o,
+    );
+    over(&mut t.key_ttl, &args.key_ttl, inputs::KEY_TTL.flag, o);
     t.headers.extend(args.headers.iter().cloned());
     t.http2 |= args.http2;
     connection_from_args(&args.connection, &mut t);
@@ -644,15 +675,15 @@ fn from_document(op: &Operation, url: &str, user_headers: &[String]) -> TargetSp
 /// TLS and route flags, over the target file's `[tls]`, `proxy` and `resolve`.
 fn connection_from_args(args: &ConnectionArgs, t: &mut TargetSpec) {
     let o = &mut t.origins;
-    over(&mut t.tls.cacert, &args.cacert, "--cacert", o);
+    over(&mut t.tls.cacert, &args.cacert, inputs::CACERT.flag, o);
     if args.cert.is_some() {
         t.tls.cert.clone_from(&args.cert);
         t.tls.key.clone_from(&args.key);
-        o.flag("--cert");
-        o.flag("--key");
+        o.flag(inputs::CERT.flag);
+        o.flag(inputs::CERT_KEY.flag);
     }
     t.tls.insecure |= args.insecure;
-    over(&mut t.net.proxy, &args.proxy, "--proxy", o);
+    over(&mut t.net.proxy, &args.proxy, inputs::PROXY.flag, o);
     t.net.resolve.extend(args.resolve.iter().cloned());
 }
 
@@ -699,38 +730,6 @@ pub fn scheme_hint(url: &str) -> Option<String> {
     ))
 }
 
-/// Where each key of a target file goes: the table (`""` for the top level) and its keys, as in
-/// fixtures/targets/README.md.
-const KEYS: &[(&str, &[&str])] = &[
-    (
-        "",
-        &[
-            "url",
-            "method",
-            "headers",
-            "body",
-            "body-file",
-            "id-pointer",
-            "hold-header",
-            "hold-release",
-            "hold-at-least",
-            "key-ttl-header",
-            "quiet-window",
-            "invalid-body",
-            "second-url",
-            "replicas",
-            "http2",
-            "proxy",
-            "resolve",
-        ],
-    ),
-    ("counter", &["url", "pointer", "command"]),
-    ("tenant-b", &["headers"]),
-    ("restart", &["command", "ready-url", "timeout"]),
-    ("crash", &["header", "lease-wait"]),
-    ("tls", &["cacert", "cert", "key", "insecure"]),
-];
-
 /// For an "unknown field" error, where that key belongs (" — `ready-url` belongs in the
 /// [restart] table"); empty when the key belongs nowhere or the error is another one.
 fn misplaced(message: &str) -> String {
@@ -740,14 +739,7 @@ fn misplaced(message: &str) -> String {
     else {
         return String::new();
     };
-    let homes: Vec<String> = KEYS
-        .iter()
-        .filter(|(_, keys)| keys.contains(&key))
-        .map(|(table, _)| match *table {
-            "" => "at the top level, before the first [table]".to_string(),
-            t => format!("in the [{t}] table"),
-        })
-        .collect();
+    let homes = inputs::homes_of(key);
     if homes.is_empty() {
         String::new()
     } else {
