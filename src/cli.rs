@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::inputs;
 use crate::report::terminal::ColorChoice;
 
 /// Checks that an HTTP API really survives a retried POST: black-box probes of its
@@ -357,6 +358,15 @@ pub struct TargetArgs {
     /// 'X-Test-Key-Ttl-Ms: 200' on the reference server.
     #[arg(long, value_name = "'Name: value'")]
     pub key_ttl_header: Option<String>,
+
+    #[arg(long = inputs::KEY_IN_BODY.long(), help = inputs::KEY_IN_BODY.help, value_name = "POINTER")]
+    pub key_in_body: Option<String>,
+
+    #[arg(long = inputs::KEY_SYNTAX.long(), help = inputs::KEY_SYNTAX.help, value_name = "SYNTAX")]
+    pub key_syntax: Option<String>,
+
+    #[arg(long = inputs::KEY_SHAPE.long(), help = inputs::KEY_SHAPE.help, value_name = "SHAPE")]
+    pub key_shape: Option<String>,
 
     /// After a request the probe left unfinished (dropped, held, unanswered), how long the
     /// effect counter must stay unchanged before the probe counts, so a late execution is

@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use futures::future::BoxFuture;
 
+use crate::carrier::{KeyCarrier, KeyShape, Place, Syntax};
 use crate::diagnostic::{Input, Origins};
 pub use crate::effects::Counter;
 use crate::http::exchange::Header;
@@ -263,6 +264,12 @@ pub struct TargetSpec {
     /// The key header's name when the target's differs from the suite's (an API description
     /// declares it, e.g. `X-Idempotency-Key`).
     pub key_header: Option<String>,
+    /// The body field that carries the key instead of a header (`--key-in-body`).
+    pub key_in_body: Option<String>,
+    /// `ietf` or `token` (`--key-syntax`), as given; see [`KeyCarrier::new`] for the default.
+    pub key_syntax: Option<String>,
+    /// The keys the API accepts (`--key-shape`), as given; see [`KeyShape`].
+    pub key_shape: Option<String>,
     /// Trust, client certificate, `--insecure`: applied to the whole run by its
     /// [`Config::connector`], not per request.
     pub tls: crate::http::tls::TlsOptions,
@@ -341,6 +348,9 @@ impl std::fmt::Debug for TargetSpec {
             redact_headers,
             http2,
             key_header,
+            key_in_body,
+            key_syntax,
+            key_shape,
             tls,
             net,
             target_file,
@@ -401,6 +411,9 @@ impl std::fmt::Debug for TargetSpec {
             .field("redact_headers", redact_headers)
             .field("http2", http2)
             .field("key_header", key_header)
+            .field("key_in_body", key_in_body)
+            .field("key_syntax", key_syntax)
+            .field("key_shape", key_shape)
             .field("tls", tls)
             .field("net", net)
             .field("target_file", target_file)
@@ -482,6 +495,9 @@ pub struct Config {
     pub suite: Suite,
     /// How keys are written: the suite's form, or `--key-form` (see [`KeyForm`]).
     pub key_form: KeyForm,
+    /// Where the key travels, its syntax and the keys the API accepts; the header is the
+    /// suite's (or `--key-header`).
+    pub key_carrier: KeyCarrier,
     /// Everything to mask in reports, named by role for reproduce lines.
     pub secrets: Secrets,
     /// The report's label.
@@ -563,6 +579,7 @@ impl Config {
             }
             suite.header.clone_from(h);
         }
+        let key_carrier = key_carrier(&target, &suite.header)?;
         // Known before the hooks, whose commands are shown masked.
         let secrets = target.secrets(&suite.header);
         let counter = match (&target.count_url, &target.count_cmd) {
@@ -756,6 +773,7 @@ impl Config {
             strict: opts.strict,
             suite,
             key_form: opts.key_form,
+            key_carrier,
             secrets,
             connector,
         })
@@ -841,6 +859,115 @@ fn hold_release(target: &TargetSpec, hold: Option<&Header>) -> Result<Option<Hol
         url: url.clone(),
         at_least,
     }))
+}
+
+/// `--key-in-body`, `--key-syntax` and `--key-shape` around the key header `header`: one
+/// carrier, its body field checked against the body it must travel in, before anything is
+/// sent. Probes send keys only in headers yet, so a body carrier is refused once it is known to
+/// be well-formed: `run` and `stress` never honour half of it.
+fn key_carrier(target: &TargetSpec, header: &str) -> Result<KeyCarrier> {
+    let at = |flag| target.origins.input(flag);
+    let syntax: Option<Syntax> = parse_as(&target.key_syntax, at(inputs::KEY_SYNTAX.flag))?;
+    let shape: Option<KeyShape> = parse_as(&target.key_shape, at(inputs::KEY_SHAPE.flag))?;
+    let place = match &target.key_in_body {
+        None => Place::Header(header.to_string()),
+        Some(pointer) => {
+            let input = at(inputs::KEY_IN_BODY.flag);
+            if target.key_header.is_some() {
+                let header = at(inputs::KEY_HEADER.flag);
+                return Err(input.error(format!(
+                    "give either {} or {}, not both",
+                    header.name, input.name
+                )));
+            }
+            let body = at(inputs::BODY.flag);
+            if let Err(why) = body_has_field(target.body.as_deref(), pointer, body.name) {
+                return Err(input.error(format!("{} {pointer:?}: {why}", input.name)));
+            }
+            return Err(input.error(format!(
+                "{} {pointer}: body carriers are only supported by `client` yet; `run` and \
+                 `stress` send the key in a header (--key-header NAME)",
+                input.name
+            )));
+        }
+    };
+    Ok(KeyCarrier {
+        shape: shape.unwrap_or_default(),
+        ..KeyCarrier::new(place, syntax)
+    })
+}
+
+/// `value` parsed, its error naming `input`.
+fn parse_as<T: std::str::FromStr<Err = String>>(
+    value: &Option<String>,
+    input: Input,
+) -> Result<Option<T>> {
+    value
+        .as_deref()
+        .map(|v| {
+            v.parse()
+                .map_err(|e| input.error(format!("{}: {e}", input.name)))
+        })
+        .transpose()
+}
+
+/// Whether the request body `body` has the field `pointer`: a JSON pointer into a JSON body,
+/// or the name of a form body's field (with or without a leading `/`). `Err` says why not,
+/// naming the body by `given` (`-d`, or the target file's `body`).
+fn body_has_field(
+    body: Option<&str>,
+    pointer: &str,
+    given: &str,
+) -> std::result::Result<(), String> {
+    let Some(text) = body.filter(|b| !b.trim().is_empty()) else {
+        return Err(format!(
+            "there is no request body to carry the key; give one with {given}"
+        ));
+    };
+    let rendered = BodyTemplate::new(text).render("k", 0);
+    if let Ok(json) = serde_json::from_slice::<serde_json::Value>(&rendered) {
+        if !pointer.starts_with('/') {
+            return Err(format!(
+                "the request body ({given}) is JSON, so the key's place is a JSON pointer \
+                 starting with '/', e.g. /idempotency_key"
+            ));
+        }
+        return match json.pointer(pointer) {
+            Some(_) => Ok(()),
+            None => Err(format!(
+                "the request body ({given}) is JSON and has nothing at {pointer}"
+            )),
+        };
+    }
+    let rendered = String::from_utf8_lossy(&rendered);
+    let names: Option<Vec<String>> = rendered
+        .trim()
+        .split('&')
+        .map(|pair| {
+            let (name, _) = pair.split_once('=')?;
+            let name_ok = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_-.[]%+".contains(&b));
+            name_ok
+                .then(|| url::form_urlencoded::parse(pair.as_bytes()).next())?
+                .map(|(n, _)| n.into_owned())
+        })
+        .collect();
+    let Some(names) = names else {
+        return Err(format!(
+            "the request body ({given}) is neither JSON nor a form (name=value&…)"
+        ));
+    };
+    let field = pointer.strip_prefix('/').unwrap_or(pointer);
+    if names.iter().any(|n| n == field) {
+        Ok(())
+    } else {
+        Err(format!(
+            "the request body ({given}) is a form without a field {field:?} (it has {})",
+            names.join(", ")
+        ))
+    }
 }
 
 fn parse_url(text: &str, input: Input) -> Result<url::Url> {
@@ -968,6 +1095,59 @@ mod tests {
             let err = result.err().expect("refused");
             assert!(err.contains(wanted), "{err}");
         }
+    }
+
+    /// The carrier follows the key header: ietf for the draft's header only, token for any
+    /// other, unless --key-syntax says; a shape is kept.
+    #[test]
+    fn the_key_carrier_defaults_by_header() {
+        let build = |header: Option<&str>, syntax: Option<&str>, shape: Option<&str>| {
+            let target = TargetSpec {
+                url: "http://127.0.0.1:9/op".into(),
+                key_header: header.map(Into::into),
+                key_syntax: syntax.map(Into::into),
+                key_shape: shape.map(Into::into),
+                ..TargetSpec::default()
+            };
+            Config::build(target, &default_options(), None).map(|c| c.key_carrier.to_string())
+        };
+        assert_eq!(
+            build(None, None, None).unwrap(),
+            "header Idempotency-Key, ietf"
+        );
+        assert_eq!(
+            build(Some("idempotency-key"), None, None).unwrap(),
+            "header idempotency-key, ietf"
+        );
+        assert_eq!(
+            build(Some("Cko-Idempotency-Key"), None, None).unwrap(),
+            "header Cko-Idempotency-Key, token"
+        );
+        assert_eq!(
+            build(Some("X-Key"), Some("ietf"), Some("uuid")).unwrap(),
+            "header X-Key, ietf, uuid"
+        );
+        assert!(build(None, Some("quoted"), None).is_err());
+    }
+
+    #[test]
+    fn a_body_carrier_needs_its_field_in_the_body() {
+        let has = |body: Option<&str>, pointer: &str| body_has_field(body, pointer, "-d");
+        let json = Some(r#"{"amount":5,"meta":{"key":"{{unique}}"}}"#);
+        assert!(has(json, "/meta/key").is_ok());
+        assert!(has(json, "/key")
+            .unwrap_err()
+            .contains("has nothing at /key"));
+        assert!(has(json, "key").unwrap_err().contains("JSON pointer"));
+        assert!(has(Some("amount=5&idempotency_key={{uuid}}"), "idempotency_key").is_ok());
+        assert!(has(Some("amount=5&idempotency_key=x"), "/idempotency_key").is_ok());
+        assert!(has(Some("amount=5"), "key")
+            .unwrap_err()
+            .contains("(it has amount)"));
+        assert!(has(Some("just text"), "/k")
+            .unwrap_err()
+            .contains("neither JSON nor a form"));
+        assert!(has(None, "/k").unwrap_err().contains("no request body"));
     }
 
     #[test]

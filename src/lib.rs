@@ -12,6 +12,7 @@
 //! [`client`] turns the tables for `idem-check client`: a fake payments API judges how a client
 //! command retries.
 
+pub mod carrier;
 pub mod catalog;
 pub mod check;
 pub mod cli;

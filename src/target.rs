@@ -86,6 +86,9 @@ struct TargetFile {
     read_url: Option<Spanned<String>>,
     key_ttl: Option<Spanned<String>>,
     key_header: Option<Spanned<String>>,
+    key_in_body: Option<Spanned<String>>,
+    key_syntax: Option<Spanned<String>>,
+    key_shape: Option<Spanned<String>>,
     proxy: Option<Spanned<String>>,
     #[serde(default)]
     resolve: Vec<Spanned<String>>,
@@ -217,6 +220,9 @@ pub fn parse(
         http2: file.http2,
         read_url: r.opt(&file.read_url, inputs::READ_URL)?,
         key_ttl: r.duration(&file.key_ttl, inputs::KEY_TTL)?,
+        key_in_body: r.opt(&file.key_in_body, inputs::KEY_IN_BODY)?,
+        key_syntax: r.opt(&file.key_syntax, inputs::KEY_SYNTAX)?,
+        key_shape: r.opt(&file.key_shape, inputs::KEY_SHAPE)?,
         ..TargetSpec::default()
     };
     if let Some(o) = &file.store_outage {
@@ -395,10 +401,23 @@ pub fn from_operation(
 }
 
 /// The bundled reference server's target description `spec` (which names the key header it
-/// was started with): of the target flags, `--http2`, the connection flags and the secrets
-/// apply here; see [`refused_with_reference`] for the others.
+/// was started with): of the target flags, `--http2`, `--key-syntax`, `--key-shape`, the
+/// connection flags and the secrets apply here; see [`refused_with_reference`] for the others.
 pub fn reference(mut spec: TargetSpec, args: &TargetArgs) -> TargetSpec {
     spec.http2 = args.http2;
+    let o = &mut spec.origins;
+    over(
+        &mut spec.key_syntax,
+        &args.key_syntax,
+        inputs::KEY_SYNTAX.flag,
+        o,
+    );
+    over(
+        &mut spec.key_shape,
+        &args.key_shape,
+        inputs::KEY_SHAPE.flag,
+        o,
+    );
     connection_from_args(&args.connection, &mut spec);
     with_secret_flags(spec, args)
 }
@@ -440,6 +459,9 @@ pub fn refused_with_reference(args: &TargetArgs) -> Result<(), AppError> {
         read_url,
         key_ttl,
         key_ttl_header,
+        key_in_body,
+        key_syntax: _,
+        key_shape: _,
         quiet_window,
         store_down_cmd,
         store_up_cmd,
@@ -481,6 +503,7 @@ pub fn refused_with_reference(args: &TargetArgs) -> Result<(), AppError> {
         (inputs::READ_URL.flag, read_url.is_some()),
         (inputs::KEY_TTL.flag, key_ttl.is_some()),
         (inputs::KEY_TTL_HEADER.flag, key_ttl_header.is_some()),
+        (inputs::KEY_IN_BODY.flag, key_in_body.is_some()),
         (inputs::QUIET_WINDOW.flag, quiet_window.is_some()),
         (inputs::STORE_DOWN_CMD.flag, store_down_cmd.is_some()),
         (inputs::STORE_UP_CMD.flag, store_up_cmd.is_some()),
@@ -613,6 +636,19 @@ fn apply_flags(mut t: TargetSpec, args: &TargetArgs) -> Result<TargetSpec, AppEr
         o,
     );
     over(&mut t.key_ttl, &args.key_ttl, inputs::KEY_TTL.flag, o);
+    over(
+        &mut t.key_in_body,
+        &args.key_in_body,
+        inputs::KEY_IN_BODY.flag,
+        o,
+    );
+    over(
+        &mut t.key_syntax,
+        &args.key_syntax,
+        inputs::KEY_SYNTAX.flag,
+        o,
+    );
+    over(&mut t.key_shape, &args.key_shape, inputs::KEY_SHAPE.flag, o);
     t.headers.extend(args.headers.iter().cloned());
     t.http2 |= args.http2;
     connection_from_args(&args.connection, &mut t);
@@ -866,6 +902,34 @@ mod tests {
         let text = "url = \"http://127.0.0.1:1/p\"\nmethd = \"POST\"\n";
         let e = parse("t.toml", text, &env(), Path::new(".")).unwrap_err();
         assert!(!e.message.contains("belongs"), "{}", e.message);
+    }
+
+    /// The keys the old hand-kept list missed are pointed home too, and the key carrier's keys
+    /// are read.
+    #[test]
+    fn every_declared_key_is_pointed_home() {
+        for (key, home) in [
+            ("read-url", "at the top level"),
+            ("key-ttl", "at the top level"),
+            ("key-header", "at the top level"),
+            ("key-in-body", "at the top level"),
+            ("down-command", "in the [store-outage] table"),
+        ] {
+            let text = format!(
+                "url = \"http://127.0.0.1:1/p\"\n[crash]\nheader = \"X: 1\"\n{key} = \"x\"\n"
+            );
+            let e = parse("t.toml", &text, &env(), Path::new(".")).unwrap_err();
+            assert!(
+                e.message.contains(&format!("`{key}` belongs {home}")),
+                "{}",
+                e.message
+            );
+        }
+        let text = "url = \"http://127.0.0.1:1/p\"\nkey-in-body = \"/k\"\nkey-syntax = \"token\"\nkey-shape = \"uuid\"\n";
+        let t = parse("t.toml", text, &env(), Path::new(".")).unwrap();
+        assert_eq!(t.key_in_body.as_deref(), Some("/k"));
+        assert_eq!(t.key_syntax.as_deref(), Some("token"));
+        assert_eq!(t.key_shape.as_deref(), Some("uuid"));
     }
 
     #[test]
