@@ -1,24 +1,25 @@
-//! Command-line options (clap). Only [`crate::commands`] and [`crate::target`] read these;
-//! probes see the validated [`crate::config::Config`].
+//! Command-line options (clap), compiled into the binary only: [`crate::commands`] reads them
+//! (its `flags` lays the target flags over the target description); the library and its probes
+//! see the validated [`idem_check::config::Config`].
 //!
 //! None of the option structs implements `Debug`: they hold the command line as typed, `-H`
 //! credentials, `--secret` values and proxy passwords included, and a `{:?}` of them in a log
 //! line or a panic message would print those. What a run shows of its target goes through
-//! [`crate::config::TargetSpec`], whose `Debug` masks them.
+//! [`idem_check::target::TargetSpec`], whose `Debug` masks them.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::inputs;
-use crate::report::terminal::ColorChoice;
+use idem_check::inputs;
+use idem_check::report::terminal::ColorChoice;
 
 /// Checks that an HTTP API really survives a retried POST: black-box probes of its
 /// Idempotency-Key support (missing key, replays, concurrent duplicates, payload mismatch, key
 /// syntax, tenant scope, persistence across restarts), with the exact exchanges as evidence.
 #[derive(Parser)]
-#[command(name = "idem-check", version, max_term_width = 98, after_long_help = crate::exit::HELP)]
+#[command(name = "idem-check", version, max_term_width = 98, after_long_help = idem_check::exit::HELP)]
 pub struct Opts {
     #[command(subcommand)]
     pub command: Command,
@@ -27,38 +28,38 @@ pub struct Opts {
 #[derive(Subcommand)]
 pub enum Command {
     /// Run the probes against a URL, a target file, or the bundled reference server.
-    #[command(after_long_help = crate::exit::HELP)]
+    #[command(after_long_help = idem_check::exit::HELP)]
     Run(Box<RunArgs>),
     /// List every probe: id, group, section, check severities and what it needs.
     List(ListArgs),
     /// Check a webhook consumer: play its sender (signed as the scheme's real senders sign)
     /// and judge that every redelivered, replayed or concurrent event is applied exactly once
     /// and every forgery refused.
-    #[command(after_long_help = crate::exit::HELP)]
+    #[command(after_long_help = idem_check::exit::HELP)]
     Webhook(Box<WebhookArgs>),
     /// Check exactly-once under load: many keys, each sent as a burst of duplicates plus late
     /// retries, with many requests in flight. Not part of `run`.
-    #[command(after_long_help = crate::exit::HELP)]
+    #[command(after_long_help = idem_check::exit::HELP)]
     Stress(Box<StressArgs>),
     /// Judge the JSON reports of `stress --segment` runs as one run: every key once across the
     /// segments, and the effect counter over the union of their windows.
-    #[command(after_long_help = crate::exit::HELP)]
+    #[command(after_long_help = idem_check::exit::HELP)]
     Merge(MergeArgs),
     /// Check a client or SDK instead of a server: run its command against a fake API that drops
     /// responses, refuses and throttles, and judge how it retries.
     #[command(
-        after_long_help = crate::exit::HELP,
+        after_long_help = idem_check::exit::HELP,
         mut_arg("json", |a| a.help("Write a JSON report (schema idem-check.client/1)."))
     )]
     Client(Box<ClientArgs>),
     /// Build one table across implementations from JSON reports (files or folders).
     Matrix(MatrixArgs),
     /// List the operations of an OpenAPI or Swagger document that take an idempotency key.
-    #[command(after_long_help = crate::exit::HELP)]
+    #[command(after_long_help = idem_check::exit::HELP)]
     Discover(DiscoverArgs),
     /// Write one commented target file per operation of an OpenAPI or Swagger document that
     /// takes an idempotency key, to edit before `run --target FILE`.
-    #[command(after_long_help = crate::exit::HELP)]
+    #[command(after_long_help = idem_check::exit::HELP)]
     Init(InitArgs),
     /// Print a shell completion script: `idem-check completions bash > /etc/bash_completion.d/idem-check`.
     Completions {
@@ -76,7 +77,7 @@ pub enum Command {
         /// The probe id (see `idem-check list`).
         id: String,
         /// The suite whose expectations to show.
-        #[arg(long, default_value = crate::suite::DEFAULT_SUITE, value_name = "NAME|FILE")]
+        #[arg(long, default_value = idem_check::suite::DEFAULT_SUITE, value_name = "NAME|FILE")]
         suite: String,
     },
 }
@@ -172,7 +173,7 @@ pub struct InitArgs {
 #[derive(Args)]
 pub struct ListArgs {
     /// The suite whose expectations to show.
-    #[arg(long, default_value = crate::suite::DEFAULT_SUITE, value_name = "NAME|FILE")]
+    #[arg(long, default_value = idem_check::suite::DEFAULT_SUITE, value_name = "NAME|FILE")]
     pub suite: String,
 }
 
@@ -400,7 +401,7 @@ pub struct TargetArgs {
     pub connection: ConnectionArgs,
 
     /// The suite: a built-in name (ietf-draft-07, stripe) or a suite file.
-    #[arg(long, value_name = "NAME|FILE", default_value = crate::suite::DEFAULT_SUITE)]
+    #[arg(long, value_name = "NAME|FILE", default_value = idem_check::suite::DEFAULT_SUITE)]
     pub suite: String,
 
     /// Per-request timeout.
@@ -483,7 +484,7 @@ pub struct RunArgs {
     /// back to bare keys when the API refuses the quoted form at the pre-flight (quoted-key then
     /// FAILs and every report says so)
     #[arg(long, value_name = "FORM", default_value = "auto")]
-    pub key_form: crate::keys::KeyForm,
+    pub key_form: idem_check::keys::KeyForm,
 
     #[command(flatten)]
     pub report: ReportArgs,
@@ -522,7 +523,7 @@ pub struct StressArgs {
     /// across processes or machines; `idem-check merge` judges the segments' JSON reports as one
     /// run (each segment judges its own keys, the merge the counter). Needs --run-id.
     #[arg(long, value_name = "I/N", requires = "run_id")]
-    pub segment: Option<crate::stress::segment::SegmentSpec>,
+    pub segment: Option<idem_check::stress::segment::SegmentSpec>,
 
     /// With --segment: the run the segment belongs to, the same for every segment (a CI run
     /// id, a Job name); it names the keys, so two runs never share one.
@@ -535,7 +536,7 @@ pub struct StressArgs {
 }
 
 fn parse_run_id(s: &str) -> Result<String, String> {
-    crate::stress::segment::valid_run_id(s).map(|()| s.to_string())
+    idem_check::stress::segment::valid_run_id(s).map(|()| s.to_string())
 }
 
 /// `idem-check merge`.
@@ -595,7 +596,7 @@ pub struct ClientArgs {
     /// opaque value under the provider's own rules) [default: ietf for a header named
     /// Idempotency-Key, token for every other carrier]
     #[arg(long, value_name = "SYNTAX")]
-    pub key_syntax: Option<crate::client::carrier::Syntax>,
+    pub key_syntax: Option<idem_check::client::carrier::Syntax>,
 
     /// Serve this one path instead of /api/payments ({name} matches any segment); any body is
     /// accepted and echoed back with a fresh id.
@@ -611,7 +612,7 @@ pub struct ClientArgs {
     /// [default: bearer for /api/payments, the document's scheme with --openapi, any with
     /// --path]
     #[arg(long, value_name = "KIND")]
-    pub auth: Option<crate::client::auth::Auth>,
+    pub auth: Option<idem_check::client::auth::Auth>,
 
     /// The body of every error the fake API answers, or with STATUS= of that status's errors
     /// (repeatable), with {{status}}, {{message}}, {{type}} and {{code}} filled in [default:
@@ -621,7 +622,7 @@ pub struct ClientArgs {
 
     /// The suite whose key syntax applies (ietf-draft-07: an RFC 8941 String; stripe: either
     /// form, and Stripe's error envelope).
-    #[arg(long, value_name = "NAME|FILE", default_value = crate::suite::DEFAULT_SUITE)]
+    #[arg(long, value_name = "NAME|FILE", default_value = idem_check::suite::DEFAULT_SUITE)]
     pub suite: String,
 
     /// The longest one scenario may take (all its runs of the command); the command's whole
@@ -657,9 +658,9 @@ pub struct ClientArgs {
     pub report: ReportArgs,
 }
 
-/// `--rate`: a whole number of requests per second, from 1 to [`crate::stress::MAX_RATE`].
+/// `--rate`: a whole number of requests per second, from 1 to [`idem_check::stress::MAX_RATE`].
 fn parse_rate(s: &str) -> Result<u32, String> {
-    let max = crate::stress::MAX_RATE;
+    let max = idem_check::stress::MAX_RATE;
     let wanted = format!("expected requests per second, a whole number from 1 to {max}");
     match s.trim().parse::<u64>() {
         Ok(n) if (1..=u64::from(max)).contains(&n) => Ok(n as u32),
@@ -687,7 +688,7 @@ pub struct WebhookArgs {
 
     /// How deliveries are signed, as that sender signs them.
     #[arg(long, value_enum, value_name = "SCHEME")]
-    pub scheme: crate::webhook::scheme::Scheme,
+    pub scheme: idem_check::webhook::scheme::Scheme,
 
     /// The signing secret the consumer verifies with (whsec_ base64 for standard and svix;
     /// masked in every report, reproduce lines read $IDEM_CHECK_WEBHOOK_SECRET).
@@ -766,4 +767,61 @@ pub struct WebhookArgs {
 
     #[command(flatten)]
     pub report: ReportArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Asks whether `T` implements `Debug`: see [`implements_debug`].
+    struct DebugProbe<T>(std::marker::PhantomData<T>);
+
+    /// The answer when `T` does not: method lookup falls back to the trait.
+    trait NoDebug {
+        fn implements_debug(&self) -> bool {
+            false
+        }
+    }
+
+    impl<T> NoDebug for DebugProbe<T> {}
+
+    impl<T: std::fmt::Debug> DebugProbe<T> {
+        /// The answer when `T` does: an inherent method wins over the trait's.
+        fn implements_debug(&self) -> bool {
+            true
+        }
+    }
+
+    /// Whether the type implements `Debug`, decided where the type is named (in a generic
+    /// function the bound would be unknown and the answer always no).
+    macro_rules! implements_debug {
+        ($t:ty) => {
+            DebugProbe::<$t>(std::marker::PhantomData).implements_debug()
+        };
+    }
+
+    /// The parsed command line holds what was typed: `-H` credentials, `--secret` values, proxy
+    /// passwords, commands with secrets in them. None of its structs can be shown with `{:?}`, so
+    /// no log line or panic message can print them; what a run shows goes through its
+    /// [`TargetSpec`](idem_check::target::TargetSpec), whose `Debug` masks them.
+    #[test]
+    fn the_parsed_command_line_has_no_debug() {
+        let debug = [
+            ("Opts", implements_debug!(Opts)),
+            ("Command", implements_debug!(Command)),
+            ("RunArgs", implements_debug!(RunArgs)),
+            ("StressArgs", implements_debug!(StressArgs)),
+            ("ClientArgs", implements_debug!(ClientArgs)),
+            ("DiscoverArgs", implements_debug!(DiscoverArgs)),
+            ("InitArgs", implements_debug!(InitArgs)),
+            ("TargetArgs", implements_debug!(TargetArgs)),
+            ("ConnectionArgs", implements_debug!(ConnectionArgs)),
+            ("OpenApiArgs", implements_debug!(OpenApiArgs)),
+            ("ReportArgs", implements_debug!(ReportArgs)),
+        ];
+        let shown: Vec<&str> = debug.iter().filter(|(_, d)| *d).map(|(n, _)| *n).collect();
+        assert!(shown.is_empty(), "Debug on {shown:?}");
+        // The probe tells the two apart.
+        assert!(implements_debug!(idem_check::config::TargetSpec));
+    }
 }

@@ -1,7 +1,7 @@
 //! The validated run configuration: what probes read, with every default decided here.
 //!
-//! [`crate::target`] lays the flags over a target file (or an API description's operation) into
-//! one [`TargetSpec`] that remembers where each value came from; [`Config::build`] validates it
+//! The binary lays the flags over a target file ([`crate::target`]) or an API description's
+//! operation into one [`TargetSpec`] that remembers where each value came from; [`Config::build`] validates it
 //! with the run options and their loaded suite, each error naming the flag or pointing at the
 //! file's line. Probes never see raw options; which probes run is [`crate::probes::select`]'s
 //! business, not the config's.
@@ -19,8 +19,9 @@ use crate::http::exchange::Header;
 use crate::http::Connector;
 use crate::inputs;
 use crate::keys::KeyForm;
-use crate::redact::{Masked, SecretSources, Secrets};
+use crate::redact::{Masked, Secrets};
 use crate::suite::Suite;
+pub use crate::target::{OutageHook, TargetSpec};
 
 /// The operation under test.
 #[derive(Clone)]
@@ -172,14 +173,6 @@ pub trait RestartHook: Send + Sync + std::fmt::Debug {
     fn restart(&self) -> BoxFuture<'_, Result<Option<String>>>;
 }
 
-/// Takes the target's idempotency store down and brings it back; used by `store-outage`.
-pub trait OutageHook: Send + Sync + std::fmt::Debug {
-    /// One line for the evidence ("`systemctl stop redis`, then `systemctl start redis`").
-    fn describe(&self) -> String;
-    fn down(&self) -> BoxFuture<'_, Result<()>>;
-    fn up(&self) -> BoxFuture<'_, Result<()>>;
-}
-
 /// The user's store-outage hook: one shell command takes the store down, another brings it
 /// back (each shown masked, see [`Masked`]).
 #[derive(Debug, Clone)]
@@ -203,224 +196,6 @@ pub struct CommandRestart {
     pub timeout: Duration,
     /// How the readiness URL is reached: as the run reaches the target.
     pub connector: Arc<Connector>,
-}
-
-/// Everything the user described about the target, before validation. Its `Debug` masks every
-/// secret (see the impl).
-#[derive(Clone, Default)]
-pub struct TargetSpec {
-    pub url: String,
-    pub method: Option<String>,
-    /// `Name: value` lines for tenant A.
-    pub headers: Vec<String>,
-    /// Body text (already read from a file for `-d @FILE`).
-    pub body: Option<String>,
-    pub id_pointer: Option<String>,
-    pub count_url: Option<String>,
-    pub count_pointer: Option<String>,
-    pub count_cmd: Option<String>,
-    pub tenant_b_headers: Vec<String>,
-    pub hold_header: Option<String>,
-    /// POSTed to end a hold early; `{{hold}}` names the hold (see [`HoldRelease`]).
-    pub hold_release: Option<String>,
-    pub hold_at_least: Option<Duration>,
-    /// `Name: value` that asks the server for a short key lifetime (`key-expiry`).
-    pub key_ttl_header: Option<String>,
-    /// How long the counter must stay unchanged after unfinished requests.
-    pub quiet_window: Option<Duration>,
-    pub restart_cmd: Option<String>,
-    pub ready_url: Option<String>,
-    pub restart_timeout: Option<Duration>,
-    /// A payload the operation must refuse (already read from a file for `@FILE`).
-    pub invalid_body: Option<String>,
-    /// The URL of a second operation that takes the same payload (`cross-endpoint`).
-    pub second_url: Option<String>,
-    /// The operation's URL on other replicas of the same deployment (`cross-replica`).
-    pub replicas: Vec<String>,
-    /// `Name: value` that makes the server fail after claiming the key.
-    pub crash_header: Option<String>,
-    pub lease_wait: Option<Duration>,
-    /// A GET (the API's read operation) that `get-ignored` sends with and without a key.
-    pub read_url: Option<String>,
-    /// How long a completed key lives, when the API does not say so in
-    /// `Idempotency-Key-Expires-At` (`key-expiry`).
-    pub key_ttl: Option<Duration>,
-    /// Shell commands that take the idempotency store down and bring it back (`store-outage`).
-    pub store_down_cmd: Option<String>,
-    pub store_up_cmd: Option<String>,
-    /// An outage hook of the target's own (the in-process reference server's), used instead of
-    /// the commands.
-    pub store_outage_hook: Option<Arc<dyn OutageHook>>,
-    /// `(VAR, value)` for every `${VAR}` a target file took from the environment: masked in
-    /// every report, and named `$VAR` in reproduce lines.
-    pub secret_vars: Vec<(String, String)>,
-    /// `--secret` values, in the order given.
-    pub secrets: Vec<String>,
-    /// `--redact-header` names: their values are masked like credentials.
-    pub redact_headers: Vec<String>,
-    /// The target speaks HTTP/2 (over `http://`: h2c with prior knowledge), so bursts can
-    /// release every duplicate in one packet; `https://` targets are asked by ALPN anyway.
-    pub http2: bool,
-    /// The key header's name when the target's differs from the suite's (an API description
-    /// declares it, e.g. `X-Idempotency-Key`).
-    pub key_header: Option<String>,
-    /// The body field that carries the key instead of a header (`--key-in-body`).
-    pub key_in_body: Option<String>,
-    /// `ietf` or `token` (`--key-syntax`), as given; see [`KeyCarrier::new`] for the default.
-    pub key_syntax: Option<String>,
-    /// The keys the API accepts (`--key-shape`), as given; see [`KeyShape`].
-    pub key_shape: Option<String>,
-    /// Trust, client certificate, `--insecure`: applied to the whole run by its
-    /// [`Config::connector`], not per request.
-    pub tls: crate::http::tls::TlsOptions,
-    /// Proxy (given or from the environment) and fixed addresses, applied by
-    /// [`Config::connector`].
-    pub net: crate::http::net::NetOptions,
-    /// The target file this came from, so hints name its keys instead of flags.
-    pub target_file: Option<String>,
-    /// What the API description could not say about the request: each `$ref` left out of the
-    /// body, and why ([`crate::discover::Operation::notes`]).
-    pub notes: Vec<String>,
-    /// Where each value came from, by its flag: errors cite the flag or the target file's line.
-    pub origins: Origins,
-}
-
-impl TargetSpec {
-    /// Every secret of this description, named by role, with `key_header` the header that
-    /// carries the key (never a secret): what the run masks in every output.
-    pub fn secrets(&self, key_header: &str) -> Secrets {
-        let urls: Vec<&str> = [&self.count_url, &self.ready_url, &self.second_url]
-            .into_iter()
-            .flatten()
-            .chain(std::iter::once(&self.url))
-            .chain(&self.replicas)
-            .map(String::as_str)
-            .collect();
-        Secrets::for_target(&SecretSources {
-            tenant_a: &self.headers,
-            tenant_b: &self.tenant_b_headers,
-            given: &self.secrets,
-            urls: &urls,
-            file_vars: &self.secret_vars,
-            redact_headers: &self.redact_headers,
-            key_header,
-        })
-    }
-}
-
-/// Every value as the reports show it: header credentials, URL userinfo and secret query
-/// parameters, proxy credentials, `--secret` values and the target file's `${VAR}` values
-/// masked wherever they stand (a command, a body). A `{:?}` can end up in a log or a panic
-/// message; the description holds the run's credentials.
-impl std::fmt::Debug for TargetSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Destructured whole, so a new field cannot be shown without deciding how.
-        let TargetSpec {
-            url,
-            method,
-            headers,
-            body,
-            id_pointer,
-            count_url,
-            count_pointer,
-            count_cmd,
-            tenant_b_headers,
-            hold_header,
-            hold_release,
-            hold_at_least,
-            key_ttl_header,
-            quiet_window,
-            restart_cmd,
-            ready_url,
-            restart_timeout,
-            invalid_body,
-            second_url,
-            replicas,
-            crash_header,
-            lease_wait,
-            read_url,
-            key_ttl,
-            store_down_cmd,
-            store_up_cmd,
-            store_outage_hook,
-            secret_vars,
-            secrets: given,
-            redact_headers,
-            http2,
-            key_header,
-            key_in_body,
-            key_syntax,
-            key_shape,
-            tls,
-            net,
-            target_file,
-            notes,
-            origins,
-        } = self;
-        let secrets = self.secrets(key_header.as_deref().unwrap_or_default());
-        let text = |v: &Option<String>| v.as_deref().map(|t| secrets.redact(t));
-        let link = |v: &str| secrets.url_for_text(v);
-        let links = |v: &Option<String>| v.as_deref().map(link);
-        let line = |l: &str| match l.split_once(':') {
-            Some((name, value)) => {
-                match secrets.mask_header(name.trim(), value.trim().as_bytes()) {
-                    Some(masked) => format!("{name}: {masked}"),
-                    None => secrets.redact(l),
-                }
-            }
-            None => secrets.redact(l),
-        };
-        let lines = |v: &[String]| v.iter().map(|l| line(l)).collect::<Vec<_>>();
-        let vars: Vec<(&str, &str)> = secret_vars
-            .iter()
-            .map(|(name, _)| (name.as_str(), crate::redact::REDACTED))
-            .collect();
-        f.debug_struct("TargetSpec")
-            .field("url", &link(url))
-            .field("method", method)
-            .field("headers", &lines(headers))
-            .field("body", &text(body))
-            .field("id_pointer", id_pointer)
-            .field("count_url", &links(count_url))
-            .field("count_pointer", count_pointer)
-            .field("count_cmd", &text(count_cmd))
-            .field("tenant_b_headers", &lines(tenant_b_headers))
-            .field("hold_header", &hold_header.as_deref().map(line))
-            .field("hold_release", &links(hold_release))
-            .field("hold_at_least", hold_at_least)
-            .field("key_ttl_header", &key_ttl_header.as_deref().map(line))
-            .field("quiet_window", quiet_window)
-            .field("restart_cmd", &text(restart_cmd))
-            .field("ready_url", &links(ready_url))
-            .field("restart_timeout", restart_timeout)
-            .field("invalid_body", &text(invalid_body))
-            .field("second_url", &links(second_url))
-            .field(
-                "replicas",
-                &replicas.iter().map(|r| link(r)).collect::<Vec<_>>(),
-            )
-            .field("crash_header", &crash_header.as_deref().map(line))
-            .field("lease_wait", lease_wait)
-            .field("read_url", &links(read_url))
-            .field("key_ttl", key_ttl)
-            .field("store_down_cmd", &text(store_down_cmd))
-            .field("store_up_cmd", &text(store_up_cmd))
-            .field("store_outage_hook", store_outage_hook)
-            .field("secret_vars", &vars)
-            .field("secrets", &vec![crate::redact::REDACTED; given.len()])
-            .field("redact_headers", redact_headers)
-            .field("http2", http2)
-            .field("key_header", key_header)
-            .field("key_in_body", key_in_body)
-            .field("key_syntax", key_syntax)
-            .field("key_shape", key_shape)
-            .field("tls", tls)
-            .field("net", net)
-            .field("target_file", target_file)
-            .field("notes", notes)
-            .field("origins", origins)
-            .finish()
-    }
 }
 
 /// Options that shape the run rather than describe the target.
