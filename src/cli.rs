@@ -266,98 +266,61 @@ pub struct TargetArgs {
     #[arg(short = 'd', long = "data", value_name = "BODY|@FILE")]
     pub data: Option<String>,
 
-    /// JSON pointer to the created resource's id in a 2xx body, e.g. /id
-    #[arg(long, value_name = "POINTER")]
+    #[arg(long = inputs::ID_POINTER.long(), help = inputs::ID_POINTER.help, value_name = "POINTER")]
     pub id_pointer: Option<String>,
 
-    /// URL of an effect counter read before and after each probe (GET, JSON body).
-    #[arg(long, value_name = "URL")]
+    #[arg(long = inputs::COUNT_URL.long(), help = inputs::COUNT_URL.help, value_name = "URL")]
     pub count_url: Option<String>,
 
-    /// JSON pointer to the count in the counter's body [default: /count]
-    #[arg(long, value_name = "POINTER")]
+    #[arg(long = inputs::COUNT_POINTER.long(), help = inputs::COUNT_POINTER.help, value_name = "POINTER")]
     pub count_pointer: Option<String>,
 
-    /// A shell command that prints the effect count (instead of --count-url).
-    #[arg(long, value_name = "CMD")]
+    #[arg(long = inputs::COUNT_CMD.long(), help = inputs::COUNT_CMD.help, value_name = "CMD")]
     pub count_cmd: Option<String>,
 
-    /// A header that makes requests come from a second tenant (repeatable); replaces tenant
-    /// A's header of the same name. Needed by tenant-isolation.
-    #[arg(long, value_name = "'Name: value'")]
+    #[arg(long = inputs::TENANT_B_HEADER.long(), help = inputs::TENANT_B_HEADER.help, value_name = "'Name: value'")]
     pub tenant_b_header: Vec<String>,
 
-    /// A header that makes the server hold a request in flight, added to the original of the
-    /// concurrency probes, e.g. 'X-Test-Delay-Ms: 600', or 'X-Test-Hold: {{hold}}' with
-    /// --hold-release, on the reference server.
-    #[arg(long, value_name = "'Name: value'")]
+    #[arg(long = inputs::HOLD_HEADER.long(), help = inputs::HOLD_HEADER.help, value_name = "'Name: value'")]
     pub hold_header: Option<String>,
 
-    /// A URL that ends a hold early when POSTed, with {{hold}} where the hold's name goes; the
-    /// --hold-header value then carries {{hold}} too, so each held request gets its own name.
-    /// The probes release it once they have sent what they need while it was in flight.
-    #[arg(long, value_name = "URL")]
+    #[arg(long = inputs::HOLD_RELEASE.long(), help = inputs::HOLD_RELEASE.help, value_name = "URL")]
     pub hold_release: Option<String>,
 
-    /// With --hold-release: concurrent-duplicates still holds its original at least this long,
-    /// so a lock that expires while the original runs is seen; make it longer than the
-    /// target's lease [default: 0s]
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long = inputs::HOLD_AT_LEAST.long(), help = inputs::HOLD_AT_LEAST.help, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub hold_at_least: Option<Duration>,
 
-    /// A shell command that restarts the target (restart-persistence).
-    #[arg(long, value_name = "CMD")]
+    #[arg(long = inputs::RESTART_CMD.long(), help = inputs::RESTART_CMD.help, value_name = "CMD")]
     pub restart_cmd: Option<String>,
 
-    /// Polled after --restart-cmd until it answers 2xx.
-    #[arg(long, value_name = "URL")]
+    #[arg(long = inputs::READY_URL.long(), help = inputs::READY_URL.help, value_name = "URL")]
     pub ready_url: Option<String>,
 
-    /// How long the restart may take [default: 30s]
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long = inputs::RESTART_TIMEOUT.long(), help = inputs::RESTART_TIMEOUT.help, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub restart_timeout: Option<Duration>,
 
-    /// A request body the operation must refuse, or @FILE (error-not-cached). Placeholders work
-    /// as in -d. Without it, one is derived from a JSON object body by giving its first field a
-    /// value of the wrong type.
-    #[arg(long, value_name = "BODY|@FILE")]
+    #[arg(long = inputs::INVALID_BODY.long(), help = inputs::INVALID_BODY.help, value_name = "BODY|@FILE")]
     pub invalid_body: Option<String>,
 
-    /// URL of a second operation that takes the same method and payload, e.g. .../payouts
-    /// (cross-endpoint: the same key there must be an independent request).
-    #[arg(long, value_name = "URL")]
+    #[arg(long = inputs::SECOND_URL.long(), help = inputs::SECOND_URL.help, value_name = "URL")]
     pub second_url: Option<String>,
 
-    /// The operation's URL on another replica of the same deployment (repeatable;
-    /// cross-replica: duplicates spread over the replicas must execute once; stress sends
-    /// each key's duplicates round-robin to the target and the replicas).
-    #[arg(long, value_name = "URL")]
+    #[arg(long = inputs::REPLICA.long(), help = inputs::REPLICA.help, value_name = "URL")]
     pub replica: Vec<String>,
 
-    /// A header that makes the server fail after it claimed the key, as a crash would, e.g.
-    /// 'X-Test-Crash: 1' on the reference server (wedged-key-recovery).
-    #[arg(long, value_name = "'Name: value'")]
+    #[arg(long = inputs::CRASH_HEADER.long(), help = inputs::CRASH_HEADER.help, value_name = "'Name: value'")]
     pub crash_header: Option<String>,
 
-    /// How long retries after a crash may keep getting 409 before the key counts as wedged;
-    /// make it longer than the target's lease [default: 60s]
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long = inputs::LEASE_WAIT.long(), help = inputs::LEASE_WAIT.help, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub lease_wait: Option<Duration>,
 
-    /// URL of the API's read operation, e.g. .../payments/count: sent as a GET with and
-    /// without a key, which must make no difference (get-ignored).
-    #[arg(long, value_name = "URL")]
+    #[arg(long = inputs::READ_URL.long(), help = inputs::READ_URL.help, value_name = "URL")]
     pub read_url: Option<String>,
 
-    /// How long a completed key is remembered, for APIs that do not send
-    /// Idempotency-Key-Expires-At (key-expiry waits it out; at most 150s).
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long = inputs::KEY_TTL.long(), help = inputs::KEY_TTL.help, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub key_ttl: Option<Duration>,
 
-    /// A header that asks the server for a short lifetime of the key it is sent with, added to
-    /// key-expiry's original so the probe need not wait out the deployment's lifetime, e.g.
-    /// 'X-Test-Key-Ttl-Ms: 200' on the reference server.
-    #[arg(long, value_name = "'Name: value'")]
+    #[arg(long = inputs::KEY_TTL_HEADER.long(), help = inputs::KEY_TTL_HEADER.help, value_name = "'Name: value'")]
     pub key_ttl_header: Option<String>,
 
     #[arg(long = inputs::KEY_IN_BODY.long(), help = inputs::KEY_IN_BODY.help, value_name = "POINTER")]
@@ -369,26 +332,16 @@ pub struct TargetArgs {
     #[arg(long = inputs::KEY_SHAPE.long(), help = inputs::KEY_SHAPE.help, value_name = "SHAPE")]
     pub key_shape: Option<String>,
 
-    /// After a request the probe left unfinished (dropped, held, unanswered), how long the
-    /// effect counter must stay unchanged before the probe counts, so a late execution is
-    /// charged to the probe that caused it; lengthen it for APIs that execute asynchronously
-    /// [default: 300ms]
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long = inputs::QUIET_WINDOW.long(), help = inputs::QUIET_WINDOW.help, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub quiet_window: Option<Duration>,
 
-    /// A shell command that takes the idempotency store down (store-outage; with
-    /// --store-up-cmd, bounded by --restart-timeout).
-    #[arg(long, value_name = "CMD")]
+    #[arg(long = inputs::STORE_DOWN_CMD.long(), help = inputs::STORE_DOWN_CMD.help, value_name = "CMD")]
     pub store_down_cmd: Option<String>,
 
-    /// A shell command that brings the idempotency store back after --store-down-cmd.
-    #[arg(long, value_name = "CMD")]
+    #[arg(long = inputs::STORE_UP_CMD.long(), help = inputs::STORE_UP_CMD.help, value_name = "CMD")]
     pub store_up_cmd: Option<String>,
 
-    /// The target speaks HTTP/2 (for http:// URLs, h2c with prior knowledge): race bursts then
-    /// release every duplicate in one packet. https:// targets that pick h2 in ALPN get that
-    /// without the flag.
-    #[arg(long)]
+    #[arg(long = inputs::HTTP2.long(), help = inputs::HTTP2.help)]
     pub http2: bool,
 
     /// Release HTTP/1.1 bursts from the calling thread. By default two dedicated release threads

@@ -63,18 +63,50 @@ inputs! {
     BODY: "-d" "body";
     /// A body read from a file relative to the target file; the flag is `-d @FILE`.
     BODY_FILE: "-d" "body-file";
-    ID_POINTER: "--id-pointer" "id-pointer";
-    HOLD_HEADER: "--hold-header" "hold-header";
-    HOLD_RELEASE: "--hold-release" "hold-release";
-    HOLD_AT_LEAST: "--hold-at-least" "hold-at-least";
-    KEY_TTL_HEADER: "--key-ttl-header" "key-ttl-header";
-    QUIET_WINDOW: "--quiet-window" "quiet-window";
-    INVALID_BODY: "--invalid-body" "invalid-body";
-    SECOND_URL: "--second-url" "second-url";
-    REPLICA: "--replica" "replicas";
-    HTTP2: "--http2" "http2";
-    READ_URL: "--read-url" "read-url";
-    KEY_TTL: "--key-ttl" "key-ttl";
+    ID_POINTER: "--id-pointer" "id-pointer",
+        "JSON pointer to the created resource's id in a 2xx body, e.g. /id";
+    HOLD_HEADER: "--hold-header" "hold-header",
+        "A header that makes the server hold a request in flight, added to the original of the \
+         concurrency probes, e.g. 'X-Test-Delay-Ms: 600', or 'X-Test-Hold: {{hold}}' with \
+         --hold-release, on the reference server";
+    HOLD_RELEASE: "--hold-release" "hold-release",
+        "A URL that ends a hold early when POSTed, with {{hold}} where the hold's name goes; \
+         the --hold-header value then carries {{hold}} too, so each held request gets its own \
+         name. The probes release it once they have sent what they need while it was in flight";
+    HOLD_AT_LEAST: "--hold-at-least" "hold-at-least",
+        "With --hold-release: concurrent-duplicates still holds its original at least this \
+         long, so a lock that expires while the original runs is seen; make it longer than the \
+         target's lease [default: 0s]";
+    KEY_TTL_HEADER: "--key-ttl-header" "key-ttl-header",
+        "A header that asks the server for a short lifetime of the key it is sent with, added \
+         to key-expiry's original so the probe need not wait out the deployment's lifetime, \
+         e.g. 'X-Test-Key-Ttl-Ms: 200' on the reference server";
+    QUIET_WINDOW: "--quiet-window" "quiet-window",
+        "After a request the probe left unfinished (dropped, held, unanswered), how long the \
+         effect counter must stay unchanged before the probe counts, so a late execution is \
+         charged to the probe that caused it; lengthen it for APIs that execute asynchronously \
+         [default: 300ms]";
+    INVALID_BODY: "--invalid-body" "invalid-body",
+        "A request body the operation must refuse, or @FILE (error-not-cached). Placeholders \
+         work as in -d. Without it, one is derived from a JSON object body by giving its first \
+         field a value of the wrong type";
+    SECOND_URL: "--second-url" "second-url",
+        "URL of a second operation that takes the same method and payload, e.g. .../payouts \
+         (cross-endpoint: the same key there must be an independent request)";
+    REPLICA: "--replica" "replicas",
+        "The operation's URL on another replica of the same deployment (repeatable; \
+         cross-replica: duplicates spread over the replicas must execute once; stress sends \
+         each key's duplicates round-robin to the target and the replicas)";
+    HTTP2: "--http2" "http2",
+        "The target speaks HTTP/2 (for http:// URLs, h2c with prior knowledge): race bursts \
+         then release every duplicate in one packet. https:// targets that pick h2 in ALPN get \
+         that without the flag";
+    READ_URL: "--read-url" "read-url",
+        "URL of the API's read operation, e.g. .../payments/count: sent as a GET with and \
+         without a key, which must make no difference (get-ignored)";
+    KEY_TTL: "--key-ttl" "key-ttl",
+        "How long a completed key is remembered, for APIs that do not send \
+         Idempotency-Key-Expires-At (key-expiry waits it out; at most 150s)";
     KEY_HEADER: "--key-header" "key-header";
     KEY_IN_BODY: "--key-in-body" "key-in-body",
         "The request carries its idempotency key in the body instead of a header: at this JSON \
@@ -93,17 +125,32 @@ inputs! {
     CERT: "--cert" in ["tls"] "cert";
     CERT_KEY: "--key" in ["tls"] "key";
     INSECURE: "--insecure" in ["tls"] "insecure";
-    COUNT_URL: "--count-url" in ["counter"] "url";
-    COUNT_POINTER: "--count-pointer" in ["counter"] "pointer";
-    COUNT_CMD: "--count-cmd" in ["counter"] "command";
-    TENANT_B_HEADER: "--tenant-b-header" in ["tenant-b"] "headers";
-    RESTART_CMD: "--restart-cmd" in ["restart"] "command";
-    READY_URL: "--ready-url" in ["restart"] "ready-url";
-    RESTART_TIMEOUT: "--restart-timeout" in ["restart"] "timeout";
-    CRASH_HEADER: "--crash-header" in ["crash"] "header";
-    LEASE_WAIT: "--lease-wait" in ["crash"] "lease-wait";
-    STORE_DOWN_CMD: "--store-down-cmd" in ["store-outage"] "down-command";
-    STORE_UP_CMD: "--store-up-cmd" in ["store-outage"] "up-command";
+    COUNT_URL: "--count-url" in ["counter"] "url",
+        "URL of an effect counter read before and after each probe (GET, JSON body)";
+    COUNT_POINTER: "--count-pointer" in ["counter"] "pointer",
+        "JSON pointer to the count in the counter's body [default: /count]";
+    COUNT_CMD: "--count-cmd" in ["counter"] "command",
+        "A shell command that prints the effect count (instead of --count-url)";
+    TENANT_B_HEADER: "--tenant-b-header" in ["tenant-b"] "headers",
+        "A header that makes requests come from a second tenant (repeatable); replaces tenant \
+         A's header of the same name. Needed by tenant-isolation";
+    RESTART_CMD: "--restart-cmd" in ["restart"] "command",
+        "A shell command that restarts the target (restart-persistence)";
+    READY_URL: "--ready-url" in ["restart"] "ready-url",
+        "Polled after --restart-cmd until it answers 2xx";
+    RESTART_TIMEOUT: "--restart-timeout" in ["restart"] "timeout",
+        "How long the restart may take [default: 30s]";
+    CRASH_HEADER: "--crash-header" in ["crash"] "header",
+        "A header that makes the server fail after it claimed the key, as a crash would, e.g. \
+         'X-Test-Crash: 1' on the reference server (wedged-key-recovery)";
+    LEASE_WAIT: "--lease-wait" in ["crash"] "lease-wait",
+        "How long retries after a crash may keep getting 409 before the key counts as wedged; \
+         make it longer than the target's lease [default: 60s]";
+    STORE_DOWN_CMD: "--store-down-cmd" in ["store-outage"] "down-command",
+        "A shell command that takes the idempotency store down (store-outage; with \
+         --store-up-cmd, bounded by --restart-timeout)";
+    STORE_UP_CMD: "--store-up-cmd" in ["store-outage"] "up-command",
+        "A shell command that brings the idempotency store back after --store-down-cmd";
 }
 
 /// For a target-file key written in the wrong place, where it belongs: "at the top level,
