@@ -542,14 +542,14 @@ pub struct ClientArgs {
 
     /// The client sends its key in the body, at this JSON pointer (/idempotency_key), or for
     /// a form body in this field, instead of a header.
-    #[arg(long, value_name = "POINTER", conflicts_with = "key_header")]
+    #[arg(long = inputs::KEY_IN_BODY.long(), value_name = "POINTER", conflicts_with = "key_header")]
     pub key_in_body: Option<String>,
 
     /// How the key is written: ietf (an RFC 8941 String, the draft's field) or token (an
     /// opaque value under the provider's own rules) [default: ietf for a header named
     /// Idempotency-Key, token for every other carrier]
-    #[arg(long, value_name = "SYNTAX")]
-    pub key_syntax: Option<idem_check::client::carrier::Syntax>,
+    #[arg(long = inputs::KEY_SYNTAX.long(), value_name = "SYNTAX")]
+    pub key_syntax: Option<idem_check::carrier::Syntax>,
 
     /// Serve this one path instead of /api/payments ({name} matches any segment); any body is
     /// accepted and echoed back with a fresh id.
