@@ -87,14 +87,14 @@ pub fn target_file(op: &Operation, document: &str, path: &std::path::Path) -> St
         }
     );
     match &op.key {
-        super::key::DeclaredKey::Header(name) => {
+        crate::carrier::Place::Header(name) => {
             let _ = writeln!(
                 out,
                 "# the document declares this header as the key ({how})"
             );
             let _ = writeln!(out, "key-header = {}", q(name));
         }
-        super::key::DeclaredKey::Body(pointer) => {
+        crate::carrier::Place::Body(pointer) => {
             let _ = writeln!(
                 out,
                 "# the document declares the key in the request body ({how})"

@@ -6,58 +6,18 @@
 //! A header wins when an operation declares both: it is what the draft standardises, and a
 //! body property that mentions idempotency beside a key header is more likely to describe it.
 
-use std::fmt;
-
 use serde_json::Value;
 
 use super::body::Generator;
 use super::header::Match;
 use super::refs::escape;
-
-/// Where the document says the key goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DeclaredKey {
-    /// A header parameter, by its declared name.
-    Header(String),
-    /// A request-body property: a JSON pointer (`/idempotency_key`) for JSON bodies, the
-    /// field's name for form bodies.
-    Body(String),
-}
-
-impl DeclaredKey {
-    /// The header's name, when the key travels in one.
-    pub fn header(&self) -> Option<&str> {
-        match self {
-            DeclaredKey::Header(name) => Some(name),
-            DeclaredKey::Body(_) => None,
-        }
-    }
-
-    /// How headings and tables name it: the header's name as declared (`Idempotency-Key`), or
-    /// `body /idempotency_key`.
-    pub fn label(&self) -> String {
-        match self {
-            DeclaredKey::Header(name) => name.clone(),
-            DeclaredKey::Body(pointer) => format!("body {pointer}"),
-        }
-    }
-}
-
-impl fmt::Display for DeclaredKey {
-    /// `header Idempotency-Key`, `body /idempotency_key`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DeclaredKey::Header(name) => write!(f, "header {name}"),
-            DeclaredKey::Body(pointer) => write!(f, "body {pointer}"),
-        }
-    }
-}
+use crate::carrier::Place;
 
 /// A key found in an operation: where, whether the document requires it, and how it was
 /// recognised.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FoundKey {
-    pub at: DeclaredKey,
+    pub at: Place,
     pub required: bool,
     pub matched: Match,
 }
@@ -109,7 +69,7 @@ fn find(
                 }),
             };
             seen.then(|| FoundKey {
-                at: DeclaredKey::Body(if form {
+                at: Place::Body(if form {
                     name.clone()
                 } else {
                     format!("{parent}/{}", escape(name))
@@ -163,7 +123,7 @@ mod tests {
             "properties": {"source_id": {"type": "string"},
                 "idempotency_key": {"type": "string", "maxLength": 45}}});
         let k = in_body(&json!({}), JSON, &schema).unwrap();
-        assert_eq!(k.at, DeclaredKey::Body("/idempotency_key".into()));
+        assert_eq!(k.at, Place::Body("/idempotency_key".into()));
         assert!(k.required);
         assert_eq!(k.matched, Match::Name);
         assert_eq!(k.at.to_string(), "body /idempotency_key");
@@ -177,12 +137,12 @@ mod tests {
         let schema = json!({"type": "object", "properties": {
             "meta": {"$ref": "#/components/schemas/Meta"}, "amount": {"type": "integer"}}});
         let k = in_body(&root, JSON, &schema).unwrap();
-        assert_eq!(k.at, DeclaredKey::Body("/meta/dedup".into()));
+        assert_eq!(k.at, Place::Body("/meta/dedup".into()));
         assert_eq!(k.matched, Match::Description);
         assert!(!k.required);
         let form = json!({"properties": {"idempotencyKey": {"type": "string"}}});
         let k = in_body(&root, "application/x-www-form-urlencoded", &form).unwrap();
-        assert_eq!(k.at, DeclaredKey::Body("idempotencyKey".into()));
+        assert_eq!(k.at, Place::Body("idempotencyKey".into()));
     }
 
     #[test]

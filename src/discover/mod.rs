@@ -19,6 +19,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::carrier::Place;
+
 pub mod body;
 pub mod external;
 pub mod header;
@@ -101,7 +103,7 @@ pub struct Operation {
     /// The declared operationId, else one made from method and path.
     pub operation_id: String,
     /// Where the key goes as declared: a header, or a property of the request body.
-    pub key: key::DeclaredKey,
+    pub key: Place,
     pub required: bool,
     /// How the header or body property was recognised.
     pub matched: header::Match,
@@ -334,7 +336,7 @@ fn examine(
         let name = p.get("name").and_then(Value::as_str)?;
         let description = p.get("description").and_then(Value::as_str);
         header::recognise(name, description, &opts.key_headers).map(|m| key::FoundKey {
-            at: key::DeclaredKey::Header(name.to_string()),
+            at: Place::Header(name.to_string()),
             required: p.get("required").and_then(Value::as_bool) == Some(true),
             matched: m,
         })

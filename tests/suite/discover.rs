@@ -552,7 +552,7 @@ async fn remote_refs_are_fetched_once_and_those_that_fail_are_notes_on_their_ope
 /// `run`/`stress` refuse a body key naming it: their probes place keys in a header.
 #[test]
 fn keys_in_the_body_are_found_and_named_by_their_carrier() {
-    use idem_check::discover::key::DeclaredKey;
+    use idem_check::carrier::Place;
     let d = found("body-key.yaml");
     assert_eq!(
         ids(&d),
@@ -565,7 +565,7 @@ fn keys_in_the_body_are_found_and_named_by_their_carrier() {
     );
     assert_eq!(d.without_key, 1, "request_id for tracing is no key");
     let p = op(&d, "createPayment");
-    assert_eq!(p.key, DeclaredKey::Body("/idempotency_key".into()));
+    assert_eq!(p.key, Place::Body("/idempotency_key".into()));
     assert_eq!((p.required, p.matched), (true, Match::Name));
     assert_eq!(p.key.to_string(), "body /idempotency_key");
     let reason = p.url.as_ref().unwrap_err();
@@ -574,14 +574,14 @@ fn keys_in_the_body_are_found_and_named_by_their_carrier() {
         "{reason}"
     );
     let c = op(&d, "sendCommand");
-    assert_eq!(c.key, DeclaredKey::Body("/meta/dedup".into()));
+    assert_eq!(c.key, Place::Body("/meta/dedup".into()));
     assert_eq!((c.required, c.matched), (false, Match::Description));
     assert_eq!(
         op(&d, "createCharge").key,
-        DeclaredKey::Body("idempotencyKey".into())
+        Place::Body("idempotencyKey".into())
     );
     let r = op(&d, "createRefund");
-    assert_eq!(r.key, DeclaredKey::Header("Idempotency-Key".into()));
+    assert_eq!(r.key, Place::Header("Idempotency-Key".into()));
     assert_eq!(
         r.url.as_deref(),
         Ok("https://api.example.com/v2/refunds"),
