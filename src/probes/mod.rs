@@ -19,6 +19,7 @@ use crate::outcome::Stop;
 use crate::suite::Suite;
 
 mod ctx;
+pub mod kit;
 mod shared;
 pub use crate::http::Request;
 pub use ctx::{ProbeCtx, Session};
