@@ -194,7 +194,7 @@ fn finish(
         ..
     } = ctx;
     let (checks, unjudged) = (judge.checks, judge.unjudged);
-    let ran = record.exchanges.iter().any(|e| e.response.is_some());
+    let ran = record.exchanges.iter().any(|e| e.response().is_some());
     let stop = match (stop, session.stopped()) {
         (_, Some(why)) if ran => Some(Stop::Inconclusive(why)),
         (_, Some(why)) => Some(Stop::Error(why)),

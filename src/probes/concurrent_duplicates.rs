@@ -180,14 +180,14 @@ fn judge(ctx: &mut ProbeCtx, rounds: &[Round]) -> Option<Stop> {
     let all: Vec<&Exchange> = sent
         .iter()
         .copied()
-        .filter(|e| e.response.is_some())
+        .filter(|e| e.response().is_some())
         .collect();
     let unanswered = sent.len() - all.len();
     let mut stop = None;
     if unanswered > 0 {
         let first = sent
             .iter()
-            .find_map(|e| e.error.clone())
+            .find_map(|e| e.error().map(|e| e.detail.clone()))
             .unwrap_or_default();
         ctx.note(format!(
             "{unanswered} of {} requests got no response (first: {first}); they are left out of the status checks",

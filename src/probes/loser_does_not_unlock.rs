@@ -83,7 +83,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
             .iter()
             .any(|d| d.status().is_some_and(|s| conflict.contains(&s)))
     });
-    let owner_lost = owner.response.is_none()
+    let owner_lost = owner.response().is_none()
         || (owner.status().is_some_and(|s| conflict.contains(&s))
             && first_success.is_some()
             && !refused_first);

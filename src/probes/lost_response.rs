@@ -16,7 +16,6 @@ use super::shared::{is_success, retry_while};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::http::exchange::Exchange;
-use crate::http::raw::DROPPED;
 use crate::outcome::Stop;
 
 /// How long after writing a held original the connection is closed, at first: enough for the
@@ -103,11 +102,14 @@ async fn scenario(
         let ends = ctx.instant_of(&dropped) + length;
         hold::ended(ctx, dropped.n, ends, true);
     }
-    if dropped.error.as_deref() != Some(DROPPED) {
+    if !dropped.dropped() {
         return Err(Stop::Error(format!(
             "the original request (#{}) could not be sent: {}",
             dropped.n,
-            dropped.error.clone().unwrap_or_default()
+            dropped
+                .error()
+                .map(|e| e.detail.clone())
+                .unwrap_or_default()
         )));
     }
     // Retry until the operation's result arrives, whatever comes first: a retry that stopped at

@@ -8,7 +8,7 @@ use futures::FutureExt;
 
 use super::transport::{Sent, Transport};
 use crate::config::{Config, RunOptions, TargetSpec};
-use crate::http::exchange::{Header, ReceivedResponse, SentRequest};
+use crate::http::exchange::{Header, ReceivedResponse, SentRequest, TransportErrorKind};
 use crate::http::raw::RawResponse;
 use crate::http::Request;
 
@@ -73,7 +73,7 @@ pub fn exchange(raw: &RawResponse) -> crate::http::exchange::Exchange {
         sent(),
         raw,
         super::recorder::Traffic::Operation,
-        false,
+        TransportErrorKind::Failed,
     )
 }
 
@@ -111,7 +111,7 @@ impl Transport for Fake {
             let started = Instant::now();
             let (delay, result) = (self.0)(&sent);
             tokio::time::sleep(delay).await;
-            (sent, RawResponse::ended_now(started, result))
+            Sent::new(sent, RawResponse::ended_now(started, result))
         }
         .boxed()
     }

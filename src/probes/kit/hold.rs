@@ -86,7 +86,7 @@ async fn post_release(
         },
         Err(e) => return Some(format!("could not release the hold at {url}: {e}")),
     };
-    let (_, r) = transport.send(&req).await;
+    let r = transport.send(&req).await.raw;
     Some(match r.result {
         Ok(resp) if resp.is_success() => format!(
             "released the hold at +{at:.0} ms (POST {url} → {})",
@@ -165,9 +165,9 @@ pub async fn send_then_release(
         };
     }
     let t = ctx.transports.ordinary.inner().clone();
-    let ((sent, r), line) =
+    let (sent, line) =
         release_if_stalled(t.send(&req), t.as_ref(), &ctx.config, name, ctx.started).await;
-    let ex = ctx.outbox().record_sent(role, sent, &r);
+    let ex = ctx.outbox().record_sent(role, sent);
     let waited = line.is_some();
     match line {
         Some((line, at)) => {
@@ -202,7 +202,7 @@ pub async fn length(ctx: &mut ProbeCtx) -> Option<Duration> {
     }
     let h = held(&ctx.config, ctx.keyed(&ctx.fresh_key()))?;
     let ex = ctx.send("hold measurement", h.request).await;
-    ex.response.as_ref()?;
+    ex.response()?;
     let length = Duration::from_secs_f64(ex.duration_ms / 1000.0);
     ctx.note(format!(
         "the hold lasts {:.0} ms (#{}, a held request of its own key)",
@@ -264,9 +264,9 @@ pub async fn with_waves(
         };
         let (original_ex, dups) = held_once(ctx, &original, wave, shape).await;
         let Some(response) = original_ex
-            .response
-            .as_ref()
+            .response()
             .filter(|_| throttle::throttled(&original_ex))
+            .cloned()
         else {
             return Ok((
                 original_ex,
@@ -281,7 +281,7 @@ pub async fn with_waves(
             )));
         }
         resends += 1;
-        let pause = throttle::pause(response);
+        let pause = throttle::pause(&response);
         ctx.note(format!(
             "#{} was throttled (429): sent again after {:.1} s",
             original_ex.n,
@@ -339,7 +339,7 @@ async fn held_once(
                 }
                 _ => batch.await,
             };
-            if !done.load(Ordering::SeqCst) && batch.iter().all(|(_, r)| r.result.is_ok()) {
+            if !done.load(Ordering::SeqCst) && batch.iter().all(|s| s.raw.result.is_ok()) {
                 answered += 1;
             }
             sent.extend(batch.into_iter().map(|r| (w, r)));
@@ -352,9 +352,9 @@ async fn held_once(
         }
         (sent, released)
     };
-    let ((o_sent, o_resp), (waves, released)) = tokio::join!(original_fut, waves_fut);
-    let original_ex = ctx.outbox().record_sent("original (held)", o_sent, &o_resp);
-    if released.is_none() && original_ex.response.is_some() {
+    let (o_sent, (waves, released)) = tokio::join!(original_fut, waves_fut);
+    let original_ex = ctx.outbox().record_sent("original (held)", o_sent);
+    if released.is_none() && original_ex.response().is_some() {
         ctx.session
             .held_for(Duration::from_secs_f64(original_ex.duration_ms / 1000.0));
     }
@@ -363,12 +363,15 @@ async fn held_once(
     }
     let total_waves = waves.last().map_or(0, |(w, _)| *w);
     let mut dups = Vec::with_capacity(waves.len());
-    for (i, (w, (s, r))) in waves.into_iter().enumerate() {
+    for (i, (w, s)) in waves.into_iter().enumerate() {
         let role = format!("duplicate {}, wave {w}/{total_waves}", i + 1);
-        dups.push(
-            ctx.record
-                .record(role, s, &r, super::recorder::Traffic::Operation, false),
-        );
+        dups.push(ctx.record.record(
+            role,
+            s.request,
+            &s.raw,
+            super::recorder::Traffic::Operation,
+            s.failure,
+        ));
     }
     (original_ex, dups)
 }

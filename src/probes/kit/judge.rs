@@ -8,7 +8,6 @@ use crate::check::{self, Check, CheckSpec, Severity};
 use crate::config::Config;
 use crate::effects::{Executions, Meter};
 use crate::http::exchange::Exchange;
-use crate::http::raw;
 use crate::probes::{CheckDecl, ProbeMeta};
 
 /// A probe's judged and unjudged checks.
@@ -19,11 +18,6 @@ pub struct Judge {
     /// Checks that could not be judged, each with why: they make the probe INCONCLUSIVE unless
     /// another check FAILs.
     pub(crate) unjudged: Vec<String>,
-}
-
-/// Whether an exchange failed in transport (no answer), as opposed to a deliberate drop.
-fn transport_failed(ex: &Exchange) -> bool {
-    ex.response.is_none() && ex.error.as_deref() != Some(raw::DROPPED)
 }
 
 impl Judge {
@@ -73,8 +67,8 @@ impl Judge {
                 .exchanges
                 .iter()
                 .filter_map(|n| record.get(*n))
-                .find(|e| transport_failed(e))
-                .map(|e| (e.n, e.error.clone().unwrap_or_default()));
+                .find(|e| e.response().is_none() && !e.dropped())
+                .map(|e| (e.n, e.error().map(|e| e.detail.clone()).unwrap_or_default()));
             if let Some((n, error)) = failed {
                 self.unjudged(
                     record,
@@ -224,6 +218,7 @@ impl Judge {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::exchange::TransportErrorKind;
     use crate::probes::kit::fake;
     use crate::probes::kit::recorder::Traffic;
 
@@ -251,7 +246,7 @@ mod tests {
             fake::sent(),
             &fake::failed("timed out"),
             Traffic::Operation,
-            false,
+            TransportErrorKind::Failed,
         );
         r
     }

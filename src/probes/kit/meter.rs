@@ -7,7 +7,7 @@ use super::recorder::{Recorder, Traffic};
 use super::session::Session;
 use crate::effects::{Executions, Meter, Reading};
 use crate::http::client::Client;
-use crate::http::exchange::Exchange;
+use crate::http::exchange::{Exchange, TransportErrorKind};
 use crate::outcome::Stop;
 
 /// An execution count, or why it cannot be trusted.
@@ -72,7 +72,13 @@ impl Counting {
         let mut cited = String::new();
         let unanswered = read.unanswered();
         if let Some((request, raw)) = read.exchange {
-            let ex = record.record(role.to_string(), request, &raw, Traffic::CounterRead, false);
+            let ex = record.record(
+                role.to_string(),
+                request,
+                &raw,
+                Traffic::CounterRead,
+                TransportErrorKind::Failed,
+            );
             cited = format!("#{}: ", ex.n);
         }
         if let Some(line) = read.note {
@@ -222,7 +228,7 @@ mod tests {
             fake::sent(),
             &fake::answered(201),
             Traffic::Operation,
-            false,
+            TransportErrorKind::Failed,
         );
         settle(&mut record, &session.meter, &client(&config), SETTLING).await;
         assert!(record.timeline.is_empty());
@@ -238,7 +244,7 @@ mod tests {
             fake::sent(),
             &fake::failed("reset"),
             Traffic::Operation,
-            false,
+            TransportErrorKind::Failed,
         );
         let start = Instant::now();
         record.hold_ends(1, start + Duration::from_millis(30));
@@ -265,7 +271,7 @@ mod tests {
             fake::sent(),
             &fake::answered(201),
             Traffic::Operation,
-            false,
+            TransportErrorKind::Failed,
         );
         let mut counting = Counting::default();
         let r = counting

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::throttle::{Attempt, Throttling};
-use crate::http::exchange::{Exchange, SentRequest};
+use crate::http::exchange::{Exchange, SentRequest, TransportError, TransportErrorKind};
 use crate::http::raw::RawResponse;
 
 /// What a recorded request was: one to the operation (the traffic a counter delta is checked
@@ -75,15 +75,15 @@ impl Recorder {
         at.saturating_duration_since(self.started).as_secs_f64() * 1000.0
     }
 
-    /// Numbers and stores one exchange. A request without an answer is left unfinished unless
-    /// `settled` (it never left, so no effect can follow).
+    /// Numbers and stores one exchange; `failure` says what an error in `r` is. A request
+    /// without an answer is left unfinished unless it was never sent (so no effect can follow).
     pub fn record(
         &mut self,
         role: String,
         request: SentRequest,
         r: &RawResponse,
         traffic: Traffic,
-        settled: bool,
+        failure: TransportErrorKind,
     ) -> Exchange {
         if traffic == Traffic::Operation {
             self.sent += 1;
@@ -109,10 +109,12 @@ impl Recorder {
                 * 1000.0,
             release_us: r.released.map(|t| self.offset_ms(t) * 1000.0),
             request,
-            response: r.result.as_ref().ok().cloned(),
-            error: r.result.as_ref().err().cloned(),
+            outcome: r.result.clone().map_err(|detail| TransportError {
+                kind: failure,
+                detail,
+            }),
         };
-        if ex.response.is_none() && !settled {
+        if ex.response().is_none() && failure != TransportErrorKind::NotSent {
             self.unfinished.push(Unfinished {
                 n: ex.n,
                 hold_ends: None,
@@ -124,7 +126,7 @@ impl Recorder {
 
     /// Records one attempt a throttling transport made, marking and noting a 429 it sent again.
     pub fn record_attempt(&mut self, role: String, a: Attempt) -> Exchange {
-        let ex = self.record(role, a.sent, &a.raw, Traffic::Operation, false);
+        let ex = self.record(role, a.request, &a.raw, Traffic::Operation, a.failure);
         if let Throttling::SentAgain(pause) = a.throttling {
             self.mark_throttled(ex.n);
             self.note(format!(
@@ -170,14 +172,14 @@ mod tests {
             fake::sent(),
             &fake::answered(201),
             Traffic::Operation,
-            false,
+            TransportErrorKind::Failed,
         );
         let b = r.record(
             "count".into(),
             fake::sent(),
             &fake::answered(200),
             Traffic::CounterRead,
-            false,
+            TransportErrorKind::Failed,
         );
         assert_eq!((a.n, b.n), (1, 2));
         assert_eq!(r.sent(), 1);
@@ -192,14 +194,14 @@ mod tests {
             fake::sent(),
             &fake::failed("reset"),
             Traffic::Operation,
-            false,
+            TransportErrorKind::Failed,
         );
         r.record(
             "held back".into(),
             fake::sent(),
             &fake::failed("not sent"),
             Traffic::Operation,
-            true,
+            TransportErrorKind::NotSent,
         );
         let until = Instant::now();
         r.hold_ends(1, until);
@@ -215,7 +217,8 @@ mod tests {
         let ex = r.record_attempt(
             "retry".into(),
             Attempt {
-                sent: fake::sent(),
+                request: fake::sent(),
+                failure: TransportErrorKind::Failed,
                 raw: fake::answered(429),
                 throttling: Throttling::SentAgain(Duration::from_millis(1500)),
             },
@@ -237,7 +240,7 @@ mod tests {
             fake::sent(),
             &raw,
             Traffic::Operation,
-            false,
+            TransportErrorKind::Failed,
         );
         assert_eq!(ex.role, "original (sent again on a new connection)");
         assert_eq!(r.exchanges.len(), 1);

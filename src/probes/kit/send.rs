@@ -7,8 +7,8 @@ use std::time::Instant;
 use super::recorder::{Recorder, Traffic};
 use super::session::{Session, Streak, NOT_SENT};
 use super::throttle::{admitted, Throttled};
-use super::transport::Shared;
-use crate::http::exchange::{Exchange, SentRequest};
+use super::transport::{Sent, Shared};
+use crate::http::exchange::{Exchange, TransportErrorKind};
 use crate::http::raw::RawResponse;
 use crate::http::release::ReleaseMode;
 use crate::http::Request;
@@ -25,18 +25,26 @@ impl Outbox<'_> {
     pub fn not_sent(&mut self, role: &str, req: &Request) -> Option<Exchange> {
         self.session.stopped()?;
         let r = RawResponse::ended_now(Instant::now(), Err(NOT_SENT.to_string()));
-        let ex = self
-            .record
-            .record(role.into(), req.prepare(), &r, Traffic::Operation, true);
+        let ex = self.record.record(
+            role.into(),
+            req.prepare(),
+            &r,
+            Traffic::Operation,
+            TransportErrorKind::NotSent,
+        );
         Some(ex)
     }
 
     /// Records one request to the operation, sent outside a transport's 429 rule, and counts
     /// its answer towards the streak.
-    pub fn record_sent(&mut self, role: &str, sent: SentRequest, r: &RawResponse) -> Exchange {
-        let ex = self
-            .record
-            .record(role.into(), sent, r, Traffic::Operation, false);
+    pub fn record_sent(&mut self, role: &str, s: Sent) -> Exchange {
+        let ex = self.record.record(
+            role.into(),
+            s.request,
+            &s.raw,
+            Traffic::Operation,
+            s.failure,
+        );
         self.session.saw(&ex, Streak::Counts);
         ex
     }
@@ -84,7 +92,7 @@ impl Outbox<'_> {
             })
             .collect();
         // A burst answered at all shows the target alive, whatever happened to some duplicates.
-        if let Some(ex) = out.iter().find(|e| e.response.is_some()).or(out.first()) {
+        if let Some(ex) = out.iter().find(|e| e.response().is_some()).or(out.first()) {
             self.session.saw(ex, Streak::Counts);
         }
         let release =
@@ -120,7 +128,7 @@ mod tests {
         }
         assert!(session.stopped().is_some());
         let last = record.get(4).unwrap();
-        assert_eq!(last.error.as_deref(), Some(NOT_SENT));
+        assert_eq!(last.error().unwrap().kind, TransportErrorKind::NotSent);
         // Only the three sent ones are left to settle.
         assert_eq!(record.take_unfinished().len(), 3);
     }

@@ -7,14 +7,14 @@ use std::time::Duration;
 use crate::config::Config;
 use crate::effects::Meter;
 use crate::http::exchange::Exchange;
-use crate::http::raw;
 use crate::keys::KeySyntax;
 
 /// After this many requests in a row got no answer at all, the target counts as gone: nothing
 /// more is sent, and the remaining probes ERROR instead of each waiting out its timeouts.
 pub const STOP_AFTER_FAILURES: usize = 3;
 
-/// The error of a request that was not sent because the target had stopped answering.
+/// The error text of a request that was not sent because the target had stopped answering
+/// (shown, never compared: its kind is [`crate::http::exchange::TransportErrorKind::NotSent`]).
 pub const NOT_SENT: &str = "not sent: the target stopped answering";
 
 /// What a transport's failures say about whether the target still answers.
@@ -80,13 +80,13 @@ impl Session {
     /// adds to it when `streak` says so; a request dropped on purpose or never sent says
     /// nothing.
     pub(crate) fn saw(&mut self, ex: &Exchange, streak: Streak) {
-        match (&ex.response, ex.error.as_deref()) {
-            (Some(_), _) => self.failures = 0,
-            (None, Some(e)) if streak == Streak::Counts && e != raw::DROPPED && e != NOT_SENT => {
+        match &ex.outcome {
+            Ok(_) => self.failures = 0,
+            Err(e) if streak == Streak::Counts && e.is_failure() => {
                 self.failures += 1;
-                self.last_failure = e.to_string();
+                self.last_failure = e.detail.clone();
             }
-            (None, _) => {}
+            Err(_) => {}
         }
     }
 

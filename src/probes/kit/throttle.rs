@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use super::recorder::Recorder;
-use super::transport::{NotStaged, Transport};
-use crate::http::exchange::{Exchange, SentRequest};
+use super::transport::{NotStaged, Sent, Transport};
+use crate::http::exchange::{Exchange, SentRequest, TransportErrorKind};
 use crate::http::raw::RawResponse;
 use crate::http::release::ReleaseMode;
 use crate::http::throttle::{self, RESENDS, TOO_MANY_REQUESTS};
@@ -27,8 +27,9 @@ pub enum Throttling {
 /// One attempt at a request, with what the 429 rule made of it.
 #[derive(Debug)]
 pub struct Attempt {
-    pub sent: SentRequest,
+    pub request: SentRequest,
     pub raw: RawResponse,
+    pub failure: TransportErrorKind,
     pub throttling: Throttling,
 }
 
@@ -56,14 +57,19 @@ impl<T: Transport> Throttled<T> {
     pub async fn send(&self, req: &Request) -> Vec<Attempt> {
         let mut attempts = Vec::new();
         loop {
-            let (sent, raw) = self.0.send(req).await;
+            let Sent {
+                request,
+                raw,
+                failure,
+            } = self.0.send(req).await;
             let pause = limited(&raw)
                 .filter(|_| attempts.len() < RESENDS)
                 .map(throttle::pause);
             let throttling = pause.map_or(Throttling::None, Throttling::SentAgain);
             attempts.push(Attempt {
-                sent,
+                request,
                 raw,
+                failure,
                 throttling,
             });
             match pause {
@@ -82,14 +88,15 @@ impl<T: Transport> Throttled<T> {
         let attempts = delivery
             .sent
             .into_iter()
-            .map(|(sent, raw)| {
-                let throttling = match limited(&raw) {
+            .map(|s| {
+                let throttling = match limited(&s.raw) {
                     Some(_) => Throttling::LeftOut,
                     None => Throttling::None,
                 };
                 Attempt {
-                    sent,
-                    raw,
+                    request: s.request,
+                    raw: s.raw,
+                    failure: s.failure,
                     throttling,
                 }
             })

@@ -18,8 +18,8 @@ use futures::FutureExt;
 use crate::config::Config;
 use crate::http::burst::BurstOptions;
 use crate::http::client::Client;
-use crate::http::exchange::SentRequest;
-use crate::http::raw::{self, RawResponse};
+use crate::http::exchange::{SentRequest, TransportErrorKind};
+use crate::http::raw::{self, DropOutcome, RawResponse};
 use crate::http::release::ReleaseMode;
 use crate::http::{h2burst, Request};
 
@@ -72,7 +72,24 @@ impl<T: Transport + ?Sized> Transport for Arc<T> {
 }
 
 /// One request as it went out, and what came of it.
-pub type Sent = (SentRequest, RawResponse);
+#[derive(Debug)]
+pub struct Sent {
+    pub request: SentRequest,
+    pub raw: RawResponse,
+    /// What an error in `raw` is: a failure, or a drop idem-check made on purpose.
+    pub failure: TransportErrorKind,
+}
+
+impl Sent {
+    /// A request whose error, if any, is a failure in transport.
+    pub fn new(request: SentRequest, raw: RawResponse) -> Self {
+        Sent {
+            request,
+            raw,
+            failure: TransportErrorKind::Failed,
+        }
+    }
+}
 
 /// What a transport delivered for a batch of requests, in input order.
 #[derive(Debug)]
@@ -112,7 +129,11 @@ pub struct Ordinary(pub Arc<Client>);
 
 impl Transport for Ordinary {
     fn send<'a>(&'a self, req: &'a Request) -> BoxFuture<'a, Sent> {
-        self.0.send(req).boxed()
+        async move {
+            let (request, raw) = self.0.send(req).await;
+            Sent::new(request, raw)
+        }
+        .boxed()
     }
 }
 
@@ -125,7 +146,7 @@ impl Transport for Exact {
             let sent = req.prepare();
             let c = &self.0;
             let raw = raw::send_one(&c.connector, &sent, c.timeout, c.max_body).await;
-            (sent, raw)
+            Sent::new(sent, raw)
         }
         .boxed()
     }
@@ -151,8 +172,14 @@ impl Transport for DropAfter {
         async move {
             let sent = req.prepare();
             let c = &self.config;
-            let raw = raw::send_then_drop(&c.connector, &sent, self.wait, c.timeout).await;
-            (sent, raw)
+            match raw::send_then_drop(&c.connector, &sent, self.wait, c.timeout).await {
+                DropOutcome::Dropped(raw) => Sent {
+                    request: sent,
+                    raw,
+                    failure: TransportErrorKind::Dropped,
+                },
+                DropOutcome::Failed(raw) => Sent::new(sent, raw),
+            }
         }
         .boxed()
     }
@@ -167,7 +194,8 @@ impl Transport for Burst {
     fn send<'a>(&'a self, req: &'a Request) -> BoxFuture<'a, Sent> {
         async move {
             let started = std::time::Instant::now();
-            let failed = |e: String| (req.prepare(), RawResponse::ended_now(started, Err(e)));
+            let failed =
+                |e: String| Sent::new(req.prepare(), RawResponse::ended_now(started, Err(e)));
             match self.deliver(std::slice::from_ref(req)).await {
                 Ok(mut d) => d.sent.pop().unwrap_or_else(|| failed("no response".into())),
                 Err(e) => failed(e.to_string()),
@@ -189,7 +217,9 @@ impl Transport for Burst {
             };
             let report = h2burst::burst_for_target(&c.connector, &sent, &opts, c.http2).await?;
             Ok(Delivery {
-                sent: report.requests.into_iter().zip(report.responses).collect(),
+                sent: (report.requests.into_iter().zip(report.responses))
+                    .map(|(request, raw)| Sent::new(request, raw))
+                    .collect(),
                 release: Some(report.release),
             })
         }
