@@ -7,17 +7,17 @@ use anyhow::{anyhow, bail, Context as _};
 
 use super::discover::FETCH_TIMEOUT;
 use super::{finish, render_options, report_files, Result};
-use crate::catalog::load_suite;
 use crate::cli::ClientArgs;
-use crate::client::auth::Auth;
-use crate::client::carrier::{KeyCarrier, Place};
-use crate::client::error_body::ErrorBody;
-use crate::client::fake_api::ApiConfig;
-use crate::client::operation::{self, Operation};
-use crate::client::{scenario, ClientOptions, ENV_BASE_URL, ENV_OPERATIONS, ENV_TOKEN};
-use crate::exit::{AppError, ExitCode};
-use crate::report::terminal;
-use crate::suite::Suite;
+use idem_check::carrier::{KeyCarrier, Place};
+use idem_check::catalog::load_suite;
+use idem_check::client::auth::Auth;
+use idem_check::client::error_body::ErrorBody;
+use idem_check::client::fake_api::ApiConfig;
+use idem_check::client::operation::{self, Operation};
+use idem_check::client::{scenario, ClientOptions, ENV_BASE_URL, ENV_OPERATIONS, ENV_TOKEN};
+use idem_check::exit::{AppError, ExitCode};
+use idem_check::report::terminal;
+use idem_check::suite::Suite;
 
 /// `idem-check client`: the options checked, the scenarios run (or one served), the reports
 /// written; the exit code follows the verdicts as for `run`.
@@ -57,7 +57,7 @@ pub(super) async fn client(args: ClientArgs) -> Result<ExitCode> {
         scenarios,
         api: Arc::new(api),
     };
-    let interrupt = crate::client::interrupt_watch();
+    let interrupt = idem_check::client::interrupt_watch();
     let report = match args.listen {
         Some(addr) => {
             let ready = |base: &str| {
@@ -72,17 +72,17 @@ pub(super) async fn client(args: ClientArgs) -> Result<ExitCode> {
                     opts.scenarios[0].operations,
                 );
             };
-            crate::client::listen(&opts, addr, ready, interrupt)
+            idem_check::client::listen(&opts, addr, ready, interrupt)
                 .await
                 .map_err(AppError::runtime)?
         }
-        None => crate::client::run(&opts, interrupt)
+        None => idem_check::client::run(&opts, interrupt)
             .await
             .map_err(AppError::runtime)?,
     };
     let render = render_options(
         &args.report,
-        crate::redact::Secrets::from_values(&[token]),
+        idem_check::redact::Secrets::from_values(&[token]),
         key_header,
     );
     let run = report.as_run_report();
@@ -102,10 +102,10 @@ async fn api_config(args: &ClientArgs, suite: &Suite, token: String) -> anyhow::
         (Some(source), _) => {
             // No connection flags here: the proxy variables of the environment apply.
             let fetcher = super::discover::fetcher(&Default::default())?;
-            let spec = crate::discover::load::load(source, FETCH_TIMEOUT, &fetcher).await?;
-            let found = crate::discover::discover(
+            let spec = idem_check::discover::load::load(source, FETCH_TIMEOUT, &fetcher).await?;
+            let found = idem_check::discover::discover(
                 &spec,
-                &crate::discover::Options {
+                &idem_check::discover::Options {
                     key_headers: args.key_header.clone(),
                     ..Default::default()
                 },

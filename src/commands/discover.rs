@@ -10,9 +10,9 @@ use anyhow::Context as _;
 
 use super::{emit, Result};
 use crate::cli::{ConnectionArgs, DiscoverArgs, DiscoverFormat, OpenApiArgs};
-use crate::discover::{Discovery, Operation, Options, Spec};
-use crate::exit::ExitCode;
-use crate::http::Connector;
+use idem_check::discover::{Discovery, Operation, Options, Spec};
+use idem_check::exit::ExitCode;
+use idem_check::http::Connector;
 
 /// How long fetching a document may take when no `--timeout` applies.
 pub(super) const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
@@ -37,7 +37,7 @@ pub(super) async fn discover(args: &DiscoverArgs) -> Result<ExitCode> {
                 })
                 .collect();
             let doc = serde_json::json!({
-                "schema": crate::discover::SCHEMA,
+                "schema": idem_check::discover::SCHEMA,
                 "document": spec.source,
                 "version": found.version,
                 "operations": rows,
@@ -59,7 +59,7 @@ pub(super) async fn discover(args: &DiscoverArgs) -> Result<ExitCode> {
                 "note on {} {} ({}): {note}",
                 o.method, o.path, o.operation_id
             );
-            eprintln!("{}", crate::redact::sanitize_line(&line));
+            eprintln!("{}", idem_check::redact::sanitize_line(&line));
         }
     }
     Ok(ExitCode::Ok)
@@ -85,16 +85,16 @@ pub(super) async fn load(
         path_params,
         base_url: args.base_url.clone(),
     };
-    let spec = crate::discover::load::load(source, timeout, &fetcher(connection)?).await?;
-    let found = crate::discover::discover(&spec, &opts)?;
+    let spec = idem_check::discover::load::load(source, timeout, &fetcher(connection)?).await?;
+    let found = idem_check::discover::discover(&spec, &opts)?;
     Ok((spec, found))
 }
 
 /// The connector documents are fetched with: `connection`'s flags and the process
-/// environment's proxy variables ([`crate::target::document_connector`]).
+/// environment's proxy variables ([`super::flags::document_connector`]).
 pub(super) fn fetcher(connection: &ConnectionArgs) -> anyhow::Result<Arc<Connector>> {
     let env = |name: &str| std::env::var(name).ok();
-    Ok(Arc::new(crate::target::document_connector(
+    Ok(Arc::new(super::flags::document_connector(
         connection, &env,
     )?))
 }
@@ -112,7 +112,7 @@ fn table(found: &Discovery, ops: &[&Operation]) -> String {
                 if o.required { "required" } else { "optional" }.to_string(),
                 o.body.source.as_str().to_string(),
             ]
-            .map(|c| crate::redact::sanitize_line(&c))
+            .map(|c| idem_check::redact::sanitize_line(&c))
         })
         .collect();
     let head = ["METHOD", "PATH", "OPERATION", "HEADER", "KEY", "BODY"].map(String::from);

@@ -21,7 +21,7 @@ use crate::http::release::ReleaseMode;
 use crate::http::Request;
 use crate::keys;
 use crate::outcome::Stop;
-use crate::probes::{CheckDecl, Need, ProbeMeta};
+use crate::probes::{CheckDecl, Precondition, ProbeMeta};
 
 pub use super::kit::session::Session;
 
@@ -283,15 +283,20 @@ impl ProbeCtx {
         self.record.offset_ms(Instant::now())
     }
 
-    /// An option the runner checked before `run` was called; `Stop::Error` if it is missing
-    /// after all, which would be a catalog mistake (a need not declared).
-    pub fn needed<T: Clone>(&self, value: &Option<T>, need: Need) -> Result<T, Stop> {
-        value.clone().ok_or_else(|| {
-            Stop::Error(format!(
-                "{} was not checked before the probe ran: {} is missing",
+    /// What the probe declared it needs (`ctx.need::<SecondTenant>()`), typed. The runner
+    /// checked it before `run` was called, so `Stop::Error` here is a catalog mistake: a need
+    /// read without being declared in [`ProbeMeta::needs`].
+    pub fn need<T: Precondition>(&self) -> Result<T::Value, Stop> {
+        let need = T::NEED;
+        let declared = self.meta.needs.contains(&need);
+        match T::value(&self.config) {
+            Some(value) if declared => Ok(value),
+            _ => Err(Stop::Error(format!(
+                "{} was not checked before the probe ran: {} is {}",
                 self.meta.id,
-                need.what()
-            ))
-        })
+                need.what(),
+                if declared { "missing" } else { "not declared" }
+            ))),
+        }
     }
 }

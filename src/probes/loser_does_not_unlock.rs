@@ -12,7 +12,7 @@ use futures::FutureExt;
 
 use super::kit::hold;
 use super::shared::is_success;
-use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
+use super::{CheckDecl, Group, HoldHeader, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::http::exchange::Exchange;
 use crate::outcome::Stop;
@@ -49,7 +49,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    ctx.needed(&ctx.config.hold_header, Need::HoldHeader)?;
+    ctx.need::<HoldHeader>()?;
     let conflict = ctx.spec(&STILL_REFUSED).expect;
     let before = ctx.count_before().await?;
     let req = ctx.keyed(&ctx.fresh_key());
