@@ -5,13 +5,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::kit::judge::Judge;
 use super::kit::meter::{settle, Counted, Counting, Settling, Span};
-use super::kit::recorder::Recorder;
-use super::kit::requests::Requests;
-use super::kit::send::Outbox;
 use super::kit::session::Streak;
 use super::kit::transport::{DropAfter, Transports};
+use super::kit::{judge::Judge, recorder::Recorder, requests::Requests, send::Outbox};
 use crate::check::{Check, CheckSpec};
 use crate::config::Config;
 use crate::effects::{Meter, Reading};
@@ -28,8 +25,7 @@ pub use super::kit::session::Session;
 /// A burst's exchanges a rate limiter did not throttle, and how it was released.
 type Burst = Result<(Vec<Exchange>, ReleaseMode), Stop>;
 
-/// One probe's working state. Probes read the config through it and record everything through
-/// it.
+/// One probe's working state: probes read the config and record everything through it.
 pub struct ProbeCtx {
     pub config: Arc<Config>,
     /// The client counter reads go through.
