@@ -81,6 +81,8 @@ pub struct StressReport {
     pub tool: ToolInfo,
     pub label: String,
     pub target: String,
+    /// Where the key travels and how it is written ("header Idempotency-Key, ietf").
+    pub key: String,
     /// How the target was reached: a proxy, `--resolve` pins, `--insecure`.
     pub connection: Vec<String>,
     /// What the API description left out of the request (`stress --openapi`): each `$ref` that
@@ -126,6 +128,7 @@ impl StressReport {
             tool: ToolInfo::default(),
             label: config.label.clone(),
             target: config.operation.line(),
+            key: config.key_carrier.to_string(),
             connection: config.connector.context(),
             notes: config.notes.clone(),
             started_at,
@@ -199,6 +202,7 @@ impl StressReport {
                 self.rate
                     .map_or(String::new(), |r| format!(", at most {r} requests/s"))
             ))
+            .chain(std::iter::once(format!("key: {}", self.key)))
             .chain(self.connection.iter().cloned())
             .collect(),
             summary: Summary::of(&probes),
@@ -480,7 +484,7 @@ impl Aggregate {
         self.keys += 1;
         self.completed += usize::from(k.completed);
         self.unknown +=
-            usize::from(!k.completed && k.exchanges.iter().any(|e| e.response.is_none()));
+            usize::from(!k.completed && k.exchanges.iter().any(|e| e.response().is_none()));
         self.executions += k.executions.count;
         self.basis.clone_from(&k.executions.basis);
         if k.violated() {
@@ -647,8 +651,10 @@ async fn read_counter(
                 * 1000.0,
             release_us: None,
             request,
-            response: r.result.as_ref().ok().cloned(),
-            error: r.result.as_ref().err().cloned(),
+            outcome: r
+                .result
+                .clone()
+                .map_err(crate::http::exchange::TransportError::failed),
         });
     }
     read.value
@@ -724,6 +730,7 @@ pub fn render_terminal(r: &StressReport, opts: &crate::report::RenderOptions) ->
             .map_or(String::new(), |rate| format!(", at most {rate} requests/s")),
         if r.interrupted { " (interrupted)" } else { "" }
     );
+    let _ = writeln!(out, "key:         {}", r.key);
     if !r.connection.is_empty() {
         let _ = writeln!(out, "connection:  {}", r.connection.join(" · "));
     }
