@@ -347,6 +347,7 @@ pub struct TargetArgs {
     /// Release HTTP/1.1 bursts from the calling thread. By default two dedicated release threads
     /// do it, about twice as tight (BENCHMARKS.md): at real-time priority where the process may
     /// (root, CAP_SYS_NICE or `ulimit -r`), else with a short time slice (Linux 6.12 or later).
+    /// `stress` always releases from its load thread
     #[arg(long)]
     pub no_release_threads: bool,
 
