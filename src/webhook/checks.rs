@@ -2,9 +2,11 @@
 //! against two narrow collaborators, the [`Sender`] and the [`Settler`], and records into its
 //! own [`Trial`]; the verdict is decided from the trial's checks as for `run`.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::check::{self, Check, CheckSpec, Severity, Symptom};
+use crate::config::RestartHook;
 use crate::http::exchange::{Exchange, Header};
 use crate::outcome::Stop;
 
@@ -67,7 +69,7 @@ pub const CATALOG: &[WebhookCheck] = &[
     ),
     check(
         "wh-concurrent-duplicates",
-        "Sends 8 freshly signed deliveries of one new event at once.",
+        "Sends 8 freshly signed deliveries of one new event as one synchronised burst: every copy staged but its last byte, then the last bytes released together.",
         "Overlapping deliveries of one event apply it once.",
     ),
     check(
@@ -109,6 +111,11 @@ pub const CATALOG: &[WebhookCheck] = &[
         "wh-retry-after-failure",
         "Sends an event with --crash-header (the consumer fails after taking it), then the clean redelivery.",
         "A delivery that failed is applied by its retry: exactly once, never lost.",
+    ),
+    check(
+        "wh-late-redelivery",
+        "Sends an event, restarts the consumer with --restart-cmd and redelivers it, then redelivers it again --late-after its first delivery (default 6 minutes), each re-signed when sent.",
+        "An event is deduplicated for as long as senders retry it (hours to days) and across restarts: a late redelivery is acknowledged 2xx and not applied again.",
     ),
     check(
         "wh-cross-replica",
@@ -155,6 +162,10 @@ pub struct Extras {
     pub hold: Option<(Header, String)>,
     /// `--ack-budget`: the acknowledgement budget instead of the scheme's.
     pub ack_budget: Option<Duration>,
+    /// `--late-after`: how long after its delivery an event is redelivered late (zero: not).
+    pub late_after: Duration,
+    /// `--restart-cmd` (with `--ready-url`), or the reference server's in-process restart.
+    pub restart: Option<Arc<dyn RestartHook>>,
 }
 
 /// The collaborators a check plays with.
@@ -196,6 +207,9 @@ fn four_xx(
         .checks
         .push(check::statuses_within(&spec(id, what, sev), ex, 400, 499));
 }
+
+/// How many freshly signed copies `wh-concurrent-duplicates` releases together.
+const COPIES: u32 = 8;
 
 /// How long the held delivery's connection stays open before it is dropped: long enough for
 /// the consumer to read it, the hold keeping it from answering.
@@ -265,6 +279,23 @@ impl Window {
         expected: u64,
         exchanges: &[&Exchange],
     ) -> Result<(), Stop> {
+        self.judge_then(env, trial, id, what, sev, expected, exchanges)
+            .await
+            .map(drop)
+    }
+
+    /// [`Window::judge`], returning the next window, opened at the count this one closed on.
+    #[allow(clippy::too_many_arguments)]
+    async fn judge_then(
+        self,
+        env: &Env,
+        trial: &mut Trial,
+        id: &'static str,
+        what: &'static str,
+        sev: Severity,
+        expected: u64,
+        exchanges: &[&Exchange],
+    ) -> Result<Window, Stop> {
         let after = env
             .settler
             .count(trial, "count after")
@@ -288,7 +319,7 @@ impl Window {
             moved,
             exchanges.iter().map(|e| e.n).collect(),
         ));
-        Ok(())
+        Ok(Window(after))
     }
 }
 
@@ -453,13 +484,20 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
         "wh-concurrent-duplicates" => {
             let w = Window::open(env, trial).await?;
             let e = s.event();
-            let copies: Vec<_> = (0..8).map(|i| s.signed(&e, t, i)).collect();
-            let exs = s.send_together(trial, "delivery", &copies).await;
+            let copies: Vec<_> = (0..COPIES).map(|i| s.signed(&e, t, i)).collect();
+            let exs = s
+                .burst(trial, "delivery", &copies)
+                .await
+                .map_err(Stop::Error)?;
             let refs: Vec<&Exchange> = exs.iter().collect();
-            let overlapped = refs.iter().enumerate().any(|(i, a)| {
-                refs[i + 1..]
+            // Released together, the copies raced only if the consumer had two of them at
+            // once: two answered, and neither answered before the other was released.
+            let answered: Vec<&&Exchange> = refs.iter().filter(|e| e.response.is_some()).collect();
+            let released = |e: &Exchange| e.release_us.map_or(e.start_ms, |us| us / 1000.0);
+            let overlapped = answered.iter().enumerate().any(|(i, a)| {
+                answered[i + 1..]
                     .iter()
-                    .any(|b| a.start_ms < b.end_ms() && b.start_ms < a.end_ms())
+                    .any(|b| released(a) < b.end_ms() && released(b) < a.end_ms())
             });
             w.judge(
                 env,
@@ -739,6 +777,7 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
             )
             .await
         }
+        "wh-late-redelivery" => late_redelivery(env, trial).await,
         "wh-cross-replica" => {
             let Some(replica) = &env.extras.replica else {
                 return Err(Stop::Skip(
@@ -835,4 +874,162 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
         }
         other => Err(Stop::Error(format!("{other} is not a webhook check"))),
     }
+}
+
+/// How long, after the restart hook, the idle connection may take to show it was closed.
+const CLOSE_WAIT: Duration = Duration::from_millis(300);
+
+/// `wh-late-redelivery`: an event, then its redelivery after the restart (if there is a
+/// hook), then again once `--late-after` has passed since the first delivery (if not zero),
+/// each re-signed when it is sent, as a sender's retry is. Each redelivery is judged in its own
+/// window, so the verdict says which one a consumer applied again: the restart (a dedupe kept
+/// in memory) or the wait (a dedupe window shorter than the sender's retries).
+async fn late_redelivery(env: &Env, trial: &mut Trial) -> Result<(), Stop> {
+    let s = &env.sender;
+    let late = env.extras.late_after;
+    let restart = env.extras.restart.as_ref();
+    if late.is_zero() && restart.is_none() {
+        return Err(Stop::Skip(
+            "--late-after 0s and no --restart-cmd: there is no late redelivery to send".into(),
+        ));
+    }
+    let w = Window::open(env, trial).await?;
+    let e = s.event();
+    let first = s
+        .send(trial, "delivery", &s.signed(&e, Sender::now(), 0))
+        .await;
+    let answered = Instant::now();
+    two_xx(
+        trial,
+        "first-acknowledged",
+        "the first delivery is acknowledged 2xx",
+        Severity::Required,
+        &[&first],
+    );
+    let mut w = w
+        .judge_then(
+            env,
+            trial,
+            "first-applied",
+            "the first delivery is applied once",
+            Severity::Required,
+            1,
+            &[&first],
+        )
+        .await?;
+    let mut retry = 0;
+    let mut restarted = None;
+    if let Some(hook) = restart {
+        let proof = restart_seen(env, trial, hook.as_ref()).await?;
+        retry += 1;
+        let again = s
+            .send(
+                trial,
+                "redelivery after the restart",
+                &s.delivery(&e, &e.body, Sender::now(), &[Signer::Genuine], retry),
+            )
+            .await;
+        two_xx(
+            trial,
+            "acknowledged-after-restart",
+            "the redelivery after the restart is acknowledged 2xx (else the sender retries it)",
+            Severity::Recommended,
+            &[&again],
+        );
+        w = w
+            .judge_then(
+                env,
+                trial,
+                "not-applied-after-restart",
+                "the redelivery after the restart is not applied again (its id was kept in memory only)",
+                Severity::Critical,
+                0,
+                &[&first, &again],
+            )
+            .await?;
+        restarted = Some(proof);
+    }
+    if !late.is_zero() {
+        let wake = answered + late;
+        trial.timeline.push(format!(
+            "waiting until {} after the first delivery was answered (--late-after)",
+            humantime::format_duration(late)
+        ));
+        tokio::time::sleep_until(wake.into()).await;
+        retry += 1;
+        let again = s
+            .send(
+                trial,
+                format!("redelivery {} later", humantime::format_duration(late)),
+                &s.delivery(&e, &e.body, Sender::now(), &[Signer::Genuine], retry),
+            )
+            .await;
+        two_xx(
+            trial,
+            "acknowledged-late",
+            "the late redelivery is acknowledged 2xx (else the sender retries it)",
+            Severity::Recommended,
+            &[&again],
+        );
+        w.judge(
+            env,
+            trial,
+            "not-applied-late",
+            "the late redelivery is not applied again (its id was forgotten too soon)",
+            Severity::Critical,
+            0,
+            &[&first, &again],
+        )
+        .await?;
+    }
+    match restarted {
+        Some(Err(why)) if trial.checks.iter().all(|c| c.passed) => Err(Stop::Inconclusive(format!(
+            "the consumer was not seen to go down: {why}; check that --restart-cmd really restarts it (and pass --ready-url)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Runs the restart hook and says whether the consumer was seen to go down: what the hook saw
+/// (the ready URL failing), or a keep-alive connection opened before it that the consumer
+/// closed. A hook that restarts nothing must not make a dedupe kept in memory PASS.
+async fn restart_seen(
+    env: &Env,
+    trial: &mut Trial,
+    hook: &dyn RestartHook,
+) -> Result<Result<String, String>, Stop> {
+    let idle = env.sender.idle_connection().await;
+    let t0 = Instant::now();
+    let seen_by_hook = hook
+        .restart()
+        .await
+        .map_err(|e| Stop::Error(format!("the restart hook failed: {e:#}")))?;
+    trial.timeline.push(format!(
+        "restarted by {} in {:.0} ms",
+        hook.describe(),
+        t0.elapsed().as_secs_f64() * 1000.0
+    ));
+    let closed = match idle {
+        Ok(mut conn) => {
+            if conn.closed(CLOSE_WAIT).await {
+                Ok(
+                    "an idle connection opened before the restart was closed by the consumer"
+                        .into(),
+                )
+            } else {
+                Err("an idle connection opened before the restart stayed open".to_string())
+            }
+        }
+        Err(e) => Err(format!("no idle connection could be kept open ({e})")),
+    };
+    let proof = match (seen_by_hook, closed) {
+        (Some(seen), _) | (None, Ok(seen)) => Ok(seen),
+        (None, Err(why)) => Err(why),
+    };
+    if let Ok(seen) = &proof {
+        trial
+            .timeline
+            .push(format!("the consumer went down: {seen}"));
+    }
+    Ok(proof)
 }

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeSet;
 use std::process::Output;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use idem_check::webhook::checks::CATALOG;
 use idem_reference_server::{WebhookFault, WebhookScheme};
@@ -44,32 +45,67 @@ fn fails(ids: &[&str]) -> BTreeSet<String> {
     ids.iter().map(|id| format!("{id} FAIL")).collect()
 }
 
-#[test]
-fn the_reference_consumer_passes_every_check_with_each_scheme() {
-    for scheme in WebhookScheme::ALL {
-        let (out, bad) = run(&["--reference", "--scheme", scheme.name()]);
-        assert!(bad.is_empty(), "{}: {bad:?}\n{}", scheme.name(), text(&out));
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    }
+/// How many runs a table keeps going at once. A run mostly waits (settle windows, the late
+/// redelivery's wait), so its rows side by side take about a quarter of the time in a row.
+const SIDE_BY_SIDE: usize = 4;
+
+/// Calls `row` on each of `rows`, [`SIDE_BY_SIDE`] at a time; a row that panics (its message
+/// printed as it happens) fails the test once every row has run.
+fn side_by_side<T: Sync>(rows: &[T], row: impl Fn(&T) + Sync) {
+    let next = AtomicUsize::new(0);
+    let failed = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..SIDE_BY_SIDE.min(rows.len()) {
+            s.spawn(|| {
+                while let Some(r) = rows.get(next.fetch_add(1, Ordering::SeqCst)) {
+                    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| row(r))).is_err() {
+                        failed.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            });
+        }
+    });
+    let failed = failed.into_inner();
+    assert_eq!(failed, 0, "{failed} of {} rows failed (above)", rows.len());
 }
 
-/// Every reference fault fails exactly the checks `breaks_for` names that the checker has,
-/// with `standard` (a signed timestamp, several signatures) and `github` (neither): one test
-/// per scheme, so the two run side by side.
+/// `wh-late-redelivery`'s wait in these runs: against the reference consumer its
+/// `dedupe-ttl` fault then forgets an id after 5/6 of it.
+const LATE_AFTER: &str = "1s";
+
+#[test]
+fn the_reference_consumer_passes_every_check_with_each_scheme() {
+    side_by_side(WebhookScheme::ALL, |scheme| {
+        let (out, bad) = run(&[
+            "--reference",
+            "--scheme",
+            scheme.name(),
+            "--late-after",
+            LATE_AFTER,
+        ]);
+        assert!(bad.is_empty(), "{}: {bad:?}\n{}", scheme.name(), text(&out));
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    });
+}
+
+/// Every reference fault fails exactly the checks `breaks_for` names, with `standard` (a
+/// signed timestamp, several signatures) and `github` (neither): one test per scheme, so the
+/// two run side by side.
 fn each_reference_fault_fails_exactly_its_checks(scheme: WebhookScheme) {
     let built: BTreeSet<&str> = CATALOG.iter().map(|c| c.id).collect();
-    for &fault in WebhookFault::ALL {
-        let expected: Vec<&str> = fault
-            .breaks_for(scheme)
-            .into_iter()
-            .filter(|id| built.contains(id))
-            .collect();
+    side_by_side(WebhookFault::ALL, |&fault| {
+        let expected: Vec<&str> = fault.breaks_for(scheme);
+        if let Some(missing) = expected.iter().find(|id| !built.contains(*id)) {
+            panic!("{fault} breaks {missing}, which idem-check webhook does not have");
+        }
         let (out, bad) = run(&[
             "--reference",
             "--reference-fault",
             fault.name(),
             "--scheme",
             scheme.name(),
+            "--late-after",
+            LATE_AFTER,
         ]);
         assert_eq!(
             bad,
@@ -81,7 +117,7 @@ fn each_reference_fault_fails_exactly_its_checks(scheme: WebhookScheme) {
         );
         let code = if expected.is_empty() { 0 } else { 4 };
         assert_eq!(out.status.code(), Some(code), "{}", text(&out));
-    }
+    });
 }
 
 #[test]
@@ -95,22 +131,11 @@ fn each_reference_fault_fails_exactly_its_checks_with_github() {
 }
 
 /// The queue-and-worker consumer answers 202 before its worker applies the event: the counts
-/// are read settled, so each defect fails its own checks and the correct one none.
+/// are read settled, so each defect fails its own checks and the correct one none. Its
+/// restart (`POST /restart`, GET /ready failing twice after it) is the `--restart-cmd`.
 #[test]
 fn the_queue_consumer_fails_exactly_the_checks_of_its_defect() {
-    queue_consumer_rows(0..6);
-}
-
-/// The second half of [`the_queue_consumer_fails_exactly_the_checks_of_its_defect`]'s table,
-/// so the two halves run side by side.
-#[test]
-fn the_queue_consumer_fails_exactly_the_checks_of_its_defect_continued() {
-    queue_consumer_rows(6..11);
-}
-
-/// The rows `rows` of the queue consumer's verdict table, each against its own consumer.
-fn queue_consumer_rows(rows: std::ops::Range<usize>) {
-    let table: [(&str, &[&str]); 11] = [
+    let table: &[(&str, &[&str])] = &[
         ("none", &[]),
         (
             "no-dedupe",
@@ -118,12 +143,17 @@ fn queue_consumer_rows(rows: std::ops::Range<usize>) {
                 "wh-redelivery",
                 "wh-byte-replay",
                 "wh-concurrent-duplicates",
+                "wh-late-redelivery",
             ],
         ),
         ("body-hash-dedupe", &["wh-distinct-events"]),
         (
             "signature-dedupe",
-            &["wh-redelivery", "wh-concurrent-duplicates"],
+            &[
+                "wh-redelivery",
+                "wh-concurrent-duplicates",
+                "wh-late-redelivery",
+            ],
         ),
         ("accept-unsigned", &["wh-bad-signature"]),
         (
@@ -146,14 +176,30 @@ fn queue_consumer_rows(rows: std::ops::Range<usize>) {
         ),
         ("seen-is-processed", &["wh-retry-after-failure"]),
         ("unknown-type-400", &["wh-unknown-type"]),
+        ("dedupe-in-memory", &["wh-late-redelivery"]),
+        ("dedupe-ttl", &["wh-late-redelivery"]),
     ];
-    for (defect, expected) in table[rows].iter().copied() {
+    side_by_side(table, |&(defect, expected)| {
         let consumer = python::start(
             "fixtures/consumers/queue_consumer.py",
-            &["--secret", SECRET, "--defect", defect, "--lifetime", "120"],
+            &[
+                "--secret",
+                SECRET,
+                "--defect",
+                defect,
+                "--dedupe-ttl",
+                "0.5",
+                "--lifetime",
+                "120",
+            ],
         );
         let url = format!("{}/webhooks", consumer.base);
         let count = format!("{}/count", consumer.base);
+        let restart = format!(
+            "python3 -c \"import urllib.request as u; u.urlopen(u.Request('{}/restart', data=b''))\"",
+            consumer.base
+        );
+        let ready = format!("{}/ready", consumer.base);
         let (out, bad) = run(&[
             &url,
             "--scheme",
@@ -166,6 +212,12 @@ fn queue_consumer_rows(rows: std::ops::Range<usize>) {
             "/count",
             "--crash-header",
             "X-Crash: 1",
+            "--late-after",
+            LATE_AFTER,
+            "--restart-cmd",
+            &restart,
+            "--ready-url",
+            &ready,
         ]);
         assert_eq!(bad, fails(expected), "{defect}\n{}", text(&out));
         if defect == "accept-everything" {
@@ -182,7 +234,7 @@ fn queue_consumer_rows(rows: std::ops::Range<usize>) {
             "{}",
             text(&out)
         );
-    }
+    });
 }
 
 fn refused(args: &[&str]) -> (Option<i32>, String) {
@@ -311,7 +363,7 @@ fn every_scheme_verifies_with_the_senders_own_library() {
         return;
     };
     let modules = dir.join("node/node_modules");
-    for scheme in WebhookScheme::ALL {
+    side_by_side(WebhookScheme::ALL, |scheme| {
         let secret = match scheme {
             WebhookScheme::Standard | WebhookScheme::Svix | WebhookScheme::Stripe => SECRET,
             _ => "a-plain-shared-secret",
@@ -341,6 +393,8 @@ fn every_scheme_verifies_with_the_senders_own_library() {
             &count,
             "--count-pointer",
             "/count",
+            "--late-after",
+            LATE_AFTER,
         ]);
         let expected = if *scheme == WebhookScheme::Stripe {
             fails(&["wh-future-timestamp"])
@@ -348,5 +402,5 @@ fn every_scheme_verifies_with_the_senders_own_library() {
             BTreeSet::new()
         };
         assert_eq!(bad, expected, "{}\n{}", scheme.name(), text(&out));
-    }
+    });
 }
