@@ -16,7 +16,7 @@ use super::settle::Settler;
 /// The group every webhook check is listed under.
 pub const GROUP: &str = "webhook";
 
-/// What a check is, for reports and `idem-check list`.
+/// What a check is, for reports, `idem-check list` and `idem-check explain`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WebhookCheck {
     pub id: &'static str,
@@ -24,18 +24,39 @@ pub struct WebhookCheck {
     pub section: &'static str,
     pub stimulus: &'static str,
     pub requirement: &'static str,
+    /// What it judges, each with the severity of a failure (the reports' checks; a test keeps
+    /// the two in step).
+    pub judged: &'static [Judged],
+    /// The options without which it SKIPs.
+    pub needs: Option<&'static str>,
+}
+
+/// One judged point of a check: its id in the report, how grave its failure is, what it says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Judged {
+    pub severity: Severity,
+    pub id: &'static str,
+    pub what: &'static str,
+}
+
+const fn j(severity: Severity, id: &'static str, what: &'static str) -> Judged {
+    Judged { severity, id, what }
 }
 
 const fn check(
     id: &'static str,
     stimulus: &'static str,
     requirement: &'static str,
+    judged: &'static [Judged],
+    needs: Option<&'static str>,
 ) -> WebhookCheck {
     WebhookCheck {
         id,
         section: "webhook delivery",
         stimulus,
         requirement,
+        judged,
+        needs,
     }
 }
 
@@ -46,102 +67,220 @@ pub const CATALOG: &[WebhookCheck] = &[
         "wh-first-delivery",
         "Sends one validly signed event.",
         "A valid delivery is acknowledged 2xx and applied once.",
+        &[
+            j(Severity::Required, "acknowledged", "a valid delivery is acknowledged 2xx"),
+            j(Severity::Critical, "applied-once", "the event is applied once"),
+        ],
+        None,
     ),
     check(
         "wh-redelivery",
         "Sends the same event again, re-signed one second later.",
         "A redelivered event is acknowledged 2xx and not applied again.",
+        &[
+            j(Severity::Required, "first-acknowledged", "the first delivery is acknowledged 2xx"),
+            j(Severity::Critical, "applied-once", "the event is applied once"),
+            j(Severity::Recommended, "redelivery-acknowledged", "the redelivery is acknowledged 2xx (else the sender retries it)"),
+        ],
+        None,
     ),
     check(
         "wh-byte-replay",
         "Sends the first delivery again, byte for byte.",
         "A replayed delivery is not applied again.",
+        &[
+            j(Severity::Required, "first-acknowledged", "the first delivery is acknowledged 2xx"),
+            j(Severity::Critical, "applied-once", "a replayed delivery is not applied again"),
+        ],
+        None,
     ),
     check(
         "wh-bad-signature",
         "Sends a tampered body, a delivery signed with a wrong secret and one without signature, each a new event.",
         "Forgeries are refused 4xx and never applied.",
+        &[
+            j(Severity::Critical, "refused", "every forgery is refused 4xx (a 2xx is an accepted forgery)"),
+            j(Severity::Critical, "not-applied", "no forgery is applied"),
+        ],
+        None,
     ),
     check(
         "wh-distinct-events",
         "Sends two events with different ids and identical bodies.",
         "Two events are two effects, whatever their bodies.",
+        &[
+            j(Severity::Required, "acknowledged", "both events are acknowledged 2xx"),
+            j(Severity::Critical, "both-applied", "two events with identical bodies are two effects (one lost is an event dropped)"),
+        ],
+        None,
     ),
     check(
         "wh-concurrent-duplicates",
         "Sends 8 freshly signed deliveries of one new event as one synchronised burst: every copy staged but its last byte, then the last bytes released together.",
         "Overlapping deliveries of one event apply it once.",
+        &[
+            j(Severity::Critical, "applied-once", "overlapping deliveries apply the event once"),
+        ],
+        None,
     ),
     check(
         "wh-forgery-no-poison",
         "Sends a forged delivery carrying event id X (wrong secret), then the genuine X.",
         "A forgery cannot make the genuine event a duplicate.",
+        &[
+            j(Severity::Required, "genuine-acknowledged", "the genuine event is acknowledged 2xx"),
+            j(Severity::Critical, "genuine-applied", "the genuine event is applied once after a forgery carried its id"),
+        ],
+        None,
     ),
     check(
         "wh-stale-timestamp",
         "Sends a valid signature over a timestamp older than the scheme's tolerance.",
         "A delivery signed too long ago is refused 4xx and not applied.",
+        &[
+            j(Severity::Required, "refused", "a delivery outside the tolerance is refused 4xx"),
+            j(Severity::Critical, "not-applied", "a delivery outside the tolerance is not applied"),
+        ],
+        None,
     ),
     check(
         "wh-future-timestamp",
         "Sends a valid signature over a timestamp beyond the tolerance in the future.",
         "A delivery signed in the future is refused 4xx.",
+        &[
+            j(Severity::Recommended, "refused", "a delivery outside the tolerance is refused 4xx"),
+            j(Severity::Recommended, "not-applied", "a delivery outside the tolerance is not applied"),
+        ],
+        None,
     ),
     check(
         "wh-rotated-secret",
         "Sends two events with two signatures each: an unknown secret's first, then the valid one first.",
         "Any one valid signature is enough, as during a secret rotation.",
+        &[
+            j(Severity::Required, "acknowledged", "a delivery with any one valid signature is acknowledged 2xx"),
+            j(Severity::Critical, "applied", "both events are applied (one refused is an event lost)"),
+        ],
+        None,
     ),
     check(
         "wh-raw-body",
         "Sends a valid signature over non-canonical JSON (spaces, a \\u escape, a trailing newline).",
         "The signature is verified over the bytes received, not a re-encoding.",
+        &[
+            j(Severity::Required, "acknowledged", "a signature over the bytes sent is accepted (2xx)"),
+            j(Severity::Critical, "applied", "the event is applied once"),
+        ],
+        None,
     ),
     check(
         "wh-unknown-type",
         "Sends a valid event of a type no consumer handles.",
         "An unknown type is acknowledged 2xx and changes nothing.",
+        &[
+            j(Severity::Recommended, "acknowledged", "an unknown type is acknowledged 2xx (else the sender retries and disables the endpoint)"),
+            j(Severity::Required, "no-effect", "an unknown type changes nothing"),
+        ],
+        None,
     ),
     check(
         "wh-lost-ack",
         "Sends an event held by --hold-header, drops the connection before the answer, releases the hold (--hold-release), then redelivers it.",
         "An event whose acknowledgement was lost is applied once: its id is recorded with the work, not when the answer is written.",
+        &[
+            j(Severity::Required, "redelivery-acknowledged", "the redelivery is acknowledged 2xx"),
+            j(Severity::Critical, "applied-once", "the event is applied once in all"),
+        ],
+        Some("--hold-header and --hold-release"),
     ),
     check(
         "wh-retry-after-failure",
         "Sends an event with --crash-header (the consumer fails after taking it), then the clean redelivery.",
         "A delivery that failed is applied by its retry: exactly once, never lost.",
+        &[
+            j(Severity::Required, "retry-acknowledged", "the redelivery is acknowledged 2xx"),
+            j(Severity::Critical, "applied-once", "the event is applied exactly once (0 is an event lost)"),
+        ],
+        Some("--crash-header"),
     ),
     check(
         "wh-late-redelivery",
         "Sends an event, restarts the consumer with --restart-cmd and redelivers it, then redelivers it again --late-after its first delivery (default 6 minutes), each re-signed when sent.",
         "An event is deduplicated for as long as senders retry it (hours to days) and across restarts: a late redelivery is acknowledged 2xx and not applied again.",
+        &[
+            j(Severity::Required, "first-acknowledged", "the first delivery is acknowledged 2xx"),
+            j(Severity::Required, "first-applied", "the first delivery is applied once"),
+            j(Severity::Recommended, "acknowledged-after-restart", "the redelivery after the restart is acknowledged 2xx (else the sender retries it)"),
+            j(Severity::Critical, "not-applied-after-restart", "the redelivery after the restart is not applied again (its id was kept in memory only)"),
+            j(Severity::Recommended, "acknowledged-late", "the late redelivery is acknowledged 2xx (else the sender retries it)"),
+            j(Severity::Critical, "not-applied-late", "the late redelivery is not applied again (its id was forgotten too soon)"),
+        ],
+        Some("--late-after longer than 0s, or --restart-cmd"),
     ),
     check(
         "wh-cross-replica",
         "Sends an event, then its redelivery to --replica.",
         "Deduplication is shared by every instance.",
+        &[
+            j(Severity::Critical, "applied-once", "the event is applied once across instances"),
+        ],
+        Some("--replica"),
     ),
     check(
         "wh-ack-latency",
         "Sends one event and times its acknowledgement.",
         "A delivery is acknowledged within the scheme's budget (Slack 3 s, Shopify 5 s, GitHub 10 s, Standard Webhooks, Svix and Stripe 15 s), else the sender counts it failed and retries.",
+        &[
+            j(Severity::Required, "in-budget", "the delivery is acknowledged 2xx within the scheme's budget"),
+            j(Severity::Recommended, "clear-of-budget", "the acknowledgement leaves a fifth of the budget spare"),
+            j(Severity::Info, "applied", "the event is applied once"),
+        ],
+        None,
     ),
     check(
         "wh-source-isolation",
         "Sends one event id from the source of --secret, then from the source of --source-b-secret.",
         "Event ids are deduplicated per source: two sources' events are two effects.",
+        &[
+            j(Severity::Required, "acknowledged", "both sources' events are acknowledged 2xx"),
+            j(Severity::Critical, "both-applied", "the same id from two sources is two effects"),
+        ],
+        Some("--source-b-secret"),
     ),
 ];
 
-/// The checks for `idem-check list`: each id and what it sends.
+/// The checks for `idem-check list`: each id, what it needs, and what it judges with the
+/// severity of each point, as `run`'s probes are listed.
 pub fn listing() -> String {
     let mut out = String::from(
         "\nwebhook checks (idem-check webhook URL --scheme SCHEME)\n\n\
-         check                      sends\n",
+         check                      needs\n",
     );
     for c in CATALOG {
-        out.push_str(&format!("{:<26} {}\n", c.id, c.stimulus));
+        out.push_str(&format!("{:<26} {}\n", c.id, c.needs.unwrap_or("-")));
+        for p in c.judged {
+            out.push_str(&format!("    {:<12} {}\n", p.severity.as_str(), p.what));
+        }
+    }
+    out
+}
+
+/// One check in full, for `idem-check explain`.
+pub fn explanation(c: &WebhookCheck) -> String {
+    let mut out = format!(
+        "{}  ({GROUP}, {})\nstimulus:    {}\nrequirement: {}\nchecks:\n",
+        c.id, c.section, c.stimulus, c.requirement
+    );
+    for p in c.judged {
+        out.push_str(&format!(
+            "  {:<12} {:<26} {}\n",
+            p.severity.as_str(),
+            p.id,
+            p.what
+        ));
+    }
+    if let Some(needs) = c.needs {
+        out.push_str(&format!("needs: {needs}\n"));
     }
     out
 }

@@ -19,6 +19,12 @@ const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 /// Runs `idem-check webhook ARGS --strict` with a JSON report; returns the output and the
 /// checks that did not PASS or SKIP, each with its outcome.
 fn run(args: &[&str]) -> (Output, BTreeSet<String>) {
+    let (out, bad, _) = run_report(args);
+    (out, bad)
+}
+
+/// [`run`], and the JSON report.
+fn run_report(args: &[&str]) -> (Output, BTreeSet<String>, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("report.json");
     let out = bin()
@@ -38,7 +44,32 @@ fn run(args: &[&str]) -> (Output, BTreeSet<String>) {
         .filter(|(_, o)| o != "PASS" && o != "SKIP")
         .map(|(id, o)| format!("{id} {o}"))
         .collect();
-    (out, bad)
+    (out, bad, report)
+}
+
+/// Every point a report judged is listed in the catalog (what `idem-check list` and `explain`
+/// print) with the severity the report gave it; only the run's own late-effect charge is not.
+fn assert_catalogued(report: &serde_json::Value) {
+    for probe in report["probes"].as_array().unwrap() {
+        let id = probe["id"].as_str().unwrap();
+        let def = CATALOG.iter().find(|c| c.id == id).unwrap();
+        for c in probe["checks"].as_array().unwrap() {
+            let (cid, sev, what) = (
+                c["id"].as_str().unwrap(),
+                c["severity"].as_str().unwrap(),
+                c["what"].as_str().unwrap(),
+            );
+            if cid == "no-late-effects" {
+                continue;
+            }
+            assert!(
+                def.judged
+                    .iter()
+                    .any(|j| j.id == cid && j.severity.as_str() == sev && j.what == what),
+                "{id}: {sev} {cid} {what:?} is not in the catalog"
+            );
+        }
+    }
 }
 
 fn fails(ids: &[&str]) -> BTreeSet<String> {
@@ -76,7 +107,7 @@ const LATE_AFTER: &str = "1s";
 #[test]
 fn the_reference_consumer_passes_every_check_with_each_scheme() {
     side_by_side(WebhookScheme::ALL, |scheme| {
-        let (out, bad) = run(&[
+        let (out, bad, report) = run_report(&[
             "--reference",
             "--scheme",
             scheme.name(),
@@ -85,7 +116,32 @@ fn the_reference_consumer_passes_every_check_with_each_scheme() {
         ]);
         assert!(bad.is_empty(), "{}: {bad:?}\n{}", scheme.name(), text(&out));
         assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        assert_catalogued(&report);
     });
+}
+
+/// `idem-check list` shows every webhook check with the severity of each point it judges, and
+/// `idem-check explain` knows every webhook check id.
+#[test]
+fn list_and_explain_show_every_webhook_check() {
+    let out = bin().arg("list").output().unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout);
+    for c in CATALOG {
+        let row = format!("\n{:<26} {}\n", c.id, c.needs.unwrap_or("-"));
+        assert!(listed.contains(&row), "{row:?} not listed\n{listed}");
+        for j in c.judged {
+            let line = format!("    {:<12} {}\n", j.severity.as_str(), j.what);
+            assert!(listed.contains(&line), "{}: {line:?} not listed", c.id);
+        }
+        let out = bin().args(["explain", c.id]).output().unwrap();
+        let explained = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        assert!(
+            explained.starts_with(&format!("{}  (webhook", c.id)),
+            "{explained}"
+        );
+        assert!(explained.contains(c.requirement), "{explained}");
+    }
 }
 
 /// Every reference fault fails exactly the checks `breaks_for` names, with `standard` (a
