@@ -29,6 +29,9 @@ use crate::webhook::settle::{Sent, Settler};
 /// The variable a reproduce line reads the signing secret from.
 pub const SECRET_VAR: &str = "IDEM_CHECK_WEBHOOK_SECRET";
 
+/// The variable a reproduce line reads the second source's secret from.
+const SECRET_B_VAR: &str = "IDEM_CHECK_WEBHOOK_SECRET_B";
+
 /// The secrets the bundled reference consumer is started with (fresh per run would hide
 /// nothing: they sign only deliveries to a server that lives as long as the run).
 const REFERENCE_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -217,11 +220,10 @@ async fn check(
     let mut secrets =
         Secrets::default().with_named(&secret, SECRET_VAR, "the webhook signing secret");
     if let Some(b) = &secret_b {
-        secrets = secrets.with_named(
-            b,
-            "IDEM_CHECK_WEBHOOK_SECRET_B",
-            "the second source's signing secret",
-        );
+        secrets = secrets.with_named(b, SECRET_B_VAR, "the second source's signing secret");
+    }
+    for name in scheme.signature_headers() {
+        secrets = secrets.with_header(name);
     }
     let restart: Option<Arc<dyn RestartHook>> = match (reference, &args.restart_cmd) {
         (Some(r), _) => Some(r.restart_hook()),
@@ -266,7 +268,8 @@ async fn check(
             restart,
         },
     };
-    let render = render_options(&args.report, secrets, String::new());
+    let mut render = render_options(&args.report, secrets, String::new());
+    render.resigner = Some(Arc::new(env.sender.resigner(SECRET_VAR, SECRET_B_VAR)));
     let info = RunInfo {
         label: if reference.is_some() {
             "reference".into()

@@ -144,6 +144,19 @@ impl Sender {
         }
     }
 
+    /// What recomputes this sender's signatures in a reproduce line: its keys, the secrets'
+    /// as `var` and `var_b`, the wrong key as it is (no consumer knows it).
+    pub fn resigner(
+        &self,
+        var: &'static str,
+        var_b: &'static str,
+    ) -> super::reproduce::WebhookResigner {
+        let mut keys = vec![(self.key.clone(), Some(var))];
+        keys.extend(self.key_b.clone().map(|k| (k, Some(var_b))));
+        keys.push((self.wrong.clone(), None));
+        super::reproduce::WebhookResigner::new(self.scheme, keys)
+    }
+
     pub fn has_source_b(&self) -> bool {
         self.key_b.is_some()
     }

@@ -460,3 +460,71 @@ fn every_scheme_verifies_with_the_senders_own_library() {
         assert_eq!(bad, expected, "{}\n{}", scheme.name(), text(&out));
     });
 }
+
+/// A reproduce line recomputes the signature from `$IDEM_CHECK_WEBHOOK_SECRET` (with openssl)
+/// instead of naming a masked value: pasted into a shell with the secret exported it replays
+/// the delivery, which the consumer accepts; with another secret the consumer refuses it; the
+/// secret itself is in no output.
+#[test]
+fn a_reproduce_line_signs_with_the_exported_secret() {
+    let consumer = python::start(
+        "fixtures/consumers/queue_consumer.py",
+        &[
+            "--secret",
+            SECRET,
+            "--defect",
+            "no-dedupe",
+            "--lifetime",
+            "60",
+        ],
+    );
+    let count = format!("{}/count", consumer.base);
+    let (out, bad) = run(&[
+        &format!("{}/webhooks", consumer.base),
+        "--scheme",
+        "standard",
+        "--secret",
+        SECRET,
+        "--count-url",
+        &count,
+        "--count-pointer",
+        "/count",
+        "--probe",
+        "wh-redelivery",
+        "--late-after",
+        "0s",
+    ]);
+    assert_eq!(bad, fails(&["wh-redelivery"]), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains(SECRET), "{stdout}");
+    assert!(
+        stdout.contains("$IDEM_CHECK_WEBHOOK_SECRET = the webhook signing secret"),
+        "{stdout}"
+    );
+    let line = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("reproduce #2"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no reproduce line\n{stdout}"))
+        .trim();
+    assert!(line.contains("openssl dgst"), "{line}");
+    let replay = |secret: &str| {
+        let out = std::process::Command::new("bash")
+            .args(["-c", line])
+            .env("IDEM_CHECK_WEBHOOK_SECRET", secret)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(
+        replay(SECRET).starts_with("HTTP/1.1 202"),
+        "{}",
+        replay(SECRET)
+    );
+    let other = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+    assert!(
+        replay(other).starts_with("HTTP/1.1 401"),
+        "{}",
+        replay(other)
+    );
+}
