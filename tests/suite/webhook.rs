@@ -528,3 +528,100 @@ fn a_reproduce_line_signs_with_the_exported_secret() {
         replay(other)
     );
 }
+
+/// The script of action.yml's step that runs idem-check, as GitHub runs it.
+fn action_step() -> String {
+    let path = format!("{}/action.yml", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(path).unwrap();
+    let docs = yaml_rust2::YamlLoader::load_from_str(&text).unwrap();
+    let steps = docs[0]["runs"]["steps"].as_vec().unwrap();
+    let step = steps
+        .iter()
+        .find(|s| !s["env"]["IDEM_COMMAND"].is_badvalue())
+        .expect("a step with IDEM_COMMAND");
+    step["run"].as_str().unwrap().to_string()
+}
+
+/// The GitHub Action accepts `command: webhook`: its step runs `idem-check webhook` with the
+/// target and args given and writes the reports; an unknown command is one error line.
+#[test]
+fn the_github_action_runs_the_webhook_command() {
+    let script = action_step();
+    let dir = tempfile::tempdir().unwrap();
+    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_idem-check"))
+        .parent()
+        .unwrap()
+        .to_owned();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let step = |command: &str| {
+        std::process::Command::new("bash")
+            .args(["-c", &script])
+            .current_dir(dir.path())
+            .env("PATH", &path)
+            .env("IDEM_COMMAND", command)
+            .env("IDEM_TARGET", "")
+            .env(
+                "IDEM_ARGS",
+                "--reference --scheme github --probe wh-redelivery --late-after 0s",
+            )
+            .env("IDEM_JUNIT", "idem-check.xml")
+            .env("IDEM_JSON", "report.json")
+            .env("IDEM_HTML", "idem-check.html")
+            .output()
+            .unwrap()
+    };
+    let out = step("webhook");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["suite"], "webhook", "{report}");
+    assert!(dir.path().join("idem-check.xml").is_file());
+    assert!(dir.path().join("idem-check.html").is_file());
+    let out = step("stress");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("::error::command: expected run or webhook, got 'stress'"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// The sender connects as `run` does, through the run's Connector and its flags: with
+/// `--resolve` a consumer named by a host no DNS knows is reached, the counter, the plain
+/// deliveries and the burst alike, and the header says so.
+#[test]
+fn the_connection_flags_reach_the_consumer() {
+    let consumer = python::start(
+        "fixtures/consumers/queue_consumer.py",
+        &["--secret", SECRET, "--lifetime", "60"],
+    );
+    let port = consumer.base.rsplit(':').next().unwrap();
+    let base = format!("http://consumer.idem-check.invalid:{port}");
+    let resolve = format!("consumer.idem-check.invalid:{port}:127.0.0.1");
+    let (out, bad, report) = run_report(&[
+        &format!("{base}/webhooks"),
+        "--scheme",
+        "standard",
+        "--secret",
+        SECRET,
+        "--count-url",
+        &format!("{base}/count"),
+        "--count-pointer",
+        "/count",
+        "--resolve",
+        &resolve,
+        "--probe",
+        "wh-redelivery,wh-concurrent-duplicates",
+    ]);
+    assert!(bad.is_empty(), "{bad:?}\n{}", text(&out));
+    let outcomes: Vec<(String, String)> = common::json_report::probe_outcomes(&report);
+    assert_eq!(outcomes.len(), 3, "{outcomes:?}");
+    assert!(outcomes.iter().all(|(_, o)| o == "PASS"), "{outcomes:?}");
+    let context = report["context"].to_string();
+    assert!(context.contains("consumer.idem-check.invalid"), "{context}");
+}
