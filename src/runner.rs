@@ -161,15 +161,18 @@ pub async fn run(
     })
 }
 
-/// One-line facts about the run for headers and reports ("2 tenants", the effect basis, the
-/// proxy or `--insecure`), known before the first probe so a streaming terminal can print them
-/// first.
+/// One-line facts about the run for headers and reports ("2 tenants", where the key travels,
+/// the effect basis, the proxy or `--insecure`), known before the first probe so a streaming
+/// terminal can print them first.
 pub fn context(config: &Config) -> Vec<String> {
-    let mut context = vec![format!(
-        "{} tenant{}",
-        1 + usize::from(config.tenant_b.is_some()),
-        if config.tenant_b.is_some() { "s" } else { "" }
-    )];
+    let mut context = vec![
+        format!(
+            "{} tenant{}",
+            1 + usize::from(config.tenant_b.is_some()),
+            if config.tenant_b.is_some() { "s" } else { "" }
+        ),
+        format!("key: {}", config.key_carrier),
+    ];
     context.extend(config.connector.context());
     context
 }

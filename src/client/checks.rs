@@ -776,6 +776,7 @@ mod tests {
             exchange,
             op: 1,
             operation: true,
+            read: false,
             key: None,
             payload: serde_json::from_str(body).ok(),
             credential: "bearer".into(),

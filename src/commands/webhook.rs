@@ -10,21 +10,21 @@ use anyhow::anyhow;
 
 use super::{finish, interrupted_in_setup, render_options, report_files, Interrupt, Result};
 use crate::cli::WebhookArgs;
-use crate::config::{CommandRestart, RestartHook, DEFAULT_QUIET_WINDOW};
-use crate::effects::{Counter, Meter};
-use crate::exit::{AppError, ExitCode};
-use crate::http::client::Client;
-use crate::http::exchange::Header;
-use crate::redact::{Masked, Secrets};
-use crate::reference::Reference;
-use crate::report::terminal::{self, Progress};
-use crate::report::{ProbeReport, RenderOptions};
-use crate::runner::Observer;
-use crate::webhook::checks::{self, Env, Extras, WebhookCheck};
-use crate::webhook::event::Template;
-use crate::webhook::run::{self as webhook_run, RunInfo};
-use crate::webhook::sender::Sender;
-use crate::webhook::settle::{Sent, Settler};
+use idem_check::config::{CommandRestart, RestartHook, DEFAULT_QUIET_WINDOW};
+use idem_check::effects::{Counter, Meter};
+use idem_check::exit::{AppError, ExitCode};
+use idem_check::http::client::Client;
+use idem_check::http::exchange::Header;
+use idem_check::redact::{Masked, Secrets};
+use idem_check::reference::Reference;
+use idem_check::report::terminal::{self, Progress};
+use idem_check::report::{ProbeReport, RenderOptions};
+use idem_check::runner::Observer;
+use idem_check::webhook::checks::{self, Env, Extras, WebhookCheck};
+use idem_check::webhook::event::Template;
+use idem_check::webhook::run::{self as webhook_run, RunInfo};
+use idem_check::webhook::sender::Sender;
+use idem_check::webhook::settle::{Sent, Settler};
 
 /// The variable a reproduce line reads the signing secret from.
 pub const SECRET_VAR: &str = "IDEM_CHECK_WEBHOOK_SECRET";
@@ -117,7 +117,7 @@ async fn check(
     template: Template,
     selection: Vec<&'static WebhookCheck>,
     reference: Option<&Reference>,
-    files: &[crate::report::ReportFile],
+    files: &[idem_check::report::ReportFile],
     interrupt: &Interrupt,
 ) -> Result<ExitCode> {
     let scheme = args.scheme;
@@ -133,7 +133,7 @@ async fn check(
                 }),
                 Some("X-Test-Crash: 1".to_string()),
                 Some(format!("{}/webhooks/{}", r.replica_base, scheme.name())),
-                Some(crate::reference::HOLD_HEADER.to_string()),
+                Some(idem_check::reference::HOLD_HEADER.to_string()),
                 Some(format!("{}/test-hooks/holds/{{{{hold}}}}/release", r.base)),
             ),
             None => {
@@ -192,7 +192,7 @@ async fn check(
         ));
     }
     let quiet = args.quiet_window.unwrap_or(if reference.is_some() {
-        crate::reference::QUIET_WINDOW
+        idem_check::reference::QUIET_WINDOW
     } else {
         DEFAULT_QUIET_WINDOW
     });
@@ -201,7 +201,7 @@ async fn check(
     }
     let env_var = |name: &str| std::env::var(name).ok();
     let connector = Arc::new(
-        crate::target::document_connector(&args.connection, &env_var)
+        super::flags::document_connector(&args.connection, &env_var)
             .map_err(|e| usage(format!("{e:#}")))?,
     );
     let client =

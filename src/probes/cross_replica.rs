@@ -11,7 +11,7 @@
 use futures::FutureExt;
 
 use super::shared::original;
-use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta, Request};
+use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta, Replica, Request};
 use crate::check;
 use crate::http::exchange::Exchange;
 use crate::outcome::Stop;
@@ -49,7 +49,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let replicas = ctx.config.replicas.clone();
+    let replicas = ctx.need::<Replica>()?;
     let before = ctx.count_before().await?;
     let req = ctx.keyed(&ctx.fresh_key());
     let original = original(

@@ -13,7 +13,7 @@ use crate::http::release::ReleaseMode;
 use crate::http::{burst, h2burst, raw, throttle, Request};
 use crate::keys::{self, KeySyntax};
 use crate::outcome::Stop;
-use crate::probes::{CheckDecl, Need, ProbeMeta};
+use crate::probes::{CheckDecl, Precondition, ProbeMeta};
 
 /// The most duplicate waves [`ProbeCtx::held_with_waves`] sends while one original is held.
 pub const MAX_WAVES: usize = 40;
@@ -1135,15 +1135,20 @@ impl ProbeCtx {
         self.offset_ms(Instant::now())
     }
 
-    /// An option the runner checked before `run` was called; `Stop::Error` if it is missing
-    /// after all, which would be a catalog mistake (a need not declared).
-    pub fn needed<T: Clone>(&self, value: &Option<T>, need: Need) -> Result<T, Stop> {
-        value.clone().ok_or_else(|| {
-            Stop::Error(format!(
-                "{} was not checked before the probe ran: {} is missing",
+    /// What the probe declared it needs (`ctx.need::<SecondTenant>()`), typed. The runner
+    /// checked it before `run` was called, so `Stop::Error` here is a catalog mistake: a need
+    /// read without being declared in [`ProbeMeta::needs`].
+    pub fn need<T: Precondition>(&self) -> Result<T::Value, Stop> {
+        let need = T::NEED;
+        let declared = self.meta.needs.contains(&need);
+        match T::value(&self.config) {
+            Some(value) if declared => Ok(value),
+            _ => Err(Stop::Error(format!(
+                "{} was not checked before the probe ran: {} is {}",
                 self.meta.id,
-                need.what()
-            ))
-        })
+                need.what(),
+                if declared { "missing" } else { "not declared" }
+            ))),
+        }
     }
 }

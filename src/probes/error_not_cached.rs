@@ -7,7 +7,7 @@
 use futures::FutureExt;
 
 use super::shared::is_success;
-use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
+use super::{CheckDecl, Group, InvalidBody, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
 
@@ -36,7 +36,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let invalid_body = ctx.needed(&ctx.config.invalid_body, Need::InvalidBody)?;
+    let invalid_body = ctx.need::<InvalidBody>()?;
     let key = ctx.fresh_key();
     let invalid_req = ctx
         .keyed(&key)

@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures::FutureExt;
 
 use super::shared::is_success;
-use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
+use super::{CheckDecl, Group, HoldHeader, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::http::exchange::Exchange;
 use crate::outcome::Stop;
@@ -48,7 +48,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    ctx.needed(&ctx.config.hold_header, Need::HoldHeader)?;
+    ctx.need::<HoldHeader>()?;
     let conflict = ctx.spec(&STILL_REFUSED).expect;
     let before = ctx.count_before().await?;
     let req = ctx.keyed(&ctx.fresh_key());

@@ -6,7 +6,7 @@
 use futures::FutureExt;
 
 use super::shared::{keyed_original, same_response};
-use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
+use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta, RestartHook};
 use crate::http::raw::IdleConnection;
 use crate::outcome::Stop;
 
@@ -37,7 +37,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let hook = ctx.needed(&ctx.config.restart, Need::RestartHook)?;
+    let hook = ctx.need::<RestartHook>()?;
     let before = ctx.count_before().await?;
     let (key, original) = keyed_original(ctx, None, "there is nothing to persist").await?;
     // A connection left idle across the restart: a server that went down closes it.

@@ -81,6 +81,8 @@ pub struct StressReport {
     pub tool: ToolInfo,
     pub label: String,
     pub target: String,
+    /// Where the key travels and how it is written ("header Idempotency-Key, ietf").
+    pub key: String,
     /// How the target was reached: a proxy, `--resolve` pins, `--insecure`.
     pub connection: Vec<String>,
     /// What the API description left out of the request (`stress --openapi`): each `$ref` that
@@ -126,6 +128,7 @@ impl StressReport {
             tool: ToolInfo::default(),
             label: config.label.clone(),
             target: config.operation.line(),
+            key: config.key_carrier.to_string(),
             connection: config.connector.context(),
             notes: config.notes.clone(),
             started_at,
@@ -199,6 +202,7 @@ impl StressReport {
                 self.rate
                     .map_or(String::new(), |r| format!(", at most {r} requests/s"))
             ))
+            .chain(std::iter::once(format!("key: {}", self.key)))
             .chain(self.connection.iter().cloned())
             .collect(),
             summary: Summary::of(&probes),
@@ -651,6 +655,7 @@ pub fn render_terminal(r: &StressReport, opts: &crate::report::RenderOptions) ->
             .map_or(String::new(), |rate| format!(", at most {rate} requests/s")),
         if r.interrupted { " (interrupted)" } else { "" }
     );
+    let _ = writeln!(out, "key:         {}", r.key);
     if !r.connection.is_empty() {
         let _ = writeln!(out, "connection:  {}", r.connection.join(" · "));
     }
