@@ -704,6 +704,26 @@ pub struct WebhookArgs {
     #[arg(long, value_name = "URL")]
     pub replica: Option<String>,
 
+    /// How long after an event's delivery wh-late-redelivery redelivers it: longer than the
+    /// consumer's dedupe window must be, as senders retry for hours or days; 0s redelivers
+    /// only after --restart-cmd [default: 6m; 2s against --reference, whose dedupe-ttl fault
+    /// then forgets after 5/6 of it]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub late_after: Option<Duration>,
+
+    /// A shell command that restarts the consumer: wh-late-redelivery redelivers after it, so
+    /// a dedupe kept in memory is seen.
+    #[arg(long, value_name = "CMD", conflicts_with = "reference")]
+    pub restart_cmd: Option<String>,
+
+    /// Polled after --restart-cmd until it answers 2xx.
+    #[arg(long, value_name = "URL", requires = "restart_cmd")]
+    pub ready_url: Option<String>,
+
+    /// How long the restart may take.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "30s")]
+    pub restart_timeout: Duration,
+
     /// The acknowledgement budget wh-ack-latency judges with [default: the scheme's: Slack 3s,
     /// Shopify 5s, GitHub 10s, standard, svix and stripe 15s]; keep --timeout above it.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
@@ -732,6 +752,9 @@ pub struct WebhookArgs {
     /// Fail on recommended checks too (WARN becomes FAIL).
     #[arg(long)]
     pub strict: bool,
+
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
 
     #[command(flatten)]
     pub report: ReportArgs,

@@ -68,8 +68,16 @@ pub(super) fn list(args: &ListArgs) -> Result<ExitCode> {
 }
 
 pub(super) fn explain(id: &str, suite: &str) -> Result<ExitCode> {
+    if let Some(c) = idem_check::webhook::checks::find(id) {
+        emit(&idem_check::webhook::checks::explanation(c))?;
+        return Ok(ExitCode::Ok);
+    }
     let Some(p) = probes::find(id) else {
-        let known: Vec<&str> = probes::catalog().iter().map(|p| p.meta.id).collect();
+        let known: Vec<&str> = probes::catalog()
+            .iter()
+            .map(|p| p.meta.id)
+            .chain(idem_check::webhook::checks::CATALOG.iter().map(|c| c.id))
+            .collect();
         let hint = idem_check::suggest::closest(id, known.iter().copied())
             .map(|near| format!(" (did you mean {near:?}?)"))
             .unwrap_or_default();

@@ -80,6 +80,7 @@ fn render_options(args: &ReportArgs, secrets: Secrets, key_header: String) -> Re
             .unwrap_or(Format::Terminal.default_max_body()),
         key_header,
         summary_only: args.summary,
+        resigner: None,
     }
 }
 

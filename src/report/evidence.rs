@@ -530,7 +530,13 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
         if !notes.is_empty() {
             let _ = writeln!(out, "({})", notes.join("; "));
         }
-        write_reproduce(&mut out, &reps, secrets, &opts.key_header);
+        write_reproduce(
+            &mut out,
+            &reps,
+            secrets,
+            &opts.key_header,
+            opts.resigner.as_deref(),
+        );
     }
     // Last line of defence: anything that slipped through above (a secret echoed in a check's
     // `actual`, in a role, in a timeline fact) is masked here.
@@ -542,6 +548,26 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
 /// cut, so a secret straddling it cannot leak its first half).
 pub fn quoted(text: &str, secrets: &Secrets) -> String {
     cut_line(&secrets.redact(&sanitize_line(text)), QUOTE_MAX)
+}
+
+/// Shell assignments that recompute the signature headers of a request from secrets the reader
+/// exports, so its reproduce line replays it without the masked values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resigned {
+    /// `IDEM_WEBHOOK_SIGNATURE="v1,$(printf %s '…' | openssl dgst …)"`, ready to precede the
+    /// curl command.
+    pub assignments: String,
+    /// The variables the assignments set (the curl line reads them).
+    pub sets: Vec<String>,
+    /// The variables they read: the secrets the reader exports.
+    pub reads: Vec<String>,
+}
+
+/// Recomputes the signature headers a reproduce line must send (`idem-check webhook`).
+pub trait Resigner: Send + Sync + std::fmt::Debug {
+    /// The assignments for `req`, or `None` when its signatures cannot be recomputed from the
+    /// exported secrets (a tampered body's signature is over other bytes).
+    fn resign(&self, req: &SentRequest) -> Option<Resigned>;
 }
 
 /// The reproduce lines of the exchanges shown in full: one curl line per distinct request, under
@@ -556,13 +582,23 @@ pub struct Reproduce {
 
 impl Reproduce {
     /// The lines for `reps` (see [`representatives`]), secrets named by their variables.
-    pub fn of(reps: &[(&Exchange, Vec<usize>)], secrets: &Secrets, key_header: &str) -> Self {
+    pub fn of(
+        reps: &[(&Exchange, Vec<usize>)],
+        secrets: &Secrets,
+        key_header: &str,
+        resigner: Option<&dyn Resigner>,
+    ) -> Self {
         // Grouped by the request itself: two tenants' requests differ only in a credential, which
         // may print the same when it is not a known secret.
         let mut grouped: Vec<(Vec<usize>, &SentRequest, String)> = Vec::new();
         let mut vars: Vec<String> = Vec::new();
         for (e, also) in reps {
-            let curl = curl_line(&e.request, secrets);
+            let mut curl = curl_line(&e.request, secrets);
+            if let Some(r) = resigner.and_then(|r| r.resign(&e.request)) {
+                curl.text = format!("{}; {}", r.assignments, curl.text);
+                curl.vars.retain(|v| !r.sets.contains(v));
+                curl.vars.splice(0..0, r.reads);
+            }
             let mut line = curl.text;
             // An exchange that went over HTTP/2 on a plain-text URL was h2c with prior
             // knowledge; curl must be told, or it would replay it over HTTP/1.1.
@@ -686,8 +722,9 @@ fn write_reproduce(
     reps: &[(&Exchange, Vec<usize>)],
     secrets: &Secrets,
     key_header: &str,
+    resigner: Option<&dyn Resigner>,
 ) {
-    let r = Reproduce::of(reps, secrets, key_header);
+    let r = Reproduce::of(reps, secrets, key_header, resigner);
     for (title, line) in &r.lines {
         let _ = writeln!(out, "{title}:");
         let _ = writeln!(out, "  {line}");
