@@ -463,7 +463,7 @@ async fn spread(bursts: usize, stage_segments: usize) -> anyhow::Result<SpreadRu
     ];
     for (v, (label, segments, release_threads)) in variants.into_iter().enumerate() {
         let opts = BurstOptions {
-            release_threads,
+            release_threads: release_threads.into(),
             stage_segments: segments,
             ..BurstOptions::default()
         };
@@ -852,7 +852,7 @@ async fn detect(
         ..BurstOptions::default()
     };
     let single_opts = BurstOptions {
-        release_threads: false,
+        release_threads: false.into(),
         ..opts.clone()
     };
     let (mut engine, mut single, mut h2) = (Tally::default(), Tally::default(), Tally::default());

@@ -20,12 +20,18 @@
 #
 # It prints every run's requests/s (for wrk mix and stress also the share of 409 answers), the
 # median of each, stress's median as a share of each wrk median, and the server's CPU per
-# request (from /proc) for each kind: what bounds each rate on a small machine. With --memory it
+# request (from /proc) for each kind: what bounds each rate on a small machine. It also prints
+# the client's own CPU per request (user + system, from /usr/bin/time) for wrk mix and stress,
+# and the two ratios of issue 33's goal, as medians of the runs: stress's client CPU per
+# request over wrk mix's (goal at most 2), and stress's rate over wrk mix's (goal at least 0.8).
+# --mix-only leaves out wrk replay and wrk fresh (their columns show "-"). With --memory it
 # also runs stress over 20,000 and 200,000 keys under /usr/bin/time -v and prints the checker's
-# peak RSS.
+# peak RSS, the count of each status the server answered, and the warnings and errors in the
+# server's log (a 503 "storage unavailable" is logged there with its cause).
 #
 # Usage: benches/stress_vs_wrk.sh [--runs N] [--seconds S] [--concurrency C] [--duplicates D]
-#                                 [--rate N] [--http2] [--memory] [--no-build] [--checker PATH]
+#                                 [--rate N] [--http2] [--memory] [--mix-only] [--no-build]
+#                                 [--checker PATH]
 #                                 [--baseline PATH] [--baseline-server PATH]
 # --checker runs another idem-check binary against the same server; --baseline adds, in every
 # run, a stress measurement by another build (an older one), so before and after share the run;
@@ -42,6 +48,7 @@ duplicates=8
 rate=""
 http2=0
 memory=0
+mix_only=0
 build=1
 checker=""
 baseline=""
@@ -55,6 +62,7 @@ while [ $# -gt 0 ]; do
         --rate) rate="$2"; shift 2 ;;
         --http2) http2=1; shift ;;
         --memory) memory=1; shift ;;
+        --mix-only) mix_only=1; shift ;;
         --no-build) build=0; shift ;;
         --checker) checker="$2"; shift 2 ;;
         --baseline) baseline="$2"; shift 2 ;;
@@ -82,7 +90,7 @@ need() { # need COMMAND DEBIAN-PACKAGE
 }
 need wrk wrk
 need python3 python3
-[ "$memory" = 1 ] && { [ -x /usr/bin/time ] || need /usr/bin/time time; }
+[ -x /usr/bin/time ] || need /usr/bin/time time
 
 if [ "$build" = 1 ]; then
     cargo build --release -p idem-check -p idem-reference-server
@@ -191,7 +199,9 @@ req = urllib.request.Request(base + "/api/payments", data=body.encode(), method=
     "Idempotency-Key": f'"wrk-replay-{tag}"'})
 assert urllib.request.urlopen(req, timeout=10).status == 201
 PY
-    wrk -t2 -c"$concurrency" -d"${seconds}s" -s "$work/$1.lua" "$base/api/payments" -- "$2" >"$out"
+    /usr/bin/time -f '%U %S' -o "$work/time-$2.txt" \
+        /usr/bin/time -f '%U %S' -o "$work/time-$2.txt" \
+        wrk -t2 -c"$concurrency" -d"${seconds}s" -s "$work/$1.lua" "$base/api/payments" -- "$2" >"$out"
     # The mix's duplicates in flight are answered 409; anything else not 2xx is a broken setup.
     if [ "$1" != mix ] && grep -q "Non-2xx" "$out"; then
         echo "wrk $1 got answers other than 2xx:" >&2
@@ -228,6 +238,11 @@ stress_run() {
         --keys "$keys" --duplicates "$duplicates" --concurrency "$concurrency" \
         --duration "$duration" "${extra[@]}" \
         --report-json "$json" --color never >"$work/stress-$tag.txt" 2>"$work/stress-$tag.err" || {
+        # A judged run that failed still has its counts to show (--memory prints them).
+        if [ -n "${judged:-}" ] && [ -s "$json" ]; then
+            echo "$json"
+            return 0
+        fi
         echo "stress did not pass:" >&2
         cat "$work/stress-$tag.txt" "$work/stress-$tag.err" >&2
         exit 1
@@ -235,34 +250,53 @@ stress_run() {
     echo "$json"
 }
 
+# whole N: N rounded to a whole number, or "-" for a kind left out.
+whole() { if [ "$1" = - ]; then echo -; else printf '%.0f' "$1"; fi; }
 json_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 
 echo "machine: $(nproc) CPUs, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "each measurement: ${seconds} s, $concurrency connections / requests in flight, a fresh server"
 echo "wrk replay: one key replayed; wrk fresh: a new key per request; wrk mix: a new key every $duplicates requests; stress: --duplicates $duplicates${rate:+ --rate $rate}$([ "$http2" = 1 ] && echo ' --http2')"
 printf '%-4s %12s %12s %12s %12s  %s\n' run "wrk replay" "wrk fresh" "wrk mix" stress "409 shares (wrk mix, stress); stress details"
-replays=() freshes=() mixes=() stresses=() cpu_lines=() baselines=()
+replays=() freshes=() mixes=() stresses=() cpu_lines=() baselines=() client_lines=()
+wrk_cpus=() stress_cpus=()
+# client_cpu TAG REQUESTS: the client's CPU (user + system, /usr/bin/time) per request, in µs.
+client_cpu() {
+    tail -n 1 "$work/time-$1.txt" | awk -v n="$2" '{ printf "%.1f\n", ($1 + $2) / n * 1e6 }'
+}
 # --runs 0 measures memory alone.
 for i in $(seq 1 "$runs"); do
-    start_server "r$i"; r="$(wrk_rate replay "r$i")"; stop_server
-    cpu_r="$(per_request "$server_cpu" "$(wrk_requests "r$i")")"
-    start_server "f$i"; f="$(wrk_rate fresh "f$i")"; stop_server
-    cpu_f="$(per_request "$server_cpu" "$(wrk_requests "f$i")")"
+    r=- f=- cpu_r=- cpu_f=-
+    if [ "$mix_only" = 0 ]; then
+        start_server "r$i"; r="$(wrk_rate replay "r$i")"; stop_server
+        cpu_r="$(per_request "$server_cpu" "$(wrk_requests "r$i")")"
+        start_server "f$i"; f="$(wrk_rate fresh "f$i")"; stop_server
+        cpu_f="$(per_request "$server_cpu" "$(wrk_requests "f$i")")"
+    fi
     start_server "x$i"; x="$(wrk_rate mix "x$i")"; stop_server
     cpu_x="$(per_request "$server_cpu" "$(wrk_requests "x$i")")"
+    client_x="$(client_cpu "x$i" "$(wrk_requests "x$i")")"
     # Enough keys that --duration, not --keys, ends the run.
-    start_server "s$i"; json="$(stress_run "s$i" 10000000 "${seconds}s")"; stop_server
+    start_server "s$i"
+    json="$(stress_run "s$i" 10000000 "${seconds}s" /usr/bin/time -f '%U %S' -o "$work/time-s$i.txt")"
+    stop_server
     cpu_s="$(per_request "$server_cpu" "$(json_field "$json" requests)")"
+    client_s="$(client_cpu "s$i" "$(json_field "$json" requests)")"
+    wrk_cpus+=("$client_x") stress_cpus+=("$client_s")
+    client_lines+=("$(printf '%-4s %12s %12s %12s' "$i" "$client_x" "$client_s" \
+        "$(python3 -c 'import sys; print(f"{float(sys.argv[1]) / float(sys.argv[2]):.2f}")' "$client_s" "$client_x")")")
     cpu_lines+=("$(printf '%-4s %12s %12s %12s %12s' "$i" "$cpu_r" "$cpu_f" "$cpu_x" "$cpu_s")")
     s="$(json_field "$json" requests_per_second)"
     if [ -n "$baseline" ]; then
         start_server "b$i" "$baseline_server"
-        bjson="$(binary="$baseline" stress_run "b$i" 10000000 "${seconds}s")"
+        bjson="$(binary="$baseline" stress_run "b$i" 10000000 "${seconds}s" \
+            /usr/bin/time -f '%U %S' -o "$work/time-b$i.txt")"
         stop_server
         b="$(json_field "$bjson" requests_per_second)"
         baselines+=("$b")
-        printf '%-4s baseline stress %12.0f, its server %s µs per request\n' "$i" "$b" \
-            "$(per_request "$server_cpu" "$(json_field "$bjson" requests)")"
+        printf '%-4s baseline stress %12.0f, its server %s µs per request, itself %s µs per request\n' \
+            "$i" "$b" "$(per_request "$server_cpu" "$(json_field "$bjson" requests)")" \
+            "$(client_cpu "b$i" "$(json_field "$bjson" requests)")"
     fi
     details="$(python3 - "$json" <<'PY'
 import json, sys
@@ -275,15 +309,20 @@ print(f"{conflicts:.0%}; {r['requests']} requests, {r['keys']} keys, "
       f"burst spread p50 {b['spread_p50_us']:.0f} us, released {released}")
 PY
 )"
-    printf '%-4s %12.0f %12.0f %12.0f %12.0f  %s, %s\n' "$i" "$r" "$f" "$x" "$s" "$(wrk_409_share "x$i")" "$details"
+    printf '%-4s %12s %12s %12s %12s  %s, %s\n' "$i" "$(whole "$r")" "$(whole "$f")" "$(whole "$x")" \
+        "$(whole "$s")" "$(wrk_409_share "x$i")" "$details"
     replays+=("$r") freshes+=("$f") mixes+=("$x") stresses+=("$s")
 done
 [ "$runs" -gt 0 ] && python3 - "${replays[*]}" "${freshes[*]}" "${mixes[*]}" "${stresses[*]}" <<'EOF'
 import statistics, sys
-mr, mf, mx, ms = (statistics.median(float(x) for x in a.split()) for a in sys.argv[1:5])
-print(f"median {mr:12.0f} {mf:12.0f} {mx:12.0f} {ms:12.0f}")
-print(f"stress / wrk replay = {ms / mr:.2f}   stress / wrk fresh = {ms / mf:.2f}   "
-      f"stress / wrk mix = {ms / mx:.2f}")
+def median(a):
+    values = [float(x) for x in a.split() if x != "-"]
+    return statistics.median(values) if values else None
+mr, mf, mx, ms = (median(a) for a in sys.argv[1:5])
+show = lambda v: "-" if v is None else f"{v:.0f}"
+print(f"median {show(mr):>12} {show(mf):>12} {show(mx):>12} {show(ms):>12}")
+print("   ".join(f"stress / wrk {name} = {ms / v:.2f}"
+                 for name, v in (("replay", mr), ("fresh", mf), ("mix", mx)) if v))
 EOF
 if [ -n "$baseline" ] && [ "$runs" -gt 0 ]; then
     python3 - "${baselines[*]}" "${stresses[*]}" <<'EOF'
@@ -294,6 +333,19 @@ EOF
 fi
 if [ "$runs" -gt 0 ]; then
     echo
+    echo "the client's CPU per request (user + system from /usr/bin/time, µs), the same runs:"
+    printf '%-4s %12s %12s %12s\n' run "wrk mix" stress "stress/wrk"
+    printf '%s\n' "${client_lines[@]}"
+    python3 - "${wrk_cpus[*]}" "${stress_cpus[*]}" "${mixes[*]}" "${stresses[*]}" <<'EOF'
+import statistics, sys
+wc, sc, wr, sr = ([float(x) for x in a.split()] for a in sys.argv[1:5])
+m = statistics.median
+print(f"median {m(wc):12.1f} {m(sc):12.1f}")
+print(f"goal ratios, medians of {len(wc)}: client CPU per request, stress / wrk mix = "
+      f"{m(sc) / m(wc):.2f} (goal at most 2); requests/s, stress / wrk mix = "
+      f"{m(sr) / m(wr):.2f} (goal at least 0.8)")
+EOF
+    echo
     echo "the server's CPU per request (user + system, µs), what each kind of request costs it:"
     printf '%-4s %12s %12s %12s %12s\n' run "wrk replay" "wrk fresh" "wrk mix" stress
     printf '%s\n' "${cpu_lines[@]}"
@@ -301,10 +353,11 @@ fi
 
 if [ "$memory" = 1 ]; then
     echo
-    echo "peak RSS of idem-check stress (/usr/bin/time -v), --duplicates $duplicates --concurrency $concurrency"
+    echo "peak RSS of idem-check stress (/usr/bin/time -v), --duplicates $duplicates --concurrency $concurrency;"
+    echo "every status the server answered, and what its log (RUST_LOG=warn) says went wrong"
     for keys in 20000 200000; do
         start_server "m$keys"
-        json="$(stress_run "m$keys" "$keys" 1h /usr/bin/time -v -o "$work/time-$keys.txt")"
+        json="$(judged=1 stress_run "m$keys" "$keys" 1h /usr/bin/time -v -o "$work/time-$keys.txt")"
         stop_server
         rss="$(sed -n 's/^\s*Maximum resident set size (kbytes): //p' "$work/time-$keys.txt")"
         printf '%7s keys: %9s requests in %6.1f s, %6.0f requests/s, peak RSS %6.1f MiB\n' \
@@ -312,5 +365,18 @@ if [ "$memory" = 1 ]; then
             "$(python3 -c 'import sys; print(float(sys.argv[1]) / 1000)' "$(json_field "$json" duration_ms)")" \
             "$(json_field "$json" requests_per_second)" \
             "$(python3 -c 'import sys; print(int(sys.argv[1]) / 1024)' "$rss")"
+        python3 - "$json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+statuses = ", ".join(f"{status}×{n}" for status, n in r["statuses"].items())
+print(f"       {r['result']['outcome']}: {r['keys_completed']} of {r['keys']} keys completed, "
+      f"{r['violating_keys']} violating; statuses {statuses}")
+PY
+        log="$work/server-m$keys.err"
+        printf '       server log: %s warnings, %s errors\n' "$(grep -c ' WARN ' "$log" || true)" \
+            "$(grep -c ' ERROR ' "$log" || true)"
+        # The causes, once each: what a 503 "storage unavailable" came from.
+        { grep -E ' (WARN|ERROR) ' "$log" || true; } | sed 's/^[^ ]* *//' | sort | uniq -c |
+            sort -rn | head -n 5 | sed 's/^/       /'
     done
 fi

@@ -1,23 +1,25 @@
-//! Command-line options (clap). Only [`crate::commands`] and [`crate::target`] read these;
-//! probes see the validated [`crate::config::Config`].
+//! Command-line options (clap), compiled into the binary only: [`crate::commands`] reads them
+//! (its `flags` lays the target flags over the target description); the library and its probes
+//! see the validated [`idem_check::config::Config`].
 //!
 //! None of the option structs implements `Debug`: they hold the command line as typed, `-H`
 //! credentials, `--secret` values and proxy passwords included, and a `{:?}` of them in a log
 //! line or a panic message would print those. What a run shows of its target goes through
-//! [`crate::config::TargetSpec`], whose `Debug` masks them.
+//! [`idem_check::target::TargetSpec`], whose `Debug` masks them.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::report::terminal::ColorChoice;
+use idem_check::inputs;
+use idem_check::report::terminal::ColorChoice;
 
 /// Checks that an HTTP API really survives a retried POST: black-box probes of its
 /// Idempotency-Key support (missing key, replays, concurrent duplicates, payload mismatch, key
 /// syntax, tenant scope, persistence across restarts), with the exact exchanges as evidence.
 #[derive(Parser)]
-#[command(name = "idem-check", version, max_term_width = 98, after_long_help = crate::exit::HELP)]
+#[command(name = "idem-check", version, max_term_width = 98, after_long_help = idem_check::exit::HELP)]
 pub struct Opts {
     #[command(subcommand)]
     pub command: Command,
@@ -26,27 +28,27 @@ pub struct Opts {
 #[derive(Subcommand)]
 pub enum Command {
     /// Run the probes against a URL, a target file, or the bundled reference server.
-    #[command(after_long_help = crate::exit::HELP)]
+    #[command(after_long_help = idem_check::exit::HELP)]
     Run(Box<RunArgs>),
     /// List every probe: id, group, section, check severities and what it needs.
     List(ListArgs),
     /// Check a webhook consumer: play its sender (signed as the scheme's real senders sign)
     /// and judge that every redelivered, replayed or concurrent event is applied exactly once
     /// and every forgery refused.
-    #[command(after_long_help = crate::exit::HELP)]
+    #[command(after_long_help = idem_check::exit::HELP)]
     Webhook(Box<WebhookArgs>),
     /// Check exactly-once under load: many keys, each sent as a burst of duplicates plus late
     /// retries, with many requests in flight. Not part of `run`.
-    #[command(after_long_help = crate::exit::HELP)]
+    #[command(after_long_help = idem_check::exit::HELP)]
     Stress(Box<StressArgs>),
     /// Judge the JSON reports of `stress --segment` runs as one run: every key once across the
     /// segments, and the effect counter over the union of their windows.
-    #[command(after_long_help = crate::exit::HELP)]
+    #[command(after_long_help = idem_check::exit::HELP)]
     Merge(MergeArgs),
     /// Check a client or SDK instead of a server: run its command against a fake API that drops
     /// responses, refuses and throttles, and judge how it retries.
     #[command(
-        after_long_help = crate::exit::HELP,
+        after_long_help = idem_check::exit::HELP,
         mut_arg("json", |a| a.help("Write a JSON report (schema idem-check.client/1)."))
     )]
     Client(Box<ClientArgs>),
@@ -57,11 +59,11 @@ pub enum Command {
     #[command(after_long_help = REPRODUCE_HELP)]
     Reproduce(ReproduceArgs),
     /// List the operations of an OpenAPI or Swagger document that take an idempotency key.
-    #[command(after_long_help = crate::exit::HELP)]
+    #[command(after_long_help = idem_check::exit::HELP)]
     Discover(DiscoverArgs),
     /// Write one commented target file per operation of an OpenAPI or Swagger document that
     /// takes an idempotency key, to edit before `run --target FILE`.
-    #[command(after_long_help = crate::exit::HELP)]
+    #[command(after_long_help = idem_check::exit::HELP)]
     Init(InitArgs),
     /// Print a shell completion script: `idem-check completions bash > /etc/bash_completion.d/idem-check`.
     Completions {
@@ -79,7 +81,7 @@ pub enum Command {
         /// The probe id (see `idem-check list`).
         id: String,
         /// The suite whose expectations to show.
-        #[arg(long, default_value = crate::suite::DEFAULT_SUITE, value_name = "NAME|FILE")]
+        #[arg(long, default_value = idem_check::suite::DEFAULT_SUITE, value_name = "NAME|FILE")]
         suite: String,
     },
 }
@@ -175,7 +177,7 @@ pub struct InitArgs {
 #[derive(Args)]
 pub struct ListArgs {
     /// The suite whose expectations to show.
-    #[arg(long, default_value = crate::suite::DEFAULT_SUITE, value_name = "NAME|FILE")]
+    #[arg(long, default_value = idem_check::suite::DEFAULT_SUITE, value_name = "NAME|FILE")]
     pub suite: String,
 }
 
@@ -268,125 +270,88 @@ pub struct TargetArgs {
     #[arg(short = 'd', long = "data", value_name = "BODY|@FILE")]
     pub data: Option<String>,
 
-    /// JSON pointer to the created resource's id in a 2xx body, e.g. /id
-    #[arg(long, value_name = "POINTER")]
+    #[arg(long = inputs::ID_POINTER.long(), help = inputs::ID_POINTER.help, value_name = "POINTER")]
     pub id_pointer: Option<String>,
 
-    /// URL of an effect counter read before and after each probe (GET, JSON body).
-    #[arg(long, value_name = "URL")]
+    #[arg(long = inputs::COUNT_URL.long(), help = inputs::COUNT_URL.help, value_name = "URL")]
     pub count_url: Option<String>,
 
-    /// JSON pointer to the count in the counter's body [default: /count]
-    #[arg(long, value_name = "POINTER")]
+    #[arg(long = inputs::COUNT_POINTER.long(), help = inputs::COUNT_POINTER.help, value_name = "POINTER")]
     pub count_pointer: Option<String>,
 
-    /// A shell command that prints the effect count (instead of --count-url).
-    #[arg(long, value_name = "CMD")]
+    #[arg(long = inputs::COUNT_CMD.long(), help = inputs::COUNT_CMD.help, value_name = "CMD")]
     pub count_cmd: Option<String>,
 
-    /// A header that makes requests come from a second tenant (repeatable); replaces tenant
-    /// A's header of the same name. Needed by tenant-isolation.
-    #[arg(long, value_name = "'Name: value'")]
+    #[arg(long = inputs::TENANT_B_HEADER.long(), help = inputs::TENANT_B_HEADER.help, value_name = "'Name: value'")]
     pub tenant_b_header: Vec<String>,
 
-    /// A header that makes the server hold a request in flight, added to the original of the
-    /// concurrency probes, e.g. 'X-Test-Delay-Ms: 600', or 'X-Test-Hold: {{hold}}' with
-    /// --hold-release, on the reference server.
-    #[arg(long, value_name = "'Name: value'")]
+    #[arg(long = inputs::HOLD_HEADER.long(), help = inputs::HOLD_HEADER.help, value_name = "'Name: value'")]
     pub hold_header: Option<String>,
 
-    /// A URL that ends a hold early when POSTed, with {{hold}} where the hold's name goes; the
-    /// --hold-header value then carries {{hold}} too, so each held request gets its own name.
-    /// The probes release it once they have sent what they need while it was in flight.
-    #[arg(long, value_name = "URL")]
+    #[arg(long = inputs::HOLD_RELEASE.long(), help = inputs::HOLD_RELEASE.help, value_name = "URL")]
     pub hold_release: Option<String>,
 
-    /// With --hold-release: concurrent-duplicates still holds its original at least this long,
-    /// so a lock that expires while the original runs is seen; make it longer than the
-    /// target's lease [default: 0s]
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long = inputs::HOLD_AT_LEAST.long(), help = inputs::HOLD_AT_LEAST.help, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub hold_at_least: Option<Duration>,
 
-    /// A shell command that restarts the target (restart-persistence).
-    #[arg(long, value_name = "CMD")]
+    #[arg(long = inputs::RESTART_CMD.long(), help = inputs::RESTART_CMD.help, value_name = "CMD")]
     pub restart_cmd: Option<String>,
 
-    /// Polled after --restart-cmd until it answers 2xx.
-    #[arg(long, value_name = "URL")]
+    #[arg(long = inputs::READY_URL.long(), help = inputs::READY_URL.help, value_name = "URL")]
     pub ready_url: Option<String>,
 
-    /// How long the restart may take [default: 30s]
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long = inputs::RESTART_TIMEOUT.long(), help = inputs::RESTART_TIMEOUT.help, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub restart_timeout: Option<Duration>,
 
-    /// A request body the operation must refuse, or @FILE (error-not-cached). Placeholders work
-    /// as in -d. Without it, one is derived from a JSON object body by giving its first field a
-    /// value of the wrong type.
-    #[arg(long, value_name = "BODY|@FILE")]
+    #[arg(long = inputs::INVALID_BODY.long(), help = inputs::INVALID_BODY.help, value_name = "BODY|@FILE")]
     pub invalid_body: Option<String>,
 
-    /// URL of a second operation that takes the same method and payload, e.g. .../payouts
-    /// (cross-endpoint: the same key there must be an independent request).
-    #[arg(long, value_name = "URL")]
+    #[arg(long = inputs::SECOND_URL.long(), help = inputs::SECOND_URL.help, value_name = "URL")]
     pub second_url: Option<String>,
 
-    /// The operation's URL on another replica of the same deployment (repeatable;
-    /// cross-replica: duplicates spread over the replicas must execute once; stress sends
-    /// each key's duplicates round-robin to the target and the replicas).
-    #[arg(long, value_name = "URL")]
+    #[arg(long = inputs::REPLICA.long(), help = inputs::REPLICA.help, value_name = "URL")]
     pub replica: Vec<String>,
 
-    /// A header that makes the server fail after it claimed the key, as a crash would, e.g.
-    /// 'X-Test-Crash: 1' on the reference server (wedged-key-recovery).
-    #[arg(long, value_name = "'Name: value'")]
+    #[arg(long = inputs::CRASH_HEADER.long(), help = inputs::CRASH_HEADER.help, value_name = "'Name: value'")]
     pub crash_header: Option<String>,
 
-    /// How long retries after a crash may keep getting 409 before the key counts as wedged;
-    /// make it longer than the target's lease [default: 60s]
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long = inputs::LEASE_WAIT.long(), help = inputs::LEASE_WAIT.help, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub lease_wait: Option<Duration>,
 
-    /// URL of the API's read operation, e.g. .../payments/count: sent as a GET with and
-    /// without a key, which must make no difference (get-ignored).
-    #[arg(long, value_name = "URL")]
+    #[arg(long = inputs::READ_URL.long(), help = inputs::READ_URL.help, value_name = "URL")]
     pub read_url: Option<String>,
 
-    /// How long a completed key is remembered, for APIs that do not send
-    /// Idempotency-Key-Expires-At (key-expiry waits it out; at most 150s).
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long = inputs::KEY_TTL.long(), help = inputs::KEY_TTL.help, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub key_ttl: Option<Duration>,
 
-    /// A header that asks the server for a short lifetime of the key it is sent with, added to
-    /// key-expiry's original so the probe need not wait out the deployment's lifetime, e.g.
-    /// 'X-Test-Key-Ttl-Ms: 200' on the reference server.
-    #[arg(long, value_name = "'Name: value'")]
+    #[arg(long = inputs::KEY_TTL_HEADER.long(), help = inputs::KEY_TTL_HEADER.help, value_name = "'Name: value'")]
     pub key_ttl_header: Option<String>,
 
-    /// After a request the probe left unfinished (dropped, held, unanswered), how long the
-    /// effect counter must stay unchanged before the probe counts, so a late execution is
-    /// charged to the probe that caused it; lengthen it for APIs that execute asynchronously
-    /// [default: 300ms]
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long = inputs::KEY_IN_BODY.long(), help = inputs::KEY_IN_BODY.help, value_name = "POINTER")]
+    pub key_in_body: Option<String>,
+
+    #[arg(long = inputs::KEY_SYNTAX.long(), help = inputs::KEY_SYNTAX.help, value_name = "SYNTAX")]
+    pub key_syntax: Option<String>,
+
+    #[arg(long = inputs::KEY_SHAPE.long(), help = inputs::KEY_SHAPE.help, value_name = "SHAPE")]
+    pub key_shape: Option<String>,
+
+    #[arg(long = inputs::QUIET_WINDOW.long(), help = inputs::QUIET_WINDOW.help, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub quiet_window: Option<Duration>,
 
-    /// A shell command that takes the idempotency store down (store-outage; with
-    /// --store-up-cmd, bounded by --restart-timeout).
-    #[arg(long, value_name = "CMD")]
+    #[arg(long = inputs::STORE_DOWN_CMD.long(), help = inputs::STORE_DOWN_CMD.help, value_name = "CMD")]
     pub store_down_cmd: Option<String>,
 
-    /// A shell command that brings the idempotency store back after --store-down-cmd.
-    #[arg(long, value_name = "CMD")]
+    #[arg(long = inputs::STORE_UP_CMD.long(), help = inputs::STORE_UP_CMD.help, value_name = "CMD")]
     pub store_up_cmd: Option<String>,
 
-    /// The target speaks HTTP/2 (for http:// URLs, h2c with prior knowledge): race bursts then
-    /// release every duplicate in one packet. https:// targets that pick h2 in ALPN get that
-    /// without the flag.
-    #[arg(long)]
+    #[arg(long = inputs::HTTP2.long(), help = inputs::HTTP2.help)]
     pub http2: bool,
 
     /// Release HTTP/1.1 bursts from the calling thread. By default two dedicated release threads
     /// do it, about twice as tight (BENCHMARKS.md): at real-time priority where the process may
     /// (root, CAP_SYS_NICE or `ulimit -r`), else with a short time slice (Linux 6.12 or later).
+    /// `stress` always releases from its load thread
     #[arg(long)]
     pub no_release_threads: bool,
 
@@ -394,7 +359,7 @@ pub struct TargetArgs {
     pub connection: ConnectionArgs,
 
     /// The suite: a built-in name (ietf-draft-07, stripe) or a suite file.
-    #[arg(long, value_name = "NAME|FILE", default_value = crate::suite::DEFAULT_SUITE)]
+    #[arg(long, value_name = "NAME|FILE", default_value = idem_check::suite::DEFAULT_SUITE)]
     pub suite: String,
 
     /// Per-request timeout.
@@ -477,7 +442,7 @@ pub struct RunArgs {
     /// back to bare keys when the API refuses the quoted form at the pre-flight (quoted-key then
     /// FAILs and every report says so)
     #[arg(long, value_name = "FORM", default_value = "auto")]
-    pub key_form: crate::keys::KeyForm,
+    pub key_form: idem_check::keys::KeyForm,
 
     #[command(flatten)]
     pub report: ReportArgs,
@@ -516,7 +481,7 @@ pub struct StressArgs {
     /// across processes or machines; `idem-check merge` judges the segments' JSON reports as one
     /// run (each segment judges its own keys, the merge the counter). Needs --run-id.
     #[arg(long, value_name = "I/N", requires = "run_id")]
-    pub segment: Option<crate::stress::segment::SegmentSpec>,
+    pub segment: Option<idem_check::stress::segment::SegmentSpec>,
 
     /// With --segment: the run the segment belongs to, the same for every segment (a CI run
     /// id, a Job name); it names the keys, so two runs never share one.
@@ -529,7 +494,7 @@ pub struct StressArgs {
 }
 
 fn parse_run_id(s: &str) -> Result<String, String> {
-    crate::stress::segment::valid_run_id(s).map(|()| s.to_string())
+    idem_check::stress::segment::valid_run_id(s).map(|()| s.to_string())
 }
 
 /// Exit codes of `reproduce`.
@@ -624,16 +589,23 @@ pub struct ClientArgs {
     )]
     pub key_header: Vec<String>,
 
+    /// With --openapi: where in the 2xx answer the fresh id of a created resource goes, as a
+    /// JSON pointer (/payment/id), when the answer's example or schema has no `id` member or
+    /// several [default: every `id` member; the shallowest is the resource's id, by which the
+    /// document's read operation (GET /payments/{id}) serves it back]
+    #[arg(long, value_name = "POINTER", requires = "openapi")]
+    pub id_pointer: Option<String>,
+
     /// The client sends its key in the body, at this JSON pointer (/idempotency_key), or for
     /// a form body in this field, instead of a header.
-    #[arg(long, value_name = "POINTER", conflicts_with = "key_header")]
+    #[arg(long = inputs::KEY_IN_BODY.long(), value_name = "POINTER", conflicts_with = "key_header")]
     pub key_in_body: Option<String>,
 
     /// How the key is written: ietf (an RFC 8941 String, the draft's field) or token (an
     /// opaque value under the provider's own rules) [default: ietf for a header named
     /// Idempotency-Key, token for every other carrier]
-    #[arg(long, value_name = "SYNTAX")]
-    pub key_syntax: Option<crate::client::carrier::Syntax>,
+    #[arg(long = inputs::KEY_SYNTAX.long(), value_name = "SYNTAX")]
+    pub key_syntax: Option<idem_check::carrier::Syntax>,
 
     /// Serve this one path instead of /api/payments ({name} matches any segment); any body is
     /// accepted and echoed back with a fresh id.
@@ -649,17 +621,24 @@ pub struct ClientArgs {
     /// [default: bearer for /api/payments, the document's scheme with --openapi, any with
     /// --path]
     #[arg(long, value_name = "KIND")]
-    pub auth: Option<crate::client::auth::Auth>,
+    pub auth: Option<idem_check::client::auth::Auth>,
 
     /// The body of every error the fake API answers, or with STATUS= of that status's errors
-    /// (repeatable), with {{status}}, {{message}}, {{type}} and {{code}} filled in [default:
-    /// problem+json; the {"error": {type, code, message}} envelope under --suite stripe]
+    /// (repeatable), with {{status}}, {{message}}, {{type}}, {{code}} and {{id}} (the resource
+    /// a conflict names) filled in [default: problem+json; the {"error": {type, code, message}}
+    /// envelope under --suite stripe]
     #[arg(long, value_name = "[STATUS=]FILE")]
     pub error_body: Vec<String>,
 
+    /// Answer a retry whose key already created a resource with 409 naming it ({{id}} in
+    /// --error-body, `resource` in problem+json), as GoCardless's API does, instead of replaying
+    /// the first answer; an SDK that then fetches it gets it from the read operation.
+    #[arg(long)]
+    pub conflict_on_replay: bool,
+
     /// The suite whose key syntax applies (ietf-draft-07: an RFC 8941 String; stripe: either
     /// form, and Stripe's error envelope).
-    #[arg(long, value_name = "NAME|FILE", default_value = crate::suite::DEFAULT_SUITE)]
+    #[arg(long, value_name = "NAME|FILE", default_value = idem_check::suite::DEFAULT_SUITE)]
     pub suite: String,
 
     /// The longest one scenario may take (all its runs of the command); the command's whole
@@ -695,9 +674,9 @@ pub struct ClientArgs {
     pub report: ReportArgs,
 }
 
-/// `--rate`: a whole number of requests per second, from 1 to [`crate::stress::MAX_RATE`].
+/// `--rate`: a whole number of requests per second, from 1 to [`idem_check::stress::MAX_RATE`].
 fn parse_rate(s: &str) -> Result<u32, String> {
-    let max = crate::stress::MAX_RATE;
+    let max = idem_check::stress::MAX_RATE;
     let wanted = format!("expected requests per second, a whole number from 1 to {max}");
     match s.trim().parse::<u64>() {
         Ok(n) if (1..=u64::from(max)).contains(&n) => Ok(n as u32),
@@ -725,7 +704,7 @@ pub struct WebhookArgs {
 
     /// How deliveries are signed, as that sender signs them.
     #[arg(long, value_enum, value_name = "SCHEME")]
-    pub scheme: crate::webhook::scheme::Scheme,
+    pub scheme: idem_check::webhook::scheme::Scheme,
 
     /// The signing secret the consumer verifies with (whsec_ base64 for standard and svix;
     /// masked in every report, reproduce lines read $IDEM_CHECK_WEBHOOK_SECRET).
@@ -773,6 +752,26 @@ pub struct WebhookArgs {
     #[arg(long, value_name = "URL")]
     pub replica: Option<String>,
 
+    /// How long after an event's delivery wh-late-redelivery redelivers it: longer than the
+    /// consumer's dedupe window must be, as senders retry for hours or days; 0s redelivers
+    /// only after --restart-cmd [default: 6m; 2s against --reference, whose dedupe-ttl fault
+    /// then forgets after 5/6 of it]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub late_after: Option<Duration>,
+
+    /// A shell command that restarts the consumer: wh-late-redelivery redelivers after it, so
+    /// a dedupe kept in memory is seen.
+    #[arg(long, value_name = "CMD", conflicts_with = "reference")]
+    pub restart_cmd: Option<String>,
+
+    /// Polled after --restart-cmd until it answers 2xx.
+    #[arg(long, value_name = "URL", requires = "restart_cmd")]
+    pub ready_url: Option<String>,
+
+    /// How long the restart may take.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "30s")]
+    pub restart_timeout: Duration,
+
     /// The acknowledgement budget wh-ack-latency judges with [default: the scheme's: Slack 3s,
     /// Shopify 5s, GitHub 10s, standard, svix and stripe 15s]; keep --timeout above it.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
@@ -803,5 +802,65 @@ pub struct WebhookArgs {
     pub strict: bool,
 
     #[command(flatten)]
+    pub connection: ConnectionArgs,
+
+    #[command(flatten)]
     pub report: ReportArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Asks whether `T` implements `Debug`: see [`implements_debug`].
+    struct DebugProbe<T>(std::marker::PhantomData<T>);
+
+    /// The answer when `T` does not: method lookup falls back to the trait.
+    trait NoDebug {
+        fn implements_debug(&self) -> bool {
+            false
+        }
+    }
+
+    impl<T> NoDebug for DebugProbe<T> {}
+
+    impl<T: std::fmt::Debug> DebugProbe<T> {
+        /// The answer when `T` does: an inherent method wins over the trait's.
+        fn implements_debug(&self) -> bool {
+            true
+        }
+    }
+
+    /// Whether the type implements `Debug`, decided where the type is named (in a generic
+    /// function the bound would be unknown and the answer always no).
+    macro_rules! implements_debug {
+        ($t:ty) => {
+            DebugProbe::<$t>(std::marker::PhantomData).implements_debug()
+        };
+    }
+
+    /// The parsed command line holds what was typed: `-H` credentials, `--secret` values, proxy
+    /// passwords, commands with secrets in them. None of its structs can be shown with `{:?}`, so
+    /// no log line or panic message can print them; what a run shows goes through its
+    /// [`TargetSpec`](idem_check::target::TargetSpec), whose `Debug` masks them.
+    #[test]
+    fn the_parsed_command_line_has_no_debug() {
+        let debug = [
+            ("Opts", implements_debug!(Opts)),
+            ("Command", implements_debug!(Command)),
+            ("RunArgs", implements_debug!(RunArgs)),
+            ("StressArgs", implements_debug!(StressArgs)),
+            ("ClientArgs", implements_debug!(ClientArgs)),
+            ("DiscoverArgs", implements_debug!(DiscoverArgs)),
+            ("InitArgs", implements_debug!(InitArgs)),
+            ("TargetArgs", implements_debug!(TargetArgs)),
+            ("ConnectionArgs", implements_debug!(ConnectionArgs)),
+            ("OpenApiArgs", implements_debug!(OpenApiArgs)),
+            ("ReportArgs", implements_debug!(ReportArgs)),
+        ];
+        let shown: Vec<&str> = debug.iter().filter(|(_, d)| *d).map(|(n, _)| *n).collect();
+        assert!(shown.is_empty(), "Debug on {shown:?}");
+        // The probe tells the two apart.
+        assert!(implements_debug!(idem_check::config::TargetSpec));
+    }
 }

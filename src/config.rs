@@ -1,7 +1,7 @@
 //! The validated run configuration: what probes read, with every default decided here.
 //!
-//! [`crate::target`] lays the flags over a target file (or an API description's operation) into
-//! one [`TargetSpec`] that remembers where each value came from; [`Config::build`] validates it
+//! The binary lays the flags over a target file ([`crate::target`]) or an API description's
+//! operation into one [`TargetSpec`] that remembers where each value came from; [`Config::build`] validates it
 //! with the run options and their loaded suite, each error naming the flag or pointing at the
 //! file's line. Probes never see raw options; which probes run is [`crate::probes::select`]'s
 //! business, not the config's.
@@ -12,13 +12,16 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use futures::future::BoxFuture;
 
+use crate::carrier::{KeyCarrier, KeyShape, Place, Syntax};
 use crate::diagnostic::{Input, Origins};
 pub use crate::effects::Counter;
 use crate::http::exchange::Header;
 use crate::http::Connector;
+use crate::inputs;
 use crate::keys::KeyForm;
-use crate::redact::{Masked, SecretSources, Secrets};
+use crate::redact::{Masked, Secrets};
 use crate::suite::Suite;
+pub use crate::target::{OutageHook, TargetSpec};
 
 /// The operation under test.
 #[derive(Clone)]
@@ -170,14 +173,6 @@ pub trait RestartHook: Send + Sync + std::fmt::Debug {
     fn restart(&self) -> BoxFuture<'_, Result<Option<String>>>;
 }
 
-/// Takes the target's idempotency store down and brings it back; used by `store-outage`.
-pub trait OutageHook: Send + Sync + std::fmt::Debug {
-    /// One line for the evidence ("`systemctl stop redis`, then `systemctl start redis`").
-    fn describe(&self) -> String;
-    fn down(&self) -> BoxFuture<'_, Result<()>>;
-    fn up(&self) -> BoxFuture<'_, Result<()>>;
-}
-
 /// The user's store-outage hook: one shell command takes the store down, another brings it
 /// back (each shown masked, see [`Masked`]).
 #[derive(Debug, Clone)]
@@ -201,212 +196,6 @@ pub struct CommandRestart {
     pub timeout: Duration,
     /// How the readiness URL is reached: as the run reaches the target.
     pub connector: Arc<Connector>,
-}
-
-/// Everything the user described about the target, before validation. Its `Debug` masks every
-/// secret (see the impl).
-#[derive(Clone, Default)]
-pub struct TargetSpec {
-    pub url: String,
-    pub method: Option<String>,
-    /// `Name: value` lines for tenant A.
-    pub headers: Vec<String>,
-    /// Body text (already read from a file for `-d @FILE`).
-    pub body: Option<String>,
-    pub id_pointer: Option<String>,
-    pub count_url: Option<String>,
-    pub count_pointer: Option<String>,
-    pub count_cmd: Option<String>,
-    pub tenant_b_headers: Vec<String>,
-    pub hold_header: Option<String>,
-    /// POSTed to end a hold early; `{{hold}}` names the hold (see [`HoldRelease`]).
-    pub hold_release: Option<String>,
-    pub hold_at_least: Option<Duration>,
-    /// `Name: value` that asks the server for a short key lifetime (`key-expiry`).
-    pub key_ttl_header: Option<String>,
-    /// How long the counter must stay unchanged after unfinished requests.
-    pub quiet_window: Option<Duration>,
-    pub restart_cmd: Option<String>,
-    pub ready_url: Option<String>,
-    pub restart_timeout: Option<Duration>,
-    /// A payload the operation must refuse (already read from a file for `@FILE`).
-    pub invalid_body: Option<String>,
-    /// The URL of a second operation that takes the same payload (`cross-endpoint`).
-    pub second_url: Option<String>,
-    /// The operation's URL on other replicas of the same deployment (`cross-replica`).
-    pub replicas: Vec<String>,
-    /// `Name: value` that makes the server fail after claiming the key.
-    pub crash_header: Option<String>,
-    pub lease_wait: Option<Duration>,
-    /// A GET (the API's read operation) that `get-ignored` sends with and without a key.
-    pub read_url: Option<String>,
-    /// How long a completed key lives, when the API does not say so in
-    /// `Idempotency-Key-Expires-At` (`key-expiry`).
-    pub key_ttl: Option<Duration>,
-    /// Shell commands that take the idempotency store down and bring it back (`store-outage`).
-    pub store_down_cmd: Option<String>,
-    pub store_up_cmd: Option<String>,
-    /// An outage hook of the target's own (the in-process reference server's), used instead of
-    /// the commands.
-    pub store_outage_hook: Option<Arc<dyn OutageHook>>,
-    /// `(VAR, value)` for every `${VAR}` a target file took from the environment: masked in
-    /// every report, and named `$VAR` in reproduce lines.
-    pub secret_vars: Vec<(String, String)>,
-    /// `--secret` values, in the order given.
-    pub secrets: Vec<String>,
-    /// `--redact-header` names: their values are masked like credentials.
-    pub redact_headers: Vec<String>,
-    /// The target speaks HTTP/2 (over `http://`: h2c with prior knowledge), so bursts can
-    /// release every duplicate in one packet; `https://` targets are asked by ALPN anyway.
-    pub http2: bool,
-    /// The key header's name when the target's differs from the suite's (an API description
-    /// declares it, e.g. `X-Idempotency-Key`).
-    pub key_header: Option<String>,
-    /// Trust, client certificate, `--insecure`: applied to the whole run by its
-    /// [`Config::connector`], not per request.
-    pub tls: crate::http::tls::TlsOptions,
-    /// Proxy (given or from the environment) and fixed addresses, applied by
-    /// [`Config::connector`].
-    pub net: crate::http::net::NetOptions,
-    /// The target file this came from, so hints name its keys instead of flags.
-    pub target_file: Option<String>,
-    /// What the API description could not say about the request: each `$ref` left out of the
-    /// body, and why ([`crate::discover::Operation::notes`]).
-    pub notes: Vec<String>,
-    /// Where each value came from, by its flag: errors cite the flag or the target file's line.
-    pub origins: Origins,
-}
-
-impl TargetSpec {
-    /// Every secret of this description, named by role, with `key_header` the header that
-    /// carries the key (never a secret): what the run masks in every output.
-    pub fn secrets(&self, key_header: &str) -> Secrets {
-        let urls: Vec<&str> = [&self.count_url, &self.ready_url, &self.second_url]
-            .into_iter()
-            .flatten()
-            .chain(std::iter::once(&self.url))
-            .chain(&self.replicas)
-            .map(String::as_str)
-            .collect();
-        Secrets::for_target(&SecretSources {
-            tenant_a: &self.headers,
-            tenant_b: &self.tenant_b_headers,
-            given: &self.secrets,
-            urls: &urls,
-            file_vars: &self.secret_vars,
-            redact_headers: &self.redact_headers,
-            key_header,
-        })
-    }
-}
-
-/// Every value as the reports show it: header credentials, URL userinfo and secret query
-/// parameters, proxy credentials, `--secret` values and the target file's `${VAR}` values
-/// masked wherever they stand (a command, a body). A `{:?}` can end up in a log or a panic
-/// message; the description holds the run's credentials.
-impl std::fmt::Debug for TargetSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Destructured whole, so a new field cannot be shown without deciding how.
-        let TargetSpec {
-            url,
-            method,
-            headers,
-            body,
-            id_pointer,
-            count_url,
-            count_pointer,
-            count_cmd,
-            tenant_b_headers,
-            hold_header,
-            hold_release,
-            hold_at_least,
-            key_ttl_header,
-            quiet_window,
-            restart_cmd,
-            ready_url,
-            restart_timeout,
-            invalid_body,
-            second_url,
-            replicas,
-            crash_header,
-            lease_wait,
-            read_url,
-            key_ttl,
-            store_down_cmd,
-            store_up_cmd,
-            store_outage_hook,
-            secret_vars,
-            secrets: given,
-            redact_headers,
-            http2,
-            key_header,
-            tls,
-            net,
-            target_file,
-            notes,
-            origins,
-        } = self;
-        let secrets = self.secrets(key_header.as_deref().unwrap_or_default());
-        let text = |v: &Option<String>| v.as_deref().map(|t| secrets.redact(t));
-        let link = |v: &str| secrets.url_for_text(v);
-        let links = |v: &Option<String>| v.as_deref().map(link);
-        let line = |l: &str| match l.split_once(':') {
-            Some((name, value)) => {
-                match secrets.mask_header(name.trim(), value.trim().as_bytes()) {
-                    Some(masked) => format!("{name}: {masked}"),
-                    None => secrets.redact(l),
-                }
-            }
-            None => secrets.redact(l),
-        };
-        let lines = |v: &[String]| v.iter().map(|l| line(l)).collect::<Vec<_>>();
-        let vars: Vec<(&str, &str)> = secret_vars
-            .iter()
-            .map(|(name, _)| (name.as_str(), crate::redact::REDACTED))
-            .collect();
-        f.debug_struct("TargetSpec")
-            .field("url", &link(url))
-            .field("method", method)
-            .field("headers", &lines(headers))
-            .field("body", &text(body))
-            .field("id_pointer", id_pointer)
-            .field("count_url", &links(count_url))
-            .field("count_pointer", count_pointer)
-            .field("count_cmd", &text(count_cmd))
-            .field("tenant_b_headers", &lines(tenant_b_headers))
-            .field("hold_header", &hold_header.as_deref().map(line))
-            .field("hold_release", &links(hold_release))
-            .field("hold_at_least", hold_at_least)
-            .field("key_ttl_header", &key_ttl_header.as_deref().map(line))
-            .field("quiet_window", quiet_window)
-            .field("restart_cmd", &text(restart_cmd))
-            .field("ready_url", &links(ready_url))
-            .field("restart_timeout", restart_timeout)
-            .field("invalid_body", &text(invalid_body))
-            .field("second_url", &links(second_url))
-            .field(
-                "replicas",
-                &replicas.iter().map(|r| link(r)).collect::<Vec<_>>(),
-            )
-            .field("crash_header", &crash_header.as_deref().map(line))
-            .field("lease_wait", lease_wait)
-            .field("read_url", &links(read_url))
-            .field("key_ttl", key_ttl)
-            .field("store_down_cmd", &text(store_down_cmd))
-            .field("store_up_cmd", &text(store_up_cmd))
-            .field("store_outage_hook", store_outage_hook)
-            .field("secret_vars", &vars)
-            .field("secrets", &vec![crate::redact::REDACTED; given.len()])
-            .field("redact_headers", redact_headers)
-            .field("http2", http2)
-            .field("key_header", key_header)
-            .field("tls", tls)
-            .field("net", net)
-            .field("target_file", target_file)
-            .field("notes", notes)
-            .field("origins", origins)
-            .finish()
-    }
 }
 
 /// Options that shape the run rather than describe the target.
@@ -481,6 +270,9 @@ pub struct Config {
     pub suite: Suite,
     /// How keys are written: the suite's form, or `--key-form` (see [`KeyForm`]).
     pub key_form: KeyForm,
+    /// Where the key travels, its syntax and the keys the API accepts; the header is the
+    /// suite's (or `--key-header`).
+    pub key_carrier: KeyCarrier,
     /// Everything to mask in reports, named by role for reproduce lines.
     pub secrets: Secrets,
     /// The report's label.
@@ -521,27 +313,27 @@ impl Config {
             .unwrap_or_else(|| "POST".into())
             .to_ascii_uppercase();
         if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
-            return Err(at("-X").error(format!("{method:?} is not an HTTP method")));
+            return Err(at(inputs::METHOD.flag).error(format!("{method:?} is not an HTTP method")));
         }
-        let headers = parse_headers(&target.headers, "-H", &target.origins)?;
+        let headers = parse_headers(&target.headers, inputs::HEADERS.flag, &target.origins)?;
         let tenant_b = if target.tenant_b_headers.is_empty() {
             None
         } else {
             Some(parse_headers(
                 &target.tenant_b_headers,
-                "--tenant-b-header",
+                inputs::TENANT_B_HEADER.flag,
                 &target.origins,
             )?)
         };
         let hold_header = target
             .hold_header
             .as_deref()
-            .map(|h| parse_header(h, at("--hold-header")))
+            .map(|h| parse_header(h, at(inputs::HOLD_HEADER.flag)))
             .transpose()?;
         let hold_release = hold_release(&target, hold_header.as_ref())?;
         let quiet_window = target.quiet_window.unwrap_or(DEFAULT_QUIET_WINDOW);
         if quiet_window.is_zero() || quiet_window > MAX_QUIET_WINDOW {
-            let input = at("--quiet-window");
+            let input = at(inputs::QUIET_WINDOW.flag);
             return Err(input.error(format!(
                 "{} {} must be more than 0 and at most {} (each probe that left a request unfinished waits it out)",
                 input.name,
@@ -552,34 +344,38 @@ impl Config {
         let key_ttl_header = target
             .key_ttl_header
             .as_deref()
-            .map(|h| parse_header(h, at("--key-ttl-header")))
+            .map(|h| parse_header(h, at(inputs::KEY_TTL_HEADER.flag)))
             .transpose()?;
         let mut suite = opts.suite.clone();
         if let Some(h) = &target.key_header {
             if h.is_empty() || !h.bytes().all(is_token_byte) {
-                return Err(at("--key-header")
+                return Err(at(inputs::KEY_HEADER.flag)
                     .error(format!("key header {h:?} is not a valid header name")));
             }
             suite.header.clone_from(h);
         }
+        let key_carrier = key_carrier(&target, &suite.header)?;
         // Known before the hooks, whose commands are shown masked.
         let secrets = target.secrets(&suite.header);
         let counter = match (&target.count_url, &target.count_cmd) {
             (Some(_), Some(_)) => {
-                let (u, c) = (at("--count-url"), at("--count-cmd"));
+                let (u, c) = (at(inputs::COUNT_URL.flag), at(inputs::COUNT_CMD.flag));
                 return Err(c.error(format!("give either {} or {}, not both", u.name, c.name)));
             }
             (Some(u), None) => Some(Counter::Url {
-                url: parse_url(u, at("--count-url"))?,
+                url: parse_url(u, at(inputs::COUNT_URL.flag))?,
                 pointer: check_pointer(
                     target.count_pointer.as_deref().unwrap_or("/count"),
-                    at("--count-pointer"),
+                    at(inputs::COUNT_POINTER.flag),
                 )?,
             }),
             (None, Some(cmd)) => Some(Counter::Command(Masked::new(cmd, &secrets))),
             (None, None) => {
                 if target.count_pointer.is_some() {
-                    return Err(needs(at("--count-pointer"), at("--count-url")));
+                    return Err(needs(
+                        at(inputs::COUNT_POINTER.flag),
+                        at(inputs::COUNT_URL.flag),
+                    ));
                 }
                 None
             }
@@ -587,7 +383,7 @@ impl Config {
         let id_pointer = target
             .id_pointer
             .as_deref()
-            .map(|p| check_pointer(p, at("--id-pointer")))
+            .map(|p| check_pointer(p, at(inputs::ID_POINTER.flag)))
             .transpose()?;
         let restart = match (restart, &target.restart_cmd) {
             (Some(hook), _) => Some(hook),
@@ -596,14 +392,17 @@ impl Config {
                 ready_url: target
                     .ready_url
                     .as_deref()
-                    .map(|u| parse_url(u, at("--ready-url")))
+                    .map(|u| parse_url(u, at(inputs::READY_URL.flag)))
                     .transpose()?,
                 timeout: target.restart_timeout.unwrap_or(Duration::from_secs(30)),
                 connector: connector.clone(),
             }) as Arc<dyn RestartHook>),
             (None, None) => {
                 if target.ready_url.is_some() {
-                    return Err(needs(at("--ready-url"), at("--restart-cmd")));
+                    return Err(needs(
+                        at(inputs::READY_URL.flag),
+                        at(inputs::RESTART_CMD.flag),
+                    ));
                 }
                 None
             }
@@ -612,7 +411,7 @@ impl Config {
         let invalid_body = match &target.invalid_body {
             Some(text) => Some(InvalidBody {
                 template: BodyTemplate::new(text.clone()),
-                origin: "--invalid-body",
+                origin: inputs::INVALID_BODY.flag,
             }),
             None => body.invalid_variant().map(|template| InvalidBody {
                 template,
@@ -622,10 +421,10 @@ impl Config {
         let second_url = target
             .second_url
             .as_deref()
-            .map(|u| parse_url(u, at("--second-url")))
+            .map(|u| parse_url(u, at(inputs::SECOND_URL.flag)))
             .transpose()?;
         if second_url.as_ref() == Some(&url) {
-            let input = at("--second-url");
+            let input = at(inputs::SECOND_URL.flag);
             return Err(input.error(format!(
                 "{} must name another operation than the target URL",
                 input.name
@@ -633,7 +432,7 @@ impl Config {
         }
         let mut replicas = Vec::new();
         for (i, u) in target.replicas.iter().enumerate() {
-            let input = target.origins.item("--replica", i);
+            let input = target.origins.item(inputs::REPLICA.flag, i);
             let replica = parse_url(u, input)?;
             if replica == url {
                 return Err(input.error(format!(
@@ -647,7 +446,7 @@ impl Config {
             (Some(h), wait) => {
                 let lease_wait = wait.unwrap_or(DEFAULT_LEASE_WAIT);
                 if lease_wait.is_zero() || lease_wait > MAX_LEASE_WAIT {
-                    let input = at("--lease-wait");
+                    let input = at(inputs::LEASE_WAIT.flag);
                     return Err(input.error(format!(
                         "{} {} must be more than 0 and at most {}",
                         input.name,
@@ -656,11 +455,16 @@ impl Config {
                     )));
                 }
                 Some(CrashHook {
-                    header: parse_header(h, at("--crash-header"))?,
+                    header: parse_header(h, at(inputs::CRASH_HEADER.flag))?,
                     lease_wait,
                 })
             }
-            (None, Some(_)) => return Err(needs(at("--lease-wait"), at("--crash-header"))),
+            (None, Some(_)) => {
+                return Err(needs(
+                    at(inputs::LEASE_WAIT.flag),
+                    at(inputs::CRASH_HEADER.flag),
+                ))
+            }
             (None, None) => None,
         };
         if opts.timeout.is_zero() {
@@ -669,11 +473,11 @@ impl Config {
         let read_url = target
             .read_url
             .as_deref()
-            .map(|u| parse_url(u, at("--read-url")))
+            .map(|u| parse_url(u, at(inputs::READ_URL.flag)))
             .transpose()?;
         if let Some(ttl) = target.key_ttl {
             if ttl.is_zero() || ttl > MAX_KEY_TTL {
-                let input = at("--key-ttl");
+                let input = at(inputs::KEY_TTL.flag);
                 return Err(input.error(format!(
                     "{} {} must be more than 0 and at most {} (key-expiry waits it out)",
                     input.name,
@@ -694,10 +498,16 @@ impl Config {
                 timeout: target.restart_timeout.unwrap_or(Duration::from_secs(30)),
             }) as Arc<dyn OutageHook>),
             (None, Some(_), None) => {
-                return Err(needs(at("--store-down-cmd"), at("--store-up-cmd")))
+                return Err(needs(
+                    at(inputs::STORE_DOWN_CMD.flag),
+                    at(inputs::STORE_UP_CMD.flag),
+                ))
             }
             (None, None, Some(_)) => {
-                return Err(needs(at("--store-up-cmd"), at("--store-down-cmd")))
+                return Err(needs(
+                    at(inputs::STORE_UP_CMD.flag),
+                    at(inputs::STORE_DOWN_CMD.flag),
+                ))
             }
             (None, None, None) => None,
         };
@@ -738,6 +548,7 @@ impl Config {
             strict: opts.strict,
             suite,
             key_form: opts.key_form,
+            key_carrier,
             secrets,
             connector,
         })
@@ -745,7 +556,7 @@ impl Config {
 }
 
 /// How [`Origins`] names the target URL, which has no flag of its own.
-pub const TARGET_URL: &str = "the target URL";
+pub const TARGET_URL: &str = inputs::URL.flag;
 
 /// "`input` needs `other`", located where `input` was given.
 fn needs(input: Input, other: Input) -> anyhow::Error {
@@ -786,10 +597,10 @@ impl HoldRelease {
 /// hold whose header and URL both name it.
 fn hold_release(target: &TargetSpec, hold: Option<&Header>) -> Result<Option<HoldRelease>> {
     let at = |flag| target.origins.input(flag);
-    let (release, hold_header) = (at("--hold-release"), at("--hold-header"));
+    let (release, hold_header) = (at(inputs::HOLD_RELEASE.flag), at(inputs::HOLD_HEADER.flag));
     let Some(url) = &target.hold_release else {
         if target.hold_at_least.is_some() {
-            return Err(needs(at("--hold-at-least"), release));
+            return Err(needs(at(inputs::HOLD_AT_LEAST.flag), release));
         }
         return Ok(None);
     };
@@ -811,7 +622,7 @@ fn hold_release(target: &TargetSpec, hold: Option<&Header>) -> Result<Option<Hol
     parse_url(&url.replace(HOLD_NAME, "x"), release)?;
     let at_least = target.hold_at_least.unwrap_or_default();
     if at_least > MAX_HOLD_AT_LEAST {
-        let input = at("--hold-at-least");
+        let input = at(inputs::HOLD_AT_LEAST.flag);
         return Err(input.error(format!(
             "{} {} must be at most {}",
             input.name,
@@ -823,6 +634,115 @@ fn hold_release(target: &TargetSpec, hold: Option<&Header>) -> Result<Option<Hol
         url: url.clone(),
         at_least,
     }))
+}
+
+/// `--key-in-body`, `--key-syntax` and `--key-shape` around the key header `header`: one
+/// carrier, its body field checked against the body it must travel in, before anything is
+/// sent. Probes send keys only in headers yet, so a body carrier is refused once it is known to
+/// be well-formed: `run` and `stress` never honour half of it.
+fn key_carrier(target: &TargetSpec, header: &str) -> Result<KeyCarrier> {
+    let at = |flag| target.origins.input(flag);
+    let syntax: Option<Syntax> = parse_as(&target.key_syntax, at(inputs::KEY_SYNTAX.flag))?;
+    let shape: Option<KeyShape> = parse_as(&target.key_shape, at(inputs::KEY_SHAPE.flag))?;
+    let place = match &target.key_in_body {
+        None => Place::Header(header.to_string()),
+        Some(pointer) => {
+            let input = at(inputs::KEY_IN_BODY.flag);
+            if target.key_header.is_some() {
+                let header = at(inputs::KEY_HEADER.flag);
+                return Err(input.error(format!(
+                    "give either {} or {}, not both",
+                    header.name, input.name
+                )));
+            }
+            let body = at(inputs::BODY.flag);
+            if let Err(why) = body_has_field(target.body.as_deref(), pointer, body.name) {
+                return Err(input.error(format!("{} {pointer:?}: {why}", input.name)));
+            }
+            return Err(input.error(format!(
+                "{} {pointer}: body carriers are only supported by `client` yet; `run` and \
+                 `stress` send the key in a header (--key-header NAME)",
+                input.name
+            )));
+        }
+    };
+    Ok(KeyCarrier {
+        shape: shape.unwrap_or_default(),
+        ..KeyCarrier::new(place, syntax)
+    })
+}
+
+/// `value` parsed, its error naming `input`.
+fn parse_as<T: std::str::FromStr<Err = String>>(
+    value: &Option<String>,
+    input: Input,
+) -> Result<Option<T>> {
+    value
+        .as_deref()
+        .map(|v| {
+            v.parse()
+                .map_err(|e| input.error(format!("{}: {e}", input.name)))
+        })
+        .transpose()
+}
+
+/// Whether the request body `body` has the field `pointer`: a JSON pointer into a JSON body,
+/// or the name of a form body's field (with or without a leading `/`). `Err` says why not,
+/// naming the body by `given` (`-d`, or the target file's `body`).
+fn body_has_field(
+    body: Option<&str>,
+    pointer: &str,
+    given: &str,
+) -> std::result::Result<(), String> {
+    let Some(text) = body.filter(|b| !b.trim().is_empty()) else {
+        return Err(format!(
+            "there is no request body to carry the key; give one with {given}"
+        ));
+    };
+    let rendered = BodyTemplate::new(text).render("k", 0);
+    if let Ok(json) = serde_json::from_slice::<serde_json::Value>(&rendered) {
+        if !pointer.starts_with('/') {
+            return Err(format!(
+                "the request body ({given}) is JSON, so the key's place is a JSON pointer \
+                 starting with '/', e.g. /idempotency_key"
+            ));
+        }
+        return match json.pointer(pointer) {
+            Some(_) => Ok(()),
+            None => Err(format!(
+                "the request body ({given}) is JSON and has nothing at {pointer}"
+            )),
+        };
+    }
+    let rendered = String::from_utf8_lossy(&rendered);
+    let names: Option<Vec<String>> = rendered
+        .trim()
+        .split('&')
+        .map(|pair| {
+            let (name, _) = pair.split_once('=')?;
+            let name_ok = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_-.[]%+".contains(&b));
+            name_ok
+                .then(|| url::form_urlencoded::parse(pair.as_bytes()).next())?
+                .map(|(n, _)| n.into_owned())
+        })
+        .collect();
+    let Some(names) = names else {
+        return Err(format!(
+            "the request body ({given}) is neither JSON nor a form (name=value&…)"
+        ));
+    };
+    let field = pointer.strip_prefix('/').unwrap_or(pointer);
+    if names.iter().any(|n| n == field) {
+        Ok(())
+    } else {
+        Err(format!(
+            "the request body ({given}) is a form without a field {field:?} (it has {})",
+            names.join(", ")
+        ))
+    }
 }
 
 fn parse_url(text: &str, input: Input) -> Result<url::Url> {
@@ -905,7 +825,7 @@ mod tests {
         for ms in [0, 3_600_000] {
             let err = build(ms).err().expect("refused");
             assert!(
-                err.contains("--quiet-window") && err.contains("at most 1m"),
+                err.contains(inputs::QUIET_WINDOW.flag) && err.contains("at most 1m"),
                 "{err}"
             );
         }
@@ -952,6 +872,59 @@ mod tests {
         }
     }
 
+    /// The carrier follows the key header: ietf for the draft's header only, token for any
+    /// other, unless --key-syntax says; a shape is kept.
+    #[test]
+    fn the_key_carrier_defaults_by_header() {
+        let build = |header: Option<&str>, syntax: Option<&str>, shape: Option<&str>| {
+            let target = TargetSpec {
+                url: "http://127.0.0.1:9/op".into(),
+                key_header: header.map(Into::into),
+                key_syntax: syntax.map(Into::into),
+                key_shape: shape.map(Into::into),
+                ..TargetSpec::default()
+            };
+            Config::build(target, &default_options(), None).map(|c| c.key_carrier.to_string())
+        };
+        assert_eq!(
+            build(None, None, None).unwrap(),
+            "header Idempotency-Key, ietf"
+        );
+        assert_eq!(
+            build(Some("idempotency-key"), None, None).unwrap(),
+            "header idempotency-key, ietf"
+        );
+        assert_eq!(
+            build(Some("Cko-Idempotency-Key"), None, None).unwrap(),
+            "header Cko-Idempotency-Key, token"
+        );
+        assert_eq!(
+            build(Some("X-Key"), Some("ietf"), Some("uuid")).unwrap(),
+            "header X-Key, ietf, uuid"
+        );
+        assert!(build(None, Some("quoted"), None).is_err());
+    }
+
+    #[test]
+    fn a_body_carrier_needs_its_field_in_the_body() {
+        let has = |body: Option<&str>, pointer: &str| body_has_field(body, pointer, "-d");
+        let json = Some(r#"{"amount":5,"meta":{"key":"{{unique}}"}}"#);
+        assert!(has(json, "/meta/key").is_ok());
+        assert!(has(json, "/key")
+            .unwrap_err()
+            .contains("has nothing at /key"));
+        assert!(has(json, "key").unwrap_err().contains("JSON pointer"));
+        assert!(has(Some("amount=5&idempotency_key={{uuid}}"), "idempotency_key").is_ok());
+        assert!(has(Some("amount=5&idempotency_key=x"), "/idempotency_key").is_ok());
+        assert!(has(Some("amount=5"), "key")
+            .unwrap_err()
+            .contains("(it has amount)"));
+        assert!(has(Some("just text"), "/k")
+            .unwrap_err()
+            .contains("neither JSON nor a form"));
+        assert!(has(None, "/k").unwrap_err().contains("no request body"));
+    }
+
     #[test]
     fn placeholders_make_payloads_unique_per_variant() {
         let t = BodyTemplate::new(r#"{"ref":"{{unique}}"}"#);
@@ -991,10 +964,14 @@ mod tests {
     #[test]
     fn headers_parse_like_curl() {
         let flag = Origins::default();
-        let h = parse_header("Authorization: Bearer abc", flag.input("-H")).unwrap();
+        let h = parse_header(
+            "Authorization: Bearer abc",
+            flag.input(inputs::HEADERS.flag),
+        )
+        .unwrap();
         assert_eq!(h.name, "Authorization");
         assert_eq!(h.value, b"Bearer abc");
-        assert!(parse_header("no colon", flag.input("-H")).is_err());
-        assert!(parse_header("bad name: x", flag.input("-H")).is_err());
+        assert!(parse_header("no colon", flag.input(inputs::HEADERS.flag)).is_err());
+        assert!(parse_header("bad name: x", flag.input(inputs::HEADERS.flag)).is_err());
     }
 }

@@ -1,9 +1,10 @@
 //! idem-check: does this API really survive a retried POST?
 //!
-//! The pipeline, in one paragraph (ARCHITECTURE.md has it with the folders): [`cli`] parses the
-//! command line and [`commands`] runs the subcommand; [`target`] lays the flags over the
-//! optional target file, and [`config`] turns that and the suite ([`suite`], checked against
-//! the [`catalog`]) into one validated [`config::Config`]; [`runner`] runs the selected probes
+//! The pipeline, in one paragraph (ARCHITECTURE.md has it with the folders): the binary parses
+//! the command line and runs the subcommand (`cli.rs` and `commands/`, which only it compiles);
+//! [`target`] reads the optional target file, the binary lays the flags over it (every input
+//! declared once in [`inputs`]), and [`config`] turns that and the suite ([`suite`], checked
+//! against the [`catalog`]) into one validated [`config::Config`]; [`runner`] runs the selected probes
 //! from [`probes`] (one file per catalog id) in catalog order, each sending requests through
 //! [`http`] (a recording client, plus the raw wire client and the synchronised burst engine)
 //! and turning what it saw into [`check::Check`]s with the shared verifiers; [`outcome`] decides each probe's verdict; and
@@ -12,17 +13,17 @@
 //! [`client`] turns the tables for `idem-check client`: a fake payments API judges how a client
 //! command retries.
 
+pub mod carrier;
 pub mod catalog;
 pub mod check;
-pub mod cli;
 pub mod client;
-pub mod commands;
 pub mod config;
 pub mod diagnostic;
 pub mod discover;
 pub mod effects;
 pub mod exit;
 pub mod http;
+pub mod inputs;
 pub mod keys;
 pub mod matrix;
 pub mod outcome;

@@ -391,6 +391,16 @@ impl Secrets {
         self
     }
 
+    /// These secrets, with the values of header `name` masked too, as `--redact-header` does
+    /// (a webhook signature header whose name says nothing of a secret).
+    pub fn with_header(mut self, name: &str) -> Secrets {
+        let lower = name.trim().to_ascii_lowercase();
+        if !lower.is_empty() && !self.headers.contains(&lower) {
+            self.headers.push(lower);
+        }
+        self
+    }
+
     fn add(&mut self, value: &str, var: &str, what: &str) {
         if value.trim().is_empty() || self.list.iter().any(|x| x.value == value) {
             return;

@@ -206,6 +206,7 @@ impl Reference {
         secret_b: &str,
         fault: Option<WebhookFault>,
         slow_handler: Duration,
+        dedupe_ttl: Duration,
     ) -> Result<Reference> {
         let dir = tempfile::tempdir().context("could not create a temporary directory")?;
         let mut config = ServerConfig::new(DbLocation::File(dir.path().join("reference.db")));
@@ -214,6 +215,7 @@ impl Reference {
         config.webhook_secret_b = Some(secret_b.into());
         config.webhook_fault = fault;
         config.webhook_slow_handler = slow_handler;
+        config.webhook_dedupe_ttl = dedupe_ttl;
         Self::serve(config, dir, None).await
     }
 

@@ -51,15 +51,14 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use anyhow::Context as _;
+use std::sync::Arc;
 
-use crate::cli::{ConnectionArgs, OpenApiArgs, TargetArgs};
-use crate::config::TargetSpec;
+use anyhow::Result;
+use futures::future::BoxFuture;
+
 use crate::diagnostic::{FileError, Origins};
-use crate::discover::Operation;
-use crate::exit::AppError;
-use crate::http::net::NetOptions;
-use crate::http::Connector;
+use crate::inputs::{self, Input};
+use crate::redact::{SecretSources, Secrets};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -85,6 +84,9 @@ struct TargetFile {
     read_url: Option<Spanned<String>>,
     key_ttl: Option<Spanned<String>>,
     key_header: Option<Spanned<String>>,
+    key_in_body: Option<Spanned<String>>,
+    key_syntax: Option<Spanned<String>>,
+    key_shape: Option<Spanned<String>>,
     proxy: Option<Spanned<String>>,
     #[serde(default)]
     resolve: Vec<Spanned<String>>,
@@ -142,6 +144,232 @@ struct RestartTable {
     timeout: Option<Spanned<String>>,
 }
 
+/// Takes the target's idempotency store down and brings it back; used by `store-outage`.
+pub trait OutageHook: Send + Sync + std::fmt::Debug {
+    /// One line for the evidence ("`systemctl stop redis`, then `systemctl start redis`").
+    fn describe(&self) -> String;
+    fn down(&self) -> BoxFuture<'_, Result<()>>;
+    fn up(&self) -> BoxFuture<'_, Result<()>>;
+}
+
+/// Everything the user described about the target, before validation. Its `Debug` masks every
+/// secret (see the impl).
+#[derive(Clone, Default)]
+pub struct TargetSpec {
+    pub url: String,
+    pub method: Option<String>,
+    /// `Name: value` lines for tenant A.
+    pub headers: Vec<String>,
+    /// Body text (already read from a file for `-d @FILE`).
+    pub body: Option<String>,
+    pub id_pointer: Option<String>,
+    pub count_url: Option<String>,
+    pub count_pointer: Option<String>,
+    pub count_cmd: Option<String>,
+    pub tenant_b_headers: Vec<String>,
+    pub hold_header: Option<String>,
+    /// POSTed to end a hold early; `{{hold}}` names the hold (see [`crate::config::HoldRelease`]).
+    pub hold_release: Option<String>,
+    pub hold_at_least: Option<Duration>,
+    /// `Name: value` that asks the server for a short key lifetime (`key-expiry`).
+    pub key_ttl_header: Option<String>,
+    /// How long the counter must stay unchanged after unfinished requests.
+    pub quiet_window: Option<Duration>,
+    pub restart_cmd: Option<String>,
+    pub ready_url: Option<String>,
+    pub restart_timeout: Option<Duration>,
+    /// A payload the operation must refuse (already read from a file for `@FILE`).
+    pub invalid_body: Option<String>,
+    /// The URL of a second operation that takes the same payload (`cross-endpoint`).
+    pub second_url: Option<String>,
+    /// The operation's URL on other replicas of the same deployment (`cross-replica`).
+    pub replicas: Vec<String>,
+    /// `Name: value` that makes the server fail after claiming the key.
+    pub crash_header: Option<String>,
+    pub lease_wait: Option<Duration>,
+    /// A GET (the API's read operation) that `get-ignored` sends with and without a key.
+    pub read_url: Option<String>,
+    /// How long a completed key lives, when the API does not say so in
+    /// `Idempotency-Key-Expires-At` (`key-expiry`).
+    pub key_ttl: Option<Duration>,
+    /// Shell commands that take the idempotency store down and bring it back (`store-outage`).
+    pub store_down_cmd: Option<String>,
+    pub store_up_cmd: Option<String>,
+    /// An outage hook of the target's own (the in-process reference server's), used instead of
+    /// the commands.
+    pub store_outage_hook: Option<Arc<dyn OutageHook>>,
+    /// `(VAR, value)` for every `${VAR}` a target file took from the environment: masked in
+    /// every report, and named `$VAR` in reproduce lines.
+    pub secret_vars: Vec<(String, String)>,
+    /// `--secret` values, in the order given.
+    pub secrets: Vec<String>,
+    /// `--redact-header` names: their values are masked like credentials.
+    pub redact_headers: Vec<String>,
+    /// The target speaks HTTP/2 (over `http://`: h2c with prior knowledge), so bursts can
+    /// release every duplicate in one packet; `https://` targets are asked by ALPN anyway.
+    pub http2: bool,
+    /// The key header's name when the target's differs from the suite's (an API description
+    /// declares it, e.g. `X-Idempotency-Key`).
+    pub key_header: Option<String>,
+    /// The body field that carries the key instead of a header (`--key-in-body`).
+    pub key_in_body: Option<String>,
+    /// `ietf` or `token` (`--key-syntax`), as given; see [`KeyCarrier::new`] for the default.
+    pub key_syntax: Option<String>,
+    /// The keys the API accepts (`--key-shape`), as given; see [`KeyShape`].
+    pub key_shape: Option<String>,
+    /// Trust, client certificate, `--insecure`: applied to the whole run by its
+    /// [`crate::config::Config::connector`], not per request.
+    pub tls: crate::http::tls::TlsOptions,
+    /// Proxy (given or from the environment) and fixed addresses, applied by
+    /// [`crate::config::Config::connector`].
+    pub net: crate::http::net::NetOptions,
+    /// The target file this came from, so hints name its keys instead of flags.
+    pub target_file: Option<String>,
+    /// What the API description could not say about the request: each `$ref` left out of the
+    /// body, and why ([`crate::discover::Operation::notes`]).
+    pub notes: Vec<String>,
+    /// Where each value came from, by its flag: errors cite the flag or the target file's line.
+    pub origins: Origins,
+}
+
+impl TargetSpec {
+    /// Every secret of this description, named by role, with `key_header` the header that
+    /// carries the key (never a secret): what the run masks in every output.
+    pub fn secrets(&self, key_header: &str) -> Secrets {
+        let urls: Vec<&str> = [&self.count_url, &self.ready_url, &self.second_url]
+            .into_iter()
+            .flatten()
+            .chain(std::iter::once(&self.url))
+            .chain(&self.replicas)
+            .map(String::as_str)
+            .collect();
+        Secrets::for_target(&SecretSources {
+            tenant_a: &self.headers,
+            tenant_b: &self.tenant_b_headers,
+            given: &self.secrets,
+            urls: &urls,
+            file_vars: &self.secret_vars,
+            redact_headers: &self.redact_headers,
+            key_header,
+        })
+    }
+}
+
+/// Every value as the reports show it: header credentials, URL userinfo and secret query
+/// parameters, proxy credentials, `--secret` values and the target file's `${VAR}` values
+/// masked wherever they stand (a command, a body). A `{:?}` can end up in a log or a panic
+/// message; the description holds the run's credentials.
+impl std::fmt::Debug for TargetSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Destructured whole, so a new field cannot be shown without deciding how.
+        let TargetSpec {
+            url,
+            method,
+            headers,
+            body,
+            id_pointer,
+            count_url,
+            count_pointer,
+            count_cmd,
+            tenant_b_headers,
+            hold_header,
+            hold_release,
+            hold_at_least,
+            key_ttl_header,
+            quiet_window,
+            restart_cmd,
+            ready_url,
+            restart_timeout,
+            invalid_body,
+            second_url,
+            replicas,
+            crash_header,
+            lease_wait,
+            read_url,
+            key_ttl,
+            store_down_cmd,
+            store_up_cmd,
+            store_outage_hook,
+            secret_vars,
+            secrets: given,
+            redact_headers,
+            http2,
+            key_header,
+            key_in_body,
+            key_syntax,
+            key_shape,
+            tls,
+            net,
+            target_file,
+            notes,
+            origins,
+        } = self;
+        let secrets = self.secrets(key_header.as_deref().unwrap_or_default());
+        let text = |v: &Option<String>| v.as_deref().map(|t| secrets.redact(t));
+        let link = |v: &str| secrets.url_for_text(v);
+        let links = |v: &Option<String>| v.as_deref().map(link);
+        let line = |l: &str| match l.split_once(':') {
+            Some((name, value)) => {
+                match secrets.mask_header(name.trim(), value.trim().as_bytes()) {
+                    Some(masked) => format!("{name}: {masked}"),
+                    None => secrets.redact(l),
+                }
+            }
+            None => secrets.redact(l),
+        };
+        let lines = |v: &[String]| v.iter().map(|l| line(l)).collect::<Vec<_>>();
+        let vars: Vec<(&str, &str)> = secret_vars
+            .iter()
+            .map(|(name, _)| (name.as_str(), crate::redact::REDACTED))
+            .collect();
+        f.debug_struct("TargetSpec")
+            .field("url", &link(url))
+            .field("method", method)
+            .field("headers", &lines(headers))
+            .field("body", &text(body))
+            .field("id_pointer", id_pointer)
+            .field("count_url", &links(count_url))
+            .field("count_pointer", count_pointer)
+            .field("count_cmd", &text(count_cmd))
+            .field("tenant_b_headers", &lines(tenant_b_headers))
+            .field("hold_header", &hold_header.as_deref().map(line))
+            .field("hold_release", &links(hold_release))
+            .field("hold_at_least", hold_at_least)
+            .field("key_ttl_header", &key_ttl_header.as_deref().map(line))
+            .field("quiet_window", quiet_window)
+            .field("restart_cmd", &text(restart_cmd))
+            .field("ready_url", &links(ready_url))
+            .field("restart_timeout", restart_timeout)
+            .field("invalid_body", &text(invalid_body))
+            .field("second_url", &links(second_url))
+            .field(
+                "replicas",
+                &replicas.iter().map(|r| link(r)).collect::<Vec<_>>(),
+            )
+            .field("crash_header", &crash_header.as_deref().map(line))
+            .field("lease_wait", lease_wait)
+            .field("read_url", &links(read_url))
+            .field("key_ttl", key_ttl)
+            .field("store_down_cmd", &text(store_down_cmd))
+            .field("store_up_cmd", &text(store_up_cmd))
+            .field("store_outage_hook", store_outage_hook)
+            .field("secret_vars", &vars)
+            .field("secrets", &vec![crate::redact::REDACTED; given.len()])
+            .field("redact_headers", redact_headers)
+            .field("http2", http2)
+            .field("key_header", key_header)
+            .field("key_in_body", key_in_body)
+            .field("key_syntax", key_syntax)
+            .field("key_shape", key_shape)
+            .field("tls", tls)
+            .field("net", net)
+            .field("target_file", target_file)
+            .field("notes", notes)
+            .field("origins", origins)
+            .finish()
+    }
+}
+
 /// Reads a target file; `env` supplies `${VAR}` values (the process environment in the CLI).
 pub fn load(path: &Path, env: &BTreeMap<String, String>) -> Result<TargetSpec, FileError> {
     let shown = path.display().to_string();
@@ -182,15 +410,15 @@ pub fn parse(
         secrets: Vec::new(),
         origins: Origins::default(),
     };
-    let url = r.string(&file.url, crate::config::TARGET_URL, "url")?;
-    let method = r.opt(&file.method, "-X", "method")?;
-    let key_header = r.opt(&file.key_header, "--key-header", "key-header")?;
-    let headers = r.list(&file.headers, "-H", "headers")?;
+    let url = r.string(&file.url, inputs::URL)?;
+    let method = r.opt(&file.method, inputs::METHOD)?;
+    let key_header = r.opt(&file.key_header, inputs::KEY_HEADER)?;
+    let headers = r.list(&file.headers, inputs::HEADERS)?;
     let body = match (&file.body, &file.body_file) {
         (Some(_), Some(f)) => return Err(r.at(f, "give either body or body-file, not both")),
-        (Some(b), None) => Some(r.string(b, "-d", "body")?),
+        (Some(b), None) => Some(r.string(b, inputs::BODY)?),
         (None, Some(f)) => {
-            let p = base.join(r.string(f, "-d", "body-file")?);
+            let p = base.join(r.string(f, inputs::BODY_FILE)?);
             Some(
                 std::fs::read_to_string(&p)
                     .map_err(|e| r.at(f, format!("cannot read {}: {e}", p.display())))?,
@@ -204,64 +432,62 @@ pub fn parse(
         key_header,
         headers,
         body,
-        id_pointer: r.opt(&file.id_pointer, "--id-pointer", "id-pointer")?,
-        hold_header: r.opt(&file.hold_header, "--hold-header", "hold-header")?,
-        hold_release: r.opt(&file.hold_release, "--hold-release", "hold-release")?,
-        hold_at_least: r.duration(&file.hold_at_least, "--hold-at-least", "hold-at-least")?,
-        key_ttl_header: r.opt(&file.key_ttl_header, "--key-ttl-header", "key-ttl-header")?,
-        quiet_window: r.duration(&file.quiet_window, "--quiet-window", "quiet-window")?,
-        invalid_body: r.opt(&file.invalid_body, "--invalid-body", "invalid-body")?,
-        second_url: r.opt(&file.second_url, "--second-url", "second-url")?,
-        replicas: r.list(&file.replicas, "--replica", "replicas")?,
+        id_pointer: r.opt(&file.id_pointer, inputs::ID_POINTER)?,
+        hold_header: r.opt(&file.hold_header, inputs::HOLD_HEADER)?,
+        hold_release: r.opt(&file.hold_release, inputs::HOLD_RELEASE)?,
+        hold_at_least: r.duration(&file.hold_at_least, inputs::HOLD_AT_LEAST)?,
+        key_ttl_header: r.opt(&file.key_ttl_header, inputs::KEY_TTL_HEADER)?,
+        quiet_window: r.duration(&file.quiet_window, inputs::QUIET_WINDOW)?,
+        invalid_body: r.opt(&file.invalid_body, inputs::INVALID_BODY)?,
+        second_url: r.opt(&file.second_url, inputs::SECOND_URL)?,
+        replicas: r.list(&file.replicas, inputs::REPLICA)?,
         http2: file.http2,
-        read_url: r.opt(&file.read_url, "--read-url", "read-url")?,
-        key_ttl: r.duration(&file.key_ttl, "--key-ttl", "key-ttl")?,
+        read_url: r.opt(&file.read_url, inputs::READ_URL)?,
+        key_ttl: r.duration(&file.key_ttl, inputs::KEY_TTL)?,
+        key_in_body: r.opt(&file.key_in_body, inputs::KEY_IN_BODY)?,
+        key_syntax: r.opt(&file.key_syntax, inputs::KEY_SYNTAX)?,
+        key_shape: r.opt(&file.key_shape, inputs::KEY_SHAPE)?,
         ..TargetSpec::default()
     };
     if let Some(o) = &file.store_outage {
-        spec.store_down_cmd = Some(r.string(
-            &o.down_command,
-            "--store-down-cmd",
-            "[store-outage] down-command",
-        )?);
-        spec.store_up_cmd =
-            Some(r.string(&o.up_command, "--store-up-cmd", "[store-outage] up-command")?);
+        spec.store_down_cmd = Some(r.string(&o.down_command, inputs::STORE_DOWN_CMD)?);
+        spec.store_up_cmd = Some(r.string(&o.up_command, inputs::STORE_UP_CMD)?);
     }
-    spec.net.proxy = r.opt(&file.proxy, "--proxy", "proxy")?;
-    spec.net.resolve = r.list(&file.resolve, "--resolve", "resolve")?;
+    spec.net.proxy = r.opt(&file.proxy, inputs::PROXY)?;
+    spec.net.resolve = r.list(&file.resolve, inputs::RESOLVE)?;
     for (entry, at) in spec.net.resolve.iter().zip(&file.resolve) {
         if let Err(e) = entry.parse::<crate::http::net::Resolve>() {
             return Err(r.at(at, e));
         }
     }
     if let Some(t) = &file.tls {
-        let mut file_path = |p: &Option<Spanned<String>>, flag, key| -> Result<_, FileError> {
-            Ok(r.opt(p, flag, key)?.map(|p| base.join(p)))
+        let mut file_path = |p: &Option<Spanned<String>>, input| -> Result<_, FileError> {
+            Ok(r.opt(p, input)?.map(|p| base.join(p)))
         };
-        spec.tls.cacert = file_path(&t.cacert, "--cacert", "[tls] cacert")?;
-        spec.tls.cert = file_path(&t.cert, "--cert", "[tls] cert")?;
-        spec.tls.key = file_path(&t.key, "--key", "[tls] key")?;
+        spec.tls.cacert = file_path(&t.cacert, inputs::CACERT)?;
+        spec.tls.cert = file_path(&t.cert, inputs::CERT)?;
+        spec.tls.key = file_path(&t.key, inputs::CERT_KEY)?;
         spec.tls.insecure = t.insecure;
         if let (Some(k), None) = (&t.key, &t.cert) {
             return Err(r.at(k, "key needs cert (the client certificate it belongs to)"));
         }
     }
     if let Some(c) = &file.crash {
-        spec.crash_header = Some(r.string(&c.header, "--crash-header", "[crash] header")?);
-        spec.lease_wait = r.duration(&c.lease_wait, "--lease-wait", "[crash] lease-wait")?;
+        spec.crash_header = Some(r.string(&c.header, inputs::CRASH_HEADER)?);
+        spec.lease_wait = r.duration(&c.lease_wait, inputs::LEASE_WAIT)?;
     }
     if let Some(c) = &file.counter {
-        spec.count_url = r.opt(&c.url, "--count-url", "[counter] url")?;
-        spec.count_pointer = r.opt(&c.pointer, "--count-pointer", "[counter] pointer")?;
-        spec.count_cmd = r.opt(&c.command, "--count-cmd", "[counter] command")?;
+        spec.count_url = r.opt(&c.url, inputs::COUNT_URL)?;
+        spec.count_pointer = r.opt(&c.pointer, inputs::COUNT_POINTER)?;
+        spec.count_cmd = r.opt(&c.command, inputs::COUNT_CMD)?;
     }
     if let Some(b) = &file.tenant_b {
-        spec.tenant_b_headers = r.list(&b.headers, "--tenant-b-header", "[tenant-b] headers")?;
+        spec.tenant_b_headers = r.list(&b.headers, inputs::TENANT_B_HEADER)?;
     }
     if let Some(t) = &file.restart {
-        spec.restart_cmd = Some(r.string(&t.command, "--restart-cmd", "[restart] command")?);
-        spec.ready_url = r.opt(&t.ready_url, "--ready-url", "[restart] ready-url")?;
-        spec.restart_timeout = r.duration(&t.timeout, "--restart-timeout", "[restart] timeout")?;
+        spec.restart_cmd = Some(r.string(&t.command, inputs::RESTART_CMD)?);
+        spec.ready_url = r.opt(&t.ready_url, inputs::READY_URL)?;
+        spec.restart_timeout = r.duration(&t.timeout, inputs::RESTART_TIMEOUT)?;
     }
     // Check the shapes the config builder would reject, here where the span is known.
     for h in file
@@ -301,45 +527,31 @@ impl Reader<'_> {
         FileError::at(self.path, self.text, Some(value.span()), message)
     }
 
-    /// Item `index` of `flag` is the file's `key`, written at `value`.
-    fn record(&mut self, value: &Spanned<String>, flag: &'static str, index: usize, key: &str) {
+    /// Item `index` of `input` is written at `value`.
+    fn record(&mut self, value: &Spanned<String>, input: Input, index: usize) {
         let at = self.at(value, "");
-        self.origins.file(flag, index, key, at);
+        self.origins.file(input.flag, index, &input.file_key(), at);
     }
 
-    /// `value` with `${VAR}` substituted, standing for `flag` (the file's `key`).
-    fn string(
-        &mut self,
-        value: &Spanned<String>,
-        flag: &'static str,
-        key: &str,
-    ) -> Result<String, FileError> {
-        self.record(value, flag, 0, key);
+    /// `value` with `${VAR}` substituted, standing for `input`.
+    fn string(&mut self, value: &Spanned<String>, input: Input) -> Result<String, FileError> {
+        self.record(value, input, 0);
         substitute(value.get_ref(), self.env, &mut self.secrets).map_err(|m| self.at(value, m))
     }
 
     fn opt(
         &mut self,
         value: &Option<Spanned<String>>,
-        flag: &'static str,
-        key: &str,
+        input: Input,
     ) -> Result<Option<String>, FileError> {
-        value
-            .as_ref()
-            .map(|v| self.string(v, flag, key))
-            .transpose()
+        value.as_ref().map(|v| self.string(v, input)).transpose()
     }
 
-    /// The items of a list, each standing for one use of a repeatable `flag`.
-    fn list(
-        &mut self,
-        values: &[Spanned<String>],
-        flag: &'static str,
-        key: &str,
-    ) -> Result<Vec<String>, FileError> {
+    /// The items of a list, each standing for one use of a repeatable flag.
+    fn list(&mut self, values: &[Spanned<String>], input: Input) -> Result<Vec<String>, FileError> {
         let mut out = Vec::new();
         for (i, v) in values.iter().enumerate() {
-            self.record(v, flag, i, key);
+            self.record(v, input, i);
             out.push(
                 substitute(v.get_ref(), self.env, &mut self.secrets).map_err(|m| self.at(v, m))?,
             );
@@ -351,341 +563,16 @@ impl Reader<'_> {
     fn duration(
         &mut self,
         value: &Option<Spanned<String>>,
-        flag: &'static str,
-        key: &str,
+        input: Input,
     ) -> Result<Option<Duration>, FileError> {
         let Some(v) = value else {
             return Ok(None);
         };
-        self.record(v, flag, 0, key);
+        self.record(v, input, 0);
         humantime::parse_duration(v.get_ref())
             .map(Some)
             .map_err(|e| self.at(v, format!("{:?} is not a duration: {e}", v.get_ref())))
     }
-}
-
-/// The target description from `--target` and the flags; flags win over the file.
-pub fn from_flags(
-    args: &TargetArgs,
-    env: &BTreeMap<String, String>,
-) -> Result<TargetSpec, AppError> {
-    let o = &args.openapi_args;
-    if o.base_url.is_some() || !o.operations.is_empty() || !o.path_param.is_empty() {
-        return Err(anyhow::anyhow!(
-            "--base-url, --operation and --path-param need --openapi SPEC"
-        )
-        .into());
-    }
-    let mut t = match &args.target {
-        Some(path) => load(path, env)?,
-        None => TargetSpec::default(),
-    };
-    if let Some(name) = key_header(args)? {
-        t.key_header = Some(name.to_string());
-        t.origins.flag("--key-header");
-    }
-    Ok(with_secret_flags(apply_flags(t, args)?, args))
-}
-
-/// The one `--key-header` of a run without `--openapi`, if given.
-pub fn key_header(args: &TargetArgs) -> Result<Option<&str>, AppError> {
-    match args.openapi_args.key_header.as_slice() {
-        [] => Ok(None),
-        [name] => Ok(Some(name)),
-        names => Err(anyhow::anyhow!(
-            "--key-header is given {} times: without --openapi it names the one header that \
-             carries the key, as a target file's key-header does (several names are for \
-             --openapi, which recognises the key header among them)",
-            names.len()
-        )
-        .into()),
-    }
-}
-
-/// The target description of an API description's operation `op` at `url`, with the target
-/// flags laid over it.
-pub fn from_operation(
-    op: &Operation,
-    url: &str,
-    args: &TargetArgs,
-) -> Result<TargetSpec, AppError> {
-    let spec = apply_flags(from_document(op, url, &args.headers), args)?;
-    Ok(with_secret_flags(spec, args))
-}
-
-/// The bundled reference server's target description `spec` (which names the key header it
-/// was started with): of the target flags, `--http2`, the connection flags and the secrets
-/// apply here; see [`refused_with_reference`] for the others.
-pub fn reference(mut spec: TargetSpec, args: &TargetArgs) -> TargetSpec {
-    spec.http2 = args.http2;
-    connection_from_args(&args.connection, &mut spec);
-    with_secret_flags(spec, args)
-}
-
-/// Refuses the target flags that `--reference` cannot apply, naming them: the bundled reference
-/// server describes its own operation, counter, tenants, hold and hooks, and a flag that
-/// changed one of them would be ignored or would check something else than what green looks
-/// like. Every target flag is sorted here, so a new one cannot be ignored unnoticed: the
-/// others apply to the server (`--key-header`, `--reference-fault`, `--reference-db`), to its
-/// target description ([`reference`]), or to the run (suite, timeout, label, release threads).
-pub fn refused_with_reference(args: &TargetArgs) -> Result<(), AppError> {
-    let TargetArgs {
-        url: _,
-        openapi: _,
-        openapi_args,
-        reference: _,
-        reference_fault: _,
-        reference_db: _,
-        target: _,
-        method,
-        headers,
-        data,
-        id_pointer,
-        count_url,
-        count_pointer,
-        count_cmd,
-        tenant_b_header,
-        hold_header,
-        hold_release,
-        hold_at_least,
-        restart_cmd,
-        ready_url,
-        restart_timeout,
-        invalid_body,
-        second_url,
-        replica,
-        crash_header,
-        lease_wait,
-        read_url,
-        key_ttl,
-        key_ttl_header,
-        quiet_window,
-        store_down_cmd,
-        store_up_cmd,
-        http2: _,
-        no_release_threads: _,
-        connection: _,
-        suite: _,
-        timeout: _,
-        label: _,
-        secret: _,
-        redact_header: _,
-    } = args;
-    let OpenApiArgs {
-        base_url,
-        operations,
-        key_header: _,
-        path_param,
-    } = openapi_args;
-    let given = [
-        ("-X", method.is_some()),
-        ("-H", !headers.is_empty()),
-        ("-d", data.is_some()),
-        ("--id-pointer", id_pointer.is_some()),
-        ("--count-url", count_url.is_some()),
-        ("--count-pointer", count_pointer.is_some()),
-        ("--count-cmd", count_cmd.is_some()),
-        ("--tenant-b-header", !tenant_b_header.is_empty()),
-        ("--hold-header", hold_header.is_some()),
-        ("--hold-release", hold_release.is_some()),
-        ("--hold-at-least", hold_at_least.is_some()),
-        ("--restart-cmd", restart_cmd.is_some()),
-        ("--ready-url", ready_url.is_some()),
-        ("--restart-timeout", restart_timeout.is_some()),
-        ("--invalid-body", invalid_body.is_some()),
-        ("--second-url", second_url.is_some()),
-        ("--replica", !replica.is_empty()),
-        ("--crash-header", crash_header.is_some()),
-        ("--lease-wait", lease_wait.is_some()),
-        ("--read-url", read_url.is_some()),
-        ("--key-ttl", key_ttl.is_some()),
-        ("--key-ttl-header", key_ttl_header.is_some()),
-        ("--quiet-window", quiet_window.is_some()),
-        ("--store-down-cmd", store_down_cmd.is_some()),
-        ("--store-up-cmd", store_up_cmd.is_some()),
-        ("--base-url", base_url.is_some()),
-        ("--operation", !operations.is_empty()),
-        ("--path-param", !path_param.is_empty()),
-    ];
-    let refused: Vec<&str> = given
-        .iter()
-        .filter(|(_, given)| *given)
-        .map(|(flag, _)| *flag)
-        .collect();
-    if refused.is_empty() {
-        return Ok(());
-    }
-    Err(anyhow::anyhow!(
-        "--reference checks the bundled reference server, which describes its own operation, \
-         counter, tenants, hold and hooks: {} cannot be applied to it. Leave {} out, or give \
-         your server's URL or --target FILE instead of --reference",
-        refused.join(", "),
-        if refused.len() == 1 { "it" } else { "them" }
-    )
-    .into())
-}
-
-/// `t` with the target flags laid over it: a flag replaces what the file or the document said
-/// (and becomes the value's origin), a repeated flag adds to its list.
-fn apply_flags(mut t: TargetSpec, args: &TargetArgs) -> Result<TargetSpec, AppError> {
-    let o = &mut t.origins;
-    over(&mut t.url, &args.url, crate::config::TARGET_URL, o);
-    over(&mut t.method, &args.method, "-X", o);
-    if let Some(d) = &args.data {
-        over(&mut t.body, &Some(body_arg(d, "-d @FILE")?), "-d", o);
-    }
-    if let Some(d) = &args.invalid_body {
-        let body = Some(body_arg(d, "--invalid-body @FILE")?);
-        over(&mut t.invalid_body, &body, "--invalid-body", o);
-    }
-    over(&mut t.id_pointer, &args.id_pointer, "--id-pointer", o);
-    over(&mut t.count_url, &args.count_url, "--count-url", o);
-    over(
-        &mut t.count_pointer,
-        &args.count_pointer,
-        "--count-pointer",
-        o,
-    );
-    over(&mut t.count_cmd, &args.count_cmd, "--count-cmd", o);
-    over(&mut t.hold_header, &args.hold_header, "--hold-header", o);
-    over(&mut t.hold_release, &args.hold_release, "--hold-release", o);
-    over(
-        &mut t.hold_at_least,
-        &args.hold_at_least,
-        "--hold-at-least",
-        o,
-    );
-    over(
-        &mut t.key_ttl_header,
-        &args.key_ttl_header,
-        "--key-ttl-header",
-        o,
-    );
-    over(&mut t.quiet_window, &args.quiet_window, "--quiet-window", o);
-    over(&mut t.restart_cmd, &args.restart_cmd, "--restart-cmd", o);
-    over(&mut t.ready_url, &args.ready_url, "--ready-url", o);
-    over(
-        &mut t.restart_timeout,
-        &args.restart_timeout,
-        "--restart-timeout",
-        o,
-    );
-    over(&mut t.second_url, &args.second_url, "--second-url", o);
-    over(&mut t.crash_header, &args.crash_header, "--crash-header", o);
-    over(&mut t.lease_wait, &args.lease_wait, "--lease-wait", o);
-    over(&mut t.read_url, &args.read_url, "--read-url", o);
-    over(
-        &mut t.store_down_cmd,
-        &args.store_down_cmd,
-        "--store-down-cmd",
-        o,
-    );
-    over(&mut t.store_up_cmd, &args.store_up_cmd, "--store-up-cmd", o);
-    over(&mut t.key_ttl, &args.key_ttl, "--key-ttl", o);
-    t.headers.extend(args.headers.iter().cloned());
-    t.http2 |= args.http2;
-    connection_from_args(&args.connection, &mut t);
-    t.replicas.extend(args.replica.iter().cloned());
-    t.tenant_b_headers
-        .extend(args.tenant_b_header.iter().cloned());
-    if t.url.is_empty() {
-        return Err(anyhow::anyhow!(
-            "nothing to check: give the operation's URL (idem-check run \
-             https://api.example.com/v1/payments …), a target file (--target FILE), an API \
-             description (--openapi SPEC), or --reference to check the bundled reference server"
-        )
-        .into());
-    }
-    if let Some(hint) = scheme_hint(&t.url) {
-        return Err(anyhow::anyhow!("{hint}").into());
-    }
-    Ok(t)
-}
-
-/// A flag's value, when given, in place of `slot`'s.
-fn over<T: Clone, U: Clone + Into<T>>(
-    slot: &mut T,
-    flag: &Option<U>,
-    name: &'static str,
-    origins: &mut Origins,
-) {
-    if let Some(v) = flag {
-        *slot = v.clone().into();
-        origins.flag(name);
-    }
-}
-
-/// What the document says about `op`; the user's `-H` lines replace same-named ones.
-fn from_document(op: &Operation, url: &str, user_headers: &[String]) -> TargetSpec {
-    let given = |name: &str| {
-        user_headers.iter().any(|h| {
-            h.split_once(':')
-                .is_some_and(|(n, _)| n.trim().eq_ignore_ascii_case(name))
-        })
-    };
-    let mut headers = Vec::new();
-    if let Some(ct) = &op.body.content_type {
-        if !given("Content-Type") {
-            headers.push(format!("Content-Type: {ct}"));
-        }
-    }
-    TargetSpec {
-        url: url.to_string(),
-        method: Some(op.method.clone()),
-        headers,
-        body: op.body.text.clone(),
-        id_pointer: op.id_pointer.clone(),
-        key_header: Some(op.header.clone()),
-        notes: op.notes.clone(),
-        ..TargetSpec::default()
-    }
-}
-
-/// TLS and route flags, over the target file's `[tls]`, `proxy` and `resolve`.
-fn connection_from_args(args: &ConnectionArgs, t: &mut TargetSpec) {
-    let o = &mut t.origins;
-    over(&mut t.tls.cacert, &args.cacert, "--cacert", o);
-    if args.cert.is_some() {
-        t.tls.cert.clone_from(&args.cert);
-        t.tls.key.clone_from(&args.key);
-        o.flag("--cert");
-        o.flag("--key");
-    }
-    t.tls.insecure |= args.insecure;
-    over(&mut t.net.proxy, &args.proxy, "--proxy", o);
-    t.net.resolve.extend(args.resolve.iter().cloned());
-}
-
-/// How a document named by URL is fetched (`--openapi URL`, `discover URL`, and the remote
-/// `$ref`s of either): with the connection flags and the proxy variables of `env`, as a run
-/// reaches its target.
-pub fn document_connector(
-    args: &ConnectionArgs,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> anyhow::Result<Connector> {
-    let mut t = TargetSpec::default();
-    connection_from_args(args, &mut t);
-    t.net.proxy_env = NetOptions::proxy_environment(env);
-    Connector::new(&t.tls, &t.net)
-}
-
-/// A body given inline or as `@FILE`; `what` names the option in the error.
-fn body_arg(arg: &str, what: &str) -> Result<String, AppError> {
-    match arg.strip_prefix('@') {
-        Some(path) => std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read the body file {path:?} ({what})"))
-            .map_err(AppError::input_file),
-        None => Ok(arg.to_string()),
-    }
-}
-
-/// `target` with `--secret` and `--redact-header` added.
-fn with_secret_flags(mut target: TargetSpec, t: &TargetArgs) -> TargetSpec {
-    target.secrets.extend(t.secret.iter().cloned());
-    target
-        .redact_headers
-        .extend(t.redact_header.iter().cloned());
-    target
 }
 
 /// For a URL written without its scheme (`api.example.com/v1/payments`), what to write
@@ -699,38 +586,6 @@ pub fn scheme_hint(url: &str) -> Option<String> {
     ))
 }
 
-/// Where each key of a target file goes: the table (`""` for the top level) and its keys, as in
-/// fixtures/targets/README.md.
-const KEYS: &[(&str, &[&str])] = &[
-    (
-        "",
-        &[
-            "url",
-            "method",
-            "headers",
-            "body",
-            "body-file",
-            "id-pointer",
-            "hold-header",
-            "hold-release",
-            "hold-at-least",
-            "key-ttl-header",
-            "quiet-window",
-            "invalid-body",
-            "second-url",
-            "replicas",
-            "http2",
-            "proxy",
-            "resolve",
-        ],
-    ),
-    ("counter", &["url", "pointer", "command"]),
-    ("tenant-b", &["headers"]),
-    ("restart", &["command", "ready-url", "timeout"]),
-    ("crash", &["header", "lease-wait"]),
-    ("tls", &["cacert", "cert", "key", "insecure"]),
-];
-
 /// For an "unknown field" error, where that key belongs (" — `ready-url` belongs in the
 /// [restart] table"); empty when the key belongs nowhere or the error is another one.
 fn misplaced(message: &str) -> String {
@@ -740,14 +595,7 @@ fn misplaced(message: &str) -> String {
     else {
         return String::new();
     };
-    let homes: Vec<String> = KEYS
-        .iter()
-        .filter(|(_, keys)| keys.contains(&key))
-        .map(|(table, _)| match *table {
-            "" => "at the top level, before the first [table]".to_string(),
-            t => format!("in the [{t}] table"),
-        })
-        .collect();
+    let homes = inputs::homes_of(key);
     if homes.is_empty() {
         String::new()
     } else {
@@ -874,6 +722,34 @@ mod tests {
         let text = "url = \"http://127.0.0.1:1/p\"\nmethd = \"POST\"\n";
         let e = parse("t.toml", text, &env(), Path::new(".")).unwrap_err();
         assert!(!e.message.contains("belongs"), "{}", e.message);
+    }
+
+    /// The keys the old hand-kept list missed are pointed home too, and the key carrier's keys
+    /// are read.
+    #[test]
+    fn every_declared_key_is_pointed_home() {
+        for (key, home) in [
+            ("read-url", "at the top level"),
+            ("key-ttl", "at the top level"),
+            ("key-header", "at the top level"),
+            ("key-in-body", "at the top level"),
+            ("down-command", "in the [store-outage] table"),
+        ] {
+            let text = format!(
+                "url = \"http://127.0.0.1:1/p\"\n[crash]\nheader = \"X: 1\"\n{key} = \"x\"\n"
+            );
+            let e = parse("t.toml", &text, &env(), Path::new(".")).unwrap_err();
+            assert!(
+                e.message.contains(&format!("`{key}` belongs {home}")),
+                "{}",
+                e.message
+            );
+        }
+        let text = "url = \"http://127.0.0.1:1/p\"\nkey-in-body = \"/k\"\nkey-syntax = \"token\"\nkey-shape = \"uuid\"\n";
+        let t = parse("t.toml", text, &env(), Path::new(".")).unwrap();
+        assert_eq!(t.key_in_body.as_deref(), Some("/k"));
+        assert_eq!(t.key_syntax.as_deref(), Some("token"));
+        assert_eq!(t.key_shape.as_deref(), Some("uuid"));
     }
 
     #[test]

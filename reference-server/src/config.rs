@@ -631,7 +631,7 @@ webhook_faults! {
     /// The work runs synchronously and takes `webhook_slow_handler` before the answer.
     SlowSyncHandler = "slow-sync-handler" => ["wh-ack-latency"];
     /// A known event id answers 409, which makes the sender retry it.
-    FourXxOnDuplicate = "4xx-on-duplicate" => ["wh-redelivery", "wh-lost-ack"];
+    FourXxOnDuplicate = "4xx-on-duplicate" => ["wh-redelivery", "wh-lost-ack", "wh-late-redelivery"];
     /// Every valid delivery applies its effect.
     NoDedupe = "no-dedupe" => [
         "wh-redelivery",

@@ -222,9 +222,11 @@ async fn scenario(id: &str, rig: &mut Rig) -> Verdict {
             client.send(&signed(s, &e, t)).await;
             rig.clock.advance(LATE);
             rig.restart().await;
-            rig.client(0).send(&signed(s, &e, rig.now())).await;
+            let again = rig.client(0).send(&signed(s, &e, rig.now())).await;
             let n = moved(rig.count().await);
-            expect(n == 1, || format!("+{n}"))
+            expect(is_2xx(&again) && n == 1, || {
+                format!("late redelivery {} and +{n}", again.status)
+            })
         }
         "wh-cross-replica" => {
             client.send(&signed(s, &e, t)).await;

@@ -1,98 +1,15 @@
-//! Where a client puts its idempotency key and how the key is written. The IETF draft's
-//! `Idempotency-Key` header holds an RFC 8941 String, but providers carry keys elsewhere:
-//! their own header with an opaque token (`Cko-Idempotency-Key`, `PayPal-Request-Id`, whose
-//! APIs refuse quotes), or a field of the body (Square's `idempotency_key`). Judging those by
-//! the draft's rules would FAIL correct SDKs and tell their users to quote keys the API
-//! refuses, so every client check reads the key through its carrier.
-
-use std::fmt;
-use std::str::FromStr;
+//! Reading the key a client sent through its carrier ([`crate::carrier`]): the header's lines,
+//! or the body field, under the carrier's syntax, so every client check judges a provider's
+//! header or a body key by its own rules and never tells a user to quote a key the API refuses.
 
 use serde_json::Value;
 
+pub use crate::carrier::{KeyCarrier, Place, Syntax};
+
 use super::fake_api::SentKey;
 
-/// The draft's header, the only carrier whose default syntax is `ietf`.
-const IETF_HEADER: &str = "Idempotency-Key";
-
-/// Where the key travels.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Place {
-    /// A header, by name.
-    Header(String),
-    /// A field of the body: a JSON pointer (`/idempotency_key`) for JSON bodies, the field's
-    /// name for form bodies.
-    Body(String),
-}
-
-/// How the key's value is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Syntax {
-    /// An RFC 8941 String, the draft's field (the suite says whether bare values pass too).
-    Ietf,
-    /// An opaque value under the provider's own rules: quotes are neither needed nor wanted.
-    Token,
-}
-
-impl FromStr for Syntax {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "ietf" => Ok(Syntax::Ietf),
-            "token" => Ok(Syntax::Token),
-            other => Err(format!("{other:?} is not a key syntax (ietf or token)")),
-        }
-    }
-}
-
-impl fmt::Display for Syntax {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Syntax::Ietf => "ietf",
-            Syntax::Token => "token",
-        })
-    }
-}
-
-/// A key's carrier and syntax, the same for every operation the fake API serves.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyCarrier {
-    pub place: Place,
-    pub syntax: Syntax,
-}
-
+/// Reading the key out of what a client sent.
 impl KeyCarrier {
-    /// The carrier at `place`, written as `syntax` when the user said so, else `ietf` for the
-    /// draft's header and `token` for every other carrier.
-    pub fn new(place: Place, syntax: Option<Syntax>) -> KeyCarrier {
-        let syntax = syntax.unwrap_or(match &place {
-            Place::Header(name) if name.eq_ignore_ascii_case(IETF_HEADER) => Syntax::Ietf,
-            _ => Syntax::Token,
-        });
-        KeyCarrier { place, syntax }
-    }
-
-    /// The draft's header with the draft's syntax.
-    pub fn ietf_header() -> KeyCarrier {
-        KeyCarrier::new(Place::Header(IETF_HEADER.into()), None)
-    }
-
-    /// What evidence calls the key's place: `Idempotency-Key`, `body /idempotency_key`.
-    pub fn label(&self) -> String {
-        match &self.place {
-            Place::Header(name) => name.clone(),
-            Place::Body(pointer) => format!("body {pointer}"),
-        }
-    }
-
-    /// The header's name, when the key travels in one.
-    pub fn header(&self) -> Option<&str> {
-        match &self.place {
-            Place::Header(name) => Some(name),
-            Place::Body(_) => None,
-        }
-    }
-
     /// The key a request carried: the header's lines, or the body field (`payload` is the body
     /// parsed as JSON, a form as an object of its fields).
     pub fn key_in(&self, header_lines: &[&[u8]], payload: Option<&Value>) -> Option<SentKey> {
@@ -114,9 +31,7 @@ impl KeyCarrier {
         }
         Some(SentKey::parse(&raw.join(", "), self.syntax))
     }
-}
 
-impl KeyCarrier {
     /// `payload` less the body key, for comparing what a retry sent besides its key.
     pub fn without_key(&self, mut payload: Value) -> Value {
         if let Place::Body(pointer) = &self.place {
@@ -142,32 +57,10 @@ fn body_field<'a>(payload: &'a Value, pointer: &str) -> Option<&'a Value> {
     }
 }
 
-impl fmt::Display for KeyCarrier {
-    /// The report's header line: `header Idempotency-Key, ietf`, `body /idempotency_key, token`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.place {
-            Place::Header(name) => write!(f, "header {name}, {}", self.syntax),
-            Place::Body(pointer) => write!(f, "body {pointer}, {}", self.syntax),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn only_the_drafts_header_defaults_to_ietf() {
-        assert_eq!(KeyCarrier::ietf_header().syntax, Syntax::Ietf);
-        let cko = KeyCarrier::new(Place::Header("Cko-Idempotency-Key".into()), None);
-        assert_eq!(cko.syntax, Syntax::Token);
-        let body = KeyCarrier::new(Place::Body("/idempotency_key".into()), None);
-        assert_eq!(body.syntax, Syntax::Token);
-        assert_eq!(body.to_string(), "body /idempotency_key, token");
-        let forced = KeyCarrier::new(Place::Header("Idempotency-Key".into()), Some(Syntax::Token));
-        assert_eq!(forced.to_string(), "header Idempotency-Key, token");
-    }
 
     #[test]
     fn a_body_key_is_read_at_its_pointer_or_form_field() {

@@ -520,7 +520,7 @@ fn lost_response(j: &Judging) -> Judged {
                 ),
                 attempts
                     .iter()
-                    .filter(|a| a.succeeded() || a.exchange.response.is_none())
+                    .filter(|a| a.succeeded() || a.exchange.response().is_none())
                     .map(|a| a.exchange.n)
                     .collect(),
             ),
@@ -776,6 +776,7 @@ mod tests {
             exchange,
             op: 1,
             operation: true,
+            read: false,
             key: None,
             payload: serde_json::from_str(body).ok(),
             credential: "bearer".into(),

@@ -20,7 +20,8 @@ pub enum ErrorBody {
     Problem,
     /// `{"error": {"type", "code", "message"}}`, as Stripe's API answers.
     StripeEnvelope,
-    /// Templates with `{{status}}`, `{{message}}`, `{{type}}` and `{{code}}`, served as JSON
+    /// Templates with `{{status}}`, `{{message}}`, `{{type}}`, `{{code}}` and `{{id}}` (the
+    /// resource a conflict is about, else empty), served as JSON
     /// when they are JSON, else as text: one per status, one for every other status, and the
     /// suite's shape for the statuses no template covers.
     Templates {
@@ -82,12 +83,27 @@ impl ErrorBody {
 
     /// The content type and body of an error with `status` saying `message`.
     pub fn render(&self, status: u16, message: &str) -> (&'static str, String) {
+        self.render_about(status, message, None)
+    }
+
+    /// [`ErrorBody::render`] for an error about an existing resource (a conflict naming what
+    /// the key already created): its id is the problem's `resource` member and a template's
+    /// `{{id}}`, so an SDK can fetch it.
+    pub fn render_about(
+        &self,
+        status: u16,
+        message: &str,
+        resource: Option<&str>,
+    ) -> (&'static str, String) {
         let (kind, code) = stripe_type(status);
         match self {
-            ErrorBody::Problem => (
-                "application/problem+json",
-                json!({ "type": "about:blank", "status": status, "detail": message }).to_string(),
-            ),
+            ErrorBody::Problem => {
+                let mut doc = json!({ "type": "about:blank", "status": status, "detail": message });
+                if let Some(id) = resource {
+                    doc["resource"] = json!(id);
+                }
+                ("application/problem+json", doc.to_string())
+            }
             ErrorBody::StripeEnvelope => (
                 "application/json",
                 json!({ "error": { "type": kind, "code": code, "message": message } }).to_string(),
@@ -97,8 +113,8 @@ impl ErrorBody {
                 all,
                 otherwise,
             } => match by_status.get(&status).or(all.as_ref()) {
-                Some(t) => fill(t, status, message, kind, code),
-                None => otherwise.render(status, message),
+                Some(t) => fill(t, status, message, kind, code, resource.unwrap_or("")),
+                None => otherwise.render_about(status, message, resource),
             },
         }
     }
@@ -111,6 +127,7 @@ fn fill(
     message: &str,
     kind: &str,
     code: &str,
+    id: &str,
 ) -> (&'static str, String) {
     // Values go in as JSON string contents, so a JSON template stays JSON.
     let quoted = |s: &str| {
@@ -121,7 +138,8 @@ fn fill(
         .replace("{{status}}", &status.to_string())
         .replace("{{message}}", &quoted(message))
         .replace("{{type}}", kind)
-        .replace("{{code}}", code);
+        .replace("{{code}}", code)
+        .replace("{{id}}", &quoted(id));
     let content_type = if serde_json::from_str::<serde_json::Value>(&text).is_ok() {
         "application/json"
     } else {

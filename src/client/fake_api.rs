@@ -10,6 +10,11 @@
 //! The payload is JSON, or form-encoded (Stripe's v1 SDKs send forms), so a real SDK can be
 //! pointed at it unchanged; errors are written by [`ErrorBody`] in the shape the SDK parses.
 //!
+//! A created resource is served back by its operation's read operation (`GET
+//! /payments/{id}`), and `--conflict-on-replay` answers a retry whose key already created one
+//! with 409 naming it, as GoCardless's API does: an SDK that fetches what a conflict names finds
+//! it, and both requests are in the evidence.
+//!
 //! Everything that reaches it is recorded as an [`Attempt`] (time, key, payload, headers,
 //! credential, and what was answered), so the checks judge what the client really sent. Both
 //! key forms are accepted (an RFC 8941 String and a bare value), so a client whose syntax is
@@ -34,7 +39,7 @@ use super::auth::Auth;
 use super::carrier::{KeyCarrier, Syntax};
 use super::error_body::ErrorBody;
 use super::operation::{parse_payload, Operation};
-use crate::http::exchange::{Exchange, Header, ReceivedResponse, SentRequest};
+use crate::http::exchange::{Exchange, Header, ReceivedResponse, SentRequest, TransportError};
 
 /// Bodies larger than this are refused with 413 (a create request is a few hundred bytes).
 const BODY_LIMIT: usize = 64 * 1024;
@@ -108,6 +113,9 @@ pub struct ApiConfig {
     pub token: String,
     pub auth: Auth,
     pub errors: ErrorBody,
+    /// A retry whose key already created a resource gets 409 naming it rather than a replay
+    /// (`--conflict-on-replay`).
+    pub conflict_on_replay: bool,
 }
 
 /// The key a request carried, as sent and as understood.
@@ -152,6 +160,8 @@ pub struct Attempt {
     pub op: usize,
     /// True for a request to a served operation.
     pub operation: bool,
+    /// True for a request to the read operation of a served one (`GET /payments/{id}`).
+    pub read: bool,
     pub key: Option<SentKey>,
     /// The body parsed as JSON (a form as an object of its fields), less a body key: the key
     /// is judged on its own, so a new key is not also counted as a new payload.
@@ -173,7 +183,7 @@ impl Attempt {
     /// True when the answer was a 2xx.
     pub fn succeeded(&self) -> bool {
         self.exchange
-            .response
+            .response()
             .as_ref()
             .is_some_and(|r| (200..300).contains(&r.status))
     }
@@ -198,6 +208,8 @@ pub struct Progress {
 struct Stored {
     payload: Option<Value>,
     body: Bytes,
+    /// The id of the resource it created, for a conflict to name.
+    id: Option<String>,
 }
 
 struct State {
@@ -212,6 +224,9 @@ struct State {
     attempts: Vec<Attempt>,
     /// By served operation and key.
     store: HashMap<(usize, String), Stored>,
+    /// The created resources' bodies, by served operation and resource id, for the read
+    /// operation.
+    resources: HashMap<(usize, String), Bytes>,
     payments: usize,
     finals: usize,
     last_attempt: Option<Instant>,
@@ -257,6 +272,7 @@ impl FakeApi {
             one_per_run: true,
             attempts: Vec::new(),
             store: HashMap::new(),
+            resources: HashMap::new(),
             payments: 0,
             finals: 0,
             last_attempt: None,
@@ -354,6 +370,9 @@ enum Answer {
         headers: Vec<(&'static str, String)>,
         setup: bool,
     },
+    /// 409: the key already created the resource with this id (`--conflict-on-replay`); the
+    /// operation's final answer.
+    Conflict(Option<String>),
     Drop,
 }
 
@@ -417,6 +436,14 @@ async fn handle(
         .operations
         .iter()
         .position(|o| o.matches(parts.method.as_str(), parts.uri.path()));
+    // A request that is no served operation may read back what one created.
+    let read = match served {
+        Some(_) => None,
+        None => config.operations.iter().enumerate().find_map(|(i, o)| {
+            o.read_id(parts.method.as_str(), parts.uri.path())
+                .map(|id| (i, id.to_string()))
+        }),
+    };
     let form = parts.headers.get("content-type").is_some_and(|v| {
         v.as_bytes()
             .starts_with(b"application/x-www-form-urlencoded")
@@ -437,7 +464,7 @@ async fn handle(
     let key = config.carrier.key_in(&header_lines, payload.as_ref());
     let credential = config.auth.check(&parts.headers, &config.token);
     let first = served.is_some() && !s.attempts.iter().any(|a| a.operation);
-    let answer = match (&body, served, &credential) {
+    let answer = match (&body, served.or(read.as_ref().map(|r| r.0)), &credential) {
         (None, _, _) => setup_error(413, "the body is larger than 64 KiB"),
         (_, None, _) => {
             let known: Vec<String> = config.operations.iter().map(|o| o.describe()).collect();
@@ -455,7 +482,10 @@ async fn handle(
             401,
             format!("send {} (got {seen})", config.auth.wanted(super::ENV_TOKEN)),
         ),
-        (Some(_), Some(i), Ok(_)) => answer(&mut s, i, key.as_ref(), payload.as_ref(), first),
+        (Some(_), Some(i), Ok(_)) => match &read {
+            Some((_, id)) => read_back(&s, i, id),
+            None => answer(&mut s, i, key.as_ref(), payload.as_ref(), first),
+        },
     };
     let op = match s.run {
         Some(n) if s.one_per_run => n,
@@ -476,6 +506,13 @@ async fn handle(
                 s.finals += 1;
             }
             let (received, response) = respond(status, "application/json", extra, bytes);
+            (Some(received), None, Ok(response))
+        }
+        Answer::Conflict(id) => {
+            s.finals += 1;
+            let message = "a resource was already created with this key";
+            let (content_type, text) = config.errors.render_about(409, message, id.as_deref());
+            let (received, response) = respond(409, content_type, vec![], text.into());
             (Some(received), None, Ok(response))
         }
         Answer::Error {
@@ -505,11 +542,11 @@ async fn handle(
             duration_ms,
             release_us: None,
             request,
-            response,
-            error,
+            outcome: response.ok_or_else(|| TransportError::failed(error.unwrap_or_default())),
         },
         op,
         operation: served.is_some(),
+        read: read.is_some(),
         key,
         payload: payload.map(|p| config.carrier.without_key(p)),
         credential: credential.unwrap_or_else(|seen| seen),
@@ -583,6 +620,9 @@ fn answer(
     }
     let created = match key {
         Some(k) => match s.store.get(&(i, k.value.clone())) {
+            Some(stored) if stored.payload.as_ref() == payload && s.config.conflict_on_replay => {
+                return Answer::Conflict(stored.id.clone());
+            }
             Some(stored) if stored.payload.as_ref() == payload => {
                 return Answer::Created(
                     op.status,
@@ -592,18 +632,19 @@ fn answer(
             }
             Some(_) => return mismatch(),
             None => {
-                let body = create(s, &op, payload);
+                let (body, id) = create(s, i, &op, payload);
                 s.store.insert(
                     (i, k.value.clone()),
                     Stored {
                         payload: payload.cloned(),
                         body: body.clone(),
+                        id,
                     },
                 );
                 body
             }
         },
-        None => create(s, &op, payload),
+        None => create(s, i, &op, payload).0,
     };
     if first && s.behaviour == Behaviour::DropAfterCommit {
         return Answer::Drop;
@@ -611,11 +652,35 @@ fn answer(
     Answer::Created(op.status, vec![], created)
 }
 
-/// Commits a resource; returns its JSON body.
-fn create(s: &mut State, op: &Operation, payload: Option<&Value>) -> Bytes {
+/// Commits a resource of served operation `i`; returns its JSON body and its id.
+fn create(
+    s: &mut State,
+    i: usize,
+    op: &Operation,
+    payload: Option<&Value>,
+) -> (Bytes, Option<String>) {
     s.payments += 1;
-    let body = op.created_body(s.payments, payload.unwrap_or(&Value::Null));
-    Bytes::from(body.to_string())
+    let resource = op.create(s.payments, payload.unwrap_or(&Value::Null));
+    let body = Bytes::from(resource.body.to_string());
+    if let Some(id) = &resource.id {
+        s.resources.insert((i, id.clone()), body.clone());
+    }
+    (body, resource.id)
+}
+
+/// The answer to the read operation of served operation `i` for resource `id`: what its
+/// creation answered, or 404 as the real API would for an id it never made.
+fn read_back(s: &State, i: usize, id: &str) -> Answer {
+    match s.resources.get(&(i, id.to_string())) {
+        Some(body) => Answer::Created(200, vec![], body.clone()),
+        None => error(
+            404,
+            format!(
+                "no resource {id} was created by {}",
+                s.config.operations[i].describe()
+            ),
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -658,6 +723,7 @@ mod tests {
             token: "t".into(),
             auth: Auth::Bearer,
             errors: ErrorBody::Problem,
+            conflict_on_replay: false,
         })
     }
 
@@ -691,7 +757,7 @@ mod tests {
         let rec = api.finish().await;
         assert_eq!(rec.payments, 1);
         assert_eq!(rec.attempts.len(), 2);
-        assert!(rec.attempts[0].exchange.response.is_none());
+        assert!(rec.attempts[0].exchange.response().is_none());
         assert_eq!(rec.attempts[1].key.as_ref().unwrap().value, "k1");
     }
 
@@ -724,6 +790,50 @@ mod tests {
             .unwrap();
         assert!(r.contains("idempotent-replayed"), "{r}");
         assert_eq!(api.finish().await.payments, 1);
+    }
+
+    /// A GET on the read operation, as an SDK fetching what it created.
+    async fn get(base: &str, path: &str) -> std::io::Result<String> {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let addr = base.trim_start_matches("http://");
+        let mut s = tokio::net::TcpStream::connect(addr).await?;
+        let req = format!(
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer t\r\n\
+             Connection: close\r\n\r\n"
+        );
+        s.write_all(req.as_bytes()).await?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).await?;
+        Ok(out)
+    }
+
+    #[tokio::test]
+    async fn a_conflict_names_the_created_resource_which_the_read_operation_serves() {
+        let config = ApiConfig {
+            conflict_on_replay: true,
+            ..(*payments()).clone()
+        };
+        let api = FakeApi::start(LOCAL.parse().unwrap(), Behaviour::Normal, Arc::new(config))
+            .await
+            .unwrap();
+        let base = api.base_url();
+        let created = post(&base, Some("\"k\""), BODY).await.unwrap();
+        let conflict = post(&base, Some("\"k\""), BODY).await.unwrap();
+        assert!(conflict.starts_with("HTTP/1.1 409"), "{conflict}");
+        let body = |r: &str| -> Value {
+            serde_json::from_str(r.split("\r\n\r\n").nth(1).unwrap()).unwrap()
+        };
+        let id = body(&conflict)["resource"].as_str().unwrap().to_string();
+        assert_eq!(body(&created)["id"], id.as_str());
+        let read = get(&base, &format!("/api/payments/{id}")).await.unwrap();
+        assert!(read.starts_with("HTTP/1.1 200"), "{read}");
+        assert_eq!(body(&read), body(&created));
+        let missing = get(&base, "/api/payments/pay_9999").await.unwrap();
+        assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
+        let rec = api.finish().await;
+        assert_eq!(rec.payments, 1);
+        assert!(rec.attempts[2].read && !rec.attempts[2].operation);
+        assert!(rec.attempts[2].setup_refusal.is_none());
     }
 
     #[tokio::test]

@@ -101,6 +101,8 @@ pub struct ClientReport {
     pub suite: String,
     /// The operations the fake API served ("POST /api/payments").
     pub operations: Vec<String>,
+    /// The read operations that served created resources back ("GET /api/payments/{id}").
+    pub reads: Vec<String>,
     /// Where the key was read and how it was judged ("header Idempotency-Key, ietf",
     /// "body /idempotency_key, token").
     pub key: String,
@@ -139,10 +141,15 @@ impl ClientReport {
             interrupted: self.interrupted,
             context: vec![
                 format!(
-                    "{} scenario{} against a fake API on 127.0.0.1 serving {} with {}",
+                    "{} scenario{} against a fake API on 127.0.0.1 serving {}{} with {}",
                     self.scenarios.len(),
                     if self.scenarios.len() == 1 { "" } else { "s" },
                     self.operations.join(", "),
+                    if self.reads.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (read back by {})", self.reads.join(", "))
+                    },
                     self.errors
                 ),
                 format!("key: {}", self.key),
@@ -328,6 +335,12 @@ fn build(
         command: opts.command.clone(),
         suite: opts.suite.name.clone(),
         operations: opts.api.operations.iter().map(|o| o.describe()).collect(),
+        reads: opts
+            .api
+            .operations
+            .iter()
+            .filter_map(|o| o.read.as_ref().map(|r| format!("GET {r}")))
+            .collect(),
         key: opts.api.carrier.to_string(),
         errors: opts.api.errors.describe(),
         strict: opts.strict,
@@ -436,6 +449,8 @@ fn judge(p: &ClientProbe, records: &[ScenarioRecord], opts: &ClientOptions) -> O
                 let i = per_op.entry(a.op).or_default();
                 *i += 1;
                 format!("{} op {} attempt {i}", r.scenario.id, a.op)
+            } else if a.read {
+                format!("{} read back", r.scenario.id)
             } else {
                 format!("{} other request", r.scenario.id)
             };
@@ -494,35 +509,50 @@ fn one_line_reason(reason: &str, checks: &[crate::check::Check]) -> String {
 /// Output lines of a stream shown in the text evidence (the JSON report has all of it).
 const OUTPUT_LINES: usize = 3;
 
-/// The scenario in a few lines: what was injected, every attempt after the first of its
-/// operation (how long after the previous answer, same key or not, same payload or not), how
-/// each run ended and the tail of its output.
+/// The scenario in a few lines: what was injected, then in order of arrival every attempt after
+/// the first of its operation (how long after the previous answer, same key or not, same
+/// payload or not) and every read of a created resource (an SDK may fetch what it created, or
+/// what a conflict names), how each run ended and the tail of its output.
 fn timeline(r: &ScenarioRecord, timeout: Duration) -> Vec<String> {
     let id = r.scenario.id;
     let mut out = vec![format!("{id}: {}", r.scenario.what)];
-    for op in 1..=r.operations_seen() {
-        let attempts = r.operation(op);
-        for pair in attempts.windows(2) {
-            let (prev, next) = (pair[0], pair[1]);
-            let key = match (&prev.key, &next.key) {
-                (_, None) => "no key",
-                (None, Some(_)) => "a key (none before)",
-                _ if next.same_key_as(prev) => "same key",
-                _ => "another key",
-            };
-            let payload = if next.payload == prev.payload {
-                "same payload"
-            } else {
-                "another payload"
-            };
+    for (i, next) in r.attempts.iter().enumerate() {
+        if next.read {
+            let url = &next.exchange.request.url;
+            let path = url.strip_prefix(r.base_url.as_str()).unwrap_or(url);
             out.push(format!(
-                "{id}: #{} {:.0} ms after #{} ended ({}), {key}, {payload}",
+                "{id}: #{} {} {path}: {} (reads back a created resource)",
                 next.exchange.n,
-                (next.exchange.start_ms - prev.exchange.end_ms()).max(0.0),
-                prev.exchange.n,
-                prev.exchange.status_text(),
+                next.exchange.request.method,
+                next.exchange.status_text(),
             ));
+            continue;
         }
+        let previous = r.attempts[..i]
+            .iter()
+            .rev()
+            .find(|p| p.operation && p.op == next.op);
+        let Some(prev) = previous.filter(|_| next.operation) else {
+            continue;
+        };
+        let key = match (&prev.key, &next.key) {
+            (_, None) => "no key",
+            (None, Some(_)) => "a key (none before)",
+            _ if next.same_key_as(prev) => "same key",
+            _ => "another key",
+        };
+        let payload = if next.payload == prev.payload {
+            "same payload"
+        } else {
+            "another payload"
+        };
+        out.push(format!(
+            "{id}: #{} {:.0} ms after #{} ended ({}), {key}, {payload}",
+            next.exchange.n,
+            (next.exchange.start_ms - prev.exchange.end_ms()).max(0.0),
+            prev.exchange.n,
+            prev.exchange.status_text(),
+        ));
     }
     for run in &r.runs {
         out.push(format!(

@@ -53,6 +53,23 @@ pub struct Operation {
     /// The 2xx status it answers with.
     pub status: u16,
     pub created: Created,
+    /// The path template of the operation that reads back what this one creates
+    /// (`/v2/payments/{payment_id}` for `POST /v2/payments`), its last segment the id: an SDK
+    /// that fetches the resource after a conflict must find it.
+    pub read: Option<String>,
+    /// Where in the 2xx body the resource's fresh id goes (`--id-pointer`), besides the fresh
+    /// values every `id` member gets.
+    pub id_pointer: Option<String>,
+}
+
+/// A resource an operation created: the body it answered with and its id, by which the read
+/// operation serves it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resource {
+    pub body: Value,
+    /// The id at `--id-pointer`, else the shallowest `id` member (`None` when the body has
+    /// none to read it back by).
+    pub id: Option<String>,
 }
 
 impl Operation {
@@ -65,6 +82,8 @@ impl Operation {
             validation: Validation::Payment,
             status: 201,
             created: Created::Payment,
+            read: Some(format!("{PAYMENTS_PATH}/{{id}}")),
+            id_pointer: None,
         }
     }
 
@@ -84,12 +103,20 @@ impl Operation {
             path: path.to_string(),
             validation: Validation::Fields(Vec::new()),
             created: Created::Echo,
+            read: None,
+            id_pointer: None,
         })
     }
 
-    /// A discovered operation: its declared 2xx answer, and the request fields it requires.
-    /// An error names the operation and what to add when no 2xx answer can be built.
-    pub fn from_document(root: &Value, op: &crate::discover::Operation) -> Result<Operation> {
+    /// A discovered operation: its declared 2xx answer, the request fields it requires, and
+    /// the document's read operation of what it creates; the fresh id at `id_pointer` when
+    /// given. An error names the operation and what to add when no 2xx answer can be built, or
+    /// when the answer has no place for the id at `id_pointer`.
+    pub fn from_document(
+        root: &Value,
+        op: &crate::discover::Operation,
+        id_pointer: Option<&str>,
+    ) -> Result<Operation> {
         let node = root.pointer(&op.pointer).unwrap_or(&Value::Null);
         let (status, created) = answer(root, node).ok_or_else(|| {
             anyhow::anyhow!(
@@ -101,14 +128,42 @@ impl Operation {
                 op.path
             )
         })?;
+        if let Some(pointer) = id_pointer {
+            if !pointer.starts_with('/') {
+                bail!(
+                    "--id-pointer {pointer:?}: expected a JSON pointer such as /id or /payment/id"
+                );
+            }
+            id_slot(&created, pointer).map_err(|why| {
+                anyhow::anyhow!(
+                    "--id-pointer {pointer}: the 2xx answer of operation {} ({} {}) {why}",
+                    op.operation_id,
+                    op.method,
+                    op.path
+                )
+            })?;
+        }
+        let base = server_path(root);
         Ok(Operation {
             id: op.operation_id.clone(),
             method: op.method.clone(),
-            path: format!("{}{}", server_path(root), op.path),
+            path: format!("{base}{}", op.path),
             validation: Validation::Fields(required_fields(root, node)),
             status,
             created: Created::Template(created),
+            read: read_path(root, &op.path).map(|p| format!("{base}{p}")),
+            id_pointer: id_pointer.map(String::from),
         })
+    }
+
+    /// The id a request with `method` and `path` reads back, when it is this operation's read
+    /// operation: the path's last segment.
+    pub fn read_id<'p>(&self, method: &str, path: &'p str) -> Option<&'p str> {
+        let read = self.read.as_deref()?;
+        if !method.eq_ignore_ascii_case("GET") || !path_matches(read, path) {
+            return None;
+        }
+        path.trim_end_matches('/').rsplit('/').next()
     }
 
     /// `POST /v1/customers/{id}`, as shown in the evidence.
@@ -119,19 +174,7 @@ impl Operation {
     /// True when a request with `method` and `path` (no query) is this operation: literal
     /// segments equal, a `{parameter}` segment matching any non-empty one.
     pub fn matches(&self, method: &str, path: &str) -> bool {
-        if !method.eq_ignore_ascii_case(&self.method) {
-            return false;
-        }
-        let want: Vec<&str> = self.path.trim_end_matches('/').split('/').collect();
-        let got: Vec<&str> = path.trim_end_matches('/').split('/').collect();
-        want.len() == got.len()
-            && want.iter().zip(&got).all(|(w, g)| {
-                if w.starts_with('{') && w.ends_with('}') {
-                    !g.is_empty()
-                } else {
-                    w == g
-                }
-            })
+        method.eq_ignore_ascii_case(&self.method) && path_matches(&self.path, path)
     }
 
     /// Why `payload` is not acceptable, or `None` when it is.
@@ -163,31 +206,86 @@ impl Operation {
         }
     }
 
-    /// The body of resource number `n` created from `payload`.
-    pub fn created_body(&self, n: usize, payload: &Value) -> Value {
+    /// Resource number `n` created from `payload`.
+    pub fn create(&self, n: usize, payload: &Value) -> Resource {
+        let top = |mut body: Value| {
+            merge_into(&mut body, payload);
+            let id = body.get("id").and_then(Value::as_str).map(String::from);
+            Resource { body, id }
+        };
         match &self.created {
             Created::Payment => {
-                let mut body =
-                    serde_json::json!({ "id": format!("pay_{n:04}"), "status": "succeeded" });
-                merge_into(&mut body, payload);
-                body
+                top(serde_json::json!({ "id": format!("pay_{n:04}"), "status": "succeeded" }))
             }
-            Created::Echo => {
-                let mut body = serde_json::json!({ "id": fresh_id("obj_", n) });
-                merge_into(&mut body, payload);
-                body
-            }
+            Created::Echo => top(serde_json::json!({ "id": fresh_id("obj_", n) })),
             Created::Template(t) => {
                 let mut body = t.clone();
-                if !refresh_ids(&mut body, n) {
-                    if let Some(obj) = body.as_object_mut() {
-                        obj.insert("id".into(), Value::String(fresh_id("obj_", n)));
-                    }
-                }
-                body
+                let mut ids = Vec::new();
+                refresh_ids(&mut body, n, 0, &mut ids);
+                let shallowest = ids.into_iter().min_by_key(|(depth, _)| *depth);
+                let id = match (self.id_pointer.as_deref(), shallowest) {
+                    (Some(pointer), _) => place_id(&mut body, pointer, n),
+                    (None, Some((_, id))) => Some(id),
+                    (None, None) => place_id(&mut body, "/id", n),
+                };
+                Resource { body, id }
             }
         }
     }
+}
+
+/// True when `path` (no query) is an instance of the template `template`: literal segments
+/// equal, a `{parameter}` segment matching any non-empty one.
+fn path_matches(template: &str, path: &str) -> bool {
+    let want: Vec<&str> = template.trim_end_matches('/').split('/').collect();
+    let got: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    want.len() == got.len()
+        && want.iter().zip(&got).all(|(w, g)| {
+            if w.starts_with('{') && w.ends_with('}') {
+                !g.is_empty()
+            } else {
+                w == g
+            }
+        })
+}
+
+/// The document's path that reads one resource of the collection `path` creates in: `path`
+/// followed by one `{parameter}` segment, with a `get` operation (`/payments` →
+/// `/payments/{payment_id}`).
+fn read_path(root: &Value, path: &str) -> Option<String> {
+    let prefix = format!("{}/{{", path.trim_end_matches('/'));
+    root.get("paths")?
+        .as_object()?
+        .iter()
+        .find(|(p, item)| {
+            p.strip_prefix(&prefix)
+                .is_some_and(|rest| rest.ends_with('}') && !rest.contains('/'))
+                && resolve(root, item).is_ok_and(|i| i.get("get").is_some_and(Value::is_object))
+        })
+        .map(|(p, _)| p.clone())
+}
+
+/// Whether the fresh id can go at the JSON pointer `pointer` in `body`: its parent is an object
+/// there.
+fn id_slot(body: &Value, pointer: &str) -> std::result::Result<(), String> {
+    let parent = pointer.rsplit_once('/').map_or("", |(parent, _)| parent);
+    match body.pointer(parent) {
+        Some(Value::Object(_)) => Ok(()),
+        Some(_) => Err(format!("has no object at {parent:?} to hold the id")),
+        None => Err(format!("has nothing at {parent:?}")),
+    }
+}
+
+/// Puts a fresh id at `pointer` (the example's prefix kept when it held a string there) and
+/// returns it; `None` when the body has no object to hold it.
+fn place_id(body: &mut Value, pointer: &str, n: usize) -> Option<String> {
+    let (parent, name) = pointer.rsplit_once('/')?;
+    let name = name.replace("~1", "/").replace("~0", "~");
+    let obj = body.pointer_mut(parent)?.as_object_mut()?;
+    let example = obj.get(&name).and_then(Value::as_str).unwrap_or("obj_");
+    let id = fresh_id(prefix(example), n);
+    obj.insert(name, Value::String(id.clone()));
+    Some(id)
 }
 
 /// The path part of the document's first server URL (OAS 3 `servers`, variables filled with
@@ -243,28 +341,32 @@ pub fn document_auth(credentials: &[Credential]) -> Auth {
 
 /// Gives every `id` member of `body`, nested ones included (`{"payment": {"id": …}}`), a fresh
 /// value of the same kind (the example's prefix kept): two operations must never answer with
-/// the example's one id. False when the body has no `id` at all.
-fn refresh_ids(body: &mut Value, n: usize) -> bool {
+/// the example's one id. Each new id is added to `ids` with its depth.
+fn refresh_ids(body: &mut Value, n: usize, depth: usize, ids: &mut Vec<(usize, String)>) {
     match body {
         Value::Object(obj) => {
-            let mut found = false;
             for (name, value) in obj.iter_mut() {
                 if name == "id" && (value.is_string() || value.is_number()) {
                     *value = match value {
                         Value::String(s) => Value::String(fresh_id(prefix(s), n)),
                         _ => Value::from(n),
                     };
-                    found = true;
+                    let id = match value {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    ids.push((depth, id));
                 } else {
-                    found |= refresh_ids(value, n);
+                    refresh_ids(value, n, depth + 1, ids);
                 }
             }
-            found
         }
-        Value::Array(items) => items
-            .iter_mut()
-            .fold(false, |found, item| refresh_ids(item, n) | found),
-        _ => false,
+        Value::Array(items) => {
+            for item in items {
+                refresh_ids(item, n, depth + 1, ids);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -435,8 +537,8 @@ mod tests {
             created: Created::Template(json!({"payment": {"id": "PM-1", "amount": 5}})),
             ..Operation::payments()
         };
-        let a = o.created_body(1, &json!({}));
-        let b = o.created_body(2, &json!({}));
+        let a = o.create(1, &json!({})).body;
+        let b = o.create(2, &json!({})).body;
         let id = |v: &Value| v["payment"]["id"].as_str().unwrap().to_string();
         assert!(id(&a).starts_with("PM-0001"), "{a}");
         assert_ne!(id(&a), id(&b));
@@ -467,9 +569,11 @@ mod tests {
             validation: Validation::Fields(vec![]),
             status,
             created: Created::Template(body),
+            read: None,
+            id_pointer: None,
         };
-        let a = o.created_body(1, &json!({}));
-        let b = o.created_body(2, &json!({}));
+        let a = o.create(1, &json!({})).body;
+        let b = o.create(2, &json!({})).body;
         assert_eq!(a["object"], "payment_intent");
         assert!(a["id"].as_str().unwrap().starts_with("pi_0001"), "{a}");
         assert_ne!(a["id"], b["id"]);
@@ -489,6 +593,8 @@ mod tests {
             validation: Validation::Fields(required_fields(&root, &op)),
             status: 200,
             created: Created::Echo,
+            read: None,
+            id_pointer: None,
         };
         let form = parse_payload(b"amount=1250&currency=eur", true).unwrap();
         assert_eq!(form["amount"], 1250);
@@ -496,5 +602,56 @@ mod tests {
         let partial = parse_payload(b"amount=007", true).unwrap();
         assert_eq!(partial["amount"], "007");
         assert!(o.refusal(Some(&partial)).unwrap().contains("currency"));
+    }
+
+    #[test]
+    fn the_read_operation_is_the_collection_path_and_one_parameter() {
+        let root = json!({"paths": {
+            "/payments": {"post": {}},
+            "/payments/{payment_id}": {"get": {}},
+            "/payments/{payment_id}/cancel": {"post": {}},
+            "/refunds/{id}": {"post": {}},
+        }});
+        assert_eq!(
+            read_path(&root, "/payments").as_deref(),
+            Some("/payments/{payment_id}")
+        );
+        assert_eq!(read_path(&root, "/refunds"), None, "a post is no read");
+        let o = Operation {
+            read: Some("/v2/payments/{payment_id}".into()),
+            ..Operation::payments()
+        };
+        assert_eq!(o.read_id("GET", "/v2/payments/pm_1"), Some("pm_1"));
+        assert_eq!(o.read_id("POST", "/v2/payments/pm_1"), None);
+        assert_eq!(o.read_id("GET", "/v2/payments"), None);
+    }
+
+    #[test]
+    fn the_resource_id_is_the_shallowest_id_or_the_one_at_the_id_pointer() {
+        let template = json!({"payment": {"id": "PM-1", "card": {"id": "card_1"}}});
+        let o = Operation {
+            created: Created::Template(template.clone()),
+            ..Operation::payments()
+        };
+        let r = o.create(3, &json!({}));
+        assert_eq!(r.id.as_deref(), r.body["payment"]["id"].as_str());
+        let pointed = Operation {
+            created: Created::Template(json!({"data": {"ref": "pr-1"}})),
+            id_pointer: Some("/data/ref".into()),
+            ..Operation::payments()
+        };
+        let r = pointed.create(1, &json!({}));
+        assert!(r.id.as_deref().unwrap().starts_with("pr-0001"), "{r:?}");
+        assert_eq!(r.id.as_deref(), r.body["data"]["ref"].as_str());
+        let none = Operation {
+            created: Created::Template(json!({"status": "ok"})),
+            ..Operation::payments()
+        };
+        let r = none.create(1, &json!({}));
+        assert_eq!(r.id.as_deref(), r.body["id"].as_str(), "an id is added");
+        assert!(id_slot(&template, "/payment/id").is_ok());
+        assert!(id_slot(&template, "/charge/id")
+            .unwrap_err()
+            .contains("/charge"));
     }
 }

@@ -7,17 +7,17 @@ use anyhow::{anyhow, bail, Context as _};
 
 use super::discover::FETCH_TIMEOUT;
 use super::{finish, render_options, report_files, Result};
-use crate::catalog::load_suite;
 use crate::cli::ClientArgs;
-use crate::client::auth::Auth;
-use crate::client::carrier::{KeyCarrier, Place};
-use crate::client::error_body::ErrorBody;
-use crate::client::fake_api::ApiConfig;
-use crate::client::operation::{self, Operation};
-use crate::client::{scenario, ClientOptions, ENV_BASE_URL, ENV_OPERATIONS, ENV_TOKEN};
-use crate::exit::{AppError, ExitCode};
-use crate::report::terminal;
-use crate::suite::Suite;
+use idem_check::carrier::{KeyCarrier, Place};
+use idem_check::catalog::load_suite;
+use idem_check::client::auth::Auth;
+use idem_check::client::error_body::ErrorBody;
+use idem_check::client::fake_api::ApiConfig;
+use idem_check::client::operation::{self, Operation};
+use idem_check::client::{scenario, ClientOptions, ENV_BASE_URL, ENV_OPERATIONS, ENV_TOKEN};
+use idem_check::exit::{AppError, ExitCode};
+use idem_check::report::terminal;
+use idem_check::suite::Suite;
 
 /// `idem-check client`: the options checked, the scenarios run (or one served), the reports
 /// written; the exit code follows the verdicts as for `run`.
@@ -57,7 +57,7 @@ pub(super) async fn client(args: ClientArgs) -> Result<ExitCode> {
         scenarios,
         api: Arc::new(api),
     };
-    let interrupt = crate::client::interrupt_watch();
+    let interrupt = idem_check::client::interrupt_watch();
     let report = match args.listen {
         Some(addr) => {
             let ready = |base: &str| {
@@ -72,17 +72,17 @@ pub(super) async fn client(args: ClientArgs) -> Result<ExitCode> {
                     opts.scenarios[0].operations,
                 );
             };
-            crate::client::listen(&opts, addr, ready, interrupt)
+            idem_check::client::listen(&opts, addr, ready, interrupt)
                 .await
                 .map_err(AppError::runtime)?
         }
-        None => crate::client::run(&opts, interrupt)
+        None => idem_check::client::run(&opts, interrupt)
             .await
             .map_err(AppError::runtime)?,
     };
     let render = render_options(
         &args.report,
-        crate::redact::Secrets::from_values(&[token]),
+        idem_check::redact::Secrets::from_values(&[token]),
         key_header,
     );
     let run = report.as_run_report();
@@ -92,20 +92,21 @@ pub(super) async fn client(args: ClientArgs) -> Result<ExitCode> {
 }
 
 /// What the fake API serves: the operations (built-in, `--path`, or the document's keyed ones),
-/// the key header, the credential rule and the error shape.
+/// the key's carrier (the document's, unless `--key-in-body` says otherwise), the credential
+/// rule and the error shape.
 async fn api_config(args: &ClientArgs, suite: &Suite, token: String) -> anyhow::Result<ApiConfig> {
     let errors = ErrorBody::choose(&suite.name, &args.error_body)?;
     if let Some(pointer) = &args.key_in_body {
-        check_body_pointer(pointer, args.openapi.is_some())?;
+        check_body_pointer(pointer)?;
     }
-    let (operations, header, auth) = match (&args.openapi, &args.path) {
+    let (operations, place, auth) = match (&args.openapi, &args.path) {
         (Some(source), _) => {
             // No connection flags here: the proxy variables of the environment apply.
             let fetcher = super::discover::fetcher(&Default::default())?;
-            let spec = crate::discover::load::load(source, FETCH_TIMEOUT, &fetcher).await?;
-            let found = crate::discover::discover(
+            let spec = idem_check::discover::load::load(source, FETCH_TIMEOUT, &fetcher).await?;
+            let found = idem_check::discover::discover(
                 &spec,
-                &crate::discover::Options {
+                &idem_check::discover::Options {
                     key_headers: args.key_header.clone(),
                     ..Default::default()
                 },
@@ -124,13 +125,43 @@ async fn api_config(args: &ClientArgs, suite: &Suite, token: String) -> anyhow::
                     why.join("; ")
                 );
             };
+            if let Some(other) = chosen.iter().find(|o| o.key != first.key) {
+                bail!(
+                    "{source}: operations {} and {} carry the key differently ({}, {}); \
+                     serve one at a time with --operation ID",
+                    first.operation_id,
+                    other.operation_id,
+                    first.key,
+                    other.key
+                );
+            }
+            if let Some(pointer) = &args.key_in_body {
+                for o in &chosen {
+                    if let Err(declared) =
+                        idem_check::discover::body_declares(&spec.root, o, pointer)
+                    {
+                        bail!(
+                            "--key-in-body {pointer}: the request body of {} ({} {}) declares \
+                             no such field (it declares {})",
+                            o.operation_id,
+                            o.method,
+                            o.path,
+                            if declared.is_empty() {
+                                "none".to_string()
+                            } else {
+                                declared.join(", ")
+                            }
+                        );
+                    }
+                }
+            }
             let ops = chosen
                 .iter()
-                .map(|o| Operation::from_document(&spec.root, o))
+                .map(|o| Operation::from_document(&spec.root, o, args.id_pointer.as_deref()))
                 .collect::<anyhow::Result<Vec<_>>>()?;
             (
                 ops,
-                first.header.clone(),
+                first.key.clone(),
                 operation::document_auth(&first.credentials),
             )
         }
@@ -139,18 +170,19 @@ async fn api_config(args: &ClientArgs, suite: &Suite, token: String) -> anyhow::
                 args.method.as_deref().unwrap_or("POST"),
                 path,
             )?],
-            suite.header.clone(),
+            Place::Header(suite.header.clone()),
             Auth::Any,
         ),
         (None, None) => (
             vec![Operation::payments()],
-            suite.header.clone(),
+            Place::Header(suite.header.clone()),
             Auth::Bearer,
         ),
     };
+    // The user's word over the document's.
     let place = match &args.key_in_body {
         Some(pointer) => Place::Body(pointer.clone()),
-        None => Place::Header(header),
+        None => place,
     };
     Ok(ApiConfig {
         operations,
@@ -158,19 +190,15 @@ async fn api_config(args: &ClientArgs, suite: &Suite, token: String) -> anyhow::
         token,
         auth: args.auth.clone().unwrap_or(auth),
         errors,
+        conflict_on_replay: args.conflict_on_replay,
     })
 }
 
 /// `--key-in-body POINTER` as far as it can be checked before the client runs: a JSON pointer
-/// (`/idempotency_key`) or a form field's name, on an operation whose body can carry it.
-fn check_body_pointer(pointer: &str, openapi: bool) -> anyhow::Result<()> {
+/// (`/idempotency_key`) or a form field's name.
+fn check_body_pointer(pointer: &str) -> anyhow::Result<()> {
     if pointer.is_empty() || pointer == "/" {
         bail!("--key-in-body {pointer:?}: expected a JSON pointer such as /idempotency_key, or a form field's name");
-    }
-    if openapi {
-        // The document's keyed operations are found by their key header; a body key is served
-        // with --path until discovery reads request bodies.
-        bail!("--key-in-body cannot be used with --openapi yet: serve the operation with --path (and --method)");
     }
     Ok(())
 }

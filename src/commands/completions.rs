@@ -8,7 +8,7 @@ use clap::CommandFactory as _;
 
 use super::Result;
 use crate::cli::Opts;
-use crate::exit::ExitCode;
+use idem_check::exit::ExitCode;
 
 /// Prints the completion script for `shell`.
 pub(super) fn completions(shell: clap_complete::Shell) -> Result<ExitCode> {

@@ -10,9 +10,9 @@ use anyhow::Context as _;
 
 use super::{emit, Result};
 use crate::cli::{ConnectionArgs, DiscoverArgs, DiscoverFormat, OpenApiArgs};
-use crate::discover::{Discovery, Operation, Options, Spec};
-use crate::exit::ExitCode;
-use crate::http::Connector;
+use idem_check::discover::{Discovery, Operation, Options, Spec};
+use idem_check::exit::ExitCode;
+use idem_check::http::Connector;
 
 /// How long fetching a document may take when no `--timeout` applies.
 pub(super) const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
@@ -29,7 +29,8 @@ pub(super) async fn discover(args: &DiscoverArgs) -> Result<ExitCode> {
                         "method": o.method,
                         "path": o.path,
                         "operation_id": o.operation_id,
-                        "header": o.header,
+                        "header": o.key.header(),
+                        "carrier": o.key.to_string(),
                         "required": o.required,
                         "body": o.body.source.as_str(),
                         "notes": o.notes,
@@ -37,7 +38,7 @@ pub(super) async fn discover(args: &DiscoverArgs) -> Result<ExitCode> {
                 })
                 .collect();
             let doc = serde_json::json!({
-                "schema": crate::discover::SCHEMA,
+                "schema": idem_check::discover::SCHEMA,
                 "document": spec.source,
                 "version": found.version,
                 "operations": rows,
@@ -59,7 +60,7 @@ pub(super) async fn discover(args: &DiscoverArgs) -> Result<ExitCode> {
                 "note on {} {} ({}): {note}",
                 o.method, o.path, o.operation_id
             );
-            eprintln!("{}", crate::redact::sanitize_line(&line));
+            eprintln!("{}", idem_check::redact::sanitize_line(&line));
         }
     }
     Ok(ExitCode::Ok)
@@ -85,16 +86,16 @@ pub(super) async fn load(
         path_params,
         base_url: args.base_url.clone(),
     };
-    let spec = crate::discover::load::load(source, timeout, &fetcher(connection)?).await?;
-    let found = crate::discover::discover(&spec, &opts)?;
+    let spec = idem_check::discover::load::load(source, timeout, &fetcher(connection)?).await?;
+    let found = idem_check::discover::discover(&spec, &opts)?;
     Ok((spec, found))
 }
 
 /// The connector documents are fetched with: `connection`'s flags and the process
-/// environment's proxy variables ([`crate::target::document_connector`]).
+/// environment's proxy variables ([`super::flags::document_connector`]).
 pub(super) fn fetcher(connection: &ConnectionArgs) -> anyhow::Result<Arc<Connector>> {
     let env = |name: &str| std::env::var(name).ok();
-    Ok(Arc::new(crate::target::document_connector(
+    Ok(Arc::new(super::flags::document_connector(
         connection, &env,
     )?))
 }
@@ -108,14 +109,14 @@ fn table(found: &Discovery, ops: &[&Operation]) -> String {
                 o.method.clone(),
                 o.path.clone(),
                 o.operation_id.clone(),
-                o.header.clone(),
+                o.key.label(),
                 if o.required { "required" } else { "optional" }.to_string(),
                 o.body.source.as_str().to_string(),
             ]
-            .map(|c| crate::redact::sanitize_line(&c))
+            .map(|c| idem_check::redact::sanitize_line(&c))
         })
         .collect();
-    let head = ["METHOD", "PATH", "OPERATION", "HEADER", "KEY", "BODY"].map(String::from);
+    let head = ["METHOD", "PATH", "OPERATION", "KEY IN", "KEY", "BODY"].map(String::from);
     let mut widths = [0usize; 6];
     for r in std::iter::once(&head).chain(&rows) {
         for (w, c) in widths.iter_mut().zip(r) {

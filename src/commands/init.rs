@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use super::discover::{load, FETCH_TIMEOUT};
 use super::Result;
 use crate::cli::InitArgs;
-use crate::exit::ExitCode;
+use idem_check::exit::ExitCode;
 
 pub(super) async fn init(args: &InitArgs) -> Result<ExitCode> {
     let (spec, found) = load(&args.spec, &args.openapi, &args.connection, FETCH_TIMEOUT).await?;
@@ -14,10 +14,10 @@ pub(super) async fn init(args: &InitArgs) -> Result<ExitCode> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     for op in ops {
-        let path = args.out.join(crate::discover::init::file_name(op));
-        crate::report::file::write_atomically(
+        let path = args.out.join(idem_check::discover::init::file_name(op));
+        idem_check::report::file::write_atomically(
             &path,
-            &crate::discover::init::target_file(op, &spec.source, &path),
+            &idem_check::discover::init::target_file(op, &spec.source, &path),
         )
         .with_context(|| format!("could not write {}", path.display()))?;
         println!("wrote {}", path.display());

@@ -4,10 +4,10 @@
 use std::fmt::Write as _;
 
 use super::{emit, Result};
-use crate::catalog::load_suite;
 use crate::cli::ListArgs;
-use crate::exit::ExitCode;
-use crate::probes;
+use idem_check::catalog::load_suite;
+use idem_check::exit::ExitCode;
+use idem_check::probes;
 
 pub(super) fn list(args: &ListArgs) -> Result<ExitCode> {
     let suite = load_suite(&args.suite)?;
@@ -61,16 +61,24 @@ pub(super) fn list(args: &ListArgs) -> Result<ExitCode> {
             let _ = writeln!(out, "    {sev:<12} {}{expect}", c.what);
         }
     }
-    out.push_str(&crate::client::checks::listing());
-    out.push_str(&crate::webhook::checks::listing());
+    out.push_str(&idem_check::client::checks::listing());
+    out.push_str(&idem_check::webhook::checks::listing());
     emit(&out)?;
     Ok(ExitCode::Ok)
 }
 
 pub(super) fn explain(id: &str, suite: &str) -> Result<ExitCode> {
+    if let Some(c) = idem_check::webhook::checks::find(id) {
+        emit(&idem_check::webhook::checks::explanation(c))?;
+        return Ok(ExitCode::Ok);
+    }
     let Some(p) = probes::find(id) else {
-        let known: Vec<&str> = probes::catalog().iter().map(|p| p.meta.id).collect();
-        let hint = crate::suggest::closest(id, known.iter().copied())
+        let known: Vec<&str> = probes::catalog()
+            .iter()
+            .map(|p| p.meta.id)
+            .chain(idem_check::webhook::checks::CATALOG.iter().map(|c| c.id))
+            .collect();
+        let hint = idem_check::suggest::closest(id, known.iter().copied())
             .map(|near| format!(" (did you mean {near:?}?)"))
             .unwrap_or_default();
         return Err(anyhow::anyhow!(

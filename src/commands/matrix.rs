@@ -7,12 +7,14 @@ use anyhow::Context as _;
 
 use super::{emit, Result};
 use crate::cli::MatrixArgs;
-use crate::exit::{AppError, ExitCode};
-use crate::report::{self, Format, ReportFile};
+use idem_check::exit::{AppError, ExitCode};
+use idem_check::report::{self, Format, ReportFile};
 
 pub(super) fn matrix(args: &MatrixArgs) -> Result<ExitCode> {
-    let m = crate::matrix::build(crate::matrix::load(&args.reports).map_err(AppError::input_file)?);
-    let md = crate::matrix::markdown::render(&m);
+    let m = idem_check::matrix::build(
+        idem_check::matrix::load(&args.reports).map_err(AppError::input_file)?,
+    );
+    let md = idem_check::matrix::markdown::render(&m);
     let write = |path: &Path, text: &str| {
         report::format::prepare(&[ReportFile {
             format: Format::Markdown,
@@ -27,7 +29,7 @@ pub(super) fn matrix(args: &MatrixArgs) -> Result<ExitCode> {
         None => emit(&md)?,
     }
     if let Some(path) = &args.html {
-        write(path, &crate::matrix::html::render(&m))?;
+        write(path, &idem_check::matrix::html::render(&m))?;
     }
     Ok(ExitCode::Ok)
 }

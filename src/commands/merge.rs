@@ -1,5 +1,5 @@
 //! `idem-check merge REPORT.json…`: the segments of one `stress --segment` run, judged as one
-//! run (see [`crate::stress::segment`]), with the same terminal output, reports and exit codes
+//! run (see [`idem_check::stress::segment`]), with the same terminal output, reports and exit codes
 //! as `stress`.
 
 use std::path::Path;
@@ -8,10 +8,10 @@ use anyhow::Context as _;
 
 use super::{finish, render_options, report_files, Result};
 use crate::cli::MergeArgs;
-use crate::exit::{AppError, ExitCode};
-use crate::redact::Secrets;
-use crate::report::terminal;
-use crate::stress::segment::{self, SegmentReport};
+use idem_check::exit::{AppError, ExitCode};
+use idem_check::redact::Secrets;
+use idem_check::report::terminal;
+use idem_check::stress::segment::{self, SegmentReport};
 
 pub(super) fn merge(args: &MergeArgs) -> Result<ExitCode> {
     let files = report_files(&args.report)?;

@@ -3,19 +3,20 @@
 //!
 //! The libraries below (`runner`, `stress`, `client`, `discover`, `matrix`, `report`) never
 //! read options; the command files turn options into their inputs, and the target flags become
-//! a validated [`crate::config::Config`] in `target.rs`.
+//! a validated [`idem_check::config::Config`] in `target.rs`.
 
 use std::io::Write as _;
 
 use crate::cli::{Command, Opts, ReportArgs};
-use crate::exit::{AppError, ExitCode};
-use crate::redact::Secrets;
-use crate::report::terminal;
-use crate::report::{self, Format, RenderOptions, ReportFile, Reportable};
+use idem_check::exit::{AppError, ExitCode};
+use idem_check::redact::Secrets;
+use idem_check::report::terminal;
+use idem_check::report::{self, Format, RenderOptions, ReportFile, Reportable};
 
 mod client;
 mod completions;
 mod discover;
+mod flags;
 mod init;
 mod list;
 mod matrix;
@@ -81,6 +82,7 @@ fn render_options(args: &ReportArgs, secrets: Secrets, key_header: String) -> Re
             .unwrap_or(Format::Terminal.default_max_body()),
         key_header,
         summary_only: args.summary,
+        resigner: None,
     }
 }
 

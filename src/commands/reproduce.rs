@@ -1,11 +1,11 @@
 //! `idem-check reproduce REPORT.json --probe ID [--exchange N]`: one probe's scenario sent
-//! again (see [`crate::reproduce`]); the exit code says whether a key executed more than once.
+//! again (see [`idem_check::reproduce`]); the exit code says whether a key executed more than once.
 
 use super::{emit, Result};
 use crate::cli::ReproduceArgs;
-use crate::exit::{AppError, ExitCode};
-use crate::report::ReplayInputs;
-use crate::reproduce::{plan, RecordedRun, Replayer, RestoreError};
+use idem_check::exit::{AppError, ExitCode};
+use idem_check::report::ReplayInputs;
+use idem_check::reproduce::{plan, PlanError, RecordedRun, Replayer, RestoreError};
 
 pub(super) async fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
     let run = RecordedRun::read(&args.report).map_err(AppError::input_file)?;
@@ -37,9 +37,7 @@ pub(super) async fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
         timeout_ms: 10_000,
     });
     let scenario = plan(probe, args.exchange, &inputs.key_header).map_err(|e| match e {
-        crate::reproduce::PlanError::NoExchange { .. } => {
-            AppError::Usage(anyhow::anyhow!("--exchange: {e}"))
-        }
+        PlanError::NoExchange { .. } => AppError::Usage(anyhow::anyhow!("--exchange: {e}")),
         _ => AppError::Usage(anyhow::anyhow!("--probe {}: {e}", args.probe)),
     })?;
     let vars = args.vars.clone();

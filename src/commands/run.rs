@@ -11,14 +11,14 @@ use anyhow::Context as _;
 use super::target::{openapi_targets, run_options, with_target};
 use super::{finish, interrupted_in_setup, render_options, report_files, Interrupt, Result};
 use crate::cli::RunArgs;
-use crate::config::{Config, RunOptions};
-use crate::discover::run::{OpenApiReport, OperationReport};
-use crate::exit::{AppError, ExitCode};
-use crate::outcome::Outcome;
-use crate::probes;
-use crate::report::terminal::{self, Progress};
-use crate::report::{ProbeReport, RenderOptions, RunReport};
-use crate::runner::{self, Observer};
+use idem_check::config::{Config, RunOptions};
+use idem_check::discover::run::{OpenApiReport, OperationReport};
+use idem_check::exit::{AppError, ExitCode};
+use idem_check::outcome::Outcome;
+use idem_check::probes;
+use idem_check::report::terminal::{self, Progress};
+use idem_check::report::{ProbeReport, RenderOptions, RunReport};
+use idem_check::runner::{self, Observer};
 
 pub(super) async fn run(args: RunArgs) -> Result<ExitCode> {
     let interrupt = Interrupt::watch();
@@ -122,7 +122,7 @@ async fn run_openapi(args: &RunArgs, interrupt: &Interrupt) -> Result<ExitCode> 
         let context = runner::context(&config);
         progress.line(&format!(
             "{}{}\n",
-            crate::discover::run::heading(&op),
+            idem_check::discover::run::heading(&op),
             terminal::header(
                 &config.operation.line(),
                 &config.suite.name,

@@ -6,9 +6,9 @@ use std::io::IsTerminal as _;
 use super::target::{run_options, with_target};
 use super::{finish, interrupted_in_setup, render_options, report_files, Interrupt, Result};
 use crate::cli::StressArgs;
-use crate::exit::{AppError, ExitCode};
-use crate::report::terminal::Progress;
-use crate::stress::StressOptions;
+use idem_check::exit::{AppError, ExitCode};
+use idem_check::report::terminal::Progress;
+use idem_check::stress::StressOptions;
 
 pub(super) async fn stress(args: StressArgs) -> Result<ExitCode> {
     if args.keys == 0 || args.duplicates == 0 || args.concurrency == 0 {
@@ -25,11 +25,11 @@ pub(super) async fn stress(args: StressArgs) -> Result<ExitCode> {
             config.secrets.clone(),
             config.suite.header.clone(),
         );
-        let progress = Progress::for_stress(
+        let progress = std::sync::Arc::new(Progress::for_stress(
             args.keys as u64,
             args.duration,
             std::io::stderr().is_terminal(),
-        );
+        ));
         let opts = StressOptions {
             keys: args.keys,
             duplicates: args.duplicates,
@@ -37,18 +37,19 @@ pub(super) async fn stress(args: StressArgs) -> Result<ExitCode> {
             duration: args.duration,
             rate: args.rate,
             segment: args.segment.zip(args.run_id.clone()).map(|(s, run_id)| {
-                crate::stress::segment::Segment {
+                idem_check::stress::segment::Segment {
                     index: s.index,
                     count: s.count,
                     run_id,
                 }
             }),
         };
-        let report = crate::stress::run(config.clone(), &opts, &progress, interrupt.pressed())
-            .await
-            .map_err(AppError::runtime)?;
+        let report =
+            idem_check::stress::run(config.clone(), &opts, progress.clone(), interrupt.pressed())
+                .await
+                .map_err(AppError::runtime)?;
         progress.finish();
-        let text = crate::stress::render_terminal(&report, &render);
+        let text = idem_check::stress::render_terminal(&report, &render);
         let run = report.as_run_report();
         let code = ExitCode::for_run(&run.summary, report.interrupted);
         finish(&text, &report, &files, &render, &args.report, code)

@@ -1,6 +1,6 @@
 //! The target of `run` and `stress`, from the target flags to a validated [`Config`]: the
 //! bundled reference server started, an API description's operations, or a URL and target file
-//! ([`crate::target::assemble`] lays the flags over the file), then the run options and the
+//! ([`super::flags`] lays the flags over the file that [`idem_check::target`] reads), then the run options and the
 //! suite, and the connection settings applied.
 
 use std::sync::Arc;
@@ -11,10 +11,10 @@ use idem_reference_server::config::ConfigError;
 use super::discover::load;
 use super::{Interrupt, Result};
 use crate::cli::TargetArgs;
-use crate::config::{Config, RestartHook, RunOptions, TargetSpec};
-use crate::discover::{Discovery, Operation, Skipped};
-use crate::exit::AppError;
-use crate::reference::Reference;
+use idem_check::config::{Config, RestartHook, RunOptions, TargetSpec};
+use idem_check::discover::{Discovery, Operation, Skipped};
+use idem_check::exit::AppError;
+use idem_check::reference::Reference;
 
 /// Runs `work` with the validated config for the target the user described, starting the
 /// bundled reference server when asked; `None` when Ctrl-C came during setup, with whatever was
@@ -63,13 +63,13 @@ async fn start_target(
     let mut reference = None;
     let mut hook: Option<Arc<dyn RestartHook>> = None;
     let target = if t.reference {
-        crate::target::refused_with_reference(t)?;
+        super::flags::refused_with_reference(t)?;
         let fault = t
             .reference_fault
             .as_deref()
             .map(|f| f.parse().map_err(|e| anyhow::anyhow!("{e}")))
             .transpose()?;
-        let key_header = crate::target::key_header(t)?;
+        let key_header = super::flags::key_header(t)?;
         let started = Reference::start_with(fault, t.reference_db.as_deref(), key_header).await;
         if interrupt.was_pressed() {
             if let Ok(r) = started {
@@ -85,7 +85,7 @@ async fn start_target(
                 AppError::runtime(e.context("could not start the bundled reference server"))
             }
         })?;
-        let spec = crate::target::reference(r.target(), t);
+        let spec = super::flags::reference(r.target(), t);
         hook = Some(r.restart_hook());
         reference = Some(r);
         spec
@@ -95,7 +95,7 @@ async fn start_target(
             None => return Ok(None),
         }
     } else {
-        crate::target::from_flags(t, &std::env::vars().collect())?
+        super::flags::from_flags(t, &std::env::vars().collect())?
     };
     Ok(Some((with_proxy_environment(target, t), hook, reference)))
 }
@@ -105,7 +105,7 @@ async fn start_target(
 fn with_proxy_environment(mut target: TargetSpec, t: &TargetArgs) -> TargetSpec {
     if !t.reference {
         target.net.proxy_env =
-            crate::http::net::NetOptions::proxy_environment(&|name| std::env::var(name).ok());
+            idem_check::http::net::NetOptions::proxy_environment(&|name| std::env::var(name).ok());
     }
     target
 }
@@ -123,7 +123,7 @@ pub(super) fn run_options(t: &TargetArgs) -> Result<RunOptions> {
         }),
         reference: t.reference && t.reference_fault.is_none(),
         release_threads: !t.no_release_threads,
-        ..RunOptions::new(crate::catalog::load_suite(&t.suite)?)
+        ..RunOptions::new(idem_check::catalog::load_suite(&t.suite)?)
     })
 }
 
@@ -165,7 +165,7 @@ pub(super) async fn openapi_targets(
     for op in selected {
         match &op.url {
             Ok(url) => {
-                let spec = crate::target::from_operation(&op, url, t)?;
+                let spec = super::flags::from_operation(&op, url, t)?;
                 out.push((op, with_proxy_environment(spec, t)));
             }
             Err(reason) => skipped.push(Skipped {

@@ -10,25 +10,27 @@ use anyhow::anyhow;
 
 use super::{finish, interrupted_in_setup, render_options, report_files, Interrupt, Result};
 use crate::cli::WebhookArgs;
-use crate::config::DEFAULT_QUIET_WINDOW;
-use crate::effects::{Counter, Meter};
-use crate::exit::{AppError, ExitCode};
-use crate::http::client::Client;
-use crate::http::exchange::Header;
-use crate::http::Connector;
-use crate::redact::{Masked, Secrets};
-use crate::reference::Reference;
-use crate::report::terminal::{self, Progress};
-use crate::report::{ProbeReport, RenderOptions};
-use crate::runner::Observer;
-use crate::webhook::checks::{self, Env, Extras, WebhookCheck};
-use crate::webhook::event::Template;
-use crate::webhook::run::{self as webhook_run, RunInfo};
-use crate::webhook::sender::Sender;
-use crate::webhook::settle::Settler;
+use idem_check::config::{CommandRestart, RestartHook, DEFAULT_QUIET_WINDOW};
+use idem_check::effects::{Counter, Meter};
+use idem_check::exit::{AppError, ExitCode};
+use idem_check::http::client::Client;
+use idem_check::http::exchange::Header;
+use idem_check::redact::{Masked, Secrets};
+use idem_check::reference::Reference;
+use idem_check::report::terminal::{self, Progress};
+use idem_check::report::{ProbeReport, RenderOptions};
+use idem_check::runner::Observer;
+use idem_check::webhook::checks::{self, Env, Extras, WebhookCheck};
+use idem_check::webhook::event::Template;
+use idem_check::webhook::run::{self as webhook_run, RunInfo};
+use idem_check::webhook::sender::Sender;
+use idem_check::webhook::settle::{Sent, Settler};
 
 /// The variable a reproduce line reads the signing secret from.
 pub const SECRET_VAR: &str = "IDEM_CHECK_WEBHOOK_SECRET";
+
+/// The variable a reproduce line reads the second source's secret from.
+const SECRET_B_VAR: &str = "IDEM_CHECK_WEBHOOK_SECRET_B";
 
 /// The secrets the bundled reference consumer is started with (fresh per run would hide
 /// nothing: they sign only deliveries to a server that lives as long as the run).
@@ -39,6 +41,24 @@ const REFERENCE_SECRET_B: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
 /// `slow-sync-handler` fault works, over it: seconds, not the schemes' 15 s.
 const REFERENCE_BUDGET: Duration = Duration::from_secs(1);
 const REFERENCE_SLOW: Duration = Duration::from_millis(1300);
+
+/// How long after its delivery `wh-late-redelivery` redelivers an event: past the 5 minutes a
+/// dedupe window is often given, within the hours to days senders retry.
+const LATE_AFTER: Duration = Duration::from_secs(6 * 60);
+
+/// The same against the reference consumer, whose `dedupe-ttl` fault forgets an id after
+/// [`reference_dedupe_ttl`] of it: seconds, not minutes.
+const REFERENCE_LATE_AFTER: Duration = Duration::from_secs(2);
+
+/// The reference consumer's dedupe TTL under its `dedupe-ttl` fault: 5/6 of `late_after`, as
+/// a 5-minute window is to a sender that retries after 6 (5 minutes when there is no wait).
+fn reference_dedupe_ttl(late_after: Duration) -> Duration {
+    if late_after.is_zero() {
+        Duration::from_secs(5 * 60)
+    } else {
+        late_after.mul_f64(5.0 / 6.0)
+    }
+}
 
 fn usage(msg: String) -> AppError {
     AppError::Usage(anyhow!(msg))
@@ -67,6 +87,7 @@ pub(super) async fn webhook(args: WebhookArgs) -> Result<ExitCode> {
                 REFERENCE_SECRET_B,
                 fault,
                 REFERENCE_SLOW,
+                reference_dedupe_ttl(args.late_after.unwrap_or(REFERENCE_LATE_AFTER)),
             ))
             .await;
         match started {
@@ -96,7 +117,7 @@ async fn check(
     template: Template,
     selection: Vec<&'static WebhookCheck>,
     reference: Option<&Reference>,
-    files: &[crate::report::ReportFile],
+    files: &[idem_check::report::ReportFile],
     interrupt: &Interrupt,
 ) -> Result<ExitCode> {
     let scheme = args.scheme;
@@ -112,7 +133,7 @@ async fn check(
                 }),
                 Some("X-Test-Crash: 1".to_string()),
                 Some(format!("{}/webhooks/{}", r.replica_base, scheme.name())),
-                Some(crate::reference::HOLD_HEADER.to_string()),
+                Some(idem_check::reference::HOLD_HEADER.to_string()),
                 Some(format!("{}/test-hooks/holds/{{{{hold}}}}/release", r.base)),
             ),
             None => {
@@ -171,16 +192,25 @@ async fn check(
         ));
     }
     let quiet = args.quiet_window.unwrap_or(if reference.is_some() {
-        crate::reference::QUIET_WINDOW
+        idem_check::reference::QUIET_WINDOW
     } else {
         DEFAULT_QUIET_WINDOW
     });
     if quiet.is_zero() {
         return Err(usage("--quiet-window must be longer than 0".into()));
     }
-    let connector = Arc::new(Connector::default());
+    let env_var = |name: &str| std::env::var(name).ok();
+    let connector = Arc::new(
+        super::flags::document_connector(&args.connection, &env_var)
+            .map_err(|e| usage(format!("{e:#}")))?,
+    );
     let client =
         Arc::new(Client::new(connector.clone(), args.timeout, 1 << 20).map_err(AppError::runtime)?);
+    let late_after = args.late_after.unwrap_or(if reference.is_some() {
+        REFERENCE_LATE_AFTER
+    } else {
+        LATE_AFTER
+    });
     let hold = match (&hold_header, &hold_release) {
         (Some(h), Some(r)) => Some((header_line("--hold-header", h)?, r.clone())),
         (None, None) => None,
@@ -190,12 +220,32 @@ async fn check(
     let mut secrets =
         Secrets::default().with_named(&secret, SECRET_VAR, "the webhook signing secret");
     if let Some(b) = &secret_b {
-        secrets = secrets.with_named(
-            b,
-            "IDEM_CHECK_WEBHOOK_SECRET_B",
-            "the second source's signing secret",
-        );
+        secrets = secrets.with_named(b, SECRET_B_VAR, "the second source's signing secret");
     }
+    for name in scheme.signature_headers() {
+        secrets = secrets.with_header(name);
+    }
+    let restart: Option<Arc<dyn RestartHook>> = match (reference, &args.restart_cmd) {
+        (Some(r), _) => Some(r.restart_hook()),
+        (None, Some(cmd)) => Some(Arc::new(CommandRestart {
+            command: Masked::new(cmd, &secrets),
+            ready_url: args
+                .ready_url
+                .as_deref()
+                .map(|u| parse_url("--ready-url", u))
+                .transpose()?,
+            timeout: args.restart_timeout,
+            connector: connector.clone(),
+        })),
+        (None, None) => None,
+    };
+    let sent = Sent::default();
+    let mut context = vec![
+        format!("scheme {}", scheme.name()),
+        format!("effects: {}", meter.describe()),
+        format!("recompute a signature: {}", scheme.recompute_line()),
+    ];
+    context.extend(connector.context());
     let env = Env {
         sender: Sender::new(
             client.clone(),
@@ -206,16 +256,20 @@ async fn check(
             template,
             key,
             key_b,
+            sent.clone(),
         ),
-        settler: Settler::new(meter, client, quiet, args.settle_limit),
+        settler: Settler::new(meter, client, quiet, args.settle_limit, sent),
         extras: Extras {
             hold,
             crash,
             replica,
             ack_budget: args.ack_budget.or(reference.map(|_| REFERENCE_BUDGET)),
+            late_after,
+            restart,
         },
     };
-    let render = render_options(&args.report, secrets, String::new());
+    let mut render = render_options(&args.report, secrets, String::new());
+    render.resigner = Some(Arc::new(env.sender.resigner(SECRET_VAR, SECRET_B_VAR)));
     let info = RunInfo {
         label: if reference.is_some() {
             "reference".into()
@@ -225,11 +279,7 @@ async fn check(
         reference: reference.is_some(),
         target: format!("POST {url}"),
         strict: args.strict,
-        context: vec![
-            format!("scheme {}", scheme.name()),
-            format!("effects: {}", env.settler.describe()),
-            format!("recompute a signature: {}", scheme.recompute_line()),
-        ],
+        context,
     };
     let progress = Progress::new(selection.len() as u64, std::io::stderr().is_terminal());
     progress.line(&terminal::header(

@@ -103,6 +103,33 @@ pub fn swagger(root: &Value, op: &Value, params: &[&Value]) -> Result<Body, Stri
     build(root, media_type, param.get("schema"), example)
 }
 
+/// The request body's media type and schema: OAS 3's `requestBody` (the media type
+/// [`oas3`] picks), Swagger 2.0's `in: body` parameter typed by `consumes`. Where a key
+/// carried in the body is looked for.
+pub fn request_schema<'a>(
+    root: &'a Value,
+    op: &'a Value,
+    params: &[&'a Value],
+) -> Option<(String, &'a Value)> {
+    if let Some(rb) = op.get("requestBody") {
+        let content = resolve(root, rb).ok()?.get("content")?.as_object()?;
+        let (media_type, media) = pick_media(content.iter().map(|(k, v)| (k.as_str(), v)))?;
+        return Some((media_type.to_string(), media.get("schema")?));
+    }
+    let param = params
+        .iter()
+        .find(|p| p.get("in").and_then(Value::as_str) == Some("body"))?;
+    let consumes: Vec<&str> = op
+        .get("consumes")
+        .or_else(|| root.get("consumes"))
+        .and_then(Value::as_array)
+        .map(|c| c.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let media_type =
+        pick_media(consumes.iter().map(|c| (*c, ()))).map_or("application/json", |(m, _)| m);
+    Some((media_type.to_string(), param.get("schema")?))
+}
+
 fn none() -> Body {
     Body {
         source: BodySource::None,

@@ -77,9 +77,8 @@ pub fn target_file(op: &Operation, document: &str, path: &std::path::Path) -> St
     }
     let _ = writeln!(out, "url = {}", q(&url));
     let _ = writeln!(out, "method = {}", q(&op.method));
-    let _ = writeln!(
-        out,
-        "# the document declares this header as the key ({}, matched by {})",
+    let how = format!(
+        "{}, matched by {}",
         if op.required { "required" } else { "optional" },
         match op.matched {
             super::header::Match::Name => "its name",
@@ -87,7 +86,22 @@ pub fn target_file(op: &Operation, document: &str, path: &std::path::Path) -> St
             super::header::Match::Description => "its description",
         }
     );
-    let _ = writeln!(out, "key-header = {}", q(&op.header));
+    match &op.key {
+        crate::carrier::Place::Header(name) => {
+            let _ = writeln!(
+                out,
+                "# the document declares this header as the key ({how})"
+            );
+            let _ = writeln!(out, "key-header = {}", q(name));
+        }
+        crate::carrier::Place::Body(pointer) => {
+            let _ = writeln!(
+                out,
+                "# the document declares the key in the request body ({how})"
+            );
+            let _ = writeln!(out, "key-in-body = {}", q(pointer));
+        }
+    }
     let _ = writeln!(out, "headers = [");
     if let Some(ct) = &op.body.content_type {
         let _ = writeln!(out, "  {},", q(&format!("Content-Type: {ct}")));

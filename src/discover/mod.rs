@@ -1,6 +1,7 @@
 //! OpenAPI discovery: read an API description (OpenAPI 3.0, 3.1 or Swagger 2.0; JSON or YAML;
-//! a file or a URL) and find every operation that takes an idempotency key header, with what
-//! is needed to call it — its URL, the header's name as declared, a body, credentials.
+//! a file or a URL) and find every operation that takes an idempotency key, in a header or in
+//! the request body, with what is needed to call it — its URL, where the key goes as declared,
+//! a body, credentials.
 //!
 //! The document is walked as a `serde_json::Value` with a small local-`$ref` resolver rather
 //! than deserialised into typed OpenAPI models: the typed crates each cover one version, and
@@ -8,9 +9,9 @@
 //! mixed); a walker reads what is there, and points at the JSON pointer of what it cannot use.
 //!
 //! - [`load`] reads and parses; [`external`] follows references to other files and URLs;
-//!   [`refs`] resolves local `$ref`s; [`header`] recognises the key
-//!   header; [`body`] picks or generates a body; [`servers`] finds the base URL; [`security`]
-//!   turns security schemes into credential placeholders.
+//!   [`refs`] resolves local `$ref`s; [`header`] recognises the key header and [`key`] a key
+//!   among the body's properties; [`body`] picks or generates a body; [`servers`] finds the
+//!   base URL; [`security`] turns security schemes into credential placeholders.
 //! - [`run`] checks every discovered operation with the ordinary single-operation run;
 //!   [`init`] writes one target file per operation instead.
 
@@ -18,10 +19,13 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::carrier::Place;
+
 pub mod body;
 pub mod external;
 pub mod header;
 pub mod init;
+pub mod key;
 pub mod load;
 pub mod refs;
 pub mod run;
@@ -98,15 +102,17 @@ pub struct Operation {
     pub path: String,
     /// The declared operationId, else one made from method and path.
     pub operation_id: String,
-    /// The key header's name as declared.
-    pub header: String,
+    /// Where the key goes as declared: a header, or a property of the request body.
+    pub key: Place,
     pub required: bool,
-    /// How the header was recognised.
+    /// How the header or body property was recognised.
     pub matched: header::Match,
     pub body: Body,
     /// The operation's JSON pointer in the document.
     pub pointer: String,
-    /// The full URL with path parameters filled, or why it cannot be built.
+    /// The full URL with path parameters filled, or why `run` and `stress` cannot call the
+    /// operation: a path parameter without a value, no base URL, or a key in the body (their
+    /// probes place keys in a header).
     pub url: Result<String, String>,
     /// The base URL (or why there is none) and path parameters without a value: what a target
     /// file leaves as `${…}` placeholders.
@@ -244,8 +250,10 @@ pub fn discover(spec: &Spec, opts: &Options) -> Result<Discovery, SpecError> {
         return Err(err(
             None,
             format!(
-                "no operation takes an idempotency key header ({} operation{} in this {} document; \
-                 looked for {} and descriptions mentioning idempotency; name yours with --key-header)",
+                "no operation takes an idempotency key header or body property ({} operation{} \
+                 in this {} document; looked for headers with {}, body properties with names \
+                 containing \"idempot\", and descriptions mentioning idempotency; name a header \
+                 with --key-header)",
                 found.without_key,
                 if found.without_key == 1 { "" } else { "s" },
                 found.version,
@@ -308,8 +316,8 @@ fn derived_id(method: &str, path: &str) -> String {
     id
 }
 
-/// The operation, when it takes an idempotency key header; `Err` with the reason it cannot be
-/// examined (an unresolvable `$ref`, named with its pointer).
+/// The operation, when it takes an idempotency key in a header or in its body; `Err` with the
+/// reason it cannot be examined (an unresolvable `$ref`, named with its pointer).
 fn examine(
     spec: &Spec,
     opts: &Options,
@@ -321,15 +329,23 @@ fn examine(
 ) -> Result<Option<Operation>, String> {
     let root = &spec.root;
     let params = parameters(root, item, op, pointer)?;
-    let key = params.iter().find_map(|p| {
+    let in_header = params.iter().find_map(|p| {
         if p.get("in").and_then(Value::as_str) != Some("header") {
             return None;
         }
         let name = p.get("name").and_then(Value::as_str)?;
         let description = p.get("description").and_then(Value::as_str);
-        header::recognise(name, description, &opts.key_headers).map(|m| (p, name, m))
+        header::recognise(name, description, &opts.key_headers).map(|m| key::FoundKey {
+            at: Place::Header(name.to_string()),
+            required: p.get("required").and_then(Value::as_bool) == Some(true),
+            matched: m,
+        })
     });
-    let Some((param, name, matched)) = key else {
+    let found = in_header.or_else(|| {
+        let (media_type, schema) = body::request_schema(root, op, &params)?;
+        key::in_body(root, &media_type, schema)
+    });
+    let Some(found) = found else {
         // The key header may be declared in what could not be read.
         let missing = parameter_notes(spec, item, op);
         if !missing.is_empty() {
@@ -349,6 +365,16 @@ fn examine(
     let base = servers::base_url(spec, item, op, opts.base_url.as_deref());
     let (filled, unfilled) = fill_path(root, path, &params, &opts.path_params);
     let url = match (&base, unfilled.is_empty()) {
+        _ if found.at.header().is_none() => Err(format!(
+            "the key goes in the request {} ({}): run and stress place keys in a header \
+             only; idem-check client --openapi checks an SDK against this operation",
+            found.at,
+            if found.required {
+                "required"
+            } else {
+                "optional"
+            }
+        )),
         (Ok(b), true) => Ok(format!("{b}{filled}")),
         (Err(e), _) => Err(e.clone()),
         (Ok(_), false) => Err(format!(
@@ -363,9 +389,9 @@ fn examine(
         method: op_method(pointer),
         path: path.to_string(),
         operation_id: String::new(),
-        header: name.to_string(),
-        required: param.get("required").and_then(Value::as_bool) == Some(true),
-        matched,
+        key: found.at,
+        required: found.required,
+        matched: found.matched,
         body,
         pointer: pointer.to_string(),
         url,
@@ -380,6 +406,25 @@ fn examine(
             external::notes(root, &[op, item.get("parameters").unwrap_or(&Value::Null)])
         },
     }))
+}
+
+/// Whether the request body of the discovered operation `op` declares a field at `at` (a JSON
+/// pointer, or a form field's name): `Err` with the properties declared where the path ends.
+/// A body without a schema, or one left open there, declares anything.
+pub fn body_declares(root: &Value, op: &Operation, at: &str) -> Result<(), Vec<String>> {
+    let Some(node) = root.pointer(&op.pointer) else {
+        return Ok(());
+    };
+    let item_pointer = op.pointer.rsplit_once('/').map_or("", |(p, _)| p);
+    let item = root.pointer(item_pointer).unwrap_or(&Value::Null);
+    let item = resolve(root, item).unwrap_or(item);
+    let Ok(params) = parameters(root, item, node, &op.pointer) else {
+        return Ok(());
+    };
+    match body::request_schema(root, node, &params) {
+        Some((_, schema)) => key::declares(root, schema, at),
+        None => Ok(()),
+    }
 }
 
 /// The notes on the operation's parameters (path-level ones included) that could not be read.

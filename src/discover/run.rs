@@ -21,7 +21,7 @@ pub struct OperationReport {
     pub method: String,
     /// The path template as declared.
     pub path: String,
-    /// The key header's name as declared.
+    /// The key header's name as declared (`body /idempotency_key` for a key in the body).
     pub header: String,
     pub required: bool,
     /// `example`, `schema` or `none`: where the body came from.
@@ -41,7 +41,7 @@ pub fn heading(op: &Operation) -> String {
         &op.operation_id,
         &op.method,
         &op.path,
-        &op.header,
+        &op.key.label(),
         op.required,
         &op.notes,
     )
@@ -86,7 +86,7 @@ impl OperationReport {
             operation_id: op.operation_id.clone(),
             method: op.method.clone(),
             path: op.path.clone(),
-            header: op.header.clone(),
+            header: op.key.label(),
             required: op.required,
             body: op.body.source.as_str(),
             notes: op.notes.clone(),

@@ -31,7 +31,7 @@ use super::connection::{write_request, Connector, Stream};
 use super::exchange::SentRequest;
 use super::h1;
 use super::raw::RawResponse;
-use super::release::{release_all, Job, ReleaseMode};
+use super::release::{release_all, Job, ReleaseMode, Releasers};
 
 /// How a burst is run.
 #[derive(Debug, Clone)]
@@ -50,9 +50,9 @@ pub struct BurstOptions {
     /// acknowledged later (delayed or with the response) and each release costs ~4 µs instead
     /// of ~6 µs (BENCHMARKS.md). 1 writes the prefix at once.
     pub stage_segments: usize,
-    /// Release from the two dedicated release threads when they can run (the default; see
-    /// [`super::release`]); false keeps the release on the calling thread.
-    pub release_threads: bool,
+    /// Who writes the final bytes: the two dedicated release threads when they can run (the
+    /// default; see [`super::release`]), or the calling thread.
+    pub release_threads: Releasers,
 }
 
 /// The default [`BurstOptions::stage_segments`]: more than Linux's 16 quick ACKs.
@@ -76,7 +76,7 @@ impl Default for BurstOptions {
             max_body: 1024 * 1024,
             final_bytes: 1,
             stage_segments: STAGE_SEGMENTS,
-            release_threads: true,
+            release_threads: Releasers::Threads,
         }
     }
 }
@@ -328,7 +328,7 @@ async fn stage(
 /// the loop, so one slow socket never delays the others.
 fn release(
     staged: &[Result<Staged, (Instant, String)>],
-    release_threads: bool,
+    release_threads: Releasers,
 ) -> (Vec<Result<Instant, String>>, ReleaseMode) {
     let jobs: Vec<Job<'_>> = staged
         .iter()

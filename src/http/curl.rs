@@ -159,7 +159,7 @@ fn header_parts(name: &str, value: &[u8], secrets: &Secrets) -> Vec<Part> {
     }
     parts.push(Part::Bytes(b": ".to_vec()));
     if secrets.is_secret_header(name) && !carries_secret {
-        let var = format!("IDEM_{}", name.to_ascii_uppercase().replace('-', "_"));
+        let var = header_var(name);
         if let Some(scheme) = auth_scheme(value) {
             parts.push(Part::Bytes(format!("{scheme} ").into_bytes()));
         }
@@ -198,6 +198,18 @@ pub fn value_template(name: &str, value: &[u8], secrets: &Secrets) -> Option<Str
         }
         _ => out,
     })
+}
+
+/// The variable a curl line sends instead of the value of the credential header `name`
+/// (`webhook-signature` → `IDEM_WEBHOOK_SIGNATURE`).
+pub fn header_var(name: &str) -> String {
+    format!("IDEM_{}", name.to_ascii_uppercase().replace('-', "_"))
+}
+
+/// `bytes` as one shell word, quoted as the curl lines quote a literal (single quotes, or
+/// bash's `$'…'` for bytes outside printable ASCII).
+pub fn shell_word(bytes: &[u8]) -> String {
+    quote(&[Part::Bytes(bytes.to_vec())])
 }
 
 /// Joins adjacent byte parts so each quoting decision sees a whole literal run.

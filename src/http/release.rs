@@ -111,41 +111,59 @@ pub(crate) type Job<'a> = (usize, BorrowedFd<'a>, &'a [u8]);
 /// A written release: index, what `send(2)` returned, and when it returned.
 pub(crate) type Outcome = (usize, std::io::Result<usize>, Instant);
 
-/// Writes every job's bytes, from the release threads when `use_threads` and they can run (see
-/// the module documentation), else from the calling thread. Returns the outcomes
+/// Who writes a burst's final bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Releasers {
+    /// The two release threads, when they can run (see the module documentation); else the
+    /// calling thread, and the burst says why.
+    Threads,
+    /// The calling thread, for the reason given (shown with the burst).
+    Caller(&'static str),
+}
+
+impl From<bool> for Releasers {
+    /// `--no-release-threads` (false) keeps every release on the calling thread.
+    fn from(use_threads: bool) -> Releasers {
+        if use_threads {
+            Releasers::Threads
+        } else {
+            Releasers::Caller("--no-release-threads")
+        }
+    }
+}
+
+/// Writes every job's bytes, from the release threads when `releasers` asks for them and they
+/// can run (see the module documentation), else from the calling thread. Returns the outcomes
 /// in job order, and how the release was done.
-pub(crate) fn release_all(jobs: &[Job<'_>], use_threads: bool) -> (Vec<Outcome>, ReleaseMode) {
-    let (batch, unprepared) = Batch::new(jobs);
-    let single = |batch: &Batch, unprepared, why: String| {
-        batch.drain();
+pub(crate) fn release_all(jobs: &[Job<'_>], releasers: Releasers) -> (Vec<Outcome>, ReleaseMode) {
+    let alone = |why: String| {
         let mode = ReleaseMode::Threads {
             threads: 1,
             scheduling: None,
             why_not: Some(why),
         };
-        (batch.outcomes(unprepared), mode)
+        (release_here(jobs), mode)
     };
-    if !use_threads {
-        return single(&batch, unprepared, "--no-release-threads".into());
+    if let Releasers::Caller(why) = releasers {
+        return alone(why.into());
     }
-    if batch.jobs.len() < 2 {
-        return single(&batch, unprepared, "one connection".into());
+    if jobs.len() < 2 {
+        return alone("one connection".into());
     }
     let cpus = available_cpus();
     if cpus < PARALLEL_THREADS {
-        return single(&batch, unprepared, format!("{cpus} CPU available"));
+        return alone(format!("{cpus} CPU available"));
     }
     let threads = match release_threads() {
         Ok(threads) => threads,
-        Err(why) => return single(&batch, unprepared, why.clone()),
+        Err(why) => return alone(why.clone()),
     };
     let mut pool = match threads.pool.try_lock() {
         Ok(pool) => pool,
         Err(TryLockError::Poisoned(p)) => p.into_inner(),
-        Err(TryLockError::WouldBlock) => {
-            return single(&batch, unprepared, "another burst was releasing".into())
-        }
+        Err(TryLockError::WouldBlock) => return alone("another burst was releasing".into()),
     };
+    let (batch, unprepared) = Batch::new(jobs);
     match pool.run(batch) {
         Ok(batch) => {
             let mode = ReleaseMode::Threads {
@@ -155,8 +173,29 @@ pub(crate) fn release_all(jobs: &[Job<'_>], use_threads: bool) -> (Vec<Outcome>,
             };
             (batch.outcomes(unprepared), mode)
         }
-        Err(batch) => single(&batch, unprepared, "the release threads stopped".into()),
+        Err(batch) => {
+            batch.drain();
+            let mode = ReleaseMode::Threads {
+                threads: 1,
+                scheduling: None,
+                why_not: Some("the release threads stopped".into()),
+            };
+            (batch.outcomes(unprepared), mode)
+        }
     }
+}
+
+/// The release loop on the calling thread: one non-blocking `send(2)` per job on the burst's
+/// own sockets, back to back. Nothing outlives the call, so, unlike a [`Batch`] handed to the
+/// release threads, the sockets need no duplicate descriptors (two system calls per request
+/// saved), and the outcomes are allocated before the first send.
+fn release_here(jobs: &[Job<'_>]) -> Vec<Outcome> {
+    let mut out: Vec<Outcome> = Vec::with_capacity(jobs.len());
+    for (i, fd, bytes) in jobs {
+        let result = SockRef::from(fd).send(bytes);
+        out.push((*i, result, Instant::now()));
+    }
+    out
 }
 
 /// The CPUs this process may use, read once: the answer comes from cgroup files, which cost
@@ -453,7 +492,7 @@ mod tests {
             .enumerate()
             .map(|(i, ((c, _), b))| (i, c.as_fd(), &b[..]))
             .collect();
-        let (outcomes, mode) = release_all(&jobs, rt);
+        let (outcomes, mode) = release_all(&jobs, rt.into());
         assert_eq!(outcomes.len(), conns.len());
         for (i, r, _) in &outcomes {
             assert_eq!(r.as_ref().unwrap(), &3, "job {i}");

@@ -6,7 +6,7 @@
 use futures::FutureExt;
 
 use super::shared::{is_success, unless_success};
-use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
+use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta, SecondOperation};
 use crate::check;
 use crate::outcome::Stop;
 
@@ -35,7 +35,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let second_url = ctx.needed(&ctx.config.second_url, Need::SecondOperation)?;
+    let second_url = ctx.need::<SecondOperation>()?;
     let key = ctx.fresh_key();
     let first = ctx.send("operation 1", ctx.keyed(&key)).await;
     if let Some(stop) = unless_success(&first, "the first operation", "there is no key to share") {

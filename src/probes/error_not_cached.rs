@@ -7,7 +7,7 @@
 use futures::FutureExt;
 
 use super::shared::is_success;
-use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
+use super::{CheckDecl, Group, InvalidBody, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
 
@@ -36,18 +36,21 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let invalid_body = ctx.needed(&ctx.config.invalid_body, Need::InvalidBody)?;
+    let invalid_body = ctx.need::<InvalidBody>()?;
     let key = ctx.fresh_key();
     let invalid_req = ctx
         .keyed(&key)
         .with_body(invalid_body.template.render(ctx.unique(), 0));
     let before = ctx.count_before().await?;
     let invalid = ctx.send("invalid payload", invalid_req).await;
-    if invalid.response.is_none() {
+    if invalid.response().is_none() {
         return Err(Stop::Error(format!(
             "the invalid request (#{}) got no response: {}",
             invalid.n,
-            invalid.error.clone().unwrap_or_default()
+            invalid
+                .error()
+                .map(|e| e.detail.clone())
+                .unwrap_or_default()
         )));
     }
     if is_success(&invalid) {

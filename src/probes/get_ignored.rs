@@ -7,7 +7,7 @@
 use futures::FutureExt;
 
 use super::shared::{original, unless_success};
-use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta, Request};
+use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta, ReadOperation, Request};
 use crate::check;
 use crate::outcome::Stop;
 
@@ -41,7 +41,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let url = ctx.needed(&ctx.config.read_url, Need::ReadOperation)?;
+    let url = ctx.need::<ReadOperation>()?;
     let plain = Request::get(&url, &ctx.config.operation.headers);
     let keyed = plain
         .clone()

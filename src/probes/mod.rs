@@ -19,9 +19,12 @@ use crate::outcome::Stop;
 use crate::suite::Suite;
 
 mod ctx;
+pub mod kit;
+mod need;
 mod shared;
 pub use crate::http::Request;
 pub use ctx::{ProbeCtx, Session};
+pub use need::{typed::*, Need, Precondition};
 use shared::accepted_then_recognised;
 
 pub mod bare_token;
@@ -70,92 +73,6 @@ impl Group {
             Group::Enforcement => "enforcement",
             Group::Scope => "scope",
             Group::Durability => "durability",
-        }
-    }
-}
-
-/// Something a probe needs from the target description; without it the probe SKIPs and names
-/// the option that provides it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Need {
-    /// A second identity (`--tenant-b-header`).
-    SecondTenant,
-    /// A restart hook (`--restart-cmd` + `--ready-url`).
-    RestartHook,
-    /// A way to hold the original in flight (`--hold-header`).
-    HoldHeader,
-    /// A payload the operation refuses (`--invalid-body`, or a JSON object body to derive one).
-    InvalidBody,
-    /// A way to make the server fail after it claimed a key (`--crash-header`).
-    CrashHook,
-    /// A second operation taking the same payload (`--second-url`).
-    SecondOperation,
-    /// Another replica of the target (`--replica`).
-    Replica,
-    /// The API's read operation (`--read-url`).
-    ReadOperation,
-    /// A way to take the idempotency store down and back (`--store-down-cmd`, `--store-up-cmd`).
-    StoreOutageHook,
-}
-
-impl Need {
-    /// The option to pass, as shown in SKIP reasons and `idem-check list`.
-    pub fn option(self) -> &'static str {
-        match self {
-            Need::SecondTenant => "--tenant-b-header",
-            Need::RestartHook => "--restart-cmd (with --ready-url)",
-            Need::HoldHeader => "--hold-header",
-            Need::InvalidBody => "--invalid-body (or a JSON object body to derive one from)",
-            Need::CrashHook => "--crash-header (with --lease-wait)",
-            Need::SecondOperation => "--second-url",
-            Need::Replica => "--replica",
-            Need::ReadOperation => "--read-url",
-            Need::StoreOutageHook => "--store-down-cmd (with --store-up-cmd)",
-        }
-    }
-
-    /// The target-file key that provides this (see fixtures/targets/README.md).
-    pub fn target_key(self) -> &'static str {
-        match self {
-            Need::SecondTenant => "[tenant-b] headers",
-            Need::RestartHook => "[restart] command (with ready-url)",
-            Need::HoldHeader => "hold-header",
-            Need::InvalidBody => "invalid-body (or a JSON object body to derive one from)",
-            Need::CrashHook => "[crash] header (with lease-wait)",
-            Need::SecondOperation => "second-url",
-            Need::Replica => "replicas",
-            Need::ReadOperation => "read-url",
-            Need::StoreOutageHook => "[store-outage] down-command (with up-command)",
-        }
-    }
-
-    /// Whether the target description provides this.
-    pub fn provided_by(self, config: &crate::config::Config) -> bool {
-        match self {
-            Need::SecondTenant => config.tenant_b.is_some(),
-            Need::RestartHook => config.restart.is_some(),
-            Need::HoldHeader => config.hold_header.is_some(),
-            Need::InvalidBody => config.invalid_body.is_some(),
-            Need::CrashHook => config.crash.is_some(),
-            Need::SecondOperation => config.second_url.is_some(),
-            Need::Replica => !config.replicas.is_empty(),
-            Need::ReadOperation => config.read_url.is_some(),
-            Need::StoreOutageHook => config.store_outage.is_some(),
-        }
-    }
-
-    /// What is missing, as a noun phrase ("a second tenant").
-    pub fn what(self) -> &'static str {
-        match self {
-            Need::SecondTenant => "a second tenant",
-            Need::RestartHook => "a restart hook",
-            Need::HoldHeader => "a way to hold the original request in flight",
-            Need::InvalidBody => "a payload the operation refuses",
-            Need::CrashHook => "a way to make the server fail after it claimed the key",
-            Need::SecondOperation => "a second operation",
-            Need::Replica => "another replica of the target",
-            Need::ReadOperation => "the API's read operation",
-            Need::StoreOutageHook => "a way to take the idempotency store down",
         }
     }
 }

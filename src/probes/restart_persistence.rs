@@ -5,8 +5,9 @@
 
 use futures::FutureExt;
 
+use super::kit::meter::Span;
 use super::shared::{keyed_original, same_response};
-use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
+use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta, RestartHook};
 use crate::http::raw::IdleConnection;
 use crate::outcome::Stop;
 
@@ -37,7 +38,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let hook = ctx.needed(&ctx.config.restart, Need::RestartHook)?;
+    let hook = ctx.need::<RestartHook>()?;
     let before = ctx.count_before().await?;
     let (key, original) = keyed_original(ctx, None, "there is nothing to persist").await?;
     // A connection left idle across the restart: a server that went down closes it.
@@ -76,7 +77,12 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let retry = ctx.send("after restart", ctx.keyed(&key)).await;
     let after = ctx.count("count after").await?;
     same_response(ctx, (&SAME_STATUS, &SAME_BODY), &original, &[&retry]);
-    let e = ctx.executions_across_restart(&before, &after, &[&original, &retry]);
+    let e = ctx.executions_over(
+        Span::AcrossRestart,
+        (&before, &after),
+        &[],
+        &[&original, &retry],
+    );
     ctx.expect_executions(&NO_NEW_EFFECT, e, 1);
     match proof {
         Ok(seen) => {

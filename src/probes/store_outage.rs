@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::FutureExt;
 
 use super::shared::retry_while;
-use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
+use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta, StoreOutageHook};
 use crate::check;
 use crate::http::exchange::Exchange;
 use crate::outcome::Stop;
@@ -65,7 +65,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let hook = ctx.needed(&ctx.config.store_outage, Need::StoreOutageHook)?;
+    let hook = ctx.need::<StoreOutageHook>()?;
     let refused = ctx.spec(&REFUSED).expect;
     let before = ctx.count_before().await?;
     let req = ctx.keyed(&ctx.fresh_key());
@@ -94,7 +94,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     // A request held past the timeout is judged by fails-fast alone: that it was not refused
     // in time is what was seen, and the counter still judges whether it executed on top of
     // its retries.
-    if during.response.is_some() {
+    if during.response().is_some() {
         ctx.push(check::status_in(&ctx.spec(&REFUSED), &during));
     }
     if unavailable(&during) {

@@ -7,7 +7,7 @@
 use futures::FutureExt;
 
 use super::shared::is_success;
-use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta, Request};
+use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta, Request, SecondTenant};
 use crate::check;
 use crate::effects;
 use crate::outcome::Stop;
@@ -39,7 +39,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    ctx.needed(&ctx.config.tenant_b, Need::SecondTenant)?;
+    ctx.need::<SecondTenant>()?;
     let same_key = ctx.fresh_key();
     let other_key = ctx.fresh_key();
     // Tenant A's two keys are two operations, so two payloads: a server that refuses a second
@@ -88,7 +88,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         }
         None => {
             let a_body = String::from_utf8_lossy(
-                &a1.response
+                &a1.response()
                     .as_ref()
                     .map(|r| r.body.clone())
                     .unwrap_or_default(),
@@ -113,6 +113,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
 
 /// `req` as tenant B.
 fn as_b(ctx: &ProbeCtx, req: Request) -> Result<Request, Stop> {
-    let b = ctx.as_tenant_b(req);
-    ctx.needed(&b, Need::SecondTenant)
+    ctx.need::<SecondTenant>()?;
+    ctx.as_tenant_b(req)
+        .ok_or_else(|| Stop::Error("tenant B's headers vanished during the probe".into()))
 }

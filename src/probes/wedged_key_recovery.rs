@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::FutureExt;
 
 use super::shared::{is_success, retry_while};
-use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
+use super::{CheckDecl, CrashHook, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::http::exchange::Exchange;
 use crate::outcome::Stop;
@@ -47,7 +47,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let crash = ctx.needed(&ctx.config.crash, Need::CrashHook)?;
+    let crash = ctx.need::<CrashHook>()?;
     let conflict = ctx.spec(&NOT_STUCK).expect;
     let before = ctx.count_before().await?;
     let req = ctx.keyed(&ctx.fresh_key());

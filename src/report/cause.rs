@@ -86,7 +86,7 @@ pub fn shown(probe: &ProbeReport, key_header: &str) -> Option<Shown> {
             // never was, as far as the client knows: it may still be running.
             let first_answer = same[..i]
                 .iter()
-                .filter(|x| x.response.is_some())
+                .filter(|x| x.response().is_some())
                 .map(|x| x.end_ms())
                 .fold(f64::INFINITY, f64::min);
             if e.start_ms < first_answer {
@@ -97,7 +97,7 @@ pub fn shown(probe: &ProbeReport, key_header: &str) -> Option<Shown> {
         }
         // A new body after an unanswered (dropped) request may be that request's result,
         // replayed: each unanswered one accounts for one such body, the rest executed again.
-        let unanswered = same.iter().filter(|x| x.response.is_none()).count();
+        let unanswered = same.iter().filter(|x| x.response().is_none()).count();
         after.extend(later.into_iter().skip(unanswered));
     }
     // A retry that executes after the key's first answer explains the rest too: a duplicate
@@ -113,8 +113,7 @@ pub fn shown(probe: &ProbeReport, key_header: &str) -> Option<Shown> {
 
 /// The body of a 2xx answer.
 fn success_body(e: &Exchange) -> Option<&[u8]> {
-    e.response
-        .as_ref()
+    e.response()
         .filter(|r| r.is_success())
         .map(|r| r.body.as_slice())
 }
@@ -159,7 +158,9 @@ fn numbers(ns: &[usize]) -> String {
 mod tests {
     use super::*;
     use crate::check::Check;
-    use crate::http::exchange::{Header, ReceivedResponse, SentRequest};
+    use crate::http::exchange::{
+        Header, ReceivedResponse, SentRequest, TransportError, TransportErrorKind,
+    };
 
     /// A POST with `key` from `start` to `end` ms, answered `status` with `body` (or dropped).
     fn post(
@@ -180,15 +181,20 @@ mod tests {
                 headers: vec![Header::new("idempotency-key", key)],
                 body: Vec::new(),
             },
-            response: answer.map(|(status, body)| ReceivedResponse {
-                status,
-                version: "HTTP/1.1".into(),
-                headers: Vec::new(),
-                body: body.as_bytes().to_vec(),
-                body_truncated: false,
-                problem: None,
-            }),
-            error: answer.is_none().then(|| "dropped".to_string()),
+            outcome: match answer {
+                Some((status, body)) => Ok(ReceivedResponse {
+                    status,
+                    version: "HTTP/1.1".into(),
+                    headers: Vec::new(),
+                    body: body.as_bytes().to_vec(),
+                    body_truncated: false,
+                    problem: None,
+                }),
+                None => Err(TransportError {
+                    kind: TransportErrorKind::Dropped,
+                    detail: "dropped".into(),
+                }),
+            },
         }
     }
 

@@ -245,6 +245,9 @@ pub struct RenderOptions {
     pub key_header: String,
     /// The terminal prints verdict lines and the summary, no evidence (`--summary`).
     pub summary_only: bool,
+    /// Recomputes the signature headers a reproduce line sends (`idem-check webhook`), so the
+    /// line replays a delivery from the exported secret instead of naming a masked value.
+    pub resigner: Option<std::sync::Arc<dyn evidence::Resigner>>,
 }
 
 impl Default for RenderOptions {
@@ -255,6 +258,7 @@ impl Default for RenderOptions {
             max_body: Format::Terminal.default_max_body(),
             key_header: "Idempotency-Key".into(),
             summary_only: false,
+            resigner: None,
         }
     }
 }
@@ -268,6 +272,7 @@ impl RenderOptions {
             max_body: max_body.unwrap_or(format.default_max_body()),
             key_header: self.key_header.clone(),
             summary_only: self.summary_only && format == Format::Terminal,
+            resigner: self.resigner.clone(),
         }
     }
 }

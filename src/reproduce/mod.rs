@@ -388,11 +388,9 @@ impl Replayer {
         ));
         let dropped =
             raw::send_then_drop(&self.connector, &req.prepare(), wait, self.timeout()).await;
-        if let Err(e) = &dropped.result {
-            if !e.starts_with(raw::DROPPED) {
-                lines.push(format!("  the original was not sent: {e}"));
-                return Ok(true);
-            }
+        if let raw::DropOutcome::Failed(r) = dropped {
+            lines.push(format!("  the original was not sent: {}", status(&r)));
+            return Ok(true);
         }
         let mut answered = false;
         for (i, retry) in retries.iter().enumerate() {

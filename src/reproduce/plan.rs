@@ -132,7 +132,10 @@ mod tests {
         });
         match status {
             Some(s) => e["response"] = json!({"status": s}),
-            None => e["error"] = json!(crate::http::raw::DROPPED),
+            None => {
+                e["error"] = json!(crate::http::raw::DROPPED);
+                e["error_kind"] = json!("dropped");
+            }
         }
         if burst {
             e["release_us"] = json!(10.0 * n as f64);

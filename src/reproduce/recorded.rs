@@ -68,6 +68,9 @@ pub struct RecordedExchange {
     pub response: Option<RecordedResponse>,
     #[serde(default)]
     pub error: Option<String>,
+    /// `failed`, `dropped` (closed unread on purpose) or `not-sent`.
+    #[serde(default)]
+    pub error_kind: Option<String>,
 }
 
 impl RecordedExchange {
@@ -95,11 +98,7 @@ impl RecordedExchange {
     /// Whether idem-check closed this exchange's connection on purpose before reading the
     /// answer (`lost-response`).
     pub fn dropped(&self) -> bool {
-        self.response.is_none()
-            && self
-                .error
-                .as_deref()
-                .is_some_and(|e| e.starts_with(crate::http::raw::DROPPED))
+        self.response.is_none() && self.error_kind.as_deref() == Some("dropped")
     }
 }
 

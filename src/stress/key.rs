@@ -12,6 +12,7 @@ use crate::http::h1;
 use crate::http::h2burst;
 use crate::http::pool::Pool;
 use crate::http::raw::RawResponse;
+use crate::http::release::{ReleaseMode, Releasers};
 use crate::http::throttle;
 
 /// Bodies kept per response in a stress run: enough for ids and evidence, small enough that many
@@ -42,7 +43,7 @@ pub struct KeyOutcome {
     pub checks: Vec<Check>,
     /// How the key's burst was released and its release spread in µs; `None` when the burst
     /// could not be staged.
-    pub release: Option<(String, f64)>,
+    pub release: Option<(ReleaseMode, f64)>,
 }
 
 impl KeyOutcome {
@@ -99,7 +100,10 @@ pub async fn exercise(
     let opts = BurstOptions {
         timeout: config.timeout,
         max_body: STRESS_MAX_BODY,
-        release_threads: config.release_threads,
+        // Many bursts are in flight at once, and handing each to the release threads cost
+        // more of the checker's CPU than the rest of the burst (BENCHMARKS.md): a stress burst
+        // is released from the load thread, its final bytes still written back to back.
+        release_threads: Releasers::Caller("stress releases from its load thread"),
         ..BurstOptions::default()
     };
     let mut raws: Vec<(String, SentRequest, RawResponse)> = Vec::with_capacity(burst_size + late);
@@ -107,7 +111,7 @@ pub async fn exercise(
     let burst_report = pool.burst_for_target(&burst, &opts, config.http2).await;
     match burst_report {
         Ok(report) => {
-            release = Some((report.release.to_string(), report.spread_us));
+            release = Some((report.release, report.spread_us));
             raws.extend(
                 report
                     .requests
@@ -199,8 +203,9 @@ fn number(t0: Instant, raws: Vec<(String, SentRequest, RawResponse)>) -> Vec<Exc
                 * 1000.0,
             release_us: r.released.map(|t| ms(t) * 1000.0),
             request,
-            response: r.result.as_ref().ok().cloned(),
-            error: r.result.err(),
+            outcome: r
+                .result
+                .map_err(crate::http::exchange::TransportError::failed),
         })
         .collect()
 }
@@ -224,7 +229,7 @@ fn judge(config: &Config, key: String, exchanges: Vec<Exchange>) -> KeyOutcome {
     });
     let completed = exchanges
         .iter()
-        .any(|e| e.response.as_ref().is_some_and(|r| r.is_success()));
+        .any(|e| e.response().is_some_and(|r| r.is_success()));
     let conflict = config
         .suite
         .check("concurrent-duplicates", "conflict-or-replay")
@@ -242,7 +247,7 @@ fn judge(config: &Config, key: String, exchanges: Vec<Exchange>) -> KeyOutcome {
     let answered: Vec<&Exchange> = refs
         .iter()
         .copied()
-        .filter(|e| e.response.is_some() && !throttle::throttled(e))
+        .filter(|e| e.response().is_some() && !throttle::throttled(e))
         .collect();
     let answers = CheckSpec {
         id: "conflict-or-replay",

@@ -81,6 +81,8 @@ pub struct StressReport {
     pub tool: ToolInfo,
     pub label: String,
     pub target: String,
+    /// Where the key travels and how it is written ("header Idempotency-Key, ietf").
+    pub key: String,
     /// How the target was reached: a proxy, `--resolve` pins, `--insecure`.
     pub connection: Vec<String>,
     /// What the API description left out of the request (`stress --openapi`): each `$ref` that
@@ -126,6 +128,7 @@ impl StressReport {
             tool: ToolInfo::default(),
             label: config.label.clone(),
             target: config.operation.line(),
+            key: config.key_carrier.to_string(),
             connection: config.connector.context(),
             notes: config.notes.clone(),
             started_at,
@@ -199,6 +202,7 @@ impl StressReport {
                 self.rate
                     .map_or(String::new(), |r| format!(", at most {r} requests/s"))
             ))
+            .chain(std::iter::once(format!("key: {}", self.key)))
             .chain(self.connection.iter().cloned())
             .collect(),
             summary: Summary::of(&probes),
@@ -223,7 +227,7 @@ const EFFECTS: CheckSpec = CheckSpec {
 pub async fn run(
     config: Arc<Config>,
     opts: &StressOptions,
-    progress: &Progress,
+    progress: Arc<Progress>,
     interrupt: impl Future<Output = ()>,
 ) -> Result<StressReport> {
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
@@ -264,66 +268,44 @@ pub async fn run(
         }
     };
 
-    let duplicates = opts.duplicates.max(1);
-    let late = if duplicates >= 2 {
-        (duplicates / 4).max(1)
-    } else {
-        0
+    // The load runs on a thread of its own with a single-threaded runtime: every key's
+    // requests, its judging and the aggregation stay on that one thread, so no request costs a
+    // wake-up of another thread (on a small machine those hops were most of the checker's CPU;
+    // BENCHMARKS.md). The caller's runtime only waits, and passes on Ctrl-C.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let (done, mut finished) = tokio::sync::oneshot::channel();
+    let load = Load {
+        config: config.clone(),
+        opts: opts.clone(),
+        progress,
+        start,
     };
-    let burst_size = (duplicates - late).clamp(1, opts.concurrency.max(1));
-    let permits = Arc::new(Semaphore::new(opts.concurrency.max(burst_size)));
-    let pool = Arc::new(Pool::new(
-        config.connector.clone(),
-        opts.concurrency.max(burst_size),
-    ));
-    let random_id = uuid::Uuid::new_v4().simple().to_string();
-    let run_id = opts
-        .segment
-        .as_ref()
-        .map_or(&random_id[..8], |s| s.run_id.as_str());
-    let deadline = start + opts.duration;
-    // With --rate, key i starts no earlier than i × (duplicates / rate) seconds into the run.
-    let spacing = opts
-        .rate
-        .map(|rate| Duration::from_secs_f64(duplicates as f64 / f64::from(rate.max(1))));
-
-    let mut agg = Aggregate::default();
-    let mut tasks = JoinSet::new();
-    let mut interrupted = false;
+    std::thread::Builder::new()
+        .name("stress-load".into())
+        .spawn(move || {
+            let result = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(anyhow::Error::from)
+                .and_then(|runtime| runtime.block_on(load.run(stopped)));
+            // The caller waits for this; should it have gone, nobody needs the result.
+            let _ = done.send(result);
+        })?;
     tokio::pin!(interrupt);
-    let owned = (0..opts.keys).filter(|idx| opts.segment.as_ref().is_none_or(|s| s.owns(*idx)));
-    for (position, idx) in owned.enumerate() {
-        let due = spacing.map_or(start, |s| start + s.mul_f64(position as f64));
-        if Instant::now().max(due) >= deadline {
-            break;
+    let loaded = tokio::select! {
+        biased;
+        r = &mut finished => r,
+        _ = &mut interrupt => {
+            let _ = stop.send(true);
+            finished.await
         }
-        let permit = tokio::select! {
-            biased;
-            _ = &mut interrupt => { interrupted = true; break; }
-            p = async {
-                tokio::time::sleep_until(due.into()).await;
-                permits.clone().acquire_many_owned(burst_size as u32).await
-            } => p?,
-        };
-        let config = config.clone();
-        let pool = pool.clone();
-        let unique = format!("idem-check-stress-{run_id}-{idx}");
-        tasks.spawn(async move {
-            let mut permit = permit;
-            // Once the burst is answered only the late retries remain, one at a time: the
-            // other permits go back for the next keys' bursts.
-            let answered = || drop(permit.split(burst_size - 1));
-            let outcome = key::exercise(&config, &pool, &unique, burst_size, late, answered).await;
-            drop(permit);
-            outcome
-        });
-        while let Some(done) = tasks.try_join_next() {
-            agg.add(done?, progress);
-        }
-    }
-    while let Some(done) = tasks.join_next().await {
-        agg.add(done?, progress);
-    }
+    };
+    let Loaded {
+        mut agg,
+        interrupted,
+        connections_opened,
+        duplicates,
+    } = loaded.map_err(|_| anyhow::anyhow!("the stress load thread ended without a result"))??;
     let elapsed = start.elapsed();
     let sent = agg.stats.requests as usize;
     let after_at = SystemTime::now();
@@ -359,7 +341,7 @@ pub async fn run(
         keys: agg.keys,
         duplicates,
         keys_completed: agg.completed,
-        connections_opened: pool.opened(),
+        connections_opened,
         requests: agg.stats.requests,
         requests_per_second: agg.stats.requests as f64 / elapsed.as_secs_f64().max(1e-9),
         statuses: agg.stats.statuses(),
@@ -370,6 +352,101 @@ pub async fn run(
         segment,
         ..StressReport::unsent(&config, opts, started_at, result)
     })
+}
+
+/// What the load thread needs: the run's configuration and options, where finished keys are
+/// shown, and when the run started (its deadline and rate are counted from there).
+struct Load {
+    config: Arc<Config>,
+    opts: StressOptions,
+    progress: Arc<Progress>,
+    start: Instant,
+}
+
+/// What the load thread hands back.
+struct Loaded {
+    agg: Aggregate,
+    interrupted: bool,
+    connections_opened: u64,
+    duplicates: usize,
+}
+
+impl Load {
+    /// Sends every key (until `--keys`, `--duration` or `stop`) and gathers their outcomes.
+    async fn run(self, mut stop: tokio::sync::watch::Receiver<bool>) -> Result<Loaded> {
+        let Load {
+            config,
+            opts,
+            progress,
+            start,
+        } = self;
+        let duplicates = opts.duplicates.max(1);
+        let late = if duplicates >= 2 {
+            (duplicates / 4).max(1)
+        } else {
+            0
+        };
+        let burst_size = (duplicates - late).clamp(1, opts.concurrency.max(1));
+        let permits = Arc::new(Semaphore::new(opts.concurrency.max(burst_size)));
+        let pool = Arc::new(Pool::new(
+            config.connector.clone(),
+            opts.concurrency.max(burst_size),
+        ));
+        let random_id = uuid::Uuid::new_v4().simple().to_string();
+        let run_id = opts
+            .segment
+            .as_ref()
+            .map_or(&random_id[..8], |s| s.run_id.as_str());
+        let deadline = start + opts.duration;
+        // With --rate, key i starts no earlier than i × (duplicates / rate) seconds into the run.
+        let spacing = opts
+            .rate
+            .map(|rate| Duration::from_secs_f64(duplicates as f64 / f64::from(rate.max(1))));
+
+        let mut agg = Aggregate::default();
+        let mut tasks = JoinSet::new();
+        let mut interrupted = false;
+        let owned = (0..opts.keys).filter(|idx| opts.segment.as_ref().is_none_or(|s| s.owns(*idx)));
+        for (position, idx) in owned.enumerate() {
+            let due = spacing.map_or(start, |s| start + s.mul_f64(position as f64));
+            if Instant::now().max(due) >= deadline {
+                break;
+            }
+            let permit = tokio::select! {
+                biased;
+                _ = stop.wait_for(|stop| *stop) => { interrupted = true; break; }
+                p = async {
+                    tokio::time::sleep_until(due.into()).await;
+                    permits.clone().acquire_many_owned(burst_size as u32).await
+                } => p?,
+            };
+            let config = config.clone();
+            let pool = pool.clone();
+            let unique = format!("idem-check-stress-{run_id}-{idx}");
+            tasks.spawn(async move {
+                let mut permit = permit;
+                // Once the burst is answered only the late retries remain, one at a time: the
+                // other permits go back for the next keys' bursts.
+                let answered = || drop(permit.split(burst_size - 1));
+                let outcome =
+                    key::exercise(&config, &pool, &unique, burst_size, late, answered).await;
+                drop(permit);
+                outcome
+            });
+            while let Some(done) = tasks.try_join_next() {
+                agg.add(done?, &progress);
+            }
+        }
+        while let Some(done) = tasks.join_next().await {
+            agg.add(done?, &progress);
+        }
+        Ok(Loaded {
+            agg,
+            interrupted,
+            connections_opened: pool.opened(),
+            duplicates,
+        })
+    }
 }
 
 /// A counter value with the wall-clock time it was read, for the merge of segments.
@@ -408,7 +485,7 @@ impl Aggregate {
         self.keys += 1;
         self.completed += usize::from(k.completed);
         self.unknown +=
-            usize::from(!k.completed && k.exchanges.iter().any(|e| e.response.is_none()));
+            usize::from(!k.completed && k.exchanges.iter().any(|e| e.response().is_none()));
         self.executions += k.executions.count;
         self.basis.clone_from(&k.executions.basis);
         if k.violated() {
@@ -575,8 +652,10 @@ async fn read_counter(
                 * 1000.0,
             release_us: None,
             request,
-            response: r.result.as_ref().ok().cloned(),
-            error: r.result.as_ref().err().cloned(),
+            outcome: r
+                .result
+                .clone()
+                .map_err(crate::http::exchange::TransportError::failed),
         });
     }
     read.value
@@ -652,6 +731,7 @@ pub fn render_terminal(r: &StressReport, opts: &crate::report::RenderOptions) ->
             .map_or(String::new(), |rate| format!(", at most {rate} requests/s")),
         if r.interrupted { " (interrupted)" } else { "" }
     );
+    let _ = writeln!(out, "key:         {}", r.key);
     if !r.connection.is_empty() {
         let _ = writeln!(out, "connection:  {}", r.connection.join(" · "));
     }

@@ -8,6 +8,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::http::exchange::Exchange;
+use crate::http::release::ReleaseMode;
 
 use super::key;
 
@@ -15,9 +16,12 @@ use super::key;
 #[derive(Default)]
 pub struct Stats {
     pub requests: u64,
-    statuses: BTreeMap<String, u64>,
+    /// By status, `None` for no response; named only when the report is built, so counting a
+    /// request allocates nothing.
+    statuses: BTreeMap<Option<u16>, u64>,
     latency: BTreeMap<&'static str, Histogram<u64>>,
-    releases: BTreeMap<String, u64>,
+    /// The few ways bursts were released, each described only when the report is built.
+    releases: Vec<(ReleaseMode, u64)>,
     spread: Option<Histogram<u64>>,
 }
 
@@ -75,7 +79,7 @@ impl Stats {
     /// Adds one exchange.
     pub fn add(&mut self, e: &Exchange) {
         self.requests += 1;
-        *self.statuses.entry(e.status_text()).or_default() += 1;
+        *self.statuses.entry(e.status()).or_default() += 1;
         let micros = key::latency(e).as_micros().clamp(1, 3_600_000_000) as u64;
         let hist = self.latency.entry(key::class(e)).or_insert_with(|| {
             // 1 µs to an hour at 3 significant digits: a fixed few kilobytes per class.
@@ -85,8 +89,11 @@ impl Stats {
     }
 
     /// Adds one key's burst: how it was released and its release spread.
-    pub fn add_burst(&mut self, release: &str, spread_us: f64) {
-        *self.releases.entry(release.to_string()).or_default() += 1;
+    pub fn add_burst(&mut self, release: &ReleaseMode, spread_us: f64) {
+        match self.releases.iter_mut().find(|(mode, _)| mode == release) {
+            Some((_, n)) => *n += 1,
+            None => self.releases.push((release.clone(), 1)),
+        }
         let hist = self.spread.get_or_insert_with(|| {
             // 1 µs to 10 s at 3 significant digits.
             Histogram::new_with_bounds(1, 10_000_000, 3).expect("static histogram bounds")
@@ -102,7 +109,11 @@ impl Stats {
                 .map_or(0.0, |h| h.value_at_quantile(q) as f64)
         };
         BurstRows {
-            released: self.releases.clone(),
+            released: self
+                .releases
+                .iter()
+                .map(|(mode, n)| (mode.to_string(), *n))
+                .collect(),
             spread_p50_us: at(0.5),
             spread_p90_us: at(0.9),
             spread_max_us: self.spread.as_ref().map_or(0.0, |h| h.max() as f64),
@@ -111,13 +122,16 @@ impl Stats {
 
     /// Status counts, e.g. {"201": 2000, "409": 14000}.
     pub fn statuses(&self) -> BTreeMap<String, u64> {
-        self.statuses.clone()
+        self.statuses
+            .iter()
+            .map(|(status, n)| (crate::http::exchange::status_text(*status), *n))
+            .collect()
     }
 
     /// How many requests a rate limiter answered 429.
     pub fn throttled(&self) -> u64 {
         self.statuses
-            .get(&crate::http::throttle::TOO_MANY_REQUESTS.to_string())
+            .get(&Some(crate::http::throttle::TOO_MANY_REQUESTS))
             .copied()
             .unwrap_or(0)
     }

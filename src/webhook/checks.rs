@@ -2,9 +2,11 @@
 //! against two narrow collaborators, the [`Sender`] and the [`Settler`], and records into its
 //! own [`Trial`]; the verdict is decided from the trial's checks as for `run`.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::check::{self, Check, CheckSpec, Severity, Symptom};
+use crate::config::RestartHook;
 use crate::http::exchange::{Exchange, Header};
 use crate::outcome::Stop;
 
@@ -14,7 +16,7 @@ use super::settle::Settler;
 /// The group every webhook check is listed under.
 pub const GROUP: &str = "webhook";
 
-/// What a check is, for reports and `idem-check list`.
+/// What a check is, for reports, `idem-check list` and `idem-check explain`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WebhookCheck {
     pub id: &'static str,
@@ -22,18 +24,39 @@ pub struct WebhookCheck {
     pub section: &'static str,
     pub stimulus: &'static str,
     pub requirement: &'static str,
+    /// What it judges, each with the severity of a failure (the reports' checks; a test keeps
+    /// the two in step).
+    pub judged: &'static [Judged],
+    /// The options without which it SKIPs.
+    pub needs: Option<&'static str>,
+}
+
+/// One judged point of a check: its id in the report, how grave its failure is, what it says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Judged {
+    pub severity: Severity,
+    pub id: &'static str,
+    pub what: &'static str,
+}
+
+const fn j(severity: Severity, id: &'static str, what: &'static str) -> Judged {
+    Judged { severity, id, what }
 }
 
 const fn check(
     id: &'static str,
     stimulus: &'static str,
     requirement: &'static str,
+    judged: &'static [Judged],
+    needs: Option<&'static str>,
 ) -> WebhookCheck {
     WebhookCheck {
         id,
         section: "webhook delivery",
         stimulus,
         requirement,
+        judged,
+        needs,
     }
 }
 
@@ -44,97 +67,220 @@ pub const CATALOG: &[WebhookCheck] = &[
         "wh-first-delivery",
         "Sends one validly signed event.",
         "A valid delivery is acknowledged 2xx and applied once.",
+        &[
+            j(Severity::Required, "acknowledged", "a valid delivery is acknowledged 2xx"),
+            j(Severity::Critical, "applied-once", "the event is applied once"),
+        ],
+        None,
     ),
     check(
         "wh-redelivery",
         "Sends the same event again, re-signed one second later.",
         "A redelivered event is acknowledged 2xx and not applied again.",
+        &[
+            j(Severity::Required, "first-acknowledged", "the first delivery is acknowledged 2xx"),
+            j(Severity::Critical, "applied-once", "the event is applied once"),
+            j(Severity::Recommended, "redelivery-acknowledged", "the redelivery is acknowledged 2xx (else the sender retries it)"),
+        ],
+        None,
     ),
     check(
         "wh-byte-replay",
         "Sends the first delivery again, byte for byte.",
         "A replayed delivery is not applied again.",
+        &[
+            j(Severity::Required, "first-acknowledged", "the first delivery is acknowledged 2xx"),
+            j(Severity::Critical, "applied-once", "a replayed delivery is not applied again"),
+        ],
+        None,
     ),
     check(
         "wh-bad-signature",
         "Sends a tampered body, a delivery signed with a wrong secret and one without signature, each a new event.",
         "Forgeries are refused 4xx and never applied.",
+        &[
+            j(Severity::Critical, "refused", "every forgery is refused 4xx (a 2xx is an accepted forgery)"),
+            j(Severity::Critical, "not-applied", "no forgery is applied"),
+        ],
+        None,
     ),
     check(
         "wh-distinct-events",
         "Sends two events with different ids and identical bodies.",
         "Two events are two effects, whatever their bodies.",
+        &[
+            j(Severity::Required, "acknowledged", "both events are acknowledged 2xx"),
+            j(Severity::Critical, "both-applied", "two events with identical bodies are two effects (one lost is an event dropped)"),
+        ],
+        None,
     ),
     check(
         "wh-concurrent-duplicates",
-        "Sends 8 freshly signed deliveries of one new event at once.",
+        "Sends 8 freshly signed deliveries of one new event as one synchronised burst: every copy staged but its last byte, then the last bytes released together.",
         "Overlapping deliveries of one event apply it once.",
+        &[
+            j(Severity::Critical, "applied-once", "overlapping deliveries apply the event once"),
+        ],
+        None,
     ),
     check(
         "wh-forgery-no-poison",
         "Sends a forged delivery carrying event id X (wrong secret), then the genuine X.",
         "A forgery cannot make the genuine event a duplicate.",
+        &[
+            j(Severity::Required, "genuine-acknowledged", "the genuine event is acknowledged 2xx"),
+            j(Severity::Critical, "genuine-applied", "the genuine event is applied once after a forgery carried its id"),
+        ],
+        None,
     ),
     check(
         "wh-stale-timestamp",
         "Sends a valid signature over a timestamp older than the scheme's tolerance.",
         "A delivery signed too long ago is refused 4xx and not applied.",
+        &[
+            j(Severity::Required, "refused", "a delivery outside the tolerance is refused 4xx"),
+            j(Severity::Critical, "not-applied", "a delivery outside the tolerance is not applied"),
+        ],
+        None,
     ),
     check(
         "wh-future-timestamp",
         "Sends a valid signature over a timestamp beyond the tolerance in the future.",
         "A delivery signed in the future is refused 4xx.",
+        &[
+            j(Severity::Recommended, "refused", "a delivery outside the tolerance is refused 4xx"),
+            j(Severity::Recommended, "not-applied", "a delivery outside the tolerance is not applied"),
+        ],
+        None,
     ),
     check(
         "wh-rotated-secret",
         "Sends two events with two signatures each: an unknown secret's first, then the valid one first.",
         "Any one valid signature is enough, as during a secret rotation.",
+        &[
+            j(Severity::Required, "acknowledged", "a delivery with any one valid signature is acknowledged 2xx"),
+            j(Severity::Critical, "applied", "both events are applied (one refused is an event lost)"),
+        ],
+        None,
     ),
     check(
         "wh-raw-body",
         "Sends a valid signature over non-canonical JSON (spaces, a \\u escape, a trailing newline).",
         "The signature is verified over the bytes received, not a re-encoding.",
+        &[
+            j(Severity::Required, "acknowledged", "a signature over the bytes sent is accepted (2xx)"),
+            j(Severity::Critical, "applied", "the event is applied once"),
+        ],
+        None,
     ),
     check(
         "wh-unknown-type",
         "Sends a valid event of a type no consumer handles.",
         "An unknown type is acknowledged 2xx and changes nothing.",
+        &[
+            j(Severity::Recommended, "acknowledged", "an unknown type is acknowledged 2xx (else the sender retries and disables the endpoint)"),
+            j(Severity::Required, "no-effect", "an unknown type changes nothing"),
+        ],
+        None,
     ),
     check(
         "wh-lost-ack",
         "Sends an event held by --hold-header, drops the connection before the answer, releases the hold (--hold-release), then redelivers it.",
         "An event whose acknowledgement was lost is applied once: its id is recorded with the work, not when the answer is written.",
+        &[
+            j(Severity::Required, "redelivery-acknowledged", "the redelivery is acknowledged 2xx"),
+            j(Severity::Critical, "applied-once", "the event is applied once in all"),
+        ],
+        Some("--hold-header and --hold-release"),
     ),
     check(
         "wh-retry-after-failure",
         "Sends an event with --crash-header (the consumer fails after taking it), then the clean redelivery.",
         "A delivery that failed is applied by its retry: exactly once, never lost.",
+        &[
+            j(Severity::Required, "retry-acknowledged", "the redelivery is acknowledged 2xx"),
+            j(Severity::Critical, "applied-once", "the event is applied exactly once (0 is an event lost)"),
+        ],
+        Some("--crash-header"),
+    ),
+    check(
+        "wh-late-redelivery",
+        "Sends an event, restarts the consumer with --restart-cmd and redelivers it, then redelivers it again --late-after its first delivery (default 6 minutes), each re-signed when sent.",
+        "An event is deduplicated for as long as senders retry it (hours to days) and across restarts: a late redelivery is acknowledged 2xx and not applied again.",
+        &[
+            j(Severity::Required, "first-acknowledged", "the first delivery is acknowledged 2xx"),
+            j(Severity::Required, "first-applied", "the first delivery is applied once"),
+            j(Severity::Recommended, "acknowledged-after-restart", "the redelivery after the restart is acknowledged 2xx (else the sender retries it)"),
+            j(Severity::Critical, "not-applied-after-restart", "the redelivery after the restart is not applied again"),
+            j(Severity::Recommended, "acknowledged-late", "the late redelivery is acknowledged 2xx (else the sender retries it)"),
+            j(Severity::Critical, "not-applied-late", "the late redelivery is not applied again"),
+        ],
+        Some("--late-after longer than 0s, or --restart-cmd"),
     ),
     check(
         "wh-cross-replica",
         "Sends an event, then its redelivery to --replica.",
         "Deduplication is shared by every instance.",
+        &[
+            j(Severity::Critical, "applied-once", "the event is applied once across instances"),
+        ],
+        Some("--replica"),
     ),
     check(
         "wh-ack-latency",
         "Sends one event and times its acknowledgement.",
         "A delivery is acknowledged within the scheme's budget (Slack 3 s, Shopify 5 s, GitHub 10 s, Standard Webhooks, Svix and Stripe 15 s), else the sender counts it failed and retries.",
+        &[
+            j(Severity::Required, "in-budget", "the delivery is acknowledged 2xx within the scheme's budget"),
+            j(Severity::Recommended, "clear-of-budget", "the acknowledgement leaves a fifth of the budget spare"),
+            j(Severity::Info, "applied", "the event is applied once"),
+        ],
+        None,
     ),
     check(
         "wh-source-isolation",
         "Sends one event id from the source of --secret, then from the source of --source-b-secret.",
         "Event ids are deduplicated per source: two sources' events are two effects.",
+        &[
+            j(Severity::Required, "acknowledged", "both sources' events are acknowledged 2xx"),
+            j(Severity::Critical, "both-applied", "the same id from two sources is two effects"),
+        ],
+        Some("--source-b-secret"),
     ),
 ];
 
-/// The checks for `idem-check list`: each id and what it sends.
+/// The checks for `idem-check list`: each id, what it needs, and what it judges with the
+/// severity of each point, as `run`'s probes are listed.
 pub fn listing() -> String {
     let mut out = String::from(
         "\nwebhook checks (idem-check webhook URL --scheme SCHEME)\n\n\
-         check                      sends\n",
+         check                      needs\n",
     );
     for c in CATALOG {
-        out.push_str(&format!("{:<26} {}\n", c.id, c.stimulus));
+        out.push_str(&format!("{:<26} {}\n", c.id, c.needs.unwrap_or("-")));
+        for p in c.judged {
+            out.push_str(&format!("    {:<12} {}\n", p.severity.as_str(), p.what));
+        }
+    }
+    out
+}
+
+/// One check in full, for `idem-check explain`.
+pub fn explanation(c: &WebhookCheck) -> String {
+    let mut out = format!(
+        "{}  ({GROUP}, {})\nstimulus:    {}\nrequirement: {}\nchecks:\n",
+        c.id, c.section, c.stimulus, c.requirement
+    );
+    for p in c.judged {
+        out.push_str(&format!(
+            "  {:<12} {:<26} {}\n",
+            p.severity.as_str(),
+            p.id,
+            p.what
+        ));
+    }
+    if let Some(needs) = c.needs {
+        out.push_str(&format!("needs: {needs}\n"));
     }
     out
 }
@@ -155,6 +301,10 @@ pub struct Extras {
     pub hold: Option<(Header, String)>,
     /// `--ack-budget`: the acknowledgement budget instead of the scheme's.
     pub ack_budget: Option<Duration>,
+    /// `--late-after`: how long after its delivery an event is redelivered late (zero: not).
+    pub late_after: Duration,
+    /// `--restart-cmd` (with `--ready-url`), or the reference server's in-process restart.
+    pub restart: Option<Arc<dyn RestartHook>>,
 }
 
 /// The collaborators a check plays with.
@@ -197,6 +347,9 @@ fn four_xx(
         .push(check::statuses_within(&spec(id, what, sev), ex, 400, 499));
 }
 
+/// How many freshly signed copies `wh-concurrent-duplicates` releases together.
+const COPIES: u32 = 8;
+
 /// How long the held delivery's connection stays open before it is dropped: long enough for
 /// the consumer to read it, the hold keeping it from answering.
 const LOST_ACK_WAIT: Duration = Duration::from_millis(200);
@@ -207,7 +360,7 @@ const MAX_REDELIVERIES: u32 = 10;
 /// The wait a 409 or 503 with `Retry-After: SECONDS` asks for (at most 5 s): the event is
 /// still being worked on, and a sender comes back later.
 fn come_back_after(ex: &Exchange) -> Option<Duration> {
-    let r = ex.response.as_ref()?;
+    let r = ex.response()?;
     if !matches!(r.status, 409 | 503) {
         return None;
     }
@@ -228,7 +381,7 @@ fn acknowledged_within(
     severity: Severity,
 ) -> Check {
     let ms = ex.duration_ms;
-    let ok = ex.response.as_ref().is_some_and(|r| r.is_success());
+    let ok = ex.response().is_some_and(|r| r.is_success());
     Check {
         id: id.into(),
         what: what.into(),
@@ -265,6 +418,23 @@ impl Window {
         expected: u64,
         exchanges: &[&Exchange],
     ) -> Result<(), Stop> {
+        self.judge_then(env, trial, id, what, sev, expected, exchanges)
+            .await
+            .map(drop)
+    }
+
+    /// [`Window::judge`], returning the next window, opened at the count this one closed on.
+    #[allow(clippy::too_many_arguments)]
+    async fn judge_then(
+        self,
+        env: &Env,
+        trial: &mut Trial,
+        id: &'static str,
+        what: &'static str,
+        sev: Severity,
+        expected: u64,
+        exchanges: &[&Exchange],
+    ) -> Result<Window, Stop> {
         let after = env
             .settler
             .count(trial, "count after")
@@ -288,7 +458,7 @@ impl Window {
             moved,
             exchanges.iter().map(|e| e.n).collect(),
         ));
-        Ok(())
+        Ok(Window(after))
     }
 }
 
@@ -302,10 +472,10 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
             let w = Window::open(env, trial).await?;
             let e = s.event();
             let ex = s.send(trial, "delivery", &s.signed(&e, t, 0)).await;
-            if ex.response.is_none() {
+            if ex.response().is_none() {
                 return Err(Stop::Error(format!(
                     "the consumer did not answer a valid delivery ({}): check the URL, or raise --timeout",
-                    ex.error.unwrap_or_default()
+                    ex.error().map(|e| e.detail.as_str()).unwrap_or_default()
                 )));
             }
             two_xx(
@@ -453,13 +623,21 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
         "wh-concurrent-duplicates" => {
             let w = Window::open(env, trial).await?;
             let e = s.event();
-            let copies: Vec<_> = (0..8).map(|i| s.signed(&e, t, i)).collect();
-            let exs = s.send_together(trial, "delivery", &copies).await;
+            let copies: Vec<_> = (0..COPIES).map(|i| s.signed(&e, t, i)).collect();
+            let exs = s
+                .burst(trial, "delivery", &copies)
+                .await
+                .map_err(Stop::Error)?;
             let refs: Vec<&Exchange> = exs.iter().collect();
-            let overlapped = refs.iter().enumerate().any(|(i, a)| {
-                refs[i + 1..]
+            // Released together, the copies raced only if the consumer had two of them at
+            // once: two answered, and neither answered before the other was released.
+            let answered: Vec<&&Exchange> =
+                refs.iter().filter(|e| e.response().is_some()).collect();
+            let released = |e: &Exchange| e.release_us.map_or(e.start_ms, |us| us / 1000.0);
+            let overlapped = answered.iter().enumerate().any(|(i, a)| {
+                answered[i + 1..]
                     .iter()
-                    .any(|b| a.start_ms < b.end_ms() && b.start_ms < a.end_ms())
+                    .any(|b| released(a) < b.end_ms() && released(b) < a.end_ms())
             });
             w.judge(
                 env,
@@ -659,7 +837,7 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
                 )
                 .await;
             let freed = s.post(trial, "release the hold", &release).await;
-            if !freed.response.as_ref().is_some_and(|r| r.is_success()) {
+            if !freed.response().is_some_and(|r| r.is_success()) {
                 return Err(Stop::Error(format!(
                     "releasing the hold answered {}: check --hold-release",
                     freed.status_text()
@@ -739,6 +917,7 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
             )
             .await
         }
+        "wh-late-redelivery" => late_redelivery(env, trial).await,
         "wh-cross-replica" => {
             let Some(replica) = &env.extras.replica else {
                 return Err(Stop::Skip(
@@ -835,4 +1014,170 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
         }
         other => Err(Stop::Error(format!("{other} is not a webhook check"))),
     }
+}
+
+/// How long, after the restart hook, the idle connection may take to show it was closed.
+const CLOSE_WAIT: Duration = Duration::from_millis(300);
+
+/// `wh-late-redelivery`: an event, then its redelivery after the restart (if there is a
+/// hook), then again once `--late-after` has passed since the first delivery (if not zero),
+/// each re-signed when it is sent, as a sender's retry is. Each redelivery is judged in its own
+/// window, so the verdict says which one a consumer applied again: the restart (a dedupe kept
+/// in memory) or the wait (a dedupe window shorter than the sender's retries).
+async fn late_redelivery(env: &Env, trial: &mut Trial) -> Result<(), Stop> {
+    let s = &env.sender;
+    let late = env.extras.late_after;
+    let restart = env.extras.restart.as_ref();
+    if late.is_zero() && restart.is_none() {
+        return Err(Stop::Skip(
+            "--late-after 0s and no --restart-cmd: there is no late redelivery to send".into(),
+        ));
+    }
+    let w = Window::open(env, trial).await?;
+    let e = s.event();
+    let mut signed_at = Sender::now();
+    let first = s.send(trial, "delivery", &s.signed(&e, signed_at, 0)).await;
+    let answered = Instant::now();
+    two_xx(
+        trial,
+        "first-acknowledged",
+        "the first delivery is acknowledged 2xx",
+        Severity::Required,
+        &[&first],
+    );
+    let mut w = w
+        .judge_then(
+            env,
+            trial,
+            "first-applied",
+            "the first delivery is applied once",
+            Severity::Required,
+            1,
+            &[&first],
+        )
+        .await?;
+    let mut retry = 0;
+    let mut restarted = None;
+    if let Some(hook) = restart {
+        let proof = restart_seen(env, trial, hook.as_ref()).await?;
+        retry += 1;
+        signed_at = resigned_at(signed_at);
+        let again = s
+            .send(
+                trial,
+                "redelivery after the restart",
+                &s.delivery(&e, &e.body, signed_at, &[Signer::Genuine], retry),
+            )
+            .await;
+        two_xx(
+            trial,
+            "acknowledged-after-restart",
+            "the redelivery after the restart is acknowledged 2xx (else the sender retries it)",
+            Severity::Recommended,
+            &[&again],
+        );
+        w = w
+            .judge_then(
+                env,
+                trial,
+                "not-applied-after-restart",
+                "the redelivery after the restart is not applied again",
+                Severity::Critical,
+                0,
+                &[&first, &again],
+            )
+            .await?;
+        restarted = Some(proof);
+    }
+    if !late.is_zero() {
+        let wake = answered + late;
+        trial.timeline.push(format!(
+            "waiting until {} after the first delivery was answered (--late-after)",
+            humantime::format_duration(late)
+        ));
+        tokio::time::sleep_until(wake.into()).await;
+        retry += 1;
+        signed_at = resigned_at(signed_at);
+        let again = s
+            .send(
+                trial,
+                format!("redelivery {} later", humantime::format_duration(late)),
+                &s.delivery(&e, &e.body, signed_at, &[Signer::Genuine], retry),
+            )
+            .await;
+        two_xx(
+            trial,
+            "acknowledged-late",
+            "the late redelivery is acknowledged 2xx (else the sender retries it)",
+            Severity::Recommended,
+            &[&again],
+        );
+        w.judge(
+            env,
+            trial,
+            "not-applied-late",
+            "the late redelivery is not applied again",
+            Severity::Critical,
+            0,
+            &[&first, &again],
+        )
+        .await?;
+    }
+    match restarted {
+        Some(Err(why)) if trial.checks.iter().all(|c| c.passed) => Err(Stop::Inconclusive(format!(
+            "the consumer was not seen to go down: {why}; check that --restart-cmd really restarts it (and pass --ready-url)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// When a redelivery is signed: now, as a sender's retry is, and never in the same second as
+/// the delivery before it (`previous`), so its signature differs from that one's even when
+/// the restart took less than a second.
+fn resigned_at(previous: i64) -> i64 {
+    Sender::now().max(previous + 1)
+}
+
+/// Runs the restart hook and says whether the consumer was seen to go down: what the hook saw
+/// (the ready URL failing), or a keep-alive connection opened before it that the consumer
+/// closed. A hook that restarts nothing must not make a dedupe kept in memory PASS.
+async fn restart_seen(
+    env: &Env,
+    trial: &mut Trial,
+    hook: &dyn RestartHook,
+) -> Result<Result<String, String>, Stop> {
+    let idle = env.sender.idle_connection().await;
+    let t0 = Instant::now();
+    let seen_by_hook = hook
+        .restart()
+        .await
+        .map_err(|e| Stop::Error(format!("the restart hook failed: {e:#}")))?;
+    trial.timeline.push(format!(
+        "restarted by {} in {:.0} ms",
+        hook.describe(),
+        t0.elapsed().as_secs_f64() * 1000.0
+    ));
+    let closed = match idle {
+        Ok(mut conn) => {
+            if conn.closed(CLOSE_WAIT).await {
+                Ok(
+                    "an idle connection opened before the restart was closed by the consumer"
+                        .into(),
+                )
+            } else {
+                Err("an idle connection opened before the restart stayed open".to_string())
+            }
+        }
+        Err(e) => Err(format!("no idle connection could be kept open ({e})")),
+    };
+    let proof = match (seen_by_hook, closed) {
+        (Some(seen), _) | (None, Ok(seen)) => Ok(seen),
+        (None, Err(why)) => Err(why),
+    };
+    if let Ok(seen) = &proof {
+        trial
+            .timeline
+            .push(format!("the consumer went down: {seen}"));
+    }
+    Ok(proof)
 }

@@ -52,11 +52,11 @@ pub async fn run(
                     interrupted = true;
                     Some(Stop::Error("interrupted (Ctrl-C)".into()))
                 }
-                played = tokio::time::timeout(PROBE_TIME_LIMIT, checks::play(def.id, env, &mut trial)) => match played {
+                played = tokio::time::timeout(time_limit(def, env), checks::play(def.id, env, &mut trial)) => match played {
                     Ok(r) => r.err(),
                     Err(_) => Some(Stop::Error(format!(
                         "the check did not finish within {} s; the consumer may be hanging (raise --timeout?)",
-                        PROBE_TIME_LIMIT.as_secs()
+                        time_limit(def, env).as_secs()
                     ))),
                 },
             }
@@ -106,6 +106,16 @@ pub async fn run(
         summary: Summary::of(&probes),
         probes,
         replay: None,
+    }
+}
+
+/// How long a check may run: `run`'s per-probe limit, plus the wait `wh-late-redelivery` is
+/// asked for.
+fn time_limit(def: &WebhookCheck, env: &Env) -> std::time::Duration {
+    if def.id == "wh-late-redelivery" {
+        PROBE_TIME_LIMIT + env.extras.late_after
+    } else {
+        PROBE_TIME_LIMIT
     }
 }
 

@@ -231,7 +231,7 @@ pub struct EventMeta {
 }
 
 /// HMAC-SHA256.
-fn mac(key: &[u8], content: &[u8]) -> Vec<u8> {
+pub(super) fn mac(key: &[u8], content: &[u8]) -> Vec<u8> {
     // HMAC takes a key of any length: new_from_slice cannot fail for it.
     let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else {
         unreachable!("HMAC accepts keys of every length")
@@ -240,7 +240,7 @@ fn mac(key: &[u8], content: &[u8]) -> Vec<u8> {
     mac.finalize().into_bytes().to_vec()
 }
 
-fn b64(bytes: &[u8]) -> String {
+pub(super) fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 

@@ -5,13 +5,16 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::check::Check;
+use crate::http::burst::BurstOptions;
 use crate::http::client::Client;
 use crate::http::exchange::Exchange;
+use crate::http::h2burst::burst_for_target;
 use crate::http::raw::RawResponse;
 use crate::http::Request;
 
 use super::event::{Event, Template};
 use super::scheme::Scheme;
+use super::settle::Sent;
 
 /// What one check sent and saw, and what it judged: its exchanges (numbered from 1), timeline
 /// notes and checks.
@@ -67,10 +70,22 @@ impl Trial {
                 * 1000.0,
             release_us: r.released.map(|t| self.offset_ms(t) * 1000.0),
             request: sent,
-            response: r.result.as_ref().ok().cloned(),
-            error: r.result.as_ref().err().cloned(),
+            outcome: r
+                .result
+                .clone()
+                .map_err(crate::http::exchange::TransportError::failed),
         };
         self.exchanges.push(ex.clone());
+        ex
+    }
+
+    /// `ex`, marked as dropped unread on purpose when `dropped`.
+    fn dropped(&mut self, mut ex: Exchange, dropped: bool) -> Exchange {
+        if let (true, Err(e)) = (dropped, &mut ex.outcome) {
+            e.kind = crate::http::exchange::TransportErrorKind::Dropped;
+            self.exchanges.pop();
+            self.exchanges.push(ex.clone());
+        }
         ex
     }
 
@@ -78,6 +93,9 @@ impl Trial {
         self.started.elapsed().as_secs_f64() * 1000.0
     }
 }
+
+/// Body bytes kept per answer, as the client keeps them.
+const MAX_BODY: usize = 1 << 20;
 
 /// Which key signs a delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +120,7 @@ pub struct Sender {
     key: Vec<u8>,
     key_b: Option<Vec<u8>>,
     wrong: Vec<u8>,
+    sent: Sent,
 }
 
 impl Sender {
@@ -115,6 +134,7 @@ impl Sender {
         template: Template,
         key: Vec<u8>,
         key_b: Option<Vec<u8>>,
+        sent: Sent,
     ) -> Sender {
         // A key of the same form as a real one, which no consumer was given.
         let wrong = if matches!(scheme, Scheme::Standard | Scheme::Svix) {
@@ -132,7 +152,21 @@ impl Sender {
             key,
             key_b,
             wrong,
+            sent,
         }
+    }
+
+    /// What recomputes this sender's signatures in a reproduce line: its keys, the secrets'
+    /// as `var` and `var_b`, the wrong key as it is (no consumer knows it).
+    pub fn resigner(
+        &self,
+        var: &'static str,
+        var_b: &'static str,
+    ) -> super::reproduce::WebhookResigner {
+        let mut keys = vec![(self.key.clone(), Some(var))];
+        keys.extend(self.key_b.clone().map(|k| (k, Some(var_b))));
+        keys.push((self.wrong.clone(), None));
+        super::reproduce::WebhookResigner::new(self.scheme, keys)
     }
 
     pub fn has_source_b(&self) -> bool {
@@ -203,20 +237,51 @@ impl Sender {
             .await
     }
 
-    /// Sends every one of `reqs` at once, recording the exchanges in order.
-    pub async fn send_together(
+    /// Sends `reqs` as one synchronised burst, the race engine `run`'s concurrent-duplicates
+    /// uses (see [`crate::http::burst`]): every connection opened and every request written but
+    /// its last byte, then the last bytes released back to back, so the copies reach the
+    /// consumer inside microseconds of each other. Records the exchanges in order, each with
+    /// its release time, and a timeline line with the spread achieved. `Err` only when the
+    /// burst could not be staged at all.
+    pub async fn burst(
         &self,
         trial: &mut Trial,
         role: &str,
         reqs: &[Request],
-    ) -> Vec<Exchange> {
-        let answers = futures::future::join_all(reqs.iter().map(|r| self.client.send(r))).await;
-        let n = answers.len();
-        answers
+    ) -> Result<Vec<Exchange>, String> {
+        reqs.iter().for_each(|_| self.sent.one_more());
+        let sent: Vec<_> = reqs.iter().map(Request::prepare).collect();
+        let opts = BurstOptions {
+            timeout: self.timeout,
+            max_body: MAX_BODY,
+            final_bytes: 1,
+            ..BurstOptions::default()
+        };
+        let report = burst_for_target(&self.connector, &sent, &opts, false)
+            .await
+            .map_err(|e| format!("the burst could not be staged: {e:#}"))?;
+        let n = report.responses.len();
+        let exchanges: Vec<Exchange> = report
+            .requests
             .into_iter()
+            .zip(report.responses.iter())
             .enumerate()
-            .map(|(i, (sent, raw))| trial.record(format!("{role} {}/{n}", i + 1), sent, &raw))
-            .collect()
+            .map(|(i, (s, raw))| trial.record(format!("{role} {}/{n}", i + 1), s, raw))
+            .collect();
+        let releases: Vec<f64> = exchanges.iter().filter_map(|e| e.release_us).collect();
+        let spread = match (
+            releases.iter().copied().reduce(f64::min),
+            releases.iter().copied().reduce(f64::max),
+        ) {
+            (Some(lo), Some(hi)) => format!("released within {:.0} µs {}", hi - lo, report.release),
+            _ => "release times unknown".into(),
+        };
+        trial.timeline.push(format!(
+            "#{}–#{} {spread}",
+            exchanges.first().map_or(0, |e| e.n),
+            exchanges.last().map_or(0, |e| e.n),
+        ));
+        Ok(exchanges)
     }
 
     /// Writes `req` whole, waits `wait`, and closes the connection without reading the answer:
@@ -228,10 +293,19 @@ impl Sender {
         req: &Request,
         wait: std::time::Duration,
     ) -> Exchange {
+        self.sent.one_more();
         let sent = req.prepare();
         let raw =
             crate::http::raw::send_then_drop(&self.connector, &sent, wait, self.timeout).await;
-        trial.record(role, sent, &raw)
+        let dropped = matches!(raw, crate::http::raw::DropOutcome::Dropped(_));
+        let ex = trial.record(role, sent, &raw.into_raw());
+        trial.dropped(ex, dropped)
+    }
+
+    /// A keep-alive connection to the consumer, used once and left idle: whether the consumer
+    /// closes it tells whether a restart took it down.
+    pub async fn idle_connection(&self) -> Result<crate::http::raw::IdleConnection, String> {
+        crate::http::raw::IdleConnection::open(&self.connector, &self.url, &[], self.timeout).await
     }
 
     /// A POST with an empty body to `url` (releasing a hold), recorded.
@@ -252,6 +326,7 @@ impl Sender {
         role: impl Into<String>,
         req: &Request,
     ) -> Exchange {
+        self.sent.one_more();
         let (sent, raw) = self.client.send(req).await;
         trial.record(role, sent, &raw)
     }

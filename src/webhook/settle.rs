@@ -2,8 +2,13 @@
 //! do the work later (a queue, a worker), so a count read at once would miss it and charge it
 //! to the next check. Every delivery of a check has been answered or dropped when it asks (the
 //! sender awaits each), and the count is the value the meter kept for a whole quiet window.
+//!
+//! The quiet window a count ended on carries over to the next count as long as nothing was
+//! sent in between (the sender's [`Sent`] tally has not moved): the next check's count before
+//! its deliveries is then settled by one read of the same value, not by a second window.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::effects::Meter;
@@ -17,22 +22,61 @@ const POLL: Duration = Duration::from_millis(50);
 /// A settled count, or why there is none.
 pub type Settled = Result<u64, String>;
 
+/// How many deliveries the sender has sent: shared by the sender, which counts, and the
+/// settler, which may carry a quiet window over only while it has not moved.
+#[derive(Debug, Default, Clone)]
+pub struct Sent(Arc<AtomicU64>);
+
+impl Sent {
+    pub fn one_more(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn so_far(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// The value a count settled on, since when it had not moved, and the sender's tally then.
+#[derive(Debug, Clone, Copy)]
+struct Quiet {
+    value: u64,
+    since: Instant,
+    sent: u64,
+}
+
 /// The effect meter, read settled.
 pub struct Settler {
     meter: Meter,
     client: Arc<Client>,
     quiet: Duration,
     limit: Duration,
+    sent: Sent,
+    last: Mutex<Option<Quiet>>,
 }
 
 impl Settler {
-    pub fn new(meter: Meter, client: Arc<Client>, quiet: Duration, limit: Duration) -> Settler {
+    pub fn new(
+        meter: Meter,
+        client: Arc<Client>,
+        quiet: Duration,
+        limit: Duration,
+        sent: Sent,
+    ) -> Settler {
         Settler {
             meter,
             client,
             quiet,
             limit,
+            sent,
+            last: Mutex::new(None),
         }
+    }
+
+    /// The quiet stretch the last count ended on, if nothing was sent since.
+    fn carried_over(&self, sent: u64) -> Option<Quiet> {
+        let last = *self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        last.filter(|q| q.sent == sent)
     }
 
     pub fn describe(&self) -> String {
@@ -43,7 +87,8 @@ impl Settler {
     /// the last read as `role` and how long settling took in the trial's timeline.
     pub async fn count(&self, trial: &mut Trial, role: &str) -> Settled {
         let start = Instant::now();
-        let mut last: Option<(u64, Instant)> = None;
+        let sent = self.sent.so_far();
+        let mut last: Option<(u64, Instant)> = self.carried_over(sent).map(|q| (q.value, q.since));
         let mut reads = 0;
         loop {
             let Some(read) = self.meter.read(&self.client).await else {
@@ -83,10 +128,12 @@ impl Settler {
                 trial.timeline.push(format!(
                     "{role}: {value}, settled after {} ({reads} reads, quiet for {})",
                     humantime::format_duration(round_ms(took)),
-                    humantime::format_duration(self.quiet)
+                    humantime::format_duration(round_ms(quiet_for))
                 ));
                 trial.first_count.get_or_insert(value);
                 trial.last_count = Some(value);
+                *self.last.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Some(Quiet { value, since, sent });
                 return Ok(value);
             }
             tokio::time::sleep(POLL.min(self.quiet)).await;

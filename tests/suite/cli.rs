@@ -310,6 +310,96 @@ fn a_bad_value_is_blamed_on_where_it_came_from() {
     }
 }
 
+/// The key carrier's inputs are checked before anything is sent, each error one line naming the
+/// flag or the target file's line: a body field the body lacks, a body neither JSON nor a form,
+/// a header and a body carrier at once, a shape no generated key meets. A well-formed body
+/// carrier is refused too, by `run` and `stress` alike, until probes send keys in bodies.
+#[test]
+fn key_carrier_inputs_are_checked_before_anything_is_sent() {
+    let (url, seen) = fake_server_counted(None, Duration::from_secs(20));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.toml");
+    let file = path.to_str().unwrap();
+    std::fs::write(
+        &path,
+        format!("url = \"{url}\"\nbody = '{{\"amount\":5}}'\nkey-in-body = \"/idempotency_key\"\n"),
+    )
+    .unwrap();
+    let json = r#"{"amount":5,"idempotency_key":"{{unique}}"}"#;
+    // (arguments after the command, exit code, what the error says)
+    let cases: [(Vec<&str>, i32, &str); 8] = [
+        (
+            vec![&url, "-d", json, "--key-in-body", "/key"],
+            1,
+            "--key-in-body \"/key\": the request body (-d) is JSON and has nothing at /key",
+        ),
+        (
+            vec![&url, "-d", "{not json", "--key-in-body", "/key"],
+            1,
+            "is neither JSON nor a form",
+        ),
+        (
+            vec![&url, "-d", "amount=5&ik=1", "--key-in-body", "key"],
+            1,
+            "is a form without a field \"key\" (it has amount, ik)",
+        ),
+        (
+            vec![
+                &url,
+                "-d",
+                json,
+                "--key-in-body",
+                "/idempotency_key",
+                "--key-header",
+                "X-Key",
+            ],
+            1,
+            "give either --key-header or --key-in-body, not both",
+        ),
+        (
+            vec![&url, "--key-shape", "token:20"],
+            1,
+            "--key-shape: \"token:20\": no generated key can meet it",
+        ),
+        (
+            vec![&url, "-d", json, "--key-in-body", "/idempotency_key"],
+            1,
+            "--key-in-body /idempotency_key: body carriers are only supported by `client` yet",
+        ),
+        (
+            vec!["--target", file],
+            2,
+            "key-in-body \"/idempotency_key\": the request body (body) is JSON and has nothing",
+        ),
+        (
+            vec!["--target", file, "-d", json],
+            2,
+            "key-in-body /idempotency_key: body carriers are only supported by `client` yet",
+        ),
+    ];
+    for command in ["run", "stress"] {
+        for (args, code, wanted) in &cases {
+            let o = run(&[[command].as_slice(), args].concat());
+            assert_eq!(o.status.code(), Some(*code), "{args:?}: {}", text(&o));
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.contains(wanted),
+                "{command} {args:?}: {wanted:?} missing from {err}"
+            );
+            if *code == 1 {
+                assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+            } else {
+                assert!(err.contains("t.toml:3:15"), "{args:?}: {err}");
+            }
+        }
+    }
+    assert_eq!(
+        seen.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a request was sent"
+    );
+}
+
 /// A broken suite file is exit 2 too.
 #[test]
 fn bad_suite_file_exits_2() {

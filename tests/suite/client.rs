@@ -385,6 +385,7 @@ fn the_lost_response_is_a_closed_connection_to_a_real_client_and_reports_hide_th
             "command",
             "suite",
             "operations",
+            "reads",
             "key",
             "errors",
             "strict",
@@ -565,11 +566,13 @@ fn a_bad_key_carrier_is_an_error_naming_the_flag() {
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ran");
     let touch = vec!["touch".to_string(), marker.to_string_lossy().into_owned()];
-    let cases: [(&[&str], &str); 3] = [
+    let square = client_fixture("openapi/square-payments.yaml");
+    let cases: [(&[&str], &str); 4] = [
         (&["--key-in-body", ""], "--key-in-body"),
+        (&["--key-in-body", "/"], "--key-in-body"),
         (
-            &["--openapi", "doc.yaml", "--key-in-body", "/idempotency_key"],
-            "--key-in-body",
+            &["--openapi", &square, "--key-in-body", "/amount_money/key"],
+            "--key-in-body /amount_money/key: the request body of CreatePayment (POST /v2/payments) declares no such field (it declares amount, currency)",
         ),
         (
             &[
@@ -930,4 +933,345 @@ fn listen_mode_with_one_of_two_operations_says_to_run_the_client_again() {
         "{reason}"
     );
     assert!(p["duration_ms"].as_f64().unwrap() >= 0.0, "{p}");
+}
+
+fn client_fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/clients")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The sample clients that speak Square's CreatePayment (`--square`: the key in the body's
+/// `idempotency_key`), served from Square's API description with no carrier flag: the carrier
+/// comes from the document. Each row is its twin's in [`BODY_TABLE`].
+const SQUARE_TABLE: &[Expected] = &[
+    ("correct", &[], &[]),
+    (
+        "new-key-per-retry",
+        &[
+            ("client-lost-response", "same-key"),
+            ("client-lost-response", "one-payment"),
+            ("client-retry-after", "same-key"),
+            ("client-throttled", "same-key"),
+        ],
+        &[],
+    ),
+];
+
+#[test]
+fn a_body_key_declared_by_the_document_is_judged_through_it() {
+    let spec = client_fixture("openapi/square-payments.yaml");
+    let mut args = short_scenarios();
+    args.extend(["--openapi".into(), spec]);
+    let runs: Vec<(&str, Run)> = std::thread::scope(|s| {
+        let handles: Vec<_> = SQUARE_TABLE
+            .iter()
+            .map(|(name, _, _)| {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let mut argv = sample(name);
+                argv.push("--square".into());
+                (*name, s.spawn(move || check_client(&args, &argv)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|(n, h)| (n, h.join().unwrap()))
+            .collect()
+    });
+    let table = verdict_table(&runs);
+    println!("{table}");
+    for ((name, run), row) in runs.iter().zip(SQUARE_TABLE) {
+        assert_row(name, run, row, &table);
+        assert_eq!(run.json["key"], "body /idempotency_key, token", "{name}");
+        assert_eq!(run.json["operations"][0], "POST /v2/payments", "{name}");
+    }
+}
+
+/// A created resource is served back by the document's read operation at the id the answer
+/// gave it (the shallowest `id`, here the wrapped `payment.id`, or the one at `--id-pointer`),
+/// an unknown id is 404, and each read is in the timeline. A `--id-pointer` the answer has no
+/// place for is one line naming the flag, before the client runs.
+#[test]
+fn created_resources_are_read_back_by_the_read_operation() {
+    let client = |create: &str, id_path: &str, read: &str| {
+        let script = format!(
+            r#"
+import http.client, json, os, urllib.parse, uuid
+u = urllib.parse.urlsplit(os.environ["IDEM_CHECK_BASE_URL"])
+def call(method, path, body=None):
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    c.request(method, path, body=body, headers={{"Authorization": "Bearer " + os.environ["IDEM_CHECK_TOKEN"], "Content-Type": "application/json"}})
+    r = c.getresponse()
+    return r.status, r.read()
+status, body = call("POST", "{create}", json.dumps({{"source_id": "s", "idempotency_key": str(uuid.uuid4()), "amount_money": {{"amount": 5, "currency": "USD"}}}}))
+created = json.loads(body)
+ident = created{id_path}
+read, again = call("GET", "{read}" + ident)
+missing, _ = call("GET", "{read}" + "no-such-id")
+print(read, missing)
+raise SystemExit(0 if (status, read, missing) == (200, 200, 404) and json.loads(again) == created else 1)
+"#
+        );
+        vec!["python3".to_string(), "-c".to_string(), script]
+    };
+    let spec = client_fixture("openapi/square-payments.yaml");
+    let run = check_client(
+        &["--openapi", &spec, "--scenario", "created"],
+        &client("/v2/payments", r#"["payment"]["id"]"#, "/v2/payments/"),
+    );
+    assert_eq!(run.code, 0, "{}", run.json["scenarios"]);
+    let timeline = run.json["probes"][0]["timeline"].to_string();
+    assert!(
+        timeline.contains("#2 GET /v2/payments/") && timeline.contains(": 200 (reads back"),
+        "{timeline}"
+    );
+    assert!(
+        timeline.contains("/v2/payments/no-such-id: 404"),
+        "{timeline}"
+    );
+    assert_eq!(run.json["scenarios"][0]["payments"], 1);
+
+    let dir = tempfile::tempdir().unwrap();
+    let doc = dir.path().join("refs.yaml");
+    std::fs::write(
+        &doc,
+        "openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths:\n  /things:\n    post:\n\
+         \x20     operationId: makeThing\n      requestBody:\n        content:\n\
+         \x20         application/json:\n            schema:\n              type: object\n\
+         \x20             properties: {idempotency_key: {type: string}}\n      responses:\n\
+         \x20       '201':\n          description: made\n          content:\n\
+         \x20           application/json:\n              example: {data: {ref: th-1, kind: thing}}\n\
+         \x20 /things/{ref}:\n    get:\n      responses:\n        '200': {description: ok}\n",
+    )
+    .unwrap();
+    let doc = doc.to_string_lossy().into_owned();
+    let mut pointed = client("/things", r#"["data"]["ref"]"#, "/things/");
+    pointed[2] = pointed[2].replace(
+        "(status, read, missing) == (200,",
+        "(status, read, missing) == (201,",
+    );
+    let run = check_client(
+        &[
+            "--openapi",
+            &doc,
+            "--id-pointer",
+            "/data/ref",
+            "--scenario",
+            "created",
+        ],
+        &pointed,
+    );
+    assert_eq!(run.code, 0, "{}", run.json["scenarios"]);
+    assert_eq!(run.json["key"], "body /idempotency_key, token");
+    let stdout = run.json["scenarios"][0]["runs"][0]["stdout"]["text"].to_string();
+    assert!(stdout.contains("200 404"), "{stdout}");
+
+    for (pointer, says) in [
+        ("/nothing/here", "has nothing at \"/nothing\""),
+        ("data/ref", "expected a JSON pointer"),
+    ] {
+        let out = bin()
+            .args(["client", "--openapi", &doc, "--id-pointer", pointer])
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("--id-pointer") && stderr.contains(says),
+            "{stderr}"
+        );
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert_ne!(out.status.code(), Some(0));
+    }
+}
+
+/// `--conflict-on-replay` answers a retry whose key already created the payment with 409
+/// naming it (here in GoCardless's error shape, `{{id}}` filled), and a client that fetches what
+/// the conflict names, as GoCardless's SDKs do, gets the payment from the read operation: the
+/// lost response ends with one payment and exit 0, and the fetch is in the timeline.
+#[test]
+fn a_conflict_names_the_payment_and_a_client_that_fetches_it_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let conflict = dir.path().join("409.json");
+    std::fs::write(
+        &conflict,
+        r#"{"error": {"code": 409, "type": "invalid_state", "message": "{{message}}",
+            "errors": [{"reason": "idempotent_creation_conflict",
+                        "links": {"conflicting_resource_id": "{{id}}"}}]}}"#,
+    )
+    .unwrap();
+    let script = r#"
+import http.client, json, os, sys, time, urllib.parse, uuid
+u = urllib.parse.urlsplit(os.environ["IDEM_CHECK_BASE_URL"])
+auth = {"Authorization": "Bearer " + os.environ["IDEM_CHECK_TOKEN"]}
+def call(method, path, body=None, headers={}):
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    c.request(method, path, body=body, headers=dict(auth, **headers))
+    r = c.getresponse()
+    return r.status, json.loads(r.read() or b"{}")
+key = '"%s"' % uuid.uuid4()
+body = json.dumps({"amountCents": 1250, "currency": "EUR", "reference": "r-" + key[1:9]})
+for attempt in range(3):
+    try:
+        status, doc = call("POST", "/api/payments", body, {"Idempotency-Key": key, "Content-Type": "application/json"})
+    except (OSError, http.client.HTTPException):
+        time.sleep(0.2)
+        continue
+    if status == 409:
+        ident = doc["error"]["errors"][0]["links"]["conflicting_resource_id"]
+        status, doc = call("GET", "/api/payments/" + ident)
+    print(status, doc.get("id"))
+    sys.exit(0 if status < 300 else 1)
+sys.exit(1)
+"#;
+    let error_body = format!("409={}", conflict.display());
+    let run = check_client(
+        &[
+            "--conflict-on-replay",
+            "--error-body",
+            &error_body,
+            "--scenario",
+            "created",
+            "--scenario",
+            "lost-response",
+        ],
+        &["python3".to_string(), "-c".to_string(), script.to_string()],
+    );
+    let o = outcomes(&run.json);
+    assert_eq!(o["client-lost-response"], "PASS", "{}", run.json["probes"]);
+    assert_eq!(run.code, 0);
+    let lost = &run.json["scenarios"][1];
+    assert_eq!(lost["payments"], 1);
+    let timeline = run.json["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "client-lost-response")
+        .unwrap()["timeline"]
+        .to_string();
+    assert!(
+        timeline.contains("(no response), same key, same payload")
+            && timeline.contains("GET /api/payments/pay_0001")
+            && timeline.contains(": 200 (reads back a created resource)"),
+        "{timeline}"
+    );
+    let conflict_answer = run.json["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["exchanges"].as_array().unwrap().iter())
+        .find(|e| e["response"]["status"] == 409)
+        .map(|e| e["response"]["body"].to_string())
+        .unwrap_or_default();
+    assert!(
+        conflict_answer.contains("conflicting_resource_id"),
+        "{conflict_answer}"
+    );
+}
+
+/// Where `scripts/client-sdks` installed the SDKs.
+const SDKS: &str = "IDEM_CHECK_CLIENT_SDKS";
+/// Set by `scripts/test`: missing SDKs are a failure, not a skip.
+const REQUIRE_SDKS: &str = "IDEM_CHECK_REQUIRE_CLIENT_SDKS";
+
+/// Square's Node SDK (the key in the body) and Checkout.com's (the key in its own
+/// `Cko-Idempotency-Key` header), each through its own create method against its trimmed API
+/// description, every scenario: the carrier and its syntax come from the document, neither is
+/// told to quote its key, and each verdict is what the SDK's source does (docs/client.md quotes
+/// it). Square's retries (408, 429, ≥ 500, after Retry-After) keep the body key; neither SDK
+/// retries a connection closed without an answer.
+#[test]
+fn provider_sdks_are_judged_through_their_own_carriers() {
+    let dir = std::env::var_os(SDKS)
+        .map(PathBuf::from)
+        .filter(|d| d.join("node/node_modules/square/package.json").is_file());
+    let Some(dir) = dir else {
+        assert!(
+            std::env::var_os(REQUIRE_SDKS).is_none(),
+            "{REQUIRE_SDKS} is set but the SDKs are not in ${SDKS}: run scripts/client-sdks"
+        );
+        eprintln!("skipped: no client SDKs (run scripts/client-sdks and set {SDKS})");
+        return;
+    };
+    let node_path = format!("NODE_PATH={}", dir.join("node/node_modules").display());
+    let sdk = |adapter: &str, extra: &[&str]| {
+        let mut argv = vec!["env".to_string(), node_path.clone(), "node".to_string()];
+        argv.push(client_fixture(adapter));
+        argv.extend(extra.iter().map(|s| s.to_string()));
+        argv
+    };
+    let (square, checkout) = std::thread::scope(|s| {
+        let square = s.spawn(|| {
+            check_client(
+                &["--openapi", &client_fixture("openapi/square-payments.yaml")],
+                &sdk("square_payment.mjs", &["--fetch"]),
+            )
+        });
+        let checkout = s.spawn(|| {
+            check_client(
+                &[
+                    "--openapi",
+                    &client_fixture("openapi/checkout-payments.yaml"),
+                ],
+                &sdk("checkout_payment.mjs", &[]),
+            )
+        });
+        (square.join().unwrap(), checkout.join().unwrap())
+    });
+    let runs = [("square", square), ("checkout", checkout)];
+    let table = verdict_table(&runs);
+    println!("{table}");
+    // In PROBES order: key-present, key-syntax, lost-response, retry-after, throttled,
+    // stops-on-4xx, key-per-operation.
+    let rows = [
+        (
+            "body /idempotency_key, token",
+            ["PASS", "PASS", "FAIL", "PASS", "PASS", "PASS", "PASS"],
+            &[][..],
+        ),
+        (
+            "header Cko-Idempotency-Key, token",
+            [
+                "PASS",
+                "PASS",
+                "FAIL",
+                "INCONCLUSIVE",
+                "WARN",
+                "PASS",
+                "PASS",
+            ],
+            // No retry after a 429 or a 408 either: recommended, a WARN.
+            &[("client-throttled", "retried")][..],
+        ),
+    ];
+    for ((name, run), (key, verdicts, more)) in runs.iter().zip(rows) {
+        assert_eq!(run.json["key"], key, "{name}");
+        let o = outcomes(&run.json);
+        let got: Vec<&str> = PROBES.iter().map(|p| o[*p].as_str()).collect();
+        assert_eq!(got, verdicts, "{name}\n{table}");
+        // The required failure is the retry that never came, not a duplicate: one payment.
+        let lost = [
+            ("client-lost-response", "retried"),
+            ("client-lost-response", "exit-success"),
+        ];
+        let want: BTreeSet<(String, String)> = lost
+            .iter()
+            .chain(more)
+            .map(|(p, c)| (p.to_string(), c.to_string()))
+            .collect();
+        assert_eq!(failed_checks(&run.json), want, "{name}");
+        assert!(
+            !run.json["probes"]
+                .to_string()
+                .contains("RFC 8941 String, e.g."),
+            "{name}: no message asks for quotes"
+        );
+    }
+    let reads = runs[0].1.json["probes"][0]["timeline"].to_string();
+    assert!(
+        reads.contains("GET /v2/payments/") && reads.contains(": 200 (reads back"),
+        "Square's payments.get is served: {reads}"
+    );
 }

@@ -53,7 +53,10 @@ fn oas30_yaml_header_by_ref_servers_with_variables_and_example_body() {
     assert_eq!(d.without_key, 1, "listCharges takes no key");
     let c = op(&d, "createCharge");
     assert_eq!((c.method.as_str(), c.path.as_str()), ("POST", "/charges"));
-    assert_eq!((c.header.as_str(), c.required), ("Idempotency-Key", false));
+    assert_eq!(
+        (c.key.header().unwrap(), c.required),
+        ("Idempotency-Key", false)
+    );
     assert_eq!(
         c.url.as_deref(),
         Ok("https://eu.api.example.com/v2/charges")
@@ -77,7 +80,10 @@ fn oas31_json_inline_required_header_and_a_generated_body() {
     let d = found("oas31-inline.json");
     assert_eq!(d.version, "OpenAPI 3.1.0");
     let o = op(&d, "placeOrder");
-    assert_eq!((o.header.as_str(), o.required), ("idempotency-key", true));
+    assert_eq!(
+        (o.key.header().unwrap(), o.required),
+        ("idempotency-key", true)
+    );
     assert_eq!(o.matched, Match::Name);
     assert_eq!(o.url.as_deref(), Ok("http://127.0.0.1:9/api/orders"));
     assert_eq!(o.body.source, BodySource::Schema);
@@ -103,7 +109,7 @@ fn swagger2_path_level_header_overridden_by_the_operation_host_base_path_and_bod
     assert_eq!(d.version, "Swagger 2.0");
     let o = op(&d, "createTransfer");
     assert_eq!(
-        (o.header.as_str(), o.required),
+        (o.key.header().unwrap(), o.required),
         ("x-idempotency-key", true),
         "the operation's declaration overrides the path-level one"
     );
@@ -126,7 +132,7 @@ fn every_header_name_counts_and_tracing_ids_do_not() {
     let d = found("aliases.yaml");
     assert_eq!(ids(&d), ["idempotentKey", "paypal", "amazon", "prose"]);
     assert_eq!(op(&d, "idempotentKey").matched, Match::Name);
-    assert_eq!(op(&d, "paypal").header, "PayPal-Request-Id");
+    assert_eq!(op(&d, "paypal").key.header(), Some("PayPal-Request-Id"));
     assert_eq!(op(&d, "amazon").matched, Match::Alias);
     assert_eq!(op(&d, "prose").matched, Match::Description);
     assert_eq!(
@@ -140,7 +146,10 @@ fn every_header_name_counts_and_tracing_ids_do_not() {
             ..Options::default()
         },
     );
-    assert_eq!(op(&with_custom, "custom").header, "X-Dedup-Token");
+    assert_eq!(
+        op(&with_custom, "custom").key.header(),
+        Some("X-Dedup-Token")
+    );
     assert_eq!(with_custom.without_key, 1);
 }
 
@@ -148,7 +157,10 @@ fn every_header_name_counts_and_tracing_ids_do_not() {
 fn tab_indented_yaml_is_read() {
     let d = found("tabs.yaml");
     let o = op(&d, "pay");
-    assert_eq!((o.header.as_str(), o.required), ("Idempotency-Key", true));
+    assert_eq!(
+        (o.key.header().unwrap(), o.required),
+        ("Idempotency-Key", true)
+    );
     assert_eq!(o.body.source, BodySource::None);
 }
 
@@ -223,8 +235,9 @@ fn refused(name: &str) -> idem_check::discover::SpecError {
 fn documents_that_cannot_be_used_are_refused_in_one_line_naming_what_was_found() {
     let e = refused("no-key.yaml");
     assert!(
-        e.message
-            .starts_with("no operation takes an idempotency key header (1 operation"),
+        e.message.starts_with(
+            "no operation takes an idempotency key header or body property (1 operation"
+        ),
         "{e}"
     );
     assert!(e.message.contains("--key-header"), "{e}");
@@ -264,7 +277,7 @@ async fn relative_file_refs_are_read_next_to_the_file_that_holds_them() {
     assert_eq!(ids(&d), ["createPayment", "createRefund"]);
     let p = op(&d, "createPayment");
     assert_eq!(
-        (p.header.as_str(), p.required),
+        (p.key.header().unwrap(), p.required),
         ("Idempotency-Key", true),
         "the key header is declared in external/common.yaml"
     );
@@ -531,5 +544,105 @@ async fn remote_refs_are_fetched_once_and_those_that_fail_are_notes_on_their_ope
         "hangs",
         &format!("{base}/hangs.json"),
         "gave no whole answer within 5 s",
+    );
+}
+
+/// A key carried in the body is found by a property's name or description (one level down in
+/// an envelope too; a form's field by its name), a key header wins over a body property, and
+/// `run`/`stress` refuse a body key naming it: their probes place keys in a header.
+#[test]
+fn keys_in_the_body_are_found_and_named_by_their_carrier() {
+    use idem_check::carrier::Place;
+    let d = found("body-key.yaml");
+    assert_eq!(
+        ids(&d),
+        [
+            "createPayment",
+            "sendCommand",
+            "createCharge",
+            "createRefund"
+        ]
+    );
+    assert_eq!(d.without_key, 1, "request_id for tracing is no key");
+    let p = op(&d, "createPayment");
+    assert_eq!(p.key, Place::Body("/idempotency_key".into()));
+    assert_eq!((p.required, p.matched), (true, Match::Name));
+    assert_eq!(p.key.to_string(), "body /idempotency_key");
+    let reason = p.url.as_ref().unwrap_err();
+    assert!(
+        reason.contains("body /idempotency_key (required)") && reason.contains("client --openapi"),
+        "{reason}"
+    );
+    let c = op(&d, "sendCommand");
+    assert_eq!(c.key, Place::Body("/meta/dedup".into()));
+    assert_eq!((c.required, c.matched), (false, Match::Description));
+    assert_eq!(
+        op(&d, "createCharge").key,
+        Place::Body("idempotencyKey".into())
+    );
+    let r = op(&d, "createRefund");
+    assert_eq!(r.key, Place::Header("Idempotency-Key".into()));
+    assert_eq!(
+        r.url.as_deref(),
+        Ok("https://api.example.com/v2/refunds"),
+        "a header key is callable"
+    );
+}
+
+#[test]
+fn discover_says_which_carrier_and_run_refuses_a_body_key_in_one_line() {
+    let doc = fixture("body-key.yaml");
+    let out = common::binary::bin()
+        .args(["discover", &doc])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("createPayment") && l.contains("body /idempotency_key")),
+        "{table}"
+    );
+    assert!(table.lines().next().unwrap().contains("KEY IN"), "{table}");
+    let out = common::binary::bin()
+        .args(["discover", "--format", "json", &doc])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["operations"][0]["carrier"], "body /idempotency_key");
+    assert_eq!(v["operations"][0]["header"], Value::Null);
+    assert_eq!(v["operations"][3]["carrier"], "header Idempotency-Key");
+
+    let out = common::binary::bin()
+        .args(["run", "--openapi", &doc, "--operation", "createPayment"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("createPayment") && stderr.contains("body /idempotency_key"),
+        "{stderr}"
+    );
+    assert!(matches!(out.status.code(), Some(1 | 2)), "{stderr}");
+
+    // init writes the body carrier as a target file says it.
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::binary::bin()
+        .args([
+            "init",
+            "--openapi",
+            &doc,
+            "--operation",
+            "createPayment",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let file = std::fs::read_to_string(dir.path().join("createPayment.toml")).unwrap();
+    assert!(
+        file.contains("key-in-body = \"/idempotency_key\"") && !file.contains("key-header"),
+        "{file}"
     );
 }

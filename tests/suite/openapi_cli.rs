@@ -29,7 +29,7 @@ fn discover_prints_a_table_and_json() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
         lines[0],
-        "METHOD  PATH      OPERATION     HEADER           KEY       BODY"
+        "METHOD  PATH      OPERATION     KEY IN           KEY       BODY"
     );
     assert_eq!(
         lines[1],
@@ -53,7 +53,8 @@ fn discover_prints_a_table_and_json() {
     assert_eq!(
         v["operations"],
         serde_json::json!([{"method": "POST", "path": "/transfers", "operation_id": "createTransfer",
-                            "header": "x-idempotency-key", "required": true, "body": "schema",
+                            "header": "x-idempotency-key", "carrier": "header x-idempotency-key",
+                            "required": true, "body": "schema",
                             "notes": []}])
     );
 }

@@ -715,59 +715,6 @@ fn a_malformed_proxy_url_is_refused_without_its_password() {
     }
 }
 
-/// Asks whether `T` implements `Debug`: see [`implements_debug`].
-struct DebugProbe<T>(std::marker::PhantomData<T>);
-
-/// The answer when `T` does not: method lookup falls back to the trait.
-trait NoDebug {
-    fn implements_debug(&self) -> bool {
-        false
-    }
-}
-
-impl<T> NoDebug for DebugProbe<T> {}
-
-impl<T: std::fmt::Debug> DebugProbe<T> {
-    /// The answer when `T` does: an inherent method wins over the trait's.
-    fn implements_debug(&self) -> bool {
-        true
-    }
-}
-
-/// Whether the type implements `Debug`, decided where the type is named (in a generic
-/// function the bound would be unknown and the answer always no).
-macro_rules! implements_debug {
-    ($t:ty) => {
-        DebugProbe::<$t>(std::marker::PhantomData).implements_debug()
-    };
-}
-
-/// The parsed command line holds what was typed: `-H` credentials, `--secret` values, proxy
-/// passwords, commands with secrets in them. None of its structs can be shown with `{:?}`, so
-/// no log line or panic message can print them; what a run shows goes through its
-/// [`TargetSpec`](idem_check::config::TargetSpec), whose `Debug` masks them.
-#[test]
-fn the_parsed_command_line_has_no_debug() {
-    use idem_check::cli::*;
-    let debug = [
-        ("Opts", implements_debug!(Opts)),
-        ("Command", implements_debug!(Command)),
-        ("RunArgs", implements_debug!(RunArgs)),
-        ("StressArgs", implements_debug!(StressArgs)),
-        ("ClientArgs", implements_debug!(ClientArgs)),
-        ("DiscoverArgs", implements_debug!(DiscoverArgs)),
-        ("InitArgs", implements_debug!(InitArgs)),
-        ("TargetArgs", implements_debug!(TargetArgs)),
-        ("ConnectionArgs", implements_debug!(ConnectionArgs)),
-        ("OpenApiArgs", implements_debug!(OpenApiArgs)),
-        ("ReportArgs", implements_debug!(ReportArgs)),
-    ];
-    let shown: Vec<&str> = debug.iter().filter(|(_, d)| *d).map(|(n, _)| *n).collect();
-    assert!(shown.is_empty(), "Debug on {shown:?}");
-    // The probe tells the two apart.
-    assert!(implements_debug!(idem_check::config::TargetSpec));
-}
-
 /// `{:?}` of a target description, of the connector built from it, of the operation it
 /// validates to and of the run's hooks and counter shows no credential: not the Authorization
 /// token written into the target file (nor the file's line that its origins point at), not a

@@ -103,7 +103,7 @@ pub fn body(p: &ProbeReport, anchor: &str, budget: &mut Budget, opts: &RenderOpt
     let cited = evidence::cited_exchanges(p, &opts.key_header);
     if !cited.is_empty() {
         let reps = evidence::representatives(p, &cited);
-        let r = Reproduce::of(&reps, secrets, &opts.key_header);
+        let r = Reproduce::of(&reps, secrets, &opts.key_header, opts.resigner.as_deref());
         out.push_str("<h4>Reproduce</h4>\n<div class=\"repro\">");
         for (title, curl) in &r.lines {
             let _ = writeln!(

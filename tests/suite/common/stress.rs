@@ -26,7 +26,7 @@ pub async fn stress_reference_as(
     let report = stress::run(
         Arc::new(config),
         opts,
-        &Progress::new(0, false),
+        Arc::new(Progress::new(0, false)),
         std::future::pending(),
     )
     .await
