@@ -631,7 +631,8 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
             let refs: Vec<&Exchange> = exs.iter().collect();
             // Released together, the copies raced only if the consumer had two of them at
             // once: two answered, and neither answered before the other was released.
-            let answered: Vec<&&Exchange> = refs.iter().filter(|e| e.response.is_some()).collect();
+            let answered: Vec<&&Exchange> =
+                refs.iter().filter(|e| e.response().is_some()).collect();
             let released = |e: &Exchange| e.release_us.map_or(e.start_ms, |us| us / 1000.0);
             let overlapped = answered.iter().enumerate().any(|(i, a)| {
                 answered[i + 1..]
