@@ -55,13 +55,18 @@ pub fn key_header(args: &TargetArgs) -> Result<Option<&str>, AppError> {
 }
 
 /// The target description of an API description's operation `op` at `url`, with the target
-/// flags laid over it.
+/// flags laid over it; `--key-in-body` replaces the key header the document names.
 pub fn from_operation(
     op: &Operation,
     url: &str,
     args: &TargetArgs,
 ) -> Result<TargetSpec, AppError> {
-    let spec = apply_flags(from_document(op, url, &args.headers), args)?;
+    let mut document = from_document(op, url, &args.headers);
+    if args.inputs.key_in_body.is_some() {
+        // The user moved the key into the body: the document's header no longer carries it.
+        document.key_header = None;
+    }
+    let spec = apply_flags(document, args)?;
     Ok(with_secret_flags(spec, args))
 }
 
