@@ -96,6 +96,12 @@ macro_rules! with_inputs {
                     shown header, value "'Name: value'", reference false,
                     help "A header that makes requests come from a second tenant (repeatable); \
                           replaces tenant A's header of the same name. Needed by tenant-isolation";
+                AUTH_CMD: "--auth-cmd" top "auth-command" => auth_cmd: Option<String>,
+                    shown text, value "CMD", reference false,
+                    help "A shell command that prints tenant A's credential as a header line, e.g. \
+                          'Authorization: Bearer …', for tokens that expire: run before the \
+                          probes (at most 30s), its header replaces a -H of the same name and its \
+                          value is masked in every report";
                 HOLD_HEADER: "--hold-header" top "hold-header" => hold_header: Option<String>,
                     shown header, value "'Name: value'", reference false,
                     help "A header that makes the server hold a request in flight, added to the \
