@@ -747,6 +747,25 @@ mod tests {
         assert_eq!(t.key_shape.as_deref(), Some("uuid"));
     }
 
+    /// `Debug` shows each field as its row in the input table says: a command's secrets
+    /// masked where they stand, a header's credential by its name, a URL's password.
+    #[test]
+    fn debug_masks_each_input_as_its_row_says() {
+        let spec = TargetSpec {
+            auth_cmd: Some("get-token --key s3cr3t-1".into()),
+            hold_header: Some("X-Api-Key: s3cr3t-2".into()),
+            second_url: Some("https://u:s3cr3t-3@api.test/q".into()),
+            secrets: vec!["s3cr3t-1".into()],
+            ..TargetSpec::default()
+        };
+        let shown = format!("{spec:?}");
+        for secret in ["s3cr3t-1", "s3cr3t-2", "s3cr3t-3"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(shown.contains("get-token --key [redacted]"), "{shown}");
+        assert!(shown.contains("X-Api-Key: [redacted]"), "{shown}");
+    }
+
     #[test]
     fn unknown_key_is_located() {
         let text = "url = \"http://127.0.0.1:1/p\"\nmethd = \"POST\"\n";
