@@ -232,7 +232,7 @@ fn listed(exchanges: &[&Exchange], pick: impl Fn(&Exchange) -> bool) -> Vec<Stri
 
 /// The status is none of `forbidden` (e.g. a 422 that would reveal another tenant's key).
 pub fn status_not_in(spec: &CheckSpec, ex: &Exchange, forbidden: &[u16]) -> Check {
-    let passed = ex.response.is_some() && !ex.status().is_some_and(|s| forbidden.contains(&s));
+    let passed = ex.response().is_some() && !ex.status().is_some_and(|s| forbidden.contains(&s));
     let list = forbidden
         .iter()
         .map(|s| s.to_string())
@@ -252,7 +252,7 @@ pub fn status_not_in(spec: &CheckSpec, ex: &Exchange, forbidden: &[u16]) -> Chec
 /// request held open until the client gives up is no answer.
 pub fn answered_within(spec: &CheckSpec, ex: &Exchange, timeout: std::time::Duration) -> Check {
     let bound = format!("an answer within {:.1} s", timeout.as_secs_f64());
-    let actual = match &ex.response {
+    let actual = match &ex.response() {
         Some(r) => format!("{} after {:.0} ms", r.status, ex.duration_ms),
         None => format!(
             "no answer after {:.0} ms ({})",
@@ -260,12 +260,18 @@ pub fn answered_within(spec: &CheckSpec, ex: &Exchange, timeout: std::time::Dura
             actual_with_error(ex)
         ),
     };
-    Check::from_spec(spec, ex.response.is_some(), vec![bound], actual, vec![ex.n])
+    Check::from_spec(
+        spec,
+        ex.response().is_some(),
+        vec![bound],
+        actual,
+        vec![ex.n],
+    )
 }
 
 /// The exchange got a 2xx: the operation was accepted.
 pub fn success(spec: &CheckSpec, ex: &Exchange) -> Check {
-    let passed = ex.response.as_ref().is_some_and(|r| r.is_success());
+    let passed = ex.response().is_some_and(|r| r.is_success());
     Check::from_spec(
         spec,
         passed,
@@ -300,7 +306,7 @@ pub fn same_status(spec: &CheckSpec, original: &Exchange, retries: &[&Exchange])
 /// actual show the first differing retry around the first differing byte, since two JSON
 /// bodies usually share a long prefix.
 pub fn same_body(spec: &CheckSpec, original: &Exchange, retries: &[&Exchange]) -> Check {
-    let body = |e: &Exchange| e.response.as_ref().map(|r| r.body.clone());
+    let body = |e: &Exchange| e.response().map(|r| r.body.clone());
     let a = body(original);
     let differing: Vec<&&Exchange> = retries
         .iter()
@@ -375,7 +381,7 @@ pub fn replayed(
         Some(v) => format!("{} with {label} {}", e.status_text(), cut(v, 80)),
         None => format!("{} without a {label}", e.status_text()),
     };
-    let passed = retry.0.response.is_some()
+    let passed = retry.0.response().is_some()
         && retry.0.status() == original.0.status()
         && original.1.is_some()
         && retry.1 == original.1;
@@ -407,15 +413,15 @@ fn cut(text: &str, max: usize) -> String {
 
 /// A response header has the same value (or is absent on both) on the two exchanges.
 pub fn same_header(spec: &CheckSpec, name: &str, original: &Exchange, retry: &Exchange) -> Check {
-    let a = original.response.as_ref().and_then(|r| r.header(name));
-    let b = retry.response.as_ref().and_then(|r| r.header(name));
+    let a = original.response().and_then(|r| r.header(name));
+    let b = retry.response().and_then(|r| r.header(name));
     let show = |v: &Option<String>| match v {
         Some(v) => format!("{name}: {v}"),
         None => format!("no {name}"),
     };
     Check::from_spec(
         spec,
-        retry.response.is_some() && a == b,
+        retry.response().is_some() && a == b,
         vec![show(&a)],
         show(&b),
         vec![original.n, retry.n],
@@ -565,7 +571,7 @@ pub fn nothing_behind_errors(spec: &CheckSpec, e: &Executions, errors: &[&Exchan
 
 /// The error body is RFC 9457 problem details, or the response links its documentation.
 pub fn problem_details(spec: &CheckSpec, ex: &Exchange) -> Check {
-    let (passed, actual) = match &ex.response {
+    let (passed, actual) = match &ex.response() {
         None => (false, actual_with_error(ex)),
         Some(r) => {
             let media = r.media_type().unwrap_or_default();
@@ -597,7 +603,7 @@ pub fn problem_details(spec: &CheckSpec, ex: &Exchange) -> Check {
 pub fn header_present(spec: &CheckSpec, name: &str, exchanges: &[&Exchange]) -> Check {
     let missing: Vec<String> = exchanges
         .iter()
-        .filter(|e| e.response.as_ref().and_then(|r| r.header(name)).is_none())
+        .filter(|e| e.response().and_then(|r| r.header(name)).is_none())
         .map(|e| format!("#{}", e.n))
         .collect();
     let actual = if missing.is_empty() {
@@ -618,7 +624,7 @@ pub fn header_present(spec: &CheckSpec, name: &str, exchanges: &[&Exchange]) -> 
 /// The response body does not contain `secret` (e.g. another tenant's resource id).
 pub fn body_excludes(spec: &CheckSpec, label: &str, secret: &str, ex: &Exchange) -> Check {
     let leaked = ex
-        .response
+        .response()
         .as_ref()
         .is_some_and(|r| contains(&r.body, secret.as_bytes()));
     Check::from_spec(
@@ -739,16 +745,15 @@ fn summary_statuses(exchanges: &[&Exchange]) -> String {
 }
 
 fn actual_with_error(ex: &Exchange) -> String {
-    match (&ex.response, &ex.error) {
-        (Some(r), _) => r.status.to_string(),
-        (None, Some(e)) => e.clone(),
-        (None, None) => "no response".into(),
+    match &ex.outcome {
+        Ok(r) => r.status.to_string(),
+        Err(e) => e.detail.clone(),
     }
 }
 
 /// A body on one line, cut at 160 characters, for expected/actual lines.
 fn body_line(ex: &Exchange) -> String {
-    match &ex.response {
+    match &ex.response() {
         None => actual_with_error(ex),
         Some(r) => {
             let text = String::from_utf8_lossy(&r.body);
@@ -780,7 +785,7 @@ pub(crate) fn test_exchange(n: usize, status: u16, body: &str) -> Exchange {
             headers: vec![],
             body: vec![],
         },
-        response: Some(ReceivedResponse {
+        outcome: Ok(ReceivedResponse {
             status,
             version: "HTTP/1.1".into(),
             headers: vec![],
@@ -788,7 +793,6 @@ pub(crate) fn test_exchange(n: usize, status: u16, body: &str) -> Exchange {
             body_truncated: false,
             problem: None,
         }),
-        error: None,
     }
 }
 

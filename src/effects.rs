@@ -260,7 +260,7 @@ impl Meter {
         };
         let seen = |list: &[&Exchange]| -> BTreeSet<String> {
             list.iter()
-                .filter(|e| e.response.as_ref().is_some_and(|r| r.is_success()))
+                .filter(|e| e.response().is_some_and(|r| r.is_success()))
                 .filter_map(|e| self.identity_of(e))
                 .collect()
         };
@@ -286,7 +286,7 @@ impl Meter {
         match &self.identity {
             Identity::Ids(p) => resource_id(ex, Some(p)),
             Identity::Bodies => ex
-                .response
+                .response()
                 .as_ref()
                 .map(|r| String::from_utf8_lossy(&r.body).into_owned()),
             Identity::Blind => None,
@@ -299,7 +299,7 @@ impl Meter {
         match &self.identity {
             Identity::Ids(p) => (resource_id(ex, Some(p)), "resource id"),
             _ => (
-                ex.response
+                ex.response()
                     .as_ref()
                     .map(|r| String::from_utf8_lossy(&r.body).into_owned()),
                 "body",
@@ -365,7 +365,7 @@ impl Meter {
                 }
             }
             Identity::Bodies => {
-                let body = |e: &Exchange| e.response.as_ref().map(|r| r.body.clone());
+                let body = |e: &Exchange| e.response().map(|r| r.body.clone());
                 if body(a) == body(b) {
                     out.identity = Identity::Blind;
                 }
@@ -396,7 +396,7 @@ fn sane_delta(before: u64, after: u64, sent: usize) -> Result<u64, String> {
 
 /// The resource id in a 2xx JSON body at `pointer`, as text.
 pub fn resource_id(ex: &Exchange, pointer: Option<&str>) -> Option<String> {
-    let value = ex.response.as_ref()?.json()?;
+    let value = ex.response()?.json()?;
     match value.pointer(pointer?)? {
         serde_json::Value::String(s) => Some(s.clone()),
         serde_json::Value::Null => None,
@@ -582,7 +582,7 @@ mod tests {
     #[test]
     fn counter_reads_are_strict() {
         let read = |status, body: &str| {
-            parse_counter_response(ex(1, status, body).response.as_ref().unwrap(), "/count")
+            parse_counter_response(ex(1, status, body).response().unwrap(), "/count")
         };
         assert_eq!(read(200, r#"{"count":7}"#), Ok(7));
         assert!(read(200, r#"{"count":-1}"#).is_err());

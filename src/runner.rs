@@ -116,7 +116,7 @@ pub async fn run(
             }
             session = ctx.session.clone();
             session.last_count = ctx.closing_count();
-            if let (Some((last, next)), Some(i)) = (ctx.landed_before, last_ran) {
+            if let (Some((last, next)), Some(i)) = (ctx.counting.landed_before, last_ran) {
                 charge_late_effects(&mut probes[i], last, next, def.meta.id);
             }
             last_ran = Some(probes.len());
@@ -189,32 +189,40 @@ fn finish(
     stop: Option<Stop>,
     started: Instant,
 ) -> ProbeReport {
-    let ran = ctx.exchanges.iter().any(|e| e.response.is_some());
-    let stop = match (stop, ctx.session.stopped()) {
+    let ProbeCtx {
+        record,
+        judge,
+        counting,
+        session,
+        ..
+    } = ctx;
+    let (checks, unjudged) = (judge.checks, judge.unjudged);
+    let ran = record.exchanges.iter().any(|e| e.response().is_some());
+    let stop = match (stop, session.stopped()) {
         (_, Some(why)) if ran => Some(Stop::Inconclusive(why)),
         (_, Some(why)) => Some(Stop::Error(why)),
         (Some(stop), None) => Some(stop),
-        (None, None) => match ctx.unjudged.first() {
-            Some(why) if ctx.unjudged.len() == 1 => Some(Stop::Inconclusive(why.clone())),
+        (None, None) => match unjudged.first() {
+            Some(why) if unjudged.len() == 1 => Some(Stop::Inconclusive(why.clone())),
             Some(why) => Some(Stop::Inconclusive(format!(
                 "{why} (and {} more check{} not judged)",
-                ctx.unjudged.len() - 1,
-                if ctx.unjudged.len() == 2 { "" } else { "s" }
+                unjudged.len() - 1,
+                if unjudged.len() == 2 { "" } else { "s" }
             ))),
-            None if ctx.checks.is_empty() => Some(Stop::Error(format!(
+            None if checks.is_empty() => Some(Stop::Error(format!(
                 "{} ended without judging anything (no check, no stop): a defect of the probe",
                 def.meta.id
             ))),
             None => None,
         },
     };
-    let verdict = decide(&ctx.checks, stop.as_ref(), config.strict);
+    let verdict = decide(&checks, stop.as_ref(), config.strict);
     ProbeReport {
-        effect_basis: ctx.basis,
+        effect_basis: counting.basis,
         duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-        checks: ctx.checks,
-        timeline: ctx.timeline,
-        exchanges: ctx.exchanges,
+        checks,
+        timeline: record.timeline,
+        exchanges: record.exchanges,
         ..verdict_only(def, verdict.outcome, verdict.reason)
     }
 }

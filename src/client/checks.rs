@@ -520,7 +520,7 @@ fn lost_response(j: &Judging) -> Judged {
                 ),
                 attempts
                     .iter()
-                    .filter(|a| a.succeeded() || a.exchange.response.is_none())
+                    .filter(|a| a.succeeded() || a.exchange.response().is_none())
                     .map(|a| a.exchange.n)
                     .collect(),
             ),

@@ -39,7 +39,7 @@ use super::auth::Auth;
 use super::carrier::{KeyCarrier, Syntax};
 use super::error_body::ErrorBody;
 use super::operation::{parse_payload, Operation};
-use crate::http::exchange::{Exchange, Header, ReceivedResponse, SentRequest};
+use crate::http::exchange::{Exchange, Header, ReceivedResponse, SentRequest, TransportError};
 
 /// Bodies larger than this are refused with 413 (a create request is a few hundred bytes).
 const BODY_LIMIT: usize = 64 * 1024;
@@ -183,7 +183,7 @@ impl Attempt {
     /// True when the answer was a 2xx.
     pub fn succeeded(&self) -> bool {
         self.exchange
-            .response
+            .response()
             .as_ref()
             .is_some_and(|r| (200..300).contains(&r.status))
     }
@@ -542,8 +542,7 @@ async fn handle(
             duration_ms,
             release_us: None,
             request,
-            response,
-            error,
+            outcome: response.ok_or_else(|| TransportError::failed(error.unwrap_or_default())),
         },
         op,
         operation: served.is_some(),
@@ -758,7 +757,7 @@ mod tests {
         let rec = api.finish().await;
         assert_eq!(rec.payments, 1);
         assert_eq!(rec.attempts.len(), 2);
-        assert!(rec.attempts[0].exchange.response.is_none());
+        assert!(rec.attempts[0].exchange.response().is_none());
         assert_eq!(rec.attempts[1].key.as_ref().unwrap().value, "k1");
     }
 

@@ -105,8 +105,47 @@ impl ReceivedResponse {
     }
 }
 
+/// Why a request got no response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportErrorKind {
+    /// The transport failed: refused, reset, timed out, a malformed answer.
+    Failed,
+    /// idem-check closed the connection before reading, on purpose (a lost response).
+    Dropped,
+    /// Never sent: the target had stopped answering.
+    NotSent,
+}
+
+/// A request's failure in transport, with the one line of text the report shows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{detail}")]
+pub struct TransportError {
+    pub kind: TransportErrorKind,
+    /// "connection refused", "timed out after 10 s", "dropped by idem-check before reading — …".
+    pub detail: String,
+}
+
+impl TransportError {
+    pub fn failed(detail: impl Into<String>) -> Self {
+        TransportError {
+            kind: TransportErrorKind::Failed,
+            detail: detail.into(),
+        }
+    }
+
+    /// Whether the target failed to answer (as opposed to a request dropped on purpose or
+    /// never sent, which say nothing about it).
+    pub fn is_failure(&self) -> bool {
+        self.kind == TransportErrorKind::Failed
+    }
+}
+
+/// What came of a request: the response, or how the transport failed. Never both, never
+/// neither.
+pub type Outcome = Result<ReceivedResponse, TransportError>;
+
 /// One numbered exchange of a probe.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Exchange {
     /// 1-based number within the probe; checks cite exchanges by it (`#3`).
     pub n: usize,
@@ -116,20 +155,68 @@ pub struct Exchange {
     pub start_ms: f64,
     pub duration_ms: f64,
     /// For synchronised bursts: when the final byte was released, from the start of the probe.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub release_us: Option<f64>,
     pub request: SentRequest,
+    pub outcome: Outcome,
+}
+
+/// The report's shape of an exchange (`response`, or `error` as text), unchanged since the
+/// outcome became one value.
+#[derive(Serialize)]
+struct ExchangeJson<'a> {
+    n: usize,
+    role: &'a str,
+    start_ms: f64,
+    duration_ms: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub response: Option<ReceivedResponse>,
-    /// The transport failure, when there is no response ("connection refused", "timed out after
-    /// 10 s", "dropped by idem-check before reading — lost-response probe").
+    release_us: Option<f64>,
+    request: &'a SentRequest,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    response: Option<&'a ReceivedResponse>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+}
+
+impl Serialize for Exchange {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        ExchangeJson {
+            n: self.n,
+            role: &self.role,
+            start_ms: self.start_ms,
+            duration_ms: self.duration_ms,
+            release_us: self.release_us,
+            request: &self.request,
+            response: self.response(),
+            error: self.error().map(|e| e.detail.as_str()),
+        }
+        .serialize(s)
+    }
 }
 
 impl Exchange {
+    /// The response, when there was one.
+    pub fn response(&self) -> Option<&ReceivedResponse> {
+        self.outcome.as_ref().ok()
+    }
+
+    /// The transport failure, when there was no response.
+    pub fn error(&self) -> Option<&TransportError> {
+        self.outcome.as_ref().err()
+    }
+
+    /// Whether idem-check dropped the connection unread on purpose.
+    pub fn dropped(&self) -> bool {
+        self.error()
+            .is_some_and(|e| e.kind == TransportErrorKind::Dropped)
+    }
+
+    /// Whether the request went out and the target did not answer it.
+    pub fn failed(&self) -> bool {
+        self.error().is_some_and(TransportError::is_failure)
+    }
+
     pub fn status(&self) -> Option<u16> {
-        self.response.as_ref().map(|r| r.status)
+        self.response().map(|r| r.status)
     }
 
     /// The status as shown in summaries: `201`, or `no response` when there was none.

@@ -18,7 +18,8 @@ use super::connection::{write_request, Connector, Stream};
 use super::exchange::{Header, ReceivedResponse, SentRequest};
 use super::h1;
 
-/// The error text of a [`send_then_drop`] exchange: it never reads, on purpose.
+/// The error text of a [`send_then_drop`] exchange: it never reads, on purpose. Shown, never
+/// compared: [`DropOutcome`] says whether the drop happened.
 pub const DROPPED: &str = "dropped by idem-check before reading — lost-response probe";
 
 /// The outcome of one raw exchange, with the instants a timeline needs.
@@ -94,18 +95,37 @@ pub async fn send_then_drop(
     req: &SentRequest,
     wait_before_drop: Duration,
     timeout: Duration,
-) -> RawResponse {
+) -> DropOutcome {
     let attempt = Instant::now();
     let deadline = attempt + timeout;
     let mut started = attempt;
-    let result: Result<ReceivedResponse, String> = async {
-        let stream = connect_and_write(connector, req, deadline, timeout, &mut started).await?;
-        tokio::time::sleep(wait_before_drop).await;
-        drop(stream);
-        Err(DROPPED.to_string())
+    let written = connect_and_write(connector, req, deadline, timeout, &mut started).await;
+    match written {
+        Ok(stream) => {
+            tokio::time::sleep(wait_before_drop).await;
+            drop(stream);
+            DropOutcome::Dropped(RawResponse::ended_now(started, Err(DROPPED.to_string())))
+        }
+        Err(e) => DropOutcome::Failed(RawResponse::ended_now(started, Err(e))),
     }
-    .await;
-    RawResponse::ended_now(started, result)
+}
+
+/// What came of a request [`send_then_drop`] sent.
+#[derive(Debug)]
+pub enum DropOutcome {
+    /// Written whole and closed unread, as meant.
+    Dropped(RawResponse),
+    /// It failed before it could be dropped.
+    Failed(RawResponse),
+}
+
+impl DropOutcome {
+    /// The record of the exchange, whichever way it went.
+    pub fn into_raw(self) -> RawResponse {
+        match self {
+            DropOutcome::Dropped(r) | DropOutcome::Failed(r) => r,
+        }
+    }
 }
 
 /// Connects and writes `req` whole; `started` becomes the moment the connection was up (what an

@@ -12,6 +12,7 @@
 
 use futures::FutureExt;
 
+use super::kit::hold;
 use super::shared::is_success;
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta, Request};
 use crate::check;
@@ -112,14 +113,12 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         let request = ctx.keyed_with_payload(&ctx.fresh_key(), BURSTS as u32 + 1);
         // The hold outlasts --hold-at-least: a lock that expires while its owner runs shows
         // only once the server's lease has passed.
-        let (orig, dups) = ctx
-            .held_with_waves(
-                request.clone(),
-                &vec![request.clone(); WAVE_SIZE],
-                WAVE_INTERVAL,
-                true,
-            )
-            .await?;
+        let pace = hold::Waves {
+            interval: WAVE_INTERVAL,
+            at_least: true,
+        };
+        let wave = vec![request.clone(); WAVE_SIZE];
+        let (orig, dups) = hold::with_waves(ctx, request.clone(), &wave, pace).await?;
         let retry = retry_after(ctx, &request, std::slice::from_ref(&orig)).await;
         let after = ctx.count("count after held original").await?;
         let overlapping: Vec<&Exchange> =
@@ -181,14 +180,14 @@ fn judge(ctx: &mut ProbeCtx, rounds: &[Round]) -> Option<Stop> {
     let all: Vec<&Exchange> = sent
         .iter()
         .copied()
-        .filter(|e| e.response.is_some())
+        .filter(|e| e.response().is_some())
         .collect();
     let unanswered = sent.len() - all.len();
     let mut stop = None;
     if unanswered > 0 {
         let first = sent
             .iter()
-            .find_map(|e| e.error.clone())
+            .find_map(|e| e.error().map(|e| e.detail.clone()))
             .unwrap_or_default();
         ctx.note(format!(
             "{unanswered} of {} requests got no response (first: {first}); they are left out of the status checks",

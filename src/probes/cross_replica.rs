@@ -10,6 +10,7 @@
 
 use futures::FutureExt;
 
+use super::kit::hold;
 use super::shared::original;
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta, Replica, Request};
 use crate::check;
@@ -82,9 +83,11 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         .iter()
         .map(|url| req.clone().with_url(url.clone()))
         .collect();
-    let (owner, dups) = ctx
-        .held_with_waves(req, &wave, WAVE_INTERVAL, false)
-        .await?;
+    let pace = hold::Waves {
+        interval: WAVE_INTERVAL,
+        at_least: false,
+    };
+    let (owner, dups) = hold::with_waves(ctx, req, &wave, pace).await?;
     let after = ctx.count("count after held original").await?;
     let overlapping = dups.iter().filter(|d| d.start_ms < owner.end_ms()).count();
     ctx.note(format!(

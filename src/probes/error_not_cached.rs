@@ -43,11 +43,14 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         .with_body(invalid_body.template.render(ctx.unique(), 0));
     let before = ctx.count_before().await?;
     let invalid = ctx.send("invalid payload", invalid_req).await;
-    if invalid.response.is_none() {
+    if invalid.response().is_none() {
         return Err(Stop::Error(format!(
             "the invalid request (#{}) got no response: {}",
             invalid.n,
-            invalid.error.clone().unwrap_or_default()
+            invalid
+                .error()
+                .map(|e| e.detail.clone())
+                .unwrap_or_default()
         )));
     }
     if is_success(&invalid) {

@@ -44,7 +44,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let before = ctx.count_before().await?;
     let key = ctx.fresh_key();
     let mut original = ctx.send("original", ctx.keyed(&key)).await;
-    if original.response.is_none() {
+    if original.response().is_none() {
         return Err(Stop::Error(unreachable(&original, ctx.config.timeout)));
     }
     let mut other_form_tried = false;
@@ -146,7 +146,7 @@ fn refused_the_string_form(ctx: &ProbeCtx, ex: &Exchange) -> bool {
 /// The ERROR for a baseline request that got no answer: a target that accepts the connection
 /// and never answers names `--timeout`, anything else says what the transport met.
 fn unreachable(ex: &Exchange, timeout: std::time::Duration) -> String {
-    let error = ex.error.clone().unwrap_or_default();
+    let error = ex.error().map(|e| e.detail.clone()).unwrap_or_default();
     if error.contains("timed out") {
         return format!(
             "{} {} did not answer within --timeout ({}): {error}; check that the URL is the API, or \
@@ -178,7 +178,7 @@ fn setup_mistake(ex: &Exchange, reference: bool) -> Option<Stop> {
         ),
         300..=399 => {
             let to = ex
-                .response
+                .response()
                 .as_ref()
                 .and_then(|r| r.header("location"))
                 .map(|l| format!(" to {}", crate::redact::sanitize_line(&l)))
@@ -206,7 +206,7 @@ fn refused_the_request(ex: &Exchange) -> bool {
 /// body that is not JSON is a web server, a login page or a gateway, not the operation. Judging
 /// it would blame the API (or `--id-pointer`) for what the URL reached.
 fn not_the_apis_answer(ex: &Exchange) -> Option<Stop> {
-    let response = ex.response.as_ref().filter(|r| r.is_success())?;
+    let response = ex.response().filter(|r| r.is_success())?;
     let sent_json = serde_json::from_slice::<serde_json::Value>(&ex.request.body).is_ok()
         || ex.request.header_values("content-type").iter().any(|v| {
             String::from_utf8_lossy(v)
@@ -235,7 +235,7 @@ fn not_the_apis_answer(ex: &Exchange) -> Option<Stop> {
 /// What the server said, quoted after a status: an HTML page's title, a JSON error's message,
 /// or the first words of a text body; empty when there is no body.
 fn server_says(ex: &Exchange) -> String {
-    let Some(response) = ex.response.as_ref() else {
+    let Some(response) = ex.response() else {
         return String::new();
     };
     let text = String::from_utf8_lossy(&response.body);

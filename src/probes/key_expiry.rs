@@ -178,5 +178,5 @@ fn expiry(
 
 /// A response header's value.
 fn header(ex: &Exchange, name: &str) -> Option<String> {
-    ex.response.as_ref().and_then(|r| r.header(name))
+    ex.response().and_then(|r| r.header(name))
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
+use super::kit::hold;
 use super::shared::is_success;
 use super::{CheckDecl, Group, HoldHeader, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
@@ -52,9 +53,12 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let conflict = ctx.spec(&STILL_REFUSED).expect;
     let before = ctx.count_before().await?;
     let req = ctx.keyed(&ctx.fresh_key());
-    let (owner, dups) = ctx
-        .held_with_waves(req.clone(), std::slice::from_ref(&req), INTERVAL, false)
-        .await?;
+    let pace = hold::Waves {
+        interval: INTERVAL,
+        at_least: false,
+    };
+    let (owner, dups) =
+        hold::with_waves(ctx, req.clone(), std::slice::from_ref(&req), pace).await?;
     let retry = ctx.send("retry after completion", req).await;
     let after = ctx.count("count after").await?;
 
@@ -79,7 +83,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
             .iter()
             .any(|d| d.status().is_some_and(|s| conflict.contains(&s)))
     });
-    let owner_lost = owner.response.is_none()
+    let owner_lost = owner.response().is_none()
         || (owner.status().is_some_and(|s| conflict.contains(&s))
             && first_success.is_some()
             && !refused_first);

@@ -11,12 +11,11 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
+use super::kit::hold::{self, Held};
 use super::shared::{is_success, retry_while};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::http::exchange::Exchange;
-use crate::http::raw::DROPPED;
-use crate::http::throttle::throttled;
 use crate::outcome::Stop;
 
 /// How long after writing a held original the connection is closed, at first: enough for the
@@ -62,7 +61,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     // A hold the server ends alone: its length tells when the dropped original is done.
     let hold = match ctx.config.hold_release {
-        None if ctx.config.hold_header.is_some() => ctx.hold_length().await,
+        None if ctx.config.hold_header.is_some() => hold::length(ctx).await,
         _ => None,
     };
     let mut head_start = DROP_AFTER_HOLD;
@@ -92,21 +91,25 @@ async fn scenario(
 ) -> Result<Option<String>, Stop> {
     let before = ctx.count_before().await?;
     let req = ctx.keyed(&ctx.fresh_key());
-    let (original, wait, name) = match ctx.held(req.clone()) {
-        Some((held, name)) => (held, head_start, name),
+    let (original, wait, name) = match hold::held(&ctx.config, req.clone()) {
+        Some(Held { request, name }) => (request, head_start, name),
         None => (req.clone(), Duration::ZERO, None),
     };
     let dropped = ctx
         .send_then_drop("original, dropped before reading", original, wait)
         .await;
     if let Some(length) = hold {
-        ctx.hold_ended(dropped.n, ctx.instant_of(&dropped) + length, true);
+        let ends = ctx.instant_of(&dropped) + length;
+        hold::ended(ctx, dropped.n, ends, true);
     }
-    if dropped.error.as_deref() != Some(DROPPED) {
+    if !dropped.dropped() {
         return Err(Stop::Error(format!(
             "the original request (#{}) could not be sent: {}",
             dropped.n,
-            dropped.error.clone().unwrap_or_default()
+            dropped
+                .error()
+                .map(|e| e.detail.clone())
+                .unwrap_or_default()
         )));
     }
     // Retry until the operation's result arrives, whatever comes first: a retry that stopped at
@@ -118,18 +121,19 @@ async fn scenario(
     if let Some(name) = name {
         // A releasable hold: one retry while the original is surely still running, then the
         // hold ends and the retries below see it finish.
-        let (retry, waited) = ctx
-            .send_then_release("retry while held", req.clone(), &name, dropped.n)
-            .await;
-        if is_success(&retry) && !waited && !last_try {
-            return Ok(Some(format!(
-                "the retry #{} while #{} was held was answered {} at once",
-                retry.n,
-                dropped.n,
-                retry.status_text()
-            )));
+        let sent =
+            hold::send_then_release(ctx, "retry while held", req.clone(), &name, dropped.n).await;
+        if let Some(retry) = sent.judged {
+            if is_success(&retry) && !sent.waited && !last_try {
+                return Ok(Some(format!(
+                    "the retry #{} while #{} was held was answered {} at once",
+                    retry.n,
+                    dropped.n,
+                    retry.status_text()
+                )));
+            }
+            retries.push(retry);
         }
-        retries.push(retry);
         interval = RELEASED_RETRY_INTERVAL;
     }
     if !retries.last().is_some_and(is_success) {
@@ -149,8 +153,7 @@ async fn scenario(
         retries.push(ctx.send("retry after the replay", req.clone()).await);
     }
     let after = ctx.count("count after").await?;
-    // A retry a rate limiter throttled while the original was held says nothing of the key.
-    let refs: Vec<&Exchange> = retries.iter().filter(|e| !throttled(e)).collect();
+    let refs: Vec<&Exchange> = retries.iter().collect();
     let mut allowed = spec.expect.clone();
     allowed.extend(last.status().filter(|_| replayed));
     ctx.push(check::statuses_in(&spec, &refs, &allowed));

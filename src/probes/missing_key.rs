@@ -45,7 +45,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let after = ctx.count("count after").await?;
     let e = ctx.executions(&before, &after, &[], &[&ex]);
     ctx.expect_executions(&NO_EFFECT, e, 0);
-    if ex.response.is_some() && !is_success(&ex) {
+    if ex.response().is_some() && !is_success(&ex) {
         ctx.push(check::problem_details(&ctx.spec(&PROBLEM_DETAILS), &ex));
     }
     Ok(())

@@ -19,6 +19,7 @@ use crate::outcome::Stop;
 use crate::suite::Suite;
 
 mod ctx;
+pub mod kit;
 mod need;
 mod shared;
 pub use crate::http::Request;

@@ -49,7 +49,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     ctx.push(check::status_in(&ctx.spec(&STATUS), &other));
     let e = ctx.executions(&before, &after, &[&original], &[&other]);
     ctx.expect_executions(&NO_EFFECT, e, 0);
-    if !is_success(&other) && other.response.is_some() {
+    if !is_success(&other) && other.response().is_some() {
         ctx.push(check::problem_details(&ctx.spec(&PROBLEM_DETAILS), &other));
     }
     Ok(())

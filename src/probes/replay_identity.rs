@@ -97,7 +97,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         &[&original, &retries[0], &retries[1], &retries[2]],
     );
     ctx.expect_executions(&NO_NEW_EFFECT, e, 1);
-    let marker = first.response.as_ref().and_then(|r| {
+    let marker = first.response().and_then(|r| {
         MARKERS
             .iter()
             .find_map(|m| r.header(m).map(|v| format!("{m}: {v}")))

@@ -5,6 +5,7 @@
 
 use futures::FutureExt;
 
+use super::kit::meter::Span;
 use super::shared::{keyed_original, same_response};
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta, RestartHook};
 use crate::http::raw::IdleConnection;
@@ -76,7 +77,12 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let retry = ctx.send("after restart", ctx.keyed(&key)).await;
     let after = ctx.count("count after").await?;
     same_response(ctx, (&SAME_STATUS, &SAME_BODY), &original, &[&retry]);
-    let e = ctx.executions_across_restart(&before, &after, &[&original, &retry]);
+    let e = ctx.executions_over(
+        Span::AcrossRestart,
+        (&before, &after),
+        &[],
+        &[&original, &retry],
+    );
     ctx.expect_executions(&NO_NEW_EFFECT, e, 1);
     match proof {
         Ok(seen) => {

@@ -84,14 +84,14 @@ pub(crate) async fn first_then_retry(
 
 /// Whether the exchange got a 2xx.
 pub(crate) fn is_success(ex: &Exchange) -> bool {
-    ex.response.as_ref().is_some_and(|r| r.is_success())
+    ex.response().is_some_and(|r| r.is_success())
 }
 
 /// The stop for a request the rest of the probe builds on when it did not get a 2xx:
 /// "`what` (#n) got `status`, so `consequence`". An answer other than a 2xx is an ERROR (the
 /// probe could not run); no answer at all is [`no_answer`]. `None` when it succeeded.
 pub(crate) fn unless_success(ex: &Exchange, what: &str, consequence: &str) -> Option<Stop> {
-    if ex.response.is_none() {
+    if ex.response().is_none() {
         return Some(no_answer(&format!("{what} (#{})", ex.n), ex, consequence));
     }
     (!is_success(ex)).then(|| {
@@ -109,7 +109,9 @@ pub(crate) fn unless_success(ex: &Exchange, what: &str, consequence: &str) -> Op
 pub(crate) fn no_answer(what: &str, ex: &Exchange, consequence: &str) -> Stop {
     Stop::Inconclusive(format!(
         "{what} got no response ({}), so {consequence}",
-        ex.error.as_deref().unwrap_or("no response")
+        ex.error()
+            .map(|e| e.detail.as_str())
+            .unwrap_or("no response")
     ))
 }
 
@@ -180,7 +182,7 @@ pub(crate) async fn send_raw_counted(
     for (role, req) in requests {
         sent.push(ctx.send_raw(role, req).await);
     }
-    if sent.iter().all(|e| e.response.is_none()) {
+    if sent.iter().all(|e| e.response().is_none()) {
         return Err(no_answer(
             &format!("every request (first #{})", sent[0].n),
             &sent[0],

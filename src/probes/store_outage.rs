@@ -94,7 +94,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     // A request held past the timeout is judged by fails-fast alone: that it was not refused
     // in time is what was seen, and the counter still judges whether it executed on top of
     // its retries.
-    if during.response.is_some() {
+    if during.response().is_some() {
         ctx.push(check::status_in(&ctx.spec(&REFUSED), &during));
     }
     if unavailable(&during) {

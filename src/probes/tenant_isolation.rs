@@ -88,7 +88,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         }
         None => {
             let a_body = String::from_utf8_lossy(
-                &a1.response
+                &a1.response()
                     .as_ref()
                     .map(|r| r.body.clone())
                     .unwrap_or_default(),

@@ -113,12 +113,7 @@ pub fn cited_exchanges(p: &ProbeReport, key_header: &str) -> Vec<usize> {
     // A request whose answer idem-check dropped on purpose is how the failure began: it is
     // shown, and reproduced, with the exchanges that failed after it.
     if !cited.is_empty() {
-        cited.extend(
-            p.exchanges
-                .iter()
-                .filter(|e| e.error.as_deref() == Some(crate::http::raw::DROPPED))
-                .map(|e| e.n),
-        );
+        cited.extend(p.exchanges.iter().filter(|e| e.dropped()).map(|e| e.n));
     }
     cited.into_iter().collect()
 }
@@ -137,7 +132,7 @@ fn error_cause(p: &ProbeReport) -> Vec<usize> {
         .exchanges
         .iter()
         .rev()
-        .find(|e| !e.response.as_ref().is_some_and(|r| r.is_success()));
+        .find(|e| !e.response().is_some_and(|r| r.is_success()));
     unsuccessful
         .or(p.exchanges.last())
         .map(|e| e.n)
@@ -161,7 +156,7 @@ const SMALL_READ_MAX: usize = 64;
 fn is_small_read(e: &Exchange, key_header: &str) -> bool {
     e.request.method == "GET"
         && e.request.header_values(key_header).is_empty()
-        && e.response
+        && e.response()
             .as_ref()
             .is_some_and(|r| r.is_success() && r.body.len() <= SMALL_READ_MAX)
 }
@@ -195,10 +190,9 @@ impl ExchangeLine {
             .into_iter()
             .map(|v| keys.short(&secrets.redact_bytes(v)))
             .collect();
-        let result = match (&e.response, &e.error) {
-            (Some(r), _) => format!("→ {}", r.status),
-            (None, Some(err)) => format!("→ error: {}", sanitize_line(err)),
-            (None, None) => "→ no response".to_string(),
+        let result = match &e.outcome {
+            Ok(r) => format!("→ {}", r.status),
+            Err(err) => format!("→ error: {}", sanitize_line(&err.detail)),
         };
         let safe = |s: &str| secrets.redact(&sanitize_line(s));
         ExchangeLine {
@@ -341,7 +335,7 @@ pub fn representatives<'a>(p: &'a ProbeReport, cited: &[usize]) -> Vec<(&'a Exch
             role_kind(&r.role) == role_kind(&e.role)
                 && r.request == e.request
                 && r.status() == e.status()
-                && r.error == e.error
+                && r.error() == e.error()
         };
         match reps.iter_mut().find(|(r, _)| same(r)) {
             Some((_, also)) => also.push(e.n),
@@ -573,13 +567,13 @@ impl Reproduce {
             // An exchange that went over HTTP/2 on a plain-text URL was h2c with prior
             // knowledge; curl must be told, or it would replay it over HTTP/1.1.
             let h2c = e.request.url.starts_with("http://")
-                && e.response.as_ref().is_some_and(|r| r.version == "HTTP/2");
+                && e.response().is_some_and(|r| r.version == "HTTP/2");
             if h2c {
                 line.push_str(" --http2-prior-knowledge");
             }
             // A request whose answer idem-check dropped on purpose: curl gives up on it after
             // the same time, so the server sees the same lost response.
-            let dropped = e.error.as_deref() == Some(crate::http::raw::DROPPED);
+            let dropped = e.dropped();
             if dropped {
                 let _ = write!(line, " --max-time {:.1}", (e.duration_ms / 1000.0).max(0.1));
             }
@@ -602,9 +596,7 @@ impl Reproduce {
             .map(|(mut ns, _, line)| {
                 ns.sort_unstable();
                 let first = ns.remove(0);
-                let dropped = reps.iter().any(|(e, _)| {
-                    e.n == first && e.error.as_deref() == Some(crate::http::raw::DROPPED)
-                });
+                let dropped = reps.iter().any(|(e, _)| e.n == first && e.dropped());
                 let title = if dropped {
                     format!("reproduce #{first} (its answer dropped, as idem-check dropped it)")
                 } else if ns.is_empty() {
@@ -855,7 +847,7 @@ fn write_dump(out: &mut String, e: &Exchange, opts: &RenderOptions) {
         e.duration_ms.max(0.0)
     );
     let version = e
-        .response
+        .response()
         .as_ref()
         .map(|r| format!(" {}", sanitize_line(&r.version)))
         .unwrap_or_default();
@@ -867,8 +859,8 @@ fn write_dump(out: &mut String, e: &Exchange, opts: &RenderOptions) {
     );
     write_headers(out, '>', &e.request.headers, secrets);
     write_body(out, '>', &e.request.body, opts);
-    match (&e.response, &e.error) {
-        (Some(r), _) => {
+    match &e.outcome {
+        Ok(r) => {
             let _ = writeln!(out, "< {} {}", sanitize_line(&r.version), r.status);
             write_headers(out, '<', &r.headers, secrets);
             write_body(out, '<', &r.body, opts);
@@ -876,11 +868,8 @@ fn write_dump(out: &mut String, e: &Exchange, opts: &RenderOptions) {
                 let _ = writeln!(out, "< (body cut at the capture limit)");
             }
         }
-        (None, Some(err)) => {
-            let _ = writeln!(out, "! no response: {}", sanitize_line(err));
-        }
-        (None, None) => {
-            let _ = writeln!(out, "! no response");
+        Err(err) => {
+            let _ = writeln!(out, "! no response: {}", sanitize_line(&err.detail));
         }
     }
 }
@@ -912,7 +901,7 @@ mod tests {
     fn ex(n: usize, method: &str, body: Vec<u8>) -> Exchange {
         let mut e = crate::check::test_exchange(n, 200, "");
         e.request.method = method.into();
-        if let Some(r) = e.response.as_mut() {
+        if let Ok(r) = e.outcome.as_mut() {
             r.body = body;
         }
         e
@@ -961,7 +950,7 @@ mod tests {
     #[test]
     fn an_error_cites_the_exchange_it_stopped_on_not_the_last_one() {
         let mut failed = ex(3, "POST", b"{}".to_vec());
-        failed.response.as_mut().unwrap().status = 500;
+        failed.outcome.as_mut().unwrap().status = 500;
         let exchanges = vec![
             ex(1, "GET", b"{\"count\":1}".to_vec()),
             ex(2, "POST", b"{}".to_vec()),
@@ -979,7 +968,7 @@ mod tests {
             vec![3],
             "unnamed: the last without a 2xx"
         );
-        p.exchanges[2].response.as_mut().unwrap().status = 201;
+        p.exchanges[2].outcome.as_mut().unwrap().status = 201;
         assert_eq!(cited_exchanges(&p, "Idempotency-Key"), vec![4]);
         p.reason = "#99 is not an exchange; #2–#3 are".into();
         assert_eq!(cited_exchanges(&p, "Idempotency-Key"), vec![2, 3]);
@@ -1009,7 +998,7 @@ mod tests {
                 e
             })
             .collect();
-        exchanges[15].response.as_mut().unwrap().status = 409;
+        exchanges[15].outcome.as_mut().unwrap().status = 409;
         let p = probe(exchanges, (2..=17).collect());
         let text = block(&p, "s", &RenderOptions::default());
         assert!(text.contains("#2–#17"), "{text}");

@@ -199,8 +199,9 @@ fn number(t0: Instant, raws: Vec<(String, SentRequest, RawResponse)>) -> Vec<Exc
                 * 1000.0,
             release_us: r.released.map(|t| ms(t) * 1000.0),
             request,
-            response: r.result.as_ref().ok().cloned(),
-            error: r.result.err(),
+            outcome: r
+                .result
+                .map_err(crate::http::exchange::TransportError::failed),
         })
         .collect()
 }
@@ -224,7 +225,7 @@ fn judge(config: &Config, key: String, exchanges: Vec<Exchange>) -> KeyOutcome {
     });
     let completed = exchanges
         .iter()
-        .any(|e| e.response.as_ref().is_some_and(|r| r.is_success()));
+        .any(|e| e.response().is_some_and(|r| r.is_success()));
     let conflict = config
         .suite
         .check("concurrent-duplicates", "conflict-or-replay")
@@ -242,7 +243,7 @@ fn judge(config: &Config, key: String, exchanges: Vec<Exchange>) -> KeyOutcome {
     let answered: Vec<&Exchange> = refs
         .iter()
         .copied()
-        .filter(|e| e.response.is_some() && !throttle::throttled(e))
+        .filter(|e| e.response().is_some() && !throttle::throttled(e))
         .collect();
     let answers = CheckSpec {
         id: "conflict-or-replay",

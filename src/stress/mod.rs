@@ -411,7 +411,7 @@ impl Aggregate {
         self.keys += 1;
         self.completed += usize::from(k.completed);
         self.unknown +=
-            usize::from(!k.completed && k.exchanges.iter().any(|e| e.response.is_none()));
+            usize::from(!k.completed && k.exchanges.iter().any(|e| e.response().is_none()));
         self.executions += k.executions.count;
         self.basis.clone_from(&k.executions.basis);
         if k.violated() {
@@ -578,8 +578,10 @@ async fn read_counter(
                 * 1000.0,
             release_us: None,
             request,
-            response: r.result.as_ref().ok().cloned(),
-            error: r.result.as_ref().err().cloned(),
+            outcome: r
+                .result
+                .clone()
+                .map_err(crate::http::exchange::TransportError::failed),
         });
     }
     read.value

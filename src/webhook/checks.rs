@@ -207,7 +207,7 @@ const MAX_REDELIVERIES: u32 = 10;
 /// The wait a 409 or 503 with `Retry-After: SECONDS` asks for (at most 5 s): the event is
 /// still being worked on, and a sender comes back later.
 fn come_back_after(ex: &Exchange) -> Option<Duration> {
-    let r = ex.response.as_ref()?;
+    let r = ex.response()?;
     if !matches!(r.status, 409 | 503) {
         return None;
     }
@@ -228,7 +228,7 @@ fn acknowledged_within(
     severity: Severity,
 ) -> Check {
     let ms = ex.duration_ms;
-    let ok = ex.response.as_ref().is_some_and(|r| r.is_success());
+    let ok = ex.response().is_some_and(|r| r.is_success());
     Check {
         id: id.into(),
         what: what.into(),
@@ -302,10 +302,10 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
             let w = Window::open(env, trial).await?;
             let e = s.event();
             let ex = s.send(trial, "delivery", &s.signed(&e, t, 0)).await;
-            if ex.response.is_none() {
+            if ex.response().is_none() {
                 return Err(Stop::Error(format!(
                     "the consumer did not answer a valid delivery ({}): check the URL, or raise --timeout",
-                    ex.error.unwrap_or_default()
+                    ex.error().map(|e| e.detail.as_str()).unwrap_or_default()
                 )));
             }
             two_xx(
@@ -659,7 +659,7 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
                 )
                 .await;
             let freed = s.post(trial, "release the hold", &release).await;
-            if !freed.response.as_ref().is_some_and(|r| r.is_success()) {
+            if !freed.response().is_some_and(|r| r.is_success()) {
                 return Err(Stop::Error(format!(
                     "releasing the hold answered {}: check --hold-release",
                     freed.status_text()

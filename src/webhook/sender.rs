@@ -67,10 +67,22 @@ impl Trial {
                 * 1000.0,
             release_us: r.released.map(|t| self.offset_ms(t) * 1000.0),
             request: sent,
-            response: r.result.as_ref().ok().cloned(),
-            error: r.result.as_ref().err().cloned(),
+            outcome: r
+                .result
+                .clone()
+                .map_err(crate::http::exchange::TransportError::failed),
         };
         self.exchanges.push(ex.clone());
+        ex
+    }
+
+    /// `ex`, marked as dropped unread on purpose when `dropped`.
+    fn dropped(&mut self, mut ex: Exchange, dropped: bool) -> Exchange {
+        if let (true, Err(e)) = (dropped, &mut ex.outcome) {
+            e.kind = crate::http::exchange::TransportErrorKind::Dropped;
+            self.exchanges.pop();
+            self.exchanges.push(ex.clone());
+        }
         ex
     }
 
@@ -231,7 +243,9 @@ impl Sender {
         let sent = req.prepare();
         let raw =
             crate::http::raw::send_then_drop(&self.connector, &sent, wait, self.timeout).await;
-        trial.record(role, sent, &raw)
+        let dropped = matches!(raw, crate::http::raw::DropOutcome::Dropped(_));
+        let ex = trial.record(role, sent, &raw.into_raw());
+        trial.dropped(ex, dropped)
     }
 
     /// A POST with an empty body to `url` (releasing a hold), recorded.

@@ -124,7 +124,7 @@ async fn probe_over_h2c(fault: Option<Fault>) -> (Outcome, String) {
         .exchanges
         .iter()
         .filter(|e| e.role.starts_with("burst "))
-        .filter_map(|e| e.response.as_ref().map(|r| r.version.clone()))
+        .filter_map(|e| e.response().map(|r| r.version.clone()))
         .collect();
     assert!(
         !versions.is_empty() && versions.iter().all(|v| v == "HTTP/2"),

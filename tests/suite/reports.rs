@@ -14,7 +14,7 @@ use std::path::Path;
 
 use base64::Engine as _;
 use idem_check::check::{Check, Severity};
-use idem_check::http::exchange::{Exchange, Header, ReceivedResponse, SentRequest};
+use idem_check::http::exchange::{Exchange, Header, ReceivedResponse, SentRequest, TransportError};
 use idem_check::outcome::Outcome;
 use idem_check::redact::{SecretSources, Secrets};
 use idem_check::report::html::{self, Lane, LaneAttempt, LaneRun, Latency, Sameness, StressView};
@@ -92,8 +92,7 @@ fn exchange(
         duration_ms,
         release_us: None,
         request,
-        response,
-        error: None,
+        outcome: response.ok_or_else(|| TransportError::failed("no response")),
     }
 }
 
@@ -425,7 +424,7 @@ fn mixed() -> RunReport {
     restart.section = "draft-07 §2.6";
     restart.duration_ms = 10_002.0;
     restart.exchanges = vec![Exchange {
-        error: Some("connection refused after 2 ms".into()),
+        outcome: Err(TransportError::failed("connection refused after 2 ms")),
         ..exchange(
             1,
             "after restart",

@@ -121,12 +121,7 @@ async fn http2_carries_the_late_retries_too() {
         .exchanges
         .iter()
         .filter(|e| e.role.contains("burst") || e.role.contains("late retry"))
-        .map(|e| {
-            (
-                e.role.as_str(),
-                e.response.as_ref().map(|r| r.version.as_str()),
-            )
-        })
+        .map(|e| (e.role.as_str(), e.response().map(|r| r.version.as_str())))
         .collect();
     assert!(
         versions.iter().any(|(role, _)| role.contains("late retry")),

@@ -375,8 +375,9 @@ mod tests {
             e.role = format!("duplicate {}/5", i + 1);
             e.release_us = (i != 2).then_some(100.0 + i as f64);
         }
-        ex[2].response = None;
-        ex[2].error = Some("connection reset".into());
+        ex[2].outcome = Err(crate::http::exchange::TransportError::failed(
+            "connection reset",
+        ));
         let b = bursts(&ex);
         assert_eq!(b.len(), 1, "one burst, one chart");
         assert_eq!(b[0].exchanges.len(), 5);

@@ -175,7 +175,7 @@ fn cells(l: &ExchangeLine) -> String {
 /// rendered, which for large bodies is most of the work.
 fn smallest_transcript(e: &Exchange, max_body: usize) -> usize {
     let body = |b: &[u8]| b.len().min(max_body);
-    (body(&e.request.body) + e.response.as_ref().map_or(0, |r| body(&r.body))) / 2
+    (body(&e.request.body) + e.response().map_or(0, |r| body(&r.body))) / 2
 }
 
 /// The request and response transcript of `e`, as the other formats print it.

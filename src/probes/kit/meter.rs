@@ -1,0 +1,290 @@
+//! The effect meter as a probe uses it: counter readings, settling before each one, and the
+//! executions counted between two readings.
+
+use std::time::{Duration, Instant};
+
+use super::recorder::{Recorder, Traffic};
+use super::session::Session;
+use crate::effects::{Executions, Meter, Reading};
+use crate::http::client::Client;
+use crate::http::exchange::{Exchange, TransportErrorKind};
+use crate::outcome::Stop;
+
+/// An execution count, or why it cannot be trusted.
+pub type Counted = Result<Executions, String>;
+
+/// How long settling waits at most, and for how long the counter must stay unchanged.
+#[derive(Debug, Clone, Copy)]
+pub struct Settling {
+    /// `--quiet-window`.
+    pub quiet: Duration,
+    /// The request timeout, which bounds the wait (with at least two quiet windows).
+    pub timeout: Duration,
+}
+
+/// Whether two readings straddle a restart of the target, whose counter may have reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Span {
+    Steady,
+    AcrossRestart,
+}
+
+/// A probe's readings of the counter.
+#[derive(Debug, Default)]
+pub struct Counting {
+    /// Whether this probe has read the counter yet (a first reading before any request of its
+    /// own tells whether executions landed after the previous probe ended).
+    read_counter: bool,
+    /// Executions that landed between the previous probe's last counter reading and this
+    /// probe's first: (the previous reading, this one). The runner charges them to the
+    /// previous probe.
+    pub(crate) landed_before: Option<(u64, u64)>,
+    /// The probe's last counter value, with the requests it had sent by then.
+    last_read: Option<(u64, usize)>,
+    /// How the last executions were counted, for the report.
+    pub(crate) basis: Option<String>,
+}
+
+impl Counting {
+    /// The counter value the probe ended on: its last reading, if it sent nothing after it
+    /// (`sent` requests in all). Executions the next probe finds above it landed after this
+    /// probe ended.
+    pub fn closing(&self, sent: usize) -> Option<u64> {
+        self.last_read.filter(|(_, s)| *s == sent).map(|(v, _)| v)
+    }
+
+    /// Reads the effect counter after settling, recording the read. Without a counter the
+    /// reading holds no value and the meter counts from the responses. An unreadable counter
+    /// is an ERROR stop, since every effect check would then be guesswork.
+    pub async fn count(
+        &mut self,
+        role: &str,
+        record: &mut Recorder,
+        session: &Session,
+        client: &Client,
+        settling: Settling,
+    ) -> Result<Reading, Stop> {
+        settle(record, &session.meter, client, settling).await;
+        let sent = record.sent();
+        let Some(read) = session.meter.read(client).await else {
+            return Ok(Reading::new(None, sent));
+        };
+        let mut cited = String::new();
+        let unanswered = read.unanswered();
+        if let Some((request, raw)) = read.exchange {
+            let ex = record.record(
+                role.to_string(),
+                request,
+                &raw,
+                Traffic::CounterRead,
+                TransportErrorKind::Failed,
+            );
+            cited = format!("#{}: ", ex.n);
+        }
+        if let Some(line) = read.note {
+            record.note(format!("{role}: {line}"));
+        }
+        match read.value {
+            Ok(v) => {
+                // Only a first reading taken before this probe sent anything can tell that
+                // executions landed after the previous probe ended.
+                if !self.read_counter && sent == 0 {
+                    self.landed_before = session
+                        .last_count
+                        .filter(|last| v > *last)
+                        .map(|last| (last, v));
+                }
+                self.read_counter = true;
+                self.last_read = Some((v, sent));
+                Ok(Reading::new(Some(v), sent))
+            }
+            Err(e) => Err(Stop::Error(
+                session.meter.unreadable(&format!("{cited}{e}"), unanswered),
+            )),
+        }
+    }
+
+    /// How many times `attempts` executed between `before` and `after`, on top of `earlier`
+    /// exchanges that had already executed; the basis is kept for the report. Across a restart
+    /// a counter that reset falls back to ids ([`Meter::count_across_restart`]). `Err` says
+    /// why the count cannot be trusted.
+    pub fn executions(
+        &mut self,
+        meter: &Meter,
+        span: Span,
+        (before, after): (&Reading, &Reading),
+        earlier: &[&Exchange],
+        attempts: &[&Exchange],
+    ) -> Result<Executions, String> {
+        let e = match span {
+            Span::Steady => meter.count(before, after, earlier, attempts)?,
+            Span::AcrossRestart => meter.count_across_restart(before, after, earlier, attempts)?,
+        };
+        self.basis = Some(e.basis.clone());
+        Ok(e)
+    }
+}
+
+/// Before a counter reading that follows unfinished requests: waits until their holds have
+/// ended, then until the counter is unchanged for the quiet window (`--quiet-window`), bounded
+/// by the request timeout, so an execution that lands after the response the checker saw or
+/// dropped is counted in this probe's window and no other. The evidence says how long it took
+/// and why.
+pub async fn settle(record: &mut Recorder, meter: &Meter, client: &Client, s: Settling) {
+    let unfinished = record.take_unfinished();
+    if unfinished.is_empty() {
+        return;
+    }
+    let start = Instant::now();
+    let bound = start + s.timeout.max(s.quiet * 2);
+    let held_until = unfinished.iter().filter_map(|u| u.hold_ends).max();
+    if let Some(until) = held_until {
+        tokio::time::sleep_until(until.min(bound).into()).await;
+    }
+    let which = unfinished
+        .iter()
+        .map(|u| format!("#{}", u.n))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let basis = if meter.has_counter() {
+        match watch_quiet(meter, client, s.quiet, bound).await {
+            Ok(Some(v)) => format!("the counter stayed at {v} for {} ms", s.quiet.as_millis()),
+            Ok(None) => format!(
+                "the counter was still changing {:.1} s after; counted anyway",
+                bound.saturating_duration_since(start).as_secs_f64()
+            ),
+            Err(e) => format!("the counter could not be watched ({e})"),
+        }
+    } else {
+        tokio::time::sleep(s.quiet).await;
+        format!(
+            "waited the {} ms quiet window (no counter to watch)",
+            s.quiet.as_millis()
+        )
+    };
+    let held = if held_until.is_some() {
+        " after the hold ended"
+    } else {
+        ""
+    };
+    record.note(format!(
+        "settled {} ms before counting: {which} left unfinished{held}; {basis}",
+        start.elapsed().as_millis()
+    ));
+}
+
+/// Reads the counter (unrecorded) until it has not changed for `quiet`; `Ok(None)` when it was
+/// still changing at `bound`.
+async fn watch_quiet(
+    meter: &Meter,
+    client: &Client,
+    quiet: Duration,
+    bound: Instant,
+) -> Result<Option<u64>, String> {
+    let poll = (quiet / 5).max(Duration::from_millis(5));
+    let mut last: Option<(u64, Instant)> = None;
+    loop {
+        let Some(read) = meter.read(client).await else {
+            return Ok(None);
+        };
+        let v = read.value?;
+        let now = Instant::now();
+        match last {
+            Some((seen, since)) if seen == v => {
+                if now.duration_since(since) >= quiet {
+                    return Ok(Some(v));
+                }
+            }
+            _ => last = Some((v, now)),
+        }
+        if now >= bound {
+            return Ok(None);
+        }
+        tokio::time::sleep(poll.min(bound.saturating_duration_since(now))).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probes::kit::fake;
+
+    fn client(config: &crate::config::Config) -> Client {
+        Client::new(config.connector.clone(), config.timeout, config.max_body).unwrap()
+    }
+
+    const SETTLING: Settling = Settling {
+        quiet: Duration::from_millis(20),
+        timeout: Duration::from_secs(10),
+    };
+
+    #[tokio::test]
+    async fn nothing_unfinished_settles_at_once_and_notes_nothing() {
+        let config = fake::config();
+        let session = Session::new(&config);
+        let mut record = Recorder::new(Instant::now());
+        record.record(
+            "a".into(),
+            fake::sent(),
+            &fake::answered(201),
+            Traffic::Operation,
+            TransportErrorKind::Failed,
+        );
+        settle(&mut record, &session.meter, &client(&config), SETTLING).await;
+        assert!(record.timeline.is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_unfinished_request_waits_for_its_hold_then_the_quiet_window() {
+        let config = fake::config();
+        let session = Session::new(&config);
+        let mut record = Recorder::new(Instant::now());
+        record.record(
+            "lost".into(),
+            fake::sent(),
+            &fake::failed("reset"),
+            Traffic::Operation,
+            TransportErrorKind::Failed,
+        );
+        let start = Instant::now();
+        record.hold_ends(1, start + Duration::from_millis(30));
+        settle(&mut record, &session.meter, &client(&config), SETTLING).await;
+        assert!(
+            start.elapsed() >= Duration::from_millis(50),
+            "{:?}",
+            start.elapsed()
+        );
+        let line = &record.timeline[0];
+        assert!(
+            line.contains("#1 left unfinished after the hold ended; waited the 20 ms quiet window"),
+            "{line}"
+        );
+    }
+
+    #[tokio::test]
+    async fn without_a_counter_a_reading_holds_the_requests_sent_so_far() {
+        let config = fake::config();
+        let session = Session::new(&config);
+        let mut record = Recorder::new(Instant::now());
+        record.record(
+            "a".into(),
+            fake::sent(),
+            &fake::answered(201),
+            Traffic::Operation,
+            TransportErrorKind::Failed,
+        );
+        let mut counting = Counting::default();
+        let r = counting
+            .count(
+                "count after",
+                &mut record,
+                &session,
+                &client(&config),
+                SETTLING,
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.value(), None);
+        assert_eq!(counting.closing(record.sent()), None);
+    }
+}

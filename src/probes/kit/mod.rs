@@ -1,0 +1,26 @@
+//! The probe kit: the parts [`super::ProbeCtx`] is a front over, each on its own, so a new
+//! probe, transport or hold plugs into one of them and each is tested without a socket.
+//!
+//! | part | holds |
+//! |---|---|
+//! | [`recorder`] | the one numbering and store of a probe's exchanges, its timeline, what is unfinished |
+//! | [`transport`] | the ways of sending (ordinary, exact bytes, drop unread, burst) behind one trait |
+//! | [`send`] | sending and recording as one step, and the answer streak that stops a run |
+//! | [`throttle`] | the 429 rule, a wrapper every transport gets |
+//! | [`meter`] | counter readings, settling before them, executions counted between them |
+//! | [`judge`] | check settings, which failures stand and which are unjudged |
+//! | [`hold`] | holding a request in flight, releasing it, waves of duplicates meanwhile |
+//! | [`requests`] | the operation with this probe's payloads and keys |
+//! | [`session`] | what the run carries from probe to probe |
+
+#[cfg(test)]
+pub(crate) mod fake;
+pub mod hold;
+pub mod judge;
+pub mod meter;
+pub mod recorder;
+pub mod requests;
+pub mod send;
+pub mod session;
+pub mod throttle;
+pub mod transport;
