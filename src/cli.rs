@@ -270,83 +270,8 @@ pub struct TargetArgs {
     #[arg(short = 'd', long = "data", value_name = "BODY|@FILE")]
     pub data: Option<String>,
 
-    #[arg(long = inputs::ID_POINTER.long(), help = inputs::ID_POINTER.help, value_name = "POINTER")]
-    pub id_pointer: Option<String>,
-
-    #[arg(long = inputs::COUNT_URL.long(), help = inputs::COUNT_URL.help, value_name = "URL")]
-    pub count_url: Option<String>,
-
-    #[arg(long = inputs::COUNT_POINTER.long(), help = inputs::COUNT_POINTER.help, value_name = "POINTER")]
-    pub count_pointer: Option<String>,
-
-    #[arg(long = inputs::COUNT_CMD.long(), help = inputs::COUNT_CMD.help, value_name = "CMD")]
-    pub count_cmd: Option<String>,
-
-    #[arg(long = inputs::TENANT_B_HEADER.long(), help = inputs::TENANT_B_HEADER.help, value_name = "'Name: value'")]
-    pub tenant_b_header: Vec<String>,
-
-    #[arg(long = inputs::HOLD_HEADER.long(), help = inputs::HOLD_HEADER.help, value_name = "'Name: value'")]
-    pub hold_header: Option<String>,
-
-    #[arg(long = inputs::HOLD_RELEASE.long(), help = inputs::HOLD_RELEASE.help, value_name = "URL")]
-    pub hold_release: Option<String>,
-
-    #[arg(long = inputs::HOLD_AT_LEAST.long(), help = inputs::HOLD_AT_LEAST.help, value_name = "DURATION", value_parser = humantime::parse_duration)]
-    pub hold_at_least: Option<Duration>,
-
-    #[arg(long = inputs::RESTART_CMD.long(), help = inputs::RESTART_CMD.help, value_name = "CMD")]
-    pub restart_cmd: Option<String>,
-
-    #[arg(long = inputs::READY_URL.long(), help = inputs::READY_URL.help, value_name = "URL")]
-    pub ready_url: Option<String>,
-
-    #[arg(long = inputs::RESTART_TIMEOUT.long(), help = inputs::RESTART_TIMEOUT.help, value_name = "DURATION", value_parser = humantime::parse_duration)]
-    pub restart_timeout: Option<Duration>,
-
-    #[arg(long = inputs::INVALID_BODY.long(), help = inputs::INVALID_BODY.help, value_name = "BODY|@FILE")]
-    pub invalid_body: Option<String>,
-
-    #[arg(long = inputs::SECOND_URL.long(), help = inputs::SECOND_URL.help, value_name = "URL")]
-    pub second_url: Option<String>,
-
-    #[arg(long = inputs::REPLICA.long(), help = inputs::REPLICA.help, value_name = "URL")]
-    pub replica: Vec<String>,
-
-    #[arg(long = inputs::CRASH_HEADER.long(), help = inputs::CRASH_HEADER.help, value_name = "'Name: value'")]
-    pub crash_header: Option<String>,
-
-    #[arg(long = inputs::LEASE_WAIT.long(), help = inputs::LEASE_WAIT.help, value_name = "DURATION", value_parser = humantime::parse_duration)]
-    pub lease_wait: Option<Duration>,
-
-    #[arg(long = inputs::READ_URL.long(), help = inputs::READ_URL.help, value_name = "URL")]
-    pub read_url: Option<String>,
-
-    #[arg(long = inputs::KEY_TTL.long(), help = inputs::KEY_TTL.help, value_name = "DURATION", value_parser = humantime::parse_duration)]
-    pub key_ttl: Option<Duration>,
-
-    #[arg(long = inputs::KEY_TTL_HEADER.long(), help = inputs::KEY_TTL_HEADER.help, value_name = "'Name: value'")]
-    pub key_ttl_header: Option<String>,
-
-    #[arg(long = inputs::KEY_IN_BODY.long(), help = inputs::KEY_IN_BODY.help, value_name = "POINTER")]
-    pub key_in_body: Option<String>,
-
-    #[arg(long = inputs::KEY_SYNTAX.long(), help = inputs::KEY_SYNTAX.help, value_name = "SYNTAX")]
-    pub key_syntax: Option<String>,
-
-    #[arg(long = inputs::KEY_SHAPE.long(), help = inputs::KEY_SHAPE.help, value_name = "SHAPE")]
-    pub key_shape: Option<String>,
-
-    #[arg(long = inputs::QUIET_WINDOW.long(), help = inputs::QUIET_WINDOW.help, value_name = "DURATION", value_parser = humantime::parse_duration)]
-    pub quiet_window: Option<Duration>,
-
-    #[arg(long = inputs::STORE_DOWN_CMD.long(), help = inputs::STORE_DOWN_CMD.help, value_name = "CMD")]
-    pub store_down_cmd: Option<String>,
-
-    #[arg(long = inputs::STORE_UP_CMD.long(), help = inputs::STORE_UP_CMD.help, value_name = "CMD")]
-    pub store_up_cmd: Option<String>,
-
-    #[arg(long = inputs::HTTP2.long(), help = inputs::HTTP2.help)]
-    pub http2: bool,
+    #[command(flatten)]
+    pub inputs: InputFlags,
 
     /// Release HTTP/1.1 bursts from the calling thread. By default two dedicated release threads
     /// do it, about twice as tight (BENCHMARKS.md): at real-time priority where the process may
@@ -381,6 +306,61 @@ pub struct TargetArgs {
     /// key, token, secret, password, session, signature, auth or credential already are.
     #[arg(long, value_name = "NAME")]
     pub redact_header: Vec<String>,
+}
+
+/// The flags of the table's `plain` inputs ([`idem_check::with_inputs`]), in its order: each
+/// takes its name, value name and help from its row.
+macro_rules! input_flags {
+    ({} by_hand { $($hand:tt)* } plain { $(
+        $(#[$doc:meta])*
+        $name:ident: $flag:literal $home:tt $key:literal => $field:ident: $ty:ident $(<$inner:ident>)?,
+            shown $shown:ident, value $value:literal, reference $reference:literal, help $help:literal;
+    )* }) => {
+        /// The target flags declared in the input table, flattened into [`TargetArgs`].
+        #[derive(Args)]
+        pub struct InputFlags {
+            $(
+                #[arg(
+                    long = inputs::$name.long(),
+                    help = inputs::$name.help,
+                    value_name = $value,
+                    value_parser = <$ty $(<$inner>)? as FlagValue>::parser(),
+                )]
+                pub $field: $ty $(<$inner>)?,
+            )*
+        }
+    };
+}
+
+idem_check::with_inputs!(input_flags);
+
+/// How a `plain` input's flag value is parsed, by the type its row gives.
+trait FlagValue {
+    fn parser() -> clap::builder::ValueParser;
+}
+
+impl FlagValue for Option<String> {
+    fn parser() -> clap::builder::ValueParser {
+        clap::builder::ValueParser::string()
+    }
+}
+
+impl FlagValue for Vec<String> {
+    fn parser() -> clap::builder::ValueParser {
+        clap::builder::ValueParser::string()
+    }
+}
+
+impl FlagValue for Option<Duration> {
+    fn parser() -> clap::builder::ValueParser {
+        clap::builder::ValueParser::new(humantime::parse_duration)
+    }
+}
+
+impl FlagValue for bool {
+    fn parser() -> clap::builder::ValueParser {
+        clap::builder::ValueParser::bool()
+    }
 }
 
 /// Where reports go and how they look: shared by `run` and `stress`.
@@ -854,6 +834,7 @@ mod tests {
             ("DiscoverArgs", implements_debug!(DiscoverArgs)),
             ("InitArgs", implements_debug!(InitArgs)),
             ("TargetArgs", implements_debug!(TargetArgs)),
+            ("InputFlags", implements_debug!(InputFlags)),
             ("ConnectionArgs", implements_debug!(ConnectionArgs)),
             ("OpenApiArgs", implements_debug!(OpenApiArgs)),
             ("ReportArgs", implements_debug!(ReportArgs)),

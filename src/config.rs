@@ -300,11 +300,14 @@ impl Config {
     /// flag or the target-file key the value came from (see [`TargetSpec::origins`]), and is
     /// an input-file error located at its line when the file said it.
     pub fn build(
-        target: TargetSpec,
+        mut target: TargetSpec,
         opts: &RunOptions,
         restart: Option<Arc<dyn RestartHook>>,
     ) -> Result<Config> {
         let connector = Arc::new(Connector::new(&target.tls, &target.net)?);
+        if let Some(cmd) = target.auth_cmd.clone() {
+            add_auth_header(&mut target, &cmd)?;
+        }
         let at = |flag| target.origins.input(flag);
         let url = parse_url(&target.url, at(TARGET_URL))?;
         let method = target
@@ -789,6 +792,66 @@ pub fn parse_header(line: &str, input: Input) -> Result<Header> {
 }
 
 /// Each line of a repeated header flag, its errors citing the line's own origin.
+/// How long `--auth-cmd` may take to print its header.
+pub const AUTH_CMD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs `--auth-cmd` and adds the header line it prints to tenant A's, in place of a same-named
+/// `-H`; its value becomes a secret, masked in every output even where no header name says so.
+fn add_auth_header(target: &mut TargetSpec, cmd: &str) -> Result<()> {
+    let input = target.origins.input(inputs::AUTH_CMD.flag);
+    let fail = |why: String| input.error(format!("{} {why}", input.name));
+    let line = run_auth_cmd(cmd).map_err(fail)?;
+    // Not parse_header's own error: it would quote the line, credential and all.
+    let header = parse_header(&line, input)
+        .map_err(|_| fail("printed no 'Name: value' header line".to_string()))?;
+    let name = header.name.clone();
+    target.headers.retain(|h| {
+        h.split_once(':')
+            .is_none_or(|(n, _)| !n.trim().eq_ignore_ascii_case(&name))
+    });
+    target.headers.push(line.clone());
+    if let Some((_, value)) = line.split_once(':') {
+        target.secrets.push(value.trim().to_string());
+    }
+    Ok(())
+}
+
+/// The first line `sh -c cmd` prints on stdout, when it exits 0 within [`AUTH_CMD_TIMEOUT`]
+/// (else it is killed); its stderr goes to the user's.
+fn run_auth_cmd(cmd: &str) -> std::result::Result<String, String> {
+    use std::io::Read as _;
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("could not be started: {e}"))?;
+    let mut stdout = child.stdout.take().expect("stdout is piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let _ = tx.send(stdout.read_to_end(&mut out).map(|_| out));
+    });
+    let out = match rx.recv_timeout(AUTH_CMD_TIMEOUT) {
+        Ok(read) => read.map_err(|e| format!("output could not be read: {e}"))?,
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "printed nothing within {}",
+                humantime::format_duration(AUTH_CMD_TIMEOUT)
+            ));
+        }
+    };
+    let status = child.wait().map_err(|e| e.to_string())?;
+    if !status.success() {
+        return Err(format!("failed ({status})"));
+    }
+    let text = String::from_utf8_lossy(&out);
+    Ok(text.lines().next().unwrap_or_default().trim().to_string())
+}
+
 fn parse_headers(lines: &[String], flag: &'static str, origins: &Origins) -> Result<Vec<Header>> {
     lines
         .iter()

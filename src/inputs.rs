@@ -17,6 +17,9 @@ pub struct Input {
     pub key: &'static str,
     /// What the input says, one line (the flag's help where the CLI takes it from here).
     pub help: &'static str,
+    /// `--reference` applies it too (to the bundled server's own description) instead of
+    /// refusing it.
+    pub with_reference: bool,
 }
 
 impl Input {
@@ -34,124 +37,212 @@ impl Input {
     }
 }
 
+/// The table of inputs, handed to `$callback`: `with_inputs!(callback)` expands to
+/// `callback! { { extra } by_hand { … } plain { … } }`, `extra` being what the caller passed in
+/// braces after the callback's name. Each part of the crate that must know every input (the
+/// constants below, [`TargetSpec`](crate::target::TargetSpec)'s fields and its masking
+/// `Debug`, the target file's top-level keys, the flags and how they are laid over the file)
+/// generates its code from these rows, so a new input is one row here and the code that reads
+/// its value.
+///
+/// `by_hand` rows are inputs whose flag or key has rules of its own (a positional URL, `-d`
+/// with `body-file`, the connection flags shared with `discover`), written out where they are
+/// read. `plain` rows give, in the order `run -h` lists them:
+/// - the flag, where the target file writes it (`top` for the top level, `["table"]` for a
+///   table, whose struct is written in `target.rs`) and its key;
+/// - the field of [`TargetSpec`](crate::target::TargetSpec) and of the flags, and its type:
+///   `Option<String>`, `Option<Duration>`, `Vec<String>` (a repeatable flag, a list in the
+///   file) or `bool` (a switch);
+/// - how `Debug` shows it: `plain`, or masked as `text` (secrets replaced wherever they
+///   stand), `url` (credentials and secret parameters) or `header` (`Name: value`, the value
+///   masked when the name says it is a credential);
+/// - the flag's value name, whether it also applies to `--reference` (else that refuses it),
+///   and its help.
+#[macro_export]
+macro_rules! with_inputs {
+    ($callback:ident $({ $($extra:tt)* })?) => {
+        $callback! {
+            { $($($extra)*)? }
+            by_hand {
+                /// The operation's URL, the one positional argument.
+                URL: "the target URL" top "url";
+                METHOD: "-X" top "method";
+                HEADERS: "-H" top "headers";
+                BODY: "-d" top "body";
+                /// A body read from a file relative to the target file; the flag is `-d @FILE`.
+                BODY_FILE: "-d" top "body-file";
+                KEY_HEADER: "--key-header" top "key-header";
+                PROXY: "--proxy" top "proxy";
+                RESOLVE: "--resolve" top "resolve";
+                CACERT: "--cacert" ["tls"] "cacert";
+                CERT: "--cert" ["tls"] "cert";
+                CERT_KEY: "--key" ["tls"] "key";
+                INSECURE: "--insecure" ["tls"] "insecure";
+            }
+            plain {
+                ID_POINTER: "--id-pointer" top "id-pointer" => id_pointer: Option<String>,
+                    shown plain, value "POINTER", reference false,
+                    help "JSON pointer to the created resource's id in a 2xx body, e.g. /id";
+                COUNT_URL: "--count-url" ["counter"] "url" => count_url: Option<String>,
+                    shown url, value "URL", reference false,
+                    help "URL of an effect counter read before and after each probe (GET, JSON body)";
+                COUNT_POINTER: "--count-pointer" ["counter"] "pointer" => count_pointer: Option<String>,
+                    shown plain, value "POINTER", reference false,
+                    help "JSON pointer to the count in the counter's body [default: /count]";
+                COUNT_CMD: "--count-cmd" ["counter"] "command" => count_cmd: Option<String>,
+                    shown text, value "CMD", reference false,
+                    help "A shell command that prints the effect count (instead of --count-url)";
+                TENANT_B_HEADER: "--tenant-b-header" ["tenant-b"] "headers" => tenant_b_headers: Vec<String>,
+                    shown header, value "'Name: value'", reference false,
+                    help "A header that makes requests come from a second tenant (repeatable); \
+                          replaces tenant A's header of the same name. Needed by tenant-isolation";
+                AUTH_CMD: "--auth-cmd" top "auth-command" => auth_cmd: Option<String>,
+                    shown text, value "CMD", reference false,
+                    help "A shell command that prints tenant A's credential as a header line, e.g. \
+                          'Authorization: Bearer …', for tokens that expire: run before the \
+                          probes (at most 30s), its header replaces a -H of the same name and its \
+                          value is masked in every report";
+                HOLD_HEADER: "--hold-header" top "hold-header" => hold_header: Option<String>,
+                    shown header, value "'Name: value'", reference false,
+                    help "A header that makes the server hold a request in flight, added to the \
+                          original of the concurrency probes, e.g. 'X-Test-Delay-Ms: 600', or \
+                          'X-Test-Hold: {{hold}}' with --hold-release, on the reference server";
+                HOLD_RELEASE: "--hold-release" top "hold-release" => hold_release: Option<String>,
+                    shown url, value "URL", reference false,
+                    help "A URL that ends a hold early when POSTed, with {{hold}} where the hold's \
+                          name goes; the --hold-header value then carries {{hold}} too, so each \
+                          held request gets its own name. The probes release it once they have \
+                          sent what they need while it was in flight";
+                HOLD_AT_LEAST: "--hold-at-least" top "hold-at-least" => hold_at_least: Option<Duration>,
+                    shown plain, value "DURATION", reference false,
+                    help "With --hold-release: concurrent-duplicates still holds its original at \
+                          least this long, so a lock that expires while the original runs is seen; \
+                          make it longer than the target's lease [default: 0s]";
+                RESTART_CMD: "--restart-cmd" ["restart"] "command" => restart_cmd: Option<String>,
+                    shown text, value "CMD", reference false,
+                    help "A shell command that restarts the target (restart-persistence)";
+                READY_URL: "--ready-url" ["restart"] "ready-url" => ready_url: Option<String>,
+                    shown url, value "URL", reference false,
+                    help "Polled after --restart-cmd until it answers 2xx";
+                RESTART_TIMEOUT: "--restart-timeout" ["restart"] "timeout" => restart_timeout: Option<Duration>,
+                    shown plain, value "DURATION", reference false,
+                    help "How long the restart may take [default: 30s]";
+                INVALID_BODY: "--invalid-body" top "invalid-body" => invalid_body: Option<String>,
+                    shown text, value "BODY|@FILE", reference false,
+                    help "A request body the operation must refuse, or @FILE (error-not-cached). \
+                          Placeholders work as in -d. Without it, one is derived from a JSON \
+                          object body by giving its first field a value of the wrong type";
+                SECOND_URL: "--second-url" top "second-url" => second_url: Option<String>,
+                    shown url, value "URL", reference false,
+                    help "URL of a second operation that takes the same method and payload, e.g. \
+                          .../payouts (cross-endpoint: the same key there must be an independent \
+                          request)";
+                REPLICA: "--replica" top "replicas" => replicas: Vec<String>,
+                    shown url, value "URL", reference false,
+                    help "The operation's URL on another replica of the same deployment \
+                          (repeatable; cross-replica: duplicates spread over the replicas must \
+                          execute once; stress sends each key's duplicates round-robin to the \
+                          target and the replicas)";
+                CRASH_HEADER: "--crash-header" ["crash"] "header" => crash_header: Option<String>,
+                    shown header, value "'Name: value'", reference false,
+                    help "A header that makes the server fail after it claimed the key, as a \
+                          crash would, e.g. 'X-Test-Crash: 1' on the reference server \
+                          (wedged-key-recovery)";
+                LEASE_WAIT: "--lease-wait" ["crash"] "lease-wait" => lease_wait: Option<Duration>,
+                    shown plain, value "DURATION", reference false,
+                    help "How long retries after a crash may keep getting 409 before the key \
+                          counts as wedged; make it longer than the target's lease [default: 60s]";
+                READ_URL: "--read-url" top "read-url" => read_url: Option<String>,
+                    shown url, value "URL", reference false,
+                    help "URL of the API's read operation, e.g. .../payments/count: sent as a GET \
+                          with and without a key, which must make no difference (get-ignored)";
+                KEY_TTL: "--key-ttl" top "key-ttl" => key_ttl: Option<Duration>,
+                    shown plain, value "DURATION", reference false,
+                    help "How long a completed key is remembered, for APIs that do not send \
+                          Idempotency-Key-Expires-At (key-expiry waits it out; at most 150s)";
+                KEY_TTL_HEADER: "--key-ttl-header" top "key-ttl-header" => key_ttl_header: Option<String>,
+                    shown header, value "'Name: value'", reference false,
+                    help "A header that asks the server for a short lifetime of the key it is \
+                          sent with, added to key-expiry's original so the probe need not wait out \
+                          the deployment's lifetime, e.g. 'X-Test-Key-Ttl-Ms: 200' on the \
+                          reference server";
+                KEY_IN_BODY: "--key-in-body" top "key-in-body" => key_in_body: Option<String>,
+                    shown plain, value "POINTER", reference false,
+                    help "The request carries its idempotency key in the body instead of a \
+                          header: at this JSON pointer (/idempotency_key), or for a form body in \
+                          this field; the -d body must hold it. Only `client` sends body keys yet";
+                KEY_SYNTAX: "--key-syntax" top "key-syntax" => key_syntax: Option<String>,
+                    shown plain, value "SYNTAX", reference true,
+                    help "How the key is written: ietf (an RFC 8941 String, the draft's field) or \
+                          token (an opaque value under the provider's own rules) [default: ietf \
+                          for a header named Idempotency-Key, token for every other carrier]";
+                KEY_SHAPE: "--key-shape" top "key-shape" => key_shape: Option<String>,
+                    shown plain, value "SHAPE", reference true,
+                    help "The keys the API accepts: uuid, token ([A-Za-z0-9_-]), or any, each \
+                          optionally with a longest length, e.g. token:64 or any:255 [default: any]";
+                QUIET_WINDOW: "--quiet-window" top "quiet-window" => quiet_window: Option<Duration>,
+                    shown plain, value "DURATION", reference false,
+                    help "After a request the probe left unfinished (dropped, held, unanswered), \
+                          how long the effect counter must stay unchanged before the probe counts, \
+                          so a late execution is charged to the probe that caused it; lengthen it \
+                          for APIs that execute asynchronously [default: 300ms]";
+                STORE_DOWN_CMD: "--store-down-cmd" ["store-outage"] "down-command" => store_down_cmd: Option<String>,
+                    shown text, value "CMD", reference false,
+                    help "A shell command that takes the idempotency store down (store-outage; \
+                          with --store-up-cmd, bounded by --restart-timeout)";
+                STORE_UP_CMD: "--store-up-cmd" ["store-outage"] "up-command" => store_up_cmd: Option<String>,
+                    shown text, value "CMD", reference false,
+                    help "A shell command that brings the idempotency store back after \
+                          --store-down-cmd";
+                HTTP2: "--http2" top "http2" => http2: bool,
+                    shown plain, value "", reference true,
+                    help "The target speaks HTTP/2 (for http:// URLs, h2c with prior knowledge): \
+                          race bursts then release every duplicate in one packet. https:// targets \
+                          that pick h2 in ALPN get that without the flag";
+            }
+        }
+    };
+}
+
 /// Declares each input as a constant and lists them all in [`ALL`], so the list cannot miss one.
-macro_rules! inputs {
-    ($( $(#[$doc:meta])* $name:ident: $flag:literal $(in [$table:literal])? $key:literal $(, $help:literal)?; )*) => {
+macro_rules! declare {
+    (
+        {}
+        by_hand { $( $(#[$hdoc:meta])* $hname:ident: $hflag:literal $hhome:tt $hkey:literal; )* }
+        plain { $(
+            $(#[$doc:meta])*
+            $name:ident: $flag:literal $home:tt $key:literal => $field:ident: $ty:ident $(<$inner:ident>)?,
+                shown $shown:ident, value $value:literal, reference $reference:literal, help $help:literal;
+        )* }
+    ) => {
+        $(
+            $(#[$hdoc])*
+            pub const $hname: Input = Input {
+                flag: $hflag,
+                table: declare!(@table $hhome),
+                key: $hkey,
+                help: "",
+                with_reference: false,
+            };
+        )*
         $(
             $(#[$doc])*
             pub const $name: Input = Input {
                 flag: $flag,
-                table: inputs!(@table $($table)?),
+                table: declare!(@table $home),
                 key: $key,
-                help: inputs!(@help $($help)?),
+                help: $help,
+                with_reference: $reference,
             };
         )*
         /// Every declared input, in declaration order.
-        pub const ALL: &[Input] = &[$($name),*];
+        pub const ALL: &[Input] = &[$($hname,)* $($name),*];
     };
-    (@table) => { None };
-    (@table $table:literal) => { Some($table) };
-    (@help) => { "" };
-    (@help $help:literal) => { $help };
+    (@table top) => { None };
+    (@table [$table:literal]) => { Some($table) };
 }
 
-inputs! {
-    /// The operation's URL, the one positional argument.
-    URL: "the target URL" "url";
-    METHOD: "-X" "method";
-    HEADERS: "-H" "headers";
-    BODY: "-d" "body";
-    /// A body read from a file relative to the target file; the flag is `-d @FILE`.
-    BODY_FILE: "-d" "body-file";
-    ID_POINTER: "--id-pointer" "id-pointer",
-        "JSON pointer to the created resource's id in a 2xx body, e.g. /id";
-    HOLD_HEADER: "--hold-header" "hold-header",
-        "A header that makes the server hold a request in flight, added to the original of the \
-         concurrency probes, e.g. 'X-Test-Delay-Ms: 600', or 'X-Test-Hold: {{hold}}' with \
-         --hold-release, on the reference server";
-    HOLD_RELEASE: "--hold-release" "hold-release",
-        "A URL that ends a hold early when POSTed, with {{hold}} where the hold's name goes; \
-         the --hold-header value then carries {{hold}} too, so each held request gets its own \
-         name. The probes release it once they have sent what they need while it was in flight";
-    HOLD_AT_LEAST: "--hold-at-least" "hold-at-least",
-        "With --hold-release: concurrent-duplicates still holds its original at least this \
-         long, so a lock that expires while the original runs is seen; make it longer than the \
-         target's lease [default: 0s]";
-    KEY_TTL_HEADER: "--key-ttl-header" "key-ttl-header",
-        "A header that asks the server for a short lifetime of the key it is sent with, added \
-         to key-expiry's original so the probe need not wait out the deployment's lifetime, \
-         e.g. 'X-Test-Key-Ttl-Ms: 200' on the reference server";
-    QUIET_WINDOW: "--quiet-window" "quiet-window",
-        "After a request the probe left unfinished (dropped, held, unanswered), how long the \
-         effect counter must stay unchanged before the probe counts, so a late execution is \
-         charged to the probe that caused it; lengthen it for APIs that execute asynchronously \
-         [default: 300ms]";
-    INVALID_BODY: "--invalid-body" "invalid-body",
-        "A request body the operation must refuse, or @FILE (error-not-cached). Placeholders \
-         work as in -d. Without it, one is derived from a JSON object body by giving its first \
-         field a value of the wrong type";
-    SECOND_URL: "--second-url" "second-url",
-        "URL of a second operation that takes the same method and payload, e.g. .../payouts \
-         (cross-endpoint: the same key there must be an independent request)";
-    REPLICA: "--replica" "replicas",
-        "The operation's URL on another replica of the same deployment (repeatable; \
-         cross-replica: duplicates spread over the replicas must execute once; stress sends \
-         each key's duplicates round-robin to the target and the replicas)";
-    HTTP2: "--http2" "http2",
-        "The target speaks HTTP/2 (for http:// URLs, h2c with prior knowledge): race bursts \
-         then release every duplicate in one packet. https:// targets that pick h2 in ALPN get \
-         that without the flag";
-    READ_URL: "--read-url" "read-url",
-        "URL of the API's read operation, e.g. .../payments/count: sent as a GET with and \
-         without a key, which must make no difference (get-ignored)";
-    KEY_TTL: "--key-ttl" "key-ttl",
-        "How long a completed key is remembered, for APIs that do not send \
-         Idempotency-Key-Expires-At (key-expiry waits it out; at most 150s)";
-    KEY_HEADER: "--key-header" "key-header";
-    KEY_IN_BODY: "--key-in-body" "key-in-body",
-        "The request carries its idempotency key in the body instead of a header: at this JSON \
-         pointer (/idempotency_key), or for a form body in this field; the -d body must hold \
-         it. Only `client` sends body keys yet";
-    KEY_SYNTAX: "--key-syntax" "key-syntax",
-        "How the key is written: ietf (an RFC 8941 String, the draft's field) or token (an \
-         opaque value under the provider's own rules) [default: ietf for a header named \
-         Idempotency-Key, token for every other carrier]";
-    KEY_SHAPE: "--key-shape" "key-shape",
-        "The keys the API accepts: uuid, token ([A-Za-z0-9_-]), or any, each optionally with \
-         a longest length, e.g. token:64 or any:255 [default: any]";
-    PROXY: "--proxy" "proxy";
-    RESOLVE: "--resolve" "resolve";
-    CACERT: "--cacert" in ["tls"] "cacert";
-    CERT: "--cert" in ["tls"] "cert";
-    CERT_KEY: "--key" in ["tls"] "key";
-    INSECURE: "--insecure" in ["tls"] "insecure";
-    COUNT_URL: "--count-url" in ["counter"] "url",
-        "URL of an effect counter read before and after each probe (GET, JSON body)";
-    COUNT_POINTER: "--count-pointer" in ["counter"] "pointer",
-        "JSON pointer to the count in the counter's body [default: /count]";
-    COUNT_CMD: "--count-cmd" in ["counter"] "command",
-        "A shell command that prints the effect count (instead of --count-url)";
-    TENANT_B_HEADER: "--tenant-b-header" in ["tenant-b"] "headers",
-        "A header that makes requests come from a second tenant (repeatable); replaces tenant \
-         A's header of the same name. Needed by tenant-isolation";
-    RESTART_CMD: "--restart-cmd" in ["restart"] "command",
-        "A shell command that restarts the target (restart-persistence)";
-    READY_URL: "--ready-url" in ["restart"] "ready-url",
-        "Polled after --restart-cmd until it answers 2xx";
-    RESTART_TIMEOUT: "--restart-timeout" in ["restart"] "timeout",
-        "How long the restart may take [default: 30s]";
-    CRASH_HEADER: "--crash-header" in ["crash"] "header",
-        "A header that makes the server fail after it claimed the key, as a crash would, e.g. \
-         'X-Test-Crash: 1' on the reference server (wedged-key-recovery)";
-    LEASE_WAIT: "--lease-wait" in ["crash"] "lease-wait",
-        "How long retries after a crash may keep getting 409 before the key counts as wedged; \
-         make it longer than the target's lease [default: 60s]";
-    STORE_DOWN_CMD: "--store-down-cmd" in ["store-outage"] "down-command",
-        "A shell command that takes the idempotency store down (store-outage; with \
-         --store-up-cmd, bounded by --restart-timeout)";
-    STORE_UP_CMD: "--store-up-cmd" in ["store-outage"] "up-command",
-        "A shell command that brings the idempotency store back after --store-down-cmd";
-}
+with_inputs!(declare);
 
 /// For a target-file key written in the wrong place, where it belongs: "at the top level,
 /// before the first [table]" or "in the [restart] table" (several when tables share the key).

@@ -60,42 +60,100 @@ use crate::diagnostic::{FileError, Origins};
 use crate::inputs::{self, Input};
 use crate::redact::{SecretSources, Secrets};
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct TargetFile {
-    url: Spanned<String>,
-    method: Option<Spanned<String>>,
-    #[serde(default)]
-    headers: Vec<Spanned<String>>,
-    body: Option<Spanned<String>>,
-    body_file: Option<Spanned<String>>,
-    id_pointer: Option<Spanned<String>>,
-    hold_header: Option<Spanned<String>>,
-    hold_release: Option<Spanned<String>>,
-    hold_at_least: Option<Spanned<String>>,
-    key_ttl_header: Option<Spanned<String>>,
-    quiet_window: Option<Spanned<String>>,
-    invalid_body: Option<Spanned<String>>,
-    second_url: Option<Spanned<String>>,
-    #[serde(default)]
-    replicas: Vec<Spanned<String>>,
-    #[serde(default)]
-    http2: bool,
-    read_url: Option<Spanned<String>>,
-    key_ttl: Option<Spanned<String>>,
-    key_header: Option<Spanned<String>>,
-    key_in_body: Option<Spanned<String>>,
-    key_syntax: Option<Spanned<String>>,
-    key_shape: Option<Spanned<String>>,
-    proxy: Option<Spanned<String>>,
-    #[serde(default)]
-    resolve: Vec<Spanned<String>>,
-    tls: Option<TlsTable>,
-    counter: Option<CounterTable>,
-    tenant_b: Option<TenantTable>,
-    restart: Option<RestartTable>,
-    crash: Option<CrashTable>,
-    store_outage: Option<StoreOutageTable>,
+/// The target file's top level: the keys read by hand, and one field per top-level `plain`
+/// input of the table (tables' inputs are read from their table's struct below). A tt-muncher
+/// keeps the rows whose home is `top`, then writes the struct and the code that reads them.
+macro_rules! target_file {
+    ({} by_hand { $($hand:tt)* } plain { $($rows:tt)* }) => {
+        target_file!(@keep [] $($rows)*);
+    };
+    (@keep [$($kept:tt)*]
+        $(#[$doc:meta])*
+        $name:ident: $flag:literal top $key:literal => $field:ident: $ty:ident $(<$inner:ident>)?,
+            shown $shown:ident, value $value:literal, reference $reference:literal, help $help:literal;
+        $($rest:tt)*
+    ) => {
+        target_file!(@keep [$($kept)* $name $key $field ($ty $(<$inner>)?);] $($rest)*);
+    };
+    (@keep [$($kept:tt)*]
+        $(#[$doc:meta])*
+        $name:ident: $flag:literal [$table:literal] $key:literal => $field:ident: $ty:ident $(<$inner:ident>)?,
+            shown $shown:ident, value $value:literal, reference $reference:literal, help $help:literal;
+        $($rest:tt)*
+    ) => {
+        target_file!(@keep [$($kept)*] $($rest)*);
+    };
+    (@keep [$($name:ident $key:literal $field:ident ($($ty:tt)*);)*]) => {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+        struct TargetFile {
+            url: Spanned<String>,
+            method: Option<Spanned<String>>,
+            #[serde(default)]
+            headers: Vec<Spanned<String>>,
+            body: Option<Spanned<String>>,
+            body_file: Option<Spanned<String>>,
+            key_header: Option<Spanned<String>>,
+            proxy: Option<Spanned<String>>,
+            #[serde(default)]
+            resolve: Vec<Spanned<String>>,
+            $(
+                #[serde(default, rename = $key)]
+                $field: <$($ty)* as FromFile>::Raw,
+            )*
+            tls: Option<TlsTable>,
+            counter: Option<CounterTable>,
+            tenant_b: Option<TenantTable>,
+            restart: Option<RestartTable>,
+            crash: Option<CrashTable>,
+            store_outage: Option<StoreOutageTable>,
+        }
+
+        impl TargetFile {
+            /// The top-level `plain` inputs, read into `spec`.
+            fn read_plain(&self, r: &mut Reader, spec: &mut TargetSpec) -> Result<(), FileError> {
+                $( spec.$field = FromFile::read(&self.$field, r, inputs::$name)?; )*
+                Ok(())
+            }
+        }
+    };
+}
+
+crate::with_inputs!(target_file);
+
+/// How a `plain` input's value is written in a target file and read from it.
+trait FromFile: Sized {
+    /// What the file holds: the value with where it stands.
+    type Raw: Default;
+    fn read(raw: &Self::Raw, r: &mut Reader, input: Input) -> Result<Self, FileError>;
+}
+
+impl FromFile for Option<String> {
+    type Raw = Option<Spanned<String>>;
+    fn read(raw: &Self::Raw, r: &mut Reader, input: Input) -> Result<Self, FileError> {
+        r.opt(raw, input)
+    }
+}
+
+impl FromFile for Option<Duration> {
+    type Raw = Option<Spanned<String>>;
+    fn read(raw: &Self::Raw, r: &mut Reader, input: Input) -> Result<Self, FileError> {
+        r.duration(raw, input)
+    }
+}
+
+impl FromFile for Vec<String> {
+    type Raw = Vec<Spanned<String>>;
+    fn read(raw: &Self::Raw, r: &mut Reader, input: Input) -> Result<Self, FileError> {
+        r.list(raw, input)
+    }
+}
+
+impl FromFile for bool {
+    type Raw = bool;
+    fn read(raw: &Self::Raw, _: &mut Reader, _: Input) -> Result<Self, FileError> {
+        Ok(*raw)
+    }
 }
 
 #[derive(Deserialize)]
@@ -152,84 +210,150 @@ pub trait OutageHook: Send + Sync + std::fmt::Debug {
     fn up(&self) -> BoxFuture<'_, Result<()>>;
 }
 
-/// Everything the user described about the target, before validation. Its `Debug` masks every
-/// secret (see the impl).
-#[derive(Clone, Default)]
-pub struct TargetSpec {
-    pub url: String,
-    pub method: Option<String>,
+/// [`TargetSpec`]: the fields of the `by_hand` inputs and of what is not an input, written
+/// in the call below, then one field per `plain` input of the table; and its `Debug`, which
+/// shows each field as its row (or the call) says, masking every secret.
+macro_rules! target_spec {
+    (
+        { $(
+            $(#[$xdoc:meta])*
+            $xfield:ident: $xty:ty, shown $xshown:ident;
+        )* }
+        by_hand { $($hand:tt)* }
+        plain { $(
+            $(#[$doc:meta])*
+            $name:ident: $flag:literal $home:tt $key:literal => $field:ident: $ty:ident $(<$inner:ident>)?,
+                shown $shown:ident, value $value:literal, reference $reference:literal, help $help:literal;
+        )* }
+    ) => {
+        /// Everything the user described about the target, before validation. Its `Debug`
+        /// masks every secret (see [`Mask`]).
+        #[derive(Clone, Default)]
+        pub struct TargetSpec {
+            $( $(#[$xdoc])* pub $xfield: $xty, )*
+            $(
+                #[doc = $help]
+                pub $field: $ty $(<$inner>)?,
+            )*
+        }
+
+        /// Every value as the reports show it: header credentials, URL userinfo and secret query
+        /// parameters, proxy credentials, `--secret` values and the target file's `${VAR}`
+        /// values masked wherever they stand (a command, a body). A `{:?}` can end up in a log
+        /// or a panic message; the description holds the run's credentials. Each field is shown
+        /// as declared, so a new one cannot be shown without deciding how.
+        impl std::fmt::Debug for TargetSpec {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let mask = Mask(self.secrets(self.key_header.as_deref().unwrap_or_default()));
+                f.debug_struct("TargetSpec")
+                    $( .field(stringify!($xfield), &mask.$xshown(&self.$xfield)) )*
+                    $( .field(stringify!($field), &mask.$shown(&self.$field)) )*
+                    .finish()
+            }
+        }
+    };
+}
+
+crate::with_inputs!(target_spec {
+    url: String, shown url;
+    method: Option<String>, shown plain;
     /// `Name: value` lines for tenant A.
-    pub headers: Vec<String>,
+    headers: Vec<String>, shown header;
     /// Body text (already read from a file for `-d @FILE`).
-    pub body: Option<String>,
-    pub id_pointer: Option<String>,
-    pub count_url: Option<String>,
-    pub count_pointer: Option<String>,
-    pub count_cmd: Option<String>,
-    pub tenant_b_headers: Vec<String>,
-    pub hold_header: Option<String>,
-    /// POSTed to end a hold early; `{{hold}}` names the hold (see [`crate::config::HoldRelease`]).
-    pub hold_release: Option<String>,
-    pub hold_at_least: Option<Duration>,
-    /// `Name: value` that asks the server for a short key lifetime (`key-expiry`).
-    pub key_ttl_header: Option<String>,
-    /// How long the counter must stay unchanged after unfinished requests.
-    pub quiet_window: Option<Duration>,
-    pub restart_cmd: Option<String>,
-    pub ready_url: Option<String>,
-    pub restart_timeout: Option<Duration>,
-    /// A payload the operation must refuse (already read from a file for `@FILE`).
-    pub invalid_body: Option<String>,
-    /// The URL of a second operation that takes the same payload (`cross-endpoint`).
-    pub second_url: Option<String>,
-    /// The operation's URL on other replicas of the same deployment (`cross-replica`).
-    pub replicas: Vec<String>,
-    /// `Name: value` that makes the server fail after claiming the key.
-    pub crash_header: Option<String>,
-    pub lease_wait: Option<Duration>,
-    /// A GET (the API's read operation) that `get-ignored` sends with and without a key.
-    pub read_url: Option<String>,
-    /// How long a completed key lives, when the API does not say so in
-    /// `Idempotency-Key-Expires-At` (`key-expiry`).
-    pub key_ttl: Option<Duration>,
-    /// Shell commands that take the idempotency store down and bring it back (`store-outage`).
-    pub store_down_cmd: Option<String>,
-    pub store_up_cmd: Option<String>,
-    /// An outage hook of the target's own (the in-process reference server's), used instead of
-    /// the commands.
-    pub store_outage_hook: Option<Arc<dyn OutageHook>>,
-    /// `(VAR, value)` for every `${VAR}` a target file took from the environment: masked in
-    /// every report, and named `$VAR` in reproduce lines.
-    pub secret_vars: Vec<(String, String)>,
-    /// `--secret` values, in the order given.
-    pub secrets: Vec<String>,
-    /// `--redact-header` names: their values are masked like credentials.
-    pub redact_headers: Vec<String>,
-    /// The target speaks HTTP/2 (over `http://`: h2c with prior knowledge), so bursts can
-    /// release every duplicate in one packet; `https://` targets are asked by ALPN anyway.
-    pub http2: bool,
+    body: Option<String>, shown text;
     /// The key header's name when the target's differs from the suite's (an API description
     /// declares it, e.g. `X-Idempotency-Key`).
-    pub key_header: Option<String>,
-    /// The body field that carries the key instead of a header (`--key-in-body`).
-    pub key_in_body: Option<String>,
-    /// `ietf` or `token` (`--key-syntax`), as given; see [`KeyCarrier::new`] for the default.
-    pub key_syntax: Option<String>,
-    /// The keys the API accepts (`--key-shape`), as given; see [`KeyShape`].
-    pub key_shape: Option<String>,
+    key_header: Option<String>, shown plain;
+    /// An outage hook of the target's own (the in-process reference server's), used instead of
+    /// the commands.
+    store_outage_hook: Option<Arc<dyn OutageHook>>, shown plain;
+    /// `(VAR, value)` for every `${VAR}` a target file took from the environment: masked in
+    /// every report, and named `$VAR` in reproduce lines.
+    secret_vars: Vec<(String, String)>, shown names;
+    /// `--secret` values, in the order given.
+    secrets: Vec<String>, shown hidden;
+    /// `--redact-header` names: their values are masked like credentials.
+    redact_headers: Vec<String>, shown plain;
     /// Trust, client certificate, `--insecure`: applied to the whole run by its
     /// [`crate::config::Config::connector`], not per request.
-    pub tls: crate::http::tls::TlsOptions,
+    tls: crate::http::tls::TlsOptions, shown plain;
     /// Proxy (given or from the environment) and fixed addresses, applied by
     /// [`crate::config::Config::connector`].
-    pub net: crate::http::net::NetOptions,
+    net: crate::http::net::NetOptions, shown plain;
     /// The target file this came from, so hints name its keys instead of flags.
-    pub target_file: Option<String>,
+    target_file: Option<String>, shown plain;
     /// What the API description could not say about the request: each `$ref` left out of the
     /// body, and why ([`crate::discover::Operation::notes`]).
-    pub notes: Vec<String>,
+    notes: Vec<String>, shown plain;
     /// Where each value came from, by its flag: errors cite the flag or the target file's line.
-    pub origins: Origins,
+    origins: Origins, shown plain;
+});
+
+/// How [`TargetSpec`]'s `Debug` shows a field, by the name its row gives: as it is, or with
+/// the run's secrets masked.
+struct Mask(Secrets);
+
+impl Mask {
+    fn plain<'v, T: std::fmt::Debug>(&self, value: &'v T) -> &'v T {
+        value
+    }
+
+    /// Secrets replaced wherever they stand (a command, a body).
+    fn text<T: Texts>(&self, value: &T) -> T {
+        value.map(|t| self.0.redact(t))
+    }
+
+    /// Userinfo and secret query parameters masked.
+    fn url<T: Texts>(&self, value: &T) -> T {
+        value.map(|t| self.0.url_for_text(t))
+    }
+
+    /// `Name: value` with the value masked when the name says it is a credential.
+    fn header<T: Texts>(&self, value: &T) -> T {
+        value.map(|line| match line.split_once(':') {
+            Some((name, value)) => match self.0.mask_header(name.trim(), value.trim().as_bytes()) {
+                Some(masked) => format!("{name}: {masked}"),
+                None => self.0.redact(line),
+            },
+            None => self.0.redact(line),
+        })
+    }
+
+    /// Only how many there are.
+    fn hidden(&self, values: &[String]) -> Vec<&'static str> {
+        vec![crate::redact::REDACTED; values.len()]
+    }
+
+    /// The names, each value masked.
+    fn names<'v>(&self, pairs: &'v [(String, String)]) -> Vec<(&'v str, &'static str)> {
+        pairs
+            .iter()
+            .map(|(name, _)| (name.as_str(), crate::redact::REDACTED))
+            .collect()
+    }
+}
+
+/// One text or several, each shown through the same mask.
+trait Texts {
+    fn map(&self, f: impl Fn(&str) -> String) -> Self;
+}
+
+impl Texts for String {
+    fn map(&self, f: impl Fn(&str) -> String) -> Self {
+        f(self)
+    }
+}
+
+impl Texts for Option<String> {
+    fn map(&self, f: impl Fn(&str) -> String) -> Self {
+        self.as_deref().map(f)
+    }
+}
+
+impl Texts for Vec<String> {
+    fn map(&self, f: impl Fn(&str) -> String) -> Self {
+        self.iter().map(|t| f(t)).collect()
+    }
 }
 
 impl TargetSpec {
@@ -252,121 +376,6 @@ impl TargetSpec {
             redact_headers: &self.redact_headers,
             key_header,
         })
-    }
-}
-
-/// Every value as the reports show it: header credentials, URL userinfo and secret query
-/// parameters, proxy credentials, `--secret` values and the target file's `${VAR}` values
-/// masked wherever they stand (a command, a body). A `{:?}` can end up in a log or a panic
-/// message; the description holds the run's credentials.
-impl std::fmt::Debug for TargetSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Destructured whole, so a new field cannot be shown without deciding how.
-        let TargetSpec {
-            url,
-            method,
-            headers,
-            body,
-            id_pointer,
-            count_url,
-            count_pointer,
-            count_cmd,
-            tenant_b_headers,
-            hold_header,
-            hold_release,
-            hold_at_least,
-            key_ttl_header,
-            quiet_window,
-            restart_cmd,
-            ready_url,
-            restart_timeout,
-            invalid_body,
-            second_url,
-            replicas,
-            crash_header,
-            lease_wait,
-            read_url,
-            key_ttl,
-            store_down_cmd,
-            store_up_cmd,
-            store_outage_hook,
-            secret_vars,
-            secrets: given,
-            redact_headers,
-            http2,
-            key_header,
-            key_in_body,
-            key_syntax,
-            key_shape,
-            tls,
-            net,
-            target_file,
-            notes,
-            origins,
-        } = self;
-        let secrets = self.secrets(key_header.as_deref().unwrap_or_default());
-        let text = |v: &Option<String>| v.as_deref().map(|t| secrets.redact(t));
-        let link = |v: &str| secrets.url_for_text(v);
-        let links = |v: &Option<String>| v.as_deref().map(link);
-        let line = |l: &str| match l.split_once(':') {
-            Some((name, value)) => {
-                match secrets.mask_header(name.trim(), value.trim().as_bytes()) {
-                    Some(masked) => format!("{name}: {masked}"),
-                    None => secrets.redact(l),
-                }
-            }
-            None => secrets.redact(l),
-        };
-        let lines = |v: &[String]| v.iter().map(|l| line(l)).collect::<Vec<_>>();
-        let vars: Vec<(&str, &str)> = secret_vars
-            .iter()
-            .map(|(name, _)| (name.as_str(), crate::redact::REDACTED))
-            .collect();
-        f.debug_struct("TargetSpec")
-            .field("url", &link(url))
-            .field("method", method)
-            .field("headers", &lines(headers))
-            .field("body", &text(body))
-            .field("id_pointer", id_pointer)
-            .field("count_url", &links(count_url))
-            .field("count_pointer", count_pointer)
-            .field("count_cmd", &text(count_cmd))
-            .field("tenant_b_headers", &lines(tenant_b_headers))
-            .field("hold_header", &hold_header.as_deref().map(line))
-            .field("hold_release", &links(hold_release))
-            .field("hold_at_least", hold_at_least)
-            .field("key_ttl_header", &key_ttl_header.as_deref().map(line))
-            .field("quiet_window", quiet_window)
-            .field("restart_cmd", &text(restart_cmd))
-            .field("ready_url", &links(ready_url))
-            .field("restart_timeout", restart_timeout)
-            .field("invalid_body", &text(invalid_body))
-            .field("second_url", &links(second_url))
-            .field(
-                "replicas",
-                &replicas.iter().map(|r| link(r)).collect::<Vec<_>>(),
-            )
-            .field("crash_header", &crash_header.as_deref().map(line))
-            .field("lease_wait", lease_wait)
-            .field("read_url", &links(read_url))
-            .field("key_ttl", key_ttl)
-            .field("store_down_cmd", &text(store_down_cmd))
-            .field("store_up_cmd", &text(store_up_cmd))
-            .field("store_outage_hook", store_outage_hook)
-            .field("secret_vars", &vars)
-            .field("secrets", &vec![crate::redact::REDACTED; given.len()])
-            .field("redact_headers", redact_headers)
-            .field("http2", http2)
-            .field("key_header", key_header)
-            .field("key_in_body", key_in_body)
-            .field("key_syntax", key_syntax)
-            .field("key_shape", key_shape)
-            .field("tls", tls)
-            .field("net", net)
-            .field("target_file", target_file)
-            .field("notes", notes)
-            .field("origins", origins)
-            .finish()
     }
 }
 
@@ -432,23 +441,9 @@ pub fn parse(
         key_header,
         headers,
         body,
-        id_pointer: r.opt(&file.id_pointer, inputs::ID_POINTER)?,
-        hold_header: r.opt(&file.hold_header, inputs::HOLD_HEADER)?,
-        hold_release: r.opt(&file.hold_release, inputs::HOLD_RELEASE)?,
-        hold_at_least: r.duration(&file.hold_at_least, inputs::HOLD_AT_LEAST)?,
-        key_ttl_header: r.opt(&file.key_ttl_header, inputs::KEY_TTL_HEADER)?,
-        quiet_window: r.duration(&file.quiet_window, inputs::QUIET_WINDOW)?,
-        invalid_body: r.opt(&file.invalid_body, inputs::INVALID_BODY)?,
-        second_url: r.opt(&file.second_url, inputs::SECOND_URL)?,
-        replicas: r.list(&file.replicas, inputs::REPLICA)?,
-        http2: file.http2,
-        read_url: r.opt(&file.read_url, inputs::READ_URL)?,
-        key_ttl: r.duration(&file.key_ttl, inputs::KEY_TTL)?,
-        key_in_body: r.opt(&file.key_in_body, inputs::KEY_IN_BODY)?,
-        key_syntax: r.opt(&file.key_syntax, inputs::KEY_SYNTAX)?,
-        key_shape: r.opt(&file.key_shape, inputs::KEY_SHAPE)?,
         ..TargetSpec::default()
     };
+    file.read_plain(&mut r, &mut spec)?;
     if let Some(o) = &file.store_outage {
         spec.store_down_cmd = Some(r.string(&o.down_command, inputs::STORE_DOWN_CMD)?);
         spec.store_up_cmd = Some(r.string(&o.up_command, inputs::STORE_UP_CMD)?);
@@ -750,6 +745,25 @@ mod tests {
         assert_eq!(t.key_in_body.as_deref(), Some("/k"));
         assert_eq!(t.key_syntax.as_deref(), Some("token"));
         assert_eq!(t.key_shape.as_deref(), Some("uuid"));
+    }
+
+    /// `Debug` shows each field as its row in the input table says: a command's secrets
+    /// masked where they stand, a header's credential by its name, a URL's password.
+    #[test]
+    fn debug_masks_each_input_as_its_row_says() {
+        let spec = TargetSpec {
+            auth_cmd: Some("get-token --key s3cr3t-1".into()),
+            hold_header: Some("X-Api-Key: s3cr3t-2".into()),
+            second_url: Some("https://u:s3cr3t-3@api.test/q".into()),
+            secrets: vec!["s3cr3t-1".into()],
+            ..TargetSpec::default()
+        };
+        let shown = format!("{spec:?}");
+        for secret in ["s3cr3t-1", "s3cr3t-2", "s3cr3t-3"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(shown.contains("get-token --key [redacted]"), "{shown}");
+        assert!(shown.contains("X-Api-Key: [redacted]"), "{shown}");
     }
 
     #[test]

@@ -7,13 +7,13 @@ use std::collections::BTreeMap;
 
 use anyhow::Context as _;
 
-use crate::cli::{ConnectionArgs, OpenApiArgs, TargetArgs};
+use crate::cli::{ConnectionArgs, InputFlags, OpenApiArgs, TargetArgs};
 use idem_check::diagnostic::Origins;
 use idem_check::discover::Operation;
 use idem_check::exit::AppError;
 use idem_check::http::net::NetOptions;
 use idem_check::http::Connector;
-use idem_check::inputs;
+use idem_check::inputs::{self, Input};
 use idem_check::target::{load, scheme_hint, TargetSpec};
 
 /// The target description from `--target` and the flags; flags win over the file.
@@ -55,34 +55,27 @@ pub fn key_header(args: &TargetArgs) -> Result<Option<&str>, AppError> {
 }
 
 /// The target description of an API description's operation `op` at `url`, with the target
-/// flags laid over it.
+/// flags laid over it; `--key-in-body` replaces the key header the document names.
 pub fn from_operation(
     op: &Operation,
     url: &str,
     args: &TargetArgs,
 ) -> Result<TargetSpec, AppError> {
-    let spec = apply_flags(from_document(op, url, &args.headers), args)?;
+    let mut document = from_document(op, url, &args.headers);
+    if args.inputs.key_in_body.is_some() {
+        // The user moved the key into the body: the document's header no longer carries it.
+        document.key_header = None;
+    }
+    let spec = apply_flags(document, args)?;
     Ok(with_secret_flags(spec, args))
 }
 
 /// The bundled reference server's target description `spec` (which names the key header it
 /// was started with): of the target flags, `--http2`, `--key-syntax`, `--key-shape`, the
-/// connection flags and the secrets apply here; see [`refused_with_reference`] for the others.
+/// connection flags and the secrets apply here (the inputs whose row says `reference true`);
+/// see [`refused_with_reference`] for the others.
 pub fn reference(mut spec: TargetSpec, args: &TargetArgs) -> TargetSpec {
-    spec.http2 = args.http2;
-    let o = &mut spec.origins;
-    over(
-        &mut spec.key_syntax,
-        &args.key_syntax,
-        inputs::KEY_SYNTAX.flag,
-        o,
-    );
-    over(
-        &mut spec.key_shape,
-        &args.key_shape,
-        inputs::KEY_SHAPE.flag,
-        o,
-    );
+    lay_inputs(&mut spec, &args.inputs, |input| input.with_reference);
     connection_from_args(&args.connection, &mut spec);
     with_secret_flags(spec, args)
 }
@@ -105,32 +98,7 @@ pub fn refused_with_reference(args: &TargetArgs) -> Result<(), AppError> {
         method,
         headers,
         data,
-        id_pointer,
-        count_url,
-        count_pointer,
-        count_cmd,
-        tenant_b_header,
-        hold_header,
-        hold_release,
-        hold_at_least,
-        restart_cmd,
-        ready_url,
-        restart_timeout,
-        invalid_body,
-        second_url,
-        replica,
-        crash_header,
-        lease_wait,
-        read_url,
-        key_ttl,
-        key_ttl_header,
-        key_in_body,
-        key_syntax: _,
-        key_shape: _,
-        quiet_window,
-        store_down_cmd,
-        store_up_cmd,
-        http2: _,
+        inputs: input_flags,
         no_release_threads: _,
         connection: _,
         suite: _,
@@ -149,37 +117,19 @@ pub fn refused_with_reference(args: &TargetArgs) -> Result<(), AppError> {
         (inputs::METHOD.flag, method.is_some()),
         (inputs::HEADERS.flag, !headers.is_empty()),
         (inputs::BODY.flag, data.is_some()),
-        (inputs::ID_POINTER.flag, id_pointer.is_some()),
-        (inputs::COUNT_URL.flag, count_url.is_some()),
-        (inputs::COUNT_POINTER.flag, count_pointer.is_some()),
-        (inputs::COUNT_CMD.flag, count_cmd.is_some()),
-        (inputs::TENANT_B_HEADER.flag, !tenant_b_header.is_empty()),
-        (inputs::HOLD_HEADER.flag, hold_header.is_some()),
-        (inputs::HOLD_RELEASE.flag, hold_release.is_some()),
-        (inputs::HOLD_AT_LEAST.flag, hold_at_least.is_some()),
-        (inputs::RESTART_CMD.flag, restart_cmd.is_some()),
-        (inputs::READY_URL.flag, ready_url.is_some()),
-        (inputs::RESTART_TIMEOUT.flag, restart_timeout.is_some()),
-        (inputs::INVALID_BODY.flag, invalid_body.is_some()),
-        (inputs::SECOND_URL.flag, second_url.is_some()),
-        (inputs::REPLICA.flag, !replica.is_empty()),
-        (inputs::CRASH_HEADER.flag, crash_header.is_some()),
-        (inputs::LEASE_WAIT.flag, lease_wait.is_some()),
-        (inputs::READ_URL.flag, read_url.is_some()),
-        (inputs::KEY_TTL.flag, key_ttl.is_some()),
-        (inputs::KEY_TTL_HEADER.flag, key_ttl_header.is_some()),
-        (inputs::KEY_IN_BODY.flag, key_in_body.is_some()),
-        (inputs::QUIET_WINDOW.flag, quiet_window.is_some()),
-        (inputs::STORE_DOWN_CMD.flag, store_down_cmd.is_some()),
-        (inputs::STORE_UP_CMD.flag, store_up_cmd.is_some()),
         ("--base-url", base_url.is_some()),
         ("--operation", !operations.is_empty()),
         ("--path-param", !path_param.is_empty()),
     ];
+    let declared = given_inputs(input_flags)
+        .into_iter()
+        .filter(|input| !input.with_reference)
+        .map(|input| (input.flag, true));
     let refused: Vec<&str> = given
-        .iter()
+        .into_iter()
+        .chain(declared)
         .filter(|(_, given)| *given)
-        .map(|(flag, _)| *flag)
+        .map(|(flag, _)| flag)
         .collect();
     if refused.is_empty() {
         return Ok(());
@@ -208,118 +158,12 @@ fn apply_flags(mut t: TargetSpec, args: &TargetArgs) -> Result<TargetSpec, AppEr
             o,
         );
     }
-    if let Some(d) = &args.invalid_body {
-        let body = Some(body_arg(d, "--invalid-body @FILE")?);
-        over(&mut t.invalid_body, &body, inputs::INVALID_BODY.flag, o);
+    lay_inputs(&mut t, &args.inputs, |_| true);
+    if let Some(d) = &args.inputs.invalid_body {
+        t.invalid_body = Some(body_arg(d, "--invalid-body @FILE")?);
     }
-    over(
-        &mut t.id_pointer,
-        &args.id_pointer,
-        inputs::ID_POINTER.flag,
-        o,
-    );
-    over(&mut t.count_url, &args.count_url, inputs::COUNT_URL.flag, o);
-    over(
-        &mut t.count_pointer,
-        &args.count_pointer,
-        inputs::COUNT_POINTER.flag,
-        o,
-    );
-    over(&mut t.count_cmd, &args.count_cmd, inputs::COUNT_CMD.flag, o);
-    over(
-        &mut t.hold_header,
-        &args.hold_header,
-        inputs::HOLD_HEADER.flag,
-        o,
-    );
-    over(
-        &mut t.hold_release,
-        &args.hold_release,
-        inputs::HOLD_RELEASE.flag,
-        o,
-    );
-    over(
-        &mut t.hold_at_least,
-        &args.hold_at_least,
-        inputs::HOLD_AT_LEAST.flag,
-        o,
-    );
-    over(
-        &mut t.key_ttl_header,
-        &args.key_ttl_header,
-        inputs::KEY_TTL_HEADER.flag,
-        o,
-    );
-    over(
-        &mut t.quiet_window,
-        &args.quiet_window,
-        inputs::QUIET_WINDOW.flag,
-        o,
-    );
-    over(
-        &mut t.restart_cmd,
-        &args.restart_cmd,
-        inputs::RESTART_CMD.flag,
-        o,
-    );
-    over(&mut t.ready_url, &args.ready_url, inputs::READY_URL.flag, o);
-    over(
-        &mut t.restart_timeout,
-        &args.restart_timeout,
-        inputs::RESTART_TIMEOUT.flag,
-        o,
-    );
-    over(
-        &mut t.second_url,
-        &args.second_url,
-        inputs::SECOND_URL.flag,
-        o,
-    );
-    over(
-        &mut t.crash_header,
-        &args.crash_header,
-        inputs::CRASH_HEADER.flag,
-        o,
-    );
-    over(
-        &mut t.lease_wait,
-        &args.lease_wait,
-        inputs::LEASE_WAIT.flag,
-        o,
-    );
-    over(&mut t.read_url, &args.read_url, inputs::READ_URL.flag, o);
-    over(
-        &mut t.store_down_cmd,
-        &args.store_down_cmd,
-        inputs::STORE_DOWN_CMD.flag,
-        o,
-    );
-    over(
-        &mut t.store_up_cmd,
-        &args.store_up_cmd,
-        inputs::STORE_UP_CMD.flag,
-        o,
-    );
-    over(&mut t.key_ttl, &args.key_ttl, inputs::KEY_TTL.flag, o);
-    over(
-        &mut t.key_in_body,
-        &args.key_in_body,
-        inputs::KEY_IN_BODY.flag,
-        o,
-    );
-    over(
-        &mut t.key_syntax,
-        &args.key_syntax,
-        inputs::KEY_SYNTAX.flag,
-        o,
-    );
-    over(&mut t.key_shape, &args.key_shape, inputs::KEY_SHAPE.flag, o);
     t.headers.extend(args.headers.iter().cloned());
-    t.http2 |= args.http2;
     connection_from_args(&args.connection, &mut t);
-    t.replicas.extend(args.replica.iter().cloned());
-    t.tenant_b_headers
-        .extend(args.tenant_b_header.iter().cloned());
     if t.url.is_empty() {
         return Err(anyhow::anyhow!(
             "nothing to check: give the operation's URL (idem-check run \
@@ -332,6 +176,81 @@ fn apply_flags(mut t: TargetSpec, args: &TargetArgs) -> Result<TargetSpec, AppEr
         return Err(anyhow::anyhow!("{hint}").into());
     }
     Ok(t)
+}
+
+/// [`lay_inputs`] and [`given_inputs`] over every `plain` input of the table.
+macro_rules! lay_inputs {
+    ({} by_hand { $($hand:tt)* } plain { $(
+        $(#[$doc:meta])*
+        $name:ident: $flag:literal $home:tt $key:literal => $field:ident: $ty:ident $(<$inner:ident>)?,
+            shown $shown:ident, value $value:literal, reference $reference:literal, help $help:literal;
+    )* }) => {
+        /// The flags of the inputs `which` picks laid over `t`: a flag's value replaces the
+        /// description's and becomes its origin, a repeated flag adds to its list, a switch
+        /// turns it on.
+        fn lay_inputs(t: &mut TargetSpec, flags: &InputFlags, which: impl Fn(&Input) -> bool) {
+            $(
+                if which(&inputs::$name) && t.$field.lay(&flags.$field) {
+                    t.origins.flag(inputs::$name.flag);
+                }
+            )*
+        }
+
+        /// The inputs whose flag was given.
+        fn given_inputs(flags: &InputFlags) -> Vec<Input> {
+            let mut given = Vec::new();
+            $(
+                if flags.$field.given() {
+                    given.push(inputs::$name);
+                }
+            )*
+            given
+        }
+    };
+}
+
+idem_check::with_inputs!(lay_inputs);
+
+/// A flag's value laid over the description's, by its type.
+trait Lay {
+    /// Lays `flag` over `self`; whether it replaced the value (so the flag is its origin).
+    fn lay(&mut self, flag: &Self) -> bool;
+    fn given(&self) -> bool;
+}
+
+impl<T: Clone> Lay for Option<T> {
+    fn lay(&mut self, flag: &Self) -> bool {
+        if flag.is_some() {
+            self.clone_from(flag);
+        }
+        flag.is_some()
+    }
+
+    fn given(&self) -> bool {
+        self.is_some()
+    }
+}
+
+impl<T: Clone> Lay for Vec<T> {
+    fn lay(&mut self, flag: &Self) -> bool {
+        self.extend(flag.iter().cloned());
+        false
+    }
+
+    fn given(&self) -> bool {
+        !self.is_empty()
+    }
+}
+
+impl Lay for bool {
+    fn lay(&mut self, flag: &Self) -> bool {
+        *self |= flag;
+        false
+    }
+
+    fn given(&self) -> bool {
+        *self
+    }
 }
 
 /// A flag's value, when given, in place of `slot`'s.

@@ -227,3 +227,32 @@ fn init_writes_one_target_file_per_operation_that_loads() {
         "https://api.example.com/customers/cus_123/charges/ch_1/captures"
     );
 }
+
+/// `--key-in-body` with `--openapi` moves the key from the header the document names into the
+/// body: the body carrier is judged on its own (its field checked against the document's body),
+/// never reported as clashing with a `--key-header` the user did not give.
+#[test]
+fn key_in_body_replaces_the_documents_header() {
+    let spec = fixture("oas30-ref-header.yaml");
+    for (field, wanted) in [
+        (
+            "/amount",
+            "--key-in-body /amount: body carriers are only supported by `client` yet",
+        ),
+        ("/nope", "is JSON and has nothing at /nope"),
+    ] {
+        let o = run(&[
+            "run",
+            "--openapi",
+            &spec,
+            "--base-url",
+            "http://127.0.0.1:1",
+            "--key-in-body",
+            field,
+        ]);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains(wanted), "{wanted:?} missing from {err}");
+        assert!(!err.contains("give either"), "{err}");
+    }
+}

@@ -782,3 +782,78 @@ fn debug_output_masks_every_secret() {
         assert!(shown.contains(kept), "{kept} missing from\n{shown}");
     }
 }
+
+/// `--auth-cmd` (or a target file's `auth-command`) supplies tenant A's credential: the header
+/// line it prints is sent (the echo server answers 401 without it, so first-request PASSes only
+/// with it) and its value is masked in every output, though the server echoes it back. A
+/// command that fails or prints no header line is one error naming the flag or the file's line,
+/// before anything is sent.
+#[test]
+fn the_auth_command_supplies_a_masked_credential() {
+    let token = "tokcmd-5e7a9c1b3d";
+    let addr = echo_server(Echo {
+        require: Some(format!("Bearer {token}")),
+        pad: 0,
+    });
+    let url = format!("http://{addr}/api/payments");
+    let dir = tempfile::tempdir().unwrap();
+    let print = format!("printf 'Authorization: Bearer {token}\\n'");
+    let o = bin()
+        .args([
+            "run",
+            &url,
+            "--auth-cmd",
+            &print,
+            "--probe",
+            "first-request",
+        ])
+        .args([
+            "-H",
+            "Authorization: Bearer stale",
+            "-d",
+            r#"{"n":"{{unique}}"}"#,
+        ])
+        .args(report_args(dir.path(), "run"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let mut outputs = vec![("terminal".to_string(), text(&o))];
+    for (path, t) in files(dir.path()) {
+        outputs.push((path.display().to_string(), t));
+    }
+    assert!(outputs.len() >= 5, "{outputs:?}");
+    for (output, t) in &outputs {
+        assert!(!t.contains(token), "the token leaks into {output}");
+    }
+    let target = dir.path().join("t.toml");
+    std::fs::write(
+        &target,
+        format!("url = \"{url}\"\nauth-command = \"false\"\n"),
+    )
+    .unwrap();
+    for (args, code, wanted) in [
+        (
+            vec![url.as_str(), "--auth-cmd", "false"],
+            1,
+            "--auth-cmd failed",
+        ),
+        (
+            vec![url.as_str(), "--auth-cmd", "echo no header"],
+            1,
+            "--auth-cmd printed no 'Name: value' header line",
+        ),
+        (
+            vec!["--target", target.to_str().unwrap()],
+            2,
+            "auth-command failed",
+        ),
+    ] {
+        let o = bin().arg("run").args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(wanted),
+            "{args:?}: {wanted:?} missing from {err}"
+        );
+    }
+}
