@@ -91,8 +91,10 @@ pub async fn run(
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
+    // Its own process group, so that whatever it starts can be ended with it (below).
+    #[cfg(unix)]
+    cmd.process_group(0);
     let mut child = cmd
         .spawn()
         .with_context(|| format!("could not start the client command {program:?}"))?;
@@ -102,8 +104,7 @@ pub async fn run(
     let exit = tokio::select! {
         status = child.wait() => {
             let status = status.context("could not wait for the client command")?;
-            use std::os::unix::process::ExitStatusExt as _;
-            match (status.code(), status.signal()) {
+            match (status.code(), signal_of(status)) {
                 (Some(c), _) => Exit::Code(c),
                 (None, Some(s)) => Exit::Signal(s),
                 (None, None) => Exit::Signal(0),
@@ -113,12 +114,8 @@ pub async fn run(
         _ = interrupt.wait_for(|stop| *stop) => Exit::Interrupted,
     };
     // Whatever the command left running (a background retry, a timed-out child) ends with it.
-    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
+    end_process_group(pid);
+    let _ = child.kill().await;
     let _ = child.wait().await;
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
     Ok(RunRecord {
@@ -130,6 +127,34 @@ pub async fn run(
         stderr: drained(stderr).await,
     })
 }
+
+/// The signal that ended the command, where processes end by signals.
+#[cfg(unix)]
+fn signal_of(status: std::process::ExitStatus) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt as _;
+    status.signal()
+}
+
+/// Windows has no signals: a command always ends with a code.
+#[cfg(not(unix))]
+fn signal_of(_status: std::process::ExitStatus) -> Option<i32> {
+    None
+}
+
+/// Kills the process group the command led, so nothing it started outlives it.
+#[cfg(unix)]
+fn end_process_group(pid: Option<u32>) {
+    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// Without process groups only the command itself is ended (by `kill` after this).
+#[cfg(not(unix))]
+fn end_process_group(_pid: Option<u32>) {}
 
 async fn drained(task: tokio::task::JoinHandle<Output>) -> Output {
     let abort = task.abort_handle();

@@ -117,9 +117,12 @@ impl Interrupt {
     /// it is seen by [`Interrupt::pressed`] and [`Interrupt::was_pressed`]. Where the signal
     /// cannot be watched, Ctrl-C keeps its default effect.
     fn watch() -> Interrupt {
-        use tokio::signal::unix::{signal, SignalKind};
+        #[cfg(unix)]
+        let ctrl_c = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
+        #[cfg(windows)]
+        let ctrl_c = tokio::signal::windows::ctrl_c();
         let (tx, rx) = tokio::sync::watch::channel(false);
-        if let Ok(mut ctrl_c) = signal(SignalKind::interrupt()) {
+        if let Ok(mut ctrl_c) = ctrl_c {
             tokio::spawn(async move {
                 if ctrl_c.recv().await.is_some() {
                     let _ = tx.send(true);

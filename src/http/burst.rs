@@ -21,7 +21,6 @@
 //!    [`super::release`]); readers are not polled until every final byte is out;
 //! 5. read the N responses concurrently on this task, each bounded by the per-request timeout.
 
-use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
@@ -31,7 +30,7 @@ use super::connection::{write_request, Connector, Stream};
 use super::exchange::SentRequest;
 use super::h1;
 use super::raw::RawResponse;
-use super::release::{release_all, Job, ReleaseMode, Releasers};
+use super::release::{release_all, socket_of, Job, ReleaseMode, Releasers};
 
 /// How a burst is run.
 #[derive(Debug, Clone)]
@@ -336,7 +335,7 @@ fn release(
         .filter_map(|(i, e)| {
             e.as_ref()
                 .ok()
-                .map(|s| (i, s.stream.tcp().as_fd(), &s.release[..]))
+                .map(|s| (i, socket_of(s.stream.tcp()), &s.release[..]))
         })
         .collect();
     let (outcomes, mode) = release_all(&jobs, release_threads);

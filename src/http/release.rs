@@ -22,7 +22,6 @@
 //! When neither way is available (before Linux 6.12 without the permission), the release runs on
 //! the calling thread and the burst says why ([`ReleaseMode`]).
 
-use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, OnceLock, TryLockError};
@@ -106,7 +105,27 @@ impl std::fmt::Display for ReleaseMode {
 }
 
 /// One connection's release: its index in the burst, its socket and the bytes to write.
-pub(crate) type Job<'a> = (usize, BorrowedFd<'a>, &'a [u8]);
+pub(crate) type Job<'a> = (usize, BorrowedSocket<'a>, &'a [u8]);
+
+/// A connection's socket, borrowed for one release: what `socket2` sends on without taking the
+/// connection from its owner (a file descriptor on Unix, a `SOCKET` on Windows).
+#[cfg(unix)]
+pub(crate) type BorrowedSocket<'a> = std::os::fd::BorrowedFd<'a>;
+/// A connection's socket, borrowed for one release (a `SOCKET` on Windows).
+#[cfg(windows)]
+pub(crate) type BorrowedSocket<'a> = std::os::windows::io::BorrowedSocket<'a>;
+
+/// The socket of `connection`, borrowed for a release.
+#[cfg(unix)]
+pub(crate) fn socket_of<S: std::os::fd::AsFd>(connection: &S) -> BorrowedSocket<'_> {
+    connection.as_fd()
+}
+
+/// The socket of `connection`, borrowed for a release.
+#[cfg(windows)]
+pub(crate) fn socket_of<S: std::os::windows::io::AsSocket>(connection: &S) -> BorrowedSocket<'_> {
+    connection.as_socket()
+}
 
 /// A written release: index, what `send(2)` returned, and when it returned.
 pub(crate) type Outcome = (usize, std::io::Result<usize>, Instant);
@@ -437,7 +456,6 @@ pub fn release_threads_available() -> Result<Scheduling, &'static String> {
 mod tests {
     use super::*;
     use std::io::Read as _;
-    use std::os::fd::AsFd as _;
 
     #[test]
     fn modes_read_as_a_sentence() {
@@ -490,7 +508,7 @@ mod tests {
             .iter()
             .zip(&bytes)
             .enumerate()
-            .map(|(i, ((c, _), b))| (i, c.as_fd(), &b[..]))
+            .map(|(i, ((c, _), b))| (i, socket_of(c), &b[..]))
             .collect();
         let (outcomes, mode) = release_all(&jobs, rt.into());
         assert_eq!(outcomes.len(), conns.len());

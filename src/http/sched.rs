@@ -12,14 +12,19 @@
 //!
 //! The slice is set with `sched_setattr(2)`, which no maintained crate wraps for ordinary
 //! threads; that one system call is this module's (and the crate's) only unsafe code.
+//!
+//! Both ways are Linux's: on other systems no thread is raised, the release runs on the calling
+//! thread, and the burst evidence says why (the rest of the engine is portable).
 
-#![allow(unsafe_code)]
+#![cfg_attr(target_os = "linux", allow(unsafe_code))]
 
+#[cfg(target_os = "linux")]
 use thread_priority::unix::{
     set_thread_priority_and_policy, thread_native_id, RealtimeThreadSchedulePolicy,
     ThreadSchedulePolicy,
 };
 
+#[cfg(target_os = "linux")]
 /// The slice asked for, in nanoseconds: the kernel's minimum (0.1 ms).
 const SHORT_SLICE_NS: u64 = 100_000;
 
@@ -44,6 +49,7 @@ impl Scheduling {
 
 /// Raises the calling thread to real-time priority, or else gives it a short slice; the error
 /// says why neither was possible.
+#[cfg(target_os = "linux")]
 pub fn raise_current_thread() -> Result<Scheduling, String> {
     let realtime = match set_realtime() {
         Ok(()) => return Ok(Scheduling::RealTime),
@@ -54,8 +60,16 @@ pub fn raise_current_thread() -> Result<Scheduling, String> {
         .map_err(|slice| format!("{realtime}; {slice}"))
 }
 
+/// Outside Linux neither way exists: the error says so, and the release stays on the calling
+/// thread.
+#[cfg(not(target_os = "linux"))]
+pub fn raise_current_thread() -> Result<Scheduling, String> {
+    Err("real-time priority and short time slices are only set on Linux".into())
+}
+
 /// Two CPUs this process may run on, for the two release threads, so a woken follower never
 /// lands behind its leader on one core; `None` with fewer than two.
+#[cfg(target_os = "linux")]
 pub fn two_cpus() -> Option<[usize; 2]> {
     use nix::sched::{sched_getaffinity, CpuSet};
     let allowed = sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok()?;
@@ -63,7 +77,14 @@ pub fn two_cpus() -> Option<[usize; 2]> {
     Some([cpus.next()?, cpus.next()?])
 }
 
+/// Outside Linux the threads are never raised, so no CPUs are chosen for them.
+#[cfg(not(target_os = "linux"))]
+pub fn two_cpus() -> Option<[usize; 2]> {
+    None
+}
+
 /// Keeps the calling thread on `cpu` (best effort: a refusal leaves it where the kernel puts it).
+#[cfg(target_os = "linux")]
 pub fn pin_current_thread(cpu: usize) {
     use nix::sched::{sched_setaffinity, CpuSet};
     let mut set = CpuSet::new();
@@ -72,8 +93,13 @@ pub fn pin_current_thread(cpu: usize) {
     }
 }
 
+/// Outside Linux a thread stays where the system puts it.
+#[cfg(not(target_os = "linux"))]
+pub fn pin_current_thread(_cpu: usize) {}
+
 /// `SCHED_FIFO` at its lowest priority, which outranks every ordinary thread and no real-time
 /// one.
+#[cfg(target_os = "linux")]
 fn set_realtime() -> Result<(), String> {
     set_thread_priority_and_policy(
         thread_native_id(),
@@ -88,6 +114,7 @@ fn set_realtime() -> Result<(), String> {
     })
 }
 
+#[cfg(target_os = "linux")]
 /// `struct sched_attr` of `<linux/sched/types.h>` (its first version, 56 bytes, which every
 /// kernel since 3.14 accepts).
 #[repr(C)]
@@ -105,6 +132,7 @@ struct SchedAttr {
     sched_util_max: u32,
 }
 
+#[cfg(target_os = "linux")]
 /// Keeps the thread's policy and nice value and sets its slice to [`SHORT_SLICE_NS`]; checks
 /// that the kernel kept it (kernels before 6.12 accept and ignore it).
 fn set_short_slice() -> Result<(), String> {
@@ -124,6 +152,7 @@ fn set_short_slice() -> Result<(), String> {
     Ok(())
 }
 
+#[cfg(target_os = "linux")]
 fn get_attr() -> std::io::Result<SchedAttr> {
     let mut attr = SchedAttr::default();
     let size = std::mem::size_of::<SchedAttr>() as u32;
@@ -145,6 +174,7 @@ fn get_attr() -> std::io::Result<SchedAttr> {
     }
 }
 
+#[cfg(target_os = "linux")]
 fn set_attr(attr: &mut SchedAttr) -> std::io::Result<()> {
     attr.size = std::mem::size_of::<SchedAttr>() as u32;
     // SAFETY: `attr` is a live, initialised `sched_attr` whose `size` field is its own size;
@@ -157,7 +187,7 @@ fn set_attr(attr: &mut SchedAttr) -> std::io::Result<()> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 

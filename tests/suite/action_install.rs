@@ -13,6 +13,7 @@ use crate::common::python::{self, PythonServer};
 const TAG: &str = "v0.1.0";
 const X64: &str = "x86_64-unknown-linux-gnu";
 const ARM64: &str = "aarch64-unknown-linux-gnu";
+const WINDOWS: &str = "x86_64-pc-windows-msvc";
 /// What the stand-in `idem-check --version` prints.
 const STAND_IN_VERSION: &str = "idem-check 0.1.0 (stand-in)";
 
@@ -31,11 +32,13 @@ impl Release {
         let dir = tempfile::tempdir().unwrap();
         let bins = dir.path().join("bins");
         std::fs::create_dir(&bins).unwrap();
-        stand_in(&bins.join("idem-check"), STAND_IN_VERSION);
-        stand_in(
-            &bins.join("idem-reference-server"),
-            "idem-reference-server 0.1.0",
-        );
+        for ext in ["", ".exe"] {
+            stand_in(&bins.join(format!("idem-check{ext}")), STAND_IN_VERSION);
+            stand_in(
+                &bins.join(format!("idem-reference-server{ext}")),
+                "idem-reference-server 0.1.0",
+            );
+        }
         let assets = dir.path().join("releases").join(tag);
         let mut sums = String::new();
         for target in targets {
@@ -155,6 +158,26 @@ fn the_runners_binary_is_downloaded_verified_and_runs() {
     }
 }
 
+/// Windows' asset holds `.exe` binaries, and they are what gets installed.
+#[test]
+fn a_windows_runner_gets_the_exe_binaries() {
+    let release = Release::publish(TAG, &[X64, WINDOWS]);
+    let (output, root, said) = Install::new(&release, TAG, "Windows", "X64").run();
+    assert!(output.status.success(), "{said}");
+    assert!(
+        said.contains(&format!(
+            "installed {STAND_IN_VERSION} from idem-check-{TAG}-{WINDOWS}.tar.gz"
+        )),
+        "{said}"
+    );
+    assert!(root.path().join("bin/idem-check.exe").is_file(), "{said}");
+    assert!(
+        root.path().join("bin/idem-reference-server.exe").is_file(),
+        "{said}"
+    );
+    assert!(!built_from_source(root.path()), "{said}");
+}
+
 #[test]
 fn a_tampered_checksum_is_refused_and_nothing_is_installed() {
     let release = Release::publish(TAG, &[X64]);
@@ -204,9 +227,9 @@ fn without_a_fitting_binary_it_builds_from_source() {
         ),
         (
             TAG,
-            "macOS",
+            "Windows",
             "ARM64",
-            "no prebuilt binary for macOS/ARM64".to_string(),
+            "no prebuilt binary for Windows/ARM64".to_string(),
         ),
         (
             "main",
