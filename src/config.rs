@@ -60,11 +60,36 @@ impl Operation {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BodyTemplate {
     pub text: String,
+    /// The top-level field that holds the key (`--key-in-body`): payload variants and the
+    /// derived invalid payload change another field, since the key is set over it anyway.
+    key_field: Option<String>,
 }
 
 impl BodyTemplate {
     pub fn new(text: impl Into<String>) -> Self {
-        BodyTemplate { text: text.into() }
+        BodyTemplate {
+            text: text.into(),
+            key_field: None,
+        }
+    }
+
+    /// This template with the key carried at `place`: a body key's top-level field is left to
+    /// the key.
+    pub fn keeping_key(mut self, place: &Place) -> Self {
+        if let Place::Body(field) = place {
+            let top = field
+                .trim_start_matches('/')
+                .split('/')
+                .next()
+                .unwrap_or_default();
+            self.key_field = Some(top.replace("~1", "/").replace("~0", "~"));
+        }
+        self
+    }
+
+    /// Whether `name` is a field a variant may change (any but the key's).
+    fn variable(&self, name: &str) -> bool {
+        self.key_field.as_deref() != Some(name)
     }
 
     fn has_placeholder(&self) -> bool {
@@ -77,7 +102,7 @@ impl BodyTemplate {
     /// survives. `None` when the template is not a JSON object with a field.
     pub fn invalid_variant(&self) -> Option<BodyTemplate> {
         let mut map = self.json_object()?;
-        let (name, value) = map.iter_mut().next()?;
+        let (name, value) = map.iter_mut().find(|(name, _)| self.variable(name))?;
         let broken = if value.is_number() {
             serde_json::Value::String("not-a-number".into())
         } else {
@@ -85,9 +110,10 @@ impl BodyTemplate {
         };
         let name = name.clone();
         map.insert(name, broken);
-        Some(BodyTemplate::new(
-            serde_json::Value::Object(map).to_string(),
-        ))
+        Some(BodyTemplate {
+            text: serde_json::Value::Object(map).to_string(),
+            key_field: self.key_field.clone(),
+        })
     }
 
     /// Whether different variants render to different payloads.
@@ -120,7 +146,7 @@ impl BodyTemplate {
             Some(mut map) => {
                 let first_string = map
                     .iter()
-                    .find(|(_, v)| v.is_string())
+                    .find(|(k, v)| v.is_string() && self.variable(k))
                     .map(|(k, _)| k.clone());
                 match first_string {
                     Some(k) => {
@@ -358,6 +384,10 @@ impl Config {
             suite.header.clone_from(h);
         }
         let key_carrier = key_carrier(&target, &suite.header)?;
+        if key_carrier.syntax == Syntax::Token {
+            // A token is sent as it is: no run of it starts from, or falls back to, Strings.
+            suite.key_syntax = crate::keys::KeySyntax::Bare;
+        }
         // Known before the hooks, whose commands are shown masked.
         let secrets = target.secrets(&suite.header);
         let counter = match (&target.count_url, &target.count_cmd) {
@@ -410,10 +440,11 @@ impl Config {
                 None
             }
         };
-        let body = BodyTemplate::new(target.body.clone().unwrap_or_default());
+        let body = BodyTemplate::new(target.body.clone().unwrap_or_default())
+            .keeping_key(&key_carrier.place);
         let invalid_body = match &target.invalid_body {
             Some(text) => Some(InvalidBody {
-                template: BodyTemplate::new(text.clone()),
+                template: BodyTemplate::new(text.clone()).keeping_key(&key_carrier.place),
                 origin: inputs::INVALID_BODY.flag,
             }),
             None => body.invalid_variant().map(|template| InvalidBody {
@@ -641,8 +672,7 @@ fn hold_release(target: &TargetSpec, hold: Option<&Header>) -> Result<Option<Hol
 
 /// `--key-in-body`, `--key-syntax` and `--key-shape` around the key header `header`: one
 /// carrier, its body field checked against the body it must travel in, before anything is
-/// sent. Probes send keys only in headers yet, so a body carrier is refused once it is known to
-/// be well-formed: `run` and `stress` never honour half of it.
+/// sent. An RFC 8941 String is a header field's syntax, so a body key is always a token.
 fn key_carrier(target: &TargetSpec, header: &str) -> Result<KeyCarrier> {
     let at = |flag| target.origins.input(flag);
     let syntax: Option<Syntax> = parse_as(&target.key_syntax, at(inputs::KEY_SYNTAX.flag))?;
@@ -658,15 +688,19 @@ fn key_carrier(target: &TargetSpec, header: &str) -> Result<KeyCarrier> {
                     header.name, input.name
                 )));
             }
+            if syntax == Some(Syntax::Ietf) {
+                let flag = at(inputs::KEY_SYNTAX.flag);
+                return Err(flag.error(format!(
+                    "{} ietf: an RFC 8941 String is the syntax of a header field; a key in the \
+                     body ({} {pointer}) is a token",
+                    flag.name, input.name
+                )));
+            }
             let body = at(inputs::BODY.flag);
             if let Err(why) = body_has_field(target.body.as_deref(), pointer, body.name) {
                 return Err(input.error(format!("{} {pointer:?}: {why}", input.name)));
             }
-            return Err(input.error(format!(
-                "{} {pointer}: body carriers are only supported by `client` yet; `run` and \
-                 `stress` send the key in a header (--key-header NAME)",
-                input.name
-            )));
+            Place::Body(pointer.clone())
         }
     };
     Ok(KeyCarrier {

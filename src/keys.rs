@@ -169,6 +169,15 @@ pub fn malformed_corpus(uuid: &str) -> Vec<Malformed> {
     ]
 }
 
+/// The malformed keys of a provider's token header: a token has no
+/// quoting or structure to break, so only what no key may hold is sent — a control character.
+pub fn malformed_token(uuid: &str) -> Vec<Malformed> {
+    vec![Malformed {
+        label: "control character",
+        value: [uuid.as_bytes(), b"\x01".as_slice()].concat(),
+    }]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Result;
 
+use crate::carrier::{Place, Syntax};
 use crate::config::Config;
 use crate::effects::Counter;
 use crate::http::client::Client;
@@ -71,16 +72,15 @@ pub async fn run(
         } else if let Some(why) = session.stopped() {
             verdict_only(&def, Outcome::Error, format!("not run: {why}"))
         } else if let Some(need) = missing {
-            verdict_only(
-                &def,
-                Outcome::Skip,
-                match &config.target_file {
+            let why = need
+                .not_this_key(&config)
+                .unwrap_or_else(|| match &config.target_file {
                     Some(file) => {
                         format!("needs {}: add {} to {file}", need.what(), need.target_key())
                     }
                     None => format!("needs {}: pass {}", need.what(), need.option()),
-                },
-            )
+                });
+            verdict_only(&def, Outcome::Skip, why)
         } else {
             let mut ctx = ProbeCtx::new(config.clone(), client.clone(), def.meta, session.clone());
             let probe_start = Instant::now();
@@ -140,11 +140,14 @@ pub async fn run(
     let summary = Summary::of(&probes);
     let mut context = context(&config);
     context.push(format!("effects: {}", session.meter.describe()));
-    context.push(match (session.fell_back, session.keys) {
-        (true, _) => FELL_BACK.to_string(),
-        (false, KeySyntax::SfString) => "keys sent as RFC 8941 Strings".to_string(),
-        (false, KeySyntax::Bare) => "keys sent bare".to_string(),
-    });
+    // A token is sent as it is, which the header line already says.
+    if config.key_carrier.syntax == Syntax::Ietf {
+        context.push(match (session.fell_back, session.keys) {
+            (true, _) => FELL_BACK.to_string(),
+            (false, KeySyntax::SfString) => "keys sent as RFC 8941 Strings".to_string(),
+            (false, KeySyntax::Bare) => "keys sent bare".to_string(),
+        });
+    }
     Ok(RunReport {
         schema: SCHEMA,
         tool: ToolInfo::default(),
@@ -173,6 +176,10 @@ fn replay_inputs(config: &Config) -> ReplayInputs {
     let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
     ReplayInputs {
         key_header: config.suite.header.clone(),
+        key_in_body: match &config.key_carrier.place {
+            Place::Body(field) => Some(field.clone()),
+            Place::Header(_) => None,
+        },
         count_url,
         count_pointer,
         count_cmd,

@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use crate::carrier::{field_of, set_field};
 pub use crate::carrier::{KeyCarrier, Place, Syntax};
 
 use super::fake_api::SentKey;
@@ -19,7 +20,7 @@ impl KeyCarrier {
                 .map(|l| String::from_utf8_lossy(l).into_owned())
                 .collect(),
             Place::Body(pointer) => {
-                let field = payload.and_then(|p| body_field(p, pointer))?;
+                let field = payload.and_then(|p| field_of(p, pointer))?;
                 vec![match field {
                     Value::String(s) => s.clone(),
                     other => other.to_string(),
@@ -35,25 +36,9 @@ impl KeyCarrier {
     /// `payload` less the body key, for comparing what a retry sent besides its key.
     pub fn without_key(&self, mut payload: Value) -> Value {
         if let Place::Body(pointer) = &self.place {
-            let (parent, name) = match pointer.rsplit_once('/') {
-                Some((parent, name)) => (parent, name.replace("~1", "/").replace("~0", "~")),
-                None => ("", pointer.clone()),
-            };
-            if let Some(Value::Object(fields)) = payload.pointer_mut(parent) {
-                fields.remove(&name);
-            }
+            set_field(&mut payload, pointer, None);
         }
         payload
-    }
-}
-
-/// The field at `pointer`: a JSON pointer, or (for a form, whose fields are the object's
-/// members) the bare field name.
-fn body_field<'a>(payload: &'a Value, pointer: &str) -> Option<&'a Value> {
-    if pointer.starts_with('/') {
-        payload.pointer(pointer)
-    } else {
-        payload.get(pointer)
     }
 }
 

@@ -44,10 +44,7 @@ pub(super) async fn client(args: ClientArgs) -> Result<ExitCode> {
         .unwrap_or_else(|| format!("idem-check-{}", uuid::Uuid::new_v4().simple()));
     let suite = load_suite(&args.suite)?;
     let api = api_config(&args, &suite, token.clone()).await?;
-    let key_header = api
-        .carrier
-        .header()
-        .map_or_else(|| suite.header.clone(), str::to_string);
+    let key = api.carrier.place.clone();
     let opts = ClientOptions {
         command: args.command.clone(),
         suite,
@@ -83,7 +80,7 @@ pub(super) async fn client(args: ClientArgs) -> Result<ExitCode> {
     let render = render_options(
         &args.report,
         idem_check::redact::Secrets::from_values(&[token]),
-        key_header,
+        key,
     );
     let run = report.as_run_report();
     let text = terminal::render(&report.as_terminal_report(), &render, opts.strict);

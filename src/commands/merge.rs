@@ -8,6 +8,7 @@ use anyhow::Context as _;
 
 use super::{finish, render_options, report_files, Result};
 use crate::cli::MergeArgs;
+use idem_check::carrier::Place;
 use idem_check::exit::{AppError, ExitCode};
 use idem_check::redact::Secrets;
 use idem_check::report::terminal;
@@ -21,7 +22,7 @@ pub(super) fn merge(args: &MergeArgs) -> Result<ExitCode> {
         .map(|path| read(path).map(|r| (path.clone(), r)))
         .collect::<Result<Vec<_>>>()?;
     let report = segment::merge(&reports).map_err(AppError::input_file)?;
-    let render = render_options(&args.report, Secrets::default(), "Idempotency-Key".into());
+    let render = render_options(&args.report, Secrets::default(), Place::ietf());
     let text = terminal::render(&report, &render, false);
     let code = ExitCode::for_run(&report.summary, false);
     finish(&text, &report, &files, &render, &args.report, code)

@@ -8,6 +8,7 @@
 use std::io::Write as _;
 
 use crate::cli::{Command, Opts, ReportArgs};
+use idem_check::carrier::Place;
 use idem_check::exit::{AppError, ExitCode};
 use idem_check::redact::Secrets;
 use idem_check::report::terminal;
@@ -72,15 +73,15 @@ fn report_files(args: &ReportArgs) -> Result<Vec<ReportFile>> {
 }
 
 /// How the terminal shows a run of any command: `--color`, `--max-body-bytes` (each report
-/// file derives its own from these), the secrets to mask and the key header to show.
-fn render_options(args: &ReportArgs, secrets: Secrets, key_header: String) -> RenderOptions {
+/// file derives its own from these), the secrets to mask and where the keys to show travel.
+fn render_options(args: &ReportArgs, secrets: Secrets, key: Place) -> RenderOptions {
     RenderOptions {
         color: terminal::use_color(args.color),
         secrets,
         max_body: args
             .max_body_bytes
             .unwrap_or(Format::Terminal.default_max_body()),
-        key_header,
+        key,
         summary_only: args.summary,
         resigner: None,
     }

@@ -28,6 +28,7 @@ pub(super) async fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
     // no hold.
     let inputs = run.replay.clone().unwrap_or_else(|| ReplayInputs {
         key_header: "Idempotency-Key".into(),
+        key_in_body: None,
         count_url: None,
         count_pointer: None,
         count_cmd: None,
@@ -36,7 +37,7 @@ pub(super) async fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
         quiet_ms: 300,
         timeout_ms: 10_000,
     });
-    let scenario = plan(probe, args.exchange, &inputs.key_header).map_err(|e| match e {
+    let scenario = plan(probe, args.exchange, &inputs.key_place()).map_err(|e| match e {
         PlanError::NoExchange { .. } => AppError::Usage(anyhow::anyhow!("--exchange: {e}")),
         _ => AppError::Usage(anyhow::anyhow!("--probe {}: {e}", args.probe)),
     })?;

@@ -11,6 +11,7 @@ use anyhow::Context as _;
 use super::target::{openapi_targets, run_options, with_target};
 use super::{finish, interrupted_in_setup, render_options, report_files, Interrupt, Result};
 use crate::cli::RunArgs;
+use idem_check::carrier::Place;
 use idem_check::config::{Config, RunOptions};
 use idem_check::discover::run::{OpenApiReport, OperationReport};
 use idem_check::exit::{AppError, ExitCode};
@@ -32,7 +33,7 @@ pub(super) async fn run(args: RunArgs) -> Result<ExitCode> {
         let render = render_options(
             &args.report,
             config.secrets.clone(),
-            config.suite.header.clone(),
+            config.key_carrier.place.clone(),
         );
         let progress = Progress::new(selection.len() as u64, std::io::stderr().is_terminal());
         // The header and each verdict are printed as they are known; the evidence and the
@@ -107,11 +108,11 @@ async fn run_openapi(args: &RunArgs, interrupt: &Interrupt) -> Result<ExitCode> 
         configs.push((op, Arc::new(config), selection));
     }
     // Every operation shares the flags, so the first one's secrets are every run's.
-    let (secrets, key_header) = configs
-        .first()
-        .map(|(_, c, _)| (c.secrets.clone(), c.suite.header.clone()))
-        .unwrap_or_default();
-    let render = render_options(&args.report, secrets, key_header);
+    let (secrets, key) = configs.first().map_or_else(
+        || (idem_check::redact::Secrets::default(), Place::ietf()),
+        |(_, c, _)| (c.secrets.clone(), c.key_carrier.place.clone()),
+    );
+    let render = render_options(&args.report, secrets, key);
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let start = Instant::now();
     let mut runs = Vec::new();

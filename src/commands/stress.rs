@@ -23,7 +23,7 @@ pub(super) async fn stress(args: StressArgs) -> Result<ExitCode> {
         let render = render_options(
             &args.report,
             config.secrets.clone(),
-            config.suite.header.clone(),
+            config.key_carrier.place.clone(),
         );
         let progress = std::sync::Arc::new(Progress::for_stress(
             args.keys as u64,

@@ -10,6 +10,7 @@ use anyhow::anyhow;
 
 use super::{finish, interrupted_in_setup, render_options, report_files, Interrupt, Result};
 use crate::cli::WebhookArgs;
+use idem_check::carrier::Place;
 use idem_check::config::{CommandRestart, RestartHook, DEFAULT_QUIET_WINDOW};
 use idem_check::effects::{Counter, Meter};
 use idem_check::exit::{AppError, ExitCode};
@@ -268,7 +269,7 @@ async fn check(
             restart,
         },
     };
-    let mut render = render_options(&args.report, secrets, String::new());
+    let mut render = render_options(&args.report, secrets, Place::Header(String::new()));
     render.resigner = Some(Arc::new(env.sender.resigner(SECRET_VAR, SECRET_B_VAR)));
     let info = RunInfo {
         label: if reference.is_some() {

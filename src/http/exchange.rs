@@ -238,7 +238,8 @@ impl Exchange {
     }
 }
 
-fn header_values<'a>(headers: &'a [Header], name: &str) -> Vec<&'a [u8]> {
+/// Every value of header `name` (case-insensitive) in `headers`, in wire order.
+pub fn header_values<'a>(headers: &'a [Header], name: &str) -> Vec<&'a [u8]> {
     headers
         .iter()
         .filter(|h| h.name.eq_ignore_ascii_case(name))

@@ -7,7 +7,7 @@
 use futures::FutureExt;
 
 use super::shared::{is_success, send_raw_counted};
-use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
+use super::{CheckDecl, Group, IetfSyntax, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::keys::{self, KeySyntax};
 use crate::outcome::Stop;
@@ -30,7 +30,7 @@ pub const PROBE: ProbeDef = ProbeDef {
         stimulus: "Sends a key as a bare token (no quotes), then the same characters as a quoted String, with one payload",
         requirement: "A bare token is not an sf-string; a server that accepts both forms treats them as one key and executes once",
         checks: &[BARE_ACCEPTED, SAME_KEY],
-        needs: &[],
+        needs: &[Need::IetfSyntax],
         prerequisites: &["replay-identity"],
     },
     run: |ctx| run(ctx).boxed(),
@@ -53,7 +53,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let accepted = is_success(bare);
     ctx.push(check::observe(
         &ctx.spec(&BARE_ACCEPTED),
-        accepted == (ctx.config.suite.key_syntax == KeySyntax::Bare),
+        accepted == (ctx.need::<IetfSyntax>()? == KeySyntax::Bare),
         format!(
             "bare token answered {}, quoted String answered {}",
             bare.status_text(),

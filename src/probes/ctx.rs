@@ -119,8 +119,14 @@ impl ProbeCtx {
         self.config.suite.key_syntax.encode(key).into_bytes()
     }
 
-    pub fn key_header(&self) -> &str {
-        &self.config.suite.header
+    /// `req` with the key taken out of its carrier.
+    pub fn without_key(&self, req: Request) -> Request {
+        self.requests.without_key(req)
+    }
+
+    /// Where the run's keys travel and how they are written.
+    pub fn carrier(&self) -> &crate::carrier::KeyCarrier {
+        self.requests.carrier()
     }
 
     pub fn keyed(&self, key: &str) -> Request {

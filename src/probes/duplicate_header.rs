@@ -7,7 +7,7 @@
 use futures::FutureExt;
 
 use super::shared::send_raw_counted;
-use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
+use super::{CheckDecl, Group, KeyHeader, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
 
@@ -24,14 +24,14 @@ pub const PROBE: ProbeDef = ProbeDef {
         stimulus: "Sends two Idempotency-Key field lines: once the same key twice, once two different keys",
         requirement: "Two key lines are not one key: the request is refused (400 preferred) and executes nothing",
         checks: &[NO_EFFECT, STATUS_400],
-        needs: &[],
+        needs: &[Need::KeyHeader],
         prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let header = ctx.key_header().to_string();
+    let header = ctx.need::<KeyHeader>()?;
     let same = ctx.key_value(&ctx.fresh_key());
     let (first, second) = (
         ctx.key_value(&ctx.fresh_key()),

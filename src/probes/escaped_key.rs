@@ -5,7 +5,7 @@
 
 use futures::FutureExt;
 
-use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
+use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::keys;
 use crate::outcome::Stop;
 
@@ -25,7 +25,7 @@ pub const PROBE: ProbeDef = ProbeDef {
         stimulus: "Sends a key String holding a comma, a semicolon, an equals sign, an escaped quote, an escaped backslash and a space, then the same again",
         requirement: "Any legal sf-string is a usable key, and a retry with the same value replays",
         checks: &[ACCEPTED, REPLAYS],
-        needs: &[],
+        needs: &[Need::IetfSyntax],
         prerequisites: &["quoted-key", "replay-identity"],
     },
     run: |ctx| run(ctx).boxed(),

@@ -50,9 +50,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let mut other_form_tried = false;
     if refused_the_string_form(ctx, &original) {
         other_form_tried = true;
-        let bare = ctx
-            .request()
-            .set_header(ctx.key_header(), KeySyntax::Bare.encode(&key));
+        let bare = ctx.with_key_value(KeySyntax::Bare.encode(&key), 0);
         let retry = ctx.send("the same key, bare", bare).await;
         if is_success(&retry) {
             ctx.note(format!(
@@ -78,9 +76,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
             KeySyntax::Bare => KeySyntax::SfString,
         };
         let key_form_refused = !other_form_tried && {
-            let req = ctx
-                .request()
-                .set_header(ctx.key_header(), other.encode(&ctx.fresh_key()));
+            let req = ctx.with_key_value(other.encode(&ctx.fresh_key()), 0);
             let role = match other {
                 KeySyntax::Bare => "diagnosis: a new key, bare",
                 KeySyntax::SfString => "diagnosis: a new key as an RFC 8941 String",

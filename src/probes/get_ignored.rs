@@ -7,7 +7,9 @@
 use futures::FutureExt;
 
 use super::shared::{original, unless_success};
-use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta, ReadOperation, Request};
+use super::{
+    CheckDecl, Group, KeyHeader, Need, ProbeCtx, ProbeDef, ProbeMeta, ReadOperation, Request,
+};
 use crate::check;
 use crate::outcome::Stop;
 
@@ -34,7 +36,7 @@ pub const PROBE: ProbeDef = ProbeDef {
         stimulus: "Sends the read operation (--read-url) without and with a key; executes the operation once; then reads again without and with the same key",
         requirement: "A key on a read changes nothing: the keyed read answers like the unkeyed one, before and after the state changed",
         checks: &[SAME_STATUS, SAME_BODY, NOT_REPLAYED],
-        needs: &[Need::ReadOperation],
+        needs: &[Need::ReadOperation, Need::KeyHeader],
         prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
@@ -43,9 +45,10 @@ pub const PROBE: ProbeDef = ProbeDef {
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let url = ctx.need::<ReadOperation>()?;
     let plain = Request::get(&url, &ctx.config.operation.headers);
+    let header = ctx.need::<KeyHeader>()?;
     let keyed = plain
         .clone()
-        .set_header(ctx.key_header(), ctx.key_value(&ctx.fresh_key()));
+        .set_header(&header, ctx.key_value(&ctx.fresh_key()));
     let without = ctx.send("read without key", plain.clone()).await;
     if let Some(stop) = unless_success(&without, "the read", "there is nothing to compare") {
         return Err(stop);

@@ -7,7 +7,7 @@
 use futures::FutureExt;
 
 use super::shared::is_success;
-use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
+use super::{CheckDecl, Group, KeyHeader, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::outcome::Stop;
 
@@ -34,14 +34,14 @@ pub const PROBE: ProbeDef = ProbeDef {
         stimulus: "Sends the operation with its key under the field name idempotency-key, then the same request with the name IDEMPOTENCY-KEY",
         requirement: "Field names are case-insensitive: both spellings are the same header, so the second request is a replay and nothing executes twice",
         checks: &[ACCEPTED, REPLAYED, ONE_EXECUTION],
-        needs: &[],
+        needs: &[Need::KeyHeader],
         prerequisites: &["replay-identity"],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let header = ctx.key_header().to_string();
+    let header = ctx.need::<KeyHeader>()?;
     let value = ctx.key_value(&ctx.fresh_key());
     // Written by the raw client, which keeps the name exactly as given.
     let spelt = |name: String| {

@@ -6,7 +6,7 @@
 use futures::FutureExt;
 
 use super::shared::first_then_retry;
-use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
+use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::keys;
 use crate::outcome::Stop;
 
@@ -25,7 +25,7 @@ pub const PROBE: ProbeDef = ProbeDef {
         stimulus: "Sends a key String with a parameter (\"<uuid>\";v=1), then the same String without it",
         requirement: "Parameters are not part of the key: the request without them is a retry of the first and replays",
         checks: &[ACCEPTED, SAME_KEY],
-        needs: &[],
+        needs: &[Need::IetfSyntax],
         prerequisites: &["quoted-key", "replay-identity"],
     },
     run: |ctx| run(ctx).boxed(),

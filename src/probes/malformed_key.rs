@@ -2,12 +2,16 @@
 //! char, inner list, integer, boolean, byte sequence → 4xx and no effect (required); 400
 //! (recommended); never 5xx (required). Draft-07 §5: keys must be validated against a published
 //! format; RFC 8941 §4.2 says a field that fails to parse is to be ignored as a whole, so none of
-//! these is a key at all. The bytes go out through the raw client, exactly as listed.
+//! these is a key at all. The bytes go out through the raw client, exactly as listed. A
+//! provider's token header has no syntax to break: it gets only what no header value may hold,
+//! a control character (RFC 9110 §5.5, [`keys::malformed_token`]). A body key is a JSON string,
+//! which may hold any character, so the probe does not apply to it.
 
 use futures::FutureExt;
 
 use super::shared::{is_success, send_refused, Refusal};
-use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
+use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
+use crate::carrier::Syntax;
 use crate::check;
 use crate::keys;
 use crate::outcome::Stop;
@@ -28,14 +32,18 @@ pub const PROBE: ProbeDef = ProbeDef {
         stimulus: "Sends eight keys that are not RFC 8941 Strings: unterminated quote, bad escape, non-ASCII, control character, inner list, integer, boolean, byte sequence",
         requirement: "A key that is not an sf-string is refused with a 4xx (400 preferred), never a 5xx, and executes nothing",
         checks: &[REJECTED, NO_EFFECT, NO_5XX, STATUS_400],
-        needs: &[],
+        needs: &[Need::KeyHeader],
         prerequisites: &[],
     },
     run: |ctx| run(ctx).boxed(),
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let requests = keys::malformed_corpus(&ctx.fresh_key())
+    let corpus = match ctx.carrier().syntax {
+        Syntax::Ietf => keys::malformed_corpus(&ctx.fresh_key()),
+        Syntax::Token => keys::malformed_token(&ctx.fresh_key()),
+    };
+    let requests = corpus
         .into_iter()
         .enumerate()
         .map(|(i, m)| (m.label.to_string(), ctx.with_key_value(m.value, i as u32)))

@@ -30,6 +30,12 @@ pub enum Need {
     ReadOperation,
     /// A way to take the idempotency store down and back (`--store-down-cmd`, `--store-up-cmd`).
     StoreOutageHook,
+    /// A key written as the draft's RFC 8941 String (`--key-syntax ietf`, the default for the
+    /// `Idempotency-Key` header): the probes that test that syntax.
+    IetfSyntax,
+    /// A key carried in a header (`--key-header`, not `--key-in-body`): the probes that test
+    /// header lines themselves.
+    KeyHeader,
 }
 
 /// How one need is provided: the input to give, the one that usually goes with it, and what
@@ -82,6 +88,12 @@ impl Need {
                 inputs::STORE_DOWN_CMD,
                 Some(inputs::STORE_UP_CMD),
             ),
+            Need::IetfSyntax => p(
+                "a key in the draft's RFC 8941 syntax",
+                inputs::KEY_SYNTAX,
+                None,
+            ),
+            Need::KeyHeader => p("a key carried in a header", inputs::KEY_HEADER, None),
         }
     }
 
@@ -119,7 +131,24 @@ impl Need {
             Need::Replica => typed::Replica::value(config).is_some(),
             Need::ReadOperation => typed::ReadOperation::value(config).is_some(),
             Need::StoreOutageHook => typed::StoreOutageHook::value(config).is_some(),
+            Need::IetfSyntax => typed::IetfSyntax::value(config).is_some(),
+            Need::KeyHeader => typed::KeyHeader::value(config).is_some(),
         }
+    }
+
+    /// Why a probe about the key's carrier does not apply to this run's key, when the need is
+    /// one: adding an input would be wrong advice there (a provider's token must not be quoted,
+    /// a body key has no header lines), so the SKIP names the carrier instead.
+    pub fn not_this_key(self, config: &Config) -> Option<String> {
+        let carrier = &config.key_carrier;
+        let tests = match self {
+            Need::IetfSyntax => {
+                "the draft's RFC 8941 String (--key-syntax ietf if the API parses one)"
+            }
+            Need::KeyHeader => "a key header",
+            _ => return None,
+        };
+        Some(format!("the key is {carrier}: this probe tests {tests}"))
     }
 
     /// What is missing, as a noun phrase ("a second tenant").
@@ -179,6 +208,11 @@ preconditions! {
     ReadOperation -> url::Url = |c| c.read_url.clone();
     /// The hook that takes the idempotency store down and back.
     StoreOutageHook -> std::sync::Arc<dyn crate::config::OutageHook> = |c| c.store_outage.clone();
+    /// How the suite writes an RFC 8941 key.
+    IetfSyntax -> crate::keys::KeySyntax =
+        |c| (c.key_carrier.syntax == crate::carrier::Syntax::Ietf).then_some(c.suite.key_syntax);
+    /// The key header's name.
+    KeyHeader -> String = |c| c.key_carrier.header().map(str::to_string);
 }
 
 #[cfg(test)]

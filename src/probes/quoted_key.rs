@@ -4,7 +4,7 @@
 
 use futures::FutureExt;
 
-use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
+use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::outcome::Stop;
 
 const EXECUTES: CheckDecl = CheckDecl::new("executes", "the request with a quoted key is accepted");
@@ -22,7 +22,7 @@ pub const PROBE: ProbeDef = ProbeDef {
         stimulus: "Sends the operation with a quoted sf-string key, then the same request again",
         requirement: "A key written as an RFC 8941 String is accepted, and a retry with it is recognised as the same key",
         checks: &[EXECUTES, RECOGNISED],
-        needs: &[],
+        needs: &[Need::IetfSyntax],
         prerequisites: &["replay-identity"],
     },
     run: |ctx| run(ctx).boxed(),

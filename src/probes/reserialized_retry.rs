@@ -35,13 +35,16 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let reserialized = reserialize(&ctx.request().body).map_err(Stop::Skip)?;
+    reserialize(&ctx.request().body).map_err(Stop::Skip)?;
     let (key, original) = keyed_original(ctx, None, "there is nothing to replay").await?;
+    // Re-serialised with its key in place, wherever the key travels.
+    let keyed = ctx.keyed(&key);
+    let reserialized = reserialize(&keyed.body).map_err(Stop::Skip)?;
     let before = ctx.count_before().await?;
     let retry = ctx
         .send(
             "retry, the same JSON re-serialised",
-            ctx.keyed(&key).with_body(reserialized),
+            keyed.with_body(reserialized),
         )
         .await;
     let after = ctx.count("count after").await?;

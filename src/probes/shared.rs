@@ -51,9 +51,7 @@ pub(crate) async fn accepted_then_recognised(
     accepted: &CheckDecl,
     recognised: &CheckDecl,
 ) -> Result<(), Stop> {
-    let req = ctx
-        .request()
-        .set_header(ctx.key_header(), ctx.suite_key_value(key));
+    let req = ctx.with_key_value(ctx.suite_key_value(key), 0);
     first_then_retry(ctx, req.clone(), req, accepted, recognised).await
 }
 
@@ -233,4 +231,14 @@ pub(crate) async fn retry_while(
         ctx.note(line);
     }
     attempts
+}
+
+/// Judges the error `ex` by the draft's recommendation (problem+json, or a Link to its
+/// documentation) when the key is the draft's field. A provider's own carrier comes with the
+/// provider's error shape (Square's `errors`, Checkout.com's `error_codes`), which nobody should
+/// be told to replace, so nothing is judged there.
+pub(crate) fn problem_details(ctx: &mut ProbeCtx, decl: &CheckDecl, ex: &Exchange) {
+    if ctx.carrier().syntax == crate::carrier::Syntax::Ietf {
+        ctx.push(check::problem_details(&ctx.spec(decl), ex));
+    }
 }

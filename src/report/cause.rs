@@ -11,6 +11,7 @@
 //! each; one FAIL, or FAILs whose evidence shows different mechanisms or none (a 500, a leak),
 //! are not grouped.
 
+use crate::carrier::Place;
 use crate::check::{Severity, Symptom};
 use crate::http::exchange::Exchange;
 use crate::outcome::Outcome;
@@ -42,16 +43,15 @@ pub struct Shown {
 }
 
 /// The cause behind `probe`'s first failed critical execution count, if its exchanges show one.
-/// `key_header` names the header that makes requests the same logical request.
-pub fn shown(probe: &ProbeReport, key_header: &str) -> Option<Shown> {
+/// `key` is where the key that makes requests the same logical request travels.
+pub fn shown(probe: &ProbeReport, key: &Place) -> Option<Shown> {
     let check = probe.checks.iter().find(|c| {
         !c.passed && c.severity == Severity::Critical && c.symptom == Symptom::Executions
     })?;
     let key = |e: &Exchange| -> Option<Vec<u8>> {
-        e.request
-            .header_values(key_header)
-            .first()
-            .map(|v| v.to_vec())
+        key.values_in(&e.request.headers, &e.request.body)
+            .into_iter()
+            .next()
     };
     let mut keys: Vec<Vec<u8>> = Vec::new();
     for k in check
@@ -119,11 +119,11 @@ fn success_body(e: &Exchange) -> Option<&[u8]> {
 }
 
 /// One line per cause that two or more FAILs share, with the exchanges behind each.
-pub fn shared_causes(probes: &[ProbeReport], key_header: &str) -> Vec<String> {
+pub fn shared_causes(probes: &[ProbeReport], key: &Place) -> Vec<String> {
     let shown: Vec<(&ProbeReport, Shown)> = probes
         .iter()
         .filter(|p| p.outcome == Outcome::Fail)
-        .filter_map(|p| shown(p, key_header).map(|s| (p, s)))
+        .filter_map(|p| shown(p, key).map(|s| (p, s)))
         .collect();
     [Cause::RetryWhileRunning, Cause::RetryAfterCompletion]
         .into_iter()
@@ -251,9 +251,9 @@ mod tests {
 
     #[test]
     fn the_overlap_of_the_executing_request_names_the_cause() {
-        let s = shown(&beside("p"), "Idempotency-Key").unwrap();
+        let s = shown(&beside("p"), &Place::ietf()).unwrap();
         assert_eq!((s.cause, s.exchanges), (Cause::RetryWhileRunning, vec![2]));
-        let s = shown(&after("p"), "Idempotency-Key").unwrap();
+        let s = shown(&after("p"), &Place::ietf()).unwrap();
         assert_eq!(
             (s.cause, s.exchanges),
             (Cause::RetryAfterCompletion, vec![3])
@@ -272,9 +272,9 @@ mod tests {
             fail("p", e)
         };
         // #3 may be the dropped request's result: nothing is shown.
-        assert_eq!(shown(&dropped(None), "Idempotency-Key"), None);
+        assert_eq!(shown(&dropped(None), &Place::ietf()), None);
         // A second new body cannot be: it executed again.
-        let s = shown(&dropped(Some((201, "b"))), "Idempotency-Key").unwrap();
+        let s = shown(&dropped(Some((201, "b"))), &Place::ietf()).unwrap();
         assert_eq!(
             (s.cause, s.exchanges),
             (Cause::RetryAfterCompletion, vec![4])
@@ -283,14 +283,14 @@ mod tests {
 
     #[test]
     fn only_fails_with_the_same_cause_are_grouped() {
-        let lines = shared_causes(&[beside("a"), after("b"), beside("c")], "Idempotency-Key");
+        let lines = shared_causes(&[beside("a"), after("b"), beside("c")], &Place::ietf());
         assert_eq!(
             lines,
             ["2 critical FAILs share one cause: a retry executes while the original runs (a #2, c #2)"]
         );
-        assert!(shared_causes(&[beside("a"), after("b")], "Idempotency-Key").is_empty());
+        assert!(shared_causes(&[beside("a"), after("b")], &Place::ietf()).is_empty());
         let mut passed = beside("c");
         passed.outcome = Outcome::Pass;
-        assert!(shared_causes(&[beside("a"), passed], "Idempotency-Key").is_empty());
+        assert!(shared_causes(&[beside("a"), passed], &Place::ietf()).is_empty());
     }
 }

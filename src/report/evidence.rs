@@ -50,6 +50,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+use crate::carrier::Place;
 use crate::check::{Check, Severity};
 use crate::http::curl::curl_line;
 use crate::http::exchange::{Exchange, Header, SentRequest};
@@ -99,13 +100,10 @@ pub fn outcome_label(p: &ProbeReport) -> String {
 /// successful reads (an effect counter's `{"count":17}`), whose value the check already quotes and
 /// whose summary line suffices. An ERROR that no check explains shows the exchange it stopped
 /// on instead ([`error_cause`]).
-pub fn cited_exchanges(p: &ProbeReport, key_header: &str) -> Vec<usize> {
+pub fn cited_exchanges(p: &ProbeReport, key: &Place) -> Vec<usize> {
     let mut cited: BTreeSet<usize> = failed(p)
         .flat_map(|c| c.exchanges.iter().copied())
-        .filter(|n| {
-            p.exchange(*n)
-                .is_some_and(|e| !is_small_read(e, key_header))
-        })
+        .filter(|n| p.exchange(*n).is_some_and(|e| !is_small_read(e, key)))
         .collect();
     if cited.is_empty() && p.outcome == Outcome::Error {
         cited.extend(error_cause(p));
@@ -150,12 +148,17 @@ pub fn exchange_refs(text: &str) -> impl Iterator<Item = usize> + '_ {
     })
 }
 
+/// Every key value `req` carried at `place`.
+fn key_values(req: &SentRequest, place: &Place) -> Vec<Vec<u8>> {
+    place.values_in(&req.headers, &req.body)
+}
+
 /// Bodies up to this size on a successful keyless GET count as a "small read".
 const SMALL_READ_MAX: usize = 64;
 
-fn is_small_read(e: &Exchange, key_header: &str) -> bool {
+fn is_small_read(e: &Exchange, key: &Place) -> bool {
     e.request.method == "GET"
-        && e.request.header_values(key_header).is_empty()
+        && key_values(&e.request, key).is_empty()
         && e.response()
             .as_ref()
             .is_some_and(|r| r.is_success() && r.body.len() <= SMALL_READ_MAX)
@@ -184,11 +187,9 @@ impl ExchangeLine {
     /// Summarises `e`, sanitised and with secrets masked; `keys` names the key header and
     /// shortens its values.
     pub fn of(e: &Exchange, secrets: &Secrets, keys: &Keys) -> Self {
-        let keys: Vec<String> = e
-            .request
-            .header_values(keys.header)
+        let keys: Vec<String> = key_values(&e.request, keys.place)
             .into_iter()
-            .map(|v| keys.short(&secrets.redact_bytes(v)))
+            .map(|v| keys.short(&secrets.redact_bytes(&v)))
             .collect();
         let result = match &e.outcome {
             Ok(r) => format!("→ {}", r.status),
@@ -295,17 +296,13 @@ fn role_kind(role: &str) -> String {
 
 /// Consecutive exchanges of one kind (role kind, method, URL, key) grouped into runs; a run
 /// shorter than [`FOLD_MIN`] is split back into single exchanges.
-pub fn fold<'a>(exchanges: &'a [Exchange], key_header: &str) -> Vec<Vec<&'a Exchange>> {
+pub fn fold<'a>(exchanges: &'a [Exchange], key: &Place) -> Vec<Vec<&'a Exchange>> {
     let kind = |e: &Exchange| {
         (
             role_kind(&e.role),
             e.request.method.clone(),
             e.request.url.clone(),
-            e.request
-                .header_values(key_header)
-                .into_iter()
-                .map(<[u8]>::to_vec)
-                .collect::<Vec<_>>(),
+            key_values(&e.request, key),
         )
     };
     let mut runs: Vec<Vec<&Exchange>> = Vec::new();
@@ -368,7 +365,7 @@ fn path_of(url: &str) -> &str {
 /// show the part that differs (`"…5b0c1c9e…"`).
 #[derive(Debug, Clone, Copy)]
 pub struct Keys<'a> {
-    pub header: &'a str,
+    pub place: &'a Place,
     /// Bytes of every key's value (inside its quotes) left out.
     shared: usize,
 }
@@ -377,23 +374,23 @@ impl<'a> Keys<'a> {
     /// The keys `header` carries in `exchanges`, as they are shown (secrets masked).
     pub fn of<'e>(
         exchanges: impl IntoIterator<Item = &'e Exchange>,
-        header: &'a str,
+        place: &'a Place,
         secrets: &Secrets,
     ) -> Self {
         let values: BTreeSet<Vec<u8>> = exchanges
             .into_iter()
-            .flat_map(|e| e.request.header_values(header))
-            .map(|v| unquoted(&secrets.redact_bytes(v)).0.to_vec())
+            .flat_map(|e| key_values(&e.request, place))
+            .map(|v| unquoted(&secrets.redact_bytes(&v)).0.to_vec())
             .collect();
         Keys {
-            header,
+            place,
             shared: shared_prefix(&values),
         }
     }
 
     /// `header`'s values shown from their first byte.
-    pub fn whole(header: &'a str) -> Self {
-        Keys { header, shared: 0 }
+    pub fn whole(place: &'a Place) -> Self {
+        Keys { place, shared: 0 }
     }
 
     /// A value as shown: the shared prefix left out, then its first [`KEY_SHORT`] bytes and
@@ -475,7 +472,7 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
     }
     if !p.exchanges.is_empty() {
         out.push('\n');
-        write_exchange_table(&mut out, &p.exchanges, secrets, &opts.key_header);
+        write_exchange_table(&mut out, &p.exchanges, secrets, &opts.key);
     }
     if !p.timeline.is_empty() {
         out.push_str("\ntimeline\n");
@@ -497,7 +494,7 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
             cited_ranges(&absent)
         );
     }
-    let cited = cited_exchanges(p, &opts.key_header);
+    let cited = cited_exchanges(p, &opts.key);
     if !cited.is_empty() {
         let reps = representatives(p, &cited);
         for (e, _) in &reps {
@@ -534,7 +531,7 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
             &mut out,
             &reps,
             secrets,
-            &opts.key_header,
+            &opts.key,
             opts.resigner.as_deref(),
         );
     }
@@ -585,7 +582,7 @@ impl Reproduce {
     pub fn of(
         reps: &[(&Exchange, Vec<usize>)],
         secrets: &Secrets,
-        key_header: &str,
+        key: &Place,
         resigner: Option<&dyn Resigner>,
     ) -> Self {
         // Grouped by the request itself: two tenants' requests differ only in a credential, which
@@ -660,7 +657,7 @@ impl Reproduce {
         for (req, mut members) in bursts.into_iter().filter(|(_, ns)| ns.len() > 1) {
             members.sort_unstable();
             let curl = curl_line(req, secrets).text;
-            let (fresh, curl) = match with_fresh_key(req, key_header, &curl) {
+            let (fresh, curl) = match with_fresh_key(req, key, &curl) {
                 Some(curl) => (
                     "k=$(uuidgen 2>/dev/null || cat /proc/sys/kernel/random/uuid); ",
                     curl,
@@ -696,13 +693,12 @@ impl Reproduce {
 
 /// `curl` (the line of `req`) with its key replaced by `$k`, a key the script makes fresh: the
 /// server knows the key the run sent by now, so a burst of it would only be replayed. `None`
-/// when the key is not a plain token in a single-quoted header argument, where a shell variable
-/// could not be spliced in safely.
-fn with_fresh_key(req: &SentRequest, key_header: &str, curl: &str) -> Option<String> {
-    let value = req
-        .header_values(key_header)
-        .first()
-        .map(|v| String::from_utf8_lossy(v))?;
+/// when the key is not a plain token that appears once in the line (in its header argument or
+/// its `-d` body, both single-quoted), where a shell variable could not be spliced in safely.
+fn with_fresh_key(req: &SentRequest, place: &Place, curl: &str) -> Option<String> {
+    let value = place
+        .value_in(&req.headers, &req.body)
+        .map(|v| String::from_utf8_lossy(&v).into_owned())?;
     let key = value
         .strip_prefix('"')
         .and_then(|v| v.strip_suffix('"'))
@@ -711,9 +707,7 @@ fn with_fresh_key(req: &SentRequest, key_header: &str, curl: &str) -> Option<Str
         && key
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    let arg = format!("-H '{key_header}: {value}'");
-    (plain && curl.matches(&arg).count() == 1)
-        .then(|| curl.replacen(&arg, &arg.replacen(key, "'\"$k\"'", 1), 1))
+    (plain && curl.matches(key).count() == 1).then(|| curl.replacen(key, "'\"$k\"'", 1))
 }
 
 /// The reproduce lines as text: each title and its indented curl line, then the legend, once.
@@ -721,10 +715,10 @@ fn write_reproduce(
     out: &mut String,
     reps: &[(&Exchange, Vec<usize>)],
     secrets: &Secrets,
-    key_header: &str,
+    key: &Place,
     resigner: Option<&dyn Resigner>,
 ) {
-    let r = Reproduce::of(reps, secrets, key_header, resigner);
+    let r = Reproduce::of(reps, secrets, key, resigner);
     for (title, line) in &r.lines {
         let _ = writeln!(out, "{title}:");
         let _ = writeln!(out, "  {line}");
@@ -795,14 +789,9 @@ fn write_checks(out: &mut String, checks: &[Check], secrets: &Secrets) {
     }
 }
 
-fn write_exchange_table(
-    out: &mut String,
-    exchanges: &[Exchange],
-    secrets: &Secrets,
-    key_header: &str,
-) {
-    let keys = Keys::of(exchanges, key_header, secrets);
-    let lines: Vec<ExchangeLine> = fold(exchanges, key_header)
+fn write_exchange_table(out: &mut String, exchanges: &[Exchange], secrets: &Secrets, key: &Place) {
+    let keys = Keys::of(exchanges, key, secrets);
+    let lines: Vec<ExchangeLine> = fold(exchanges, key)
         .into_iter()
         .map(|run| match run.as_slice() {
             [e] => ExchangeLine::of(e, secrets, &keys),
@@ -920,11 +909,16 @@ mod tests {
         let mut e = crate::check::test_exchange(1, 201, "{}");
         e.request.headers = vec![Header::new("X-Request-Token", "\"k-1\"")];
         assert_eq!(
-            ExchangeLine::of(&e, &Secrets::default(), &Keys::whole("x-request-token")).key,
+            ExchangeLine::of(
+                &e,
+                &Secrets::default(),
+                &Keys::whole(&Place::Header("x-request-token".into()))
+            )
+            .key,
             "key \"k-1\""
         );
         assert_eq!(
-            ExchangeLine::of(&e, &Secrets::default(), &Keys::whole("Idempotency-Key")).key,
+            ExchangeLine::of(&e, &Secrets::default(), &Keys::whole(&Place::ietf())).key,
             ""
         );
     }
@@ -981,7 +975,7 @@ mod tests {
             ],
             vec![1, 2],
         );
-        assert_eq!(cited_exchanges(&p, "Idempotency-Key"), vec![2]);
+        assert_eq!(cited_exchanges(&p, &Place::ietf()), vec![2]);
     }
 
     #[test]
@@ -998,17 +992,17 @@ mod tests {
         p.checks.clear();
         p.outcome = Outcome::Error;
         p.reason = "the second request (#3) got 500, so nothing".into();
-        assert_eq!(cited_exchanges(&p, "Idempotency-Key"), vec![3]);
+        assert_eq!(cited_exchanges(&p, &Place::ietf()), vec![3]);
         p.reason = "the target failed".into();
         assert_eq!(
-            cited_exchanges(&p, "Idempotency-Key"),
+            cited_exchanges(&p, &Place::ietf()),
             vec![3],
             "unnamed: the last without a 2xx"
         );
         p.exchanges[2].outcome.as_mut().unwrap().status = 201;
-        assert_eq!(cited_exchanges(&p, "Idempotency-Key"), vec![4]);
+        assert_eq!(cited_exchanges(&p, &Place::ietf()), vec![4]);
         p.reason = "#99 is not an exchange; #2–#3 are".into();
-        assert_eq!(cited_exchanges(&p, "Idempotency-Key"), vec![2, 3]);
+        assert_eq!(cited_exchanges(&p, &Place::ietf()), vec![2, 3]);
     }
 
     #[test]
@@ -1065,7 +1059,8 @@ mod tests {
 
     #[test]
     fn keys_are_shortened_inside_their_quotes() {
-        let keys = Keys::whole("Idempotency-Key");
+        let ietf = Place::ietf();
+        let keys = Keys::whole(&ietf);
         assert_eq!(keys.short(b"\"5b0c1c9e-4f0e\""), "\"5b0c1c9e…\"");
         assert_eq!(keys.short(b"abc"), "abc");
     }
@@ -1089,8 +1084,9 @@ mod tests {
             "\"stainless-node-retry-5b0c1c9e-4f0e\"",
             "\"stainless-node-retry-ec8efed7-bf52\"",
         ]);
+        let ietf = Place::ietf();
         let table = |ex: &[Exchange]| -> Vec<String> {
-            let keys = Keys::of(ex, "Idempotency-Key", &Secrets::default());
+            let keys = Keys::of(ex, &ietf, &Secrets::default());
             ex.iter()
                 .map(|e| ExchangeLine::of(e, &Secrets::default(), &keys).key)
                 .collect()

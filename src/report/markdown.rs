@@ -104,7 +104,7 @@ pub fn render(report: &RunReport, notes: &[String], opts: &RenderOptions) -> Str
             details(&mut out, p, opts);
         }
     }
-    let causes = crate::report::causes(&report.probes, &opts.key_header);
+    let causes = crate::report::causes(&report.probes, &opts.key);
     if !causes.is_empty() {
         out.push_str("\n### Root causes\n\n");
         for c in causes {
@@ -138,7 +138,7 @@ fn details(out: &mut String, p: &ProbeReport, opts: &RenderOptions) {
         .iter()
         .filter_map(|&n| p.exchange(n))
         .collect();
-    let keys = Keys::of(shown.iter().copied(), &opts.key_header, &opts.secrets);
+    let keys = Keys::of(shown.iter().copied(), &opts.key, &opts.secrets);
     for e in shown {
         let _ = writeln!(
             out,

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::carrier::Place;
 use crate::check::Check;
 use crate::http::exchange::Exchange;
 use crate::outcome::Outcome;
@@ -65,6 +66,9 @@ pub struct RunReport {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplayInputs {
     pub key_header: String,
+    /// `--key-in-body`: the key travels in this body field, not in `key_header`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_in_body: Option<String>,
     /// The effect counter's URL and JSON pointer (`--count-url`, `--count-pointer`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count_url: Option<String>,
@@ -83,6 +87,16 @@ pub struct ReplayInputs {
     pub quiet_ms: u64,
     /// The per-request timeout.
     pub timeout_ms: u64,
+}
+
+impl ReplayInputs {
+    /// Where the run's keys travelled.
+    pub fn key_place(&self) -> Place {
+        match &self.key_in_body {
+            Some(field) => Place::Body(field.clone()),
+            None => Place::Header(self.key_header.clone()),
+        }
+    }
 }
 
 /// Tool name and version, so a stored report says what produced it.
@@ -222,9 +236,9 @@ pub fn root_causes(probes: &[ProbeReport]) -> Vec<String> {
 
 /// Every root cause line of a run: the failed prerequisites others follow from
 /// ([`root_causes`]), then the causes several FAILs share ([`cause::shared_causes`]).
-pub fn causes(probes: &[ProbeReport], key_header: &str) -> Vec<String> {
+pub fn causes(probes: &[ProbeReport], key: &Place) -> Vec<String> {
     let mut lines = root_causes(probes);
-    lines.extend(cause::shared_causes(probes, key_header));
+    lines.extend(cause::shared_causes(probes, key));
     lines
 }
 
@@ -240,9 +254,9 @@ pub struct RenderOptions {
     /// Bodies are cut to this many bytes (with their size and digest): see
     /// [`Format::default_max_body`].
     pub max_body: usize,
-    /// The key header's name in the run's suite (suites may rename it), so the evidence shows
-    /// each exchange's key whatever the header is called.
-    pub key_header: String,
+    /// Where the run's keys travel (a header, whatever the suite calls it, or a body field), so
+    /// the evidence shows each exchange's key wherever it is.
+    pub key: Place,
     /// The terminal prints verdict lines and the summary, no evidence (`--summary`).
     pub summary_only: bool,
     /// Recomputes the signature headers a reproduce line sends (`idem-check webhook`), so the
@@ -256,7 +270,7 @@ impl Default for RenderOptions {
             color: false,
             secrets: Secrets::default(),
             max_body: Format::Terminal.default_max_body(),
-            key_header: "Idempotency-Key".into(),
+            key: Place::ietf(),
             summary_only: false,
             resigner: None,
         }
@@ -270,7 +284,7 @@ impl RenderOptions {
             color: self.color && format == Format::Terminal,
             secrets: self.secrets.clone(),
             max_body: max_body.unwrap_or(format.default_max_body()),
-            key_header: self.key_header.clone(),
+            key: self.key.clone(),
             summary_only: self.summary_only && format == Format::Terminal,
             resigner: self.resigner.clone(),
         }

@@ -246,7 +246,7 @@ pub fn render_tail(report: &RunReport, opts: &RenderOptions, strict: bool) -> St
     };
     out.push_str(&paint(&summary, worst, opts.color));
     out.push('\n');
-    let causes = crate::report::causes(&report.probes, &opts.key_header);
+    let causes = crate::report::causes(&report.probes, &opts.key);
     if !causes.is_empty() {
         out.push_str("root causes:\n");
         for c in causes {

@@ -46,8 +46,8 @@ pub enum RestoreError {
     CutBody { n: usize, size: usize },
     #[error("exchange #{n}'s URL {url} does not parse: {why}")]
     Url { n: usize, url: String, why: String },
-    #[error("exchange #{n}'s {header} holds no UUID to replace with a fresh key; send it as recorded with --exchange {n}")]
-    NoFreshKey { n: usize, header: String },
+    #[error("exchange #{n}'s key ({place}) holds no UUID to replace with a fresh key; send it as recorded with --exchange {n}")]
+    NoFreshKey { n: usize, place: String },
 }
 
 /// Looks a variable up by name: `--var` first, then the environment.
@@ -189,19 +189,19 @@ impl Replayer {
         Ok(out)
     }
 
-    /// `req` with a fresh key: the UUID in the key header's value replaced, so quoting and any
-    /// prefix stay as the probe wrote them. Returns the request and the new value.
+    /// `req` with a fresh key: the UUID in the key's value replaced, so quoting and any prefix
+    /// stay as the probe wrote them. Returns the request and the new value.
     fn fresh_key(&self, req: Request, n: usize) -> Result<(Request, String), RestoreError> {
-        let name = &self.inputs.key_header;
+        let place = self.inputs.key_place();
         let no_key = || RestoreError::NoFreshKey {
             n,
-            header: name.clone(),
+            place: place.label(),
         };
-        let old = req
-            .headers
-            .iter()
-            .find(|h| h.name.eq_ignore_ascii_case(name))
-            .map(Header::value_str)
+        let old = place
+            .values_in(&req.headers, &req.body)
+            .into_iter()
+            .next()
+            .map(|v| String::from_utf8_lossy(&v).into_owned())
             .ok_or_else(no_key)?;
         let at = uuid_at(&old).ok_or_else(no_key)?;
         let value = format!(
@@ -210,7 +210,7 @@ impl Replayer {
             uuid::Uuid::new_v4(),
             &old[at + UUID_LEN..]
         );
-        Ok((req.set_header(name, value.clone()), value))
+        Ok((place.put(req, value.as_bytes()), value))
     }
 
     /// The counter the probe read: its recorded GET, or none.
@@ -349,7 +349,7 @@ impl Replayer {
             first.n,
             members[members.len() - 1].n,
             members.len(),
-            self.inputs.key_header
+            self.inputs.key_place().label()
         ));
         let opts = BurstOptions {
             timeout: self.timeout(),
@@ -382,7 +382,7 @@ impl Replayer {
         lines.push(format!(
             "#{} sent with a fresh key {}: {key}{}, its connection closed {} ms after it was written",
             original.n,
-            self.inputs.key_header,
+            self.inputs.key_place().label(),
             hold.as_ref().map_or(String::new(), |h| format!(", held ({h})")),
             wait.as_millis()
         ));
@@ -398,8 +398,9 @@ impl Replayer {
             let at = start + Duration::from_secs_f64(offset.max(0.0) / 1000.0);
             tokio::time::sleep_until(at.into()).await;
             let retry_req = self
-                .restore(retry)?
-                .set_header(&self.inputs.key_header, key.clone());
+                .inputs
+                .key_place()
+                .put(self.restore(retry)?, key.as_bytes());
             let (_, r) = self.client.send(&retry_req).await;
             answered |= r.result.is_ok();
             lines.push(format!(
@@ -555,6 +556,7 @@ mod tests {
     fn inputs() -> ReplayInputs {
         ReplayInputs {
             key_header: "Idempotency-Key".into(),
+            key_in_body: None,
             count_url: None,
             count_pointer: None,
             count_cmd: None,

@@ -4,6 +4,8 @@
 //! probe's name, so any probe whose evidence holds one is replayed the same way.
 
 use super::recorded::{RecordedExchange, RecordedProbe};
+use crate::carrier::Place;
+use crate::http::exchange::Header;
 
 /// What is sent again.
 #[derive(Debug, Clone)]
@@ -37,12 +39,12 @@ pub enum PlanError {
     NoScenario { probe: String, listing: String },
 }
 
-/// The scenario of `probe`, or its exchange `n` alone; `key_header` names the header that
-/// makes two requests the same logical request.
+/// The scenario of `probe`, or its exchange `n` alone; `key` is where the key that makes two
+/// requests the same logical request travels.
 pub fn plan(
     probe: &RecordedProbe,
     exchange: Option<usize>,
-    key_header: &str,
+    key: &Place,
 ) -> Result<Scenario, PlanError> {
     let exchanges = &probe.exchanges;
     if let Some(n) = exchange {
@@ -65,10 +67,10 @@ pub fn plan(
         });
     }
     if let Some(original) = exchanges.iter().find(|e| e.dropped()) {
-        let key = original.request_key(key_header);
+        let same = original.request_key(key);
         let retries = exchanges
             .iter()
-            .filter(|e| e.n > original.n && e.request_key(key_header) == key && !e.dropped())
+            .filter(|e| e.n > original.n && e.request_key(key) == same && !e.dropped())
             .cloned()
             .collect();
         return Ok(Scenario::LostResponse {
@@ -77,10 +79,10 @@ pub fn plan(
         });
     }
     if let Some(first) = exchanges.iter().position(|e| e.release_us.is_some()) {
-        let key = exchanges[first].request_key(key_header);
+        let same = exchanges[first].request_key(key);
         let members = exchanges[first..]
             .iter()
-            .take_while(|e| e.release_us.is_some() && e.request_key(key_header) == key)
+            .take_while(|e| e.release_us.is_some() && e.request_key(key) == same)
             .cloned()
             .collect();
         return Ok(Scenario::Burst { members });
@@ -100,11 +102,17 @@ pub fn plan(
 impl RecordedExchange {
     /// What makes two requests the same logical request: method, URL and key. The hold header
     /// is left out (each held request names a fresh hold).
-    fn request_key(&self, key_header: &str) -> (&str, &str, Option<&[u8]>) {
+    fn request_key(&self, key: &Place) -> (&str, &str, Vec<Vec<u8>>) {
+        let headers: Vec<Header> = self
+            .request
+            .headers
+            .iter()
+            .map(|h| Header::new(h.name.clone(), h.value.0.clone()))
+            .collect();
         (
             &self.request.method,
             &self.request.url,
-            self.header(key_header).map(|h| h.value.0.as_slice()),
+            key.values_in(&headers, &self.request.body.0),
         )
     }
 }
@@ -161,7 +169,7 @@ mod tests {
             ex(4, "POST", Some("\"b\""), Some(201), true),
             ex(5, "POST", Some("\"a\""), Some(201), false),
         ]);
-        match plan(&p, None, "idempotency-key").unwrap() {
+        match plan(&p, None, &Place::Header("idempotency-key".into())).unwrap() {
             Scenario::Burst { members } => assert_eq!(numbers(&members), [2, 3]),
             other => panic!("{other:?}"),
         }
@@ -176,7 +184,7 @@ mod tests {
             ex(4, "POST", Some("\"a\""), Some(409), false),
             ex(5, "POST", Some("\"a\""), Some(201), false),
         ]);
-        match plan(&p, None, "Idempotency-Key").unwrap() {
+        match plan(&p, None, &Place::ietf()).unwrap() {
             Scenario::LostResponse { original, retries } => {
                 assert_eq!(original.n, 2);
                 assert_eq!(numbers(&retries), [4, 5]);
@@ -192,18 +200,18 @@ mod tests {
             ex(2, "POST", Some("\"a\""), Some(201), false),
         ]);
         assert!(matches!(
-            plan(&p, Some(2), "Idempotency-Key"),
+            plan(&p, Some(2), &Place::ietf()),
             Ok(Scenario::Single { exchange }) if exchange.n == 2
         ));
         assert_eq!(
-            plan(&p, Some(7), "Idempotency-Key").unwrap_err(),
+            plan(&p, Some(7), &Place::ietf()).unwrap_err(),
             PlanError::NoExchange {
                 probe: "p".into(),
                 n: 7,
                 last: 2
             }
         );
-        let err = plan(&p, None, "Idempotency-Key").unwrap_err().to_string();
+        let err = plan(&p, None, &Place::ietf()).unwrap_err().to_string();
         assert!(err.contains("--exchange N (#1 role 1, #2 role 2)"), "{err}");
     }
 }

@@ -7,13 +7,14 @@ use crate::check::{self, Check, CheckSpec, Severity};
 use crate::config::Config;
 use crate::effects::{Executions, Meter, Reading};
 use crate::http::burst::BurstOptions;
-use crate::http::exchange::{Exchange, Header, SentRequest};
+use crate::http::exchange::{Exchange, SentRequest};
 use crate::http::h1;
 use crate::http::h2burst;
 use crate::http::pool::Pool;
 use crate::http::raw::RawResponse;
 use crate::http::release::{ReleaseMode, Releasers};
 use crate::http::throttle;
+use crate::http::Request;
 
 /// Bodies kept per response in a stress run: enough for ids and evidence, small enough that many
 /// requests in flight stay cheap.
@@ -72,13 +73,16 @@ pub async fn exercise(
 ) -> KeyOutcome {
     let key = uuid::Uuid::new_v4().to_string();
     let op = &config.operation;
-    let mut headers = op.headers.clone();
-    headers.retain(|h| !h.name.eq_ignore_ascii_case(&config.suite.header));
-    headers.push(Header::new(
-        config.suite.header.clone(),
-        config.suite.key_syntax.encode(&key).into_bytes(),
-    ));
-    let body = op.body.render(unique, 0);
+    let keyed = config.key_carrier.place.put(
+        Request {
+            method: op.method.clone(),
+            url: op.url.clone(),
+            headers: op.headers.clone(),
+            body: op.body.render(unique, 0),
+        },
+        config.suite.key_syntax.encode(&key).as_bytes(),
+    );
+    let (headers, body) = (keyed.headers, keyed.body);
     let sent: Vec<SentRequest> = std::iter::once(&op.url)
         .chain(&config.replicas)
         .map(|url| h1::prepare(url, &op.method, headers.clone(), body.clone()))

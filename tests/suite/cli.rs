@@ -312,8 +312,8 @@ fn a_bad_value_is_blamed_on_where_it_came_from() {
 
 /// The key carrier's inputs are checked before anything is sent, each error one line naming the
 /// flag or the target file's line: a body field the body lacks, a body neither JSON nor a form,
-/// a header and a body carrier at once, a shape no generated key meets. A well-formed body
-/// carrier is refused too, by `run` and `stress` alike, until probes send keys in bodies.
+/// a header and a body carrier at once, a shape no generated key meets, the draft's RFC 8941
+/// syntax for a body key.
 #[test]
 fn key_carrier_inputs_are_checked_before_anything_is_sent() {
     let (url, seen) = fake_server_counted(None, Duration::from_secs(20));
@@ -362,9 +362,17 @@ fn key_carrier_inputs_are_checked_before_anything_is_sent() {
             "--key-shape: \"token:20\": no generated key can meet it",
         ),
         (
-            vec![&url, "-d", json, "--key-in-body", "/idempotency_key"],
+            vec![
+                &url,
+                "-d",
+                json,
+                "--key-in-body",
+                "/idempotency_key",
+                "--key-syntax",
+                "ietf",
+            ],
             1,
-            "--key-in-body /idempotency_key: body carriers are only supported by `client` yet",
+            "--key-syntax ietf: an RFC 8941 String is the syntax of a header field",
         ),
         (
             vec!["--target", file],
@@ -372,9 +380,9 @@ fn key_carrier_inputs_are_checked_before_anything_is_sent() {
             "key-in-body \"/idempotency_key\": the request body (body) is JSON and has nothing",
         ),
         (
-            vec!["--target", file, "-d", json],
-            2,
-            "key-in-body /idempotency_key: body carriers are only supported by `client` yet",
+            vec!["--target", file, "-d", json, "--key-syntax", "ietf"],
+            1,
+            "a key in the body (key-in-body /idempotency_key) is a token",
         ),
     ];
     for command in ["run", "stress"] {

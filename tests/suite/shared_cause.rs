@@ -2,6 +2,7 @@
 //! FAIL's duplicated effect (how they overlapped the key's first request), so FAILs whose
 //! evidence shows no duplicated effect, or only one FAIL, are never grouped.
 
+use idem_check::carrier::Place;
 use idem_check::report::causes;
 use idem_reference_server::Fault;
 
@@ -14,7 +15,7 @@ const SHARE: &str = "critical FAILs share one cause";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_after_completion_that_execute_are_one_cause() {
     let report = common::run_reference(Some(Fault::ReplayReexecute), &[], false).await;
-    let lines = causes(&report.probes, "Idempotency-Key");
+    let lines = causes(&report.probes, &Place::ietf());
     let shared: Vec<&String> = lines.iter().filter(|l| l.contains(SHARE)).collect();
     assert_eq!(shared.len(), 1, "{lines:#?}\n{}", common::outcomes(&report));
     assert!(
@@ -39,7 +40,7 @@ async fn failures_without_a_duplicated_effect_or_alone_are_not_grouped() {
             "{}",
             common::outcomes(&report)
         );
-        let lines = causes(&report.probes, "Idempotency-Key");
+        let lines = causes(&report.probes, &Place::ietf());
         assert!(
             !lines.iter().any(|l| l.contains(SHARE)),
             "{fault:?}: {lines:#?}"

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::carrier::KeyCarrier;
 use crate::config::Config;
 use crate::http::Request;
 use crate::keys::KeySyntax;
@@ -41,10 +42,22 @@ impl Requests {
         }
     }
 
-    /// The operation with payload `variant` and the key header set to exactly `value`.
+    /// The operation with payload `variant` and the key set to exactly `value` in its carrier
+    /// (the header, or the body field).
     pub fn with_key_value(&self, value: impl Into<Vec<u8>>, variant: u32) -> Request {
-        self.operation(variant)
-            .set_header(&self.config.suite.header, value)
+        self.carrier()
+            .place
+            .put(self.operation(variant), &value.into())
+    }
+
+    /// `req` with the key removed from its carrier.
+    pub fn without_key(&self, req: Request) -> Request {
+        self.carrier().place.remove(req)
+    }
+
+    /// Where the run's keys travel and how they are written.
+    pub fn carrier(&self) -> &KeyCarrier {
+        &self.config.key_carrier
     }
 
     /// The operation with `key` written as `keys` writes it, payload `variant`.
@@ -80,6 +93,7 @@ mod tests {
         let req = r.keyed(KeySyntax::Bare, "k1", 0);
         let header = &config.suite.header;
         assert_eq!(req.headers.iter().filter(|h| &h.name == header).count(), 1);
+        assert!(r.without_key(req).headers.iter().all(|h| &h.name != header));
         assert!(r.unique().starts_with("idem-check-probe-"));
     }
 

@@ -78,9 +78,9 @@ pub fn table(
         return String::new();
     }
     let listed = &p.exchanges[..p.exchanges.len().min(MAX_LISTED)];
-    let runs = evidence::fold(listed, &opts.key_header);
+    let runs = evidence::fold(listed, &opts.key);
     // Transcripts: the exchanges failed checks cite first, then the rest in order.
-    let cited = evidence::cited_exchanges(p, &opts.key_header);
+    let cited = evidence::cited_exchanges(p, &opts.key);
     let mut dumps: Vec<Option<String>> = vec![None; listed.len()];
     let order = listed
         .iter()
@@ -92,7 +92,7 @@ pub fn table(
                 .enumerate()
                 .filter(|(_, e)| !cited.contains(&e.n)),
         );
-    let keys = evidence::Keys::of(listed, &opts.key_header, &opts.secrets);
+    let keys = evidence::Keys::of(listed, &opts.key, &opts.secrets);
     let mut rows: Vec<Option<String>> = Vec::with_capacity(listed.len());
     for e in listed {
         rows.push(budget.take(cells(&ExchangeLine::of(e, &opts.secrets, &keys))));

@@ -257,7 +257,7 @@ impl Page {
             for (p, body) in sec.run.probes.iter().zip(&bodies[s]) {
                 out.push_str(&probe::wrap(p, &anchor(sections, s, p.id), body, opts));
             }
-            let causes = causes(&sec.run.probes, &opts.key_header);
+            let causes = causes(&sec.run.probes, &opts.key);
             if !causes.is_empty() {
                 out.push_str("<h3>Root causes</h3>\n<ul class=\"facts causes\">");
                 for c in causes {

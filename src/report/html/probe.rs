@@ -100,10 +100,10 @@ pub fn body(p: &ProbeReport, anchor: &str, budget: &mut Budget, opts: &RenderOpt
         out.push_str("<h4>Exchanges</h4>\n");
         out.push_str(&exchanges::table(p, anchor, budget, opts));
     }
-    let cited = evidence::cited_exchanges(p, &opts.key_header);
+    let cited = evidence::cited_exchanges(p, &opts.key);
     if !cited.is_empty() {
         let reps = evidence::representatives(p, &cited);
-        let r = Reproduce::of(&reps, secrets, &opts.key_header, opts.resigner.as_deref());
+        let r = Reproduce::of(&reps, secrets, &opts.key, opts.resigner.as_deref());
         out.push_str("<h4>Reproduce</h4>\n<div class=\"repro\">");
         for (title, curl) in &r.lines {
             let _ = writeln!(

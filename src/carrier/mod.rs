@@ -9,6 +9,10 @@
 use std::fmt;
 use std::str::FromStr;
 
+mod placement;
+
+pub use placement::{field_of, set_field};
+
 /// The draft's header, the only carrier whose default syntax is `ietf`.
 pub const IETF_HEADER: &str = "Idempotency-Key";
 
@@ -23,6 +27,11 @@ pub enum Place {
 }
 
 impl Place {
+    /// The draft's header.
+    pub fn ietf() -> Place {
+        Place::Header(IETF_HEADER.into())
+    }
+
     /// What evidence calls the place: `Idempotency-Key`, `body /idempotency_key`.
     pub fn label(&self) -> String {
         match self {
@@ -191,7 +200,7 @@ impl KeyCarrier {
 
     /// The draft's header with the draft's syntax.
     pub fn ietf_header() -> KeyCarrier {
-        KeyCarrier::new(Place::Header(IETF_HEADER.into()), None)
+        KeyCarrier::new(Place::ietf(), None)
     }
 
     /// What evidence calls the key's place: `Idempotency-Key`, `body /idempotency_key`.
