@@ -1111,4 +1111,25 @@ mod tests {
             ["key order-", "key order-12"]
         );
     }
+
+    #[test]
+    fn a_burst_is_replayed_with_a_fresh_key_wherever_the_key_travels() {
+        let body = br#"{"amount":5,"idempotency_key":"a1b2-c3"}"#.to_vec();
+        let req = SentRequest {
+            method: "POST".into(),
+            url: "http://127.0.0.1:1/pay".into(),
+            headers: vec![Header::new("Idempotency-Key", "\"h1-h2\"")],
+            body,
+        };
+        let curl = curl_line(&req, &Secrets::default()).text;
+        let place = Place::Body("/idempotency_key".into());
+        let fresh = with_fresh_key(&req, &place, &curl).unwrap();
+        assert!(fresh.contains(r#""idempotency_key":"'"$k"'""#), "{fresh}");
+        assert!(fresh.contains("h1-h2"), "{fresh}");
+        let fresh = with_fresh_key(&req, &Place::ietf(), &curl).unwrap();
+        assert!(
+            fresh.contains("a1b2-c3") && !fresh.contains("h1-h2"),
+            "{fresh}"
+        );
+    }
 }

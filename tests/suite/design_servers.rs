@@ -682,24 +682,31 @@ fn a_correct_api_behind_a_rate_limiter_passes() {
 /// Runs `idem-check stress BASE/pay` with the options of a full run's request and `args`
 /// against `server`, bounded by [`RUN_LIMIT`]; returns the exit code and the JSON report.
 fn stress(server: &PythonServer, args: &[&str]) -> (Option<i32>, serde_json::Value) {
+    let base = format!("{}/count", server.base);
+    let payload = [
+        "-d",
+        r#"{"amount":5,"ref":"{{unique}}"}"#,
+        "--id-pointer",
+        "/id",
+        "--count-url",
+        &base,
+    ];
+    stress_with(server, &[payload.as_slice(), args].concat())
+}
+
+/// `idem-check stress BASE/pay` as tenant A with a JSON body and `args`, bounded by
+/// [`RUN_LIMIT`]: the exit code and the JSON report.
+fn stress_with(server: &PythonServer, args: &[&str]) -> (Option<i32>, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("s.json");
-    let base = &server.base;
     let mut child = bin()
-        .args(["stress", &format!("{base}/pay")])
+        .args(["stress", &format!("{}/pay", server.base)])
         .args([
             "-H",
             "Authorization: Bearer ta",
             "-H",
             "Content-Type: application/json",
         ])
-        .args([
-            "-d",
-            r#"{"amount":5,"ref":"{{unique}}"}"#,
-            "--id-pointer",
-            "/id",
-        ])
-        .args(["--count-url", &format!("{base}/count")])
         .args(args)
         .args(["--report-json", json.to_str().unwrap()])
         .stdout(Stdio::null())
@@ -1074,4 +1081,165 @@ fn stress_judges_keys_whose_ids_prove_executions_beside_resets() {
         "4 of 4 keys violated exactly-once",
         "every key's ids prove a duplicate",
     );
+}
+
+/// The key-syntax probes of the draft's RFC 8941 field, which a token carrier skips.
+const IETF_ONLY: [&str; 4] = ["quoted-key", "escaped-key", "bare-token", "key-parameters"];
+
+/// [`full`] against a provider's own key header, `Cko-Idempotency-Key`.
+fn provider() -> Vec<&'static str> {
+    let mut args = full();
+    args.extend(["--key-header", "Cko-Idempotency-Key"]);
+    args
+}
+
+/// Checkout.com's layout: its own header with opaque tokens that refuse quotes, an optional
+/// key, 422 on a mismatch, errors in its own shape. Judged as the draft's field, it FAILed
+/// missing-key, quoted-key and malformed-key; as a token it is a correct API. The draft's
+/// syntax probes SKIP naming the carrier, missing-key SKIPs because the key is optional (a
+/// request without one is an ordinary request), and malformed-key sends the control character
+/// no header value may hold.
+#[test]
+fn a_provider_header_is_judged_as_a_token() {
+    let mut except: Vec<(&str, &str)> = IETF_ONLY.iter().map(|p| (*p, "SKIP")).collect();
+    except.push(("missing-key", "SKIP"));
+    let run = expect("provider_header", &[], &provider(), &except, 0);
+    assert_says(
+        &run.stdout,
+        "key: header Cko-Idempotency-Key, token",
+        "the header line names the carrier",
+    );
+    assert_says(
+        run.reason("quoted-key"),
+        "the key is header Cko-Idempotency-Key, token: this probe tests the draft's RFC 8941",
+        "the SKIP names the carrier",
+    );
+    assert_says(
+        run.reason("missing-key"),
+        "the key is optional here",
+        "a key the API does not require is not a FAIL",
+    );
+    for (id, _, reason) in &run.probes {
+        assert!(
+            !reason.contains("quot"),
+            "{id}: nobody is told to quote a token: {reason}"
+        );
+    }
+}
+
+/// Square's layout: the key in the JSON body (`idempotency_key`), required, 400 when reused
+/// with other parameters, replays with 200. Every probe that needs a key header or the draft's
+/// syntax SKIPs naming the carrier; every other probe sends its keys in the body and PASSes.
+/// The evidence shows each request's body key, and a reproduce line replays the burst with a
+/// fresh key spliced into `-d`.
+fn square() -> Vec<&'static str> {
+    vec![
+        "-H",
+        "Authorization: Bearer ta",
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        r#"{"source_id":"cnon:ok","amount_money":{"amount":5,"currency":"USD"},"idempotency_key":"k","note":"{{unique}}"}"#,
+        "--key-in-body",
+        "/idempotency_key",
+        "--id-pointer",
+        "/payment/id",
+        "--count-url",
+        "{base}/count",
+        "--tenant-b-header",
+        "Authorization: Bearer tb",
+        "--hold-header",
+        "X-Hold: {{hold}}",
+        "--hold-release",
+        "{base}/holds/{{hold}}/release",
+        "--timeout",
+        "3s",
+    ]
+}
+
+/// The probes a body key skips: the draft's syntax and the key header's own lines.
+fn body_key_skips() -> Vec<(&'static str, &'static str)> {
+    let mut except: Vec<(&str, &str)> = IETF_ONLY.iter().map(|p| (*p, "SKIP")).collect();
+    for header_only in ["malformed-key", "duplicate-header", "header-name-case"] {
+        except.push((header_only, "SKIP"));
+    }
+    except
+}
+
+#[test]
+fn a_body_key_is_sent_and_judged_in_the_body() {
+    let run = expect("square_body_key", &[], &square(), &body_key_skips(), 0);
+    assert_says(
+        &run.stdout,
+        "key: body /idempotency_key, token",
+        "the header line names the carrier",
+    );
+    assert_says(
+        run.reason("duplicate-header"),
+        "the key is body /idempotency_key, token: this probe tests a key header",
+        "the SKIP names the carrier",
+    );
+    let replay = &run.report["replay"];
+    assert_eq!(replay["key_in_body"], "/idempotency_key", "{replay}");
+}
+
+/// The same layout with the key recorded only after the payment: the body key is sent and
+/// read back like a header key, so the race is found (critical, one shared cause), and the
+/// reproduce lines carry the key in the body.
+#[test]
+fn a_body_key_recorded_after_the_payment_fails_the_races() {
+    let mut except = body_key_skips();
+    for race in [
+        "concurrent-duplicates",
+        "lost-response",
+        "loser-does-not-unlock",
+    ] {
+        except.push((race, "FAIL"));
+    }
+    let run = expect(
+        "square_body_key",
+        &["--record-after"],
+        &square(),
+        &except,
+        4,
+    );
+    assert_says(&run.stdout, "critical FAILs share one cause", "one cause");
+    assert!(
+        run.stdout.lines().any(|l| l.contains("curl")
+            && l.contains(r#"--data-raw '{"source_id""#)
+            && l.contains(r#""idempotency_key":""#)),
+        "the reproduce lines carry the key in -d\n{}",
+        run.stdout
+    );
+}
+
+/// stress with the key in the body: exactly once against the correct design, every key
+/// violating against the one that records the key after the payment.
+#[test]
+fn stress_sends_and_judges_a_body_key() {
+    let square = square();
+    let args: Vec<&str> = square[..square
+        .iter()
+        .position(|a| *a == "--tenant-b-header")
+        .unwrap()]
+        .iter()
+        .skip(4)
+        .copied()
+        .collect();
+    for (server_args, outcome, exit) in [(&[][..], "PASS", 0), (&["--record-after"][..], "FAIL", 4)]
+    {
+        let server = start("square_body_key", server_args);
+        let base = format!("{}/count", server.base);
+        let mut args = args.clone();
+        let at = args.iter().position(|a| *a == "{base}/count").unwrap();
+        args[at] = &base;
+        // Each payment takes 30 ms, so a burst's copies overlap the first one's work.
+        args.extend(["-H", "X-Delay-Ms: 30", "--keys", "6", "--duplicates", "4"]);
+        args.extend(["--timeout", "3s"]);
+        let (code, report) = stress_with(&server, &args);
+        let result = &report["result"];
+        assert_eq!(result["outcome"], outcome, "{server_args:?}: {result}");
+        assert_eq!(code, Some(exit), "{server_args:?}: {result}");
+        assert_eq!(report["key"], "body /idempotency_key, token", "{report}");
+    }
 }
