@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use anyhow::Context as _;
 
 use crate::cli::{ConnectionArgs, InputFlags, OpenApiArgs, TargetArgs};
+use idem_check::carrier::{field_of, set_field, Place};
 use idem_check::diagnostic::Origins;
 use idem_check::discover::Operation;
 use idem_check::exit::AppError;
@@ -284,11 +285,34 @@ fn from_document(op: &Operation, url: &str, user_headers: &[String]) -> TargetSp
         url: url.to_string(),
         method: Some(op.method.clone()),
         headers,
-        body: op.body.text.clone(),
+        body: op.body.text.as_deref().map(|text| with_key_field(text, &op.key)),
         id_pointer: op.id_pointer.clone(),
         key_header: op.key.header().map(str::to_string),
+        key_in_body: match &op.key {
+            Place::Body(field) => Some(field.clone()),
+            Place::Header(_) => None,
+        },
         notes: op.notes.clone(),
         ..TargetSpec::default()
+    }
+}
+
+/// The generated body `text` with the key's field present, for the probes to set: an example
+/// holds required properties only, and a key the document marks optional is still the key.
+fn with_key_field(text: &str, key: &Place) -> String {
+    let Place::Body(field) = key else {
+        return text.to_string();
+    };
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(mut json) if field_of(&json, field).is_none() => {
+            set_field(&mut json, field, Some(serde_json::Value::String(String::new())));
+            json.to_string()
+        }
+        Ok(_) => text.to_string(),
+        Err(_) if url::form_urlencoded::parse(text.as_bytes()).any(|(n, _)| n == *field) => {
+            text.to_string()
+        }
+        Err(_) => format!("{text}{}{field}=", if text.is_empty() { "" } else { "&" }),
     }
 }
 

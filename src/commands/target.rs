@@ -85,7 +85,11 @@ async fn start_target(
                 AppError::runtime(e.context("could not start the bundled reference server"))
             }
         })?;
-        let spec = super::flags::reference(r.target(), t);
+        let mut spec = super::flags::reference(r.target(), t);
+        // The reference server parses RFC 8941 Strings under whatever header name it is given.
+        if spec.key_in_body.is_none() {
+            spec.key_syntax.get_or_insert_with(|| "ietf".into());
+        }
         hook = Some(r.restart_hook());
         reference = Some(r);
         spec

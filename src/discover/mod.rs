@@ -365,16 +365,6 @@ fn examine(
     let base = servers::base_url(spec, item, op, opts.base_url.as_deref());
     let (filled, unfilled) = fill_path(root, path, &params, &opts.path_params);
     let url = match (&base, unfilled.is_empty()) {
-        _ if found.at.header().is_none() => Err(format!(
-            "the key goes in the request {} ({}): run and stress place keys in a header \
-             only; idem-check client --openapi checks an SDK against this operation",
-            found.at,
-            if found.required {
-                "required"
-            } else {
-                "optional"
-            }
-        )),
         (Ok(b), true) => Ok(format!("{b}{filled}")),
         (Err(e), _) => Err(e.clone()),
         (Ok(_), false) => Err(format!(

@@ -620,12 +620,13 @@ fn connection_closed_while_idle_still_shows_a_wedged_key() {
 }
 
 /// The per-tenant API reading its key from `Idempotent-Token`, a name the secret rules would
-/// mask: `run --key-header` (no --openapi needed) sends every key, in every probe, there, and
-/// everything PASSes as with the standard name.
+/// mask, and parsing it as the draft's RFC 8941 String: `run --key-header --key-syntax ietf`
+/// (no --openapi needed) sends every key, in every probe, there, and everything PASSes as with
+/// the standard name.
 #[test]
 fn key_header_of_another_name_is_used_by_every_probe() {
     let header = ["--key-header", "Idempotent-Token"];
-    let args = [&full()[..], &header[..]].concat();
+    let args = [&full()[..], &header[..], &["--key-syntax", "ietf"][..]].concat();
     expect("tenant_counter", &header, &args, &[], 0);
 }
 

@@ -234,12 +234,13 @@ fn init_writes_one_target_file_per_operation_that_loads() {
 #[test]
 fn key_in_body_replaces_the_documents_header() {
     let spec = fixture("oas30-ref-header.yaml");
-    for (field, wanted) in [
+    for (field, syntax, wanted) in [
         (
             "/amount",
-            "--key-in-body /amount: body carriers are only supported by `client` yet",
+            "ietf",
+            "an RFC 8941 String is the syntax of a header field; a key in the body (--key-in-body /amount) is a token",
         ),
-        ("/nope", "is JSON and has nothing at /nope"),
+        ("/nope", "token", "is JSON and has nothing at /nope"),
     ] {
         let o = run(&[
             "run",
@@ -249,6 +250,8 @@ fn key_in_body_replaces_the_documents_header() {
             "http://127.0.0.1:1",
             "--key-in-body",
             field,
+            "--key-syntax",
+            syntax,
         ]);
         assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
         let err = stderr(&o);
