@@ -170,12 +170,13 @@ macro_rules! with_inputs {
                     shown plain, value "POINTER", reference false,
                     help "The request carries its idempotency key in the body instead of a \
                           header: at this JSON pointer (/idempotency_key), or for a form body in \
-                          this field; the -d body must hold it. Only `client` sends body keys yet";
+                          this field; the -d body must hold it. Its syntax is token";
                 KEY_SYNTAX: "--key-syntax" top "key-syntax" => key_syntax: Option<String>,
                     shown plain, value "SYNTAX", reference true,
                     help "How the key is written: ietf (an RFC 8941 String, the draft's field) or \
                           token (an opaque value under the provider's own rules) [default: ietf \
-                          for a header named Idempotency-Key, token for every other carrier]";
+                          for Idempotency-Key, a suite's header and --reference; token for \
+                          --key-header and --key-in-body]";
                 KEY_SHAPE: "--key-shape" top "key-shape" => key_shape: Option<String>,
                     shown plain, value "SHAPE", reference true,
                     help "The keys the API accepts: uuid, token ([A-Za-z0-9_-]), or any, each \
