@@ -787,7 +787,7 @@ pub(crate) fn test_exchange(n: usize, status: u16, body: &str) -> Exchange {
         },
         outcome: Ok(ReceivedResponse {
             status,
-            version: "HTTP/1.1".into(),
+            version: http::Version::HTTP_11,
             headers: vec![],
             body: body.as_bytes().to_vec(),
             body_truncated: false,

@@ -679,8 +679,8 @@ fn key_carrier(target: &TargetSpec, header: &str) -> Result<KeyCarrier> {
     let shape: Option<KeyShape> = parse_as(&target.key_shape, at(inputs::KEY_SHAPE.flag))?;
     // A header the suite names keeps the suite's own syntax (suites describe the draft's
     // field under any name); one named by --key-header is a provider's token by default.
-    let syntax = syntax.or((target.key_header.is_none() && target.key_in_body.is_none())
-        .then_some(Syntax::Ietf));
+    let syntax = syntax
+        .or((target.key_header.is_none() && target.key_in_body.is_none()).then_some(Syntax::Ietf));
     let place = match &target.key_in_body {
         None => Place::Header(header.to_string()),
         Some(pointer) => {

@@ -39,7 +39,9 @@ use super::auth::Auth;
 use super::carrier::{KeyCarrier, Syntax};
 use super::error_body::ErrorBody;
 use super::operation::{parse_payload, Operation};
-use crate::http::exchange::{Exchange, Header, ReceivedResponse, SentRequest, TransportError};
+use crate::http::exchange::{
+    Exchange, Header, ReceivedResponse, Role, SentRequest, TransportError,
+};
 
 /// Bodies larger than this are refused with 413 (a create request is a few hundred bytes).
 const BODY_LIMIT: usize = 64 * 1024;
@@ -537,7 +539,7 @@ async fn handle(
     s.attempts.push(Attempt {
         exchange: Exchange {
             n,
-            role: String::new(),
+            role: Role::default(),
             start_ms,
             duration_ms,
             release_us: None,
@@ -576,7 +578,7 @@ fn respond(
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())));
     let received = ReceivedResponse {
         status,
-        version: "HTTP/1.1".into(),
+        version: http::Version::HTTP_11,
         headers: recorded,
         body: bytes.to_vec(),
         body_truncated: false,

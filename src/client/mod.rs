@@ -445,7 +445,7 @@ fn judge(p: &ClientProbe, records: &[ScenarioRecord], opts: &ClientOptions) -> O
         for a in &mut r.attempts {
             n += 1;
             a.exchange.n = n;
-            a.exchange.role = if a.operation {
+            a.exchange.role = crate::http::exchange::Role::new(if a.operation {
                 let i = per_op.entry(a.op).or_default();
                 *i += 1;
                 format!("{} op {} attempt {i}", r.scenario.id, a.op)
@@ -453,7 +453,7 @@ fn judge(p: &ClientProbe, records: &[ScenarioRecord], opts: &ClientOptions) -> O
                 format!("{} read back", r.scenario.id)
             } else {
                 format!("{} other request", r.scenario.id)
-            };
+            });
         }
     }
     let served: Vec<String> = opts.api.operations.iter().map(|o| o.describe()).collect();

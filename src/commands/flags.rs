@@ -285,7 +285,11 @@ fn from_document(op: &Operation, url: &str, user_headers: &[String]) -> TargetSp
         url: url.to_string(),
         method: Some(op.method.clone()),
         headers,
-        body: op.body.text.as_deref().map(|text| with_key_field(text, &op.key)),
+        body: op
+            .body
+            .text
+            .as_deref()
+            .map(|text| with_key_field(text, &op.key)),
         id_pointer: op.id_pointer.clone(),
         key_header: op.key.header().map(str::to_string),
         key_in_body: match &op.key {
@@ -305,7 +309,11 @@ fn with_key_field(text: &str, key: &Place) -> String {
     };
     match serde_json::from_str::<serde_json::Value>(text) {
         Ok(mut json) if field_of(&json, field).is_none() => {
-            set_field(&mut json, field, Some(serde_json::Value::String(String::new())));
+            set_field(
+                &mut json,
+                field,
+                Some(serde_json::Value::String(String::new())),
+            );
             json.to_string()
         }
         Ok(_) => text.to_string(),

@@ -101,7 +101,7 @@ impl Client {
         if response
             .result
             .as_ref()
-            .is_ok_and(|r| r.version == format!("{:?}", reqwest::Version::HTTP_2))
+            .is_ok_and(|r| r.version == http::Version::HTTP_2)
         {
             // HTTP/2 sends the authority first, as a pseudo-header; the record calls it `host`
             // there, as the HTTP/2 burst's does.
@@ -143,7 +143,7 @@ impl Client {
         })?;
         self.served.carried(&resp);
         let status = resp.status().as_u16();
-        let version = format!("{:?}", resp.version());
+        let version = resp.version();
         let headers = resp
             .headers()
             .iter()

@@ -6,6 +6,8 @@
 
 use serde::{Serialize, Serializer};
 
+pub use super::role::{Position, Role};
+
 /// A header field exactly as sent or received. Values are bytes because the key-syntax probes put
 /// non-ASCII and control bytes on the wire on purpose.
 #[derive(Clone, PartialEq, Eq, Serialize)]
@@ -63,8 +65,9 @@ impl SentRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ReceivedResponse {
     pub status: u16,
-    /// `HTTP/1.1`, `HTTP/2`, …: shown in evidence so users know which path was exercised.
-    pub version: String,
+    /// Shown in evidence (`HTTP/1.1`, `HTTP/2`) so users know which path was exercised.
+    #[serde(serialize_with = "serialize_version")]
+    pub version: http::Version,
     pub headers: Vec<Header>,
     #[serde(serialize_with = "serialize_bytes")]
     pub body: Vec<u8>,
@@ -149,8 +152,8 @@ pub type Outcome = Result<ReceivedResponse, TransportError>;
 pub struct Exchange {
     /// 1-based number within the probe; checks cite exchanges by it (`#3`).
     pub n: usize,
-    /// What this exchange was for: "original", "duplicate 3/8", "count before", …
-    pub role: String,
+    /// What this exchange was for: "original", "duplicate 3/8", "count before", … ([`Role`]).
+    pub role: Role,
     /// Offset of the first byte written, from the start of the probe.
     pub start_ms: f64,
     pub duration_ms: f64,
@@ -165,7 +168,7 @@ pub struct Exchange {
 #[derive(Serialize)]
 struct ExchangeJson<'a> {
     n: usize,
-    role: &'a str,
+    role: &'a Role,
     start_ms: f64,
     duration_ms: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -245,6 +248,22 @@ pub fn header_values<'a>(headers: &'a [Header], name: &str) -> Vec<&'a [u8]> {
         .filter(|h| h.name.eq_ignore_ascii_case(name))
         .map(|h| h.value.as_slice())
         .collect()
+}
+
+/// How evidence writes an HTTP version: `HTTP/1.1`, `HTTP/2`, as on a status line and in
+/// every report written before versions were typed.
+pub fn version_text(v: http::Version) -> &'static str {
+    match v {
+        http::Version::HTTP_09 => "HTTP/0.9",
+        http::Version::HTTP_10 => "HTTP/1.0",
+        http::Version::HTTP_2 => "HTTP/2",
+        http::Version::HTTP_3 => "HTTP/3",
+        _ => "HTTP/1.1",
+    }
+}
+
+fn serialize_version<S: Serializer>(v: &http::Version, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(version_text(*v))
 }
 
 /// Bytes go to JSON as a string when they are UTF-8 and as `{"base64": …}` otherwise, so a

@@ -27,6 +27,7 @@ pub mod pool;
 pub mod raw;
 pub mod release;
 mod request;
+pub mod role;
 pub mod sched;
 #[cfg(test)]
 mod scripted;

@@ -57,7 +57,7 @@ mod tests {
     fn answer(retry_after: Option<&str>) -> ReceivedResponse {
         ReceivedResponse {
             status: TOO_MANY_REQUESTS,
-            version: "HTTP/1.1".into(),
+            version: http::Version::HTTP_11,
             headers: retry_after
                 .map(|v| vec![Header::new("Retry-After", v)])
                 .unwrap_or_default(),

@@ -13,7 +13,7 @@ use crate::check::{Check, CheckSpec};
 use crate::config::Config;
 use crate::effects::{Meter, Reading};
 use crate::http::client::Client;
-use crate::http::exchange::Exchange;
+use crate::http::exchange::{Exchange, Role};
 use crate::http::release::ReleaseMode;
 use crate::http::Request;
 use crate::keys;
@@ -160,7 +160,7 @@ impl ProbeCtx {
 
     /// Sends through the ordinary client (HTTP/1.1 or HTTP/2) and records the exchange; a 429
     /// is sent again ([`super::kit::throttle`]), each attempt recorded.
-    pub async fn send(&mut self, role: impl Into<String>, req: Request) -> Exchange {
+    pub async fn send(&mut self, role: impl Into<Role>, req: Request) -> Exchange {
         let t = self.transports.ordinary.clone();
         self.outbox()
             .send(&t, Streak::Counts, &role.into(), req)
@@ -169,7 +169,7 @@ impl ProbeCtx {
 
     /// Sends exact bytes over HTTP/1.1 (key-syntax probes) and records the exchange; being
     /// malformed on purpose, only an answer counts towards the streak ([`Streak`]).
-    pub async fn send_raw(&mut self, role: impl Into<String>, req: Request) -> Exchange {
+    pub async fn send_raw(&mut self, role: impl Into<Role>, req: Request) -> Exchange {
         let t = self.transports.exact.clone();
         self.outbox()
             .send(&t, Streak::AnswersOnly, &role.into(), req)
@@ -180,7 +180,9 @@ impl ProbeCtx {
     /// `wait`: a client whose response was lost.
     pub async fn send_then_drop(&mut self, role: &str, req: Request, wait: Duration) -> Exchange {
         let t = (self.transports.drop_after)(DropAfter::new(&self.config, wait));
-        self.outbox().send(&t, Streak::Counts, role, req).await
+        self.outbox()
+            .send(&t, Streak::Counts, &role.into(), req)
+            .await
     }
 
     /// Releases `reqs` as one synchronised burst ([`super::kit::transport::Burst`]), with the

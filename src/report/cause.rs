@@ -171,7 +171,7 @@ mod tests {
     ) -> Exchange {
         Exchange {
             n,
-            role: format!("request {n}"),
+            role: format!("request {n}").into(),
             start_ms: start,
             duration_ms: end - start,
             release_us: None,
@@ -184,7 +184,7 @@ mod tests {
             outcome: match answer {
                 Some((status, body)) => Ok(ReceivedResponse {
                     status,
-                    version: "HTTP/1.1".into(),
+                    version: http::Version::HTTP_11,
                     headers: Vec::new(),
                     body: body.as_bytes().to_vec(),
                     body_truncated: false,

@@ -53,7 +53,7 @@ use std::fmt::Write as _;
 use crate::carrier::Place;
 use crate::check::{Check, Severity};
 use crate::http::curl::curl_line;
-use crate::http::exchange::{Exchange, Header, SentRequest};
+use crate::http::exchange::{version_text, Exchange, Header, SentRequest};
 use crate::outcome::Outcome;
 use crate::redact::{bytes_for_text, bytes_inline, cut_line, cut_reason, sanitize_line, Secrets};
 use crate::report::{ProbeReport, RenderOptions};
@@ -200,7 +200,7 @@ impl ExchangeLine {
             n: format!("#{}", e.n),
             start: format!("+{}", ms(e.start_ms)),
             duration: ms(e.duration_ms),
-            role: safe(&e.role),
+            role: safe(&e.role.to_string()),
             method: safe(&e.request.method),
             path: secrets.url_for_text(&sanitize_line(path_of(&e.request.url))),
             key: if keys.is_empty() {
@@ -226,7 +226,8 @@ impl ExchangeLine {
         } else {
             format!("{:.0}–{}", lo.max(0.0), ms(hi))
         };
-        let common = common_words(&first.role, &last.role);
+        // The run's kind: the role without the positions that tell its members apart.
+        let common = secrets.redact(&sanitize_line(&run[0].role.label));
         let mut counts: Vec<(String, usize)> = Vec::new();
         for e in run {
             let status = match e.status() {
@@ -268,47 +269,19 @@ impl ExchangeLine {
     }
 }
 
-/// The leading words two roles share: `burst 1/10 1/16` and `burst 1/10 16/16` give `burst 1/10`.
-fn common_words(a: &str, b: &str) -> String {
-    a.split(' ')
-        .zip(b.split(' '))
-        .take_while(|(x, y)| x == y)
-        .map(|(x, _)| x)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// A role with its numbers taken out: exchanges whose roles differ only in numbers are of one
-/// kind (`burst 1/10 3/16`, `burst 1/10 4/16`).
-fn role_kind(role: &str) -> String {
-    let mut out = String::new();
-    for c in role.chars() {
-        if c.is_ascii_digit() {
-            if !out.ends_with('#') {
-                out.push('#');
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// Consecutive exchanges of one kind (role kind, method, URL, key) grouped into runs; a run
+/// Consecutive exchanges of one kind ([`Role::same_kind`], method, URL, key) grouped into runs; a run
 /// shorter than [`FOLD_MIN`] is split back into single exchanges.
 pub fn fold<'a>(exchanges: &'a [Exchange], key: &Place) -> Vec<Vec<&'a Exchange>> {
-    let kind = |e: &Exchange| {
-        (
-            role_kind(&e.role),
-            e.request.method.clone(),
-            e.request.url.clone(),
-            key_values(&e.request, key),
-        )
+    let same = |a: &Exchange, b: &Exchange| {
+        a.role.same_kind(&b.role)
+            && a.request.method == b.request.method
+            && a.request.url == b.request.url
+            && key_values(&a.request, key) == key_values(&b.request, key)
     };
     let mut runs: Vec<Vec<&Exchange>> = Vec::new();
     for e in exchanges {
         match runs.last_mut() {
-            Some(run) if kind(run[0]) == kind(e) => run.push(e),
+            Some(run) if same(run[0], e) => run.push(e),
             _ => runs.push(vec![e]),
         }
     }
@@ -329,7 +302,7 @@ pub fn representatives<'a>(p: &'a ProbeReport, cited: &[usize]) -> Vec<(&'a Exch
     let mut reps: Vec<(&Exchange, Vec<usize>)> = Vec::new();
     for e in cited.iter().filter_map(|&n| p.exchange(n)) {
         let same = |r: &Exchange| {
-            role_kind(&r.role) == role_kind(&e.role)
+            r.role.same_kind(&e.role)
                 && r.request == e.request
                 && r.status() == e.status()
                 && r.error() == e.error()
@@ -600,7 +573,7 @@ impl Reproduce {
             // An exchange that went over HTTP/2 on a plain-text URL was h2c with prior
             // knowledge; curl must be told, or it would replay it over HTTP/1.1.
             let h2c = e.request.url.starts_with("http://")
-                && e.response().is_some_and(|r| r.version == "HTTP/2");
+                && e.response().is_some_and(|r| r.version == http::Version::HTTP_2);
             if h2c {
                 line.push_str(" --http2-prior-knowledge");
             }
@@ -868,14 +841,14 @@ fn write_dump(out: &mut String, e: &Exchange, opts: &RenderOptions) {
         out,
         "#{} {} (+{:.0} ms, {:.0} ms)",
         e.n,
-        sanitize_line(&e.role),
+        sanitize_line(&e.role.to_string()),
         e.start_ms.max(0.0),
         e.duration_ms.max(0.0)
     );
     let version = e
         .response()
         .as_ref()
-        .map(|r| format!(" {}", sanitize_line(&r.version)))
+        .map(|r| format!(" {}", version_text(r.version)))
         .unwrap_or_default();
     let _ = writeln!(
         out,
@@ -887,7 +860,7 @@ fn write_dump(out: &mut String, e: &Exchange, opts: &RenderOptions) {
     write_body(out, '>', &e.request.body, opts);
     match &e.outcome {
         Ok(r) => {
-            let _ = writeln!(out, "< {} {}", sanitize_line(&r.version), r.status);
+            let _ = writeln!(out, "< {} {}", version_text(r.version), r.status);
             write_headers(out, '<', &r.headers, secrets);
             write_body(out, '<', &r.body, opts);
             if r.body_truncated {
@@ -903,6 +876,7 @@ fn write_dump(out: &mut String, e: &Exchange, opts: &RenderOptions) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::exchange::Role;
 
     #[test]
     fn the_key_is_read_from_the_suite_s_header() {
@@ -1025,7 +999,7 @@ mod tests {
         let mut exchanges: Vec<Exchange> = (2..=17)
             .map(|n| {
                 let mut e = ex(n, "POST", b"{}".to_vec());
-                e.role = format!("burst 1/10 {}/16", n - 1);
+                e.role = Role::nth("burst 1/10", n - 1, 16);
                 e
             })
             .collect();

@@ -22,7 +22,7 @@ use crate::config::HOLD_NAME;
 use crate::effects::{Counter, Meter};
 use crate::http::burst::BurstOptions;
 use crate::http::client::Client;
-use crate::http::exchange::Header;
+use crate::http::exchange::{version_text, Header};
 use crate::http::raw::{self, RawResponse};
 use crate::http::{h2burst, Connector, Request};
 use crate::redact::{Secrets, REDACTED};
@@ -446,7 +446,7 @@ impl Replayer {
         }
         match &r.result {
             Ok(resp) => {
-                lines.push(format!("< {} {}", resp.version, resp.status));
+                lines.push(format!("< {} {}", version_text(resp.version), resp.status));
                 for h in &resp.headers {
                     lines.push(format!("< {}: {}", h.name, h.value_str()));
                 }

@@ -7,7 +7,7 @@ use crate::check::{self, Check, CheckSpec, Severity};
 use crate::config::Config;
 use crate::effects::{Executions, Meter, Reading};
 use crate::http::burst::BurstOptions;
-use crate::http::exchange::{Exchange, SentRequest};
+use crate::http::exchange::{Exchange, Role, SentRequest};
 use crate::http::h1;
 use crate::http::h2burst;
 use crate::http::pool::Pool;
@@ -110,7 +110,7 @@ pub async fn exercise(
         release_threads: Releasers::Caller("stress releases from its load thread"),
         ..BurstOptions::default()
     };
-    let mut raws: Vec<(String, SentRequest, RawResponse)> = Vec::with_capacity(burst_size + late);
+    let mut raws: Vec<(Role, SentRequest, RawResponse)> = Vec::with_capacity(burst_size + late);
     let mut release = None;
     let burst_report = pool.burst_for_target(&burst, &opts, config.http2).await;
     match burst_report {
@@ -122,7 +122,7 @@ pub async fn exercise(
                     .into_iter()
                     .zip(report.responses)
                     .enumerate()
-                    .map(|(i, (s, r))| (format!("burst {}/{burst_size}", i + 1), s, r)),
+                    .map(|(i, (s, r))| (Role::nth("burst", i + 1, burst_size), s, r)),
             )
         }
         Err(e) => raws.push((
@@ -148,7 +148,7 @@ pub async fn exercise(
         } else {
             alone_over_http2(config, pool, &sent[target], &opts).await
         };
-        raws.push((format!("late retry {i}/{late}"), sent_as, r));
+        raws.push((Role::nth("late retry", i, late), sent_as, r));
     }
     let exchanges = number(t0, raws);
     KeyOutcome {
@@ -187,7 +187,7 @@ async fn alone_over_http2(
     }
 }
 
-fn number(t0: Instant, raws: Vec<(String, SentRequest, RawResponse)>) -> Vec<Exchange> {
+fn number(t0: Instant, raws: Vec<(Role, SentRequest, RawResponse)>) -> Vec<Exchange> {
     let ms = |t: Instant| t.saturating_duration_since(t0).as_secs_f64() * 1000.0;
     raws.into_iter()
         .enumerate()
@@ -195,9 +195,9 @@ fn number(t0: Instant, raws: Vec<(String, SentRequest, RawResponse)>) -> Vec<Exc
             n: i + 1,
             // A request sent again after the server closed its idle connection under it is one
             // exchange, counted once; its role says why it went out twice.
-            role: match &r.resent {
-                Some(why) => format!("{role} ({why})"),
-                None => role,
+            role: Role {
+                resent: r.resent.is_some(),
+                ..role
             },
             start_ms: ms(r.started),
             duration_ms: r

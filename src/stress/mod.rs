@@ -27,7 +27,7 @@ use crate::check::{self, CheckSpec, Severity};
 use crate::config::Config;
 use crate::effects::{Meter, Reading};
 use crate::http::client::Client;
-use crate::http::exchange::Exchange;
+use crate::http::exchange::{Exchange, Role};
 use crate::http::pool::Pool;
 use crate::outcome::{decide, Outcome, Stop};
 use crate::report::terminal::Progress;
@@ -530,7 +530,7 @@ impl Aggregate {
                 for mut e in list {
                     e.n += offset;
                     if !role.is_empty() {
-                        e.role = format!("{role} {}", e.role);
+                        e.role.label = format!("{role} {}", e.role.label);
                     }
                     nums.push(e.n);
                     exchanges.push(e);
@@ -643,7 +643,10 @@ async fn read_counter(
     if let Some((request, r)) = read.exchange {
         out.push(Exchange {
             n: out.len() + 1,
-            role: role.to_string(),
+            role: Role {
+                reads_counter: true,
+                ..Role::new(role)
+            },
             start_ms: r.started.saturating_duration_since(start).as_secs_f64() * 1000.0,
             duration_ms: r
                 .finished

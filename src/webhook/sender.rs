@@ -7,7 +7,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use crate::check::Check;
 use crate::http::burst::BurstOptions;
 use crate::http::client::Client;
-use crate::http::exchange::Exchange;
+use crate::http::exchange::{Exchange, Role};
 use crate::http::h2burst::burst_for_target;
 use crate::http::raw::RawResponse;
 use crate::http::Request;
@@ -55,7 +55,7 @@ impl Trial {
     /// Records an exchange and returns it, numbered.
     pub fn record(
         &mut self,
-        role: impl Into<String>,
+        role: impl Into<Role>,
         sent: crate::http::exchange::SentRequest,
         r: &RawResponse,
     ) -> Exchange {
@@ -229,7 +229,7 @@ impl Sender {
     pub async fn send_to(
         &self,
         trial: &mut Trial,
-        role: impl Into<String>,
+        role: impl Into<Role>,
         req: &Request,
         url: &url::Url,
     ) -> Exchange {
@@ -289,7 +289,7 @@ impl Sender {
     pub async fn send_and_drop(
         &self,
         trial: &mut Trial,
-        role: impl Into<String>,
+        role: impl Into<Role>,
         req: &Request,
         wait: std::time::Duration,
     ) -> Exchange {
@@ -320,12 +320,7 @@ impl Sender {
     }
 
     /// Sends `req`, recording the exchange in `trial`.
-    pub async fn send(
-        &self,
-        trial: &mut Trial,
-        role: impl Into<String>,
-        req: &Request,
-    ) -> Exchange {
+    pub async fn send(&self, trial: &mut Trial, role: impl Into<Role>, req: &Request) -> Exchange {
         self.sent.one_more();
         let (sent, raw) = self.client.send(req).await;
         trial.record(role, sent, &raw)

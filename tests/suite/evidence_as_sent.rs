@@ -270,7 +270,7 @@ async fn over_h2_the_record_is_every_field_sent() {
     let client = Client::new(connector.clone(), LIMIT, 64 * 1024).unwrap();
     let (sent, response) = client.send(&request(&url)).await;
     let response = response.result.expect("the h2 server answers");
-    assert_eq!(response.version, "HTTP/2.0");
+    assert_eq!(response.version, http::Version::HTTP_2);
     let got = std::mem::take(&mut *received.lock().unwrap());
     assert_eq!(got, [fields(&sent)], "ordinary client over h2");
 

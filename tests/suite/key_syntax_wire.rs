@@ -159,7 +159,7 @@ async fn key_syntax_probes_put_the_specified_bytes_on_the_wire() {
             ex.role
         );
         arrived
-            .entry((probe, ex.role.as_str()))
+            .entry((probe, ex.role.label.as_str()))
             .or_default()
             .push(lines);
     }

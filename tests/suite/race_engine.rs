@@ -127,7 +127,7 @@ async fn send_one_puts_exact_bytes_on_the_wire() {
     let resp = r.result.unwrap();
     assert_eq!(resp.status, 201);
     assert_eq!(resp.body, b"ok");
-    assert_eq!(resp.version, "HTTP/1.1");
+    assert_eq!(resp.version, http::Version::HTTP_11);
     let a: Vec<_> = resp.headers.iter().filter(|h| h.name == "X-A").collect();
     assert_eq!(a.len(), 2, "duplicate response headers are kept");
     let got = server.await.unwrap();
@@ -166,7 +166,7 @@ async fn close_delimited_response_reads_to_eof() {
         .result
         .unwrap();
     assert_eq!(resp.body, b"until the end");
-    assert_eq!(resp.version, "HTTP/1.0");
+    assert_eq!(resp.version, http::Version::HTTP_10);
 }
 
 #[tokio::test]

@@ -77,7 +77,7 @@ async fn h2c_burst_executes_once_on_the_correct_server() {
         for r in &report.responses {
             assert_eq!(r.released, Some(released));
             let resp = r.result.as_ref().unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(resp.version, "HTTP/2");
+            assert_eq!(resp.version, http::Version::HTTP_2);
             match resp.status {
                 201 => {
                     created += 1;
@@ -120,14 +120,14 @@ async fn probe_over_h2c(fault: Option<Fault>) -> (Outcome, String) {
         .iter()
         .find(|p| p.id == "concurrent-duplicates")
         .expect("the probe ran");
-    let versions: Vec<String> = probe
+    let versions: Vec<http::Version> = probe
         .exchanges
         .iter()
-        .filter(|e| e.role.starts_with("burst "))
-        .filter_map(|e| e.response().map(|r| r.version.clone()))
+        .filter(|e| e.role.label.starts_with("burst"))
+        .filter_map(|e| e.response().map(|r| r.version))
         .collect();
     assert!(
-        !versions.is_empty() && versions.iter().all(|v| v == "HTTP/2"),
+        !versions.is_empty() && versions.iter().all(|v| *v == http::Version::HTTP_2),
         "bursts went over {versions:?}"
     );
     (
@@ -223,7 +223,7 @@ async fn tls_alpn_h2_burst_echoes_every_stream() {
         .unwrap();
     for (req, r) in reqs.iter().zip(&report.responses) {
         let resp = r.result.as_ref().unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(resp.version, "HTTP/2");
+        assert_eq!(resp.version, http::Version::HTTP_2);
         assert_eq!(resp.status, 200);
         assert_eq!(resp.body, req.body);
         assert_eq!(resp.header("x-echo-len"), Some(req.body.len().to_string()));
@@ -270,7 +270,7 @@ async fn tls_without_h2_falls_back_or_says_why() {
         .unwrap();
     for r in &report.responses {
         let resp = r.result.as_ref().unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((resp.status, resp.version.as_str()), (201, "HTTP/1.1"));
+        assert_eq!((resp.status, resp.version), (201, http::Version::HTTP_11));
     }
     let forced = h2burst::burst(&connector, &reqs, &opts()).await.unwrap();
     let err = forced.responses[0].result.as_ref().unwrap_err();
@@ -344,7 +344,7 @@ async fn pooled_burst(pool: &Pool, url: &str, round: usize, size: usize) {
     let report = pool.burst_for_target(&reqs, &opts(), true).await.unwrap();
     for r in &report.responses {
         let resp = r.result.as_ref().unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((resp.status, resp.version.as_str()), (200, "HTTP/2"));
+        assert_eq!((resp.status, resp.version), (200, http::Version::HTTP_2));
     }
 }
 
@@ -496,7 +496,7 @@ async fn a_kept_h2_connection_closed_under_a_burst_sends_it_again_on_new_ones() 
     let report = pool.burst_for_target(&reqs, &opts(), true).await.unwrap();
     for r in &report.responses {
         let resp = r.result.as_ref().unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((resp.status, resp.version.as_str()), (200, "HTTP/2"));
+        assert_eq!((resp.status, resp.version), (200, http::Version::HTTP_2));
         let why = r
             .resent
             .as_deref()

@@ -14,7 +14,9 @@ use std::path::Path;
 
 use base64::Engine as _;
 use idem_check::check::{Check, Severity};
-use idem_check::http::exchange::{Exchange, Header, ReceivedResponse, SentRequest, TransportError};
+use idem_check::http::exchange::{
+    Exchange, Header, ReceivedResponse, Role, SentRequest, TransportError,
+};
 use idem_check::outcome::Outcome;
 use idem_check::redact::{SecretSources, Secrets};
 use idem_check::report::html::{self, Lane, LaneAttempt, LaneRun, Latency, Sameness, StressView};
@@ -66,7 +68,7 @@ fn request(method: &str, path: &str, key: Option<&str>, body: &[u8]) -> SentRequ
 fn response(status: u16, content_type: &str, body: &[u8]) -> ReceivedResponse {
     ReceivedResponse {
         status,
-        version: "HTTP/1.1".into(),
+        version: http::Version::HTTP_11,
         headers: vec![
             Header::new("content-type", content_type),
             Header::new("content-length", body.len().to_string()),
@@ -97,7 +99,7 @@ fn exchange(
 }
 
 fn count(n: usize, role: &str, start_ms: f64, value: u32) -> Exchange {
-    exchange(
+    let mut e = exchange(
         n,
         role,
         start_ms,
@@ -108,7 +110,9 @@ fn count(n: usize, role: &str, start_ms: f64, value: u32) -> Exchange {
             "application/json",
             format!("{{\"count\":{value}}}").as_bytes(),
         )),
-    )
+    );
+    e.role.reads_counter = true;
+    e
 }
 
 /// The keyed payment POST answered `status` with the JSON `body`: most exchanges of a probe.
@@ -409,7 +413,7 @@ fn mixed() -> RunReport {
                 created("pay_01H8").as_bytes(),
             );
             if n > 1 {
-                e.role = format!("duplicate {}/2", n - 1);
+                e.role = Role::nth("duplicate", n - 1, 2);
                 e.release_us = Some(41_000.0);
             }
             e
@@ -1083,11 +1087,7 @@ fn stress_page_matches_its_golden() {
         .map(|n| {
             let mut e = exchange(
                 n,
-                &if n < 5 {
-                    format!("key c0e76a12 burst {n}/4")
-                } else {
-                    "key c0e76a12 late retry 1/1".into()
-                },
+                "key c0e76a12",
                 if n < 5 { 1.0 + n as f64 * 0.1 } else { 9.0 },
                 if n < 5 { 4.0 } else { 1.5 },
                 request("POST", "/api/payments", Some(KEY), PAYMENT),
@@ -1097,9 +1097,12 @@ fn stress_page_matches_its_golden() {
                     b"{\"id\":\"pay_1\"}",
                 )),
             );
-            if n < 5 {
+            e.role = if n < 5 {
                 e.release_us = Some(2_000.0 + n as f64 * 7.0);
-            }
+                Role::nth("key c0e76a12 burst", n, 4)
+            } else {
+                Role::nth("key c0e76a12 late retry", 1, 1)
+            };
             e
         })
         .collect();

@@ -5,6 +5,7 @@ use crate::common;
 
 use std::time::Duration;
 
+use idem_check::http::exchange::version_text;
 use idem_check::outcome::Outcome;
 use idem_check::reference::Reference;
 use idem_check::stress::{self, StressOptions, StressReport};
@@ -120,8 +121,13 @@ async fn http2_carries_the_late_retries_too() {
         .result
         .exchanges
         .iter()
-        .filter(|e| e.role.contains("burst") || e.role.contains("late retry"))
-        .map(|e| (e.role.as_str(), e.response().map(|r| r.version.as_str())))
+        .filter(|e| e.role.label.contains("burst") || e.role.label.contains("late retry"))
+        .map(|e| {
+            (
+                e.role.label.as_str(),
+                e.response().map(|r| version_text(r.version)),
+            )
+        })
         .collect();
     assert!(
         versions.iter().any(|(role, _)| role.contains("late retry")),

@@ -85,7 +85,7 @@ pub(crate) async fn read_keeping(
         && !body_truncated
         && input.buf.is_empty()
         && !asks_to_close(&head.headers)
-        && head.version == "HTTP/1.1"
+        && head.version == http::Version::HTTP_11
         && head.status != 101;
     let response = ReceivedResponse {
         status: head.status,
@@ -108,7 +108,7 @@ pub(crate) fn asks_to_close(headers: &[Header]) -> bool {
 
 struct Head {
     status: u16,
-    version: String,
+    version: http::Version,
     headers: Vec<Header>,
     /// Why the head had to be read leniently.
     problem: Option<String>,
@@ -125,10 +125,13 @@ fn lenient_head(head: &[u8], strict_error: &str) -> Option<Head> {
     let status_line = std::str::from_utf8(lines.next()?).ok()?;
     let mut parts = status_line.splitn(3, ' ');
     let version = parts.next()?;
-    let minor = version.strip_prefix("HTTP/1.")?;
-    if minor.len() != 1 || !minor.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
+    let version = match version.strip_prefix("HTTP/1.")? {
+        "0" => http::Version::HTTP_10,
+        minor if minor.len() == 1 && minor.bytes().all(|b| b.is_ascii_digit()) => {
+            http::Version::HTTP_11
+        }
+        _ => return None,
+    };
     let code = parts.next()?;
     let status: u16 = code
         .parse()
@@ -155,7 +158,7 @@ fn lenient_head(head: &[u8], strict_error: &str) -> Option<Head> {
     }
     Some(Head {
         status,
-        version: version.to_string(),
+        version,
         headers,
         problem: Some(problem),
     })
@@ -211,7 +214,10 @@ impl Incoming<'_> {
                         len,
                         Head {
                             status: resp.code.unwrap_or_default(),
-                            version: format!("HTTP/1.{}", resp.version.unwrap_or(1)),
+                            version: match resp.version {
+                                Some(0) => http::Version::HTTP_10,
+                                _ => http::Version::HTTP_11,
+                            },
                             headers: resp
                                 .headers
                                 .iter()

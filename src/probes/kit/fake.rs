@@ -51,7 +51,7 @@ pub fn response(status: u16) -> ReceivedResponse {
     let retry_after = (status == 429).then(|| Header::new("Retry-After", "0"));
     ReceivedResponse {
         status,
-        version: "HTTP/1.1".into(),
+        version: http::Version::HTTP_11,
         headers: retry_after.into_iter().collect(),
         body: Vec::new(),
         body_truncated: false,
@@ -71,7 +71,7 @@ pub fn failed(error: &str) -> RawResponse {
 pub fn exchange(raw: &RawResponse) -> crate::http::exchange::Exchange {
     let mut record = super::recorder::Recorder::new(Instant::now());
     record.record(
-        "r".into(),
+        "r",
         sent(),
         raw,
         super::recorder::Traffic::Operation,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::transport::Transport;
 use crate::config::{Config, HOLD_NAME};
-use crate::http::exchange::Exchange;
+use crate::http::exchange::{Exchange, Role};
 use crate::http::{throttle, Request};
 use crate::outcome::Stop;
 use crate::probes::ProbeCtx;
@@ -157,7 +157,8 @@ pub async fn send_then_release(
     name: &str,
     held: usize,
 ) -> SentWhileHeld {
-    if let Some(ex) = ctx.outbox().not_sent(role, &req) {
+    let role = Role::new(role);
+    if let Some(ex) = ctx.outbox().not_sent(&role, &req) {
         release(ctx, name, held).await;
         return SentWhileHeld {
             judged: Some(ex),
@@ -167,7 +168,7 @@ pub async fn send_then_release(
     let t = ctx.transports.ordinary.inner().clone();
     let (sent, line) =
         release_if_stalled(t.send(&req), t.as_ref(), &ctx.config, name, ctx.started).await;
-    let ex = ctx.outbox().record_sent(role, sent);
+    let ex = ctx.outbox().record_sent(&role, sent);
     let waited = line.is_some();
     match line {
         Some((line, at)) => {
@@ -244,7 +245,10 @@ pub async fn with_waves(
         request: original,
         name: None,
     });
-    if let Some(ex) = ctx.outbox().not_sent("original (held)", &original) {
+    if let Some(ex) = ctx
+        .outbox()
+        .not_sent(&Role::new("original").held(), &original)
+    {
         return Ok((ex, Vec::new()));
     }
     let minimum = match (&ctx.config.hold_release, pace.at_least) {
@@ -353,7 +357,9 @@ async fn held_once(
         (sent, released)
     };
     let (o_sent, (waves, released)) = tokio::join!(original_fut, waves_fut);
-    let original_ex = ctx.outbox().record_sent("original (held)", o_sent);
+    let original_ex = ctx
+        .outbox()
+        .record_sent(&Role::new("original").held(), o_sent);
     if released.is_none() && original_ex.response().is_some() {
         ctx.session
             .held_for(Duration::from_secs_f64(original_ex.duration_ms / 1000.0));
@@ -364,9 +370,8 @@ async fn held_once(
     let total_waves = waves.last().map_or(0, |(w, _)| *w);
     let mut dups = Vec::with_capacity(waves.len());
     for (i, (w, s)) in waves.into_iter().enumerate() {
-        let role = format!("duplicate {}, wave {w}/{total_waves}", i + 1);
         dups.push(ctx.record.record(
-            role,
+            Role::in_wave("duplicate", i + 1, w, total_waves),
             s.request,
             &s.raw,
             super::recorder::Traffic::Operation,

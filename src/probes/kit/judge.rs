@@ -242,7 +242,7 @@ mod tests {
     fn record_with_a_timeout() -> Recorder {
         let mut r = Recorder::new(std::time::Instant::now());
         r.record(
-            "a".into(),
+            "a",
             fake::sent(),
             &fake::failed("timed out"),
             Traffic::Operation,

@@ -224,7 +224,7 @@ mod tests {
         let session = Session::new(&config);
         let mut record = Recorder::new(Instant::now());
         record.record(
-            "a".into(),
+            "a",
             fake::sent(),
             &fake::answered(201),
             Traffic::Operation,
@@ -240,7 +240,7 @@ mod tests {
         let session = Session::new(&config);
         let mut record = Recorder::new(Instant::now());
         record.record(
-            "lost".into(),
+            "lost",
             fake::sent(),
             &fake::failed("reset"),
             Traffic::Operation,
@@ -267,7 +267,7 @@ mod tests {
         let session = Session::new(&config);
         let mut record = Recorder::new(Instant::now());
         record.record(
-            "a".into(),
+            "a",
             fake::sent(),
             &fake::answered(201),
             Traffic::Operation,

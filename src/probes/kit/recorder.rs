@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::throttle::{Attempt, Throttling};
-use crate::http::exchange::{Exchange, SentRequest, TransportError, TransportErrorKind};
+use crate::http::exchange::{Exchange, Role, SentRequest, TransportError, TransportErrorKind};
 use crate::http::raw::RawResponse;
 
 /// What a recorded request was: one to the operation (the traffic a counter delta is checked
@@ -79,7 +79,7 @@ impl Recorder {
     /// without an answer is left unfinished unless it was never sent (so no effect can follow).
     pub fn record(
         &mut self,
-        role: String,
+        role: impl Into<Role>,
         request: SentRequest,
         r: &RawResponse,
         traffic: Traffic,
@@ -91,13 +91,12 @@ impl Recorder {
         let n = self.exchanges.len() + 1;
         // One request, one exchange: a request sent again after the server closed its idle
         // connection under it is recorded (and counted) once, with why it went out twice.
-        let role = match &r.resent {
-            Some(why) => {
-                self.note(format!("#{n} was {why}"));
-                format!("{role} (sent again on a new connection)")
-            }
-            None => role,
-        };
+        let mut role = role.into();
+        if let Some(why) = &r.resent {
+            self.note(format!("#{n} was {why}"));
+            role.resent = true;
+        }
+        role.reads_counter = traffic == Traffic::CounterRead;
         let ex = Exchange {
             n,
             role,
@@ -125,7 +124,7 @@ impl Recorder {
     }
 
     /// Records one attempt a throttling transport made, marking and noting a 429 it sent again.
-    pub fn record_attempt(&mut self, role: String, a: Attempt) -> Exchange {
+    pub fn record_attempt(&mut self, role: impl Into<Role>, a: Attempt) -> Exchange {
         let ex = self.record(role, a.request, &a.raw, Traffic::Operation, a.failure);
         if let Throttling::SentAgain(pause) = a.throttling {
             self.mark_throttled(ex.n);
@@ -141,7 +140,7 @@ impl Recorder {
     /// Marks exchange `n` as answered by a rate limiter in the evidence.
     pub fn mark_throttled(&mut self, n: usize) {
         if let Some(ex) = self.exchanges.iter_mut().find(|e| e.n == n) {
-            ex.role.push_str(" (throttled)");
+            ex.role.throttled = true;
         }
     }
 
@@ -168,14 +167,14 @@ mod tests {
     fn exchanges_are_numbered_in_order_and_counter_reads_are_not_operation_traffic() {
         let mut r = Recorder::new(Instant::now());
         let a = r.record(
-            "a".into(),
+            "a",
             fake::sent(),
             &fake::answered(201),
             Traffic::Operation,
             TransportErrorKind::Failed,
         );
         let b = r.record(
-            "count".into(),
+            "count",
             fake::sent(),
             &fake::answered(200),
             Traffic::CounterRead,
@@ -190,14 +189,14 @@ mod tests {
     fn an_unanswered_request_is_unfinished_unless_it_never_left() {
         let mut r = Recorder::new(Instant::now());
         r.record(
-            "lost".into(),
+            "lost",
             fake::sent(),
             &fake::failed("reset"),
             Traffic::Operation,
             TransportErrorKind::Failed,
         );
         r.record(
-            "held back".into(),
+            "held back",
             fake::sent(),
             &fake::failed("not sent"),
             Traffic::Operation,
@@ -215,7 +214,7 @@ mod tests {
     fn a_throttled_attempt_sent_again_is_marked_and_noted() {
         let mut r = Recorder::new(Instant::now());
         let ex = r.record_attempt(
-            "retry".into(),
+            "retry",
             Attempt {
                 request: fake::sent(),
                 failure: TransportErrorKind::Failed,
@@ -236,7 +235,7 @@ mod tests {
         let mut raw = fake::answered(201);
         raw.resent = Some("sent again on a new connection: closed while idle".into());
         let ex = r.record(
-            "original".into(),
+            "original",
             fake::sent(),
             &raw,
             Traffic::Operation,

@@ -8,7 +8,7 @@ use super::recorder::{Recorder, Traffic};
 use super::session::{Session, Streak, NOT_SENT};
 use super::throttle::{admitted, Throttled};
 use super::transport::{Sent, Shared};
-use crate::http::exchange::{Exchange, TransportErrorKind};
+use crate::http::exchange::{Exchange, Role, TransportErrorKind};
 use crate::http::raw::RawResponse;
 use crate::http::release::ReleaseMode;
 use crate::http::Request;
@@ -22,11 +22,11 @@ pub struct Outbox<'a> {
 
 impl Outbox<'_> {
     /// The exchange recorded instead of sending, once the target stopped answering.
-    pub fn not_sent(&mut self, role: &str, req: &Request) -> Option<Exchange> {
+    pub fn not_sent(&mut self, role: &Role, req: &Request) -> Option<Exchange> {
         self.session.stopped()?;
         let r = RawResponse::ended_now(Instant::now(), Err(NOT_SENT.to_string()));
         let ex = self.record.record(
-            role.into(),
+            role.clone(),
             req.prepare(),
             &r,
             Traffic::Operation,
@@ -37,9 +37,9 @@ impl Outbox<'_> {
 
     /// Records one request to the operation, sent outside a transport's 429 rule, and counts
     /// its answer towards the streak.
-    pub fn record_sent(&mut self, role: &str, s: Sent) -> Exchange {
+    pub fn record_sent(&mut self, role: &Role, s: Sent) -> Exchange {
         let ex = self.record.record(
-            role.into(),
+            role.clone(),
             s.request,
             &s.raw,
             Traffic::Operation,
@@ -54,7 +54,7 @@ impl Outbox<'_> {
         &mut self,
         t: &Throttled<Shared>,
         streak: Streak,
-        role: &str,
+        role: &Role,
         req: Request,
     ) -> Exchange {
         if let Some(ex) = self.not_sent(role, &req) {
@@ -62,7 +62,7 @@ impl Outbox<'_> {
         }
         let mut last = None;
         for a in t.send(&req).await {
-            let ex = self.record.record_attempt(role.into(), a);
+            let ex = self.record.record_attempt(role.clone(), a);
             self.session.saw(&ex, streak);
             last = Some(ex);
         }
@@ -86,10 +86,7 @@ impl Outbox<'_> {
             .map_err(|e| Stop::Error(e.to_string()))?;
         let total = attempts.len();
         let out: Vec<Exchange> = (attempts.into_iter().enumerate())
-            .map(|(i, a)| {
-                self.record
-                    .record_attempt(format!("{role} {}/{total}", i + 1), a)
-            })
+            .map(|(i, a)| self.record.record_attempt(Role::nth(role, i + 1, total), a))
             .collect();
         // A burst answered at all shows the target alive, whatever happened to some duplicates.
         if let Some(ex) = out.iter().find(|e| e.response().is_some()).or(out.first()) {
@@ -123,8 +120,13 @@ mod tests {
             session: &mut session,
         };
         for i in 1..=4 {
-            out.send(&refusing, Streak::Counts, &format!("r{i}"), fake::request())
-                .await;
+            out.send(
+                &refusing,
+                Streak::Counts,
+                &Role::new(format!("r{i}")),
+                fake::request(),
+            )
+            .await;
         }
         assert!(session.stopped().is_some());
         let last = record.get(4).unwrap();
@@ -144,8 +146,13 @@ mod tests {
             session: &mut session,
         };
         for _ in 0..4 {
-            out.send(&dropping, Streak::AnswersOnly, "raw", fake::request())
-                .await;
+            out.send(
+                &dropping,
+                Streak::AnswersOnly,
+                &Role::new("raw"),
+                fake::request(),
+            )
+            .await;
         }
         assert_eq!(session.stopped(), None);
         assert_eq!(record.exchanges.len(), 4);

@@ -40,10 +40,10 @@ pub fn bursts(exchanges: &[Exchange]) -> Vec<Burst<'_>> {
     let mut out: Vec<Burst> = Vec::new();
     let mut open = false;
     for e in exchanges {
-        let label = burst_label(&e.role);
-        let positioned = label != e.role;
+        let label = &e.role.label;
+        let positioned = e.role.position.is_some();
         match out.last_mut() {
-            Some(b) if open && positioned && b.label == label => b.exchanges.push(e),
+            Some(b) if open && positioned && &b.label == label => b.exchanges.push(e),
             _ if e.release_us.is_some() => out.push(Burst {
                 label: label.to_string(),
                 exchanges: vec![e],
@@ -58,26 +58,14 @@ pub fn bursts(exchanges: &[Exchange]) -> Vec<Burst<'_>> {
     out
 }
 
-/// `burst 3/10 7/16` → `burst 3/10`: the role without the position the burst gave it.
-fn burst_label(role: &str) -> &str {
-    match role.rsplit_once(' ') {
-        Some((head, tail))
-            if tail.contains('/') && tail.chars().all(|c| c.is_ascii_digit() || c == '/') =>
-        {
-            head
-        }
-        _ => role,
-    }
-}
-
 /// Whether `e` read the effect counter (drawn as a point: its value is what matters).
 fn is_counter_read(e: &Exchange) -> bool {
-    e.request.method == "GET" && e.role.trim_start().starts_with("count")
+    e.role.reads_counter
 }
 
 /// Whether `e` was held in flight on purpose (`original (held)`).
 fn is_held(e: &Exchange) -> bool {
-    e.role.contains("(held)")
+    e.role.held
 }
 
 /// What an exchange got, in a few characters: `201`, `no answer`.
@@ -134,7 +122,7 @@ pub fn arrival(p: &ProbeReport, b: &Burst, secrets: &Secrets) -> String {
                     out,
                     "<g><title>#{} {}: released +{:.0} µs → {}</title><circle class=\"{}\" cx=\"{}\" cy=\"{}\" r=\"{}\"/>",
                     e.n,
-                    short(&e.role, LABEL_CHARS, secrets),
+                    short(&e.role.to_string(), LABEL_CHARS, secrets),
                     released - first_us,
                     esc(&answer(e)),
                     svg::exchange_class(e),
@@ -150,7 +138,7 @@ pub fn arrival(p: &ProbeReport, b: &Burst, secrets: &Secrets) -> String {
                     out,
                     "<g><title>#{} {}: not released → {}</title><path class=\"{}\" d=\"M{} {}L{} {}M{} {}L{} {}\"/>",
                     e.n,
-                    short(&e.role, LABEL_CHARS, secrets),
+                    short(&e.role.to_string(), LABEL_CHARS, secrets),
                     esc(&answer(e)),
                     svg::exchange_class(e),
                     px(x - r),
@@ -246,7 +234,7 @@ pub fn timeline(p: &ProbeReport, secrets: &Secrets) -> Option<String> {
             out,
             "<g><title>#{} {}: +{:.1} ms, {:.1} ms → {}</title>",
             e.n,
-            short(&e.role, 80, secrets),
+            short(&e.role.to_string(), 80, secrets),
             e.start_ms.max(0.0),
             e.duration_ms.max(0.0),
             esc(&answer(e))
@@ -297,7 +285,7 @@ pub fn timeline(p: &ProbeReport, secrets: &Secrets) -> Option<String> {
                 px(x0 - 6.0),
                 px(y + h * 0.72),
                 e.n,
-                short(&e.role, LABEL_CHARS, secrets),
+                short(&e.role.to_string(), LABEL_CHARS, secrets),
                 px(scale.at(e.end_ms()) + 4.0),
                 px(y + h * 0.72),
                 esc(&answer(e))
@@ -332,13 +320,7 @@ pub fn timeline(p: &ProbeReport, secrets: &Secrets) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn burst_roles_lose_their_position_only() {
-        assert_eq!(burst_label("burst 3/10 7/16"), "burst 3/10");
-        assert_eq!(burst_label("key 5f3ab1c2 burst 2/6"), "key 5f3ab1c2 burst");
-        assert_eq!(burst_label("original (held)"), "original (held)");
-    }
+    use crate::http::exchange::Role;
 
     #[test]
     fn consecutive_released_exchanges_of_one_role_make_a_burst() {
@@ -348,8 +330,8 @@ mod tests {
         for (i, e) in ex.iter_mut().enumerate() {
             e.role = match i {
                 0 | 3 => "count".into(),
-                1 | 2 => format!("burst 1/2 {i}/2"),
-                _ => format!("burst 2/2 {}/3", i - 3),
+                1 | 2 => Role::nth("burst 1/2", i, 2),
+                _ => Role::nth("burst 2/2", i - 3, 3),
             };
             if !matches!(i, 0 | 3) {
                 e.release_us = Some(100.0 + i as f64);
@@ -372,7 +354,7 @@ mod tests {
             .map(|n| crate::check::test_exchange(n, 201, "{}"))
             .collect();
         for (i, e) in ex.iter_mut().enumerate() {
-            e.role = format!("duplicate {}/5", i + 1);
+            e.role = Role::nth("duplicate", i + 1, 5);
             e.release_us = (i != 2).then_some(100.0 + i as f64);
         }
         ex[2].outcome = Err(crate::http::exchange::TransportError::failed(

@@ -191,7 +191,7 @@ impl Conn {
         let result = match s.status {
             Some(status) => Ok(ReceivedResponse {
                 status,
-                version: "HTTP/2".to_string(),
+                version: http::Version::HTTP_2,
                 headers: std::mem::take(&mut s.headers),
                 body: std::mem::take(&mut s.body),
                 body_truncated: s.truncated,
