@@ -167,7 +167,7 @@ macro_rules! with_inputs {
                           the deployment's lifetime, e.g. 'X-Test-Key-Ttl-Ms: 200' on the \
                           reference server";
                 KEY_IN_BODY: "--key-in-body" top "key-in-body" => key_in_body: Option<String>,
-                    shown plain, value "POINTER", reference false,
+                    shown plain, value "POINTER", reference true,
                     help "The request carries its idempotency key in the body instead of a \
                           header: at this JSON pointer (/idempotency_key), or for a form body in \
                           this field; the -d body must hold it. Its syntax is token";

@@ -21,6 +21,7 @@ use idem_reference_server::{
 use tokio::sync::{oneshot, Mutex};
 use tokio::task::JoinHandle;
 
+use crate::carrier::{set_field, Place};
 use crate::config::{OutageHook, RestartHook, TargetSpec};
 
 /// The hold the concurrency probes ask of the reference server: a named hold the checker
@@ -60,8 +61,9 @@ pub struct Reference {
     pub replica_base: String,
     server: Arc<Server>,
     replica: Server,
-    /// The header the key is read from, when it is not [`idem_reference_server::DEFAULT_KEY_HEADER`].
-    key_header: Option<String>,
+    /// Where the key is read from, when it is not [`idem_reference_server::DEFAULT_KEY_HEADER`]:
+    /// another header, or a body field.
+    key: Option<Place>,
     _dir: tempfile::TempDir,
 }
 
@@ -157,7 +159,7 @@ impl Reference {
 
     /// Starts the reference server and its replica, optionally with a fault, on the PostgreSQL
     /// database `postgres` names, else on a temporary SQLite file, reading the key from
-    /// `key_header` when given (else `Idempotency-Key`). Even `memory-store` gets a file: the
+    /// `key` when given (another header, or a body field; else `Idempotency-Key`). Even `memory-store` gets a file: the
     /// fault keeps the idempotency records in each process's memory while the payments stay in
     /// the shared file, which is what makes its lost records show up as extra payments on the
     /// one effect counter. A configuration the server refuses is an
@@ -165,7 +167,7 @@ impl Reference {
     pub async fn start_with(
         fault: Option<Fault>,
         postgres: Option<&str>,
-        key_header: Option<&str>,
+        key: Option<&Place>,
     ) -> Result<Reference> {
         let dir = tempfile::tempdir().context("could not create a temporary directory")?;
         let db = match postgres {
@@ -191,10 +193,12 @@ impl Reference {
         if fault == Some(Fault::Race) {
             config.race_window_us = 100;
         }
-        if let Some(name) = key_header {
-            config.key_header = name.to_string();
+        match key {
+            Some(Place::Header(name)) => config.key_header = name.clone(),
+            Some(Place::Body(field)) => config.key_in_body = Some(field.clone()),
+            None => {}
         }
-        Self::serve(config, dir, key_header).await
+        Self::serve(config, dir, key.cloned()).await
     }
 
     /// Starts the reference server and its replica on a temporary SQLite file with its webhook
@@ -223,7 +227,7 @@ impl Reference {
     async fn serve(
         config: ServerConfig,
         dir: tempfile::TempDir,
-        key_header: Option<&str>,
+        key: Option<Place>,
     ) -> Result<Reference> {
         config
             .validate()
@@ -242,7 +246,7 @@ impl Reference {
             replica_base,
             server: Arc::new(server),
             replica,
-            key_header: key_header.map(str::to_string),
+            key,
             _dir: dir,
         })
     }
@@ -266,7 +270,20 @@ impl Reference {
                 format!("Authorization: Bearer {}", self.token(0)),
                 "Content-Type: application/json".into(),
             ],
-            body: Some(r#"{"amountCents":1250,"currency":"EUR","reference":"{{unique}}"}"#.into()),
+            body: Some(match &self.key {
+                Some(Place::Body(field)) => {
+                    let mut body = serde_json::json!({
+                        "amountCents": 1250, "currency": "EUR", "reference": "{{unique}}"
+                    });
+                    set_field(
+                        &mut body,
+                        field,
+                        Some(serde_json::Value::String(String::new())),
+                    );
+                    body.to_string()
+                }
+                _ => r#"{"amountCents":1250,"currency":"EUR","reference":"{{unique}}"}"#.into(),
+            }),
             id_pointer: Some("/id".into()),
             count_url: Some(format!("{}/api/payments/count", self.base)),
             count_pointer: Some("/count".into()),
@@ -288,7 +305,15 @@ impl Reference {
             lease_wait: Some(LEASE_WAIT),
             read_url: Some(format!("{}/api/payments/count", self.base)),
             store_outage_hook: Some(Arc::new(InProcessOutage(self.server.config.outage.clone()))),
-            key_header: self.key_header.clone(),
+            key_header: self
+                .key
+                .as_ref()
+                .and_then(Place::header)
+                .map(str::to_string),
+            key_in_body: match &self.key {
+                Some(Place::Body(field)) => Some(field.clone()),
+                _ => None,
+            },
             ..TargetSpec::default()
         }
     }

@@ -41,6 +41,8 @@ pub(crate) struct App {
     pub(crate) tasks: TaskTracker,
     /// The header the key is read from (see [`crate::Config::key_header`]).
     pub(crate) key_header: String,
+    /// The body field the key is read from instead (see [`crate::Config::key_in_body`]).
+    pub(crate) key_in_body: Option<String>,
 }
 
 impl App {

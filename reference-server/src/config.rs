@@ -130,6 +130,12 @@ pub struct Config {
     /// checker set up for that name has a correct server to compare with. Compared without
     /// regard to case, as HTTP does.
     pub key_header: String,
+    /// The key travels in the JSON body at this pointer (`/idempotency_key`, Square's layout)
+    /// instead of `key_header`: an opaque token (a non-empty JSON string, no control
+    /// characters), taken out of the body before the payload is validated and fingerprinted,
+    /// so a retry with another key is still the same payload. The faults about the header's
+    /// RFC 8941 syntax and its lines cannot apply and change nothing.
+    pub key_in_body: Option<String>,
     /// The webhook consumer's secret (`whsec_<base64>`): `POST /webhooks/{scheme}` serves only
     /// with one. How each scheme turns it into an HMAC key is in [`crate::WebhookScheme`].
     pub webhook_secret: Option<String>,
@@ -186,6 +192,7 @@ impl Config {
             db_pool: 16,
             outage: Outage::default(),
             key_header: DEFAULT_KEY_HEADER.to_owned(),
+            key_in_body: None,
             webhook_secret: None,
             webhook_secret_b: None,
             webhook_fault: None,
@@ -237,6 +244,13 @@ impl Config {
         }
         if axum::http::HeaderName::from_bytes(self.key_header.as_bytes()).is_err() {
             return Err(ConfigError::InvalidKeyHeader(self.key_header.clone()));
+        }
+        if let Some(pointer) = self
+            .key_in_body
+            .as_ref()
+            .filter(|p| !p.starts_with('/') || p.len() < 2)
+        {
+            return Err(ConfigError::InvalidKeyPointer(pointer.clone()));
         }
         if self.fault == Some(Fault::KeyNameSpellings)
             && !self.key_header.eq_ignore_ascii_case(DEFAULT_KEY_HEADER)
@@ -337,6 +351,9 @@ pub enum ConfigError {
     /// The key is read from this header, so it must be one.
     #[error("--key-header {0:?} is not a valid header name")]
     InvalidKeyHeader(String),
+    /// The key is read from the body field this JSON pointer names.
+    #[error("--key-in-body {0:?} is not a JSON pointer to a field (e.g. /idempotency_key)")]
+    InvalidKeyPointer(String),
     /// The fault renames the spellings of `Idempotency-Key` it does not know.
     #[error(
         "the key-name-spellings fault hides unusual spellings of Idempotency-Key, which is not \

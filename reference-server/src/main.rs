@@ -56,6 +56,11 @@ struct Opts {
     #[arg(long, value_name = "NAME", default_value = idem_reference_server::DEFAULT_KEY_HEADER)]
     key_header: String,
 
+    /// Read the idempotency key from the JSON body at this pointer (e.g. /idempotency_key),
+    /// as Square's API takes it, instead of from a header: an opaque token.
+    #[arg(long, value_name = "POINTER")]
+    key_in_body: Option<String>,
+
     /// Exhibit one deliberate fault (requires --test-hooks); see the README for the list.
     #[arg(long, value_name = "NAME")]
     fault: Option<Fault>,
@@ -125,6 +130,7 @@ fn config_from(opts: Opts) -> Config {
     config.test_hooks = opts.test_hooks;
     config.fault = opts.fault;
     config.key_header = opts.key_header;
+    config.key_in_body = opts.key_in_body;
     config.race_window_us = opts.race_window_us;
     config.group_commit = !opts.no_group_commit;
     config.webhook_secret = opts.webhook_secret;

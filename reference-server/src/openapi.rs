@@ -153,9 +153,43 @@ pub(crate) fn document(key_header: &str) -> Value {
     })
 }
 
-/// Serves [`document`].
+/// Serves [`document`], or [`with_body_key`] when the key travels in the body.
 pub(crate) async fn serve(State(app): State<Arc<App>>) -> Response {
-    axum::Json(document(&app.key_header)).into_response()
+    let doc = document(&app.key_header);
+    let doc = match &app.key_in_body {
+        Some(pointer) => with_body_key(doc, pointer),
+        None => doc,
+    };
+    axum::Json(doc).into_response()
+}
+
+/// `doc` declaring the key as the payment body's required string property at `pointer` (its
+/// last segment) instead of a header, as Square's documents declare `idempotency_key`.
+fn with_body_key(mut doc: Value, pointer: &str) -> Value {
+    let name = pointer.rsplit('/').next().unwrap_or(pointer);
+    if let Some(paths) = doc["paths"].as_object_mut() {
+        for op in paths.values_mut().filter_map(Value::as_object_mut) {
+            for method in op.values_mut().filter_map(Value::as_object_mut) {
+                if let Some(params) = method.get_mut("parameters").and_then(Value::as_array_mut) {
+                    params.retain(|p| p["$ref"] != "#/components/parameters/IdempotencyKey");
+                }
+            }
+        }
+    }
+    if let Some(params) = doc["components"]["parameters"].as_object_mut() {
+        params.remove("IdempotencyKey");
+    }
+    let schema = &mut doc["components"]["schemas"]["PaymentRequest"];
+    schema["properties"][name] = json!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 255,
+        "description": "The idempotency key: an opaque token; a retry with the same key and payload replays the first response."
+    });
+    if let Some(required) = schema["required"].as_array_mut() {
+        required.push(json!(name));
+    }
+    doc
 }
 
 #[cfg(test)]

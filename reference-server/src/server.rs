@@ -66,6 +66,7 @@ pub(crate) async fn run(
         clock: Arc::clone(&config.clock),
         tasks: tasks.clone(),
         key_header: config.key_header.clone(),
+        key_in_body: config.key_in_body.clone(),
     });
     let webhooks = WebhookConsumer::new(&config, Arc::clone(&app), known_events);
     let stop_purge = CancellationToken::new();

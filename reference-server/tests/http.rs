@@ -595,3 +595,58 @@ on_both_stores!(
     two_instances_on_one_database_execute_once,
     routing_errors_are_problems,
 );
+
+/// Under `--key-in-body /idempotency_key` the key is the body's field, an opaque token: the
+/// same key and payload replay byte for byte, another payload is 422, a missing or non-string
+/// field is 400 without effect, and the key header means nothing. The field is not part of the
+/// payload (the strict payload schema would refuse it otherwise).
+#[tokio::test]
+async fn a_key_in_the_body_is_the_key() {
+    let db = TestDb::new(StoreKind::Sqlite);
+    let server = start_on(&db, |c| c.key_in_body = Some("/idempotency_key".into())).await;
+    let client = server.client();
+    let keyed = |reference: &str, key: &str| {
+        let mut payload: serde_json::Value = serde_json::from_str(&body(reference)).unwrap();
+        payload["idempotency_key"] = serde_json::json!(key);
+        Req::post("/api/payments")
+            .token(A)
+            .json(&payload.to_string())
+    };
+    let first = client.send(&keyed("body-a", "\"k-1\"")).await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    let again = client.send(&keyed("body-a", "\"k-1\"")).await;
+    assert_eq!((again.status, &again.body), (201, &first.body));
+    assert_eq!(again.header("idempotency-replayed"), Some("true"));
+    let other = client.send(&keyed("body-b", "\"k-1\"")).await;
+    assert_eq!(other.status, 422, "{}", other.text());
+
+    let missing = client
+        .send(&Req::payment(A, "\"k-2\"", &body("body-c")))
+        .await;
+    assert_eq!(
+        missing.status,
+        400,
+        "the header is not the key: {}",
+        missing.text()
+    );
+    assert!(
+        missing.text().contains("/idempotency_key"),
+        "{}",
+        missing.text()
+    );
+    let mut number: serde_json::Value = serde_json::from_str(&body("body-d")).unwrap();
+    number["idempotency_key"] = serde_json::json!(7);
+    let number = Req::post("/api/payments")
+        .token(A)
+        .json(&number.to_string());
+    assert_eq!(client.send(&number).await.status, 400);
+    let control = client.send(&keyed("body-e", "k\u{1}")).await;
+    assert_eq!(control.status, 400, "{}", control.text());
+    assert_eq!(client.count(A).await, 1);
+
+    let doc = client.send(&Req::get("/openapi.json")).await.json();
+    let schema = &doc["components"]["schemas"]["PaymentRequest"];
+    assert_eq!(schema["properties"]["idempotency_key"]["type"], "string");
+    assert!(doc["components"]["parameters"]["IdempotencyKey"].is_null());
+    server.stop().await;
+}

@@ -11,6 +11,7 @@ use idem_reference_server::config::ConfigError;
 use super::discover::load;
 use super::{Interrupt, Result};
 use crate::cli::TargetArgs;
+use idem_check::carrier::Place;
 use idem_check::config::{Config, RestartHook, RunOptions, TargetSpec};
 use idem_check::discover::{Discovery, Operation, Skipped};
 use idem_check::exit::AppError;
@@ -69,8 +70,12 @@ async fn start_target(
             .as_deref()
             .map(|f| f.parse().map_err(|e| anyhow::anyhow!("{e}")))
             .transpose()?;
-        let key_header = super::flags::key_header(t)?;
-        let started = Reference::start_with(fault, t.reference_db.as_deref(), key_header).await;
+        let key = match (&t.inputs.key_in_body, super::flags::key_header(t)?) {
+            (Some(field), _) => Some(Place::Body(field.clone())),
+            (None, Some(name)) => Some(Place::Header(name.to_string())),
+            (None, None) => None,
+        };
+        let started = Reference::start_with(fault, t.reference_db.as_deref(), key.as_ref()).await;
         if interrupt.was_pressed() {
             if let Ok(r) = started {
                 r.stop().await.map_err(AppError::runtime)?;

@@ -127,13 +127,13 @@ impl fmt::Display for Role {
 impl PartialEq<&str> for Role {
     /// Compares the role as displayed: for tests and for roles read back from a report.
     fn eq(&self, other: &&str) -> bool {
-        self.to_string() == *other
+        self.to_string().as_str() == *other
     }
 }
 
 impl PartialEq<String> for Role {
     fn eq(&self, other: &String) -> bool {
-        self.to_string() == *other
+        self.to_string().as_str() == other.as_str()
     }
 }
 

@@ -133,6 +133,11 @@ impl ProbeCtx {
         self.requests.keyed(self.session.keys, key, 0)
     }
 
+    /// The operation with `body` as its payload and `key` in its carrier.
+    pub fn keyed_body(&self, key: &str, body: Vec<u8>) -> Request {
+        self.requests.keyed_body(self.session.keys, key, body)
+    }
+
     pub fn keyed_with_payload(&self, key: &str, variant: u32) -> Request {
         self.requests.keyed(self.session.keys, key, variant)
     }

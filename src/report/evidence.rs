@@ -573,7 +573,8 @@ impl Reproduce {
             // An exchange that went over HTTP/2 on a plain-text URL was h2c with prior
             // knowledge; curl must be told, or it would replay it over HTTP/1.1.
             let h2c = e.request.url.starts_with("http://")
-                && e.response().is_some_and(|r| r.version == http::Version::HTTP_2);
+                && e.response()
+                    .is_some_and(|r| r.version == http::Version::HTTP_2);
             if h2c {
                 line.push_str(" --http2-prior-knowledge");
             }

@@ -11,8 +11,9 @@ use crate::common;
 
 use std::collections::BTreeSet;
 
+use idem_check::carrier::Place;
 use idem_check::outcome::Outcome;
-use idem_check::probes;
+use idem_check::probes::{self, Need};
 use idem_reference_server::Fault;
 
 /// Whether a fault breaks the pre-flight, so a full run ends there.
@@ -24,8 +25,50 @@ fn stops_at_preflight(fault: Fault) -> bool {
 /// its evidence; a pre-flight fault fails first-request in the full run and each listed probe
 /// run alone.
 async fn fails_exactly_its_probes(fault: Fault) {
+    fails_exactly_its_probes_with(fault, None).await;
+}
+
+/// The probes a body key skips: those that test the draft's syntax or a key header's lines.
+fn skipped_for_a_body_key() -> BTreeSet<&'static str> {
+    probes::catalog()
+        .iter()
+        .filter(|p| {
+            p.meta
+                .needs
+                .iter()
+                .any(|n| matches!(n, Need::IetfSyntax | Need::KeyHeader))
+        })
+        .map(|p| p.meta.id)
+        .collect()
+}
+
+/// The probes a fault breaks that rightly PASS or SKIP when the key is a body field (a token):
+/// - `quotes-literal` and `params-in-key` change how the header's text is parsed; a body key is
+///   a JSON string and never goes through that parser;
+/// - under `no-key-required` a request without the key is an ordinary request, which a
+///   provider's optional key allows, so `missing-key` SKIPs saying the key is optional;
+/// - `plain-errors` breaks only the draft's problem+json, which a provider's carrier is not
+///   asked for.
+fn unseen_through_a_body_key(fault: Fault) -> &'static [&'static str] {
+    match fault {
+        Fault::QuotesLiteral | Fault::ParamsInKey => fault.breaks(),
+        Fault::NoKeyRequired => &["missing-key"],
+        Fault::PlainErrors => &["missing-key", "payload-mismatch"],
+        _ => &[],
+    }
+}
+
+/// [`fails_exactly_its_probes`] with the reference server reading the key from `key`: with a
+/// body key, the fault's probes that test a key header or the draft's syntax SKIP, and every
+/// other one still FAILs through the body.
+async fn fails_exactly_its_probes_with(fault: Fault, key: Option<Place>) {
     let catalog: BTreeSet<&str> = probes::catalog().iter().map(|p| p.meta.id).collect();
-    let listed: BTreeSet<&str> = fault.breaks().iter().copied().collect();
+    let mut listed: BTreeSet<&str> = fault.breaks().iter().copied().collect();
+    if matches!(key, Some(Place::Body(_))) {
+        listed.retain(|p| {
+            !skipped_for_a_body_key().contains(p) && !unseen_through_a_body_key(fault).contains(p)
+        });
+    }
     let unknown: Vec<&&str> = listed.iter().filter(|p| !catalog.contains(*p)).collect();
     assert!(
         unknown.is_empty(),
@@ -37,7 +80,7 @@ async fn fails_exactly_its_probes(fault: Fault) {
     } else {
         listed.clone()
     };
-    let report = common::run_reference(Some(fault), &[], true).await;
+    let report = common::run_reference_keyed(Some(fault), key.as_ref(), &[], true).await;
     let failed: BTreeSet<&str> = report
         .probes
         .iter()
@@ -75,7 +118,8 @@ async fn fails_exactly_its_probes(fault: Fault) {
     }
     if stops_at_preflight(fault) {
         for probe in listed.iter().filter(|p| **p != "first-request") {
-            let report = common::run_reference(Some(fault), &[probe], true).await;
+            let report =
+                common::run_reference_keyed(Some(fault), key.as_ref(), &[probe], true).await;
             let outcome = report.probes.iter().find(|p| p.id == *probe);
             if outcome.map(|p| p.outcome) != Some(Outcome::Fail) {
                 problems.push(format!(
@@ -102,6 +146,26 @@ macro_rules! fault_tests {
 }
 
 idem_reference_server::for_each_fault!(fault_tests);
+
+/// The same matrix with the key in the body (`--key-in-body /idempotency_key`).
+mod body_key {
+    use super::*;
+
+    macro_rules! body_key_tests {
+        ($($fault:ident),* $(,)?) => {
+            $(
+                #[allow(non_snake_case)]
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $fault() {
+                    let key = Place::Body("/idempotency_key".into());
+                    fails_exactly_its_probes_with(Fault::$fault, Some(key)).await;
+                }
+            )*
+        };
+    }
+
+    idem_reference_server::for_each_fault!(body_key_tests);
+}
 
 /// No probe is a check that cannot fail: some fault is designed to make each one FAIL (and the
 /// tests above show that it does).

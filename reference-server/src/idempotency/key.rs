@@ -36,13 +36,21 @@ pub(crate) enum KeyError {
     Empty,
     #[error("Idempotency-Key is {0} characters long; the limit is {MAX_KEY_LEN}")]
     TooLong(usize),
+    #[error("this operation requires the idempotency key in the body at {0}")]
+    MissingField(String),
+    #[error("the idempotency key at {0} must be a JSON string, not {1}")]
+    NotText(String, &'static str),
+    #[error("the idempotency key must not contain control characters")]
+    Control,
 }
 
 impl KeyError {
     /// The 400 problem for this error (never a 5xx, whatever the header held).
     pub(crate) fn problem(&self) -> Problem {
         let (slug, title) = match self {
-            KeyError::Missing => ("key-required", "Idempotency-Key required"),
+            KeyError::Missing | KeyError::MissingField(_) => {
+                ("key-required", "Idempotency-Key required")
+            }
             _ => ("key-invalid", "Invalid Idempotency-Key"),
         };
         Problem::new(StatusCode::BAD_REQUEST, slug, title, self.to_string()).idempotency()
@@ -90,6 +98,49 @@ pub(crate) fn parse(
     if fault == Some(Fault::ParamsInKey) {
         key = item.serialize();
     }
+    bounded(key, fault)
+}
+
+/// Takes the key out of the JSON body `body` at `pointer` (the `--key-in-body` carrier): an
+/// opaque token, a JSON string without control characters, bounded like a header's key. The
+/// field is removed, so what is left is the payload alone.
+pub(crate) fn take_from_body(
+    body: &mut serde_json::Value,
+    pointer: &str,
+    fault: Option<Fault>,
+) -> Result<String, KeyError> {
+    let (parent, name) = pointer.rsplit_once('/').unwrap_or(("", pointer));
+    let name = name.replace("~1", "/").replace("~0", "~");
+    let value = body
+        .pointer_mut(parent)
+        .and_then(serde_json::Value::as_object_mut)
+        .and_then(|fields| fields.remove(&name))
+        .ok_or_else(|| KeyError::MissingField(pointer.to_owned()))?;
+    let key = match value {
+        serde_json::Value::String(key) => key,
+        serde_json::Value::Null => return Err(KeyError::NotText(pointer.to_owned(), "null")),
+        serde_json::Value::Bool(_) => {
+            return Err(KeyError::NotText(pointer.to_owned(), "a boolean"))
+        }
+        serde_json::Value::Number(_) => {
+            return Err(KeyError::NotText(pointer.to_owned(), "a number"))
+        }
+        serde_json::Value::Array(_) => {
+            return Err(KeyError::NotText(pointer.to_owned(), "an array"))
+        }
+        serde_json::Value::Object(_) => {
+            return Err(KeyError::NotText(pointer.to_owned(), "an object"))
+        }
+    };
+    if key.chars().any(char::is_control) {
+        return Err(KeyError::Control);
+    }
+    bounded(key, fault)
+}
+
+/// `key` unless it is empty or too long, under the faults that change those limits or fold
+/// case: the checks every carrier shares.
+fn bounded(mut key: String, fault: Option<Fault>) -> Result<String, KeyError> {
     if key.is_empty() && fault != Some(Fault::AcceptEmpty) {
         return Err(KeyError::Empty);
     }

@@ -161,16 +161,39 @@ async fn admit(
         let body = axum::Json(serde_json::json!({}));
         return Ok(Admitted::Answered((StatusCode::OK, body).into_response()));
     }
-    let key = match key::parse(headers, &app.key_header, behaviour.key_parser) {
-        Ok(key) => Some(key),
-        Err(KeyError::Missing) if !behaviour.require_key => None,
-        Err(e) => {
-            tracing::debug!(tenant = %tenant, cause = %e, "refused Idempotency-Key");
-            return Err(e.problem());
-        }
+    let refused = |e: KeyError| {
+        tracing::debug!(tenant = %tenant, cause = %e, "refused Idempotency-Key");
+        e.problem()
+    };
+    let mut key = match &app.key_in_body {
+        Some(_) => None,
+        None => match key::parse(headers, &app.key_header, behaviour.key_parser) {
+            Ok(key) => Some(key),
+            Err(KeyError::Missing) if !behaviour.require_key => None,
+            Err(e) => return Err(refused(e)),
+        },
     };
     let hooks = TestHooks::parse(headers, app.test_hooks)?;
     let body = read_body(body).await?;
+    let raw = body.clone();
+    // A body key is taken out of the body: what is left is the payload, validated and
+    // fingerprinted as a header key's payload is.
+    let (key_in_body, body) = match (&app.key_in_body, serde_json::from_slice(&body)) {
+        (Some(pointer), Ok(serde_json::Value::Object(fields))) => {
+            let mut json = serde_json::Value::Object(fields);
+            match key::take_from_body(&mut json, pointer, behaviour.key_parser) {
+                Ok(found) => key = Some(found),
+                Err(KeyError::MissingField(_)) if !behaviour.require_key => {}
+                Err(e) => return Err(refused(e)),
+            }
+            (true, Bytes::from(json.to_string()))
+        }
+        _ => (false, body),
+    };
+    if app.key_in_body.is_some() && !key_in_body && behaviour.require_key {
+        let pointer = app.key_in_body.clone().unwrap_or_default();
+        return Err(refused(KeyError::MissingField(pointer)));
+    }
     let payload = match Payload::from_request(headers, &body) {
         Ok(payload) => payload,
         Err(problem) => {
@@ -187,7 +210,7 @@ async fn admit(
         }
     };
     let fingerprinted = if behaviour.fingerprint_raw_bytes {
-        body.to_vec()
+        raw.to_vec()
     } else {
         payload.canonical()
     };

@@ -60,6 +60,13 @@ impl Requests {
         &self.config.key_carrier
     }
 
+    /// The operation with `body` instead of its payload and `key` written as `keys` writes it,
+    /// in its carrier: the key is set after the body is, so a body key survives the swap.
+    pub fn keyed_body(&self, keys: KeySyntax, key: &str, body: Vec<u8>) -> Request {
+        let req = self.operation(0).with_body(body);
+        self.carrier().place.put(req, keys.encode(key).as_bytes())
+    }
+
     /// The operation with `key` written as `keys` writes it, payload `variant`.
     pub fn keyed(&self, keys: KeySyntax, key: &str, variant: u32) -> Request {
         self.with_key_value(keys.encode(key).into_bytes(), variant)

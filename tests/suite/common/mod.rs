@@ -13,6 +13,7 @@ pub mod tls;
 
 use std::sync::Arc;
 
+use idem_check::carrier::Place;
 use idem_check::config::{Config, RunOptions};
 use idem_check::probes::select;
 use idem_check::redact::Secrets;
@@ -51,7 +52,26 @@ pub async fn run_reference_with_secrets(
     probes: &[&str],
     strict: bool,
 ) -> (RunReport, Secrets) {
-    let reference = Reference::start(fault)
+    run_reference_in(fault, None, probes, strict).await
+}
+
+/// [`run_reference`] with the server and the checker reading the key from `key`.
+pub async fn run_reference_keyed(
+    fault: Option<Fault>,
+    key: Option<&Place>,
+    probes: &[&str],
+    strict: bool,
+) -> RunReport {
+    run_reference_in(fault, key, probes, strict).await.0
+}
+
+async fn run_reference_in(
+    fault: Option<Fault>,
+    key: Option<&Place>,
+    probes: &[&str],
+    strict: bool,
+) -> (RunReport, Secrets) {
+    let reference = Reference::start_with(fault, None, key)
         .await
         .expect("reference server starts");
     let opts = RunOptions {
