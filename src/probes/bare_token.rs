@@ -37,7 +37,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let token = keys::token_key(&ctx.fresh_key());
+    let token = ctx.of_the_shape(keys::token_key(&ctx.fresh_key()))?;
     let requests = vec![
         (
             "bare token".to_string(),

@@ -99,6 +99,19 @@ impl ProbeCtx {
         keys::fresh()
     }
 
+    /// `key` when the API accepts keys of its shape ([`super::kit::shape`]); else the SKIP that
+    /// names the shape, since a refusal of the key would say nothing about what the probe tests.
+    pub fn of_the_shape(&self, key: String) -> Result<String, Stop> {
+        let shape = self.session.key_shape;
+        if shape.admits(&key) {
+            return Ok(key);
+        }
+        Err(Stop::Skip(format!(
+            "the API accepts only keys of shape {shape} (--key-shape, or learnt by the \
+             pre-flight): this probe needs the key {key:?}"
+        )))
+    }
+
     /// The configured operation for tenant A, with payload variant 0 and no key.
     pub fn request(&self) -> Request {
         self.requests.operation(0)

@@ -6,6 +6,7 @@
 
 use futures::FutureExt;
 
+use super::kit::shape;
 use super::shared::unless_success;
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::outcome::Stop;
@@ -49,8 +50,8 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         .send("key 2, same payload", ctx.keyed(&ctx.fresh_key()))
         .await;
     let middle = ctx.count("count between pairs").await?;
-    let uuid = ctx.fresh_key();
-    let (upper, lower) = (format!("K-{}", uuid.to_uppercase()), format!("k-{uuid}"));
+    let pair = shape::case_pair(ctx.session.key_shape, &ctx.fresh_key(), &ctx.fresh_key());
+    let (upper, lower) = (pair.upper, pair.lower);
     let c = ctx
         .send("key 3, upper case", ctx.keyed_with_payload(&upper, 1))
         .await;
@@ -66,6 +67,13 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let e = ctx.executions(&middle, &after, &[], &[&c, &d]);
     ctx.expect_executions(&CASE_SENSITIVE, e, 2);
     ctx.expect_identities(&DISTINCT_IDS, "resource identity", &[&a, &b, &c, &d], false);
-    ctx.note(format!("case pair: {upper} / {lower}"));
+    ctx.note(if pair.same_value {
+        format!(
+            "case pair: {upper} / {lower}: keys are UUIDs, whose spellings name one value, so the \
+             pair is two UUIDs, one spelt upper-case"
+        )
+    } else {
+        format!("case pair: {upper} / {lower}")
+    });
     Ok(())
 }

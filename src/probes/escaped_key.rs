@@ -32,6 +32,6 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let key = keys::escaped_key(&ctx.fresh_key());
+    let key = ctx.of_the_shape(keys::escaped_key(&ctx.fresh_key()))?;
     super::accepted_then_recognised(ctx, &key, &ACCEPTED, &REPLAYS).await
 }

@@ -13,8 +13,10 @@
 
 use futures::FutureExt;
 
+use super::kit::shape;
 use super::shared::{is_success, unless_success};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
+use crate::carrier::KeyShape;
 use crate::check;
 use crate::http::exchange::Exchange;
 use crate::keys::{KeySyntax, FELL_BACK};
@@ -125,6 +127,38 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     ctx.note(format!("effects: {}", ctx.session.meter.describe()));
     let e = ctx.executions(&before, &after, &[], &[&original, &second]);
     ctx.expect_executions(&ONE_EFFECT, e, 2);
+    if ctx.session.key_shape == KeyShape::default() {
+        learn_the_key_shape(ctx).await?;
+    }
+    Ok(())
+}
+
+/// Sends the trial keys of [`shape::trials`] until one settles the shape the API accepts, and
+/// keeps it in the session for every later probe; only a 400 or 422 counts as refusing a key.
+/// The counter is read after them, so the payments the accepted trials made are this probe's,
+/// not the next one's. `--key-shape` skips the trials.
+async fn learn_the_key_shape(ctx: &mut ProbeCtx) -> Result<(), Stop> {
+    let mut learnt = KeyShape::default();
+    let mut seen = Vec::new();
+    for (i, trial) in shape::trials(&ctx.fresh_key()).into_iter().enumerate() {
+        let req = ctx.keyed_with_payload(&trial.key, 2 + i as u32);
+        let ex = ctx.send(format!("key trial: {}", trial.what), req).await;
+        let answer = shape::Answer::of(ex.status());
+        seen.push(format!("#{} {}", ex.n, ex.status_text()));
+        let (shape, go_on) = shape::learn(learnt, &trial, answer);
+        learnt = shape;
+        if !go_on {
+            break;
+        }
+    }
+    ctx.count("count after the key trials").await?;
+    if learnt != KeyShape::default() {
+        ctx.note(format!(
+            "keys: the API accepts only keys of shape {learnt} (trials {}): every derived key keeps it",
+            seen.join(", ")
+        ));
+    }
+    ctx.session.key_shape = learnt;
     Ok(())
 }
 

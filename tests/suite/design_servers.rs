@@ -1244,3 +1244,53 @@ fn stress_sends_and_judges_a_body_key() {
         assert_eq!(report["key"], "body /idempotency_key, token", "{report}");
     }
 }
+
+/// A UUID-typed key (drf-idempotency-key): only bare UUIDs pass, and a UUID's spellings are
+/// one key. The pre-flight's first trial key (`K-<uuid>`) is refused with 400, so every later
+/// key is a UUID: distinct-keys-independent's case pair is two UUIDs, one spelt upper-case (it
+/// FAILed on `K-…` keys the API could never accept), and the probes whose key cannot be a UUID
+/// (escaped-key, bare-token) SKIP naming the shape. Under the draft's syntax the API still
+/// refuses the RFC 8941 String form: quoted-key FAILs, as the pre-flight's fallback says, and
+/// key-parameters follows from it. With `--key-shape uuid` no trial key is sent.
+#[test]
+fn a_uuid_only_api_gets_keys_of_its_shape() {
+    let except = [
+        ("quoted-key", "FAIL"),
+        ("escaped-key", "SKIP"),
+        ("bare-token", "SKIP"),
+        ("key-parameters", "INCONCLUSIVE"),
+    ];
+    let run = expect("uuid_only", &[], &full(), &except, 4);
+    assert_says(
+        &run.timeline("first-request"),
+        "keys: the API accepts only keys of shape uuid",
+        "the pre-flight says what it learnt",
+    );
+    assert_says(
+        run.reason("escaped-key"),
+        "the API accepts only keys of shape uuid",
+        "the SKIP names the shape",
+    );
+    assert_says(
+        &run.timeline("distinct-keys-independent"),
+        "keys are UUIDs",
+        "the case pair says why it is two UUIDs",
+    );
+
+    let server = start("uuid_only", &[]);
+    let said = check(
+        &server,
+        &[&full()[..], &["--key-shape", "uuid"][..]].concat(),
+    );
+    let roles: Vec<String> = said.report["probes"][0]["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["role"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        !roles.iter().any(|r| r.starts_with("key trial")),
+        "--key-shape sends no trial key: {roles:?}"
+    );
+    assert_eq!(said.probes[0].1, "PASS", "{}", said.stdout);
+}

@@ -12,6 +12,7 @@
 //! | [`hold`] | holding a request in flight, releasing it, waves of duplicates meanwhile |
 //! | [`requests`] | the operation with this probe's payloads and keys |
 //! | [`session`] | what the run carries from probe to probe |
+//! | [`shape`] | the keys the API accepts: the pre-flight's trials, keys derived in that shape |
 
 #[cfg(test)]
 pub(crate) mod fake;
@@ -22,5 +23,6 @@ pub mod recorder;
 pub mod requests;
 pub mod send;
 pub mod session;
+pub mod shape;
 pub mod throttle;
 pub mod transport;

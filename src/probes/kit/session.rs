@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::carrier::KeyShape;
 use crate::config::Config;
 use crate::effects::Meter;
 use crate::http::exchange::Exchange;
@@ -36,6 +37,9 @@ pub struct Session {
     pub keys: KeySyntax,
     /// The pre-flight fell back to bare keys ([`crate::keys::FELL_BACK`]).
     pub fell_back: bool,
+    /// The keys the API accepts: `--key-shape`, or what the pre-flight's trials learnt
+    /// ([`super::shape`]).
+    pub key_shape: KeyShape,
     /// Consecutive requests that got no answer, and the last transport error.
     failures: usize,
     last_failure: String,
@@ -59,6 +63,7 @@ impl Session {
             ),
             keys: config.key_form.initial(config.suite.key_syntax),
             fell_back: false,
+            key_shape: config.key_carrier.shape,
             failures: 0,
             last_failure: String::new(),
             last_count: None,

@@ -1,0 +1,182 @@
+//! The keys the API accepts, learnt once by the pre-flight and kept by every key a probe
+//! derives. An API whose key column is a UUID refuses `K-<uuid>`; judging it on a key it can
+//! never accept would blame it for a shape, not for what the probe tests. So the pre-flight
+//! sends a few trial keys (each a refusal teaches one thing), and a probe that cannot build a
+//! key of the learnt shape SKIPs naming it.
+
+use crate::carrier::{Alphabet, KeyShape, GENERATED_KEY_LEN};
+
+/// How many trial keys the pre-flight sends at most.
+pub const MAX_TRIALS: usize = 3;
+
+/// One trial key and the shape a refusal of it shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trial {
+    pub key: String,
+    /// What the trial tries, for its role: `a key that is not a UUID`.
+    pub what: &'static str,
+    /// The shape the API accepts if it refuses this key but took every earlier one.
+    pub refused_means: KeyShape,
+}
+
+/// The trials, in order: a prefixed UUID (refused → UUIDs only), a key with characters outside
+/// `[A-Za-z0-9_-]` (refused → that alphabet), a long key (refused → no longer than the
+/// longest accepted). Each is built from `uuid` so it is new.
+pub fn trials(uuid: &str) -> [Trial; MAX_TRIALS] {
+    let prefixed = format!("K-{uuid}");
+    let long = format!("k-{uuid}-{}", "k".repeat(100));
+    [
+        Trial {
+            key: prefixed.clone(),
+            what: "a key that is not a UUID",
+            refused_means: KeyShape {
+                alphabet: Alphabet::Uuid,
+                max_len: None,
+            },
+        },
+        Trial {
+            key: format!("k.{uuid}:~"),
+            what: "a key with characters outside [A-Za-z0-9_-]",
+            refused_means: KeyShape {
+                alphabet: Alphabet::Token,
+                max_len: None,
+            },
+        },
+        Trial {
+            key: long,
+            what: "a long key",
+            refused_means: KeyShape {
+                alphabet: Alphabet::Any,
+                max_len: Some(prefixed.len().max(GENERATED_KEY_LEN)),
+            },
+        },
+    ]
+}
+
+/// What an answer to a trial says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Accepted,
+    /// 400 or 422: the key was refused.
+    Refused,
+    /// Anything else (a 5xx, a 409, no answer): it says nothing about the key.
+    Unclear,
+}
+
+impl Answer {
+    pub fn of(status: Option<u16>) -> Answer {
+        match status {
+            Some(s) if (200..300).contains(&s) => Answer::Accepted,
+            Some(400 | 422) => Answer::Refused,
+            _ => Answer::Unclear,
+        }
+    }
+}
+
+/// The shape learnt so far, `shape`, after `trial` got `answer`; `None` once the trials should
+/// stop (a refusal of a prefixed UUID settles it, and an unclear answer teaches nothing more).
+pub fn learn(shape: KeyShape, trial: &Trial, answer: Answer) -> (KeyShape, bool) {
+    match answer {
+        Answer::Accepted => (shape, true),
+        Answer::Unclear => (shape, false),
+        Answer::Refused => {
+            let learnt = KeyShape {
+                alphabet: match trial.refused_means.alphabet {
+                    Alphabet::Any => shape.alphabet,
+                    other => other,
+                },
+                max_len: trial.refused_means.max_len.or(shape.max_len),
+            };
+            (learnt, learnt.alphabet != Alphabet::Uuid)
+        }
+    }
+}
+
+/// Two keys of `shape` that differ only in letter case, for distinct-keys-independent: `K-`
+/// and `k-` prefixes where the shape allows them; for UUIDs, whose spellings are one value
+/// (RFC 9562 §4), the upper-case spelling of one UUID and a second UUID, so the pair is two
+/// keys whatever the API does with case. `same_value` says which.
+pub fn case_pair(shape: KeyShape, uuid: &str, other_uuid: &str) -> CasePair {
+    let prefixed = (format!("K-{}", uuid.to_uppercase()), format!("k-{uuid}"));
+    if shape.admits(&prefixed.0) && shape.admits(&prefixed.1) {
+        return CasePair {
+            upper: prefixed.0,
+            lower: prefixed.1,
+            same_value: false,
+        };
+    }
+    CasePair {
+        upper: uuid.to_uppercase(),
+        lower: other_uuid.to_lowercase(),
+        same_value: true,
+    }
+}
+
+/// See [`case_pair`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CasePair {
+    pub upper: String,
+    pub lower: String,
+    /// The pair is two UUIDs, one spelt upper-case: what the shape allows, since a UUID's
+    /// spellings name one value.
+    pub same_value: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const U: &str = "0b9a2a8e-1111-4222-8333-444455556666";
+
+    fn run(refuses: impl Fn(&str) -> bool) -> (KeyShape, usize) {
+        let mut shape = KeyShape::default();
+        let mut sent = 0;
+        for t in trials(U) {
+            sent += 1;
+            let answer = if refuses(&t.key) {
+                Answer::Refused
+            } else {
+                Answer::Accepted
+            };
+            let (learnt, go_on) = learn(shape, &t, answer);
+            shape = learnt;
+            if !go_on {
+                break;
+            }
+        }
+        (shape, sent)
+    }
+
+    #[test]
+    fn refusals_teach_the_shape() {
+        let uuid_only = run(|k| uuid::Uuid::try_parse(k).is_err());
+        assert_eq!(uuid_only, ("uuid".parse().unwrap(), 1));
+        let token = run(|k| {
+            !k.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b))
+        });
+        assert_eq!(token.0, "token".parse().unwrap());
+        let short = run(|k| k.len() > 64);
+        assert_eq!(short.0.max_len, Some(38));
+        assert_eq!(run(|_| false), (KeyShape::default(), 3));
+        let (unclear, go_on) = learn(KeyShape::default(), &trials(U)[0], Answer::of(Some(503)));
+        assert!(!go_on && unclear == KeyShape::default());
+    }
+
+    #[test]
+    fn a_case_pair_keeps_the_shape() {
+        let any = case_pair(KeyShape::default(), U, "x");
+        assert_eq!(
+            (any.upper.as_str(), any.same_value),
+            ("K-0B9A2A8E-1111-4222-8333-444455556666", false)
+        );
+        let uuids = case_pair(
+            "uuid".parse().unwrap(),
+            U,
+            "1c9a2a8e-1111-4222-8333-444455556666",
+        );
+        assert!(uuids.same_value);
+        assert!(uuid::Uuid::try_parse(&uuids.upper).is_ok());
+        assert!(uuid::Uuid::try_parse(&uuids.lower).is_ok());
+    }
+}
