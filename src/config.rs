@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use futures::future::BoxFuture;
 
+use crate::auth::{self, AuthError, Credential};
 use crate::carrier::{KeyCarrier, KeyShape, Place, Syntax};
 use crate::diagnostic::{Input, Origins};
 pub use crate::effects::Counter;
@@ -316,6 +317,8 @@ pub struct Config {
     /// How every connection of the run is opened: [`TargetSpec::tls`] and [`TargetSpec::net`]
     /// made ready, shared by all the run's HTTP clients.
     pub connector: Arc<Connector>,
+    /// `--auth-cmd`'s credential, fetched again when the API answers 401.
+    pub auth: Option<Arc<Credential>>,
 }
 
 /// Bodies larger than this are cut in evidence and never buffered whole.
@@ -331,9 +334,10 @@ impl Config {
         restart: Option<Arc<dyn RestartHook>>,
     ) -> Result<Config> {
         let connector = Arc::new(Connector::new(&target.tls, &target.net)?);
-        if let Some(cmd) = target.auth_cmd.clone() {
-            add_auth_header(&mut target, &cmd)?;
-        }
+        let auth = match target.auth_cmd.clone() {
+            Some(cmd) => Some(add_auth_header(&mut target, &cmd)?),
+            None => None,
+        };
         let at = |flag| target.origins.input(flag);
         let url = parse_url(&target.url, at(TARGET_URL))?;
         let method = target
@@ -585,6 +589,7 @@ impl Config {
             key_carrier,
             secrets,
             connector,
+            auth,
         })
     }
 }
@@ -829,65 +834,23 @@ pub fn parse_header(line: &str, input: Input) -> Result<Header> {
     Ok(Header::new(name, value.trim().as_bytes().to_vec()))
 }
 
-/// Each line of a repeated header flag, its errors citing the line's own origin.
-/// How long `--auth-cmd` may take to print its header.
-pub const AUTH_CMD_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// Runs `--auth-cmd` and adds the header line it prints to tenant A's, in place of a same-named
 /// `-H`; its value becomes a secret, masked in every output even where no header name says so.
-fn add_auth_header(target: &mut TargetSpec, cmd: &str) -> Result<()> {
+/// Returns the credential, which the run fetches again on a 401 ([`crate::auth`]).
+fn add_auth_header(target: &mut TargetSpec, cmd: &str) -> Result<Arc<Credential>> {
     let input = target.origins.input(inputs::AUTH_CMD.flag);
-    let fail = |why: String| input.error(format!("{} {why}", input.name));
-    let line = run_auth_cmd(cmd).map_err(fail)?;
+    let fail = |why: AuthError| input.error(format!("{} {why}", input.name));
+    let line = auth::run(cmd).map_err(fail)?;
     // Not parse_header's own error: it would quote the line, credential and all.
-    let header = parse_header(&line, input)
-        .map_err(|_| fail("printed no 'Name: value' header line".to_string()))?;
+    let header = auth::header_of(&line).map_err(fail)?;
     let name = header.name.clone();
     target.headers.retain(|h| {
         h.split_once(':')
             .is_none_or(|(n, _)| !n.trim().eq_ignore_ascii_case(&name))
     });
     target.headers.push(line.clone());
-    if let Some((_, value)) = line.split_once(':') {
-        target.secrets.push(value.trim().to_string());
-    }
-    Ok(())
-}
-
-/// The first line `sh -c cmd` prints on stdout, when it exits 0 within [`AUTH_CMD_TIMEOUT`]
-/// (else it is killed); its stderr goes to the user's.
-fn run_auth_cmd(cmd: &str) -> std::result::Result<String, String> {
-    use std::io::Read as _;
-    let mut child = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(cmd)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("could not be started: {e}"))?;
-    let mut stdout = child.stdout.take().expect("stdout is piped");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut out = Vec::new();
-        let _ = tx.send(stdout.read_to_end(&mut out).map(|_| out));
-    });
-    let out = match rx.recv_timeout(AUTH_CMD_TIMEOUT) {
-        Ok(read) => read.map_err(|e| format!("output could not be read: {e}"))?,
-        Err(_) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!(
-                "printed nothing within {}",
-                humantime::format_duration(AUTH_CMD_TIMEOUT)
-            ));
-        }
-    };
-    let status = child.wait().map_err(|e| e.to_string())?;
-    if !status.success() {
-        return Err(format!("failed ({status})"));
-    }
-    let text = String::from_utf8_lossy(&out);
-    Ok(text.lines().next().unwrap_or_default().trim().to_string())
+    target.secrets.push(header.value_str());
+    Ok(Credential::new(cmd, header))
 }
 
 fn parse_headers(lines: &[String], flag: &'static str, origins: &Origins) -> Result<Vec<Header>> {

@@ -100,8 +100,10 @@ macro_rules! with_inputs {
                     shown text, value "CMD", reference false,
                     help "A shell command that prints tenant A's credential as a header line, e.g. \
                           'Authorization: Bearer …', for tokens that expire: run before the \
-                          probes (at most 30s), its header replaces a -H of the same name and its \
-                          value is masked in every report";
+                          probes and again whenever the API answers 401 (the request is then sent \
+                          once more with the new credential; at most 30s each), its header \
+                          replaces a -H of the same name and every value it prints is masked in \
+                          every report";
                 HOLD_HEADER: "--hold-header" top "hold-header" => hold_header: Option<String>,
                     shown header, value "'Name: value'", reference false,
                     help "A header that makes the server hold a request in flight, added to the \

@@ -13,6 +13,7 @@
 //! [`client`] turns the tables for `idem-check client`: a fake payments API judges how a client
 //! command retries.
 
+pub mod auth;
 pub mod carrier;
 pub mod catalog;
 pub mod check;

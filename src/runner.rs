@@ -44,11 +44,10 @@ pub async fn run(
 ) -> Result<RunReport> {
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let start = Instant::now();
-    let client = Arc::new(Client::new(
-        config.connector.clone(),
-        config.timeout,
-        config.max_body,
-    )?);
+    let client = Arc::new(
+        Client::new(config.connector.clone(), config.timeout, config.max_body)?
+            .with_credential(config.auth.clone()),
+    );
     let mut probes = Vec::new();
     let mut interrupted = false;
     let mut preflight_failure: Option<String> = None;
@@ -121,7 +120,15 @@ pub async fn run(
                 charge_late_effects(&mut probes[i], last, next, def.meta.id);
             }
             last_ran = Some(probes.len());
-            let report = finish(&def, &config, ctx, stop, probe_start);
+            // A 401 that --auth-cmd could not answer is the credential's failure, not the
+            // API's: the probe is an ERROR saying so, and nothing more is sent.
+            let auth_failure = config.auth.as_ref().and_then(|a| a.take_failure());
+            let mut report = finish(&def, &config, ctx, stop, probe_start);
+            if let Some(why) = auth_failure {
+                report.outcome = Outcome::Error;
+                report.reason = format!("{why}: the 401s say nothing of the API; fix --auth-cmd");
+                preflight_failure = Some(format!("not run: {why}"));
+            }
             if def.meta.id == preflight.meta.id
                 && matches!(report.outcome, Outcome::Fail | Outcome::Error)
             {

@@ -17,6 +17,7 @@ use idem_check::discover::run::{OpenApiReport, OperationReport};
 use idem_check::exit::{AppError, ExitCode};
 use idem_check::outcome::Outcome;
 use idem_check::probes;
+use idem_check::redact::Secrets;
 use idem_check::report::terminal::{self, Progress};
 use idem_check::report::{ProbeReport, RenderOptions, RunReport};
 use idem_check::runner::{self, Observer};
@@ -51,6 +52,10 @@ pub(super) async fn run(args: RunArgs) -> Result<ExitCode> {
             .await
             .map_err(AppError::runtime)?;
         progress.finish();
+        let render = RenderOptions {
+            secrets: with_credentials(render.secrets.clone(), &config),
+            ..render.clone()
+        };
         // The header printed before the run could not know what the pre-flight settled (the
         // effect basis, the key form): that part alone, above the evidence and the summary.
         let settled = terminal::settled_context(&report, &context, &render)
@@ -109,10 +114,10 @@ async fn run_openapi(args: &RunArgs, interrupt: &Interrupt) -> Result<ExitCode> 
     }
     // Every operation shares the flags, so the first one's secrets are every run's.
     let (secrets, key) = configs.first().map_or_else(
-        || (idem_check::redact::Secrets::default(), Place::ietf()),
+        || (Secrets::default(), Place::ietf()),
         |(_, c, _)| (c.secrets.clone(), c.key_carrier.place.clone()),
     );
-    let render = render_options(&args.report, secrets, key);
+    let mut render = render_options(&args.report, secrets, key);
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let start = Instant::now();
     let mut runs = Vec::new();
@@ -140,6 +145,7 @@ async fn run_openapi(args: &RunArgs, interrupt: &Interrupt) -> Result<ExitCode> 
         .await
         .map_err(AppError::runtime)?;
         progress.finish();
+        render.secrets = with_credentials(render.secrets, &config);
         if let Some(line) = terminal::settled_context(&report, &context, &render) {
             progress.line(&line);
         }
@@ -226,4 +232,21 @@ impl Observer for ProgressObserver<'_> {
         }
         self.progress.finish_probe();
     }
+}
+
+/// `secrets` with every credential `--auth-cmd` printed during the run (the first is already
+/// one), so a token fetched after a 401 is masked in every report like the first.
+fn with_credentials(secrets: Secrets, config: &Config) -> Secrets {
+    let values = config.auth.as_ref().map(|a| a.values()).unwrap_or_default();
+    values
+        .iter()
+        .enumerate()
+        .skip(1)
+        .fold(secrets, |s, (i, v)| {
+            s.with_named(
+                v,
+                &format!("IDEM_AUTH_{i}"),
+                "a credential --auth-cmd printed",
+            )
+        })
 }

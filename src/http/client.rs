@@ -21,8 +21,10 @@ use anyhow::{Context, Result};
 use super::connection::Connector;
 use super::exchange::{Header, ReceivedResponse, SentRequest};
 use super::kept::{ForgetNew, Served};
-use super::raw::RawResponse;
+use super::raw::{RawResponse, Resent};
+use super::role::Resend;
 use super::Request;
+use crate::auth::Credential;
 
 /// A shared, pooled client; one per run.
 pub struct Client {
@@ -35,6 +37,9 @@ pub struct Client {
     served: Served,
     timeout: Duration,
     max_body: usize,
+    /// `--auth-cmd`'s credential: every request carries its current value, and a 401 fetches
+    /// a new one and sends the request once more.
+    credential: Option<Arc<Credential>>,
 }
 
 /// A reqwest builder with `connector`'s TLS settings, proxy and fixed addresses, the same the
@@ -61,7 +66,14 @@ impl Client {
             connector,
             timeout,
             max_body,
+            credential: None,
         })
+    }
+
+    /// This client, carrying `credential` ([`crate::auth`]) when there is one.
+    pub fn with_credential(mut self, credential: Option<Arc<Credential>>) -> Client {
+        self.credential = credential;
+        self
     }
 
     /// The pool to send the next request through.
@@ -82,6 +94,33 @@ impl Client {
     /// the server's idle close took before any byte of an answer is sent again, once, on a
     /// connection of its own (see the module documentation); the response says so.
     pub async fn send(&self, req: &Request) -> (SentRequest, RawResponse) {
+        let Some(credential) = &self.credential else {
+            return self.send_once(req).await;
+        };
+        let (sent, raw) = self.send_once(&credential.applied(req)).await;
+        let refused = raw.result.as_ref().is_ok_and(|r| r.status == 401);
+        if !refused || !credential.carried_by(req) || !credential.refresh().await {
+            return (sent, raw);
+        }
+        let (sent, again) = self.send_once(&credential.applied(req)).await;
+        let resent = Resent {
+            kind: Resend::NewCredential,
+            why: "sent again with a new credential: the API answered 401, and --auth-cmd \
+                  printed a new one"
+                .into(),
+        };
+        (
+            sent,
+            RawResponse {
+                started: raw.started,
+                resent: Some(resent),
+                ..again
+            },
+        )
+    }
+
+    /// [`Client::send`] without the credential's refresh.
+    async fn send_once(&self, req: &Request) -> (SentRequest, RawResponse) {
         let mut sent = as_sent(req.prepare());
         let started = Instant::now();
         let response = match self.exchange(&self.pool(), &sent).await {
@@ -324,7 +363,10 @@ mod tests {
         assert!(first.resent.is_none());
         let (_, second) = client.send(&get(&url)).await;
         assert_eq!(second.result.unwrap().status, 200, "the resend is answered");
-        let why = second.resent.expect("the record says it was sent again");
+        let why = second
+            .resent
+            .expect("the record says it was sent again")
+            .why;
         assert!(
             why.starts_with("sent again on a new connection: the kept-alive connection was closed by the server while idle (no byte received"),
             "{why}"

@@ -547,7 +547,10 @@ mod tests {
         assert_eq!(first.result.unwrap().status, 200);
         let second = pool.send(&get(&url), Duration::from_secs(5), 1024).await;
         assert_eq!(second.result.unwrap().status, 200, "the resend is answered");
-        let why = second.resent.expect("the response says it was sent again");
+        let why = second
+            .resent
+            .expect("the response says it was sent again")
+            .why;
         assert!(
             why.contains("closed by the server while idle (no byte received: connection closed before any response)"),
             "{why}"
@@ -574,7 +577,7 @@ mod tests {
         let resent: Vec<&String> = second
             .responses
             .iter()
-            .filter_map(|r| r.resent.as_ref())
+            .filter_map(|r| r.resent.as_ref().map(|r| &r.why))
             .collect();
         assert_eq!(
             resent.len(),

@@ -10,6 +10,7 @@
 //! connections ([`exchange_on`], through [`super::pool`]), reused only after a cleanly framed
 //! answer.
 
+use super::role::Resend;
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
@@ -34,10 +35,16 @@ pub struct RawResponse {
     pub finished: Instant,
     /// The response, or the transport failure as one line of text for the report.
     pub result: Result<ReceivedResponse, String>,
-    /// Why the request was sent a second time, on a new connection: its first attempt went
-    /// out on a kept-alive connection that ended before any byte of an answer. `None` for a
-    /// request sent once.
-    pub resent: Option<String>,
+    /// Why the request was sent a second time. `None` for a request sent once.
+    pub resent: Option<Resent>,
+}
+
+/// Why one request went out twice and is still one exchange.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resent {
+    pub kind: Resend,
+    /// The sentence the timeline shows: `sent again on a new connection: …`.
+    pub why: String,
 }
 
 impl RawResponse {
@@ -58,9 +65,12 @@ impl RawResponse {
     pub(crate) fn sent_again(self, first_started: Instant, first_error: &str) -> Self {
         RawResponse {
             started: first_started,
-            resent: Some(format!(
-                "sent again on a new connection: the kept-alive connection was closed by the server while idle (no byte received: {first_error})"
-            )),
+            resent: Some(Resent {
+                kind: Resend::NewConnection,
+                why: format!(
+                    "sent again on a new connection: the kept-alive connection was closed by the server while idle (no byte received: {first_error})"
+                ),
+            }),
             ..self
         }
     }

@@ -20,10 +20,20 @@ pub struct Role {
     pub held: bool,
     /// It read the effect counter.
     pub reads_counter: bool,
-    /// Sent again on a new connection, the kept-alive one having been closed while idle.
-    pub resent: bool,
+    /// Sent a second time, and why: still one request, one exchange.
+    pub resent: Option<Resend>,
     /// Answered 429 by a rate limiter and sent again.
     pub throttled: bool,
+}
+
+/// Why a request went out a second time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resend {
+    /// Its kept-alive connection was closed by the server while idle, before any byte of an
+    /// answer.
+    NewConnection,
+    /// The API answered 401 and `--auth-cmd` printed a new credential.
+    NewCredential,
 }
 
 /// Where in a series a request went.
@@ -113,7 +123,14 @@ impl fmt::Display for Role {
         }
         for (on, mark) in [
             (self.held, " (held)"),
-            (self.resent, " (sent again on a new connection)"),
+            (
+                self.resent == Some(Resend::NewConnection),
+                " (sent again on a new connection)",
+            ),
+            (
+                self.resent == Some(Resend::NewCredential),
+                " (sent again with a new credential)",
+            ),
             (self.throttled, " (throttled)"),
         ] {
             if on {
@@ -155,7 +172,7 @@ mod tests {
         dup.throttled = true;
         assert_eq!(dup.to_string(), "duplicate 2, wave 1/3 (throttled)");
         let mut burst = Role::nth("burst 3/10", 7, 16);
-        burst.resent = true;
+        burst.resent = Some(Resend::NewConnection);
         assert_eq!(
             burst.to_string(),
             "burst 3/10 7/16 (sent again on a new connection)"

@@ -196,7 +196,7 @@ fn number(t0: Instant, raws: Vec<(Role, SentRequest, RawResponse)>) -> Vec<Excha
             // A request sent again after the server closed its idle connection under it is one
             // exchange, counted once; its role says why it went out twice.
             role: Role {
-                resent: r.resent.is_some(),
+                resent: r.resent.as_ref().map(|r| r.kind),
                 ..role
             },
             start_ms: ms(r.started),

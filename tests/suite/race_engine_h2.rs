@@ -497,10 +497,11 @@ async fn a_kept_h2_connection_closed_under_a_burst_sends_it_again_on_new_ones() 
     for r in &report.responses {
         let resp = r.result.as_ref().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((resp.status, resp.version), (200, http::Version::HTTP_2));
-        let why = r
+        let why = &r
             .resent
-            .as_deref()
-            .expect("the response says it was sent again");
+            .as_ref()
+            .expect("the response says it was sent again")
+            .why;
         assert!(
             why.starts_with("sent again on a new connection: the kept-alive connection was closed by the server while idle (no byte received"),
             "{why}"

@@ -857,3 +857,114 @@ fn the_auth_command_supplies_a_masked_credential() {
         );
     }
 }
+
+/// `--auth-cmd` against tokens that expire after 12 requests (`expiring_token.py`, an OAuth
+/// client-credentials API): each 401 runs the command again and the request goes out once more
+/// with the new token, so the run PASSes, the timeline says which request was sent again and
+/// why, and no token the command printed appears in any output. A command that cannot give a
+/// new token makes the probe that met the 401 an ERROR naming --auth-cmd and stops the run:
+/// the 401s say nothing of the API, so nothing FAILs.
+#[test]
+fn auth_cmd_fetches_a_new_token_when_the_api_answers_401() {
+    let server = common::python::start("fixtures/servers/expiring_token.py", &["--uses", "12"]);
+    let dir = tempfile::tempdir().unwrap();
+    let issued = dir.path().join("issued.log");
+    let fetch = format!(
+        "import urllib.request; t = urllib.request.urlopen('{}/token', data=b'').read().decode(); \
+         open('{}', 'a').write(t + chr(10)); print('Authorization: Bearer ' + t)",
+        server.base,
+        issued.display()
+    );
+    let once = dir.path().join("fetched-once");
+    let commands = [
+        format!("python3 -c \"{fetch}\""),
+        // Works once, then fails: the first refresh finds no new token.
+        format!(
+            "test -e {0} && exit 7; touch {0}; python3 -c \"{fetch}\"",
+            once.display()
+        ),
+    ];
+    let probes = "replay-identity,payload-mismatch,mismatch-no-poison,tenant-isolation,distinct-keys-independent";
+    let run = |cmd: &str, out: &Path| {
+        std::fs::create_dir_all(out).unwrap();
+        bin()
+            .args(["run", &format!("{}/pay", server.base)])
+            .args(["-H", "Content-Type: application/json"])
+            .args(["-d", r#"{"amount":5,"ref":"{{unique}}"}"#])
+            .args([
+                "--id-pointer",
+                "/id",
+                "--count-url",
+                &format!("{}/count", server.base),
+            ])
+            .args(["--tenant-b-header", "Authorization: Bearer tb"])
+            .args(["--auth-cmd", cmd, "--probe", probes])
+            .args(report_args(out, "r"))
+            .output()
+            .unwrap()
+    };
+
+    let refreshed = dir.path().join("refreshed");
+    let o = run(&commands[0], &refreshed);
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let tokens: Vec<String> = std::fs::read_to_string(&issued)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert!(tokens.len() >= 3, "the token was fetched again: {tokens:?}");
+    let json = std::fs::read_to_string(refreshed.join("r.json")).unwrap();
+    assert!(
+        json.contains("sent again with a new credential: the API answered 401"),
+        "the timeline says which request went out twice, and why"
+    );
+    let mut outputs = files(&refreshed);
+    outputs.push((PathBuf::from("stdout"), stdout));
+    outputs.push((
+        PathBuf::from("stderr"),
+        String::from_utf8_lossy(&o.stderr).into(),
+    ));
+    for (path, body) in &outputs {
+        for t in &tokens {
+            assert!(
+                !body.contains(t.as_str()),
+                "{} shows the token {t}",
+                path.display()
+            );
+        }
+    }
+
+    let failing = dir.path().join("failing");
+    let o = run(&commands[1], &failing);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "an ERROR, not a FAIL: {}",
+        text(&o)
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(failing.join("r.json")).unwrap()).unwrap();
+    let outcomes: Vec<(&str, &str, &str)> = report["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["id"].as_str().unwrap(),
+                p["outcome"].as_str().unwrap(),
+                p["reason"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert!(
+        outcomes.iter().all(|(_, o, _)| *o != "FAIL"),
+        "{outcomes:?}"
+    );
+    assert!(
+        outcomes
+            .iter()
+            .any(|(_, o, r)| *o == "ERROR" && r.contains("--auth-cmd failed (exit status: 7)")),
+        "the ERROR names --auth-cmd and why: {outcomes:?}"
+    );
+}

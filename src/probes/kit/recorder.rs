@@ -92,9 +92,9 @@ impl Recorder {
         // One request, one exchange: a request sent again after the server closed its idle
         // connection under it is recorded (and counted) once, with why it went out twice.
         let mut role = role.into();
-        if let Some(why) = &r.resent {
-            self.note(format!("#{n} was {why}"));
-            role.resent = true;
+        if let Some(resent) = &r.resent {
+            self.note(format!("#{n} was {}", resent.why));
+            role.resent = Some(resent.kind);
         }
         role.reads_counter = traffic == Traffic::CounterRead;
         let ex = Exchange {
@@ -233,7 +233,10 @@ mod tests {
     fn a_request_sent_again_on_a_new_connection_is_one_exchange_that_says_so() {
         let mut r = Recorder::new(Instant::now());
         let mut raw = fake::answered(201);
-        raw.resent = Some("sent again on a new connection: closed while idle".into());
+        raw.resent = Some(crate::http::raw::Resent {
+            kind: crate::http::role::Resend::NewConnection,
+            why: "sent again on a new connection: closed while idle".into(),
+        });
         let ex = r.record(
             "original",
             fake::sent(),

@@ -34,10 +34,15 @@ impl Requests {
     /// all unique to this probe) and no key.
     pub fn operation(&self, variant: u32) -> Request {
         let op = &self.config.operation;
+        let mut headers = op.headers.clone();
+        // Every transport sends the credential --auth-cmd printed last, the bursts' too.
+        if let Some(credential) = &self.config.auth {
+            credential.apply(&mut headers);
+        }
         Request {
             method: op.method.clone(),
             url: op.url.clone(),
-            headers: op.headers.clone(),
+            headers,
             body: op.body.render(&self.unique, variant),
         }
     }
