@@ -38,11 +38,70 @@ impl Outcome {
 #[serde(tag = "kind", content = "reason", rename_all = "lowercase")]
 pub enum Stop {
     /// A precondition is not configured ("needs a second tenant: pass --tenant-b-header").
-    Skip(String),
+    Skip(Reason),
     /// It ran but could not exercise the behaviour ("no duplicate overlapped the original; …").
-    Inconclusive(String),
+    Inconclusive(Reason),
     /// It could not run (target unreachable, baseline request failed).
-    Error(String),
+    Error(Reason),
+}
+
+impl Stop {
+    /// This stop, its reason speaking of exchanges `ns` (`the baseline request #3 got 500`):
+    /// the evidence shows those, with no number read back out of the sentence.
+    pub fn citing(self, ns: impl IntoIterator<Item = usize>) -> Stop {
+        let cite = |mut r: Reason| {
+            r.cites.extend(ns);
+            r
+        };
+        match self {
+            Stop::Skip(r) => Stop::Skip(cite(r).into()),
+            Stop::Inconclusive(r) => Stop::Inconclusive(cite(r).into()),
+            Stop::Error(r) => Stop::Error(cite(r).into()),
+        }
+    }
+}
+
+/// Why a probe stopped: the sentence the reports show, and the exchanges it speaks of.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reason {
+    pub text: String,
+    /// The numbers of the exchanges the sentence names.
+    pub cites: Vec<usize>,
+}
+
+impl From<String> for Reason {
+    fn from(text: String) -> Reason {
+        Reason {
+            text,
+            cites: Vec::new(),
+        }
+    }
+}
+
+impl From<&str> for Reason {
+    fn from(text: &str) -> Reason {
+        Reason::from(text.to_string())
+    }
+}
+
+impl std::ops::Deref for Reason {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Serialised as its sentence, as reasons always were.
+impl Serialize for Reason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
 }
 
 /// The verdict and its one-line reason.
@@ -50,6 +109,9 @@ pub enum Stop {
 pub struct Verdict {
     pub outcome: Outcome,
     pub reason: String,
+    /// The exchanges the reason speaks of, when a stop decided it.
+    #[serde(skip)]
+    pub cites: Vec<usize>,
 }
 
 /// Decides a probe's outcome from its checks and how it stopped.
@@ -77,25 +139,29 @@ pub fn decide(checks: &[Check], stop: Option<&Stop>, strict: bool) -> Verdict {
         return Verdict {
             outcome: Outcome::Fail,
             reason: first_line(c),
+            cites: Vec::new(),
         };
     }
     match stop {
         Some(Stop::Error(r)) => {
             return Verdict {
                 outcome: Outcome::Error,
-                reason: r.clone(),
+                reason: r.text.clone(),
+                cites: r.cites.clone(),
             }
         }
         Some(Stop::Skip(r)) => {
             return Verdict {
                 outcome: Outcome::Skip,
-                reason: r.clone(),
+                reason: r.text.clone(),
+                cites: r.cites.clone(),
             }
         }
         Some(Stop::Inconclusive(r)) => {
             return Verdict {
                 outcome: Outcome::Inconclusive,
-                reason: r.clone(),
+                reason: r.text.clone(),
+                cites: r.cites.clone(),
             }
         }
         None => {}
@@ -107,6 +173,7 @@ pub fn decide(checks: &[Check], stop: Option<&Stop>, strict: bool) -> Verdict {
         return Verdict {
             outcome: Outcome::Warn,
             reason: first_line(c),
+            cites: Vec::new(),
         };
     }
     let counted = checks
@@ -119,6 +186,7 @@ pub fn decide(checks: &[Check], stop: Option<&Stop>, strict: bool) -> Verdict {
             "{counted} check{} passed",
             if counted == 1 { "" } else { "s" }
         ),
+        cites: Vec::new(),
     }
 }
 

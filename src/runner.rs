@@ -94,7 +94,7 @@ pub async fn run(
                     Err(_) => Some(Stop::Error(format!(
                         "the probe did not finish within {} s; the target may be hanging (raise --timeout?)",
                         PROBE_TIME_LIMIT.as_secs()
-                    ))),
+                    ).into())),
                 },
             };
             if interrupted {
@@ -238,20 +238,26 @@ fn finish(
     let (checks, unjudged) = (judge.checks, judge.unjudged);
     let ran = record.exchanges.iter().any(|e| e.response().is_some());
     let stop = match (stop, session.stopped()) {
-        (_, Some(why)) if ran => Some(Stop::Inconclusive(why)),
-        (_, Some(why)) => Some(Stop::Error(why)),
+        (_, Some(why)) if ran => Some(Stop::Inconclusive(why.into())),
+        (_, Some(why)) => Some(Stop::Error(why.into())),
         (Some(stop), None) => Some(stop),
         (None, None) => match unjudged.first() {
-            Some(why) if unjudged.len() == 1 => Some(Stop::Inconclusive(why.clone())),
-            Some(why) => Some(Stop::Inconclusive(format!(
-                "{why} (and {} more check{} not judged)",
-                unjudged.len() - 1,
-                if unjudged.len() == 2 { "" } else { "s" }
-            ))),
-            None if checks.is_empty() => Some(Stop::Error(format!(
-                "{} ended without judging anything (no check, no stop): a defect of the probe",
-                def.meta.id
-            ))),
+            Some(why) if unjudged.len() == 1 => Some(Stop::Inconclusive(why.clone().into())),
+            Some(why) => Some(Stop::Inconclusive(
+                format!(
+                    "{why} (and {} more check{} not judged)",
+                    unjudged.len() - 1,
+                    if unjudged.len() == 2 { "" } else { "s" }
+                )
+                .into(),
+            )),
+            None if checks.is_empty() => Some(Stop::Error(
+                format!(
+                    "{} ended without judging anything (no check, no stop): a defect of the probe",
+                    def.meta.id
+                )
+                .into(),
+            )),
             None => None,
         },
     };
@@ -262,6 +268,7 @@ fn finish(
         checks,
         timeline: record.timeline,
         exchanges: record.exchanges,
+        reason_cites: verdict.cites,
         ..verdict_only(def, verdict.outcome, verdict.reason)
     }
 }
@@ -383,6 +390,7 @@ fn verdict_only(def: &ProbeDef, outcome: Outcome, reason: String) -> ProbeReport
         requirement: def.meta.requirement,
         outcome,
         reason,
+        reason_cites: Vec::new(),
         follows_from: None,
         effect_basis: None,
         duration_ms: 0.0,

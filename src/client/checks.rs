@@ -175,7 +175,7 @@ impl Judged {
     fn no_key(&mut self, scenario: &str) {
         self.stop.get_or_insert(Stop::Inconclusive(format!(
             "no key was sent in {scenario}, so there is no key to compare on the retry (see client-key-present)"
-        )));
+        ).into()));
     }
 
     /// One [`EXIT_STATUS`] check per run of `r`: exit 0 exactly when every operation of the run
@@ -323,7 +323,7 @@ fn first_attempt<'r>(j: &Judging, r: &'r ScenarioRecord, op: usize) -> Result<&'
             refused.exchange.n,
             refused.setup_refusal.as_deref().unwrap_or_default(),
             r.scenario.id
-        )));
+        ).into()));
     }
     if let Some(first) = first {
         return Ok(first);
@@ -344,7 +344,7 @@ fn first_attempt<'r>(j: &Judging, r: &'r ScenarioRecord, op: usize) -> Result<&'
         return Err(Stop::Inconclusive(format!(
             "only {seen} of the {asked} operations of scenario {} came, so there is no second key to compare; {how}",
             r.scenario.id
-        )));
+        ).into()));
     }
     let exit = r
         .run(1)
@@ -353,10 +353,13 @@ fn first_attempt<'r>(j: &Judging, r: &'r ScenarioRecord, op: usize) -> Result<&'
             format!(" ({exit} after {:.0} ms)", run.duration_ms)
         })
         .unwrap_or_default();
-    Err(Stop::Error(format!(
-        "the client made no request to {} in scenario {}{exit}; its output is in the timeline",
-        j.served, r.scenario.id
-    )))
+    Err(Stop::Error(
+        format!(
+            "the client made no request to {} in scenario {}{exit}; its output is in the timeline",
+            j.served, r.scenario.id
+        )
+        .into(),
+    ))
 }
 
 fn key_text(carrier: &KeyCarrier, key: Option<&super::fake_api::SentKey>) -> String {

@@ -192,9 +192,8 @@ impl ClientReport {
                 .iter()
                 .flat_map(|c| c.exchanges.iter().copied())
                 .collect();
-            p.timeline.retain(|line| {
-                crate::report::evidence::exchange_refs(line).any(|n| cited.contains(&n))
-            });
+            p.timeline
+                .retain(|line| exchange_refs(line).any(|n| cited.contains(&n)));
             p.exchanges.clear();
             p.effect_basis = None;
         }
@@ -474,6 +473,7 @@ fn judge(p: &ClientProbe, records: &[ScenarioRecord], opts: &ClientOptions) -> O
         requirement: p.requirement,
         outcome: verdict.outcome,
         reason: verdict.reason,
+        reason_cites: Vec::new(),
         follows_from: None,
         effect_basis: Some("resources in the fake API's store".into()),
         duration_ms: mine.iter().map(ScenarioRecord::duration_ms).sum(),
@@ -584,4 +584,15 @@ fn timeline(r: &ScenarioRecord, timeout: Duration) -> Vec<String> {
         if r.payments == 1 { "" } else { "s" }
     ));
     out
+}
+/// The exchange numbers a timeline line names: every `#N` in it (`#3`, both ends of `#2–#5`).
+/// Timeline lines are the recorder's prose notes, kept in a client summary only when they
+/// speak of a cited exchange.
+fn exchange_refs(text: &str) -> impl Iterator<Item = usize> + '_ {
+    text.split('#').skip(1).filter_map(|after| {
+        let end = after
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(after.len());
+        after[..end].parse().ok()
+    })
 }

@@ -128,7 +128,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
                 "#{} completed at +{:.0} ms, before any duplicate started; raise the hold in --hold-header",
                 orig.n,
                 orig.end_ms()
-            )));
+            ).into()).citing([orig.n]));
         } else {
             let first = overlapping.first().map_or(0, |d| d.n);
             let last = overlapping.last().map_or(0, |d| d.n);
@@ -197,7 +197,7 @@ fn judge(ctx: &mut ProbeCtx, rounds: &[Round]) -> Option<Stop> {
             stop = Some(Stop::Inconclusive(format!(
                 "{unanswered} of {} requests got no response (first: {first}): the target dropped the burst's connections; raise its connection backlog or --timeout",
                 sent.len()
-            )));
+            ).into()));
         }
     }
     ctx.push(check::no_server_error(&ctx.spec(&NO_5XX), &all));

@@ -105,7 +105,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
             "#{} completed at +{:.0} ms, before any duplicate reached a replica; raise the hold in --hold-header",
             owner.n,
             owner.end_ms()
-        )));
+        ).into()).citing([owner.n]));
     }
     Ok(())
 }

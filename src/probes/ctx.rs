@@ -106,10 +106,13 @@ impl ProbeCtx {
         if shape.admits(&key) {
             return Ok(key);
         }
-        Err(Stop::Skip(format!(
-            "the API accepts only keys of shape {shape} (--key-shape, or learnt by the \
+        Err(Stop::Skip(
+            format!(
+                "the API accepts only keys of shape {shape} (--key-shape, or learnt by the \
              pre-flight): this probe needs the key {key:?}"
-        )))
+            )
+            .into(),
+        ))
     }
 
     /// The configured operation for tenant A, with payload variant 0 and no key.
@@ -313,12 +316,15 @@ impl ProbeCtx {
         let declared = self.meta.needs.contains(&need);
         match T::value(&self.config) {
             Some(value) if declared => Ok(value),
-            _ => Err(Stop::Error(format!(
-                "{} was not checked before the probe ran: {} is {}",
-                self.meta.id,
-                need.what(),
-                if declared { "missing" } else { "not declared" }
-            ))),
+            _ => Err(Stop::Error(
+                format!(
+                    "{} was not checked before the probe ran: {} is {}",
+                    self.meta.id,
+                    need.what(),
+                    if declared { "missing" } else { "not declared" }
+                )
+                .into(),
+            )),
         }
     }
 }

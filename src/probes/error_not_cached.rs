@@ -42,14 +42,18 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let before = ctx.count_before().await?;
     let invalid = ctx.send("invalid payload", invalid_req).await;
     if invalid.response().is_none() {
-        return Err(Stop::Error(format!(
-            "the invalid request (#{}) got no response: {}",
-            invalid.n,
-            invalid
-                .error()
-                .map(|e| e.detail.clone())
-                .unwrap_or_default()
-        )));
+        return Err(Stop::Error(
+            format!(
+                "the invalid request (#{}) got no response: {}",
+                invalid.n,
+                invalid
+                    .error()
+                    .map(|e| e.detail.clone())
+                    .unwrap_or_default()
+            )
+            .into(),
+        )
+        .citing([invalid.n]));
     }
     if is_success(&invalid) {
         return Err(Stop::Inconclusive(format!(
@@ -57,7 +61,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
             invalid_body.origin,
             invalid.n,
             invalid.status_text()
-        )));
+        ).into()).citing([invalid.n]));
     }
     let between = ctx.count("count between").await?;
     ctx.note(format!("invalid payload: {}", invalid_body.origin));

@@ -47,7 +47,9 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let key = ctx.fresh_key();
     let mut original = ctx.send("original", ctx.keyed(&key)).await;
     if original.response().is_none() {
-        return Err(Stop::Error(unreachable(&original, ctx.config.timeout)));
+        return Err(
+            Stop::Error(unreachable(&original, ctx.config.timeout).into()).citing([original.n]),
+        );
     }
     let mut other_form_tried = false;
     if refused_the_string_form(ctx, &original) {
@@ -86,13 +88,17 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
             is_success(&ctx.send(role, req).await)
         };
         if !key_form_refused {
-            return Err(Stop::Error(format!(
+            return Err(Stop::Error(
+                format!(
                 "the baseline request #{} got {}{}: the API refused the request itself, not the \
                  key; check -d (the body) and -H (its headers) against what the API expects",
                 original.n,
                 original.status_text(),
                 server_says(&original)
-            )));
+            )
+                .into(),
+            )
+            .citing([original.n]));
         }
     }
     if let Some(stop) = not_the_apis_answer(&original) {
@@ -122,7 +128,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         .session
         .meter
         .calibrate(&before, &after, &original, &second)
-        .map_err(Stop::Error)?;
+        .map_err(|e| Stop::Error(e.into()))?;
     ctx.session.meter = meter;
     ctx.note(format!("effects: {}", ctx.session.meter.describe()));
     let e = ctx.executions(&before, &after, &[], &[&original, &second]);
@@ -218,12 +224,18 @@ fn setup_mistake(ex: &Exchange, reference: bool) -> Option<Stop> {
         415 => "the API refused the body's media type: check -H 'Content-Type: …' and -d".to_string(),
         _ => return None,
     };
-    Some(Stop::Error(format!(
-        "the baseline request #{} got {}{}: {fix}",
-        ex.n,
-        ex.status_text(),
-        server_says(ex)
-    )))
+    Some(
+        Stop::Error(
+            format!(
+                "the baseline request #{} got {}{}: {fix}",
+                ex.n,
+                ex.status_text(),
+                server_says(ex)
+            )
+            .into(),
+        )
+        .citing([ex.n]),
+    )
 }
 
 /// A 4xx that refuses the request as such (a bad body, a missing field, a body too large),
@@ -253,13 +265,19 @@ fn not_the_apis_answer(ex: &Exchange) -> Option<Stop> {
         Some(t) => format!("a {t} body"),
         None => "a body that is not JSON".to_string(),
     };
-    Some(Stop::Error(format!(
+    Some(
+        Stop::Error(
+            format!(
         "the baseline request #{} got {} with {what}{}: that is not the API's answer (a web page, \
          a login page or a gateway answered): check the URL and -X",
         ex.n,
         ex.status_text(),
         server_says(ex)
-    )))
+    )
+            .into(),
+        )
+        .citing([ex.n]),
+    )
 }
 
 /// What the server said, quoted after a status: an HTML page's title, a JSON error's message,

@@ -96,7 +96,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
             original.n,
             humantime::format_duration(Duration::from_secs(wait.as_secs())),
             humantime::format_duration(MAX_KEY_TTL)
-        )));
+        ).into()).citing([original.n]));
     }
     let early = ctx.send("retry before expiry", ctx.keyed(&key)).await;
     ctx.expect_replay(&REPLAYS_BEFORE, &original, &early);
@@ -150,7 +150,7 @@ fn expiry(
             None => Err(Stop::Skip(format!(
                 "#{}: {EXPIRES_AT} {text:?} is not an RFC 3339 time: give the key lifetime with --key-ttl",
                 original.n
-            ))),
+            ).into()).citing([original.n])),
         };
     };
     let server_now = header(original, "date").and_then(|d| httpdate::parse_http_date(&d).ok());

@@ -92,7 +92,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
             "the held original #{} did not own the key (it got {}): a duplicate claimed it first, so the hold in --hold-header must come after the key is claimed (docs/your-api.md, \"Holding a request in flight\"); if it does, raise it",
             owner.n,
             owner.status_text()
-        )));
+        ).into()).citing([owner.n]));
     }
     // A duplicate sent just before the owner's answer reached us may have been answered after
     // the owner committed: its 2xx is a replay, not a takeover, when the owner succeeded and
@@ -133,6 +133,6 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
             owner.n,
             in_flight.len(),
             owner.duration_ms
-        ))),
+        ).into()).citing([owner.n])),
     }
 }

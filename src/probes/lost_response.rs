@@ -103,14 +103,18 @@ async fn scenario(
         hold::ended(ctx, dropped.n, ends, true);
     }
     if !dropped.dropped() {
-        return Err(Stop::Error(format!(
-            "the original request (#{}) could not be sent: {}",
-            dropped.n,
-            dropped
-                .error()
-                .map(|e| e.detail.clone())
-                .unwrap_or_default()
-        )));
+        return Err(Stop::Error(
+            format!(
+                "the original request (#{}) could not be sent: {}",
+                dropped.n,
+                dropped
+                    .error()
+                    .map(|e| e.detail.clone())
+                    .unwrap_or_default()
+            )
+            .into(),
+        )
+        .citing([dropped.n]));
     }
     // Retry until the operation's result arrives, whatever comes first: a retry that stopped at
     // a 5xx would read the counter while the original may still be running.

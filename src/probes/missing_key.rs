@@ -42,12 +42,16 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     if ctx.carrier().syntax == Syntax::Token && is_success(&ex) {
         // Providers' keys are often optional (Stripe's, Checkout.com's): without one, the
         // request is an ordinary request. Nothing here says the API wanted a key.
-        return Err(Stop::Skip(format!(
-            "the key is {}: #{} without a key was accepted as an ordinary request, so the key \
+        return Err(Stop::Skip(
+            format!(
+                "the key is {}: #{} without a key was accepted as an ordinary request, so the key \
              is optional here; the 400 of draft-07 §2.7 is the rule of the draft's own field",
-            ctx.carrier(),
-            ex.n
-        )));
+                ctx.carrier(),
+                ex.n
+            )
+            .into(),
+        )
+        .citing([ex.n]));
     }
     // Unanswered, the status is not judged (see `ProbeCtx::push`), but the counter still sees
     // whether it executed.

@@ -35,12 +35,12 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    reserialize(&ctx.request().body).map_err(Stop::Skip)?;
+    reserialize(&ctx.request().body).map_err(|e| Stop::Skip(e.into()))?;
     let (key, original) = keyed_original(ctx, None, "there is nothing to replay").await?;
     // Re-serialised with its key in place, wherever the key travels (setting a body key
     // afterwards would write the JSON compactly again).
     let keyed = ctx.keyed(&key);
-    let reserialized = reserialize(&keyed.body).map_err(Stop::Skip)?;
+    let reserialized = reserialize(&keyed.body).map_err(|e| Stop::Skip(e.into()))?;
     let before = ctx.count_before().await?;
     let retry = ctx
         .send(

@@ -54,7 +54,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let seen_by_hook = hook
         .restart()
         .await
-        .map_err(|e| Stop::Error(format!("the restart hook failed: {e:#}")))?;
+        .map_err(|e| Stop::Error(format!("the restart hook failed: {e:#}").into()))?;
     ctx.note(format!(
         "restarted by {} in {:.0} ms",
         hook.describe(),
@@ -91,7 +91,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         }
         Err(why) => Err(Stop::Inconclusive(format!(
             "the target was not seen to go down: {why}, and the ready URL never failed; check that --restart-cmd really restarts it (and pass --ready-url)"
-        ))),
+        ).into())),
     }
 }
 

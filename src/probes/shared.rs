@@ -93,11 +93,15 @@ pub(crate) fn unless_success(ex: &Exchange, what: &str, consequence: &str) -> Op
         return Some(no_answer(&format!("{what} (#{})", ex.n), ex, consequence));
     }
     (!is_success(ex)).then(|| {
-        Stop::Error(format!(
-            "{what} (#{}) got {}, so {consequence}",
-            ex.n,
-            ex.status_text()
-        ))
+        Stop::Error(
+            format!(
+                "{what} (#{}) got {}, so {consequence}",
+                ex.n,
+                ex.status_text()
+            )
+            .into(),
+        )
+        .citing([ex.n])
     })
 }
 
@@ -105,12 +109,16 @@ pub(crate) fn unless_success(ex: &Exchange, what: &str, consequence: &str) -> Op
 /// reset), so `consequence`: INCONCLUSIVE, never ERROR, which is for a probe that could not run.
 /// The answer it would have given might have decided the probe either way.
 pub(crate) fn no_answer(what: &str, ex: &Exchange, consequence: &str) -> Stop {
-    Stop::Inconclusive(format!(
-        "{what} got no response ({}), so {consequence}",
-        ex.error()
-            .map(|e| e.detail.as_str())
-            .unwrap_or("no response")
-    ))
+    Stop::Inconclusive(
+        format!(
+            "{what} got no response ({}), so {consequence}",
+            ex.error()
+                .map(|e| e.detail.as_str())
+                .unwrap_or("no response")
+        )
+        .into(),
+    )
+    .citing([ex.n])
 }
 
 /// The SKIP for a probe that needs a second payload when the body template cannot vary.

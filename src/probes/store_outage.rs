@@ -71,13 +71,13 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let req = ctx.keyed(&ctx.fresh_key());
     hook.down()
         .await
-        .map_err(|e| Stop::Error(format!("the store-down hook failed: {e:#}")))?;
+        .map_err(|e| Stop::Error(format!("the store-down hook failed: {e:#}").into()))?;
     ctx.note(format!("store taken down by {}", hook.describe()));
     let during = ctx.send("while the store is down", req.clone()).await;
     // The store comes back whatever happened, or every later probe would see the outage.
     hook.up()
         .await
-        .map_err(|e| Stop::Error(format!("the store-up hook failed: {e:#}")))?;
+        .map_err(|e| Stop::Error(format!("the store-up hook failed: {e:#}").into()))?;
     ctx.note("store brought back");
     let unavailable = |e: &Exchange| e.status().is_some_and(|s| refused.contains(&s));
     // A request held through the outage may still be executing once the store is back: its

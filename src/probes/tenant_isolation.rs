@@ -50,11 +50,15 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         .await;
     for a in [&a1, &a2] {
         if !is_success(a) {
-            return Err(Stop::Error(format!(
-                "tenant A's request #{} got {}, so there is nothing to isolate",
-                a.n,
-                a.status_text()
-            )));
+            return Err(Stop::Error(
+                format!(
+                    "tenant A's request #{} got {}, so there is nothing to isolate",
+                    a.n,
+                    a.status_text()
+                )
+                .into(),
+            )
+            .citing([a.n]));
         }
     }
     let b1 = ctx

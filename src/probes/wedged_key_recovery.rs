@@ -65,7 +65,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
             crashed.status_text(),
             crash.header.name,
             crash.header.value_str()
-        )));
+        ).into()).citing([crashed.n]));
     }
     let crashed_count = ctx.count("count after the crash").await?;
     let e = ctx.executions(&before, &crashed_count, &[], &[&crashed]);

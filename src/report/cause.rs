@@ -208,6 +208,7 @@ mod tests {
             requirement: "",
             outcome: Outcome::Fail,
             reason: String::new(),
+            reason_cites: Vec::new(),
             follows_from: None,
             effect_basis: None,
             duration_ms: 0.0,

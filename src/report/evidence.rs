@@ -116,11 +116,15 @@ pub fn cited_exchanges(p: &ProbeReport, key: &Place) -> Vec<usize> {
     cited.into_iter().collect()
 }
 
-/// The exchanges an ERROR stopped on: those its reason names ("the second request (#3) got
-/// 500"), else the last one without a 2xx, else the last one. The last exchange alone is often
-/// the counter read that followed the request that failed, and its curl line reproduces nothing.
+/// The exchanges an ERROR stopped on: those its reason speaks of ("the second request (#3) got
+/// 500", [`ProbeReport::reason_cites`]), else the last one without a 2xx, else the last one.
+/// The last exchange alone is often the counter read that followed the request that failed, and
+/// its curl line reproduces nothing.
 fn error_cause(p: &ProbeReport) -> Vec<usize> {
-    let named: Vec<usize> = exchange_refs(&p.reason)
+    let named: Vec<usize> = p
+        .reason_cites
+        .iter()
+        .copied()
         .filter(|n| p.exchange(*n).is_some())
         .collect();
     if !named.is_empty() {
@@ -136,16 +140,6 @@ fn error_cause(p: &ProbeReport) -> Vec<usize> {
         .map(|e| e.n)
         .into_iter()
         .collect()
-}
-
-/// The exchange numbers a reason cites: every `#N` in it (`#3`, both ends of `#2–#5`).
-pub fn exchange_refs(text: &str) -> impl Iterator<Item = usize> + '_ {
-    text.split('#').skip(1).filter_map(|after| {
-        let end = after
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(after.len());
-        after[..end].parse().ok()
-    })
 }
 
 /// Every key value `req` carried at `place`.
@@ -922,6 +916,7 @@ mod tests {
             requirement: "must",
             outcome: Outcome::Fail,
             reason: "r".into(),
+            reason_cites: Vec::new(),
             follows_from: None,
             effect_basis: None,
             duration_ms: 1.0,

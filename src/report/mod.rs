@@ -162,6 +162,10 @@ pub struct ProbeReport {
     pub outcome: Outcome,
     /// One line: the first failed check, or why it skipped / was inconclusive / errored.
     pub reason: String,
+    /// The exchanges the reason speaks of (`the baseline request #3 got 500`), as data: an
+    /// ERROR's evidence shows them.
+    #[serde(rename = "reason_exchanges", skip_serializing_if = "Vec::is_empty")]
+    pub reason_cites: Vec<usize>,
     /// Set when this INCONCLUSIVE was a FAIL or WARN that follows from a failed prerequisite.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub follows_from: Option<FollowsFrom>,

@@ -444,6 +444,7 @@ mod tests {
                 "the client never retried {}",
                 "because it waited ".repeat(20)
             ),
+            reason_cites: Vec::new(),
             follows_from: None,
             effect_basis: None,
             duration_ms: 1.0,

@@ -554,7 +554,7 @@ impl Aggregate {
                     e.count,
                     counts,
                 )),
-                Err(why) => stop = Some(Stop::Inconclusive(why)),
+                Err(why) => stop = Some(Stop::Inconclusive(why.into())),
             },
             _ => timeline.push(format!(
                 "no --count-url: executions were counted per key by {}",
@@ -595,7 +595,7 @@ impl Aggregate {
                 stop = Some(Stop::Inconclusive(format!(
                     "{throttled} of {} requests were throttled (429): most of the load never reached the idempotency layer; lower --rate or --concurrency, or raise the rate limit for this client",
                     self.stats.requests
-                )));
+                ).into()));
             }
         }
         if self.keys == 0 && stop.is_none() {
@@ -616,6 +616,7 @@ impl Aggregate {
             } else {
                 verdict.reason
             },
+            reason_cites: Vec::new(),
             follows_from: None,
             effect_basis: Some(self.basis.clone()),
             duration_ms: 0.0,
@@ -663,7 +664,7 @@ async fn read_counter(
     }
     read.value
         .map(|v| Reading::new(Some(v), sent))
-        .map_err(|e| Stop::Error(meter.unreadable(&e, unanswered)))
+        .map_err(|e| Stop::Error(meter.unreadable(&e, unanswered).into()))
 }
 
 fn failed_to_start(

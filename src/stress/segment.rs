@@ -250,10 +250,9 @@ pub fn merge(reports: &[(PathBuf, SegmentReport)]) -> Result<RunReport, MergeErr
         })
         .collect();
     if stop.is_none() && !not_judged.is_empty() {
-        stop = Some(Stop::Inconclusive(format!(
-            "not every segment was judged: {}",
-            not_judged.join("; ")
-        )));
+        stop = Some(Stop::Inconclusive(
+            format!("not every segment was judged: {}", not_judged.join("; ")).into(),
+        ));
     }
     if stop.is_none() && reports.iter().any(|(_, r)| r.interrupted) {
         stop = Some(Stop::Inconclusive(
@@ -269,6 +268,7 @@ pub fn merge(reports: &[(PathBuf, SegmentReport)]) -> Result<RunReport, MergeErr
         requirement: "Under load every key still executes exactly once, across all segments, and the counter agrees",
         outcome: verdict.outcome,
         reason: verdict.reason,
+        reason_cites: Vec::new(),
         follows_from: None,
         effect_basis: None,
         duration_ms: 0.0,

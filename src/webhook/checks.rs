@@ -403,7 +403,7 @@ impl Window {
             .count(trial, "count before")
             .await
             .map(Window)
-            .map_err(Stop::Error)
+            .map_err(|e| Stop::Error(e.into()))
     }
 
     /// Closes the window and judges how many effects it saw against `expected`.
@@ -439,12 +439,12 @@ impl Window {
             .settler
             .count(trial, "count after")
             .await
-            .map_err(Stop::Error)?;
+            .map_err(|e| Stop::Error(e.into()))?;
         let Some(moved) = after.checked_sub(self.0) else {
             return Err(Stop::Error(format!(
                 "the effect counter went back from {} to {after}: it does not count this consumer's effects",
                 self.0
-            )));
+            ).into()));
         };
         let basis = format!(
             "{} ({} before, {after} after)",
@@ -476,7 +476,7 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
                 return Err(Stop::Error(format!(
                     "the consumer did not answer a valid delivery ({}): check the URL, or raise --timeout",
                     ex.error().map(|e| e.detail.as_str()).unwrap_or_default()
-                )));
+                ).into()));
             }
             two_xx(
                 trial,
@@ -592,7 +592,7 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
                 return Err(Stop::Skip(format!(
                     "the body holds the event id ({} keeps it there, or the --event template does), so two events never share a body",
                     scheme.name()
-                )));
+                ).into()));
             }
             let w = Window::open(env, trial).await?;
             let e1 = s.event();
@@ -627,7 +627,7 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
             let exs = s
                 .burst(trial, "delivery", &copies)
                 .await
-                .map_err(Stop::Error)?;
+                .map_err(|e| Stop::Error(e.into()))?;
             let refs: Vec<&Exchange> = exs.iter().collect();
             // Released together, the copies raced only if the consumer had two of them at
             // once: two answered, and neither answered before the other was released.
@@ -684,10 +684,13 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
         }
         "wh-stale-timestamp" | "wh-future-timestamp" => {
             if !scheme.signs_timestamp() {
-                return Err(Stop::Skip(format!(
-                    "{} signs no timestamp: a replay cannot be dated",
-                    scheme.name()
-                )));
+                return Err(Stop::Skip(
+                    format!(
+                        "{} signs no timestamp: a replay cannot be dated",
+                        scheme.name()
+                    )
+                    .into(),
+                ));
             }
             let off = i64::try_from((scheme.tolerance() + Duration::from_secs(60)).as_secs())
                 .unwrap_or(i64::MAX);
@@ -730,10 +733,13 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
         }
         "wh-rotated-secret" => {
             if !scheme.signs_several() {
-                return Err(Stop::Skip(format!(
-                    "{} carries one signature per delivery: there is no rotation to check",
-                    scheme.name()
-                )));
+                return Err(Stop::Skip(
+                    format!(
+                        "{} carries one signature per delivery: there is no rotation to check",
+                        scheme.name()
+                    )
+                    .into(),
+                ));
             }
             let w = Window::open(env, trial).await?;
             let (e1, e2) = (s.event(), s.event());
@@ -823,7 +829,7 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
             let name = uuid::Uuid::new_v4().simple().to_string();
             let value = hold.value_str().replace("{{hold}}", &name);
             let release = url::Url::parse(&release.replace("{{hold}}", &name)).map_err(|e| {
-                Stop::Error(format!("--hold-release is not a URL once filled ({e})"))
+                Stop::Error(format!("--hold-release is not a URL once filled ({e})").into())
             })?;
             let w = Window::open(env, trial).await?;
             let e = s.event();
@@ -838,17 +844,20 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
                 .await;
             let freed = s.post(trial, "release the hold", &release).await;
             if !freed.response().is_some_and(|r| r.is_success()) {
-                return Err(Stop::Error(format!(
-                    "releasing the hold answered {}: check --hold-release",
-                    freed.status_text()
-                )));
+                return Err(Stop::Error(
+                    format!(
+                        "releasing the hold answered {}: check --hold-release",
+                        freed.status_text()
+                    )
+                    .into(),
+                ));
             }
             // The held work finishes once released: settled before the redelivery is sent,
             // as a sender's retry comes after its timeout.
             env.settler
                 .count(trial, "count after the release")
                 .await
-                .map_err(Stop::Error)?;
+                .map_err(|e| Stop::Error(e.into()))?;
             // A sender retries until it sees a 2xx: a consumer still working on the dropped
             // delivery may ask it to come back later (Retry-After), as a real sender would.
             let mut retry = 1;
@@ -893,11 +902,14 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
             let f = s.send(trial, "delivery that fails", &failing).await;
             let r = s.send(trial, "clean redelivery", &s.signed(&e, t, 1)).await;
             if f.status().is_some_and(|st| (200..300).contains(&st)) {
-                return Err(Stop::Inconclusive(format!(
+                return Err(Stop::Inconclusive(
+                    format!(
                     "the delivery with {} did not fail ({}): the consumer ignores --crash-header",
                     crash.name,
                     f.status_text()
-                )));
+                )
+                    .into(),
+                ));
             }
             two_xx(
                 trial,
@@ -1012,7 +1024,9 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
             )
             .await
         }
-        other => Err(Stop::Error(format!("{other} is not a webhook check"))),
+        other => Err(Stop::Error(
+            format!("{other} is not a webhook check").into(),
+        )),
     }
 }
 
@@ -1126,7 +1140,7 @@ async fn late_redelivery(env: &Env, trial: &mut Trial) -> Result<(), Stop> {
     match restarted {
         Some(Err(why)) if trial.checks.iter().all(|c| c.passed) => Err(Stop::Inconclusive(format!(
             "the consumer was not seen to go down: {why}; check that --restart-cmd really restarts it (and pass --ready-url)"
-        ))),
+        ).into())),
         _ => Ok(()),
     }
 }
@@ -1151,7 +1165,7 @@ async fn restart_seen(
     let seen_by_hook = hook
         .restart()
         .await
-        .map_err(|e| Stop::Error(format!("the restart hook failed: {e:#}")))?;
+        .map_err(|e| Stop::Error(format!("the restart hook failed: {e:#}").into()))?;
     trial.timeline.push(format!(
         "restarted by {} in {:.0} ms",
         hook.describe(),

@@ -44,7 +44,7 @@ pub async fn run(
         let begun = Instant::now();
         let mut trial = Trial::new();
         let stop = if let Some(why) = &calibration {
-            Some(Stop::Skip(why.clone()))
+            Some(Stop::Skip(why.clone().into()))
         } else {
             tokio::select! {
                 biased;
@@ -57,7 +57,7 @@ pub async fn run(
                     Err(_) => Some(Stop::Error(format!(
                         "the check did not finish within {} s; the consumer may be hanging (raise --timeout?)",
                         time_limit(def, env).as_secs()
-                    ))),
+                    ).into())),
                 },
             }
         };
@@ -148,6 +148,7 @@ fn report(
         requirement: def.requirement,
         outcome: verdict.outcome,
         reason: verdict.reason,
+        reason_cites: Vec::new(),
         follows_from: None,
         effect_basis: trial.first_count.map(|_| env.settler.describe()),
         duration_ms: begun.elapsed().as_secs_f64() * 1000.0,

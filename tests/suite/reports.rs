@@ -164,6 +164,7 @@ fn probe(id: &'static str, group: &'static str, outcome: Outcome, reason: &str) 
         requirement: "the server does what the draft says",
         outcome,
         reason: reason.into(),
+        reason_cites: Vec::new(),
         follows_from: None,
         effect_basis: None,
         duration_ms: 0.0,

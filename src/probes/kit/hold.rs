@@ -282,7 +282,7 @@ pub async fn with_waves(
             return Err(Stop::Inconclusive(format!(
                 "the held original #{} was throttled (429) by a rate limiter, so the scenario never ran; raise the rate limit for this client",
                 original_ex.n
-            )));
+            ).into()).citing([original_ex.n]));
         }
         resends += 1;
         let pause = throttle::pause(&response);

@@ -70,6 +70,7 @@ impl Counting {
             return Ok(Reading::new(None, sent));
         };
         let mut cited = String::new();
+        let mut read_as = None;
         let unanswered = read.unanswered();
         if let Some((request, raw)) = read.exchange {
             let ex = record.record(
@@ -80,6 +81,7 @@ impl Counting {
                 TransportErrorKind::Failed,
             );
             cited = format!("#{}: ", ex.n);
+            read_as = Some(ex.n);
         }
         if let Some(line) = read.note {
             record.note(format!("{role}: {line}"));
@@ -99,8 +101,12 @@ impl Counting {
                 Ok(Reading::new(Some(v), sent))
             }
             Err(e) => Err(Stop::Error(
-                session.meter.unreadable(&format!("{cited}{e}"), unanswered),
-            )),
+                session
+                    .meter
+                    .unreadable(&format!("{cited}{e}"), unanswered)
+                    .into(),
+            )
+            .citing(read_as)),
         }
     }
 

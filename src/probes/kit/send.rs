@@ -78,12 +78,12 @@ impl Outbox<'_> {
         reqs: &[Request],
     ) -> Result<(Vec<Exchange>, ReleaseMode), Stop> {
         if let Some(why) = self.session.stopped() {
-            return Err(Stop::Error(why));
+            return Err(Stop::Error(why.into()));
         }
         let (attempts, release) = t
             .deliver(reqs)
             .await
-            .map_err(|e| Stop::Error(e.to_string()))?;
+            .map_err(|e| Stop::Error(e.to_string().into()))?;
         let total = attempts.len();
         let out: Vec<Exchange> = (attempts.into_iter().enumerate())
             .map(|(i, a)| self.record.record_attempt(Role::nth(role, i + 1, total), a))
@@ -93,7 +93,7 @@ impl Outbox<'_> {
             self.session.saw(ex, Streak::Counts);
         }
         let release =
-            release.ok_or_else(|| Stop::Error(format!("{role}: not released together")))?;
+            release.ok_or_else(|| Stop::Error(format!("{role}: not released together").into()))?;
         Ok((admitted(self.record, role, out), release))
     }
 }

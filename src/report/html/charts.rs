@@ -371,6 +371,7 @@ mod tests {
             requirement: "r",
             outcome: crate::outcome::Outcome::Pass,
             reason: String::new(),
+            reason_cites: Vec::new(),
             follows_from: None,
             effect_basis: None,
             duration_ms: 0.0,
