@@ -54,9 +54,9 @@ impl Stop {
             r
         };
         match self {
-            Stop::Skip(r) => Stop::Skip(cite(r).into()),
-            Stop::Inconclusive(r) => Stop::Inconclusive(cite(r).into()),
-            Stop::Error(r) => Stop::Error(cite(r).into()),
+            Stop::Skip(r) => Stop::Skip(cite(r)),
+            Stop::Inconclusive(r) => Stop::Inconclusive(cite(r)),
+            Stop::Error(r) => Stop::Error(cite(r)),
         }
     }
 }

@@ -962,8 +962,10 @@ mod tests {
         p.checks.clear();
         p.outcome = Outcome::Error;
         p.reason = "the second request (#3) got 500, so nothing".into();
+        p.reason_cites = vec![3];
         assert_eq!(cited_exchanges(&p, &Place::ietf()), vec![3]);
         p.reason = "the target failed".into();
+        p.reason_cites.clear();
         assert_eq!(
             cited_exchanges(&p, &Place::ietf()),
             vec![3],
@@ -971,8 +973,13 @@ mod tests {
         );
         p.exchanges[2].outcome.as_mut().unwrap().status = 201;
         assert_eq!(cited_exchanges(&p, &Place::ietf()), vec![4]);
-        p.reason = "#99 is not an exchange; #2–#3 are".into();
-        assert_eq!(cited_exchanges(&p, &Place::ietf()), vec![2, 3]);
+        p.reason = "the reason's numbers are data, never read from its text (#1)".into();
+        p.reason_cites = vec![99, 2, 3];
+        assert_eq!(
+            cited_exchanges(&p, &Place::ietf()),
+            vec![2, 3],
+            "#99 is no exchange"
+        );
     }
 
     #[test]
