@@ -56,14 +56,12 @@ use crate::http::curl::curl_line;
 use crate::http::exchange::{version_text, Exchange, Header, SentRequest};
 use crate::outcome::Outcome;
 use crate::redact::{bytes_for_text, bytes_inline, cut_line, cut_reason, sanitize_line, Secrets};
+use crate::report::view::{key_values, ProbeView};
 use crate::report::{ProbeReport, RenderOptions};
 
 /// Characters of a value quoted inside a line (a check's expected or actual, a reason) before it
 /// is cut with its size and digest.
 pub const QUOTE_MAX: usize = 200;
-
-/// Consecutive exchanges of one kind fold into one table row from this many on.
-const FOLD_MIN: usize = 3;
 
 /// Bytes of an `Idempotency-Key` value kept in the one-line summary of an exchange.
 const KEY_SHORT: usize = 8;
@@ -80,7 +78,7 @@ pub fn first_failed(p: &ProbeReport) -> Option<&Check> {
 }
 
 /// Failed checks that count toward the outcome (info checks are observations).
-fn failed(p: &ProbeReport) -> impl Iterator<Item = &Check> {
+pub(super) fn failed(p: &ProbeReport) -> impl Iterator<Item = &Check> {
     p.checks
         .iter()
         .filter(|c| !c.passed && c.severity != Severity::Info)
@@ -94,68 +92,6 @@ pub fn outcome_label(p: &ProbeReport) -> String {
         }
         (o, _) => o.as_str().to_string(),
     }
-}
-
-/// The numbers of the exchanges printed in full: those cited by failed checks, except small
-/// successful reads (an effect counter's `{"count":17}`), whose value the check already quotes and
-/// whose summary line suffices. An ERROR that no check explains shows the exchange it stopped
-/// on instead ([`error_cause`]).
-pub fn cited_exchanges(p: &ProbeReport, key: &Place) -> Vec<usize> {
-    let mut cited: BTreeSet<usize> = failed(p)
-        .flat_map(|c| c.exchanges.iter().copied())
-        .filter(|n| p.exchange(*n).is_some_and(|e| !is_small_read(e, key)))
-        .collect();
-    if cited.is_empty() && p.outcome == Outcome::Error {
-        cited.extend(error_cause(p));
-    }
-    // A request whose answer idem-check dropped on purpose is how the failure began: it is
-    // shown, and reproduced, with the exchanges that failed after it.
-    if !cited.is_empty() {
-        cited.extend(p.exchanges.iter().filter(|e| e.dropped()).map(|e| e.n));
-    }
-    cited.into_iter().collect()
-}
-
-/// The exchanges an ERROR stopped on: those its reason speaks of ("the second request (#3) got
-/// 500", [`ProbeReport::reason_cites`]), else the last one without a 2xx, else the last one.
-/// The last exchange alone is often the counter read that followed the request that failed, and
-/// its curl line reproduces nothing.
-fn error_cause(p: &ProbeReport) -> Vec<usize> {
-    let named: Vec<usize> = p
-        .reason_cites
-        .iter()
-        .copied()
-        .filter(|n| p.exchange(*n).is_some())
-        .collect();
-    if !named.is_empty() {
-        return named;
-    }
-    let unsuccessful = p
-        .exchanges
-        .iter()
-        .rev()
-        .find(|e| !e.response().is_some_and(|r| r.is_success()));
-    unsuccessful
-        .or(p.exchanges.last())
-        .map(|e| e.n)
-        .into_iter()
-        .collect()
-}
-
-/// Every key value `req` carried at `place`.
-fn key_values(req: &SentRequest, place: &Place) -> Vec<Vec<u8>> {
-    place.values_in(&req.headers, &req.body)
-}
-
-/// Bodies up to this size on a successful keyless GET count as a "small read".
-const SMALL_READ_MAX: usize = 64;
-
-fn is_small_read(e: &Exchange, key: &Place) -> bool {
-    e.request.method == "GET"
-        && key_values(&e.request, key).is_empty()
-        && e.response()
-            .as_ref()
-            .is_some_and(|r| r.is_success() && r.body.len() <= SMALL_READ_MAX)
 }
 
 /// The cells of an exchange's one-line summary, shared by this block and the Markdown details.
@@ -261,52 +197,6 @@ impl ExchangeLine {
         .collect::<Vec<_>>()
         .join(" ")
     }
-}
-
-/// Consecutive exchanges of one kind ([`Role::same_kind`], method, URL, key) grouped into runs; a run
-/// shorter than [`FOLD_MIN`] is split back into single exchanges.
-pub fn fold<'a>(exchanges: &'a [Exchange], key: &Place) -> Vec<Vec<&'a Exchange>> {
-    let same = |a: &Exchange, b: &Exchange| {
-        a.role.same_kind(&b.role)
-            && a.request.method == b.request.method
-            && a.request.url == b.request.url
-            && key_values(&a.request, key) == key_values(&b.request, key)
-    };
-    let mut runs: Vec<Vec<&Exchange>> = Vec::new();
-    for e in exchanges {
-        match runs.last_mut() {
-            Some(run) if same(run[0], e) => run.push(e),
-            _ => runs.push(vec![e]),
-        }
-    }
-    runs.into_iter()
-        .flat_map(|run| {
-            if run.len() >= FOLD_MIN {
-                vec![run]
-            } else {
-                run.into_iter().map(|e| vec![e]).collect()
-            }
-        })
-        .collect()
-}
-
-/// The cited exchanges printed in full: the first of each kind (role kind, request, status).
-/// Returns each shown exchange with the numbers of the cited ones it stands for.
-pub fn representatives<'a>(p: &'a ProbeReport, cited: &[usize]) -> Vec<(&'a Exchange, Vec<usize>)> {
-    let mut reps: Vec<(&Exchange, Vec<usize>)> = Vec::new();
-    for e in cited.iter().filter_map(|&n| p.exchange(n)) {
-        let same = |r: &Exchange| {
-            r.role.same_kind(&e.role)
-                && r.request == e.request
-                && r.status() == e.status()
-                && r.error() == e.error()
-        };
-        match reps.iter_mut().find(|(r, _)| same(r)) {
-            Some((_, also)) => also.push(e.n),
-            None => reps.push((e, Vec::new())),
-        }
-    }
-    reps
 }
 
 /// Whole milliseconds: sub-millisecond detail is noise next to network latency.
@@ -437,9 +327,10 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
         out.push('\n');
         write_checks(&mut out, &p.checks, secrets);
     }
+    let view = ProbeView::of(p, opts);
     if !p.exchanges.is_empty() {
         out.push('\n');
-        write_exchange_table(&mut out, &p.exchanges, secrets, &opts.key);
+        write_exchange_table(&mut out, &view, secrets);
     }
     if !p.timeline.is_empty() {
         out.push_str("\ntimeline\n");
@@ -461,14 +352,13 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
             cited_ranges(&absent)
         );
     }
-    let cited = cited_exchanges(p, &opts.key);
-    if !cited.is_empty() {
-        let reps = representatives(p, &cited);
-        for (e, _) in &reps {
+    if !view.cited.is_empty() {
+        for (e, _) in &view.shown {
             out.push('\n');
             write_dump(&mut out, e, opts);
         }
-        let mut notes: Vec<String> = reps
+        let mut notes: Vec<String> = view
+            .shown
             .iter()
             .filter(|(_, also)| !also.is_empty())
             .map(|(e, also)| {
@@ -479,12 +369,7 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
                 )
             })
             .collect();
-        let others: Vec<usize> = p
-            .exchanges
-            .iter()
-            .filter(|e| !cited.contains(&e.n))
-            .map(|e| e.n)
-            .collect();
+        let others = view.others();
         if !others.is_empty() {
             notes.push(format!(
                 "{} in full in the JSON report",
@@ -494,13 +379,7 @@ pub fn block(p: &ProbeReport, suite: &str, opts: &RenderOptions) -> String {
         if !notes.is_empty() {
             let _ = writeln!(out, "({})", notes.join("; "));
         }
-        write_reproduce(
-            &mut out,
-            &reps,
-            secrets,
-            &opts.key,
-            opts.resigner.as_deref(),
-        );
+        write_reproduce(&mut out, &view.reproduce);
     }
     // Last line of defence: anything that slipped through above (a secret echoed in a check's
     // `actual`, in a role, in a timeline fact) is masked here.
@@ -536,7 +415,7 @@ pub trait Resigner: Send + Sync + std::fmt::Debug {
 
 /// The reproduce lines of the exchanges shown in full: one curl line per distinct request, under
 /// a title naming the exchanges it stands for, then which variable stands for which secret.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Reproduce {
     /// (`reproduce #2 (the same request as #3–#18)`, the curl line)
     pub lines: Vec<(String, String)>,
@@ -545,7 +424,8 @@ pub struct Reproduce {
 }
 
 impl Reproduce {
-    /// The lines for `reps` (see [`representatives`]), secrets named by their variables.
+    /// The lines for `reps` (the exchanges a [`super::view::ProbeView`] shows in full), secrets
+    /// named by their variables.
     pub fn of(
         reps: &[(&Exchange, Vec<usize>)],
         secrets: &Secrets,
@@ -679,14 +559,7 @@ fn with_fresh_key(req: &SentRequest, place: &Place, curl: &str) -> Option<String
 }
 
 /// The reproduce lines as text: each title and its indented curl line, then the legend, once.
-fn write_reproduce(
-    out: &mut String,
-    reps: &[(&Exchange, Vec<usize>)],
-    secrets: &Secrets,
-    key: &Place,
-    resigner: Option<&dyn Resigner>,
-) {
-    let r = Reproduce::of(reps, secrets, key, resigner);
+fn write_reproduce(out: &mut String, r: &Reproduce) {
     for (title, line) in &r.lines {
         let _ = writeln!(out, "{title}:");
         let _ = writeln!(out, "  {line}");
@@ -757,13 +630,13 @@ fn write_checks(out: &mut String, checks: &[Check], secrets: &Secrets) {
     }
 }
 
-fn write_exchange_table(out: &mut String, exchanges: &[Exchange], secrets: &Secrets, key: &Place) {
-    let keys = Keys::of(exchanges, key, secrets);
-    let lines: Vec<ExchangeLine> = fold(exchanges, key)
-        .into_iter()
+fn write_exchange_table(out: &mut String, view: &ProbeView, secrets: &Secrets) {
+    let lines: Vec<ExchangeLine> = view
+        .runs
+        .iter()
         .map(|run| match run.as_slice() {
-            [e] => ExchangeLine::of(e, secrets, &keys),
-            _ => ExchangeLine::folded(&run, secrets, &keys),
+            [e] => ExchangeLine::of(e, secrets, &view.keys),
+            _ => ExchangeLine::folded(run, secrets, &view.keys),
         })
         .collect();
     let width = |f: fn(&ExchangeLine) -> &str| {
@@ -872,6 +745,7 @@ fn write_dump(out: &mut String, e: &Exchange, opts: &RenderOptions) {
 mod tests {
     use super::*;
     use crate::http::exchange::Role;
+    use crate::report::view::cited_exchanges;
 
     #[test]
     fn the_key_is_read_from_the_suite_s_header() {

@@ -17,8 +17,9 @@ use anyhow::Context as _;
 use crate::http::exchange::Exchange;
 use crate::outcome::{first_line, Outcome};
 use crate::redact::{cut_line, sanitize_line};
-use crate::report::evidence::{deciding_severity, first_failed, ExchangeLine, Keys, QUOTE_MAX};
+use crate::report::evidence::{deciding_severity, first_failed, ExchangeLine, QUOTE_MAX};
 use crate::report::terminal::summary_line;
+use crate::report::view::ProbeView;
 use crate::report::{ProbeReport, RenderOptions, RunReport};
 
 /// The environment variable GitHub Actions sets to the step summary file.
@@ -138,12 +139,15 @@ fn details(out: &mut String, p: &ProbeReport, opts: &RenderOptions) {
         .iter()
         .filter_map(|&n| p.exchange(n))
         .collect();
-    let keys = Keys::of(shown.iter().copied(), &opts.key, &opts.secrets);
+    let view = ProbeView::of(p, opts);
     for e in shown {
         let _ = writeln!(
             out,
             "  - {}",
-            md(&ExchangeLine::of(e, &opts.secrets, &keys).joined(), opts)
+            md(
+                &ExchangeLine::of(e, &opts.secrets, &view.keys).joined(),
+                opts
+            )
         );
     }
 }

@@ -22,6 +22,7 @@ pub mod json;
 pub mod junit;
 pub mod markdown;
 pub mod terminal;
+pub mod view;
 
 /// The JSON schema id; bumped only when a field changes meaning or disappears.
 pub const SCHEMA: &str = "idem-check.report/1";

@@ -12,7 +12,8 @@ use std::fmt::Write as _;
 use super::markup::esc;
 use crate::http::exchange::Exchange;
 use crate::report::evidence::{self, ExchangeLine};
-use crate::report::{ProbeReport, RenderOptions};
+use crate::report::view::ProbeView;
+use crate::report::RenderOptions;
 
 /// Exchanges listed per probe; a probe that sent more (a long stress sample) lists these.
 pub const MAX_LISTED: usize = 400;
@@ -66,21 +67,32 @@ pub fn anchor(probe: &str, n: usize) -> String {
     format!("{probe}-x{n}")
 }
 
-/// The exchange table of `p` (empty without exchanges). Rows come before transcripts in the
-/// budget, so a page short of room still lists every exchange it can.
+/// The exchange table of the probe `view` shows (empty without exchanges). Rows come before
+/// transcripts in the budget, so a page short of room still lists every exchange it can.
 pub fn table(
-    p: &ProbeReport,
+    view: &ProbeView,
     probe_anchor: &str,
     budget: &mut Budget,
     opts: &RenderOptions,
 ) -> String {
+    let p = view.probe;
     if p.exchanges.is_empty() {
         return String::new();
     }
     let listed = &p.exchanges[..p.exchanges.len().min(MAX_LISTED)];
-    let runs = evidence::fold(listed, &opts.key);
+    // The view's runs, up to the last listed exchange.
+    let mut left = listed.len();
+    let runs: Vec<&[&Exchange]> = view
+        .runs
+        .iter()
+        .map_while(|run| {
+            let take = run.len().min(left);
+            left -= take;
+            (take > 0).then(|| &run[..take])
+        })
+        .collect();
     // Transcripts: the exchanges failed checks cite first, then the rest in order.
-    let cited = evidence::cited_exchanges(p, &opts.key);
+    let cited = &view.cited;
     let mut dumps: Vec<Option<String>> = vec![None; listed.len()];
     let order = listed
         .iter()
@@ -92,10 +104,10 @@ pub fn table(
                 .enumerate()
                 .filter(|(_, e)| !cited.contains(&e.n)),
         );
-    let keys = evidence::Keys::of(listed, &opts.key, &opts.secrets);
+    let keys = &view.keys;
     let mut rows: Vec<Option<String>> = Vec::with_capacity(listed.len());
     for e in listed {
-        rows.push(budget.take(cells(&ExchangeLine::of(e, &opts.secrets, &keys))));
+        rows.push(budget.take(cells(&ExchangeLine::of(e, &opts.secrets, keys))));
     }
     for (i, e) in order.collect::<Vec<_>>() {
         if rows[i].is_some() && budget.could_fit(smallest_transcript(e, opts.max_body)) {
@@ -115,7 +127,7 @@ pub fn table(
             out.push_str(&entries);
             continue;
         }
-        let line = ExchangeLine::folded(&run, &opts.secrets, &keys);
+        let line = ExchangeLine::folded(run, &opts.secrets, keys);
         let _ = write!(
             out,
             "<details class=\"x fold\"><summary>{}</summary><div class=\"members\">{entries}</div></details>",

@@ -10,7 +10,8 @@ use super::exchanges::{self, Budget};
 use super::markup::{esc, line};
 use crate::check::{Check, Severity};
 use crate::outcome::Outcome;
-use crate::report::evidence::{self, cited_ranges, deciding_severity, Reproduce};
+use crate::report::evidence::{cited_ranges, deciding_severity};
+use crate::report::view::ProbeView;
 use crate::report::{ProbeReport, RenderOptions};
 
 /// The symbol of an outcome, as the terminal shows it.
@@ -59,6 +60,7 @@ pub fn wrap(p: &ProbeReport, anchor: &str, body: &str, opts: &RenderOptions) -> 
 /// The proof of `p`; pictures and exchanges are paid from `budget`.
 pub fn body(p: &ProbeReport, anchor: &str, budget: &mut Budget, opts: &RenderOptions) -> String {
     let secrets = &opts.secrets;
+    let view = ProbeView::of(p, opts);
     let mut out = String::from("<dl class=\"meta\">");
     let mut fact = |name: &str, value: String| {
         let _ = write!(out, "<dt>{name}</dt><dd>{value}</dd>");
@@ -98,12 +100,10 @@ pub fn body(p: &ProbeReport, anchor: &str, budget: &mut Budget, opts: &RenderOpt
     }
     if !p.exchanges.is_empty() {
         out.push_str("<h4>Exchanges</h4>\n");
-        out.push_str(&exchanges::table(p, anchor, budget, opts));
+        out.push_str(&exchanges::table(&view, anchor, budget, opts));
     }
-    let cited = evidence::cited_exchanges(p, &opts.key);
-    if !cited.is_empty() {
-        let reps = evidence::representatives(p, &cited);
-        let r = Reproduce::of(&reps, secrets, &opts.key, opts.resigner.as_deref());
+    if !view.cited.is_empty() {
+        let r = &view.reproduce;
         out.push_str("<h4>Reproduce</h4>\n<div class=\"repro\">");
         for (title, curl) in &r.lines {
             let _ = writeln!(
