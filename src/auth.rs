@@ -7,6 +7,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use crate::http::client::Renewable;
 use crate::http::exchange::Header;
 use crate::http::Request;
 
@@ -147,7 +148,7 @@ impl Credential {
     /// Runs the command again after a 401: `true` when it printed a new credential, which
     /// every later request carries; `false` when it printed the same one, or failed (then
     /// [`Credential::take_failure`] says why).
-    pub async fn refresh(self: &Arc<Self>) -> bool {
+    pub async fn refresh(&self) -> bool {
         let cmd = self.cmd.clone();
         let ran = tokio::task::spawn_blocking(move || run(&cmd).and_then(|l| header_of(&l))).await;
         let mut state = self.state();
@@ -182,6 +183,20 @@ impl Credential {
     /// Every credential value the command printed, to mask in every output.
     pub fn values(&self) -> Vec<String> {
         self.state().values.clone()
+    }
+}
+
+impl Renewable for Credential {
+    fn applied(&self, req: &Request) -> Request {
+        Credential::applied(self, req)
+    }
+
+    fn carried_by(&self, req: &Request) -> bool {
+        Credential::carried_by(self, req)
+    }
+
+    fn renew(&self) -> futures::future::BoxFuture<'_, bool> {
+        Box::pin(self.refresh())
     }
 }
 

@@ -19,7 +19,7 @@ use anyhow::Result;
 use crate::carrier::{Place, Syntax};
 use crate::config::Config;
 use crate::effects::Counter;
-use crate::http::client::Client;
+use crate::http::client::{Client, Renewable};
 use crate::keys::{KeySyntax, FELL_BACK};
 use crate::outcome::{decide, Outcome, Stop};
 use crate::probes::{self, ProbeCtx, ProbeDef, Session};
@@ -46,7 +46,7 @@ pub async fn run(
     let start = Instant::now();
     let client = Arc::new(
         Client::new(config.connector.clone(), config.timeout, config.max_body)?
-            .with_credential(config.auth.clone()),
+            .with_credential(config.auth.clone().map(|a| a as Arc<dyn Renewable>)),
     );
     let mut probes = Vec::new();
     let mut interrupted = false;

@@ -24,7 +24,6 @@ use super::kept::{ForgetNew, Served};
 use super::raw::{RawResponse, Resent};
 use super::role::Resend;
 use super::Request;
-use crate::auth::Credential;
 
 /// A shared, pooled client; one per run.
 pub struct Client {
@@ -39,7 +38,19 @@ pub struct Client {
     max_body: usize,
     /// `--auth-cmd`'s credential: every request carries its current value, and a 401 fetches
     /// a new one and sends the request once more.
-    credential: Option<Arc<Credential>>,
+    credential: Option<Arc<dyn Renewable>>,
+}
+
+/// A credential the client keeps current (`--auth-cmd`, [`crate::auth`]): every request that
+/// carries it gets its current value, and a 401 to such a request asks for a new one. A trait,
+/// so the transport knows nothing of how a credential is fetched.
+pub trait Renewable: Send + Sync + std::fmt::Debug {
+    /// `req` with the current credential in place of an earlier one.
+    fn applied(&self, req: &Request) -> Request;
+    /// Whether `req` carries this credential (tenant A's, not B's).
+    fn carried_by(&self, req: &Request) -> bool;
+    /// Fetches a new credential: `true` when it differs from the last.
+    fn renew(&self) -> futures::future::BoxFuture<'_, bool>;
 }
 
 /// A reqwest builder with `connector`'s TLS settings, proxy and fixed addresses, the same the
@@ -71,7 +82,7 @@ impl Client {
     }
 
     /// This client, carrying `credential` ([`crate::auth`]) when there is one.
-    pub fn with_credential(mut self, credential: Option<Arc<Credential>>) -> Client {
+    pub fn with_credential(mut self, credential: Option<Arc<dyn Renewable>>) -> Client {
         self.credential = credential;
         self
     }
@@ -99,7 +110,7 @@ impl Client {
         };
         let (sent, raw) = self.send_once(&credential.applied(req)).await;
         let refused = raw.result.as_ref().is_ok_and(|r| r.status == 401);
-        if !refused || !credential.carried_by(req) || !credential.refresh().await {
+        if !refused || !credential.carried_by(req) || !credential.renew().await {
             return (sent, raw);
         }
         let (sent, again) = self.send_once(&credential.applied(req)).await;

@@ -6,6 +6,7 @@
 
 use futures::FutureExt;
 
+use super::kit::shape;
 use super::shared::{is_success, send_raw_counted};
 use super::{CheckDecl, Group, IetfSyntax, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
@@ -37,7 +38,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let token = ctx.of_the_shape(keys::token_key(&ctx.fresh_key()))?;
+    let token = shape::admitted(ctx.session.key_shape, keys::token_key(&ctx.fresh_key()))?;
     let requests = vec![
         (
             "bare token".to_string(),

@@ -37,7 +37,8 @@ pub struct ProbeCtx {
     pub(crate) judge: Judge,
     pub(crate) counting: Counting,
     pub(crate) transports: Transports,
-    requests: Requests,
+    /// This probe's payloads and keys in their carrier ([`Requests`]).
+    pub(crate) requests: Requests,
 }
 
 impl ProbeCtx {
@@ -99,22 +100,6 @@ impl ProbeCtx {
         keys::fresh()
     }
 
-    /// `key` when the API accepts keys of its shape ([`super::kit::shape`]); else the SKIP that
-    /// names the shape, since a refusal of the key would say nothing about what the probe tests.
-    pub fn of_the_shape(&self, key: String) -> Result<String, Stop> {
-        let shape = self.session.key_shape;
-        if shape.admits(&key) {
-            return Ok(key);
-        }
-        Err(Stop::Skip(
-            format!(
-                "the API accepts only keys of shape {shape} (--key-shape, or learnt by the \
-             pre-flight): this probe needs the key {key:?}"
-            )
-            .into(),
-        ))
-    }
-
     /// The configured operation for tenant A, with payload variant 0 and no key.
     pub fn request(&self) -> Request {
         self.requests.operation(0)
@@ -135,23 +120,8 @@ impl ProbeCtx {
         self.config.suite.key_syntax.encode(key).into_bytes()
     }
 
-    /// `req` with the key taken out of its carrier.
-    pub fn without_key(&self, req: Request) -> Request {
-        self.requests.without_key(req)
-    }
-
-    /// Where the run's keys travel and how they are written.
-    pub fn carrier(&self) -> &crate::carrier::KeyCarrier {
-        self.requests.carrier()
-    }
-
     pub fn keyed(&self, key: &str) -> Request {
         self.requests.keyed(self.session.keys, key, 0)
-    }
-
-    /// The operation with `body` as its payload and `key` in its carrier.
-    pub fn keyed_body(&self, key: &str, body: Vec<u8>) -> Request {
-        self.requests.keyed_body(self.session.keys, key, body)
     }
 
     pub fn keyed_with_payload(&self, key: &str, variant: u32) -> Request {

@@ -38,7 +38,11 @@ pub const PROBE: ProbeDef = ProbeDef {
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let invalid_body = ctx.need::<InvalidBody>()?;
     let key = ctx.fresh_key();
-    let invalid_req = ctx.keyed_body(&key, invalid_body.template.render(ctx.unique(), 0));
+    let invalid_req = ctx.requests.keyed_body(
+        ctx.session.keys,
+        &key,
+        invalid_body.template.render(ctx.unique(), 0),
+    );
     let before = ctx.count_before().await?;
     let invalid = ctx.send("invalid payload", invalid_req).await;
     if invalid.response().is_none() {

@@ -5,6 +5,7 @@
 
 use futures::FutureExt;
 
+use super::kit::shape;
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::keys;
 use crate::outcome::Stop;
@@ -32,6 +33,6 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let key = ctx.of_the_shape(keys::escaped_key(&ctx.fresh_key()))?;
+    let key = shape::admitted(ctx.session.key_shape, keys::escaped_key(&ctx.fresh_key()))?;
     super::accepted_then_recognised(ctx, &key, &ACCEPTED, &REPLAYS).await
 }

@@ -39,7 +39,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let corpus = match ctx.carrier().syntax {
+    let corpus = match ctx.requests.carrier().syntax {
         Syntax::Ietf => keys::malformed_corpus(&ctx.fresh_key()),
         Syntax::Token => keys::malformed_token(&ctx.fresh_key()),
     };

@@ -37,16 +37,16 @@ pub const PROBE: ProbeDef = ProbeDef {
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let before = ctx.count_before().await?;
-    let req = ctx.without_key(ctx.request());
+    let req = ctx.requests.without_key(ctx.request());
     let ex = ctx.send("without key", req).await;
-    if ctx.carrier().syntax == Syntax::Token && is_success(&ex) {
+    if ctx.requests.carrier().syntax == Syntax::Token && is_success(&ex) {
         // Providers' keys are often optional (Stripe's, Checkout.com's): without one, the
         // request is an ordinary request. Nothing here says the API wanted a key.
         return Err(Stop::Skip(
             format!(
                 "the key is {}: #{} without a key was accepted as an ordinary request, so the key \
              is optional here; the 400 of draft-07 §2.7 is the rule of the draft's own field",
-                ctx.carrier(),
+                ctx.requests.carrier(),
                 ex.n
             )
             .into(),

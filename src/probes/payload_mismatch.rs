@@ -48,7 +48,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         .await;
     let after = ctx.count("count after").await?;
     let mut status = ctx.spec(&STATUS);
-    if ctx.carrier().syntax == Syntax::Token && !status.expect.contains(&400) {
+    if ctx.requests.carrier().syntax == Syntax::Token && !status.expect.contains(&400) {
         // 422 is the draft's status for its own field; providers with their own carrier refuse
         // a reused key with 400 (Square's IDEMPOTENCY_KEY_REUSED, Stripe's idempotency_error).
         status.expect.push(400);

@@ -246,7 +246,7 @@ pub(crate) async fn retry_while(
 /// provider's error shape (Square's `errors`, Checkout.com's `error_codes`), which nobody should
 /// be told to replace, so nothing is judged there.
 pub(crate) fn problem_details(ctx: &mut ProbeCtx, decl: &CheckDecl, ex: &Exchange) {
-    if ctx.carrier().syntax == crate::carrier::Syntax::Ietf {
+    if ctx.requests.carrier().syntax == crate::carrier::Syntax::Ietf {
         ctx.push(check::problem_details(&ctx.spec(decl), ex));
     }
 }

@@ -5,6 +5,22 @@
 //! key of the learnt shape SKIPs naming it.
 
 use crate::carrier::{Alphabet, KeyShape, GENERATED_KEY_LEN};
+use crate::outcome::Stop;
+
+/// `key` when `shape` admits it; else the SKIP that names the shape, since a refusal of the key
+/// would say nothing about what the probe tests.
+pub fn admitted(shape: KeyShape, key: String) -> Result<String, Stop> {
+    if shape.admits(&key) {
+        return Ok(key);
+    }
+    Err(Stop::Skip(
+        format!(
+            "the API accepts only keys of shape {shape} (--key-shape, or learnt by the \
+             pre-flight): this probe needs the key {key:?}"
+        )
+        .into(),
+    ))
+}
 
 /// How many trial keys the pre-flight sends at most.
 pub const MAX_TRIALS: usize = 3;
