@@ -64,6 +64,12 @@ fn unseen_through_a_body_key(fault: Fault) -> &'static [&'static str] {
 async fn fails_exactly_its_probes_with(fault: Fault, key: Option<Place>) {
     let catalog: BTreeSet<&str> = probes::catalog().iter().map(|p| p.meta.id).collect();
     let mut listed: BTreeSet<&str> = fault.breaks().iter().copied().collect();
+    if matches!(key, Some(Place::Body(_))) && listed.is_subset(&skipped_for_a_body_key()) {
+        // Every probe the fault breaks tests a key header or the draft's syntax, so none runs
+        // with a body key: the header matrix above shows the fault; a run here would show
+        // only SKIPs and PASSes of probes the fault does not touch.
+        return;
+    }
     if matches!(key, Some(Place::Body(_))) {
         listed.retain(|p| {
             !skipped_for_a_body_key().contains(p) && !unseen_through_a_body_key(fault).contains(p)
