@@ -1282,10 +1282,8 @@ fn a_uuid_only_api_gets_keys_of_its_shape() {
     );
 
     let server = start("uuid_only", &[]);
-    let said = check(
-        &server,
-        &[&full()[..], &["--key-shape", "uuid"][..]].concat(),
-    );
+    let only = ["--key-shape", "uuid", "--probe", "first-request"];
+    let said = check(&server, &[&full()[..], &only[..]].concat());
     let roles: Vec<String> = said.report["probes"][0]["exchanges"]
         .as_array()
         .unwrap()
