@@ -345,7 +345,7 @@ impl Replayer {
         let (req, key) = self.fresh_key(self.restore(first)?, first.n)?;
         let sent: Vec<_> = (0..members.len()).map(|_| req.prepare()).collect();
         lines.push(format!(
-            "burst #{}–#{} of the report: {} copies released together, key {}: {key}",
+            "burst #{}–#{} of the report: {} copies released together, key ({}): {key}",
             first.n,
             members[members.len() - 1].n,
             members.len(),
@@ -380,7 +380,7 @@ impl Replayer {
         let hold = self.hold(&mut req);
         let wait = Duration::from_secs_f64(original.duration_ms.max(0.0) / 1000.0);
         lines.push(format!(
-            "#{} sent with a fresh key {}: {key}{}, its connection closed {} ms after it was written",
+            "#{} sent with a fresh key ({}): {key}{}, its connection closed {} ms after it was written",
             original.n,
             self.inputs.key_place().label(),
             hold.as_ref().map_or(String::new(), |h| format!(", held ({h})")),

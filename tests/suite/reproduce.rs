@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use idem_check::carrier::Place;
 use idem_check::reference::Reference;
 use idem_reference_server::Fault;
 
@@ -190,4 +191,26 @@ async fn a_report_of_the_in_process_reference_is_refused_saying_why() {
         "{}",
         text(&out)
     );
+}
+
+/// A report whose keys travelled in the body is replayed with its fresh key in the body: under
+/// `release-on-disconnect` the lost response's retry executes again through the body key too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_key_is_replayed_in_the_body() {
+    let key = Place::Body("/idempotency_key".into());
+    let reference = Reference::start_with(Some(Fault::ReleaseOnDisconnect), None, Some(&key))
+        .await
+        .expect("the reference starts");
+    let dir = tempfile::tempdir().unwrap();
+    let json = run(&reference, &["lost-response"], dir.path()).await;
+    let out = reproduce(&reference, &json, "lost-response", &[]).await;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        stdout.contains("a fresh key (body /idempotency_key)"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(rise(&out), 2, "{}", text(&out));
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    reference.stop().await.expect("the reference stops");
 }

@@ -3,7 +3,7 @@
 
 use idem_check::config::TargetSpec;
 
-/// `spec`'s URL, headers, body, effect basis, hold and replicas as flags, each URL passed
+/// `spec`'s URL, headers, body and where its key travels, effect basis, hold and replicas as flags, each URL passed
 /// through `at` (a test that puts a proxy or a TLS front before the server rewrites the origin
 /// there; the hold release stays a test hook of the server itself).
 pub fn flags(spec: &TargetSpec, at: impl Fn(&str) -> String) -> Vec<String> {
@@ -13,6 +13,8 @@ pub fn flags(spec: &TargetSpec, at: impl Fn(&str) -> String) -> Vec<String> {
     }
     let pairs = [
         ("-d", spec.body.clone()),
+        ("--key-in-body", spec.key_in_body.clone()),
+        ("--key-header", spec.key_header.clone()),
         ("--id-pointer", spec.id_pointer.clone()),
         ("--count-url", spec.count_url.as_deref().map(&at)),
         ("--count-pointer", spec.count_pointer.clone()),
