@@ -1132,6 +1132,21 @@ fn a_provider_header_is_judged_as_a_token() {
     }
 }
 
+/// The same provider checking only its keys' length: a key holding a control character (the
+/// one malformed key a token header gets) is taken and executes, so malformed-key FAILs —
+/// nothing else moves.
+#[test]
+fn a_provider_header_taking_control_characters_fails_malformed_key() {
+    let mut except: Vec<(&str, &str)> = IETF_ONLY.iter().map(|p| (*p, "SKIP")).collect();
+    except.extend([("missing-key", "SKIP"), ("malformed-key", "FAIL")]);
+    let run = expect("provider_header", &["--lax-keys"], &provider(), &except, 4);
+    assert_says(
+        run.reason("malformed-key"),
+        "every malformed key is refused with a 4xx",
+        "the control character was taken",
+    );
+}
+
 /// Square's layout: the key in the JSON body (`idempotency_key`), required, 400 when reused
 /// with other parameters, replays with 200. Every probe that needs a key header or the draft's
 /// syntax SKIPs naming the carrier; every other probe sends its keys in the body and PASSes.

@@ -107,16 +107,31 @@ async fn a_burst_replayed_from_the_report_double_executes_only_under_race() {
 /// `lost-response` replayed: the original held with a fresh hold, its connection closed as the
 /// probe closed it, the retries sent at their offsets and the hold released after the first.
 /// `release-on-disconnect` forgets the key of the dropped request, so its retry executes
-/// again (the counter rises by 2, exit 4); the correct server executes it once.
+/// again (the counter rises by 2, exit 4); the correct server executes it once. A report whose
+/// keys travelled in the body is replayed with its fresh key in the body.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_response_replayed_with_its_hold_and_drop() {
-    for (fault, expected) in [(Some(Fault::ReleaseOnDisconnect), 2), (None, 1)] {
-        let reference = Reference::start(fault).await.expect("the reference starts");
+    let body = Place::Body("/idempotency_key".into());
+    for (fault, key, expected) in [
+        (Some(Fault::ReleaseOnDisconnect), None, 2),
+        (None, None, 1),
+        (Some(Fault::ReleaseOnDisconnect), Some(&body), 2),
+    ] {
+        let reference = Reference::start_with(fault, None, key)
+            .await
+            .expect("the reference starts");
         let dir = tempfile::tempdir().unwrap();
         let json = run(&reference, &["lost-response"], dir.path()).await;
         let out = reproduce(&reference, &json, "lost-response", &[]).await;
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(stdout.contains("released the hold"), "{}", text(&out));
+        if key.is_some() {
+            assert!(
+                stdout.contains("a fresh key (body /idempotency_key)"),
+                "{}",
+                text(&out)
+            );
+        }
         assert_eq!(rise(&out), expected, "{fault:?}: {}", text(&out));
         let code = if expected > 1 { 4 } else { 0 };
         assert_eq!(out.status.code(), Some(code), "{}", text(&out));
@@ -191,26 +206,4 @@ async fn a_report_of_the_in_process_reference_is_refused_saying_why() {
         "{}",
         text(&out)
     );
-}
-
-/// A report whose keys travelled in the body is replayed with its fresh key in the body: under
-/// `release-on-disconnect` the lost response's retry executes again through the body key too.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_body_key_is_replayed_in_the_body() {
-    let key = Place::Body("/idempotency_key".into());
-    let reference = Reference::start_with(Some(Fault::ReleaseOnDisconnect), None, Some(&key))
-        .await
-        .expect("the reference starts");
-    let dir = tempfile::tempdir().unwrap();
-    let json = run(&reference, &["lost-response"], dir.path()).await;
-    let out = reproduce(&reference, &json, "lost-response", &[]).await;
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        stdout.contains("a fresh key (body /idempotency_key)"),
-        "{}",
-        text(&out)
-    );
-    assert_eq!(rise(&out), 2, "{}", text(&out));
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
-    reference.stop().await.expect("the reference stops");
 }
