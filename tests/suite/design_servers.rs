@@ -177,13 +177,18 @@ fn assert_says(text: &str, needle: &str, what: &str) {
     assert!(text.contains(needle), "{what}: {needle:?} not in\n{text}");
 }
 
+/// Tenant A's credential and a JSON content type, as every design takes them.
+const TENANT_A_JSON: [&str; 4] = [
+    "-H",
+    "Authorization: Bearer ta",
+    "-H",
+    "Content-Type: application/json",
+];
+
 /// The options of a full run against a design with tenants, a counter, ids and a hold header.
 fn full() -> Vec<&'static str> {
-    vec![
-        "-H",
-        "Authorization: Bearer ta",
-        "-H",
-        "Content-Type: application/json",
+    let mut args = TENANT_A_JSON.to_vec();
+    args.extend([
         "-d",
         r#"{"amount":5,"ref":"{{unique}}"}"#,
         "--id-pointer",
@@ -200,7 +205,8 @@ fn full() -> Vec<&'static str> {
         r#"{"amount":-1}"#,
         "--timeout",
         "3s",
-    ]
+    ]);
+    args
 }
 
 /// [`full`] with a hold the server ends alone after 600 ms, as most real middlewares' test
@@ -706,12 +712,7 @@ fn stress_with(server: &PythonServer, args: &[&str]) -> (Option<i32>, serde_json
     let json = dir.path().join("s.json");
     let mut child = bin()
         .args(["stress", &format!("{}/pay", server.base)])
-        .args([
-            "-H",
-            "Authorization: Bearer ta",
-            "-H",
-            "Content-Type: application/json",
-        ])
+        .args(TENANT_A_JSON)
         .args(args)
         .args(["--report-json", json.to_str().unwrap()])
         .stdout(Stdio::null())
@@ -1153,17 +1154,9 @@ fn a_provider_header_taking_control_characters_fails_malformed_key() {
 /// The evidence shows each request's body key, and a reproduce line replays the burst with a
 /// fresh key spliced into `-d`.
 fn square() -> Vec<&'static str> {
-    vec![
-        "-H",
-        "Authorization: Bearer ta",
-        "-H",
-        "Content-Type: application/json",
-        "-d",
-        r#"{"source_id":"cnon:ok","amount_money":{"amount":5,"currency":"USD"},"idempotency_key":"k","note":"{{unique}}"}"#,
-        "--key-in-body",
-        "/idempotency_key",
-        "--id-pointer",
-        "/payment/id",
+    let mut args = TENANT_A_JSON.to_vec();
+    args.extend(SQUARE_PAYMENT);
+    args.extend([
         "--count-url",
         "{base}/count",
         "--tenant-b-header",
@@ -1174,8 +1167,19 @@ fn square() -> Vec<&'static str> {
         "{base}/holds/{{hold}}/release",
         "--timeout",
         "3s",
-    ]
+    ]);
+    args
 }
+
+/// A Square payment with its key in the body, and where its id is.
+const SQUARE_PAYMENT: [&str; 6] = [
+    "-d",
+    r#"{"source_id":"cnon:ok","amount_money":{"amount":5,"currency":"USD"},"idempotency_key":"k","note":"{{unique}}"}"#,
+    "--key-in-body",
+    "/idempotency_key",
+    "--id-pointer",
+    "/payment/id",
+];
 
 /// The probes a body key skips: the draft's syntax and the key header's own lines.
 fn body_key_skips() -> Vec<(&'static str, &'static str)> {
@@ -1237,22 +1241,12 @@ fn a_body_key_recorded_after_the_payment_fails_the_races() {
 /// violating against the one that records the key after the payment.
 #[test]
 fn stress_sends_and_judges_a_body_key() {
-    let square = square();
-    let args: Vec<&str> = square[..square
-        .iter()
-        .position(|a| *a == "--tenant-b-header")
-        .unwrap()]
-        .iter()
-        .skip(4)
-        .copied()
-        .collect();
     for (server_args, outcome, exit) in [(&[][..], "PASS", 0), (&["--record-after"][..], "FAIL", 4)]
     {
         let server = start("square_body_key", server_args);
-        let base = format!("{}/count", server.base);
-        let mut args = args.clone();
-        let at = args.iter().position(|a| *a == "{base}/count").unwrap();
-        args[at] = &base;
+        let count = format!("{}/count", server.base);
+        let mut args = SQUARE_PAYMENT.to_vec();
+        args.extend(["--count-url", &count]);
         // Each payment takes 30 ms, so a burst's copies overlap the first one's work.
         args.extend(["-H", "X-Delay-Ms: 30", "--keys", "6", "--duplicates", "4"]);
         args.extend(["--timeout", "3s"]);
