@@ -194,7 +194,7 @@ impl Conn {
         // The pause lets the server read every staged stream before the release; a lone
         // request (a late retry) has nothing to be released together with.
         if reqs.len() > 1 {
-            tokio::time::sleep(burst::settle_time(ping_sent.elapsed())).await;
+            burst::settle(burst::settle_time(ping_sent.elapsed(), opts.settle_floor)).await;
         }
         let at = self.release(reqs)?;
         let deadline = at + timeout;
