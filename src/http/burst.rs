@@ -56,7 +56,7 @@ pub struct BurstOptions {
     /// 1 ms, lets a local server's threads read every prefix and go idle, so the release does
     /// not compete with them for the CPU: the tightest burst a probe can send. `stress` sends
     /// thousands of bursts a second and sets it to zero: on a local target the pause is then one
-    /// turn of the runtime instead of a timer tick, which let it send 1.5 × the requests at
+    /// turn of the runtime instead of a timer tick, which let it send 1.44 × the requests at
     /// 0.8 × the CPU per request, with bursts no less synchronised (BENCHMARKS.md).
     pub settle_floor: Duration,
 }
