@@ -168,15 +168,16 @@ pub async fn burst(
             })
     }))
     .await;
-    Ok(burst_on(connector, reqs, &wires, connected, begin, opts)
-        .await
-        .0)
+    // Fresh connections, closed with the burst.
+    Ok(burst_on(connector, reqs, &wires, connected, begin, opts, &|_, _| {}).await)
 }
 
 /// Steps 2–5 of a burst on connections that are already open (fresh ones, or kept-alive ones
 /// from [`super::pool`]); an `Err` connection is reported as that request's failure, dated
-/// `begin`. Returns the report and, in input order, what is left of each request's connection
-/// (see [`Left`]).
+/// `begin`. What is left of each request's connection (see [`Left`]) goes to `read` with the
+/// request's index as soon as its answer is read: a pool lends a kept connection to the next
+/// burst while this one's slowest answer is still coming (`stress`'s original execution, after
+/// its duplicates were answered 409).
 ///
 /// A fresh connection's prefix is staged in [`BurstOptions::stage_segments`] segments to spend
 /// the receiver's quick-ACK allowance; a reused one already spent it on its earlier exchanges
@@ -190,7 +191,8 @@ pub(crate) async fn burst_on(
     connected: Vec<Result<Open, String>>,
     begin: Instant,
     opts: &BurstOptions,
-) -> (BurstReport, Vec<Left>) {
+    read: &(dyn Fn(usize, Left) + Sync),
+) -> BurstReport {
     // Connecting and staging share one timeout, counted from `begin`.
     let deadline = begin + opts.timeout;
     let slowest_connect = connected
@@ -218,55 +220,53 @@ pub(crate) async fn burst_on(
     // 4. Release.
     let (released, mode) = release(&staged, opts.release_threads);
 
-    // 5. Read concurrently, each from its own release.
-    let reads =
-        staged
-            .iter_mut()
-            .zip(released.iter())
-            .zip(reqs)
-            .map(|((entry, rel), req)| async move {
-                let (started, result, left) = match (entry, rel) {
-                    (Ok(s), Ok(at)) => {
-                        let result = h1::read_keeping(
-                            &mut s.stream,
-                            &req.method,
-                            *at + opts.timeout,
-                            opts.timeout,
-                            opts.max_body,
-                        )
-                        .await;
-                        match result {
-                            Ok((response, true)) => (s.started, Ok(response), Left::Kept(())),
-                            Ok((response, false)) => (s.started, Ok(response), Left::Done),
-                            Err(unread) if unread.ended_unanswered => {
-                                (s.started, Err(unread.error), Left::EndedUnanswered)
-                            }
-                            Err(unread) => (s.started, Err(unread.error), Left::Done),
-                        }
-                    }
-                    (Ok(s), Err(e)) => (s.started, Err(e.clone()), Left::Done),
-                    (Err((t, e)), _) => (*t, Err(e.clone()), Left::Done),
-                };
-                let response = RawResponse {
-                    started,
-                    released: rel.as_ref().ok().copied(),
-                    finished: Instant::now(),
-                    result,
-                    resent: None,
-                };
-                (response, left)
-            });
-    let (responses, left): (Vec<RawResponse>, Vec<Left<()>>) =
-        join_all(reads).await.into_iter().unzip();
-    let left = staged
+    // 5. Read concurrently, each from its own release; each connection is handed on as soon as
+    //    its own answer is read, not when the burst's slowest one is.
+    let reads = staged
         .into_iter()
-        .zip(left)
-        .map(|(entry, left)| match (entry, left) {
-            (Ok(s), Left::Kept(())) => Left::Kept(s.stream),
-            (_, Left::EndedUnanswered) => Left::EndedUnanswered,
-            _ => Left::Done,
-        })
-        .collect();
+        .zip(released.iter())
+        .zip(reqs)
+        .enumerate()
+        .map(|(i, ((entry, rel), req))| async move {
+            let (started, result) = match (entry, rel) {
+                (Ok(mut s), Ok(at)) => {
+                    let result = h1::read_keeping(
+                        &mut s.stream,
+                        &req.method,
+                        *at + opts.timeout,
+                        opts.timeout,
+                        opts.max_body,
+                    )
+                    .await;
+                    let (result, left) = match result {
+                        Ok((response, true)) => (Ok(response), Left::Kept(s.stream)),
+                        Ok((response, false)) => (Ok(response), Left::Done),
+                        Err(unread) if unread.ended_unanswered => {
+                            (Err(unread.error), Left::EndedUnanswered)
+                        }
+                        Err(unread) => (Err(unread.error), Left::Done),
+                    };
+                    read(i, left);
+                    (s.started, result)
+                }
+                (Ok(s), Err(e)) => {
+                    read(i, Left::Done);
+                    (s.started, Err(e.clone()))
+                }
+                (Err((t, e)), _) => {
+                    read(i, Left::Done);
+                    (t, Err(e))
+                }
+            };
+            RawResponse {
+                started,
+                released: rel.as_ref().ok().copied(),
+                finished: Instant::now(),
+                result,
+                resent: None,
+            }
+        });
+    let responses: Vec<RawResponse> = join_all(reads).await;
 
     let times: Vec<Instant> = responses.iter().filter_map(|r| r.released).collect();
     let spread_us = match (times.iter().min(), times.iter().max()) {
@@ -279,13 +279,14 @@ pub(crate) async fn burst_on(
         spread_us,
         release: mode.through(wires.urls.first().and_then(|u| connector.proxy_shown(u))),
     };
-    (report, left)
+    report
 }
 
-/// What a burst left of one request's connection.
-pub(crate) enum Left<S = Stream> {
+/// What a burst left of one request's connection, handed to [`burst_on`]'s `read` as soon as
+/// that request's answer was read (or failed).
+pub(crate) enum Left {
     /// The connection can carry another request.
-    Kept(S),
+    Kept(Stream),
     /// The connection ended (end of stream, a reset) before any byte of an answer to the
     /// released request.
     EndedUnanswered,

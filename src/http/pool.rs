@@ -76,6 +76,22 @@ impl Pool {
         }
     }
 
+    /// Opens one connection to `url`'s origin, alone, and keeps it, when bursts to it go over
+    /// HTTP/1.1. Its connect time is then a round trip, where the connects of the first bursts,
+    /// opened dozens at once, each also wait for the one thread that opens them: on a local
+    /// target all of them took 0.5–1 ms, the quickest estimate stayed there, and every later
+    /// burst paused a timer tick instead of one turn of the runtime (`stress --concurrency 96`
+    /// fell from 44k to 28k requests/s, BENCHMARKS.md). A failure is left to the first burst,
+    /// which reports it as its requests' own.
+    pub async fn warm(&self, url: &url::Url, timeout: Duration, http2: bool) {
+        if !h2burst::bursts_over_http1(&self.connector, url, http2) {
+            return;
+        }
+        if let Ok(conn) = self.open(url, Instant::now() + timeout, timeout).await {
+            self.put(url, conn.stream);
+        }
+    }
+
     /// How many connections the pool has opened so far.
     pub fn opened(&self) -> u64 {
         self.opened.load(Ordering::Relaxed)
@@ -136,13 +152,17 @@ impl Pool {
     }
 
     /// A synchronised burst ([`burst::burst`]) staged on kept-alive connections, one per
-    /// request; the connections that can carry another request go back to the pool. A request
-    /// whose kept connection ended before any byte of an answer (the server closed it while
-    /// idle) is sent again, once, alone, on a new connection, and its response says so.
+    /// request. As each request's answer is read, its connection goes back to the pool if it can
+    /// carry another request and `answered` is called, so the caller can lend that request's
+    /// share of the concurrency before the burst's slowest answer is in. A request whose kept
+    /// connection ended before any byte of an answer (the server closed it while idle) is sent
+    /// again, once, alone, on a new connection, and its response says so; `answered` is not
+    /// called for it.
     pub async fn burst(
         &self,
         reqs: &[SentRequest],
         opts: &BurstOptions,
+        answered: &(dyn Fn() + Sync),
     ) -> anyhow::Result<BurstReport> {
         let wires = Wires::new(reqs, opts)?;
         let begin = Instant::now();
@@ -158,16 +178,22 @@ impl Pool {
             .iter()
             .map(|t| t.as_ref().is_ok_and(|o| o.reused))
             .collect();
-        let (mut report, left) =
-            burst::burst_on(&self.connector, reqs, &wires, taken, begin, opts).await;
-        let mut again = Vec::new();
-        for (i, (left, url)) in left.into_iter().zip(&wires.urls).enumerate() {
+        let again = Mutex::new(Vec::new());
+        let read = |i: usize, left: Left| {
             match left {
-                Left::Kept(stream) => self.put(url, stream),
-                Left::EndedUnanswered if reused[i] => again.push(i),
+                Left::Kept(stream) => self.put(&wires.urls[i], stream),
+                Left::EndedUnanswered if reused[i] => {
+                    again.lock().unwrap_or_else(PoisonError::into_inner).push(i);
+                    return;
+                }
                 Left::EndedUnanswered | Left::Done => {}
             }
-        }
+            answered();
+        };
+        let mut report =
+            burst::burst_on(&self.connector, reqs, &wires, taken, begin, opts, &read).await;
+        let mut again = again.into_inner().unwrap_or_else(PoisonError::into_inner);
+        again.sort_unstable();
         let urls = &wires.urls;
         let resends = join_all(again.iter().map(|&i| async move {
             let deadline = Instant::now() + opts.timeout;
@@ -193,18 +219,21 @@ impl Pool {
     /// A synchronised burst with the tightest technique the target allows (see
     /// [`h2burst::burst_for_target`]), on kept-alive connections: HTTP/1.1 ones
     /// ([`Pool::burst`]), or one HTTP/2 connection, kept for the next burst to the origin.
+    /// `answered` is called as each HTTP/1.1 answer is read (see [`Pool::burst`]); an HTTP/2
+    /// burst's streams share one connection, which is free only when all are answered.
     pub async fn burst_for_target(
         &self,
         reqs: &[SentRequest],
         opts: &BurstOptions,
         http2: bool,
+        answered: &(dyn Fn() + Sync),
     ) -> anyhow::Result<BurstReport> {
         let Some(first) = reqs.first() else {
-            return self.burst(reqs, opts).await;
+            return self.burst(reqs, opts, answered).await;
         };
         let url = h1::parse_url(first).map_err(anyhow::Error::msg)?;
         if h2burst::bursts_over_http1(&self.connector, &url, http2) {
-            return self.burst(reqs, opts).await;
+            return self.burst(reqs, opts, answered).await;
         }
         if let Some(mut conn) = self.take_h2(&url) {
             let begin = Instant::now();
@@ -217,7 +246,7 @@ impl Pool {
                 return self.send_unanswered_again(&url, reqs, opts, on).await;
             }
         }
-        self.burst_on_new_h2(&url, reqs, opts).await
+        self.burst_on_new_h2(&url, reqs, opts, answered).await
     }
 
     /// The report of a burst on a kept HTTP/2 connection, where each request whose stream
@@ -235,7 +264,7 @@ impl Pool {
         let again = join_all(
             on.unanswered
                 .iter()
-                .map(|&i| self.burst_on_new_h2(url, &reqs[i..=i], opts)),
+                .map(|&i| self.burst_on_new_h2(url, &reqs[i..=i], opts, &|| {})),
         )
         .await;
         for (i, alone) in on.unanswered.into_iter().zip(again) {
@@ -255,12 +284,14 @@ impl Pool {
     }
 
     /// `reqs` as a burst on a new HTTP/2 connection to `url`'s origin, kept afterwards if it
-    /// can carry another; over HTTP/1.1 when an `https` server picks it in ALPN.
+    /// can carry another; over HTTP/1.1 when an `https` server picks it in ALPN (`answered` as
+    /// in [`Pool::burst`]).
     async fn burst_on_new_h2(
         &self,
         url: &url::Url,
         reqs: &[SentRequest],
         opts: &BurstOptions,
+        answered: &(dyn Fn() + Sync),
     ) -> anyhow::Result<BurstReport> {
         let url = url.clone();
         let begin = Instant::now();
@@ -283,7 +314,7 @@ impl Pool {
             // next ones to it go over HTTP/1.1.
             Ok((_, false)) => {
                 self.connector.remember_http1(&url);
-                self.burst(reqs, opts).await
+                self.burst(reqs, opts, answered).await
             }
             Err(e) => Ok(h2burst::failed(reqs, begin, &e)),
         }
@@ -482,6 +513,18 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_warmed_connection_carries_the_first_request() {
+        let (url, accepted, _) = server(Ending::KeepAlive);
+        let pool = Pool::new(Arc::default(), 4);
+        pool.warm(&url, Duration::from_secs(5), false).await;
+        assert_eq!(pool.opened(), 1);
+        assert!(pool.quickest_connect_us.load(Ordering::Relaxed) < u64::MAX);
+        let r = pool.send(&get(&url), Duration::from_secs(5), 1024).await;
+        assert_eq!(r.result.unwrap().status, 200);
+        assert_eq!(accepted.load(Ordering::Relaxed), 1, "no second connection");
+    }
+
+    #[tokio::test]
     async fn a_connection_the_server_closes_is_not_reused() {
         let (url, _, _) = server(Ending::Announced);
         let pool = Pool::new(Arc::default(), 4);
@@ -524,7 +567,10 @@ mod tests {
         let pool = Pool::new(Arc::default(), 4);
         let reqs = vec![get(&url), get(&url), get(&url)];
         for _ in 0..3 {
-            let report = pool.burst(&reqs, &BurstOptions::default()).await.unwrap();
+            let report = pool
+                .burst(&reqs, &BurstOptions::default(), &|| {})
+                .await
+                .unwrap();
             for r in &report.responses {
                 assert_eq!(r.result.as_ref().unwrap().status, 200);
                 assert!(r.released.is_some());
@@ -532,6 +578,70 @@ mod tests {
         }
         assert_eq!(pool.opened(), 3);
         assert_eq!(accepted.load(Ordering::Relaxed), 3);
+    }
+
+    /// A listener that answers a request for `/slow` only once `go` says so, and every other
+    /// at once, on connections it keeps open.
+    fn holding_server(go: std::sync::mpsc::Receiver<()>) -> url::Url {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = url::Url::parse(&format!("http://{}/", listener.local_addr().unwrap())).unwrap();
+        let go = Arc::new(Mutex::new(go));
+        std::thread::spawn(move || {
+            for conn in listener.incoming().take(8) {
+                let Ok(mut conn) = conn else { return };
+                let go = go.clone();
+                std::thread::spawn(move || {
+                    conn.set_read_timeout(Some(Duration::from_secs(10)))
+                        .unwrap();
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 1024];
+                    while let Ok(n @ 1..) = conn.read(&mut chunk) {
+                        buf.extend_from_slice(&chunk[..n]);
+                        if buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                            if buf.starts_with(b"GET /slow ") {
+                                let go = go.lock().unwrap();
+                                go.recv_timeout(Duration::from_secs(10)).unwrap();
+                            }
+                            buf.clear();
+                            conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                                .unwrap();
+                        }
+                    }
+                });
+            }
+        });
+        url
+    }
+
+    #[tokio::test]
+    async fn a_burst_connection_is_lent_again_as_soon_as_its_own_answer_is_in() {
+        let (go_tx, go) = std::sync::mpsc::channel();
+        let url = holding_server(go);
+        let pool = Pool::new(Arc::default(), 4);
+        let reqs = [get(&url.join("slow").unwrap()), get(&url), get(&url)];
+        let (answered_tx, mut answered_rx) = tokio::sync::mpsc::unbounded_channel();
+        let answered = move || answered_tx.send(()).unwrap();
+        let opts = BurstOptions::default();
+        let burst = pool.burst(&reqs, &opts, &answered);
+        // While the slow answer is held, the two quick ones have been answered and their
+        // connections are idle in the pool, ready for another burst.
+        let while_held = async {
+            answered_rx.recv().await.unwrap();
+            answered_rx.recv().await.unwrap();
+            let idle: usize = pool.lock().values().map(Vec::len).sum();
+            go_tx.send(()).unwrap();
+            idle
+        };
+        let (report, idle_while_held) = tokio::join!(burst, while_held);
+        assert_eq!(idle_while_held, 2);
+        for r in &report.unwrap().responses {
+            assert_eq!(r.result.as_ref().unwrap().status, 200);
+        }
+        assert!(
+            answered_rx.try_recv().is_ok(),
+            "the slow answer is counted too"
+        );
+        assert_eq!(pool.lock().values().map(Vec::len).sum::<usize>(), 3);
     }
 
     #[tokio::test]
@@ -568,9 +678,15 @@ mod tests {
         });
         let pool = Pool::new(Arc::default(), 4);
         let reqs = vec![get(&url), get(&url)];
-        let first = pool.burst(&reqs, &BurstOptions::default()).await.unwrap();
+        let first = pool
+            .burst(&reqs, &BurstOptions::default(), &|| {})
+            .await
+            .unwrap();
         assert!(first.responses.iter().all(|r| r.result.is_ok()));
-        let second = pool.burst(&reqs, &BurstOptions::default()).await.unwrap();
+        let second = pool
+            .burst(&reqs, &BurstOptions::default(), &|| {})
+            .await
+            .unwrap();
         for r in &second.responses {
             assert_eq!(r.result.as_ref().unwrap().status, 200);
         }

@@ -55,10 +55,10 @@ impl KeyOutcome {
 }
 
 /// Sends `burst_size` duplicates released together, then `late` retries one after another,
-/// all with one fresh key and a payload unique to the key; `burst_answered` runs once every
-/// duplicate of the burst has its answer (or error), before the late retries. With `--replica`,
-/// duplicate `i` goes to the target or replica `i mod n`, so a store that is not shared shows as
-/// extra executions.
+/// all with one fresh key and a payload unique to the key; `answered` runs as each duplicate of
+/// the burst gets its answer, and `burst_answered` once all have (or failed), before the late
+/// retries. With `--replica`, duplicate `i` goes to the target or replica `i mod n`, so a store
+/// that is not shared shows as extra executions.
 ///
 /// Bursts are staged on kept-alive connections from `pool` (HTTP/1.1 ones, or an HTTP/2 one
 /// per burst: see [`Pool::burst_for_target`]), and the late retries go on them too, over the
@@ -69,6 +69,7 @@ pub async fn exercise(
     unique: &str,
     burst_size: usize,
     late: usize,
+    answered: &(dyn Fn() + Sync),
     burst_answered: impl FnOnce(),
 ) -> KeyOutcome {
     let key = uuid::Uuid::new_v4().to_string();
@@ -115,7 +116,9 @@ pub async fn exercise(
     };
     let mut raws: Vec<(Role, SentRequest, RawResponse)> = Vec::with_capacity(burst_size + late);
     let mut release = None;
-    let burst_report = pool.burst_for_target(&burst, &opts, config.http2).await;
+    let burst_report = pool
+        .burst_for_target(&burst, &opts, config.http2, answered)
+        .await;
     match burst_report {
         Ok(report) => {
             release = Some((report.release, report.spread_us));
@@ -170,7 +173,7 @@ async fn alone_over_http2(
 ) -> (SentRequest, RawResponse) {
     let started = Instant::now();
     let report = pool
-        .burst_for_target(std::slice::from_ref(request), opts, config.http2)
+        .burst_for_target(std::slice::from_ref(request), opts, config.http2, &|| {})
         .await;
     match report {
         Ok(report) => match (

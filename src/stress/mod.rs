@@ -10,17 +10,18 @@
 //! violating keys and a small sample.
 //!
 //! Many keys are in flight at once, and requests go on kept-alive connections, HTTP/1.1 or
-//! HTTP/2 ([`crate::http::pool`]): a key takes one permit per duplicate of its burst, gives all
-//! but one back once the burst is answered and sends its late retries one after another on the
-//! last, so the C requests in flight stay busy while each key's own sequence is unchanged.
+//! HTTP/2 ([`crate::http::pool`]): a key takes one permit per duplicate of its burst, gives each
+//! back as that duplicate's answer arrives (over HTTP/1.1; an HTTP/2 burst's when all are in),
+//! all but one, and sends its late retries one after another on the last, so the C requests in
+//! flight stay busy while each key's own sequence is unchanged.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Result;
 use serde::Serialize;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::check::{self, CheckSpec, Severity};
@@ -392,6 +393,9 @@ impl Load {
             config.connector.clone(),
             opts.concurrency.max(burst_size),
         ));
+        for url in std::iter::once(&config.operation.url).chain(&config.replicas) {
+            pool.warm(url, config.timeout, config.http2).await;
+        }
         let random_id = uuid::Uuid::new_v4().simple().to_string();
         let run_id = opts
             .segment
@@ -424,13 +428,18 @@ impl Load {
             let pool = pool.clone();
             let unique = format!("idem-check-stress-{run_id}-{idx}");
             tasks.spawn(async move {
-                let mut permit = permit;
-                // Once the burst is answered only the late retries remain, one at a time: the
-                // other permits go back for the next keys' bursts.
-                let answered = || drop(permit.split(burst_size - 1));
-                let outcome =
-                    key::exercise(&config, &pool, &unique, burst_size, late, answered).await;
-                drop(permit);
+                let share = Share(Mutex::new(permit));
+                let outcome = key::exercise(
+                    &config,
+                    &pool,
+                    &unique,
+                    burst_size,
+                    late,
+                    &|| share.give_back(1),
+                    || share.give_back(burst_size),
+                )
+                .await;
+                drop(share);
                 outcome
             });
             while let Some(done) = tasks.try_join_next() {
@@ -446,6 +455,20 @@ impl Load {
             connections_opened: pool.opened(),
             duplicates,
         })
+    }
+}
+
+/// A key's share of the requests in flight: a permit per duplicate of its burst. Each is given
+/// back as its own answer arrives (a burst's conflicts are answered long before its original
+/// execution is stored), down to the one its late retries go on, one at a time.
+struct Share(Mutex<OwnedSemaphorePermit>);
+
+impl Share {
+    /// Gives back up to `n` permits, keeping one for the late retries.
+    fn give_back(&self, n: usize) {
+        let mut permit = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let spare = n.min(permit.num_permits().saturating_sub(1));
+        drop(permit.split(spare));
     }
 }
 
@@ -800,4 +823,27 @@ pub fn render_terminal(r: &StressReport, opts: &crate::report::RenderOptions) ->
     }
     // The reasons above quote what the server sent, which may echo a secret.
     opts.secrets.redact(&out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_key_gives_back_its_burst_permits_one_by_one_but_keeps_the_last() {
+        let permits = Arc::new(Semaphore::new(8));
+        let share = Share(Mutex::new(
+            permits.clone().acquire_many_owned(6).await.unwrap(),
+        ));
+        for answered in 1..=5 {
+            share.give_back(1);
+            assert_eq!(permits.available_permits(), 2 + answered);
+        }
+        // The sixth answer, and the burst's end, leave the late retries their permit.
+        share.give_back(1);
+        share.give_back(6);
+        assert_eq!(permits.available_permits(), 7);
+        drop(share);
+        assert_eq!(permits.available_permits(), 8);
+    }
 }

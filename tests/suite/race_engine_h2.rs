@@ -341,7 +341,10 @@ async fn pooled_burst(pool: &Pool, url: &str, round: usize, size: usize) {
     let reqs: Vec<SentRequest> = (0..size)
         .map(|i| payment(url, &format!("key-{round}-{i}"), "t"))
         .collect();
-    let report = pool.burst_for_target(&reqs, &opts(), true).await.unwrap();
+    let report = pool
+        .burst_for_target(&reqs, &opts(), true, &|| {})
+        .await
+        .unwrap();
     for r in &report.responses {
         let resp = r.result.as_ref().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((resp.status, resp.version), (200, http::Version::HTTP_2));
@@ -493,7 +496,10 @@ async fn a_kept_h2_connection_closed_under_a_burst_sends_it_again_on_new_ones() 
     let pool = Pool::new(Default::default(), 4);
     pooled_burst(&pool, &url, 0, 2).await;
     let reqs = vec![payment(&url, "again-0", "t"), payment(&url, "again-1", "t")];
-    let report = pool.burst_for_target(&reqs, &opts(), true).await.unwrap();
+    let report = pool
+        .burst_for_target(&reqs, &opts(), true, &|| {})
+        .await
+        .unwrap();
     for r in &report.responses {
         let resp = r.result.as_ref().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((resp.status, resp.version), (200, http::Version::HTTP_2));
@@ -517,7 +523,10 @@ async fn a_new_h2_connection_closed_under_a_burst_is_not_sent_again() {
     let (url, accepted) = h2c_scripted(|_, _| Act::Close);
     let pool = Pool::new(Default::default(), 4);
     let reqs = vec![payment(&url, "once", "t")];
-    let report = pool.burst_for_target(&reqs, &opts(), true).await.unwrap();
+    let report = pool
+        .burst_for_target(&reqs, &opts(), true, &|| {})
+        .await
+        .unwrap();
     let r = &report.responses[0];
     let err = r.result.as_ref().unwrap_err();
     assert!(err.contains("closed the HTTP/2 connection"), "{err}");
@@ -536,7 +545,10 @@ async fn a_kept_h2_stream_that_received_a_head_is_not_sent_again() {
     let pool = Pool::new(Default::default(), 4);
     pooled_burst(&pool, &url, 0, 1).await;
     let reqs = vec![payment(&url, "partial", "t")];
-    let report = pool.burst_for_target(&reqs, &opts(), true).await.unwrap();
+    let report = pool
+        .burst_for_target(&reqs, &opts(), true, &|| {})
+        .await
+        .unwrap();
     let r = &report.responses[0];
     let err = r.result.as_ref().unwrap_err();
     assert!(err.contains("closed the HTTP/2 connection"), "{err}");
