@@ -78,10 +78,19 @@ pub fn header_of(line: &str) -> Result<Header, AuthError> {
     Ok(Header::new(name, value.trim()))
 }
 
+/// A run's verdict where `--auth-cmd` gave no new credential after a 401 (`why`): the
+/// requests it left refused say nothing of the API.
+pub fn refused_reason(why: &str) -> String {
+    format!("{why}: the 401s say nothing of the API; fix --auth-cmd")
+}
+
 /// The credential of a run whose token `--auth-cmd` fetches.
 pub struct Credential {
     cmd: String,
     state: Mutex<State>,
+    /// Held while the command runs: many requests in flight meet the expiry together, and one
+    /// run of the command renews the credential for all of them.
+    renewing: tokio::sync::Mutex<()>,
 }
 
 struct State {
@@ -104,6 +113,7 @@ impl Credential {
                 values: vec![value],
                 failure: None,
             }),
+            renewing: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -121,6 +131,34 @@ impl Credential {
                     .iter()
                     .any(|v| v.as_bytes() == h.value.as_slice())
         })
+    }
+
+    /// Whether `headers` carry a value the command printed, and which: `Some(true)` when it
+    /// is the current one.
+    fn carries_current(&self, headers: &[Header]) -> Option<bool> {
+        let state = self.state();
+        let mut printed = headers.iter().filter(|h| {
+            h.name.eq_ignore_ascii_case(&state.current.name)
+                && state
+                    .values
+                    .iter()
+                    .any(|v| v.as_bytes() == h.value.as_slice())
+        });
+        printed.next().map(|h| h.value == state.current.value)
+    }
+
+    /// After a 401 to a request sent with `refused` headers: `true` when a credential newer
+    /// than the one they carried is current, renewed by this call or by another request's 401
+    /// meanwhile (the command runs once for all the requests that met the same expiry);
+    /// `false` when they carried none the command printed, or it gave no new one (then
+    /// [`Credential::take_failure`] says why).
+    pub async fn renew_past(&self, refused: &[Header]) -> bool {
+        let _one_at_a_time = self.renewing.lock().await;
+        match self.carries_current(refused) {
+            None => false,
+            Some(false) => true,
+            Some(true) => self.refresh().await,
+        }
     }
 
     /// `req` with the current credential in place of an earlier one the command printed;
@@ -195,8 +233,8 @@ impl Renewable for Credential {
         Credential::carried_by(self, req)
     }
 
-    fn renew(&self) -> futures::future::BoxFuture<'_, bool> {
-        Box::pin(self.refresh())
+    fn renew<'a>(&'a self, refused: &'a [Header]) -> futures::future::BoxFuture<'a, bool> {
+        Box::pin(self.renew_past(refused))
     }
 }
 

@@ -126,7 +126,7 @@ pub async fn run(
             let mut report = finish(&def, &config, ctx, stop, probe_start);
             if let Some(why) = auth_failure {
                 report.outcome = Outcome::Error;
-                report.reason = format!("{why}: the 401s say nothing of the API; fix --auth-cmd");
+                report.reason = crate::auth::refused_reason(&why);
                 preflight_failure = Some(format!("not run: {why}"));
             }
             if def.meta.id == preflight.meta.id

@@ -161,3 +161,20 @@ fn interrupted_in_setup() -> ExitCode {
     eprintln!("idem-check: interrupted by Ctrl-C before any probe ran: nothing was checked");
     ExitCode::Interrupted
 }
+
+/// `secrets` with every credential `--auth-cmd` printed during the run (the first is already
+/// one), so a token fetched after a 401 is masked in every report like the first.
+pub(super) fn with_credentials(secrets: Secrets, config: &idem_check::config::Config) -> Secrets {
+    let values = config.auth.as_ref().map(|a| a.values()).unwrap_or_default();
+    values
+        .iter()
+        .enumerate()
+        .skip(1)
+        .fold(secrets, |s, (i, v)| {
+            s.with_named(
+                v,
+                &format!("IDEM_AUTH_{i}"),
+                "a credential --auth-cmd printed",
+            )
+        })
+}

@@ -9,7 +9,9 @@ use std::time::{Instant, SystemTime};
 use anyhow::Context as _;
 
 use super::target::{openapi_targets, run_options, with_target};
-use super::{finish, interrupted_in_setup, render_options, report_files, Interrupt, Result};
+use super::{
+    finish, interrupted_in_setup, render_options, report_files, with_credentials, Interrupt, Result,
+};
 use crate::cli::RunArgs;
 use idem_check::carrier::Place;
 use idem_check::config::{Config, RunOptions};
@@ -232,21 +234,4 @@ impl Observer for ProgressObserver<'_> {
         }
         self.progress.finish_probe();
     }
-}
-
-/// `secrets` with every credential `--auth-cmd` printed during the run (the first is already
-/// one), so a token fetched after a 401 is masked in every report like the first.
-fn with_credentials(secrets: Secrets, config: &Config) -> Secrets {
-    let values = config.auth.as_ref().map(|a| a.values()).unwrap_or_default();
-    values
-        .iter()
-        .enumerate()
-        .skip(1)
-        .fold(secrets, |s, (i, v)| {
-            s.with_named(
-                v,
-                &format!("IDEM_AUTH_{i}"),
-                "a credential --auth-cmd printed",
-            )
-        })
 }

@@ -4,7 +4,9 @@
 use std::io::IsTerminal as _;
 
 use super::target::{run_options, with_target};
-use super::{finish, interrupted_in_setup, render_options, report_files, Interrupt, Result};
+use super::{
+    finish, interrupted_in_setup, render_options, report_files, with_credentials, Interrupt, Result,
+};
 use crate::cli::StressArgs;
 use idem_check::exit::{AppError, ExitCode};
 use idem_check::report::terminal::Progress;
@@ -20,7 +22,7 @@ pub(super) async fn stress(args: StressArgs) -> Result<ExitCode> {
     let files = report_files(&args.report)?;
     let run_opts = run_options(&args.target)?;
     let done = with_target(&args.target, run_opts, &interrupt, async |config| {
-        let render = render_options(
+        let mut render = render_options(
             &args.report,
             config.secrets.clone(),
             config.key_carrier.place.clone(),
@@ -49,6 +51,7 @@ pub(super) async fn stress(args: StressArgs) -> Result<ExitCode> {
                 .await
                 .map_err(AppError::runtime)?;
         progress.finish();
+        render.secrets = with_credentials(render.secrets, &config);
         let text = idem_check::stress::render_terminal(&report, &render);
         let run = report.as_run_report();
         let code = ExitCode::for_run(&run.summary, report.interrupted);

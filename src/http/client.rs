@@ -21,8 +21,7 @@ use anyhow::{Context, Result};
 use super::connection::Connector;
 use super::exchange::{Header, ReceivedResponse, SentRequest};
 use super::kept::{ForgetNew, Served};
-use super::raw::{RawResponse, Resent};
-use super::role::Resend;
+use super::raw::{RawResponse, UNAUTHORIZED};
 use super::Request;
 
 /// A shared, pooled client; one per run.
@@ -49,8 +48,9 @@ pub trait Renewable: Send + Sync + std::fmt::Debug {
     fn applied(&self, req: &Request) -> Request;
     /// Whether `req` carries this credential (tenant A's, not B's).
     fn carried_by(&self, req: &Request) -> bool;
-    /// Fetches a new credential: `true` when it differs from the last.
-    fn renew(&self) -> futures::future::BoxFuture<'_, bool>;
+    /// After a 401 to a request sent with `refused` headers: `true` when a credential newer
+    /// than theirs is now current (fetched by this call, or already by another's).
+    fn renew<'a>(&'a self, refused: &'a [Header]) -> futures::future::BoxFuture<'a, bool>;
 }
 
 /// A reqwest builder with `connector`'s TLS settings, proxy and fixed addresses, the same the
@@ -109,25 +109,12 @@ impl Client {
             return self.send_once(req).await;
         };
         let (sent, raw) = self.send_once(&credential.applied(req)).await;
-        let refused = raw.result.as_ref().is_ok_and(|r| r.status == 401);
-        if !refused || !credential.carried_by(req) || !credential.renew().await {
+        let refused = raw.result.as_ref().is_ok_and(|r| r.status == UNAUTHORIZED);
+        if !refused || !credential.carried_by(req) || !credential.renew(&sent.headers).await {
             return (sent, raw);
         }
         let (sent, again) = self.send_once(&credential.applied(req)).await;
-        let resent = Resent {
-            kind: Resend::NewCredential,
-            why: "sent again with a new credential: the API answered 401, and --auth-cmd \
-                  printed a new one"
-                .into(),
-        };
-        (
-            sent,
-            RawResponse {
-                started: raw.started,
-                resent: Some(resent),
-                ..again
-            },
-        )
+        (sent, again.sent_with_new_credential(raw.started))
     }
 
     /// [`Client::send`] without the credential's refresh.

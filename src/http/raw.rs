@@ -74,7 +74,23 @@ impl RawResponse {
             ..self
         }
     }
+
+    /// This response, to a request sent again with a new credential after its first attempt,
+    /// which began at `first_started`, was answered 401: one exchange that says so.
+    pub(crate) fn sent_with_new_credential(self, first_started: Instant) -> Self {
+        RawResponse {
+            started: first_started,
+            resent: Some(Resent {
+                kind: Resend::NewCredential,
+                why: "sent again with a new credential: the API answered 401, and --auth-cmd printed a new one".into(),
+            }),
+            ..self
+        }
+    }
 }
+
+/// The status that says the credential was refused, which `--auth-cmd` answers with a new one.
+pub const UNAUTHORIZED: u16 = 401;
 
 /// Connects, writes `req` exactly, and reads one response (see [`super::h1`]; body cut at
 /// `max_body` with `body_truncated` set). `timeout` bounds the whole exchange; the error names

@@ -11,7 +11,7 @@ use crate::http::exchange::{Exchange, Role, SentRequest};
 use crate::http::h1;
 use crate::http::h2burst;
 use crate::http::pool::Pool;
-use crate::http::raw::RawResponse;
+use crate::http::raw::{RawResponse, UNAUTHORIZED};
 use crate::http::release::{ReleaseMode, Releasers};
 use crate::http::throttle;
 use crate::http::Request;
@@ -74,11 +74,15 @@ pub async fn exercise(
 ) -> KeyOutcome {
     let key = uuid::Uuid::new_v4().to_string();
     let op = &config.operation;
+    let mut op_headers = op.headers.clone();
+    if let Some(credential) = &config.auth {
+        credential.apply(&mut op_headers);
+    }
     let keyed = config.key_carrier.place.put(
         Request {
             method: op.method.clone(),
             url: op.url.clone(),
-            headers: op.headers.clone(),
+            headers: op_headers,
             body: op.body.render(unique, 0),
         },
         config.suite.key_syntax.encode(&key).as_bytes(),
@@ -144,16 +148,23 @@ pub async fn exercise(
         )),
     }
     burst_answered();
+    // A burst request refused for an expired --auth-cmd credential goes once more on its own.
+    let mut raws_renewed = Vec::with_capacity(burst_size + late);
+    for (i, (role, request, response)) in raws.into_iter().enumerate() {
+        let origin = if spread_burst { i % sent.len() } else { 0 };
+        let (request, response) =
+            renewed(config, pool, over_http1[origin], &opts, request, response).await;
+        raws_renewed.push((role, request, response));
+    }
+    let mut raws = raws_renewed;
     for i in 1..=late {
         let target = (burst_size + i - 1) % sent.len();
-        let (sent_as, r) = if over_http1[target] {
-            let r = pool
-                .send(&sent[target], config.timeout, STRESS_MAX_BODY)
-                .await;
-            (sent[target].clone(), r)
-        } else {
-            alone_over_http2(config, pool, &sent[target], &opts).await
-        };
+        let mut request = sent[target].clone();
+        if let Some(credential) = &config.auth {
+            credential.apply(&mut request.headers);
+        }
+        let (sent_as, r) = send_alone(config, pool, over_http1[target], &request, &opts).await;
+        let (sent_as, r) = renewed(config, pool, over_http1[target], &opts, sent_as, r).await;
         raws.push((Role::nth("late retry", i, late), sent_as, r));
     }
     let exchanges = number(t0, raws);
@@ -161,6 +172,52 @@ pub async fn exercise(
         release,
         ..judge(config, key, exchanges)
     }
+}
+
+/// `request` alone: on a kept HTTP/1.1 connection, or over HTTP/2 where bursts to its origin
+/// go (see [`alone_over_http2`]).
+async fn send_alone(
+    config: &Config,
+    pool: &Pool,
+    over_http1: bool,
+    request: &SentRequest,
+    opts: &BurstOptions,
+) -> (SentRequest, RawResponse) {
+    if over_http1 {
+        let r = pool.send(request, config.timeout, STRESS_MAX_BODY).await;
+        (request.clone(), r)
+    } else {
+        alone_over_http2(config, pool, request, opts).await
+    }
+}
+
+/// The exchange of `request`, which got `response`: when that is a 401 to a request carrying
+/// `--auth-cmd`'s credential and a newer one is current (renewed now, or by another key's 401
+/// meanwhile), `request` sent once more, alone, with it, as one exchange that says so (as
+/// [`crate::http::client::Client::send`] does); else as it was. A token that expires during a
+/// long run is the credential's business, not the API's: no key fails for it.
+async fn renewed(
+    config: &Config,
+    pool: &Pool,
+    over_http1: bool,
+    opts: &BurstOptions,
+    request: SentRequest,
+    response: RawResponse,
+) -> (SentRequest, RawResponse) {
+    let refused = response
+        .result
+        .as_ref()
+        .is_ok_and(|r| r.status == UNAUTHORIZED);
+    let Some(credential) = config.auth.as_ref().filter(|_| refused) else {
+        return (request, response);
+    };
+    if !credential.renew_past(&request.headers).await {
+        return (request, response);
+    }
+    let mut again = request;
+    credential.apply(&mut again.headers);
+    let (sent, answer) = send_alone(config, pool, over_http1, &again, opts).await;
+    (sent, answer.sent_with_new_credential(response.started))
 }
 
 /// One request over HTTP/2, as a burst of one on a kept HTTP/2 connection, with the fields as

@@ -27,7 +27,7 @@ use tokio::task::JoinSet;
 use crate::check::{self, CheckSpec, Severity};
 use crate::config::Config;
 use crate::effects::{Meter, Reading};
-use crate::http::client::Client;
+use crate::http::client::{Client, Renewable};
 use crate::http::exchange::{Exchange, Role};
 use crate::http::pool::Pool;
 use crate::outcome::{decide, Outcome, Stop};
@@ -102,6 +102,10 @@ pub struct StressReport {
     /// Connections opened (HTTP/1.1 or HTTP/2), each kept alive and reused.
     pub connections_opened: u64,
     pub requests: u64,
+    /// Requests answered 401 and sent again with the credential `--auth-cmd` printed next;
+    /// the statuses count their second answers. Left out of the JSON when none was.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub sent_with_new_credential: u64,
     pub requests_per_second: f64,
     pub statuses: std::collections::BTreeMap<String, u64>,
     pub latency: Vec<LatencyRow>,
@@ -142,6 +146,7 @@ impl StressReport {
             segment: None,
             keys_completed: 0,
             connections_opened: 0,
+            sent_with_new_credential: 0,
             requests: 0,
             requests_per_second: 0.0,
             statuses: Default::default(),
@@ -237,7 +242,8 @@ pub async fn run(
         config.connector.clone(),
         config.timeout,
         key::STRESS_MAX_BODY,
-    )?;
+    )?
+    .with_credential(config.auth.clone().map(|a| a as Arc<dyn Renewable>));
     let meter = Meter::configured(
         config.counter.clone(),
         config.id_pointer.as_deref(),
@@ -336,6 +342,12 @@ pub async fn run(
     agg.counter_left_to_merge = segment.is_some();
     let mut result = agg.verdict(&meter, before, after, count_exchanges);
     result.duration_ms = elapsed.as_secs_f64() * 1000.0;
+    // A 401 that --auth-cmd could not answer is the credential's failure, not the API's (as
+    // in `run`): the keys it refused say nothing of exactly-once.
+    if let Some(why) = config.auth.as_ref().and_then(|a| a.take_failure()) {
+        result.outcome = Outcome::Error;
+        result.reason = crate::auth::refused_reason(&why);
+    }
     Ok(StressReport {
         duration_ms: elapsed.as_secs_f64() * 1000.0,
         interrupted,
@@ -344,6 +356,7 @@ pub async fn run(
         keys_completed: agg.completed,
         connections_opened,
         requests: agg.stats.requests,
+        sent_with_new_credential: agg.stats.renewed,
         requests_per_second: agg.stats.requests as f64 / elapsed.as_secs_f64().max(1e-9),
         statuses: agg.stats.statuses(),
         latency: agg.stats.latency_rows(),
@@ -456,6 +469,10 @@ impl Load {
             duplicates,
         })
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A key's share of the requests in flight: a permit per duplicate of its burst. Each is given
@@ -606,6 +623,12 @@ impl Aggregate {
             timeline.push(format!(
                 "{} violating keys; the evidence of the first {KEPT_VIOLATIONS} is kept",
                 self.violating
+            ));
+        }
+        if self.stats.renewed > 0 {
+            timeline.push(format!(
+                "{} of {} requests were sent again with a new credential: the API answered 401, and --auth-cmd printed a new one",
+                self.stats.renewed, self.stats.requests
             ));
         }
         let throttled = self.stats.throttled();
@@ -779,6 +802,13 @@ pub fn render_terminal(r: &StressReport, opts: &crate::report::RenderOptions) ->
     );
     let statuses: Vec<String> = r.statuses.iter().map(|(s, n)| format!("{s}×{n}")).collect();
     let _ = writeln!(out, "statuses:    {}", statuses.join(" "));
+    if r.sent_with_new_credential > 0 {
+        let _ = writeln!(
+            out,
+            "credential:  {} requests answered 401 were sent again with the new credential --auth-cmd printed",
+            r.sent_with_new_credential
+        );
+    }
     let _ = writeln!(
         out,
         "latency ms   {:>8} {:>8} {:>8} {:>8} {:>8}",

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::http::exchange::Exchange;
 use crate::http::release::ReleaseMode;
+use crate::http::role::Resend;
 
 use super::key;
 
@@ -23,6 +24,8 @@ pub struct Stats {
     /// The few ways bursts were released, each described only when the report is built.
     releases: Vec<(ReleaseMode, u64)>,
     spread: Option<Histogram<u64>>,
+    /// Requests sent again with a new `--auth-cmd` credential after a 401.
+    pub renewed: u64,
 }
 
 /// How the bursts of a run were released: how many each way, and their release spread in µs.
@@ -80,6 +83,7 @@ impl Stats {
     pub fn add(&mut self, e: &Exchange) {
         self.requests += 1;
         *self.statuses.entry(e.status()).or_default() += 1;
+        self.renewed += u64::from(e.role.resent == Some(Resend::NewCredential));
         let micros = key::latency(e).as_micros().clamp(1, 3_600_000_000) as u64;
         let hist = self.latency.entry(key::class(e)).or_insert_with(|| {
             // 1 µs to an hour at 3 significant digits: a fixed few kilobytes per class.

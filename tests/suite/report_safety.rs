@@ -858,6 +858,113 @@ fn the_auth_command_supplies_a_masked_credential() {
     }
 }
 
+/// Two `--auth-cmd` commands for `expiring_token.py` at `base`, each token logged to
+/// `issued`: one that fetches a new token every time, and one that works once, then fails (the
+/// first refresh finds no new token).
+fn token_commands(base: &str, dir: &Path, issued: &Path) -> [String; 2] {
+    let fetch = format!(
+        "import urllib.request; t = urllib.request.urlopen('{base}/token', data=b'').read().decode(); \
+         open('{}', 'a').write(t + chr(10)); print('Authorization: Bearer ' + t)",
+        issued.display()
+    );
+    let once = dir.join("fetched-once");
+    [
+        format!("python3 -c \"{fetch}\""),
+        format!(
+            "test -e {0} && exit 7; touch {0}; python3 -c \"{fetch}\"",
+            once.display()
+        ),
+    ]
+}
+
+/// `stress` with `--auth-cmd` against tokens that expire after 10 requests: the requests a
+/// 401 refused go out once more with the new token (one run of the command for all the keys
+/// that met the same expiry), so every key passes, the report counts the requests sent again,
+/// and no token appears in any output. Before, every key with a 401 failed. A command that
+/// gives no new token makes the run an ERROR naming --auth-cmd, not a FAIL.
+#[test]
+fn stress_renews_an_expiring_auth_cmd_credential() {
+    let server = common::python::start("fixtures/servers/expiring_token.py", &["--uses", "10"]);
+    let dir = tempfile::tempdir().unwrap();
+    let issued = dir.path().join("issued.log");
+    let commands = token_commands(&server.base, dir.path(), &issued);
+    let stress = |cmd: &str, out: &Path| {
+        std::fs::create_dir_all(out).unwrap();
+        bin()
+            .args(["stress", &format!("{}/pay", server.base)])
+            .args(["-H", "Content-Type: application/json"])
+            .args(["-d", r#"{"amount":5,"ref":"{{unique}}"}"#])
+            .args(["--id-pointer", "/id"])
+            .args(["--count-url", &format!("{}/count", server.base)])
+            .args(["--keys", "24", "--duplicates", "4", "--concurrency", "4"])
+            .args(["--auth-cmd", cmd, "--color", "never"])
+            .args(report_args(out, "s"))
+            .output()
+            .unwrap()
+    };
+
+    let renewed = dir.path().join("renewed");
+    let o = stress(&commands[0], &renewed);
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(renewed.join("s.json")).unwrap()).unwrap();
+    assert_eq!(report["result"]["outcome"], "PASS", "{stdout}");
+    assert_eq!(report["keys_completed"], 24);
+    let resent = report["sent_with_new_credential"].as_u64().unwrap_or(0);
+    assert!(resent > 0, "some requests met an expired token: {stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "credential:  {resent} requests answered 401 were sent again"
+        )),
+        "{stdout}"
+    );
+    let tokens: Vec<String> = std::fs::read_to_string(&issued)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    // 96 requests and 2 counter reads at 10 per token: at least 10 tokens, each fetched once.
+    assert!(tokens.len() >= 10, "{tokens:?}");
+    assert!(
+        tokens.len() <= 12,
+        "one fetch per expiry, not one per refused request: {} tokens",
+        tokens.len()
+    );
+    let mut outputs = files(&renewed);
+    outputs.push((PathBuf::from("stdout"), stdout));
+    outputs.push((
+        PathBuf::from("stderr"),
+        String::from_utf8_lossy(&o.stderr).into(),
+    ));
+    for (path, body) in &outputs {
+        for t in &tokens {
+            assert!(
+                !body.contains(t.as_str()),
+                "{} shows the token {t}",
+                path.display()
+            );
+        }
+    }
+
+    let failing = dir.path().join("failing");
+    let o = stress(&commands[1], &failing);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "an ERROR, not a FAIL: {}",
+        text(&o)
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(failing.join("s.json")).unwrap()).unwrap();
+    assert_eq!(report["result"]["outcome"], "ERROR");
+    let reason = report["result"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("--auth-cmd failed (exit status: 7)") && reason.contains("fix --auth-cmd"),
+        "{reason}"
+    );
+}
+
 /// `--auth-cmd` against tokens that expire after 12 requests (`expiring_token.py`, an OAuth
 /// client-credentials API): each 401 runs the command again and the request goes out once more
 /// with the new token, so the run PASSes, the timeline says which request was sent again and
@@ -869,21 +976,7 @@ fn auth_cmd_fetches_a_new_token_when_the_api_answers_401() {
     let server = common::python::start("fixtures/servers/expiring_token.py", &["--uses", "12"]);
     let dir = tempfile::tempdir().unwrap();
     let issued = dir.path().join("issued.log");
-    let fetch = format!(
-        "import urllib.request; t = urllib.request.urlopen('{}/token', data=b'').read().decode(); \
-         open('{}', 'a').write(t + chr(10)); print('Authorization: Bearer ' + t)",
-        server.base,
-        issued.display()
-    );
-    let once = dir.path().join("fetched-once");
-    let commands = [
-        format!("python3 -c \"{fetch}\""),
-        // Works once, then fails: the first refresh finds no new token.
-        format!(
-            "test -e {0} && exit 7; touch {0}; python3 -c \"{fetch}\"",
-            once.display()
-        ),
-    ];
+    let commands = token_commands(&server.base, dir.path(), &issued);
     let probes = "replay-identity,payload-mismatch,mismatch-no-poison,tenant-isolation,distinct-keys-independent";
     let run = |cmd: &str, out: &Path| {
         std::fs::create_dir_all(out).unwrap();
