@@ -120,6 +120,18 @@ impl Claims {
         scope: &Scope,
         fingerprint: &str,
     ) -> anyhow::Result<ClaimOutcome> {
+        self.claim_holding(scope, fingerprint, None::<std::future::Ready<()>>)
+            .await
+    }
+
+    /// [`Claims::claim`], where under the `race` fault `race_hold` (a test hook's named hold)
+    /// stands in for the timed window between the lookup and the claim.
+    pub(crate) async fn claim_holding(
+        &self,
+        scope: &Scope,
+        fingerprint: &str,
+        race_hold: Option<impl std::future::Future<Output = ()>>,
+    ) -> anyhow::Result<ClaimOutcome> {
         while self.outage.is_down() {
             if !self.wait_out_outage {
                 anyhow::bail!("the idempotency store is down (test hook)");
@@ -150,7 +162,8 @@ impl Claims {
         let claimed = match self.mode {
             ClaimMode::Atomic => self.store.claim(scope, fingerprint, self.take_over).await?,
             ClaimMode::ReadThenWrite(window) => {
-                self.read_then_write(scope, fingerprint, window).await?
+                self.read_then_write(scope, fingerprint, window, race_hold)
+                    .await?
             }
             ClaimMode::LocalClaims => match self.claim_locally(scope, fingerprint).await {
                 Ok(Some(claimed)) => claimed,
@@ -242,6 +255,7 @@ impl Claims {
         scope: &Scope,
         fingerprint: &str,
         window: std::time::Duration,
+        race_hold: Option<impl std::future::Future<Output = ()>>,
     ) -> anyhow::Result<Claimed> {
         let lookup = self.store.lookup(scope).await?;
         let now = self.now();
@@ -251,7 +265,10 @@ impl Claims {
         {
             return Ok(Claimed::Held(record));
         }
-        wait_until(lookup.at + window).await;
+        match race_hold {
+            Some(hold) => hold.await,
+            None => wait_until(lookup.at + window).await,
+        }
         self.store
             .claim(scope, fingerprint, TakeOver::ANYTHING)
             .await

@@ -56,6 +56,10 @@ pub(crate) struct TestHooks {
     delay: Option<Duration>,
     /// Hold the claimed request until a client releases this name (see [`crate::holds`]).
     pub(crate) hold: Option<String>,
+    /// Under the `race` fault, hold the request between its lookup and its claim (the race
+    /// window) until a client releases this name: a test puts a duplicate inside the window
+    /// however busy the machine is, where a timed window is outrun by a slow scheduler.
+    race_hold: Option<String>,
     /// Fail the execution after the claim, as a crash would.
     pub(crate) crash: bool,
     /// Forget this key sooner than the configured TTL once it completes, so a client can see
@@ -83,17 +87,17 @@ impl TestHooks {
         };
         let delay = millis("x-test-delay-ms")?.map(|d| d.min(MAX_TEST_DELAY));
         let ttl = millis("x-test-key-ttl-ms")?;
-        let hold = match headers.get("x-test-hold") {
-            None => None,
-            Some(value) => match value.to_str().map(str::trim) {
-                Ok(name) if crate::holds::valid_name(name) => Some(name.to_owned()),
-                _ => {
-                    return Err(invalid_hook(
-                        "X-Test-Hold must be 1-64 letters, digits, '-' or '_'".into(),
-                    ))
-                }
-            },
+        let hold_name = |name: &str, shown: &str| -> Result<Option<String>, Problem> {
+            match headers.get(name).map(|v| v.to_str().map(str::trim)) {
+                None => Ok(None),
+                Some(Ok(name)) if crate::holds::valid_name(name) => Ok(Some(name.to_owned())),
+                Some(_) => Err(invalid_hook(format!(
+                    "{shown} must be 1-64 letters, digits, '-' or '_'"
+                ))),
+            }
         };
+        let hold = hold_name("x-test-hold", "X-Test-Hold")?;
+        let race_hold = hold_name("x-test-race-hold", "X-Test-Race-Hold")?;
         let crash = headers
             .get("x-test-crash")
             .and_then(|v| v.to_str().ok())
@@ -101,6 +105,7 @@ impl TestHooks {
         Ok(Self {
             delay,
             hold,
+            race_hold,
             crash,
             ttl,
         })
@@ -321,7 +326,15 @@ impl Claim {
     /// Steps 5–6. Returns the response and the scope (which the disconnect guard needs).
     async fn process(self) -> (Response, Scope) {
         let app = &self.app;
-        let outcome = app.claims.claim(&self.scope, &self.fingerprint).await;
+        let race_hold = self
+            .hooks
+            .race_hold
+            .as_deref()
+            .map(|name| app.holds.hold(name));
+        let outcome = app
+            .claims
+            .claim_holding(&self.scope, &self.fingerprint, race_hold)
+            .await;
         let response = match outcome {
             Err(e) if app.behaviour.fail_open => {
                 tracing::warn!(key = %mask(&self.scope.key), cause = %format!("{e:#}"), "claim failed; executing unprotected (fault fail-open)");

@@ -415,8 +415,14 @@ impl Client {
     /// returns once the server has claimed its key and waits in the hold, so that duplicates
     /// sent next meet it in flight however busy the machine is.
     pub async fn send_held(&self, req: &Req) -> Held {
+        self.send_held_by(HOLD_HEADER, req).await
+    }
+
+    /// [`Client::send_held`] with the hold named in `header`: [`HOLD_HEADER`], or
+    /// [`RACE_HOLD_HEADER`] to hold the request between its lookup and its claim.
+    pub async fn send_held_by(&self, header: &str, req: &Req) -> Held {
         let name = hold_name();
-        let held = req.clone().header(HOLD_HEADER, &name);
+        let held = req.clone().header(header, &name);
         let client = *self;
         let answer = tokio::spawn(async move { client.send(&held).await });
         self.wait_held(&name, || answer.is_finished()).await;
@@ -470,11 +476,11 @@ impl Client {
             }
             assert!(
                 !answered(),
-                "the held request was answered without claiming its key"
+                "the held request was answered without reaching its hold"
             );
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "the held request never claimed its key"
+                "the held request never reached its hold"
             );
         }
     }
@@ -499,6 +505,10 @@ impl Client {
 
 /// The header that holds a claimed request under a name (a test hook).
 pub const HOLD_HEADER: &str = "X-Test-Hold";
+
+/// The header that holds a request inside the `race` fault's window, between its lookup and its
+/// claim (a test hook).
+pub const RACE_HOLD_HEADER: &str = "X-Test-Race-Hold";
 
 /// A fresh hold name.
 pub fn hold_name() -> String {
