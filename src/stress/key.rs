@@ -310,11 +310,12 @@ fn judge(config: &Config, key: String, exchanges: Vec<Exchange>) -> KeyOutcome {
     {
         allowed.push(s);
     }
-    // A rate limiter's 429 is not the idempotency layer's answer (see [`throttle`]).
+    // A rate limiter's 429 is not the idempotency layer's answer (see [`throttle`]), nor is a
+    // 401 that refused the credential before the layer saw the request.
     let answered: Vec<&Exchange> = refs
         .iter()
         .copied()
-        .filter(|e| e.response().is_some() && !throttle::throttled(e))
+        .filter(|e| e.response().is_some() && !throttle::throttled(e) && !refused(e))
         .collect();
     let answers = CheckSpec {
         id: "conflict-or-replay",
@@ -341,6 +342,12 @@ fn judge(config: &Config, key: String, exchanges: Vec<Exchange>) -> KeyOutcome {
         checks,
         release: None,
     }
+}
+
+/// Whether the API refused the exchange's credential (401): what `--auth-cmd` could not renew,
+/// or a static credential the API does not accept.
+pub fn refused(e: &Exchange) -> bool {
+    e.status() == Some(UNAUTHORIZED)
 }
 
 /// The latency class of an exchange, for the percentile table.

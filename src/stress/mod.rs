@@ -631,17 +631,20 @@ impl Aggregate {
                 self.stats.renewed, self.stats.requests
             ));
         }
-        let throttled = self.stats.throttled();
-        if throttled > 0 {
+        let requests = self.stats.requests;
+        for b in self.stats.bypassed() {
+            if b.count == 0 {
+                continue;
+            }
             timeline.push(format!(
-                "{throttled} of {} requests were throttled (429) and are left out of the per-key checks: a rate limiter answered them, not the idempotency layer",
-                self.stats.requests
+                "{} of {requests} requests were {} and are left out of the per-key checks: {}",
+                b.count, b.what, b.why
             ));
-            if throttled * 2 > self.stats.requests && stop.is_none() {
-                stop = Some(Stop::Inconclusive(format!(
-                    "{throttled} of {} requests were throttled (429): most of the load never reached the idempotency layer; lower --rate or --concurrency, or raise the rate limit for this client",
-                    self.stats.requests
-                ).into()));
+            if b.count * 2 > requests && stop.is_none() {
+                stop = Some((b.most)(format!(
+                    "{} of {requests} requests were {}: most of the load never reached the idempotency layer; {}",
+                    b.count, b.what, b.advice
+                )));
             }
         }
         if self.keys == 0 && stop.is_none() {

@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::http::exchange::Exchange;
 use crate::http::release::ReleaseMode;
 use crate::http::role::Resend;
+use crate::outcome::Stop;
 
 use super::key;
 
@@ -37,6 +38,19 @@ pub struct BurstRows {
     pub spread_p50_us: f64,
     pub spread_p90_us: f64,
     pub spread_max_us: f64,
+}
+
+/// Requests answered before the idempotency layer saw them, by one kind of answer.
+pub struct Bypassed {
+    pub count: u64,
+    /// How the report names them: "throttled (429)".
+    pub what: &'static str,
+    /// Why they say nothing of the keys.
+    pub why: &'static str,
+    /// The run's stop when they are most of its requests.
+    pub most: fn(String) -> Stop,
+    /// What the user can do about it.
+    pub advice: &'static str,
 }
 
 /// One row of the latency table, in milliseconds.
@@ -132,12 +146,26 @@ impl Stats {
             .collect()
     }
 
-    /// How many requests a rate limiter answered 429.
-    pub fn throttled(&self) -> u64 {
-        self.statuses
-            .get(&Some(crate::http::throttle::TOO_MANY_REQUESTS))
-            .copied()
-            .unwrap_or(0)
+    /// The answers given before the idempotency layer saw the request, which the per-key
+    /// checks leave out (see [`key::judge`]): what a 429 and a 401 each mean for the run.
+    pub fn bypassed(&self) -> [Bypassed; 2] {
+        let answered = |status| self.statuses.get(&Some(status)).copied().unwrap_or(0);
+        [
+            Bypassed {
+                count: answered(crate::http::throttle::TOO_MANY_REQUESTS),
+                what: "throttled (429)",
+                why: "a rate limiter answered them, not the idempotency layer",
+                most: |why| Stop::Inconclusive(why.into()),
+                advice: "lower --rate or --concurrency, or raise the rate limit for this client",
+            },
+            Bypassed {
+                count: answered(crate::http::raw::UNAUTHORIZED),
+                what: "refused (401)",
+                why: "the API did not accept their credential, and said nothing of the key",
+                most: |why| Stop::Error(why.into()),
+                advice: "give the API's credential with -H, or --auth-cmd for one that expires",
+            },
+        ]
     }
 
     /// Percentiles per class.
