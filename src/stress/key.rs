@@ -149,14 +149,16 @@ pub async fn exercise(
     }
     burst_answered();
     // A burst request refused for an expired --auth-cmd credential goes once more on its own.
-    let mut raws_renewed = Vec::with_capacity(burst_size + late);
-    for (i, (role, request, response)) in raws.into_iter().enumerate() {
-        let origin = if spread_burst { i % sent.len() } else { 0 };
-        let (request, response) =
-            renewed(config, pool, over_http1[origin], &opts, request, response).await;
-        raws_renewed.push((role, request, response));
+    if config.auth.is_some() {
+        let mut renewed_raws = Vec::with_capacity(burst_size + late);
+        for (i, (role, request, response)) in raws.into_iter().enumerate() {
+            let origin = if spread_burst { i % sent.len() } else { 0 };
+            let (request, response) =
+                renewed(config, pool, over_http1[origin], &opts, request, response).await;
+            renewed_raws.push((role, request, response));
+        }
+        raws = renewed_raws;
     }
-    let mut raws = raws_renewed;
     for i in 1..=late {
         let target = (burst_size + i - 1) % sent.len();
         let mut request = sent[target].clone();
