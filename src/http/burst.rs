@@ -228,7 +228,7 @@ pub(crate) async fn burst_on(
         .zip(reqs)
         .enumerate()
         .map(|(i, ((entry, rel), req))| async move {
-            let (started, result) = match (entry, rel) {
+            let (started, result, left) = match (entry, rel) {
                 (Ok(mut s), Ok(at)) => {
                     let result = h1::read_keeping(
                         &mut s.stream,
@@ -238,33 +238,28 @@ pub(crate) async fn burst_on(
                         opts.max_body,
                     )
                     .await;
-                    let (result, left) = match result {
-                        Ok((response, true)) => (Ok(response), Left::Kept(s.stream)),
-                        Ok((response, false)) => (Ok(response), Left::Done),
+                    match result {
+                        Ok((response, true)) => (s.started, Ok(response), Left::Kept(s.stream)),
+                        Ok((response, false)) => (s.started, Ok(response), Left::Done),
                         Err(unread) if unread.ended_unanswered => {
-                            (Err(unread.error), Left::EndedUnanswered)
+                            (s.started, Err(unread.error), Left::EndedUnanswered)
                         }
-                        Err(unread) => (Err(unread.error), Left::Done),
-                    };
-                    read(i, left);
-                    (s.started, result)
+                        Err(unread) => (s.started, Err(unread.error), Left::Done),
+                    }
                 }
-                (Ok(s), Err(e)) => {
-                    read(i, Left::Done);
-                    (s.started, Err(e.clone()))
-                }
-                (Err((t, e)), _) => {
-                    read(i, Left::Done);
-                    (t, Err(e))
-                }
+                (Ok(s), Err(e)) => (s.started, Err(e.clone()), Left::Done),
+                (Err((t, e)), _) => (t, Err(e), Left::Done),
             };
-            RawResponse {
+            // Timed before the connection is handed on: the latency is the exchange's alone.
+            let response = RawResponse {
                 started,
                 released: rel.as_ref().ok().copied(),
                 finished: Instant::now(),
                 result,
                 resent: None,
-            }
+            };
+            read(i, left);
+            response
         });
     let responses: Vec<RawResponse> = join_all(reads).await;
 
