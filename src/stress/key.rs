@@ -56,8 +56,8 @@ impl KeyOutcome {
 
 /// Sends `burst_size` duplicates released together, then `late` retries one after another,
 /// all with one fresh key and a payload unique to the key; `answered` runs as each duplicate of
-/// the burst gets its answer, and `burst_answered` once all have (or failed), before the late
-/// retries. With `--replica`, duplicate `i` goes to the target or replica `i mod n`, so a store
+/// the burst gets its answer, and `burst_answered` once all have (or failed): the late retries
+/// follow only when it returns true (not once the run is interrupted). With `--replica`, duplicate `i` goes to the target or replica `i mod n`, so a store
 /// that is not shared shows as extra executions.
 ///
 /// Bursts are staged on kept-alive connections from `pool` (HTTP/1.1 ones, or an HTTP/2 one
@@ -70,7 +70,7 @@ pub async fn exercise(
     burst_size: usize,
     late: usize,
     answered: &(dyn Fn() + Sync),
-    burst_answered: impl FnOnce(),
+    burst_answered: impl FnOnce() -> bool,
 ) -> KeyOutcome {
     let key = uuid::Uuid::new_v4().to_string();
     let op = &config.operation;
@@ -125,7 +125,10 @@ pub async fn exercise(
         .await;
     match burst_report {
         Ok(report) => {
-            release = Some((report.release, report.spread_us));
+            // A burst whose connections all failed released nothing: no release to count.
+            if report.responses.iter().any(|r| r.released.is_some()) {
+                release = Some((report.release, report.spread_us));
+            }
             raws.extend(
                 report
                     .requests
@@ -147,7 +150,7 @@ pub async fn exercise(
             },
         )),
     }
-    burst_answered();
+    let late = if burst_answered() { late } else { 0 };
     // A burst request refused for an expired --auth-cmd credential goes once more on its own.
     if config.auth.is_some() {
         let mut renewed_raws = Vec::with_capacity(burst_size + late);

@@ -406,8 +406,17 @@ impl Load {
             config.connector.clone(),
             opts.concurrency.max(burst_size),
         ));
-        for url in std::iter::once(&config.operation.url).chain(&config.replicas) {
-            pool.warm(url, config.timeout, config.http2).await;
+        let warm = async {
+            for url in std::iter::once(&config.operation.url).chain(&config.replicas) {
+                pool.warm(url, config.timeout, config.http2).await;
+            }
+        };
+        // A Ctrl-C while a slow target is connected to ends the run here: the loop below sees
+        // it before any key.
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|stop| *stop) => {}
+            () = warm => {}
         }
         let random_id = uuid::Uuid::new_v4().simple().to_string();
         let run_id = opts
@@ -440,8 +449,16 @@ impl Load {
             let config = config.clone();
             let pool = pool.clone();
             let unique = format!("idem-check-stress-{run_id}-{idx}");
+            let stopped = stop.clone();
             tasks.spawn(async move {
                 let share = Share(Mutex::new(permit));
+                // After Ctrl-C a key sends nothing more: its burst's answers are awaited, so
+                // every request sent is settled before the counter is read, but no late retry
+                // goes out.
+                let go_on = || {
+                    share.give_back(burst_size);
+                    !*stopped.borrow()
+                };
                 let outcome = key::exercise(
                     &config,
                     &pool,
@@ -449,7 +466,7 @@ impl Load {
                     burst_size,
                     late,
                     &|| share.give_back(1),
-                    || share.give_back(burst_size),
+                    go_on,
                 )
                 .await;
                 drop(share);
@@ -462,6 +479,8 @@ impl Load {
         while let Some(done) = tasks.join_next().await {
             agg.add(done?, &progress);
         }
+        // A Ctrl-C after the last key started still cut keys short of their late retries.
+        interrupted |= *stop.borrow();
         Ok(Loaded {
             agg,
             interrupted,
@@ -511,6 +530,8 @@ struct Aggregate {
     basis: String,
     /// A `--segment` run: the counter is judged by `idem-check merge`, not here.
     counter_left_to_merge: bool,
+    /// The first transport failure of the run, to name when nothing was answered.
+    first_failure: Option<String>,
 }
 
 impl Aggregate {
@@ -518,6 +539,9 @@ impl Aggregate {
         progress.finish_probe();
         for e in &k.exchanges {
             self.stats.add(e);
+            if self.first_failure.is_none() {
+                self.first_failure = e.error().map(|f| f.detail.clone());
+            }
         }
         if let Some((release, spread_us)) = &k.release {
             self.stats.add_burst(release, *spread_us);
@@ -642,10 +666,17 @@ impl Aggregate {
             ));
             if b.count * 2 > requests && stop.is_none() {
                 stop = Some((b.most)(format!(
-                    "{} of {requests} requests were {}: most of the load never reached the idempotency layer; {}",
+                    "{} of {requests} requests were {}: {}",
                     b.count, b.what, b.advice
                 )));
             }
+        }
+        // Nothing answered is nothing seen: the target is not reachable as given.
+        if requests > 0 && self.stats.unanswered() == requests {
+            stop = Some(Stop::Error(format!(
+                "none of the {requests} requests got a response (first: {}): check the URL, that the target is up, and --timeout",
+                self.first_failure.as_deref().unwrap_or("no error was recorded")
+            ).into()));
         }
         if self.keys == 0 && stop.is_none() {
             stop = Some(Stop::Error(

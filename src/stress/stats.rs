@@ -40,7 +40,7 @@ pub struct BurstRows {
     pub spread_max_us: f64,
 }
 
-/// Requests answered before the idempotency layer saw them, by one kind of answer.
+/// Requests that got no answer from the idempotency layer, of one kind.
 pub struct Bypassed {
     pub count: u64,
     /// How the report names them: "throttled (429)".
@@ -49,7 +49,7 @@ pub struct Bypassed {
     pub why: &'static str,
     /// The run's stop when they are most of its requests.
     pub most: fn(String) -> Stop,
-    /// What the user can do about it.
+    /// What most of the requests being so means, and what the user can do about it.
     pub advice: &'static str,
 }
 
@@ -146,26 +146,39 @@ impl Stats {
             .collect()
     }
 
-    /// The answers given before the idempotency layer saw the request, which the per-key
-    /// checks leave out (see [`key::judge`]): what a 429 and a 401 each mean for the run.
-    pub fn bypassed(&self) -> [Bypassed; 2] {
-        let answered = |status| self.statuses.get(&Some(status)).copied().unwrap_or(0);
+    /// The requests the per-key checks leave out (see `key::judge`) because no answer of the
+    /// idempotency layer came back: throttled by a rate limiter (429), refused a credential
+    /// (401), or unanswered; what each means for the run when it is most of the requests.
+    pub fn bypassed(&self) -> [Bypassed; 3] {
+        let answered = |status| self.statuses.get(&status).copied().unwrap_or(0);
         [
             Bypassed {
-                count: answered(crate::http::throttle::TOO_MANY_REQUESTS),
+                count: answered(Some(crate::http::throttle::TOO_MANY_REQUESTS)),
                 what: "throttled (429)",
                 why: "a rate limiter answered them, not the idempotency layer",
                 most: |why| Stop::Inconclusive(why.into()),
-                advice: "lower --rate or --concurrency, or raise the rate limit for this client",
+                advice: "most of the load never reached the idempotency layer; lower --rate or --concurrency, or raise the rate limit for this client",
             },
             Bypassed {
-                count: answered(crate::http::raw::UNAUTHORIZED),
+                count: answered(Some(crate::http::raw::UNAUTHORIZED)),
                 what: "refused (401)",
                 why: "the API did not accept their credential, and said nothing of the key",
                 most: |why| Stop::Error(why.into()),
-                advice: "give the API's credential with -H, or --auth-cmd for one that expires",
+                advice: "most of the load never reached the idempotency layer; give the API's credential with -H, or --auth-cmd for one that expires",
+            },
+            Bypassed {
+                count: self.unanswered(),
+                what: "unanswered",
+                why: "they timed out or failed before a response; each may still have executed, which the counter allows for",
+                most: |why| Stop::Inconclusive(why.into()),
+                advice: "most keys cannot be judged; is the target answering within --timeout at this --concurrency?",
             },
         ]
+    }
+
+    /// How many requests got no response at all (timed out, refused, reset).
+    pub fn unanswered(&self) -> u64 {
+        self.statuses.get(&None).copied().unwrap_or(0)
     }
 
     /// Percentiles per class.

@@ -530,6 +530,71 @@ fn interrupted_during_setup(
     );
 }
 
+/// A target that accepts and never answers: stress sees nothing, so it says so as an ERROR
+/// naming the first failure, never a PASS of keys it could not judge (before, every check
+/// passed vacuously). Ctrl-C during such a run sends no late retry, waits only for the bursts
+/// already sent, and the report says the run was interrupted (exit 130; before, the keys went
+/// on to their late retries, a timeout each, and the run ended as if never interrupted).
+#[test]
+fn stress_against_a_silent_target_is_an_error_and_ctrl_c_stops_its_late_retries() {
+    let (url, _) = fake_server_counted(None, Duration::from_secs(60));
+    let o = bin()
+        .args([
+            "stress",
+            &url,
+            "--timeout",
+            "1s",
+            "--keys",
+            "2",
+            "--duplicates",
+            "4",
+        ])
+        .args(["--color", "never"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(
+        out.contains("stress  ERROR") && out.contains("none of the 8 requests got a response"),
+        "{out}"
+    );
+
+    let (url, seen) = fake_server_counted(None, Duration::from_secs(60));
+    let mut child = bin()
+        .args([
+            "stress",
+            &url,
+            "--timeout",
+            "4s",
+            "--keys",
+            "5",
+            "--duplicates",
+            "8",
+        ])
+        .args(["--color", "never"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Every key has started its burst (the five fit in the concurrency at once) by the time
+    // the server sees a connection.
+    ctrl_c_once_seen(&child, &seen);
+    let code = wait_bounded(&mut child, Duration::from_secs(30)).code();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert_eq!(code, Some(130), "{out}");
+    assert!(out.contains("(interrupted)"), "{out}");
+    assert!(
+        out.contains("requests:    30 in"),
+        "the five bursts of 6, no late retry: {out}"
+    );
+}
+
 /// Ctrl-C while the bundled reference server starts (its database accepts the connection and
 /// never answers): exit 130, and its temporary folder is removed.
 #[test]
