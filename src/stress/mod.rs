@@ -237,6 +237,19 @@ pub async fn run(
     interrupt: impl Future<Output = ()>,
 ) -> Result<StressReport> {
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    tokio::pin!(interrupt);
+    // `run`'s pre-flight first: a target that is not the API (a web page, a login redirect,
+    // refused credentials, nothing listening) is reported as such before any load is sent,
+    // never as keys that violated exactly-once. A segment skips it: its executions would land
+    // in the other segments' counter windows, which `merge` judges together.
+    if opts.segment.is_none() {
+        if let Some(stopped) = preflight(&config, &mut interrupt).await? {
+            return Ok(StressReport {
+                interrupted: stopped.interrupted,
+                ..StressReport::unsent(&config, opts, started_at, stopped.report)
+            });
+        }
+    }
     let start = Instant::now();
     let client = Client::new(
         config.connector.clone(),
@@ -298,7 +311,6 @@ pub async fn run(
             // The caller waits for this; should it have gone, nobody needs the result.
             let _ = done.send(result);
         })?;
-    tokio::pin!(interrupt);
     let loaded = tokio::select! {
         biased;
         r = &mut finished => r,
@@ -684,26 +696,45 @@ impl Aggregate {
             ));
         }
         let verdict = decide(&checks, stop.as_ref(), false);
+        let reason = if verdict.outcome == Outcome::Fail && self.violating > 0 {
+            format!(
+                "{} of {} keys violated exactly-once; first: {}",
+                self.violating, self.keys, verdict.reason
+            )
+        } else {
+            verdict.reason
+        };
         ProbeReport {
-            id: "stress",
-            group: "load",
-            section: "draft-07 §2.6",
-            stimulus: "Sends many fresh keys, each as a synchronised burst of duplicates followed by late retries, with many requests in flight",
-            requirement: "Under load every key still executes exactly once, and every answer is the original, a conflict or the replay",
-            outcome: verdict.outcome,
-            reason: if verdict.outcome == Outcome::Fail && self.violating > 0 {
-                format!("{} of {} keys violated exactly-once; first: {}", self.violating, self.keys, verdict.reason)
-            } else {
-                verdict.reason
-            },
-            reason_cites: Vec::new(),
-            follows_from: None,
+            reason,
             effect_basis: Some(self.basis.clone()),
-            duration_ms: 0.0,
-            checks,
-            timeline,
-            exchanges,
+            ..stress_probe(verdict.outcome, checks, timeline, exchanges)
         }
+    }
+}
+
+/// The stress run as one probe of a report: what it sends and requires, with `outcome` and its
+/// evidence.
+fn stress_probe(
+    outcome: Outcome,
+    checks: Vec<crate::check::Check>,
+    timeline: Vec<String>,
+    exchanges: Vec<Exchange>,
+) -> ProbeReport {
+    ProbeReport {
+        id: "stress",
+        group: "load",
+        section: "draft-07 §2.6",
+        stimulus: "Sends many fresh keys, each as a synchronised burst of duplicates followed by late retries, with many requests in flight",
+        requirement: "Under load every key still executes exactly once, and every answer is the original, a conflict or the replay",
+        outcome,
+        reason: String::new(),
+        reason_cites: Vec::new(),
+        follows_from: None,
+        effect_basis: None,
+        duration_ms: 0.0,
+        checks,
+        timeline,
+        exchanges,
     }
 }
 
@@ -745,6 +776,57 @@ async fn read_counter(
     read.value
         .map(|v| Reading::new(Some(v), sent))
         .map_err(|e| Stop::Error(meter.unreadable(&e, unanswered).into()))
+}
+
+/// A stress run that the pre-flight ended: its report, and whether Ctrl-C did.
+struct Stopped {
+    report: ProbeReport,
+    interrupted: bool,
+}
+
+/// The progress of a pre-flight run inside `stress`: none is shown.
+struct Quiet;
+
+impl crate::runner::Observer for Quiet {
+    fn started(&self, _: &str) {}
+    fn finished(&self, _: &ProbeReport) {}
+}
+
+/// Runs `run`'s pre-flight probe (`first-request`) on its own: `None` unless it FAILed or
+/// ERRORed; else the stress run's report, which is the pre-flight's verdict, checks and
+/// exchanges (a FAIL stays a FAIL: one request executing twice is the API's), with its reason.
+async fn preflight(
+    config: &Arc<Config>,
+    interrupt: impl Future<Output = ()>,
+) -> Result<Option<Stopped>> {
+    let run = crate::runner::run(
+        config.clone(),
+        vec![crate::probes::first_request::PROBE],
+        &Quiet,
+        interrupt,
+    )
+    .await?;
+    let Some(probe) = run.probes.into_iter().next() else {
+        return Ok(None);
+    };
+    // As in `run`, only a FAIL or an ERROR stops here: an INCONCLUSIVE pre-flight (no effect
+    // basis given) leaves the keys to be judged by their responses.
+    if !matches!(probe.outcome, Outcome::Fail | Outcome::Error) {
+        return Ok(None);
+    }
+    let report = ProbeReport {
+        reason: format!(
+            "not run: the pre-flight first-request did not pass: {}",
+            probe.reason
+        ),
+        reason_cites: probe.reason_cites,
+        effect_basis: probe.effect_basis,
+        ..stress_probe(probe.outcome, probe.checks, probe.timeline, probe.exchanges)
+    };
+    Ok(Some(Stopped {
+        report,
+        interrupted: run.interrupted,
+    }))
 }
 
 fn failed_to_start(

@@ -530,28 +530,66 @@ fn interrupted_during_setup(
     );
 }
 
-/// A target that accepts and never answers: stress sees nothing, so it says so as an ERROR
-/// naming the first failure, never a PASS of keys it could not judge (before, every check
-/// passed vacuously). Ctrl-C during such a run sends no late retry, waits only for the bursts
-/// already sent, and the report says the run was interrupted (exit 130; before, the keys went
-/// on to their late retries, a timeout each, and the run ended as if never interrupted).
+/// A target that is not the API (a web page): stress runs `run`'s pre-flight first, so it is
+/// an ERROR saying what answered, before any load; before, ten keys of web pages PASSed.
 #[test]
-fn stress_against_a_silent_target_is_an_error_and_ctrl_c_stops_its_late_retries() {
-    let (url, _) = fake_server_counted(None, Duration::from_secs(60));
+fn stress_against_a_web_page_stops_at_the_preflight() {
+    let page: &[u8] =
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 13\r\n\r\n<html></html>";
+    let (url, _) = fake_server_counted(Some(page), Duration::from_secs(60));
     let o = bin()
         .args([
             "stress",
             &url,
-            "--timeout",
-            "1s",
+            "-d",
+            r#"{"ref":"{{unique}}"}"#,
             "--keys",
-            "2",
-            "--duplicates",
-            "4",
+            "10",
         ])
-        .args(["--color", "never"])
+        .args(["--duplicates", "4", "--color", "never"])
         .output()
         .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(
+        out.contains("stress  ERROR")
+            && out.contains("not run: the pre-flight first-request did not pass")
+            && out.contains("text/html")
+            && out.contains("keys:        0 (0 completed)"),
+        "{out}"
+    );
+}
+
+/// A target that accepts and never answers. Stress's pre-flight says so, naming --timeout.
+/// A segment, which has no pre-flight, sees nothing in its load and says so as an ERROR naming
+/// the first failure, never a PASS of keys it could not judge (before, every check passed
+/// vacuously). Ctrl-C during its load sends no late retry, waits only for the bursts already
+/// sent, and the report says the run was interrupted (exit 130; before, the keys went on to
+/// their late retries, a timeout each, and the run ended as if never interrupted).
+#[test]
+fn stress_against_a_silent_target_is_an_error_and_ctrl_c_stops_its_late_retries() {
+    let (url, _) = fake_server_counted(None, Duration::from_secs(60));
+    let stress = |timeout: &str, keys: &str, segment: bool| {
+        let mut c = bin();
+        c.args(["stress", &url, "--timeout", timeout, "--keys", keys])
+            .args(["--duplicates", if segment { "8" } else { "4" }])
+            .args(["--color", "never"]);
+        if segment {
+            c.args(["--segment", "1/1", "--run-id", "silent"]);
+        }
+        c
+    };
+    let o = stress("1s", "2", false).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(
+        out.contains("not run: the pre-flight first-request did not pass")
+            && out.contains("did not answer within --timeout"),
+        "{out}"
+    );
+
+    let mut whole = stress("1s", "1", true);
+    let o = whole.output().unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     assert!(
@@ -571,7 +609,7 @@ fn stress_against_a_silent_target_is_an_error_and_ctrl_c_stops_its_late_retries(
             "--duplicates",
             "8",
         ])
-        .args(["--color", "never"])
+        .args(["--segment", "1/1", "--run-id", "silent", "--color", "never"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

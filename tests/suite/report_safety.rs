@@ -924,10 +924,11 @@ fn stress_renews_an_expiring_auth_cmd_credential() {
         .lines()
         .map(str::to_string)
         .collect();
-    // 96 requests and 2 counter reads at 10 per token: at least 10 tokens, each fetched once.
+    // The pre-flight's few requests, then 96 and 2 counter reads, at 10 per token: at least 10
+    // tokens, each fetched once (one fetch per refused request would be dozens).
     assert!(tokens.len() >= 10, "{tokens:?}");
     assert!(
-        tokens.len() <= 12,
+        tokens.len() <= 13,
         "one fetch per expiry, not one per refused request: {} tokens",
         tokens.len()
     );

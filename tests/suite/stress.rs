@@ -215,36 +215,50 @@ async fn replay_reexecute_fault_fails_every_key() {
     assert_eq!(r.violating_keys, KEYS);
 }
 
-/// A credential the API does not accept is the setup's fault, not the API's: the 401s are left
-/// out of the per-key checks, and a run most of whose requests were refused is an ERROR that
-/// says how to give the credential, never a FAIL of exactly-once.
+/// A credential the API does not accept is the setup's fault, not the API's. Stress's
+/// pre-flight says so before any load. A segment, which has no pre-flight, leaves the 401s out
+/// of the per-key checks, and a run most of whose requests were refused is an ERROR that says
+/// how to give the credential, never a FAIL of exactly-once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_credential_is_an_error_not_a_violation() {
-    let reference = Reference::start(None)
-        .await
-        .expect("reference server starts");
-    let mut target = reference.target();
-    target.headers[0] = "Authorization: Bearer not-a-tenant".into();
-    // The counter would refuse the credential before the load: the keys are what is judged.
-    target.count_url = None;
-    target.count_pointer = None;
-    let opts = StressOptions {
-        keys: 20,
-        duplicates: 4,
-        concurrency: 8,
-        duration: Duration::from_secs(60),
-        rate: None,
-        segment: None,
-    };
-    let r = common::stress::stress_reference_as(reference, target, &opts).await;
-    assert_eq!(r.result.outcome, Outcome::Error, "{}", r.result.reason);
-    assert_eq!(r.violating_keys, 0, "no key is blamed for the 401s");
-    assert!(
-        r.result
-            .reason
-            .starts_with("80 of 80 requests were refused (401)")
-            && r.result.reason.contains("--auth-cmd"),
-        "{}",
-        r.result.reason
-    );
+    for segment in [None, Some(("1/1", "refused"))] {
+        let reference = Reference::start(None)
+            .await
+            .expect("reference server starts");
+        let mut target = reference.target();
+        target.headers[0] = "Authorization: Bearer not-a-tenant".into();
+        // The counter would refuse the credential before the load: the keys are what is judged.
+        target.count_url = None;
+        target.count_pointer = None;
+        let opts = StressOptions {
+            keys: 20,
+            duplicates: 4,
+            concurrency: 8,
+            duration: Duration::from_secs(60),
+            rate: None,
+            segment: segment.map(|(_, run_id)| stress::segment::Segment {
+                index: 1,
+                count: 1,
+                run_id: run_id.into(),
+            }),
+        };
+        let r = common::stress::stress_reference_as(reference, target, &opts).await;
+        assert_eq!(r.result.outcome, Outcome::Error, "{}", r.result.reason);
+        assert_eq!(r.violating_keys, 0, "no key is blamed for the 401s");
+        let reason = &r.result.reason;
+        if segment.is_none() {
+            assert!(
+                reason.starts_with("not run: the pre-flight first-request did not pass")
+                    && reason.contains("the API refused our credentials"),
+                "{reason}"
+            );
+            assert_eq!(r.keys, 0);
+        } else {
+            assert!(
+                reason.starts_with("80 of 80 requests were refused (401)")
+                    && reason.contains("--auth-cmd"),
+                "{reason}"
+            );
+        }
+    }
 }
