@@ -48,7 +48,7 @@ impl std::fmt::Debug for Operation {
 }
 
 impl Operation {
-    /// "POST https://api.example.com/v1/payments": how headers and reports name the target.
+    /// `POST https://api.example.com/v1/payments`: how headers and reports name the target.
     pub fn line(&self) -> String {
         format!("{} {}", self.method, self.url)
     }

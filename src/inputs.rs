@@ -248,7 +248,7 @@ macro_rules! declare {
 with_inputs!(declare);
 
 /// For a target-file key written in the wrong place, where it belongs: "at the top level,
-/// before the first [table]" or "in the [restart] table" (several when tables share the key).
+/// before the first \[table\]" or "in the \[restart\] table" (several when tables share the key).
 pub fn homes_of(key: &str) -> Vec<String> {
     let mut homes: Vec<String> = Vec::new();
     for input in ALL.iter().filter(|i| i.key == key) {

@@ -582,7 +582,7 @@ pub fn scheme_hint(url: &str) -> Option<String> {
 }
 
 /// For an "unknown field" error, where that key belongs (" — `ready-url` belongs in the
-/// [restart] table"); empty when the key belongs nowhere or the error is another one.
+/// \[restart\] table"); empty when the key belongs nowhere or the error is another one.
 fn misplaced(message: &str) -> String {
     let Some(key) = message
         .strip_prefix("unknown field `")

@@ -20,6 +20,9 @@
 //! applies each signed event exactly once, with its own faults ([`WebhookFault`]).
 
 #![forbid(unsafe_code)]
+// The documentation is for the people who work on this crate (`cargo doc
+// --document-private-items`): a module's overview links to the private items it is made of.
+#![allow(rustdoc::private_intra_doc_links)]
 
 mod app;
 mod auth;

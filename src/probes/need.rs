@@ -104,7 +104,7 @@ impl Need {
         Self::spell(p.input.flag, p.with.map(|w| w.flag), p.or)
     }
 
-    /// The target-file key that provides this (see fixtures/targets/README.md): "[restart]
+    /// The target-file key that provides this (see fixtures/targets/README.md): "\[restart\]
     /// command (with ready-url)".
     pub fn target_key(self) -> String {
         let p = self.provided();

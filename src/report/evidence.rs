@@ -142,7 +142,7 @@ impl ExchangeLine {
         }
     }
 
-    /// One row for a run of exchanges of one kind (see [`fold`]): the range of numbers, the
+    /// One row for a run of exchanges of one kind (see [`crate::report::view::fold`]): the range of numbers, the
     /// first start, the range of durations, the role's common part with the count, and a
     /// status histogram.
     pub fn folded(run: &[&Exchange], secrets: &Secrets, keys: &Keys) -> Self {

@@ -123,7 +123,7 @@ fn is_small_read(e: &Exchange, key: &Place) -> bool {
             .is_some_and(|r| r.is_success() && r.body.len() <= SMALL_READ_MAX)
 }
 
-/// Consecutive exchanges of one kind ([`Role::same_kind`], method, URL, key) grouped into runs; a run
+/// Consecutive exchanges of one kind ([`crate::http::role::Role::same_kind`], method, URL, key) grouped into runs; a run
 /// shorter than [`FOLD_MIN`] is split back into single exchanges.
 pub(crate) fn fold<'a>(exchanges: &'a [Exchange], key: &Place) -> Vec<Vec<&'a Exchange>> {
     let same = |a: &Exchange, b: &Exchange| {

@@ -2,7 +2,7 @@
 //! JSON report, sent again against the same target, so a reviewer sees the double charge again
 //! without writing a script.
 //!
-//! [`recorded`] reads the report back; [`plan`] picks what to send from the probe's exchanges:
+//! [`recorded`] reads the report back; [`mod@plan`] picks what to send from the probe's exchanges:
 //! its first burst (released again by the race engine, [`crate::http::h2burst`]), or the request
 //! whose answer it dropped (held with a fresh hold name, dropped after as long as the probe
 //! waited, then its retries at the offsets they were sent at, the hold released after the first),

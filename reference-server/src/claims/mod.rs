@@ -114,7 +114,7 @@ impl Claims {
     }
 
     /// Claims `scope` for a payload with `fingerprint`. An `Acquired` claim must be followed by
-    /// [`Claims::complete`] or [`Claims::release`], then [`Claims::finished`].
+    /// [`Claims::complete`] or a release of the claim, then [`Claims::finished`].
     pub(crate) async fn claim(
         &self,
         scope: &Scope,

@@ -1,7 +1,7 @@
 //! Signature verification over the raw body bytes, as each scheme's own libraries do it: every
 //! signature the delivery carries is tried against every configured secret (rotation, and two
 //! sources), the MAC is compared in constant time (`Mac::verify_slice`), and a signed timestamp
-//! must be within [`TOLERANCE`] of now, in the past and in the future.
+//! must be within [`TOLERANCE_SECS`] of now, in the past and in the future.
 
 use axum::http::{HeaderMap, StatusCode};
 use base64::Engine as _;

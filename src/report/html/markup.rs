@@ -1,9 +1,9 @@
-//! Text into markup. Every value of a report reaches the page through [`line`], [`short`] or
+//! Text into markup. Every value of a report reaches the page through [`line()`], [`short`] or
 //! [`esc`], so no path can forget a rule.
 //!
-//! A server's bytes are untrusted (STYLE §9): [`line`] masks the run's secrets, escapes control,
+//! A server's bytes are untrusted (STYLE §9): [`line()`] masks the run's secrets, escapes control,
 //! bidi and zero-width characters as visible `\x1B` / `\u{202E}` (the rule every other format
-//! follows, [`crate::redact`]), cuts the value at [`QUOTE_MAX`] characters, then escapes the
+//! follows, [`crate::redact`]), cuts the value at [`crate::report::evidence::QUOTE_MAX`] characters, then escapes the
 //! characters markup gives a meaning to. Text the evidence helpers already masked and sanitised
 //! (exchange lines, transcripts, reproduce lines) goes through [`esc`], which sanitises again
 //! (a no-op on such text) before escaping, so even a value that skipped the helpers cannot put a
