@@ -14,15 +14,13 @@ use crate::report::{ReplayInputs, SCHEMA};
 /// What went wrong reading a report.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
-    #[error("cannot read {path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("{path} is not an idem-check run report (run … --report-json FILE): {source}")]
+    // The cause is part of the message, not a `source`: an error chain would print it twice.
+    #[error("cannot read {path}: {cause}")]
+    Io { path: String, cause: std::io::Error },
+    #[error("{path} is not an idem-check run report (run … --report-json FILE): {cause}")]
     Format {
         path: String,
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
     #[error(
         "{path} is a {found} report; reproduce reads {SCHEMA} reports (run … --report-json FILE)"
@@ -153,13 +151,13 @@ impl RecordedRun {
     /// Reads and checks the report at `path`.
     pub fn read(path: &Path) -> Result<RecordedRun, ReadError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ReadError::Io {
+        let text = std::fs::read_to_string(path).map_err(|cause| ReadError::Io {
             path: shown.clone(),
-            source,
+            cause,
         })?;
-        let run: RecordedRun = serde_json::from_str(&text).map_err(|source| ReadError::Format {
+        let run: RecordedRun = serde_json::from_str(&text).map_err(|cause| ReadError::Format {
             path: shown.clone(),
-            source,
+            cause,
         })?;
         if run.schema != SCHEMA {
             return Err(ReadError::Schema {

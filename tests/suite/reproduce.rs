@@ -207,3 +207,31 @@ async fn a_report_of_the_in_process_reference_is_refused_saying_why() {
         text(&out)
     );
 }
+
+/// A report that cannot be read, or is not JSON, is one error line that names the file and
+/// says why once (the cause used to be printed a second time by the error chain).
+#[tokio::test]
+async fn an_unreadable_report_is_one_error_saying_why_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_json = dir.path().join("r.json");
+    std::fs::write(&not_json, "not json").unwrap();
+    let missing = dir.path().join("missing.json");
+    for (path, why) in [
+        (&not_json, "is not an idem-check run report"),
+        (&missing, "cannot read"),
+    ] {
+        let o = output(
+            bin_async()
+                .arg("reproduce")
+                .arg(path)
+                .args(["--probe", "first-request"]),
+        )
+        .await;
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(why), "{err}");
+        let cause = err.rsplit(": ").next().unwrap().trim();
+        assert_eq!(err.matches(cause).count(), 1, "the cause once: {err}");
+    }
+}
