@@ -154,33 +154,42 @@ async fn h2c_probe_catches_the_race_every_time_and_never_accuses() {
     assert_eq!((caught, passed), (20, 20), "{}", lines.join("\n"));
 }
 
-/// A listener that answers the preface the way an HTTP/1.1 server does.
+/// A listener that answers the preface the way an HTTP/1.1 server does: with a status line, or
+/// (Python's `http.server`, for a request line it cannot parse) with an HTML page and no status
+/// line at all, which used to read as "a frame of 3940676 bytes".
 #[tokio::test]
 async fn http1_only_listener_gives_one_clear_error() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let (mut s, _) = listener.accept().await.unwrap();
-        let mut buf = [0u8; 1024];
-        let _ = tokio::time::timeout(LIMIT, s.read(&mut buf)).await;
-        let _ = s
-            .write_all(
-                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            )
-            .await;
-    });
-    let reqs = vec![payment(&format!("http://{addr}/api/payments"), "k", "t"); 2];
-    let report = h2burst::burst(&Connector::default(), &reqs, &opts())
-        .await
-        .unwrap();
-    for r in &report.responses {
-        let err = r.result.as_ref().unwrap_err();
-        assert!(
-            err.contains("\"HTTP/1.1 400 Bad Request\"") && err.contains("HTTP/1.1 only"),
-            "{err}"
-        );
-        assert!(!err.contains('\n'));
-        assert!(r.released.is_none());
+    for (answer, shown) in [
+        (
+            &b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"[..],
+            "\"HTTP/1.1 400 Bad Request\"",
+        ),
+        (
+            &b"<!DOCTYPE HTML>\n<html><head><title>Error response</title></head></html>\n"[..],
+            "\"<!DOCTYPE HTML>\"",
+        ),
+    ] {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = tokio::time::timeout(LIMIT, s.read(&mut buf)).await;
+            let _ = s.write_all(answer).await;
+        });
+        let reqs = vec![payment(&format!("http://{addr}/api/payments"), "k", "t"); 2];
+        let report = h2burst::burst(&Connector::default(), &reqs, &opts())
+            .await
+            .unwrap();
+        for r in &report.responses {
+            let err = r.result.as_ref().unwrap_err();
+            assert!(
+                err.contains(shown) && err.contains("HTTP/1.1 only"),
+                "{err}"
+            );
+            assert!(!err.contains('\n'));
+            assert!(r.released.is_none());
+        }
     }
 }
 

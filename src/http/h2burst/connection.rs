@@ -372,11 +372,18 @@ impl Conn {
     async fn read_frame(&mut self) -> Result<Option<Frame>, String> {
         loop {
             if self.input.len() >= 9 {
-                if self.input.starts_with(b"HTTP/") {
-                    let line = self.input.split(|b| *b == b'\r').next().unwrap_or_default();
+                // A server's first frame is its SETTINGS (RFC 9113 §3.4): anything else (an
+                // HTTP/1.1 status line, an HTML error page with no status line at all) is a
+                // server that does not speak HTTP/2 here, not a protocol error to report as one.
+                if !self.got_settings && self.input[3] != SETTINGS {
+                    let line = self
+                        .input
+                        .split(|b| *b == b'\r' || *b == b'\n')
+                        .next()
+                        .unwrap_or_default();
+                    let shown: String = String::from_utf8_lossy(line).chars().take(60).collect();
                     return Err(format!(
-                        "the server answered the HTTP/2 preface with {:?}: it speaks HTTP/1.1 only here (for http://, h2c with prior knowledge)",
-                        String::from_utf8_lossy(line)
+                        "the server answered the HTTP/2 preface with {shown:?}, not HTTP/2 SETTINGS: it speaks HTTP/1.1 only here (for http://, h2c with prior knowledge)"
                     ));
                 }
                 let len =
