@@ -81,15 +81,15 @@ impl Pool {
     /// opened dozens at once, each also wait for the one thread that opens them: on a local
     /// target all of them took 0.5–1 ms, the quickest estimate stayed there, and every later
     /// burst paused a timer tick instead of one turn of the runtime (`stress --concurrency 96`
-    /// fell from 44k to 28k requests/s, BENCHMARKS.md). A failure is left to the first burst,
-    /// which reports it as its requests' own.
-    pub async fn warm(&self, url: &url::Url, timeout: Duration, http2: bool) {
+    /// fell from 44k to 28k requests/s, BENCHMARKS.md). The error says why the origin could
+    /// not be reached; bursts over HTTP/2 open their own connections and are not warmed.
+    pub async fn warm(&self, url: &url::Url, timeout: Duration, http2: bool) -> Result<(), String> {
         if !h2burst::bursts_over_http1(&self.connector, url, http2) {
-            return;
+            return Ok(());
         }
-        if let Ok(conn) = self.open(url, Instant::now() + timeout, timeout).await {
-            self.put(url, conn.stream);
-        }
+        let conn = self.open(url, Instant::now() + timeout, timeout).await?;
+        self.put(url, conn.stream);
+        Ok(())
     }
 
     /// How many connections the pool has opened so far.
@@ -516,7 +516,9 @@ mod tests {
     async fn a_warmed_connection_carries_the_first_request() {
         let (url, accepted, _) = server(Ending::KeepAlive);
         let pool = Pool::new(Arc::default(), 4);
-        pool.warm(&url, Duration::from_secs(5), false).await;
+        pool.warm(&url, Duration::from_secs(5), false)
+            .await
+            .unwrap();
         assert_eq!(pool.opened(), 1);
         assert!(pool.quickest_connect_us.load(Ordering::Relaxed) < u64::MAX);
         let r = pool.send(&get(&url), Duration::from_secs(5), 1024).await;

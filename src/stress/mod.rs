@@ -324,7 +324,19 @@ pub async fn run(
         interrupted,
         connections_opened,
         duplicates,
+        unreachable,
     } = loaded.map_err(|_| anyhow::anyhow!("the stress load thread ended without a result"))??;
+    if let Some(why) = unreachable {
+        let stop = Stop::Error(why.into());
+        return Ok(failed_to_start(
+            &config,
+            &meter,
+            opts,
+            started_at,
+            stop,
+            count_exchanges,
+        ));
+    }
     let elapsed = start.elapsed();
     let sent = agg.stats.requests as usize;
     let after_at = SystemTime::now();
@@ -395,6 +407,8 @@ struct Loaded {
     interrupted: bool,
     connections_opened: u64,
     duplicates: usize,
+    /// Why no key was sent: an origin could not be connected to.
+    unreachable: Option<String>,
 }
 
 impl Load {
@@ -418,17 +432,32 @@ impl Load {
             config.connector.clone(),
             opts.concurrency.max(burst_size),
         ));
+        // Every origin is connected to once before any key: a replica that cannot be reached
+        // would otherwise leave every key's spread unjudged while the target's answers PASS.
         let warm = async {
-            for url in std::iter::once(&config.operation.url).chain(&config.replicas) {
-                pool.warm(url, config.timeout, config.http2).await;
+            let target = std::iter::once(("the target", &config.operation.url));
+            for (what, url) in target.chain(config.replicas.iter().map(|r| ("--replica", r))) {
+                if let Err(why) = pool.warm(url, config.timeout, config.http2).await {
+                    return Some(format!("{what} {url} could not be reached: {why}"));
+                }
             }
+            None
         };
         // A Ctrl-C while a slow target is connected to ends the run here: the loop below sees
         // it before any key.
-        tokio::select! {
+        let unreachable = tokio::select! {
             biased;
-            _ = stop.wait_for(|stop| *stop) => {}
-            () = warm => {}
+            _ = stop.wait_for(|stop| *stop) => None,
+            unreachable = warm => unreachable,
+        };
+        if unreachable.is_some() {
+            return Ok(Loaded {
+                agg: Aggregate::default(),
+                interrupted: false,
+                connections_opened: pool.opened(),
+                duplicates,
+                unreachable,
+            });
         }
         let random_id = uuid::Uuid::new_v4().simple().to_string();
         let run_id = opts
@@ -498,6 +527,7 @@ impl Load {
             interrupted,
             connections_opened: pool.opened(),
             duplicates,
+            unreachable: None,
         })
     }
 }

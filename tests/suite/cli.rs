@@ -560,6 +560,41 @@ fn stress_against_a_web_page_stops_at_the_preflight() {
     );
 }
 
+/// A `--replica` nothing listens on: stress says so before any key. Before, every duplicate
+/// sent to it went unanswered and the target's own answers PASSed the run, the replica's store
+/// never judged.
+#[test]
+fn stress_with_an_unreachable_replica_is_an_error_naming_it() {
+    let created: &[u8] =
+        b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
+    let (url, _) = fake_server_counted(Some(created), Duration::from_secs(60));
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let replica = format!("http://{closed}/api/payments");
+    let o = bin()
+        .args([
+            "stress",
+            &url,
+            "-d",
+            r#"{"ref":"{{unique}}"}"#,
+            "--keys",
+            "4",
+        ])
+        .args(["--replica", &replica, "--color", "never"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(
+        out.contains("stress  ERROR")
+            && out.contains(&format!("--replica {replica} could not be reached"))
+            && out.contains("keys:        0 (0 completed)"),
+        "{out}"
+    );
+}
+
 /// A target that accepts and never answers. Stress's pre-flight says so, naming --timeout.
 /// A segment, which has no pre-flight, sees nothing in its load and says so as an ERROR naming
 /// the first failure, never a PASS of keys it could not judge (before, every check passed
