@@ -261,20 +261,10 @@ pub fn merge(reports: &[(PathBuf, SegmentReport)]) -> Result<RunReport, MergeErr
     }
     let verdict = decide(&checks, stop.as_ref(), false);
     let result = ProbeReport {
-        id: "stress",
-        group: "load",
-        section: "draft-07 §2.6",
         stimulus: "Merges the segments of one stress run, each a part of the keys sent from its own process",
         requirement: "Under load every key still executes exactly once, across all segments, and the counter agrees",
-        outcome: verdict.outcome,
         reason: verdict.reason,
-        reason_cites: Vec::new(),
-        follows_from: None,
-        effect_basis: None,
-        duration_ms: 0.0,
-        checks,
-        timeline,
-        exchanges: Vec::new(),
+        ..super::stress_probe(verdict.outcome, checks, timeline, Vec::new())
     };
     let probes = vec![result];
     Ok(RunReport {

@@ -537,27 +537,36 @@ fn stress_against_a_web_page_stops_at_the_preflight() {
     let page: &[u8] =
         b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 13\r\n\r\n<html></html>";
     let (url, _) = fake_server_counted(Some(page), Duration::from_secs(60));
+    let out = stress_stopped_before_any_key(&url, &["--keys", "10", "--duplicates", "4"]);
+    assert!(
+        out.contains("not run: the pre-flight first-request did not pass")
+            && out.contains("text/html"),
+        "{out}"
+    );
+}
+
+/// Runs `stress URL` with a JSON payload and `extra`, and checks that it ended as an ERROR
+/// before sending any key (exit 3); returns what it printed.
+fn stress_stopped_before_any_key(url: &str, extra: &[&str]) -> String {
     let o = bin()
         .args([
             "stress",
-            &url,
+            url,
             "-d",
             r#"{"ref":"{{unique}}"}"#,
-            "--keys",
-            "10",
+            "--color",
+            "never",
         ])
-        .args(["--duplicates", "4", "--color", "never"])
+        .args(extra)
         .output()
         .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     assert!(
-        out.contains("stress  ERROR")
-            && out.contains("not run: the pre-flight first-request did not pass")
-            && out.contains("text/html")
-            && out.contains("keys:        0 (0 completed)"),
+        out.contains("stress  ERROR") && out.contains("keys:        0 (0 completed)"),
         "{out}"
     );
+    out
 }
 
 /// A `--replica` nothing listens on: stress says so before any key. Before, every duplicate
@@ -573,24 +582,9 @@ fn stress_with_an_unreachable_replica_is_an_error_naming_it() {
         .local_addr()
         .unwrap();
     let replica = format!("http://{closed}/api/payments");
-    let o = bin()
-        .args([
-            "stress",
-            &url,
-            "-d",
-            r#"{"ref":"{{unique}}"}"#,
-            "--keys",
-            "4",
-        ])
-        .args(["--replica", &replica, "--color", "never"])
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let out = stress_stopped_before_any_key(&url, &["--keys", "4", "--replica", &replica]);
     assert!(
-        out.contains("stress  ERROR")
-            && out.contains(&format!("--replica {replica} could not be reached"))
-            && out.contains("keys:        0 (0 completed)"),
+        out.contains(&format!("--replica {replica} could not be reached")),
         "{out}"
     );
 }

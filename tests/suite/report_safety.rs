@@ -877,6 +877,37 @@ fn token_commands(base: &str, dir: &Path, issued: &Path) -> [String; 2] {
     ]
 }
 
+/// Every token `expiring_token.py`'s fetch command logged to `issued`, in order.
+fn issued_tokens(issued: &Path) -> Vec<String> {
+    std::fs::read_to_string(issued)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// No token appears in the report files under `dir` nor in what the command `o` printed.
+fn assert_no_token_shown(dir: &Path, o: &std::process::Output, tokens: &[String]) {
+    let mut outputs = files(dir);
+    outputs.push((
+        PathBuf::from("stdout"),
+        String::from_utf8_lossy(&o.stdout).into(),
+    ));
+    outputs.push((
+        PathBuf::from("stderr"),
+        String::from_utf8_lossy(&o.stderr).into(),
+    ));
+    for (path, body) in &outputs {
+        for t in tokens {
+            assert!(
+                !body.contains(t.as_str()),
+                "{} shows the token {t}",
+                path.display()
+            );
+        }
+    }
+}
+
 /// `stress` with `--auth-cmd` against tokens that expire after 10 requests: the requests a
 /// 401 refused go out once more with the new token (one run of the command for all the keys
 /// that met the same expiry), so every key passes, the report counts the requests sent again,
@@ -919,11 +950,7 @@ fn stress_renews_an_expiring_auth_cmd_credential() {
         )),
         "{stdout}"
     );
-    let tokens: Vec<String> = std::fs::read_to_string(&issued)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let tokens = issued_tokens(&issued);
     // The pre-flight's few requests, then 96 and 2 counter reads, at 10 per token: at least 10
     // tokens, each fetched once (one fetch per refused request would be dozens).
     assert!(tokens.len() >= 10, "{tokens:?}");
@@ -932,21 +959,7 @@ fn stress_renews_an_expiring_auth_cmd_credential() {
         "one fetch per expiry, not one per refused request: {} tokens",
         tokens.len()
     );
-    let mut outputs = files(&renewed);
-    outputs.push((PathBuf::from("stdout"), stdout));
-    outputs.push((
-        PathBuf::from("stderr"),
-        String::from_utf8_lossy(&o.stderr).into(),
-    ));
-    for (path, body) in &outputs {
-        for t in &tokens {
-            assert!(
-                !body.contains(t.as_str()),
-                "{} shows the token {t}",
-                path.display()
-            );
-        }
-    }
+    assert_no_token_shown(&renewed, &o, &tokens);
 
     let failing = dir.path().join("failing");
     let o = stress(&commands[1], &failing);
@@ -1000,34 +1013,15 @@ fn auth_cmd_fetches_a_new_token_when_the_api_answers_401() {
 
     let refreshed = dir.path().join("refreshed");
     let o = run(&commands[0], &refreshed);
-    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let tokens: Vec<String> = std::fs::read_to_string(&issued)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let tokens = issued_tokens(&issued);
     assert!(tokens.len() >= 3, "the token was fetched again: {tokens:?}");
     let json = std::fs::read_to_string(refreshed.join("r.json")).unwrap();
     assert!(
         json.contains("sent again with a new credential: the API answered 401"),
         "the timeline says which request went out twice, and why"
     );
-    let mut outputs = files(&refreshed);
-    outputs.push((PathBuf::from("stdout"), stdout));
-    outputs.push((
-        PathBuf::from("stderr"),
-        String::from_utf8_lossy(&o.stderr).into(),
-    ));
-    for (path, body) in &outputs {
-        for t in &tokens {
-            assert!(
-                !body.contains(t.as_str()),
-                "{} shows the token {t}",
-                path.display()
-            );
-        }
-    }
+    assert_no_token_shown(&refreshed, &o, &tokens);
 
     let failing = dir.path().join("failing");
     let o = run(&commands[1], &failing);
