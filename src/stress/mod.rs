@@ -367,8 +367,10 @@ pub async fn run(
     let mut result = agg.verdict(&meter, before, after, count_exchanges);
     result.duration_ms = elapsed.as_secs_f64() * 1000.0;
     // A 401 that --auth-cmd could not answer is the credential's failure, not the API's (as
-    // in `run`): the keys it refused say nothing of exactly-once.
-    if let Some(why) = config.auth.as_ref().and_then(|a| a.take_failure()) {
+    // in `run`): the keys it refused say nothing of exactly-once. The 401s are left out of the
+    // keys' checks, so a FAIL still standing was seen in the answers that came: it stays.
+    let auth_failure = config.auth.as_ref().and_then(|a| a.take_failure());
+    if let Some(why) = auth_failure.filter(|_| result.outcome != Outcome::Fail) {
         result.outcome = Outcome::Error;
         result.reason = crate::auth::refused_reason(&why);
     }
