@@ -9,6 +9,10 @@
 //       OUT/<os>-<cpu>[-musl]: the package of Rust target TARGET with BIN_DIR's idem-check and
 //       idem-reference-server (.exe on Windows) in bin/
 //
+//   node npm/stage.js verify VERSION DIR
+//       DIR holds the npm package of every platform the launcher depends on, at VERSION: the
+//       release workflow's check that its build matrix and lib/platforms.js agree
+//
 // VERSION is Cargo.toml's workspace version (scripts/package and the release workflow read it),
 // so the crates, the wheels and the npm packages always carry the same one. Prints the folder.
 
@@ -18,6 +22,8 @@ const { PLATFORMS } = require("./idem-check/lib/platforms");
 
 const BINARIES = ["idem-check", "idem-reference-server"];
 const SEMVER = /^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$/;
+const USAGE =
+  "usage: node npm/stage.js launcher VERSION OUT | platform VERSION TARGET BIN_DIR OUT | verify VERSION DIR";
 
 function die(message) {
   process.stderr.write(`npm/stage.js: ${message}\n`);
@@ -73,18 +79,31 @@ function stagePlatform(version, target, binDir, out) {
     ...(platform.libc ? { libc: [platform.libc] } : {}),
     files: ["bin/"],
     preferUnplugged: true,
+    publishConfig: { access: "public" },
   });
   return dest;
 }
 
+function verify(version, dir) {
+  const missing = PLATFORMS.map((p) => `idem-check-${p.pkg.split("/")[1]}-${version}.tgz`).filter(
+    (file) => !fs.existsSync(path.join(dir, file)),
+  );
+  if (missing.length > 0) {
+    die(`the launcher depends on packages that were not built: ${missing.join(", ")}`);
+  }
+  return `${PLATFORMS.length} platform packages in ${dir}`;
+}
+
 const [command, version, ...rest] = process.argv.slice(2);
 if (!version || !SEMVER.test(version)) {
-  die("usage: node npm/stage.js launcher VERSION OUT | platform VERSION TARGET BIN_DIR OUT (VERSION like 1.2.3)");
+  die(`${USAGE} (VERSION like 1.2.3)`);
 }
 if (command === "launcher" && rest.length === 1) {
   console.log(stageLauncher(version, rest[0]));
 } else if (command === "platform" && rest.length === 3) {
   console.log(stagePlatform(version, ...rest));
+} else if (command === "verify" && rest.length === 1) {
+  console.log(verify(version, rest[0]));
 } else {
-  die("usage: node npm/stage.js launcher VERSION OUT | platform VERSION TARGET BIN_DIR OUT");
+  die(USAGE);
 }
