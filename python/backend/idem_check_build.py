@@ -36,20 +36,38 @@ def _require_cargo() -> None:
         raise SystemExit(1)
 
 
-def _stage_reference_server() -> None:
-    """Builds idem-reference-server (release profile) and copies it to idem_check.data/scripts/."""
-    exe = "idem-reference-server" + (".exe" if os.name == "nt" else "")
-    if os.path.isfile(os.path.join(DATA_SCRIPTS, exe)):
+def _option(args: list, name: str):
+    """The value of option NAME (`--name VALUE` or `--name=VALUE`) in ARGS, or None."""
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(name + "="):
+            return arg[len(name) + 1 :]
+    return None
+
+
+def _stage_reference_server(config_settings) -> None:
+    """Builds idem-reference-server and copies it to idem_check.data/scripts/.
+
+    With the profile and target maturin is given (MATURIN_PEP517_ARGS or the config settings;
+    maturin's own default, release, otherwise), so both binaries of the wheel match.
+    """
+    if os.path.isdir(DATA_SCRIPTS) and any(n.startswith("idem-reference-server") for n in os.listdir(DATA_SCRIPTS)):
         return
-    command = ["cargo", "build", "--release", "--locked", "-p", "idem-reference-server",
-               "--bin", "idem-reference-server", "--message-format=json-render-diagnostics"]
+    args = maturin.get_maturin_pep517_args(config_settings)
+    command = ["cargo", "build", "--locked", "-p", "idem-reference-server", "--bin", "idem-reference-server",
+               "--profile", _option(args, "--profile") or "release", "--message-format=json-render-diagnostics"]
+    target = _option(args, "--target")
+    if target:
+        command += ["--target", target]
     print("Running `{}`".format(" ".join(command)), file=sys.stderr)
     built = subprocess.run(command, stdout=subprocess.PIPE, check=True)
     for line in built.stdout.decode().splitlines():
         message = json.loads(line)
         if message.get("reason") == "compiler-artifact" and message.get("executable"):
             os.makedirs(DATA_SCRIPTS, exist_ok=True)
-            shutil.copy2(message["executable"], os.path.join(DATA_SCRIPTS, exe))
+            executable = message["executable"]
+            shutil.copy2(executable, os.path.join(DATA_SCRIPTS, os.path.basename(executable)))
             return
     raise SystemExit("idem-check: cargo built no idem-reference-server executable")
 
@@ -71,7 +89,7 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     _require_cargo()
-    _stage_reference_server()
+    _stage_reference_server(config_settings)
     return maturin.build_wheel(wheel_directory, config_settings, metadata_directory)
 
 
