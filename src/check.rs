@@ -747,7 +747,7 @@ fn summary_statuses(exchanges: &[&Exchange]) -> String {
 fn actual_with_error(ex: &Exchange) -> String {
     match &ex.outcome {
         Ok(r) => r.status.to_string(),
-        Err(e) => e.detail.clone(),
+        Err(e) => e.to_string(),
     }
 }
 

@@ -39,9 +39,7 @@ use super::auth::Auth;
 use super::carrier::{KeyCarrier, Syntax};
 use super::error_body::ErrorBody;
 use super::operation::{parse_payload, Operation};
-use crate::http::exchange::{
-    Exchange, Header, ReceivedResponse, Role, SentRequest, TransportError,
-};
+use crate::http::exchange::{Exchange, Header, ReceivedResponse, Role, SentRequest};
 
 /// Bodies larger than this are refused with 413 (a create request is a few hundred bytes).
 const BODY_LIMIT: usize = 64 * 1024;
@@ -544,7 +542,10 @@ async fn handle(
             duration_ms,
             release_us: None,
             request,
-            outcome: response.ok_or_else(|| TransportError::failed(error.unwrap_or_default())),
+            // The fake API closed the connection before any byte of an answer, on purpose.
+            outcome: response.ok_or_else(|| {
+                crate::http::HttpError::ClosedBeforeAnyByte(error.unwrap_or_default())
+            }),
         },
         op,
         operation: served.is_some(),

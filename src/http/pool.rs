@@ -38,6 +38,7 @@ use super::exchange::SentRequest;
 use super::h1;
 use super::h2burst;
 use super::raw::{self, RawResponse};
+use super::HttpError;
 
 /// Idle kept-alive connections by origin, how many were opened, and the quickest connect.
 pub struct Pool {
@@ -83,7 +84,12 @@ impl Pool {
     /// burst paused a timer tick instead of one turn of the runtime (`stress --concurrency 96`
     /// fell from 44k to 28k requests/s, BENCHMARKS.md). The error says why the origin could
     /// not be reached; bursts over HTTP/2 open their own connections and are not warmed.
-    pub async fn warm(&self, url: &url::Url, timeout: Duration, http2: bool) -> Result<(), String> {
+    pub async fn warm(
+        &self,
+        url: &url::Url,
+        timeout: Duration,
+        http2: bool,
+    ) -> Result<(), HttpError> {
         if !h2burst::bursts_over_http1(&self.connector, url, http2) {
             return Ok(());
         }
@@ -119,7 +125,7 @@ impl Pool {
             .exchange(&url, conn, req, deadline, timeout, max_body)
             .await;
         let error = match &first.response.result {
-            Err(error) if reused && first.ended_unanswered => error.clone(),
+            Err(error) if reused && error.closed_before_any_byte() => error.clone(),
             _ => return first.response,
         };
         let deadline = Instant::now() + timeout;
@@ -210,8 +216,10 @@ impl Pool {
         .await;
         for (i, response) in again.into_iter().zip(resends) {
             let first = &report.responses[i];
-            let error = first.result.as_ref().err().cloned().unwrap_or_default();
-            report.responses[i] = response.sent_again(first.started, &error);
+            if let Err(error) = &first.result {
+                let resent = response.sent_again(first.started, error);
+                report.responses[i] = resent;
+            }
         }
         Ok(report)
     }
@@ -231,7 +239,7 @@ impl Pool {
         let Some(first) = reqs.first() else {
             return self.burst(reqs, opts, answered).await;
         };
-        let url = h1::parse_url(first).map_err(anyhow::Error::msg)?;
+        let url = h1::parse_url(first)?;
         if h2burst::bursts_over_http1(&self.connector, &url, http2) {
             return self.burst(reqs, opts, answered).await;
         }
@@ -276,9 +284,11 @@ impl Pool {
                 continue;
             };
             let first = &report.responses[i];
-            let error = first.result.as_ref().err().cloned().unwrap_or_default();
-            report.responses[i] = response.sent_again(first.started, &error);
-            report.requests[i] = sent;
+            if let Err(error) = &first.result {
+                let resent = response.sent_again(first.started, error);
+                report.responses[i] = resent;
+                report.requests[i] = sent;
+            }
         }
         Ok(report)
     }
@@ -348,7 +358,7 @@ impl Pool {
         url: &url::Url,
         deadline: Instant,
         timeout: Duration,
-    ) -> Result<Open, String> {
+    ) -> Result<Open, HttpError> {
         let origin = url.origin();
         // Bounded by the idle connections there were: nothing is put back in this loop.
         while let Some(idle) = self.lock().get_mut(&origin).and_then(Vec::pop) {
@@ -370,7 +380,7 @@ impl Pool {
         url: &url::Url,
         deadline: Instant,
         timeout: Duration,
-    ) -> Result<Open, String> {
+    ) -> Result<Open, HttpError> {
         let t0 = Instant::now();
         let stream = self.connector.connect(url, deadline, timeout).await?;
         let connect_time = t0.elapsed();
@@ -663,9 +673,9 @@ mod tests {
             .resent
             .expect("the response says it was sent again")
             .why;
-        assert!(
-            why.contains("closed by the server while idle (no byte received: connection closed before any response)"),
-            "{why}"
+        assert_eq!(
+            why,
+            "sent again on a new connection: the kept-alive connection was closed by the server while idle (no byte received: connection closed before any response)"
         );
         assert_eq!(pool.opened(), 2);
         assert_eq!(accepted.load(Ordering::SeqCst), 2);
@@ -713,7 +723,7 @@ mod tests {
         let r = pool.send(&get(&url), Duration::from_secs(5), 1024).await;
         assert_eq!(
             r.result.unwrap_err(),
-            "connection closed before any response"
+            HttpError::ClosedBeforeAnyByte("connection closed before any response".into())
         );
         assert!(r.resent.is_none());
         assert_eq!(accepted.load(Ordering::SeqCst), 1, "no second connection");
@@ -730,10 +740,9 @@ mod tests {
         let first = pool.send(&get(&url), Duration::from_secs(5), 1024).await;
         assert_eq!(first.result.unwrap().status, 200);
         let second = pool.send(&get(&url), Duration::from_secs(5), 1024).await;
-        let err = second.result.unwrap_err();
-        assert!(
-            err.starts_with("connection closed after 2 of 10 body bytes"),
-            "{err}"
+        assert_eq!(
+            second.result.unwrap_err(),
+            HttpError::ClosedMidResponse("connection closed after 2 of 10 body bytes".into())
         );
         assert!(second.resent.is_none());
         assert_eq!(accepted.load(Ordering::SeqCst), 1, "no second connection");
@@ -745,7 +754,9 @@ mod tests {
         let r = Pool::new(Arc::default(), 1)
             .send(&get(&url), Duration::from_secs(5), 1024)
             .await;
-        let err = r.result.unwrap_err();
-        assert!(err.contains("connection refused to 127.0.0.1:9"), "{err}");
+        assert_eq!(
+            r.result.unwrap_err(),
+            HttpError::Connect("connection refused to 127.0.0.1:9".into())
+        );
     }
 }

@@ -107,10 +107,7 @@ async fn scenario(
             format!(
                 "the original request (#{}) could not be sent: {}",
                 dropped.n,
-                dropped
-                    .error()
-                    .map(|e| e.detail.clone())
-                    .unwrap_or_default()
+                dropped.error().map(ToString::to_string).unwrap_or_default()
             )
             .into(),
         )

@@ -54,6 +54,7 @@ use crate::carrier::Place;
 use crate::check::{Check, Severity};
 use crate::http::curl::curl_line;
 use crate::http::exchange::{version_text, Exchange, Header, SentRequest};
+use crate::http::{ErrorKind, HttpError};
 use crate::outcome::Outcome;
 use crate::redact::{bytes_for_text, bytes_inline, cut_line, cut_reason, sanitize_line, Secrets};
 use crate::report::view::{key_values, ProbeView};
@@ -111,6 +112,9 @@ pub struct ExchangeLine {
     pub key: String,
     /// `→ 201`, or `→ error: connection reset`
     pub result: String,
+    /// Why there was no response, when there was none (for a folded row, the first such
+    /// exchange's): what a renderer styles the result by, never its text.
+    pub error: Option<ErrorKind>,
 }
 
 impl ExchangeLine {
@@ -123,7 +127,7 @@ impl ExchangeLine {
             .collect();
         let result = match &e.outcome {
             Ok(r) => format!("→ {}", r.status),
-            Err(err) => format!("→ error: {}", sanitize_line(&err.detail)),
+            Err(err) => format!("→ error: {}", sanitize_line(&err.to_string())),
         };
         let safe = |s: &str| secrets.redact(&sanitize_line(s));
         ExchangeLine {
@@ -139,6 +143,7 @@ impl ExchangeLine {
                 format!("key {}", keys.join(", "))
             },
             result: secrets.redact(&result),
+            error: e.error().map(HttpError::kind),
         }
     }
 
@@ -175,6 +180,7 @@ impl ExchangeLine {
             duration,
             role: format!("{common} ×{}", run.len()).trim_start().to_string(),
             result: format!("→ {}", histogram.join(" ")),
+            error: run.iter().find_map(|e| e.error().map(HttpError::kind)),
             ..first
         }
     }
@@ -736,7 +742,7 @@ fn write_dump(out: &mut String, e: &Exchange, opts: &RenderOptions) {
             }
         }
         Err(err) => {
-            let _ = writeln!(out, "! no response: {}", sanitize_line(&err.detail));
+            let _ = writeln!(out, "! no response: {}", sanitize_line(&err.to_string()));
         }
     }
 }

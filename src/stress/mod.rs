@@ -108,6 +108,10 @@ pub struct StressReport {
     pub sent_with_new_credential: u64,
     pub requests_per_second: f64,
     pub statuses: std::collections::BTreeMap<String, u64>,
+    /// The requests without a response, by why (`timeout`, `closed-before-any-byte`, …: the
+    /// exchanges' `error_kind`). Left out of the JSON when every request was answered.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub errors: std::collections::BTreeMap<crate::http::ErrorKind, u64>,
     pub latency: Vec<LatencyRow>,
     pub bursts: stats::BurstRows,
     pub violating_keys: usize,
@@ -150,6 +154,7 @@ impl StressReport {
             requests: 0,
             requests_per_second: 0.0,
             statuses: Default::default(),
+            errors: Default::default(),
             latency: Vec::new(),
             bursts: Default::default(),
             violating_keys: 0,
@@ -385,6 +390,7 @@ pub async fn run(
         sent_with_new_credential: agg.stats.renewed,
         requests_per_second: agg.stats.requests as f64 / elapsed.as_secs_f64().max(1e-9),
         statuses: agg.stats.statuses(),
+        errors: agg.stats.errors(),
         latency: agg.stats.latency_rows(),
         bursts: agg.stats.bursts(),
         violating_keys: agg.violating,
@@ -584,7 +590,7 @@ impl Aggregate {
         for e in &k.exchanges {
             self.stats.add(e);
             if self.first_failure.is_none() {
-                self.first_failure = e.error().map(|f| f.detail.clone());
+                self.first_failure = e.error().map(ToString::to_string);
             }
         }
         if let Some((release, spread_us)) = &k.release {
@@ -715,6 +721,13 @@ impl Aggregate {
                 )));
             }
         }
+        let errors = self.stats.errors();
+        if !errors.is_empty() {
+            timeline.push(format!(
+                "requests without a response: {}",
+                stats::errors_line(&errors)
+            ));
+        }
         // Nothing answered is nothing seen: the target is not reachable as given.
         if requests > 0 && self.stats.unanswered() == requests {
             stop = Some(Stop::Error(format!(
@@ -799,10 +812,7 @@ async fn read_counter(
                 * 1000.0,
             release_us: None,
             request,
-            outcome: r
-                .result
-                .clone()
-                .map_err(crate::http::exchange::TransportError::failed),
+            outcome: r.result.clone(),
         });
     }
     read.value
@@ -950,6 +960,9 @@ pub fn render_terminal(r: &StressReport, opts: &crate::report::RenderOptions) ->
     );
     let statuses: Vec<String> = r.statuses.iter().map(|(s, n)| format!("{s}×{n}")).collect();
     let _ = writeln!(out, "statuses:    {}", statuses.join(" "));
+    if !r.errors.is_empty() {
+        let _ = writeln!(out, "errors:      {}", stats::errors_line(&r.errors));
+    }
     if r.sent_with_new_credential > 0 {
         let _ = writeln!(
             out,

@@ -375,7 +375,6 @@ async fn held_once(
             s.request,
             &s.raw,
             super::recorder::Traffic::Operation,
-            s.failure,
         ));
     }
     (original_ex, dups)

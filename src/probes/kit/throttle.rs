@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::recorder::Recorder;
 use super::transport::{NotStaged, Sent, Transport};
-use crate::http::exchange::{Exchange, SentRequest, TransportErrorKind};
+use crate::http::exchange::{Exchange, SentRequest};
 use crate::http::raw::RawResponse;
 use crate::http::release::ReleaseMode;
 use crate::http::throttle::{self, RESENDS, TOO_MANY_REQUESTS};
@@ -29,7 +29,6 @@ pub enum Throttling {
 pub struct Attempt {
     pub request: SentRequest,
     pub raw: RawResponse,
-    pub failure: TransportErrorKind,
     pub throttling: Throttling,
 }
 
@@ -57,11 +56,7 @@ impl<T: Transport> Throttled<T> {
     pub async fn send(&self, req: &Request) -> Vec<Attempt> {
         let mut attempts = Vec::new();
         loop {
-            let Sent {
-                request,
-                raw,
-                failure,
-            } = self.0.send(req).await;
+            let Sent { request, raw } = self.0.send(req).await;
             let pause = limited(&raw)
                 .filter(|_| attempts.len() < RESENDS)
                 .map(throttle::pause);
@@ -69,7 +64,6 @@ impl<T: Transport> Throttled<T> {
             attempts.push(Attempt {
                 request,
                 raw,
-                failure,
                 throttling,
             });
             match pause {
@@ -96,7 +90,6 @@ impl<T: Transport> Throttled<T> {
                 Attempt {
                     request: s.request,
                     raw: s.raw,
-                    failure: s.failure,
                     throttling,
                 }
             })
