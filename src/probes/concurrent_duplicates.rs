@@ -12,7 +12,7 @@
 
 use futures::FutureExt;
 
-use super::kit::hold;
+use super::hold;
 use super::shared::is_success;
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta, Request};
 use crate::check;

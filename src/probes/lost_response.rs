@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
-use super::kit::hold::{self, Held};
+use super::hold::{self, Held};
 use super::shared::{is_success, retry_while};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;

@@ -3,7 +3,6 @@
 
 use std::time::{Duration, Instant};
 
-use super::throttle::{Attempt, Throttling};
 use crate::http::exchange::{Exchange, Role, SentRequest};
 use crate::http::raw::RawResponse;
 use crate::http::HttpError;
@@ -120,20 +119,6 @@ impl Recorder {
         ex
     }
 
-    /// Records one attempt a throttling transport made, marking and noting a 429 it sent again.
-    pub fn record_attempt(&mut self, role: impl Into<Role>, a: Attempt) -> Exchange {
-        let ex = self.record(role, a.request, &a.raw, Traffic::Operation);
-        if let Throttling::SentAgain(pause) = a.throttling {
-            self.mark_throttled(ex.n);
-            self.note(format!(
-                "#{} was throttled (429): sent again after {:.1} s",
-                ex.n,
-                pause.as_secs_f64()
-            ));
-        }
-        self.get(ex.n).cloned().unwrap_or(ex)
-    }
-
     /// Marks exchange `n` as answered by a rate limiter in the evidence.
     pub fn mark_throttled(&mut self, n: usize) {
         if let Some(ex) = self.exchanges.iter_mut().find(|e| e.n == n) {
@@ -196,24 +181,6 @@ mod tests {
         assert_eq!(left.len(), 1);
         assert_eq!((left[0].n, left[0].hold_ends), (1, Some(until)));
         assert!(r.take_unfinished().is_empty());
-    }
-
-    #[test]
-    fn a_throttled_attempt_sent_again_is_marked_and_noted() {
-        let mut r = Recorder::new(Instant::now());
-        let ex = r.record_attempt(
-            "retry",
-            Attempt {
-                request: fake::sent(),
-                raw: fake::answered(429),
-                throttling: Throttling::SentAgain(Duration::from_millis(1500)),
-            },
-        );
-        assert_eq!(ex.role, "retry (throttled)");
-        assert_eq!(
-            r.timeline,
-            ["#1 was throttled (429): sent again after 1.5 s"]
-        );
     }
 
     #[test]

@@ -24,43 +24,8 @@ use crate::http::release::ReleaseMode;
 use crate::http::HttpError;
 use crate::http::{h2burst, Request};
 
-use super::throttle::Throttled;
-
 /// A shared transport.
 pub type Shared = Arc<dyn Transport>;
-
-/// The transports a probe sends through, each under the 429 rule.
-pub struct Transports {
-    pub ordinary: Throttled<Shared>,
-    pub exact: Throttled<Shared>,
-    pub burst: Throttled<Shared>,
-    /// Makes the transport that drops its connections unread, for a given wait.
-    pub drop_after: Box<dyn Fn(DropAfter) -> Throttled<Shared> + Send + Sync>,
-}
-
-impl Transports {
-    /// The real transports of a run.
-    pub fn of(config: &Arc<Config>, client: &Arc<Client>) -> Self {
-        Transports {
-            ordinary: Throttled(Arc::new(Ordinary(client.clone()))),
-            exact: Throttled(Arc::new(Exact(config.clone()))),
-            burst: Throttled(Arc::new(Burst(config.clone()))),
-            drop_after: Box::new(|d| Throttled(Arc::new(d))),
-        }
-    }
-
-    /// `one` for every way of sending (the kit's tests).
-    #[cfg(test)]
-    pub fn all(one: Shared) -> Self {
-        let dropping = one.clone();
-        Transports {
-            ordinary: Throttled(one.clone()),
-            exact: Throttled(one.clone()),
-            burst: Throttled(one),
-            drop_after: Box::new(move |_| Throttled(dropping.clone())),
-        }
-    }
-}
 
 impl<T: Transport + ?Sized> Transport for Arc<T> {
     fn send<'a>(&'a self, req: &'a Request) -> BoxFuture<'a, Sent> {

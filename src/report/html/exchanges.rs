@@ -11,7 +11,8 @@ use std::fmt::Write as _;
 
 use super::markup::esc;
 use crate::http::exchange::Exchange;
-use crate::report::evidence::{self, ExchangeLine};
+use crate::report::evidence;
+use crate::report::exchange_line::ExchangeLine;
 use crate::report::view::ProbeView;
 use crate::report::RenderOptions;
 
