@@ -903,13 +903,13 @@ async fn detect(
     })
 }
 
-/// "201×1 409×15": the statuses of a burst (transport errors by their text).
+/// "201×1 409×15": the statuses of a burst (transport errors by their kind: "timeout×2").
 fn statuses(report: &BurstReport) -> String {
     let mut counts = std::collections::BTreeMap::<String, usize>::new();
     for r in &report.responses {
         let key = match &r.result {
             Ok(resp) => resp.status.to_string(),
-            Err(e) => e.clone(),
+            Err(e) => e.kind().name().to_string(),
         };
         *counts.entry(key).or_default() += 1;
     }

@@ -167,7 +167,7 @@ impl Meter {
                 let (sent, raw) = client.send(&req).await;
                 let value = match &raw.result {
                     Ok(r) => parse_counter_response(r, pointer),
-                    Err(e) => Err(e.clone()),
+                    Err(e) => Err(e.to_string()),
                 };
                 Some(CounterRead {
                     exchange: Some((sent, raw)),

@@ -7,8 +7,6 @@ use serde_json::Value;
 use crate::carrier::{field_of, set_field};
 pub use crate::carrier::{KeyCarrier, Place, Syntax};
 
-use super::fake_api::SentKey;
-
 /// Reading the key out of what a client sent.
 impl KeyCarrier {
     /// The key a request carried: the header's lines, or the body field (`payload` is the body
@@ -39,6 +37,38 @@ impl KeyCarrier {
             set_field(&mut payload, pointer, None);
         }
         payload
+    }
+}
+
+/// The key a request carried, as sent and as understood.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SentKey {
+    /// The header value(s) as sent, joined with ", " when there were several lines, or the
+    /// body field's value.
+    pub raw: String,
+    /// The key itself: the String's content for an RFC 8941 String, else the raw value trimmed.
+    pub value: String,
+    /// True when the value parses as an RFC 8941 Item whose bare item is a String.
+    pub sf_string: bool,
+}
+
+impl SentKey {
+    /// The key `raw` as `syntax` understands it: under `ietf` an RFC 8941 String's content (and
+    /// `"k"` and `k` are the same key), under `token` the value itself, quotes included.
+    pub fn parse(raw: &str, syntax: Syntax) -> SentKey {
+        let string = sfv::Parser::new(raw.as_bytes())
+            .parse_item::<sfv::Item>()
+            .ok()
+            .and_then(|i| i.bare_item.as_string().map(|s| s.as_str().to_string()));
+        let value = match (syntax, &string) {
+            (Syntax::Ietf, Some(s)) => s.clone(),
+            _ => raw.trim().to_string(),
+        };
+        SentKey {
+            value,
+            sf_string: string.is_some(),
+            raw: raw.to_string(),
+        }
     }
 }
 

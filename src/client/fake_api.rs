@@ -36,12 +36,11 @@ use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
 use super::auth::Auth;
-use super::carrier::{KeyCarrier, Syntax};
+use super::carrier::KeyCarrier;
+pub use super::carrier::SentKey;
 use super::error_body::ErrorBody;
 use super::operation::{parse_payload, Operation};
-use crate::http::exchange::{
-    Exchange, Header, ReceivedResponse, Role, SentRequest, TransportError,
-};
+use crate::http::exchange::{Exchange, Header, ReceivedResponse, Role, SentRequest};
 
 /// Bodies larger than this are refused with 413 (a create request is a few hundred bytes).
 const BODY_LIMIT: usize = 64 * 1024;
@@ -118,38 +117,6 @@ pub struct ApiConfig {
     /// A retry whose key already created a resource gets 409 naming it rather than a replay
     /// (`--conflict-on-replay`).
     pub conflict_on_replay: bool,
-}
-
-/// The key a request carried, as sent and as understood.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct SentKey {
-    /// The header value(s) as sent, joined with ", " when there were several lines, or the
-    /// body field's value.
-    pub raw: String,
-    /// The key itself: the String's content for an RFC 8941 String, else the raw value trimmed.
-    pub value: String,
-    /// True when the value parses as an RFC 8941 Item whose bare item is a String.
-    pub sf_string: bool,
-}
-
-impl SentKey {
-    /// The key `raw` as `syntax` understands it: under `ietf` an RFC 8941 String's content (and
-    /// `"k"` and `k` are the same key), under `token` the value itself, quotes included.
-    pub fn parse(raw: &str, syntax: Syntax) -> SentKey {
-        let string = sfv::Parser::new(raw.as_bytes())
-            .parse_item::<sfv::Item>()
-            .ok()
-            .and_then(|i| i.bare_item.as_string().map(|s| s.as_str().to_string()));
-        let value = match (syntax, &string) {
-            (Syntax::Ietf, Some(s)) => s.clone(),
-            _ => raw.trim().to_string(),
-        };
-        SentKey {
-            value,
-            sf_string: string.is_some(),
-            raw: raw.to_string(),
-        }
-    }
 }
 
 /// One request the client made, and what it got.
@@ -544,7 +511,10 @@ async fn handle(
             duration_ms,
             release_us: None,
             request,
-            outcome: response.ok_or_else(|| TransportError::failed(error.unwrap_or_default())),
+            // The fake API closed the connection before any byte of an answer, on purpose.
+            outcome: response.ok_or_else(|| {
+                crate::http::HttpError::ClosedBeforeAnyByte(error.unwrap_or_default())
+            }),
         },
         op,
         operation: served.is_some(),

@@ -437,7 +437,7 @@ fn judge(p: &ClientProbe, records: &[ScenarioRecord], opts: &ClientOptions) -> O
         return None;
     }
     // Number the attempts across the probe's scenarios, as the evidence cites them. (Keys that
-    // all start alike are told apart where they are shown: see `report::evidence::Keys`.)
+    // all start alike are told apart where they are shown: see `report::exchange_line::Keys`.)
     let mut n = 0;
     for r in &mut mine {
         let mut per_op = std::collections::HashMap::<usize, usize>::new();

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
-use super::load::{self, Spec};
+use super::document::{self, Spec};
 use super::refs;
 use crate::http::Connector;
 
@@ -229,7 +229,7 @@ async fn read_all(main: &Doc, root: &Value, connector: &Arc<Connector>) -> Docum
         if client.is_none() && wave.iter().any(|d| matches!(d.key, Key::Url(_))) {
             // Each fetch is bounded below by its own timeout, which names the limit; the client's
             // is only a backstop.
-            client = Some(load::client(connector, REMOTE_BUDGET));
+            client = Some(document::client(connector, REMOTE_BUDGET));
         }
         let read =
             futures::future::join_all(wave.iter().map(|d| read(d, client.as_ref(), deadline)));
@@ -282,13 +282,13 @@ async fn read(
                 None => return Err("is not fetched: no HTTP client".into()),
             };
             let limit = left.min(FETCH_LIMIT);
-            let fetch = load::fetch_text(client, url.as_str(), MAX_REMOTE_BYTES);
+            let fetch = document::fetch_text(client, url.as_str(), MAX_REMOTE_BYTES);
             tokio::time::timeout(limit, fetch)
                 .await
                 .map_err(|_| format!("gave no whole answer within {} s", limit.as_secs_f64()))??
         }
     };
-    let parsed = load::parse(&doc.shown, &text).map_err(|e| match e.location {
+    let parsed = document::parse(&doc.shown, &text).map_err(|e| match e.location {
         Some(super::Location::Line(line, col)) => {
             format!(
                 "cannot be parsed (line {line}, column {col}): {}",

@@ -22,6 +22,7 @@ use serde_json::Value;
 use crate::carrier::Place;
 
 pub mod body;
+pub mod document;
 pub mod external;
 pub mod header;
 pub mod init;
@@ -32,7 +33,7 @@ pub mod run;
 pub mod security;
 pub mod servers;
 
-pub use load::Spec;
+pub use document::Spec;
 
 use body::{Body, Generator};
 use refs::{escape, resolve};

@@ -31,6 +31,7 @@ use super::exchange::SentRequest;
 use super::h1;
 use super::raw::RawResponse;
 use super::release::{release_all, socket_of, Job, ReleaseMode, Releasers};
+use super::HttpError;
 
 /// How a burst is run.
 #[derive(Debug, Clone)]
@@ -134,7 +135,7 @@ impl Wires {
         let mut wires = Vec::with_capacity(reqs.len());
         let mut urls = Vec::with_capacity(reqs.len());
         for req in reqs {
-            let url = h1::parse_url(req).map_err(anyhow::Error::msg)?;
+            let url = h1::parse_url(req)?;
             wires.push(h1::wire_to(req, &url)?);
             urls.push(url);
         }
@@ -188,7 +189,7 @@ pub(crate) async fn burst_on(
     connector: &Connector,
     reqs: &[SentRequest],
     wires: &Wires,
-    connected: Vec<Result<Open, String>>,
+    connected: Vec<Result<Open, HttpError>>,
     begin: Instant,
     opts: &BurstOptions,
     read: &(dyn Fn(usize, Left) + Sync),
@@ -202,7 +203,7 @@ pub(crate) async fn burst_on(
         .unwrap_or_default();
 
     // 2. Stage every request but its final bytes.
-    let mut staged: Vec<Result<Staged, (Instant, String)>> = Vec::with_capacity(reqs.len());
+    let mut staged: Vec<Result<Staged, (Instant, HttpError)>> = Vec::with_capacity(reqs.len());
     for (open, wire) in connected.into_iter().zip(&wires.wires) {
         let entry = match open {
             Ok(open) => {
@@ -241,14 +242,15 @@ pub(crate) async fn burst_on(
                     match result {
                         Ok((response, true)) => (s.started, Ok(response), Left::Kept(s.stream)),
                         Ok((response, false)) => (s.started, Ok(response), Left::Done),
-                        Err(unread) if unread.ended_unanswered => {
-                            (s.started, Err(unread.error), Left::EndedUnanswered)
-                        }
-                        Err(unread) => (s.started, Err(unread.error), Left::Done),
+                        Err(e) => (s.started, Err(e), Left::Done),
                     }
                 }
                 (Ok(s), Err(e)) => (s.started, Err(e.clone()), Left::Done),
                 (Err((t, e)), _) => (t, Err(e), Left::Done),
+            };
+            let left = match &result {
+                Err(e) if e.closed_before_any_byte() => Left::EndedUnanswered,
+                _ => left,
             };
             // Timed before the connection is handed on: the latency is the exchange's alone.
             let response = RawResponse {
@@ -282,8 +284,8 @@ pub(crate) async fn burst_on(
 pub(crate) enum Left {
     /// The connection can carry another request.
     Kept(Stream),
-    /// The connection ended (end of stream, a reset) before any byte of an answer to the
-    /// released request.
+    /// The connection ended (end of stream, a reset, a failed write) before any byte of an
+    /// answer to the request: its error is [`HttpError::ClosedBeforeAnyByte`].
     EndedUnanswered,
     /// The connection is done for any other reason.
     Done,
@@ -323,7 +325,7 @@ async fn stage(
     segments: usize,
     opts: &BurstOptions,
     deadline: Instant,
-) -> Result<Staged, (Instant, String)> {
+) -> Result<Staged, (Instant, HttpError)> {
     let started = Instant::now();
     let cut = wire.len().saturating_sub(opts.final_bytes);
     let (prefix, last) = wire.split_at(cut);
@@ -349,9 +351,9 @@ async fn stage(
 /// Should the kernel take only part of a release (a full send buffer), the rest is written after
 /// the loop, so one slow socket never delays the others.
 fn release(
-    staged: &[Result<Staged, (Instant, String)>],
+    staged: &[Result<Staged, (Instant, HttpError)>],
     release_threads: Releasers,
-) -> (Vec<Result<Instant, String>>, ReleaseMode) {
+) -> (Vec<Result<Instant, HttpError>>, ReleaseMode) {
     let jobs: Vec<Job<'_>> = staged
         .iter()
         .enumerate()
@@ -363,13 +365,16 @@ fn release(
         .collect();
     let (outcomes, mode) = release_all(&jobs, release_threads);
 
-    let mut times: Vec<Result<Instant, String>> = vec![Err("not staged".to_string()); staged.len()];
+    let mut times: Vec<Result<Instant, HttpError>> =
+        vec![Err(HttpError::ReleaseFailed("not staged".into())); staged.len()];
     for (i, result, at) in outcomes {
         let sent = match result {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
             Err(e) => {
-                times[i] = Err(format!("releasing the final bytes failed: {e}"));
+                times[i] = Err(HttpError::ReleaseFailed(format!(
+                    "releasing the final bytes failed: {e}"
+                )));
                 continue;
             }
         };
@@ -389,7 +394,7 @@ pub(crate) fn send_rest(
     tcp: &tokio::net::TcpStream,
     bytes: &[u8],
     mut sent: usize,
-) -> Result<Instant, String> {
+) -> Result<Instant, HttpError> {
     let limit = Instant::now() + Duration::from_secs(1);
     let sock = SockRef::from(tcp);
     while sent < bytes.len() {
@@ -397,11 +402,17 @@ pub(crate) fn send_rest(
             Ok(n) => sent += n,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 if Instant::now() > limit {
-                    return Err("releasing the final bytes timed out after 1 s".to_string());
+                    return Err(HttpError::ReleaseFailed(
+                        "releasing the final bytes timed out after 1 s".into(),
+                    ));
                 }
                 std::thread::sleep(Duration::from_micros(100));
             }
-            Err(e) => return Err(format!("releasing the final bytes failed: {e}")),
+            Err(e) => {
+                return Err(HttpError::ReleaseFailed(format!(
+                    "releasing the final bytes failed: {e}"
+                )))
+            }
         }
     }
     Ok(Instant::now())
@@ -449,7 +460,10 @@ mod tests {
         assert_eq!(report.responses.len(), 2);
         for r in &report.responses {
             let err = r.result.as_ref().unwrap_err();
-            assert!(err.contains("connection refused to 127.0.0.1:9"), "{err}");
+            assert_eq!(
+                err,
+                &HttpError::Connect("connection refused to 127.0.0.1:9".into())
+            );
             assert!(r.released.is_none());
         }
         assert_eq!(report.spread_us, 0.0);

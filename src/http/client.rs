@@ -20,9 +20,9 @@ use anyhow::{Context, Result};
 
 use super::connection::Connector;
 use super::exchange::{Header, ReceivedResponse, SentRequest};
-use super::kept::{ForgetNew, Served};
+use super::kept::{self, ForgetNew, Served};
 use super::raw::{RawResponse, UNAUTHORIZED};
-use super::Request;
+use super::{HttpError, Phase, Request};
 
 /// A shared, pooled client; one per run.
 pub struct Client {
@@ -122,18 +122,21 @@ impl Client {
         let mut sent = as_sent(req.prepare());
         let started = Instant::now();
         let response = match self.exchange(&self.pool(), &sent).await {
-            Err(Failure::ClosedWhileIdle(error)) => {
+            Err(Failed {
+                error,
+                on_served: true,
+            }) if error.closed_before_any_byte() => {
                 self.retire_connections();
                 match pool(&self.connector, self.timeout, &self.served) {
                     Ok(own) => {
                         let again = self.exchange(&own, &sent).await;
-                        RawResponse::ended_now(started, again.map_err(Failure::into_text))
+                        RawResponse::ended_now(started, again.map_err(|f| f.error))
                             .sent_again(started, &error)
                     }
                     Err(_) => RawResponse::ended_now(started, Err(error)),
                 }
             }
-            other => RawResponse::ended_now(started, other.map_err(Failure::into_text)),
+            other => RawResponse::ended_now(started, other.map_err(|f| f.error)),
         };
         if response
             .result
@@ -154,9 +157,10 @@ impl Client {
         &self,
         pool: &reqwest::Client,
         sent: &SentRequest,
-    ) -> Result<ReceivedResponse, Failure> {
-        let method = reqwest::Method::from_bytes(sent.method.as_bytes())
-            .map_err(|_| format!("{:?} is not an HTTP method", sent.method))?;
+    ) -> Result<ReceivedResponse, Failed> {
+        let method = reqwest::Method::from_bytes(sent.method.as_bytes()).map_err(|_| {
+            HttpError::Unsendable(format!("{:?} is not an HTTP method", sent.method))
+        })?;
         let mut builder = pool.request(method, &sent.url);
         for h in &sent.headers {
             // reqwest derives Host from the URL (and :authority on HTTP/2); sending ours too
@@ -165,19 +169,21 @@ impl Client {
                 continue;
             }
             let value = reqwest::header::HeaderValue::from_bytes(&h.value).map_err(|_| {
-                format!(
+                HttpError::Unsendable(format!(
                     "header {} holds bytes HTTP clients refuse; this probe must use the raw client",
                     h.name
-                )
+                ))
             })?;
             builder = builder.header(h.name.as_str(), value);
         }
-        let mut resp = builder.body(sent.body.clone()).send().await.map_err(|e| {
-            match self.served.closed_while_idle(&e) {
-                true => Failure::ClosedWhileIdle(describe(&e, self.timeout)),
-                false => Failure::Other(describe(&e, self.timeout)),
-            }
-        })?;
+        let mut resp = builder
+            .body(sent.body.clone())
+            .send()
+            .await
+            .map_err(|e| Failed {
+                error: self.classify(&e, Phase::FirstByte),
+                on_served: self.served.went_out_on_served(&e),
+            })?;
         self.served.carried(&resp);
         let status = resp.status().as_u16();
         let version = resp.version();
@@ -191,7 +197,7 @@ impl Client {
         while let Some(chunk) = resp
             .chunk()
             .await
-            .map_err(|e| format!("reading the body: {}", describe(&e, self.timeout)))?
+            .map_err(|e| self.classify(&e, Phase::Body))?
         {
             let room = self.max_body.saturating_sub(body.len());
             if chunk.len() > room {
@@ -248,25 +254,20 @@ fn as_sent(prepared: SentRequest) -> SentRequest {
     }
 }
 
-/// Why an exchange of the ordinary client has no response.
-enum Failure {
-    /// The request went out on a kept-alive connection that ended before any byte of its
-    /// answer (see [`super::kept`]).
-    ClosedWhileIdle(String),
-    Other(String),
+/// Why an exchange of the ordinary client has no response, and whether the request went out
+/// on a connection that had carried a response before (see [`super::kept`]): with
+/// [`HttpError::ClosedBeforeAnyByte`], the server's idle close.
+struct Failed {
+    error: HttpError,
+    on_served: bool,
 }
 
-impl Failure {
-    fn into_text(self) -> String {
-        match self {
-            Failure::ClosedWhileIdle(e) | Failure::Other(e) => e,
+impl From<HttpError> for Failed {
+    fn from(error: HttpError) -> Self {
+        Failed {
+            error,
+            on_served: false,
         }
-    }
-}
-
-impl From<String> for Failure {
-    fn from(e: String) -> Self {
-        Failure::Other(e)
     }
 }
 
@@ -284,25 +285,53 @@ fn pool(connector: &Arc<Connector>, timeout: Duration, served: &Served) -> Resul
         .context("could not build the HTTP client")
 }
 
-/// One line naming what went wrong, from the innermost cause reqwest wraps ("could not connect:
-/// Connection refused", "TLS handshake failed: invalid peer certificate: UnknownIssuer", "timed
-/// out after 10 s"). The URL is not repeated: the evidence shows it next to the error.
-fn describe(e: &reqwest::Error, timeout: Duration) -> String {
-    if e.is_timeout() {
-        return format!("timed out after {} s", timeout.as_secs_f64());
-    }
-    let mut root = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        root = s.to_string();
-        source = s.source();
-    }
-    if failed_in_tls(e) {
-        format!("TLS handshake failed: {root} (does the server speak TLS on this port, with a certificate this machine trusts?)")
-    } else if e.is_connect() {
-        format!("could not connect: {root}")
-    } else {
-        root
+impl Client {
+    /// What reqwest's `e` was, from the causes it wraps, in `phase` (waiting for the answer, or
+    /// reading its body), with the innermost cause as the detail ("could not connect:
+    /// Connection refused", "TLS handshake failed: invalid peer certificate: UnknownIssuer").
+    /// The URL is not repeated: the evidence shows it next to the error.
+    fn classify(&self, e: &reqwest::Error, phase: Phase) -> HttpError {
+        let proxy = e.url().and_then(|u| self.connector.proxy_for(u));
+        if e.is_timeout() {
+            let phase = match (e.is_connect(), e.url()) {
+                (true, Some(url)) => Phase::Connect {
+                    authority: format!(
+                        "{}:{}",
+                        url.host_str().unwrap_or_default(),
+                        url.port_or_known_default().unwrap_or_default()
+                    ),
+                    proxy: proxy.as_ref().map(super::net::shown),
+                },
+                _ => phase,
+            };
+            return HttpError::Timeout {
+                phase,
+                after: self.timeout,
+            };
+        }
+        let mut root = e.to_string();
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            root = s.to_string();
+            source = s.source();
+        }
+        if failed_in_tls(e) {
+            HttpError::Tls(format!("{root} (does the server speak TLS on this port, with a certificate this machine trusts?)"))
+        } else if e.is_connect() && proxy.is_some() {
+            HttpError::Proxy(format!("could not connect: {root}"))
+        } else if e.is_connect() {
+            HttpError::Connect(format!("could not connect: {root}"))
+        } else if phase == Phase::Body {
+            HttpError::ClosedMidResponse(format!("reading the body: {root}"))
+        } else if kept::ended_before_any_byte(e) {
+            HttpError::ClosedBeforeAnyByte(root)
+        } else if kept::broke_http2(e) {
+            HttpError::Http2(root)
+        } else if kept::unparsable(e) {
+            HttpError::MalformedHttp1(root)
+        } else {
+            HttpError::ClosedMidResponse(root)
+        }
     }
 }
 
@@ -376,10 +405,9 @@ mod tests {
     async fn a_request_closed_on_a_new_connection_is_not_sent_again() {
         let (url, accepted) = server(|_, _| Act::Close);
         let (_, r) = client().send(&get(&url)).await;
-        let err = r.result.unwrap_err();
-        assert!(
-            err.contains("connection closed before message completed"),
-            "{err}"
+        assert_eq!(
+            r.result.unwrap_err(),
+            HttpError::ClosedBeforeAnyByte("connection closed before message completed".into())
         );
         assert!(r.resent.is_none());
         assert_eq!(accepted.load(Ordering::SeqCst), 1, "no second connection");
@@ -397,7 +425,10 @@ mod tests {
         assert_eq!(first.result.unwrap().status, 200);
         let (_, second) = client.send(&get(&url)).await;
         let err = second.result.unwrap_err();
-        assert!(err.starts_with("reading the body"), "{err}");
+        assert!(
+            matches!(&err, HttpError::ClosedMidResponse(why) if why.starts_with("reading the body")),
+            "{err:?}"
+        );
         assert!(second.resent.is_none());
         assert_eq!(accepted.load(Ordering::SeqCst), 1, "no second connection");
     }

@@ -21,6 +21,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
+use super::error::{HttpError, Phase};
 use super::net::{self, NetOptions, Resolve, Route};
 use super::tls::{Alpn, TlsOptions, Trust};
 
@@ -101,7 +102,7 @@ impl Connector {
         url: &url::Url,
         deadline: Instant,
         timeout: Duration,
-    ) -> Result<Stream, String> {
+    ) -> Result<Stream, HttpError> {
         self.connect_offering(url, Alpn::Http1, deadline, timeout)
             .await
             .map(|(stream, _)| stream)
@@ -115,7 +116,7 @@ impl Connector {
         url: &url::Url,
         deadline: Instant,
         timeout: Duration,
-    ) -> Result<(Stream, bool), String> {
+    ) -> Result<(Stream, bool), HttpError> {
         self.connect_offering(url, Alpn::H2First, deadline, timeout)
             .await
     }
@@ -126,13 +127,13 @@ impl Connector {
         alpn: Alpn,
         deadline: Instant,
         timeout: Duration,
-    ) -> Result<(Stream, bool), String> {
+    ) -> Result<(Stream, bool), HttpError> {
         let (tcp, host) = self.connect_tcp(url, deadline, timeout).await?;
         if url.scheme() != "https" {
             return Ok((Stream::Plain(tcp), true));
         }
         let handshake = self.trust.handshake(tcp, host, alpn);
-        let (tls, h2) = within(deadline, timeout, "in the TLS handshake", handshake).await?;
+        let (tls, h2) = within(deadline, timeout, Phase::Tls, handshake).await?;
         Ok((Stream::Tls(Box::new(tls)), h2))
     }
 
@@ -144,44 +145,45 @@ impl Connector {
         url: &'u url::Url,
         deadline: Instant,
         timeout: Duration,
-    ) -> Result<(TcpStream, &'u str), String> {
+    ) -> Result<(TcpStream, &'u str), HttpError> {
         let host = url
             .host_str()
-            .ok_or_else(|| format!("the URL {url} has no host"))?;
+            .ok_or_else(|| HttpError::Unsendable(format!("the URL {url} has no host")))?;
         let port = url
             .port_or_known_default()
-            .ok_or_else(|| format!("the URL {url} has no port"))?;
+            .ok_or_else(|| HttpError::Unsendable(format!("the URL {url} has no port")))?;
         let authority = format!("{host}:{port}");
         let proxy = self.proxy_for(url);
-        let phase = match &proxy {
-            Some(p) => format!(
-                "connecting to {authority} through the proxy {}",
-                net::shown(p)
-            ),
-            None => format!("connecting to {authority}"),
+        let phase = Phase::Connect {
+            authority: authority.clone(),
+            proxy: proxy.as_ref().map(net::shown),
         };
-        let tcp = within(deadline, timeout, &phase, async {
+        let tcp = within(deadline, timeout, phase, async {
             match &proxy {
                 None => self.route.dial(host, port).await,
                 Some(p) => {
                     let (Some(proxy_host), Some(proxy_port)) =
                         (p.host_str(), p.port_or_known_default())
                     else {
-                        return Err(format!("the proxy URL {} has no host", net::shown(p)));
+                        return Err(HttpError::Proxy(format!(
+                            "the proxy URL {} has no host",
+                            net::shown(p)
+                        )));
                     };
                     let mut tcp = self
                         .route
                         .dial(proxy_host, proxy_port)
                         .await
-                        .map_err(|e| format!("{e} (the proxy)"))?;
+                        .map_err(|e| HttpError::Proxy(format!("{e} (the proxy)")))?;
                     net::tunnel(&mut tcp, host, port, p).await?;
                     Ok(tcp)
                 }
             }
         })
         .await?;
-        tcp.set_nodelay(true)
-            .map_err(|e| format!("could not set TCP_NODELAY on {authority}: {e}"))?;
+        tcp.set_nodelay(true).map_err(|e| {
+            HttpError::Connect(format!("could not set TCP_NODELAY on {authority}: {e}"))
+        })?;
         Ok((tcp, host))
     }
 }
@@ -219,7 +221,7 @@ impl Stream {
     /// sealed *now*. A burst seals its final bytes while staging so the release is a plain
     /// socket write with no crypto in it; rustls advances its sequence number, so writing the
     /// record raw later keeps the TLS stream consistent.
-    pub(crate) fn seal(&mut self, plain: &[u8]) -> Result<Vec<u8>, String> {
+    pub(crate) fn seal(&mut self, plain: &[u8]) -> Result<Vec<u8>, HttpError> {
         match self {
             Stream::Plain(_) => Ok(plain.to_vec()),
             Stream::Tls(tls) => {
@@ -233,7 +235,11 @@ impl Stream {
                         }
                         Ok(())
                     })
-                    .map_err(|e| format!("sealing the final TLS record failed: {e}"))?;
+                    .map_err(|e| {
+                        HttpError::ReleaseFailed(format!(
+                            "sealing the final TLS record failed: {e}"
+                        ))
+                    })?;
                 Ok(record)
             }
         }
@@ -280,55 +286,38 @@ impl AsyncWrite for Stream {
     }
 }
 
-/// Writes `bytes` whole and flushes them, by `deadline`.
+/// Writes `bytes` whole and flushes them, by `deadline`. A write that fails is a connection
+/// that ended before any byte of an answer: nothing was read yet.
 pub(crate) async fn write_request(
     stream: &mut Stream,
     bytes: &[u8],
     deadline: Instant,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<(), HttpError> {
     let write = async {
         stream.write_all(bytes).await?;
         stream.flush().await
     };
-    within(deadline, timeout, "writing the request", async {
+    within(deadline, timeout, Phase::Write, async {
         write
             .await
-            .map_err(|e| format!("writing the request failed: {e}"))
+            .map_err(|e| HttpError::ClosedBeforeAnyByte(format!("writing the request failed: {e}")))
     })
     .await
 }
 
-/// "10 s", "250 ms": how a timeout reads in a report.
-pub(crate) fn human(d: Duration) -> String {
-    if d.subsec_millis() == 0 && d.as_secs() > 0 {
-        format!("{} s", d.as_secs())
-    } else {
-        format!("{} ms", d.as_millis())
-    }
-}
-
-/// Runs `fut` until `deadline`; on expiry the error says how long we waited and for what.
+/// Runs `fut` until `deadline`; on expiry the error is a timeout of `timeout` in `phase`.
 pub(crate) async fn within<T>(
     deadline: Instant,
     timeout: Duration,
-    phase: &str,
-    fut: impl Future<Output = Result<T, String>>,
-) -> Result<T, String> {
+    phase: Phase,
+    fut: impl Future<Output = Result<T, HttpError>>,
+) -> Result<T, HttpError> {
     match tokio::time::timeout_at(deadline.into(), fut).await {
         Ok(r) => r,
-        Err(_) => Err(format!("timed out after {} {phase}", human(timeout))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timeouts_read_like_a_person_wrote_them() {
-        assert_eq!(human(Duration::from_secs(10)), "10 s");
-        assert_eq!(human(Duration::from_millis(250)), "250 ms");
-        assert_eq!(human(Duration::from_millis(1500)), "1500 ms");
+        Err(_) => Err(HttpError::Timeout {
+            phase,
+            after: timeout,
+        }),
     }
 }

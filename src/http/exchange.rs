@@ -6,6 +6,7 @@
 
 use serde::{Serialize, Serializer};
 
+use super::error::{ErrorKind, HttpError};
 pub use super::role::{Position, Role};
 
 /// A header field exactly as sent or received. Values are bytes because the key-syntax probes put
@@ -108,44 +109,9 @@ impl ReceivedResponse {
     }
 }
 
-/// Why a request got no response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TransportErrorKind {
-    /// The transport failed: refused, reset, timed out, a malformed answer.
-    Failed,
-    /// idem-check closed the connection before reading, on purpose (a lost response).
-    Dropped,
-    /// Never sent: the target had stopped answering.
-    NotSent,
-}
-
-/// A request's failure in transport, with the one line of text the report shows.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{detail}")]
-pub struct TransportError {
-    pub kind: TransportErrorKind,
-    /// "connection refused", "timed out after 10 s", "dropped by idem-check before reading — …".
-    pub detail: String,
-}
-
-impl TransportError {
-    pub fn failed(detail: impl Into<String>) -> Self {
-        TransportError {
-            kind: TransportErrorKind::Failed,
-            detail: detail.into(),
-        }
-    }
-
-    /// Whether the target failed to answer (as opposed to a request dropped on purpose or
-    /// never sent, which say nothing about it).
-    pub fn is_failure(&self) -> bool {
-        self.kind == TransportErrorKind::Failed
-    }
-}
-
 /// What came of a request: the response, or how the transport failed. Never both, never
 /// neither.
-pub type Outcome = Result<ReceivedResponse, TransportError>;
+pub type Outcome = Result<ReceivedResponse, HttpError>;
 
 /// One numbered exchange of a probe.
 #[derive(Debug, Clone, PartialEq)]
@@ -177,10 +143,11 @@ struct ExchangeJson<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     response: Option<&'a ReceivedResponse>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a str>,
-    /// `failed`, `dropped` or `not-sent`: what `idem-check reproduce` reads, never the text.
+    error: Option<String>,
+    /// Which [`HttpError`] it was (`timeout`, `closed-before-any-byte`, `dropped`, …): what
+    /// `idem-check reproduce` reads, never the text.
     #[serde(skip_serializing_if = "Option::is_none")]
-    error_kind: Option<&'static str>,
+    error_kind: Option<ErrorKind>,
 }
 
 impl Serialize for Exchange {
@@ -193,12 +160,8 @@ impl Serialize for Exchange {
             release_us: self.release_us,
             request: &self.request,
             response: self.response(),
-            error: self.error().map(|e| e.detail.as_str()),
-            error_kind: self.error().map(|e| match e.kind {
-                TransportErrorKind::Failed => "failed",
-                TransportErrorKind::Dropped => "dropped",
-                TransportErrorKind::NotSent => "not-sent",
-            }),
+            error: self.error().map(HttpError::to_string),
+            error_kind: self.error().map(HttpError::kind),
         }
         .serialize(s)
     }
@@ -211,19 +174,18 @@ impl Exchange {
     }
 
     /// The transport failure, when there was no response.
-    pub fn error(&self) -> Option<&TransportError> {
+    pub fn error(&self) -> Option<&HttpError> {
         self.outcome.as_ref().err()
     }
 
     /// Whether idem-check dropped the connection unread on purpose.
     pub fn dropped(&self) -> bool {
-        self.error()
-            .is_some_and(|e| e.kind == TransportErrorKind::Dropped)
+        matches!(self.outcome, Err(HttpError::Dropped))
     }
 
     /// Whether the request went out and the target did not answer it.
     pub fn failed(&self) -> bool {
-        self.error().is_some_and(TransportError::is_failure)
+        self.error().is_some_and(HttpError::is_failure)
     }
 
     pub fn status(&self) -> Option<u16> {

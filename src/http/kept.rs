@@ -41,12 +41,9 @@ impl Served {
     }
 
     /// Whether the request that failed with `e` went out on a connection that had carried a
-    /// response, and the connection ended before any byte of its answer: closed by the server
-    /// while it was idle. A timeout is never that: the server may still be working on it.
-    pub(crate) fn closed_while_idle(&self, e: &reqwest::Error) -> bool {
-        if e.is_timeout() || e.is_connect() || !ended_unanswered(e) {
-            return false;
-        }
+    /// response: if that connection ended before any byte of the answer
+    /// ([`super::HttpError::ClosedBeforeAnyByte`]), the server closed it while it was idle.
+    pub(crate) fn went_out_on_served(&self, e: &reqwest::Error) -> bool {
         connection_of(e).is_some_and(|addr| self.lock().contains(&addr))
     }
 
@@ -71,8 +68,12 @@ fn connection_of(e: &reqwest::Error) -> Option<SocketAddr> {
 
 /// Whether the connection ended before the response head was read: hyper's "connection closed
 /// before message completed", a request hyper could no longer hand to the connection, or a
-/// reset, broken pipe or unexpected end of stream.
-fn ended_unanswered(e: &reqwest::Error) -> bool {
+/// reset, broken pipe or unexpected end of stream. A timeout or a failed connect is never
+/// that: the server may still be working on the request, or never had it.
+pub(crate) fn ended_before_any_byte(e: &reqwest::Error) -> bool {
+    if e.is_timeout() || e.is_connect() {
+        return false;
+    }
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
         if let Some(h) = s.downcast_ref::<hyper::Error>() {
@@ -92,6 +93,25 @@ fn ended_unanswered(e: &reqwest::Error) -> bool {
         source = s.source();
     }
     false
+}
+
+/// Whether an HTTP/2 stream or connection error is among `e`'s causes.
+pub(crate) fn broke_http2(e: &reqwest::Error) -> bool {
+    causes(e).any(|s| s.is::<h2::Error>())
+}
+
+/// Whether hyper could not parse the HTTP/1.1 answer (`e`'s causes hold a parse error or an
+/// unexpected message).
+pub(crate) fn unparsable(e: &reqwest::Error) -> bool {
+    causes(e).any(|s| {
+        s.downcast_ref::<hyper::Error>()
+            .is_some_and(|h| h.is_parse() || h.is_parse_status() || h.is_parse_too_large())
+    })
+}
+
+/// The errors `e` wraps, outermost first.
+fn causes(e: &reqwest::Error) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+    std::iter::successors(std::error::Error::source(e), |s| s.source())
 }
 
 /// The connector layer that forgets a new connection's address in [`Served`]: the connection

@@ -18,6 +18,7 @@ pub mod burst;
 pub mod client;
 pub mod connection;
 pub mod curl;
+mod error;
 pub mod exchange;
 pub mod h1;
 pub mod h2burst;
@@ -35,4 +36,5 @@ pub mod throttle;
 pub mod tls;
 
 pub use connection::Connector;
+pub use error::{ErrorKind, HttpError, Phase};
 pub use request::Request;

@@ -16,6 +16,7 @@ use base64::Engine as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::error::HttpError;
 use crate::redact::mask_url;
 
 /// The user's route settings, as given (flags or the target file's `proxy` and `resolve`).
@@ -234,7 +235,7 @@ impl Route {
     }
 
     /// Opens a TCP connection to `host:port`, to the `--resolve` address when one is given.
-    pub(crate) async fn dial(&self, host: &str, port: u16) -> Result<TcpStream, String> {
+    pub(crate) async fn dial(&self, host: &str, port: u16) -> Result<TcpStream, HttpError> {
         let bare = unbracketed(host);
         let fixed = self
             .resolve
@@ -245,7 +246,7 @@ impl Route {
             Some(addr) => vec![addr],
             None => tokio::net::lookup_host(format!("{host}:{port}"))
                 .await
-                .map_err(|e| format!("could not resolve {host}: {e}"))?
+                .map_err(|e| HttpError::Connect(format!("could not resolve {host}: {e}")))?
                 .collect(),
         };
         let mut last = format!("could not resolve {host}: no address");
@@ -258,7 +259,7 @@ impl Route {
                 Err(e) => last = format!("could not connect to {addr}: {e}"),
             }
         }
-        Err(last)
+        Err(HttpError::Connect(last))
     }
 }
 
@@ -373,7 +374,7 @@ pub(crate) async fn tunnel(
     host: &str,
     port: u16,
     proxy: &url::Url,
-) -> Result<(), String> {
+) -> Result<(), HttpError> {
     let authority = format!("{host}:{port}");
     let mut request = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n");
     if !proxy.username().is_empty() {
@@ -391,16 +392,18 @@ pub(crate) async fn tunnel(
     let via = shown(proxy);
     tcp.write_all(request.as_bytes())
         .await
-        .map_err(|e| format!("writing CONNECT to the proxy {via} failed: {e}"))?;
+        .map_err(|e| HttpError::Proxy(format!("writing CONNECT to the proxy {via} failed: {e}")))?;
     let mut reply = Vec::with_capacity(256);
     while !reply.ends_with(b"\r\n\r\n") {
         if reply.len() >= MAX_CONNECT_REPLY {
-            return Err(format!(
+            return Err(HttpError::Proxy(format!(
                 "the proxy {via} sent an over-long answer to CONNECT"
-            ));
+            )));
         }
         let byte = tcp.read_u8().await.map_err(|e| {
-            format!("the proxy {via} closed the connection during CONNECT {authority}: {e}")
+            HttpError::Proxy(format!(
+                "the proxy {via} closed the connection during CONNECT {authority}: {e}"
+            ))
         })?;
         reply.push(byte);
     }
@@ -409,20 +412,20 @@ pub(crate) async fn tunnel(
     match head.parse(&reply) {
         Ok(httparse::Status::Complete(_)) => {}
         _ => {
-            return Err(format!(
+            return Err(HttpError::Proxy(format!(
                 "the proxy {via} answered CONNECT with something that is not HTTP"
-            ))
+            )))
         }
     }
     match head.code.unwrap_or_default() {
         200..=299 => Ok(()),
-        407 => Err(format!(
+        407 => Err(HttpError::Proxy(format!(
             "the proxy {via} wants credentials (407): give them in the proxy URL, http://user:password@host:port"
-        )),
-        code => Err(format!(
+        ))),
+        code => Err(HttpError::Proxy(format!(
             "the proxy {via} refused CONNECT {authority}: {code} {}",
             head.reason.unwrap_or_default()
-        )),
+        ))),
     }
 }
 

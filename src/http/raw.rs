@@ -18,10 +18,7 @@ use tokio::io::AsyncReadExt;
 use super::connection::{write_request, Connector, Stream};
 use super::exchange::{Header, ReceivedResponse, SentRequest};
 use super::h1;
-
-/// The error text of a [`send_then_drop`] exchange: it never reads, on purpose. Shown, never
-/// compared: [`DropOutcome`] says whether the drop happened.
-pub const DROPPED: &str = "dropped by idem-check before reading — lost-response probe";
+use super::HttpError;
 
 /// The outcome of one raw exchange, with the instants a timeline needs.
 #[derive(Debug, Clone)]
@@ -33,8 +30,8 @@ pub struct RawResponse {
     pub released: Option<Instant>,
     /// When the response was complete or the exchange failed.
     pub finished: Instant,
-    /// The response, or the transport failure as one line of text for the report.
-    pub result: Result<ReceivedResponse, String>,
+    /// The response, or why there was none.
+    pub result: Result<ReceivedResponse, HttpError>,
     /// Why the request was sent a second time. `None` for a request sent once.
     pub resent: Option<Resent>,
 }
@@ -49,7 +46,7 @@ pub struct Resent {
 
 impl RawResponse {
     /// An exchange outside a burst that began at `started` and is over now.
-    pub(crate) fn ended_now(started: Instant, result: Result<ReceivedResponse, String>) -> Self {
+    pub(crate) fn ended_now(started: Instant, result: Result<ReceivedResponse, HttpError>) -> Self {
         RawResponse {
             started,
             released: None,
@@ -62,7 +59,7 @@ impl RawResponse {
     /// This response, to a request sent again after its first attempt, which began at
     /// `first_started`, went out on a kept-alive connection that ended with `first_error`
     /// before any byte of an answer: one exchange, spanning both attempts, that says so.
-    pub(crate) fn sent_again(self, first_started: Instant, first_error: &str) -> Self {
+    pub(crate) fn sent_again(self, first_started: Instant, first_error: &HttpError) -> Self {
         RawResponse {
             started: first_started,
             resent: Some(Resent {
@@ -114,14 +111,14 @@ pub async fn send_one(
 
 /// Simulates a client whose response was lost: writes the whole request, waits
 /// `wait_before_drop`, then closes the connection without reading a byte. The result is always
-/// an error — [`DROPPED`], or the failure that came first — because idem-check never saw an
-/// answer. `timeout` bounds connecting and writing.
+/// an error — [`HttpError::Dropped`] when the drop happened, or the failure that came first —
+/// because idem-check never saw an answer. `timeout` bounds connecting and writing.
 pub async fn send_then_drop(
     connector: &Connector,
     req: &SentRequest,
     wait_before_drop: Duration,
     timeout: Duration,
-) -> DropOutcome {
+) -> RawResponse {
     let attempt = Instant::now();
     let deadline = attempt + timeout;
     let mut started = attempt;
@@ -130,27 +127,9 @@ pub async fn send_then_drop(
         Ok(stream) => {
             tokio::time::sleep(wait_before_drop).await;
             drop(stream);
-            DropOutcome::Dropped(RawResponse::ended_now(started, Err(DROPPED.to_string())))
+            RawResponse::ended_now(started, Err(HttpError::Dropped))
         }
-        Err(e) => DropOutcome::Failed(RawResponse::ended_now(started, Err(e))),
-    }
-}
-
-/// What came of a request [`send_then_drop`] sent.
-#[derive(Debug)]
-pub enum DropOutcome {
-    /// Written whole and closed unread, as meant.
-    Dropped(RawResponse),
-    /// It failed before it could be dropped.
-    Failed(RawResponse),
-}
-
-impl DropOutcome {
-    /// The record of the exchange, whichever way it went.
-    pub fn into_raw(self) -> RawResponse {
-        match self {
-            DropOutcome::Dropped(r) | DropOutcome::Failed(r) => r,
-        }
+        Err(e) => RawResponse::ended_now(started, Err(e)),
     }
 }
 
@@ -162,9 +141,9 @@ async fn connect_and_write(
     deadline: Instant,
     timeout: Duration,
     started: &mut Instant,
-) -> Result<Stream, String> {
+) -> Result<Stream, HttpError> {
     let url = h1::parse_url(req)?;
-    let wire = h1::wire_to(req, &url).map_err(|e| format!("{e:#}"))?;
+    let wire = h1::wire_to(req, &url)?;
     let mut stream = connector.connect(&url, deadline, timeout).await?;
     *started = Instant::now();
     write_request(&mut stream, &wire, deadline, timeout).await?;
@@ -177,9 +156,6 @@ pub(crate) struct OnConnection {
     pub(crate) response: RawResponse,
     /// Whether the connection can carry another request (see [`h1::read_keeping`]).
     pub(crate) reusable: bool,
-    /// Whether the connection failed before any byte of an answer: writing the request failed
-    /// before the deadline, or the connection ended or was reset before the response began.
-    pub(crate) ended_unanswered: bool,
 }
 
 /// Writes `req` whole on an open connection and reads its response, by `deadline`.
@@ -193,28 +169,30 @@ pub(crate) async fn exchange_on(
 ) -> OnConnection {
     let started = Instant::now();
     let result = async {
-        let wire = h1::wire_to(req, url).map_err(|error| h1::Unread {
-            error: format!("{error:#}"),
-            ended_unanswered: false,
-        })?;
-        write_request(stream, &wire, deadline, timeout)
-            .await
-            .map_err(|error| h1::Unread {
-                error,
-                ended_unanswered: Instant::now() < deadline,
-            })?;
+        let wire = h1::wire_to(req, url)?;
+        write_request(stream, &wire, deadline, timeout).await?;
         h1::read_keeping(stream, &req.method, deadline, timeout, max_body).await
     }
     .await;
-    let (result, reusable, ended_unanswered) = match result {
-        Ok((response, reusable)) => (Ok(response), reusable, false),
-        Err(unread) => (Err(unread.error), false, unread.ended_unanswered),
+    let (result, reusable) = match result {
+        Ok((response, reusable)) => (Ok(response), reusable),
+        Err(e) => (Err(e), false),
     };
     OnConnection {
         response: RawResponse::ended_now(started, result),
         reusable,
-        ended_unanswered,
     }
+}
+
+/// Why no idle keep-alive connection could be left open.
+#[derive(Debug, thiserror::Error)]
+pub enum NotKept {
+    /// The request to open it got no answer.
+    #[error(transparent)]
+    Failed(#[from] HttpError),
+    /// The server answered and closed the connection (it keeps none alive).
+    #[error("the server closed the connection after answering GET {path} ({status})")]
+    ClosedAfterAnswer { path: String, status: u16 },
 }
 
 /// A keep-alive connection used for one request and then left idle. Whether the server closes
@@ -233,7 +211,7 @@ impl IdleConnection {
         url: &url::Url,
         headers: &[Header],
         timeout: Duration,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, NotKept> {
         let deadline = Instant::now() + timeout;
         let mut stream = connector.connect(url, deadline, timeout).await?;
         let mut headers: Vec<Header> = headers
@@ -243,16 +221,15 @@ impl IdleConnection {
             .collect();
         headers.push(Header::new("Connection", "keep-alive"));
         let req = h1::prepare(url, "GET", headers, Vec::new());
-        let wire = h1::to_wire(&req).map_err(|e| format!("{e:#}"))?;
+        let wire = h1::to_wire(&req)?;
         write_request(&mut stream, &wire, deadline, timeout).await?;
         let answer = h1::read_response(&mut stream, "GET", deadline, timeout, 64 * 1024).await?;
         let mut idle = IdleConnection { stream };
         if h1::asks_to_close(&answer.headers) || idle.closed(Duration::from_millis(50)).await {
-            return Err(format!(
-                "the server closed the connection after answering GET {} ({})",
-                url.path(),
-                answer.status
-            ));
+            return Err(NotKept::ClosedAfterAnswer {
+                path: url.path().to_string(),
+                status: answer.status,
+            });
         }
         Ok(idle)
     }

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{SockRef, Socket};
 
-use super::sched::{pin_current_thread, raise_current_thread, two_cpus, Scheduling};
+use super::sched::{pin_current_thread, raise_current_thread, two_cpus, NotRaised, Scheduling};
 
 /// How many threads a parallel release uses: two halve the spread; more would take more of the
 /// cores a local server needs, for a few microseconds less.
@@ -175,7 +175,7 @@ pub(crate) fn release_all(jobs: &[Job<'_>], releasers: Releasers) -> (Vec<Outcom
     }
     let threads = match release_threads() {
         Ok(threads) => threads,
-        Err(why) => return alone(why.clone()),
+        Err(why) => return alone(why.to_string()),
     };
     let mut pool = match threads.pool.try_lock() {
         Ok(pool) => pool,
@@ -345,8 +345,8 @@ struct ReleaseThreads {
 
 impl Pool {
     /// Starts both threads; an error says why they cannot be raised.
-    fn start() -> Result<ReleaseThreads, String> {
-        let (ready_tx, ready_rx) = channel::<Result<Scheduling, String>>();
+    fn start() -> Result<ReleaseThreads, NoReleaseThreads> {
+        let (ready_tx, ready_rx) = channel::<Result<Scheduling, NotRaised>>();
         let (done_tx, done) = channel::<u64>();
         let (leader, leader_rx) = channel::<Arc<Batch>>();
         let (follower_tx, follower_rx) = channel::<Arc<Batch>>();
@@ -365,14 +365,14 @@ impl Pool {
             std::thread::Builder::new()
                 .name(name.into())
                 .spawn(move || serve(cpu, &inbox, forward.as_ref(), &ready, &done))
-                .map_err(|e| format!("no release thread: {e}"))?;
+                .map_err(|e| NoReleaseThreads::Spawn(e.to_string()))?;
         }
         // Both threads must be raised; the weaker of their two ways is the pool's.
         let mut scheduling = Scheduling::RealTime;
         for _ in 0..PARALLEL_THREADS {
             let raised = ready_rx
                 .recv_timeout(POOL_WAIT)
-                .map_err(|_| "the release threads did not start".to_string())??;
+                .map_err(|_| NoReleaseThreads::DidNotStart)??;
             if raised == Scheduling::ShortSlice {
                 scheduling = raised;
             }
@@ -420,7 +420,7 @@ fn serve(
     cpu: Option<usize>,
     inbox: &Receiver<Arc<Batch>>,
     forward: Option<&Sender<Arc<Batch>>>,
-    ready: &Sender<Result<Scheduling, String>>,
+    ready: &Sender<Result<Scheduling, NotRaised>>,
     done: &Sender<u64>,
 ) {
     if let Some(cpu) = cpu {
@@ -440,15 +440,28 @@ fn serve(
     }
 }
 
+/// Why the process has no release threads; the burst evidence shows it.
+#[derive(Debug, thiserror::Error)]
+pub enum NoReleaseThreads {
+    /// The system would not start a thread (its words).
+    #[error("no release thread: {0}")]
+    Spawn(String),
+    /// A thread started but did not say how it was raised in time.
+    #[error("the release threads did not start")]
+    DidNotStart,
+    #[error(transparent)]
+    NotRaised(#[from] NotRaised),
+}
+
 /// The release threads, started at the first parallel release; an error (kept for the whole
 /// run) says why they cannot be raised (see [`super::sched`]).
-fn release_threads() -> Result<&'static ReleaseThreads, &'static String> {
-    static THREADS: OnceLock<Result<ReleaseThreads, String>> = OnceLock::new();
+fn release_threads() -> Result<&'static ReleaseThreads, &'static NoReleaseThreads> {
+    static THREADS: OnceLock<Result<ReleaseThreads, NoReleaseThreads>> = OnceLock::new();
     THREADS.get_or_init(Pool::start).as_ref()
 }
 
 /// How the release threads of this process are scheduled, or why there are none.
-pub fn release_threads_available() -> Result<Scheduling, &'static String> {
+pub fn release_threads_available() -> Result<Scheduling, &'static NoReleaseThreads> {
     release_threads().map(|t| t.scheduling)
 }
 

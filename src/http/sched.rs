@@ -47,24 +47,64 @@ impl Scheduling {
     }
 }
 
+/// Why a release thread was not raised; the burst evidence shows it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotRaised {
+    /// Outside Linux neither way exists.
+    #[error("real-time priority and short time slices are only set on Linux")]
+    NotLinux,
+    /// Both ways were refused, each for its reason.
+    #[error("{realtime}; {slice}")]
+    Refused {
+        realtime: RealtimeRefused,
+        slice: SliceRefused,
+    },
+}
+
+/// Why real-time priority was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RealtimeRefused {
+    #[error("real-time priority not permitted (needs CAP_SYS_NICE or ulimit -r 1)")]
+    NotPermitted,
+    /// Any other refusal, as the system said it.
+    #[error("real-time priority refused: {0}")]
+    Other(String),
+}
+
+/// Why a short time slice was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SliceRefused {
+    /// The thread's scheduling could not be read (the system's words).
+    #[error("cannot read the thread's scheduling: {0}")]
+    Unreadable(String),
+    #[error("short time slice not applicable to this thread's policy")]
+    NotApplicable,
+    /// `sched_setattr(2)` refused it (the system's words).
+    #[error("short time slice refused: {0}")]
+    Refused(String),
+    /// Accepted and ignored: kernels before 6.12.
+    #[error("no custom time slices in this kernel (Linux 6.12 or later)")]
+    Unsupported,
+}
+
 /// Raises the calling thread to real-time priority, or else gives it a short slice; the error
 /// says why neither was possible.
 #[cfg(target_os = "linux")]
-pub fn raise_current_thread() -> Result<Scheduling, String> {
+pub fn raise_current_thread() -> Result<Scheduling, NotRaised> {
     let realtime = match set_realtime() {
         Ok(()) => return Ok(Scheduling::RealTime),
         Err(e) => e,
     };
     set_short_slice()
         .map(|()| Scheduling::ShortSlice)
-        .map_err(|slice| format!("{realtime}; {slice}"))
+        .map_err(|slice| NotRaised::Refused { realtime, slice })
 }
 
 /// Outside Linux neither way exists: the error says so, and the release stays on the calling
 /// thread.
 #[cfg(not(target_os = "linux"))]
-pub fn raise_current_thread() -> Result<Scheduling, String> {
-    Err("real-time priority and short time slices are only set on Linux".into())
+pub fn raise_current_thread() -> Result<Scheduling, NotRaised> {
+    Err(NotRaised::NotLinux)
 }
 
 /// Two CPUs this process may run on, for the two release threads, so a woken follower never
@@ -100,17 +140,15 @@ pub fn pin_current_thread(_cpu: usize) {}
 /// `SCHED_FIFO` at its lowest priority, which outranks every ordinary thread and no real-time
 /// one.
 #[cfg(target_os = "linux")]
-fn set_realtime() -> Result<(), String> {
+fn set_realtime() -> Result<(), RealtimeRefused> {
     set_thread_priority_and_policy(
         thread_native_id(),
         thread_priority::ThreadPriority::Min,
         ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo),
     )
     .map_err(|e| match e {
-        thread_priority::Error::OS(1) => {
-            "real-time priority not permitted (needs CAP_SYS_NICE or ulimit -r 1)".into()
-        }
-        other => format!("real-time priority refused: {other}"),
+        thread_priority::Error::OS(1) => RealtimeRefused::NotPermitted,
+        other => RealtimeRefused::Other(other.to_string()),
     })
 }
 
@@ -135,19 +173,19 @@ struct SchedAttr {
 #[cfg(target_os = "linux")]
 /// Keeps the thread's policy and nice value and sets its slice to [`SHORT_SLICE_NS`]; checks
 /// that the kernel kept it (kernels before 6.12 accept and ignore it).
-fn set_short_slice() -> Result<(), String> {
-    let mut attr = get_attr().map_err(|e| format!("cannot read the thread's scheduling: {e}"))?;
+fn set_short_slice() -> Result<(), SliceRefused> {
+    let mut attr = get_attr().map_err(|e| SliceRefused::Unreadable(e.to_string()))?;
     if attr.sched_policy != libc::SCHED_OTHER as u32
         && attr.sched_policy != libc::SCHED_BATCH as u32
     {
-        return Err("short time slice not applicable to this thread's policy".into());
+        return Err(SliceRefused::NotApplicable);
     }
     attr.sched_runtime = SHORT_SLICE_NS;
     attr.sched_flags = 0;
-    set_attr(&mut attr).map_err(|e| format!("short time slice refused: {e}"))?;
+    set_attr(&mut attr).map_err(|e| SliceRefused::Refused(e.to_string()))?;
     let kept = get_attr().map(|a| a.sched_runtime).unwrap_or(0);
     if kept != SHORT_SLICE_NS {
-        return Err("no custom time slices in this kernel (Linux 6.12 or later)".into());
+        return Err(SliceRefused::Unsupported);
     }
     Ok(())
 }
@@ -209,12 +247,15 @@ mod tests {
         .unwrap();
         match result {
             (Ok(()), reported) => assert_eq!(reported, SHORT_SLICE_NS),
-            (Err(why), _) => assert!(why.contains("slice"), "{why}"),
+            (Err(why), _) => assert!(why.to_string().contains("slice"), "{why}"),
         }
         let raised = std::thread::spawn(raise_current_thread).join().unwrap();
         match raised {
             Ok(s) => assert!(["real-time", "short-slice"].contains(&s.label())),
-            Err(why) => assert!(why.contains("real-time priority"), "{why}"),
+            Err(why) => assert!(
+                matches!(why, NotRaised::Refused { .. } | NotRaised::NotLinux),
+                "{why}"
+            ),
         }
     }
 }

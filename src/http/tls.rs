@@ -27,6 +27,8 @@ use tokio_rustls::rustls::{
 };
 use tokio_rustls::TlsConnector;
 
+use super::error::HttpError;
+
 /// The user's TLS settings, as files (flags or the target file's `[tls]` table).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TlsOptions {
@@ -109,25 +111,25 @@ impl Trust {
     }
 
     /// Runs the TLS handshake for `host` over an open TCP stream, offering `alpn`; the flag says
-    /// whether the server picked `h2`. Errors read "TLS handshake failed: …" so a report says
-    /// which layer broke.
+    /// whether the server picked `h2`. Errors are [`HttpError::Tls`], which read "TLS handshake
+    /// failed: …" so a report says which layer broke.
     pub(crate) async fn handshake(
         &self,
         tcp: TcpStream,
         host: &str,
         alpn: Alpn,
-    ) -> Result<(TlsStream<TcpStream>, bool), String> {
+    ) -> Result<(TlsStream<TcpStream>, bool), HttpError> {
         let config = match alpn {
             Alpn::Http1 => &self.http1,
             Alpn::H2First => &self.h2_first,
         };
         let name = ServerName::try_from(super::net::unbracketed(host))
-            .map_err(|e| format!("TLS handshake failed: invalid server name {host:?}: {e}"))?
+            .map_err(|e| HttpError::Tls(format!("invalid server name {host:?}: {e}")))?
             .to_owned();
         let tls = TlsConnector::from(config.clone())
             .connect(name, tcp)
             .await
-            .map_err(|e| format!("TLS handshake failed: {e}"))?;
+            .map_err(|e| HttpError::Tls(e.to_string()))?;
         let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
         Ok((tls, h2))
     }

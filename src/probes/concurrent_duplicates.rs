@@ -12,7 +12,7 @@
 
 use futures::FutureExt;
 
-use super::kit::hold;
+use super::hold;
 use super::shared::is_success;
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta, Request};
 use crate::check;
@@ -187,7 +187,7 @@ fn judge(ctx: &mut ProbeCtx, rounds: &[Round]) -> Option<Stop> {
     if unanswered > 0 {
         let first = sent
             .iter()
-            .find_map(|e| e.error().map(|e| e.detail.clone()))
+            .find_map(|e| e.error().map(ToString::to_string))
             .unwrap_or_default();
         ctx.note(format!(
             "{unanswered} of {} requests got no response (first: {first}); they are left out of the status checks",

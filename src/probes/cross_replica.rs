@@ -10,7 +10,7 @@
 
 use futures::FutureExt;
 
-use super::kit::hold;
+use super::hold;
 use super::shared::original;
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta, Replica, Request};
 use crate::check;

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use super::kit::meter::{settle, Counted, Counting, Settling, Span};
 use super::kit::session::Streak;
-use super::kit::transport::{DropAfter, Transports};
+use super::kit::throttle::Transports;
+use super::kit::transport::DropAfter;
 use super::kit::{judge::Judge, recorder::Recorder, requests::Requests, send::Outbox};
 use crate::check::{Check, CheckSpec};
 use crate::config::Config;

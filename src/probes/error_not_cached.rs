@@ -50,10 +50,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
             format!(
                 "the invalid request (#{}) got no response: {}",
                 invalid.n,
-                invalid
-                    .error()
-                    .map(|e| e.detail.clone())
-                    .unwrap_or_default()
+                invalid.error().map(ToString::to_string).unwrap_or_default()
             )
             .into(),
         )

@@ -183,7 +183,7 @@ fn refused_the_string_form(ctx: &ProbeCtx, ex: &Exchange) -> bool {
 /// timeout (a target that accepts the connection and never answers) names `--timeout`; anything
 /// else says what the transport met. Told by how long the exchange lasted, not by its text.
 fn unreachable(ex: &Exchange, timeout: std::time::Duration) -> String {
-    let error = ex.error().map(|e| e.detail.clone()).unwrap_or_default();
+    let error = ex.error().map(ToString::to_string).unwrap_or_default();
     if ex.duration_ms >= timeout.as_secs_f64() * 1000.0 * 0.95 {
         return format!(
             "{} {} did not answer within --timeout ({}): {error}; check that the URL is the API, or \

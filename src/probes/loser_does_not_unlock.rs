@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
-use super::kit::hold;
+use super::hold;
 use super::shared::is_success;
 use super::{CheckDecl, Group, HoldHeader, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
-use super::kit::hold::{self, Held};
+use super::hold::{self, Held};
 use super::shared::{is_success, retry_while};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
@@ -107,10 +107,7 @@ async fn scenario(
             format!(
                 "the original request (#{}) could not be sent: {}",
                 dropped.n,
-                dropped
-                    .error()
-                    .map(|e| e.detail.clone())
-                    .unwrap_or_default()
+                dropped.error().map(ToString::to_string).unwrap_or_default()
             )
             .into(),
         )

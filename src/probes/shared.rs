@@ -113,8 +113,7 @@ pub(crate) fn no_answer(what: &str, ex: &Exchange, consequence: &str) -> Stop {
         format!(
             "{what} got no response ({}), so {consequence}",
             ex.error()
-                .map(|e| e.detail.as_str())
-                .unwrap_or("no response")
+                .map_or_else(|| "no response".to_string(), ToString::to_string)
         )
         .into(),
     )

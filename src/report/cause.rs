@@ -158,9 +158,7 @@ fn numbers(ns: &[usize]) -> String {
 mod tests {
     use super::*;
     use crate::check::Check;
-    use crate::http::exchange::{
-        Header, ReceivedResponse, SentRequest, TransportError, TransportErrorKind,
-    };
+    use crate::http::exchange::{Header, ReceivedResponse, SentRequest};
 
     /// A POST with `key` from `start` to `end` ms, answered `status` with `body` (or dropped).
     fn post(
@@ -190,10 +188,7 @@ mod tests {
                     body_truncated: false,
                     problem: None,
                 }),
-                None => Err(TransportError {
-                    kind: TransportErrorKind::Dropped,
-                    detail: "dropped".into(),
-                }),
+                None => Err(crate::http::HttpError::Dropped),
             },
         }
     }

@@ -51,7 +51,8 @@ use quick_xml::Writer;
 
 use crate::outcome::{first_line, Outcome};
 use crate::redact::{cut_line, sanitize_line, sanitize_text};
-use crate::report::evidence::{block, first_failed, QUOTE_MAX};
+use crate::report::evidence::{block, QUOTE_MAX};
+use crate::report::verdict::first_failed;
 use crate::report::{ProbeReport, RenderOptions, RunReport};
 
 /// The JUnit document for `report`, with the `notes` of its target (what its API description

@@ -17,8 +17,10 @@ use anyhow::Context as _;
 use crate::http::exchange::Exchange;
 use crate::outcome::{first_line, Outcome};
 use crate::redact::{cut_line, sanitize_line};
-use crate::report::evidence::{deciding_severity, first_failed, ExchangeLine, QUOTE_MAX};
+use crate::report::evidence::QUOTE_MAX;
+use crate::report::exchange_line::ExchangeLine;
 use crate::report::terminal::summary_line;
+use crate::report::verdict::{deciding_severity, first_failed};
 use crate::report::view::ProbeView;
 use crate::report::{ProbeReport, RenderOptions, RunReport};
 

@@ -2,8 +2,10 @@
 //!
 //! A run produces one [`RunReport`]; `terminal`, `junit`, `json`, `markdown` and `html` are pure
 //! functions of it (plus [`RenderOptions`]), so they cannot disagree about a verdict. `evidence`
-//! holds the plain-text block shared by the terminal recap and the JUnit failure body, and the
-//! pieces of it (exchange lines, transcripts, reproduce lines) the HTML page shows.
+//! holds the plain-text block shared by the terminal recap and the JUnit failure body and the
+//! transcripts the HTML page shows; `exchange_line` an exchange's one-line summary (short keys,
+//! cited ranges), `replay_lines` the reproduce lines, `verdict` which checks decided it, and
+//! `view` which exchanges each format shows.
 
 use serde::{Deserialize, Serialize};
 
@@ -15,13 +17,16 @@ use crate::redact::Secrets;
 
 pub mod cause;
 pub mod evidence;
+pub mod exchange_line;
 pub mod file;
 pub mod format;
 pub mod html;
 pub mod json;
 pub mod junit;
 pub mod markdown;
+pub mod replay_lines;
 pub mod terminal;
+pub mod verdict;
 pub mod view;
 
 /// The JSON schema id; bumped only when a field changes meaning or disappears.
@@ -266,7 +271,7 @@ pub struct RenderOptions {
     pub summary_only: bool,
     /// Recomputes the signature headers a reproduce line sends (`idem-check webhook`), so the
     /// line replays a delivery from the exported secret instead of naming a masked value.
-    pub resigner: Option<std::sync::Arc<dyn evidence::Resigner>>,
+    pub resigner: Option<std::sync::Arc<dyn replay_lines::Resigner>>,
 }
 
 impl Default for RenderOptions {

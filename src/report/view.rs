@@ -7,10 +7,12 @@
 
 use std::collections::BTreeSet;
 
-use super::evidence::{failed, Keys, Reproduce};
+use super::exchange_line::{key_values, Keys};
+use super::replay_lines::Reproduce;
+use super::verdict::failed;
 use super::{ProbeReport, RenderOptions};
 use crate::carrier::Place;
-use crate::http::exchange::{Exchange, SentRequest};
+use crate::http::exchange::Exchange;
 use crate::outcome::Outcome;
 
 /// A probe's evidence, as every format shows it.
@@ -105,11 +107,6 @@ fn error_cause(p: &ProbeReport) -> Vec<usize> {
         .map(|e| e.n)
         .into_iter()
         .collect()
-}
-
-/// Every key value `req` carried at `place`.
-pub(crate) fn key_values(req: &SentRequest, place: &Place) -> Vec<Vec<u8>> {
-    place.values_in(&req.headers, &req.body)
 }
 
 /// Bodies up to this size on a successful keyless GET count as a "small read".

@@ -24,7 +24,7 @@ use crate::http::burst::BurstOptions;
 use crate::http::client::Client;
 use crate::http::exchange::{version_text, Header};
 use crate::http::raw::{self, RawResponse};
-use crate::http::{h2burst, Connector, Request};
+use crate::http::{h2burst, Connector, HttpError, Request};
 use crate::redact::{Secrets, REDACTED};
 use crate::report::ReplayInputs;
 
@@ -388,8 +388,8 @@ impl Replayer {
         ));
         let dropped =
             raw::send_then_drop(&self.connector, &req.prepare(), wait, self.timeout()).await;
-        if let raw::DropOutcome::Failed(r) = dropped {
-            lines.push(format!("  the original was not sent: {}", status(&r)));
+        if !matches!(dropped.result, Err(HttpError::Dropped)) {
+            lines.push(format!("  the original was not sent: {}", status(&dropped)));
             return Ok(true);
         }
         let mut answered = false;

@@ -141,7 +141,7 @@ mod tests {
         match status {
             Some(s) => e["response"] = json!({"status": s}),
             None => {
-                e["error"] = json!(crate::http::raw::DROPPED);
+                e["error"] = json!(crate::http::HttpError::Dropped.to_string());
                 e["error_kind"] = json!("dropped");
             }
         }

@@ -66,7 +66,9 @@ pub struct RecordedExchange {
     pub response: Option<RecordedResponse>,
     #[serde(default)]
     pub error: Option<String>,
-    /// `failed`, `dropped` (closed unread on purpose) or `not-sent`.
+    /// Why there was no response: `dropped` (closed unread on purpose), `not-sent`, or the
+    /// kind of failure (`timeout`, `connect`, `closed-before-any-byte`, …; `failed` in reports
+    /// written before the kinds were told apart).
     #[serde(default)]
     pub error_kind: Option<String>,
 }

@@ -14,7 +14,7 @@ use crate::http::pool::Pool;
 use crate::http::raw::{RawResponse, UNAUTHORIZED};
 use crate::http::release::{ReleaseMode, Releasers};
 use crate::http::throttle;
-use crate::http::Request;
+use crate::http::{HttpError, Request};
 
 /// Bodies kept per response in a stress run: enough for ids and evidence, small enough that many
 /// requests in flight stay cheap.
@@ -145,7 +145,7 @@ pub async fn exercise(
                 started: t0,
                 released: None,
                 finished: Instant::now(),
-                result: Err(format!("{e:#}")),
+                result: Err(HttpError::Unsendable(format!("{e:#}"))),
                 resent: None,
             },
         )),
@@ -245,12 +245,15 @@ async fn alone_over_http2(
             (Some(sent), Some(response)) => (sent, response),
             _ => (
                 request.clone(),
-                RawResponse::ended_now(started, Err("the request was not sent".into())),
+                RawResponse::ended_now(
+                    started,
+                    Err(HttpError::Unsendable("the request was not sent".into())),
+                ),
             ),
         },
         Err(e) => (
             request.clone(),
-            RawResponse::ended_now(started, Err(format!("{e:#}"))),
+            RawResponse::ended_now(started, Err(HttpError::Unsendable(format!("{e:#}")))),
         ),
     }
 }
@@ -275,9 +278,7 @@ fn number(t0: Instant, raws: Vec<(Role, SentRequest, RawResponse)>) -> Vec<Excha
                 * 1000.0,
             release_us: r.released.map(|t| ms(t) * 1000.0),
             request,
-            outcome: r
-                .result
-                .map_err(crate::http::exchange::TransportError::failed),
+            outcome: r.result,
         })
         .collect()
 }

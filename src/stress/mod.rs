@@ -20,25 +20,28 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Result;
-use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::check::{self, CheckSpec, Severity};
+use crate::check::{CheckSpec, Severity};
 use crate::config::Config;
 use crate::effects::{Meter, Reading};
 use crate::http::client::{Client, Renewable};
 use crate::http::exchange::{Exchange, Role};
 use crate::http::pool::Pool;
-use crate::outcome::{decide, Outcome, Stop};
+use crate::outcome::{Outcome, Stop};
 use crate::report::terminal::Progress;
-use crate::report::{ProbeReport, RunReport, Summary, ToolInfo, SCHEMA};
+use crate::report::ProbeReport;
 
+mod aggregate;
+use aggregate::{timed, Aggregate};
 mod key;
+mod report;
 pub mod segment;
 mod stats;
 
 pub use key::KeyOutcome;
+pub use report::{render_terminal, StressReport, Violation};
 pub use stats::LatencyRow;
 
 /// The stress report's schema id (same family as the run report).
@@ -67,156 +70,6 @@ pub struct StressOptions {
 
 /// The largest `--rate`: far above what one machine sends, so a larger number is a typo.
 pub const MAX_RATE: u32 = 1_000_000;
-
-/// A violating key, listed by id.
-#[derive(Debug, Clone, Serialize)]
-pub struct Violation {
-    pub key: String,
-    pub reason: String,
-}
-
-/// The whole stress result.
-#[derive(Debug, Clone, Serialize)]
-pub struct StressReport {
-    pub schema: &'static str,
-    pub tool: ToolInfo,
-    pub label: String,
-    pub target: String,
-    /// Where the key travels and how it is written ("header Idempotency-Key, ietf").
-    pub key: String,
-    /// How the target was reached: a proxy, `--resolve` pins, `--insecure`.
-    pub connection: Vec<String>,
-    /// What the API description left out of the request (`stress --openapi`): each `$ref` that
-    /// could not be read, and why.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
-    pub started_at: String,
-    pub duration_ms: f64,
-    pub interrupted: bool,
-    pub keys: usize,
-    pub duplicates: usize,
-    pub concurrency: usize,
-    /// The `--rate` cap in requests per second, when one was set.
-    pub rate: Option<u32>,
-    pub keys_completed: usize,
-    /// Connections opened (HTTP/1.1 or HTTP/2), each kept alive and reused.
-    pub connections_opened: u64,
-    pub requests: u64,
-    /// Requests answered 401 and sent again with the credential `--auth-cmd` printed next;
-    /// the statuses count their second answers. Left out of the JSON when none was.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub sent_with_new_credential: u64,
-    pub requests_per_second: f64,
-    pub statuses: std::collections::BTreeMap<String, u64>,
-    pub latency: Vec<LatencyRow>,
-    pub bursts: stats::BurstRows,
-    pub violating_keys: usize,
-    pub violations: Vec<Violation>,
-    /// The verdict with its checks and the kept exchanges (violations first, then the sample).
-    pub result: ProbeReport,
-    /// What `idem-check merge` needs of a `--segment` run.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub segment: Option<segment::SegmentRecord>,
-}
-
-impl StressReport {
-    /// The report of a run of `opts` against `config` that has sent nothing yet: what a run
-    /// that could not start reports, and what a finished run fills its counts into.
-    fn unsent(
-        config: &Config,
-        opts: &StressOptions,
-        started_at: String,
-        result: ProbeReport,
-    ) -> StressReport {
-        StressReport {
-            schema: STRESS_SCHEMA,
-            tool: ToolInfo::default(),
-            label: config.label.clone(),
-            target: config.operation.line(),
-            key: config.key_carrier.to_string(),
-            connection: config.connector.context(),
-            notes: config.notes.clone(),
-            started_at,
-            duration_ms: 0.0,
-            interrupted: false,
-            keys: 0,
-            duplicates: opts.duplicates,
-            concurrency: opts.concurrency,
-            rate: opts.rate,
-            segment: None,
-            keys_completed: 0,
-            connections_opened: 0,
-            sent_with_new_credential: 0,
-            requests: 0,
-            requests_per_second: 0.0,
-            statuses: Default::default(),
-            latency: Vec::new(),
-            bursts: Default::default(),
-            violating_keys: 0,
-            violations: Vec::new(),
-            result,
-        }
-    }
-
-    /// The aggregates as the HTML page draws them.
-    pub fn html_view(&self) -> crate::report::html::StressView<'_> {
-        crate::report::html::StressView {
-            keys: self.keys,
-            keys_completed: self.keys_completed,
-            duplicates: self.duplicates,
-            concurrency: self.concurrency,
-            requests: self.requests,
-            requests_per_second: self.requests_per_second,
-            duration_ms: self.duration_ms,
-            interrupted: self.interrupted,
-            statuses: &self.statuses,
-            latency: self.latency.iter().map(LatencyRow::html_view).collect(),
-            released: &self.bursts.released,
-            spread_us: [
-                self.bursts.spread_p50_us,
-                self.bursts.spread_p90_us,
-                self.bursts.spread_max_us,
-            ],
-            violating_keys: self.violating_keys,
-            violations: self
-                .violations
-                .iter()
-                .map(|v| (v.key.as_str(), v.reason.as_str()))
-                .collect(),
-        }
-    }
-
-    /// The result as a one-probe [`RunReport`], for the JUnit testcase `stress`.
-    pub fn as_run_report(&self) -> RunReport {
-        let probes = vec![self.result.clone()];
-        RunReport {
-            schema: SCHEMA,
-            tool: ToolInfo::default(),
-            label: self.label.clone(),
-            reference: false,
-            target: self.target.clone(),
-            suite: "stress".into(),
-            strict: false,
-            started_at: self.started_at.clone(),
-            duration_ms: self.duration_ms,
-            interrupted: self.interrupted,
-            context: std::iter::once(format!(
-                "{} keys × {} duplicates, {} in flight{}",
-                self.keys,
-                self.duplicates,
-                self.concurrency,
-                self.rate
-                    .map_or(String::new(), |r| format!(", at most {r} requests/s"))
-            ))
-            .chain(std::iter::once(format!("key: {}", self.key)))
-            .chain(self.connection.iter().cloned())
-            .collect(),
-            summary: Summary::of(&probes),
-            probes,
-            replay: None,
-        }
-    }
-}
 
 /// The counter's growth: one execution per completed key, plus at most one for each key that
 /// did not complete but had a request go unanswered (it may have executed unseen). More is a
@@ -385,6 +238,7 @@ pub async fn run(
         sent_with_new_credential: agg.stats.renewed,
         requests_per_second: agg.stats.requests as f64 / elapsed.as_secs_f64().max(1e-9),
         statuses: agg.stats.statuses(),
+        errors: agg.stats.errors(),
         latency: agg.stats.latency_rows(),
         bursts: agg.stats.bursts(),
         violating_keys: agg.violating,
@@ -534,10 +388,6 @@ impl Load {
     }
 }
 
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
 /// A key's share of the requests in flight: a permit per duplicate of its burst. Each is given
 /// back as its own answer arrives (a burst's conflicts are answered long before its original
 /// execution is stored), down to the one its late retries go on, one at a time.
@@ -549,198 +399,6 @@ impl Share {
         let mut permit = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let spare = n.min(permit.num_permits().saturating_sub(1));
         drop(permit.split(spare));
-    }
-}
-
-/// A counter value with the wall-clock time it was read, for the merge of segments.
-fn timed(value: Option<u64>, at: SystemTime) -> Option<segment::TimedReading> {
-    let at_ms = at.duration_since(SystemTime::UNIX_EPOCH).ok()?.as_millis() as u64;
-    value.map(|value| segment::TimedReading { value, at_ms })
-}
-
-/// Everything gathered from finished keys.
-#[derive(Default)]
-struct Aggregate {
-    stats: stats::Stats,
-    keys: usize,
-    completed: usize,
-    /// Keys that got no 2xx but had a request go unanswered: each may have executed once.
-    unknown: usize,
-    executions: u64,
-    violating: usize,
-    listed: Vec<Violation>,
-    kept: Vec<KeyOutcome>,
-    sampled: Vec<KeyOutcome>,
-    basis: String,
-    /// A `--segment` run: the counter is judged by `idem-check merge`, not here.
-    counter_left_to_merge: bool,
-    /// The first transport failure of the run, to name when nothing was answered.
-    first_failure: Option<String>,
-}
-
-impl Aggregate {
-    fn add(&mut self, k: KeyOutcome, progress: &Progress) {
-        progress.finish_probe();
-        for e in &k.exchanges {
-            self.stats.add(e);
-            if self.first_failure.is_none() {
-                self.first_failure = e.error().map(|f| f.detail.clone());
-            }
-        }
-        if let Some((release, spread_us)) = &k.release {
-            self.stats.add_burst(release, *spread_us);
-        }
-        self.keys += 1;
-        self.completed += usize::from(k.completed);
-        self.unknown +=
-            usize::from(!k.completed && k.exchanges.iter().any(|e| e.response().is_none()));
-        self.executions += k.executions.count;
-        self.basis.clone_from(&k.executions.basis);
-        if k.violated() {
-            self.violating += 1;
-            if self.listed.len() < LISTED_VIOLATIONS {
-                let reason = k
-                    .checks
-                    .iter()
-                    .find(|c| !c.passed)
-                    .map(crate::outcome::first_line)
-                    .unwrap_or_default();
-                self.listed.push(Violation {
-                    key: k.key.clone(),
-                    reason,
-                });
-            }
-            if self.kept.len() < KEPT_VIOLATIONS {
-                self.kept.push(k);
-            }
-        } else if self.sampled.len() < SAMPLE_KEYS {
-            self.sampled.push(k);
-        }
-    }
-
-    /// The run's checks and evidence: the counter check, then the kept keys' checks with their
-    /// exchanges renumbered into one list.
-    fn verdict(
-        &mut self,
-        meter: &Meter,
-        before: Reading,
-        after: Result<Reading, Stop>,
-        count_exchanges: Vec<Exchange>,
-    ) -> ProbeReport {
-        let mut exchanges = Vec::new();
-        let mut checks = Vec::new();
-        let mut timeline = Vec::new();
-        let mut stop = None;
-        let renumber =
-            |list: Vec<Exchange>, role: &str, exchanges: &mut Vec<Exchange>| -> Vec<usize> {
-                let offset = exchanges.len();
-                let mut nums = Vec::new();
-                for mut e in list {
-                    e.n += offset;
-                    if !role.is_empty() {
-                        e.role.label = format!("{role} {}", e.role.label);
-                    }
-                    nums.push(e.n);
-                    exchanges.push(e);
-                }
-                nums
-            };
-        let counts = renumber(count_exchanges, "", &mut exchanges);
-        match &after {
-            Err(s) => stop = Some(s.clone()),
-            Ok(_) if meter.has_counter() && self.counter_left_to_merge => timeline.push(
-                "the counter is judged when the segments are merged (idem-check merge): other segments' executions land in this one's window".into(),
-            ),
-            Ok(a) if meter.has_counter() => match meter.count(&before, a, &[], &[]) {
-                Ok(e) => checks.push(check::executions_within(
-                    &EFFECTS,
-                    &e.basis,
-                    (
-                        self.completed as u64,
-                        (self.completed + self.unknown) as u64,
-                    ),
-                    e.count,
-                    counts,
-                )),
-                Err(why) => stop = Some(Stop::Inconclusive(why.into())),
-            },
-            _ => timeline.push(format!(
-                "no --count-url: executions were counted per key by {}",
-                if self.basis.is_empty() {
-                    "ids or bodies"
-                } else {
-                    &self.basis
-                }
-            )),
-        }
-        let kept: Vec<KeyOutcome> = self.kept.drain(..).chain(self.sampled.drain(..)).collect();
-        for (i, k) in kept.into_iter().enumerate() {
-            let offset = exchanges.len();
-            let label = format!("key {}", &k.key[..8]);
-            renumber(k.exchanges, &label, &mut exchanges);
-            if k.checks.iter().any(|c| !c.passed) || i == 0 {
-                for mut c in k.checks {
-                    c.exchanges.iter_mut().for_each(|n| *n += offset);
-                    c.what = format!("{label}: {}", c.what);
-                    checks.push(c);
-                }
-            }
-            timeline.push(format!("{label} = {}", k.key));
-        }
-        if self.violating > KEPT_VIOLATIONS {
-            timeline.push(format!(
-                "{} violating keys; the evidence of the first {KEPT_VIOLATIONS} is kept",
-                self.violating
-            ));
-        }
-        if self.stats.renewed > 0 {
-            timeline.push(format!(
-                "{} of {} requests were sent again with a new credential: the API answered 401, and --auth-cmd printed a new one",
-                self.stats.renewed, self.stats.requests
-            ));
-        }
-        let requests = self.stats.requests;
-        for b in self.stats.bypassed() {
-            if b.count == 0 {
-                continue;
-            }
-            timeline.push(format!(
-                "{} of {requests} requests were {} and are left out of the per-key checks: {}",
-                b.count, b.what, b.why
-            ));
-            if b.count * 2 > requests && stop.is_none() {
-                stop = Some((b.most)(format!(
-                    "{} of {requests} requests were {}: {}",
-                    b.count, b.what, b.advice
-                )));
-            }
-        }
-        // Nothing answered is nothing seen: the target is not reachable as given.
-        if requests > 0 && self.stats.unanswered() == requests {
-            stop = Some(Stop::Error(format!(
-                "none of the {requests} requests got a response (first: {}): check the URL, that the target is up, and --timeout",
-                self.first_failure.as_deref().unwrap_or("no error was recorded")
-            ).into()));
-        }
-        if self.keys == 0 && stop.is_none() {
-            stop = Some(Stop::Error(
-                "no key was sent (is --duration too short?)".into(),
-            ));
-        }
-        let verdict = decide(&checks, stop.as_ref(), false);
-        let reason = if verdict.outcome == Outcome::Fail && self.violating > 0 {
-            format!(
-                "{} of {} keys violated exactly-once; first: {}",
-                self.violating, self.keys, verdict.reason
-            )
-        } else {
-            verdict.reason
-        };
-        ProbeReport {
-            reason,
-            effect_basis: Some(self.basis.clone()),
-            ..stress_probe(verdict.outcome, checks, timeline, exchanges)
-        }
     }
 }
 
@@ -799,10 +457,7 @@ async fn read_counter(
                 * 1000.0,
             release_us: None,
             request,
-            outcome: r
-                .result
-                .clone()
-                .map_err(crate::http::exchange::TransportError::failed),
+            outcome: r.result.clone(),
         });
     }
     read.value
@@ -873,134 +528,6 @@ fn failed_to_start(
     let mut result = agg.verdict(meter, Reading::new(None, 0), Err(stop), exchanges);
     result.outcome = Outcome::Error;
     StressReport::unsent(config, opts, started_at, result)
-}
-
-/// A stress run's files: its own JSON (`idem-check.stress/1`), JUnit and Markdown of the
-/// one-testcase [`RunReport`] it amounts to, and an HTML page with the load drawn above it;
-/// every one with the notes of its operation.
-impl crate::report::Reportable for StressReport {
-    fn render(
-        &self,
-        format: crate::report::Format,
-        opts: &crate::report::RenderOptions,
-    ) -> anyhow::Result<String> {
-        use crate::report::Format;
-        match format {
-            Format::Json => crate::report::json::render_value(self, opts),
-            Format::Junit => {
-                crate::report::junit::render(&self.as_run_report(), &self.notes, opts, false)
-            }
-            Format::Markdown => Ok(crate::report::markdown::render(
-                &self.as_run_report(),
-                &self.notes,
-                opts,
-            )),
-            Format::Html => Ok(crate::report::html::render_stress(
-                &self.as_run_report(),
-                &self.html_view(),
-                &self.notes,
-                opts,
-            )),
-            Format::Terminal => Ok(render_terminal(self, opts)),
-        }
-    }
-}
-
-/// The terminal rendering: the verdict line, throughput, statuses, the latency table, the
-/// violating keys, and the evidence block when the run failed.
-pub fn render_terminal(r: &StressReport, opts: &crate::report::RenderOptions) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "stress  {}  {} — {}",
-        r.result.outcome.as_str(),
-        r.label,
-        crate::redact::sanitize_line(&r.result.reason)
-    );
-    let _ = writeln!(
-        out,
-        "keys:        {} ({} completed) × {} duplicates, at most {} in flight{}{}",
-        r.keys,
-        r.keys_completed,
-        r.duplicates,
-        r.concurrency,
-        r.rate
-            .map_or(String::new(), |rate| format!(", at most {rate} requests/s")),
-        if r.interrupted { " (interrupted)" } else { "" }
-    );
-    let _ = writeln!(out, "key:         {}", r.key);
-    if !r.connection.is_empty() {
-        let _ = writeln!(out, "connection:  {}", r.connection.join(" · "));
-    }
-    for note in &r.notes {
-        let _ = writeln!(out, "note:        {}", crate::redact::sanitize_line(note));
-    }
-    let _ = writeln!(
-        out,
-        "requests:    {} in {:.1} s = {:.0} requests/s{}",
-        r.requests,
-        r.duration_ms / 1000.0,
-        r.requests_per_second,
-        match r.connections_opened {
-            0 => String::new(),
-            1 => ", on 1 kept-alive connection".to_string(),
-            n => format!(", on {n} kept-alive connections"),
-        }
-    );
-    let statuses: Vec<String> = r.statuses.iter().map(|(s, n)| format!("{s}×{n}")).collect();
-    let _ = writeln!(out, "statuses:    {}", statuses.join(" "));
-    if r.sent_with_new_credential > 0 {
-        let _ = writeln!(
-            out,
-            "credential:  {} requests answered 401 were sent again with the new credential --auth-cmd printed",
-            r.sent_with_new_credential
-        );
-    }
-    let _ = writeln!(
-        out,
-        "latency ms   {:>8} {:>8} {:>8} {:>8} {:>8}",
-        "count", "p50", "p90", "p99", "max"
-    );
-    for row in &r.latency {
-        let _ = writeln!(
-            out,
-            "  {:<10} {:>8} {:>8.2} {:>8.2} {:>8.2} {:>8.2}",
-            row.class, row.count, row.p50_ms, row.p90_ms, row.p99_ms, row.max_ms
-        );
-    }
-    if !r.bursts.released.is_empty() {
-        let ways: Vec<String> = r
-            .bursts
-            .released
-            .iter()
-            .map(|(how, n)| format!("{n} {how}"))
-            .collect();
-        let _ = writeln!(
-            out,
-            "bursts:      released within p50 {:.0} µs, p90 {:.0} µs, max {:.0} µs; {}",
-            r.bursts.spread_p50_us,
-            r.bursts.spread_p90_us,
-            r.bursts.spread_max_us,
-            ways.join(", ")
-        );
-    }
-    let _ = writeln!(out, "violating keys: {}", r.violating_keys);
-    for v in r.violations.iter().take(10) {
-        let _ = writeln!(
-            out,
-            "  {}  {}",
-            v.key,
-            crate::redact::sanitize_line(&v.reason)
-        );
-    }
-    if matches!(r.result.outcome, Outcome::Fail | Outcome::Error) && !opts.summary_only {
-        out.push('\n');
-        out.push_str(&crate::report::evidence::block(&r.result, "stress", opts));
-        out.push('\n');
-    }
-    // The reasons above quote what the server sent, which may echo a secret.
-    opts.secrets.redact(&out)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::http::exchange::Exchange;
 use crate::http::release::ReleaseMode;
 use crate::http::role::Resend;
+use crate::http::ErrorKind;
 use crate::outcome::Stop;
 
 use super::key;
@@ -21,6 +22,9 @@ pub struct Stats {
     /// By status, `None` for no response; named only when the report is built, so counting a
     /// request allocates nothing.
     statuses: BTreeMap<Option<u16>, u64>,
+    /// The requests without a response, by why ([`ErrorKind`]): "7 timeouts, 3 closed before
+    /// any byte".
+    errors: BTreeMap<ErrorKind, u64>,
     latency: BTreeMap<&'static str, Histogram<u64>>,
     /// The few ways bursts were released, each described only when the report is built.
     releases: Vec<(ReleaseMode, u64)>,
@@ -97,6 +101,9 @@ impl Stats {
     pub fn add(&mut self, e: &Exchange) {
         self.requests += 1;
         *self.statuses.entry(e.status()).or_default() += 1;
+        if let Some(error) = e.error() {
+            *self.errors.entry(error.kind()).or_default() += 1;
+        }
         self.renewed += u64::from(e.role.resent == Some(Resend::NewCredential));
         let micros = key::latency(e).as_micros().clamp(1, 3_600_000_000) as u64;
         let hist = self.latency.entry(key::class(e)).or_insert_with(|| {
@@ -144,6 +151,11 @@ impl Stats {
             .iter()
             .map(|(status, n)| (crate::http::exchange::status_text(*status), *n))
             .collect()
+    }
+
+    /// The requests without a response, by kind, e.g. {timeout: 7, closed-before-any-byte: 3}.
+    pub fn errors(&self) -> BTreeMap<ErrorKind, u64> {
+        self.errors.clone()
     }
 
     /// The requests the per-key checks leave out (see `key::judge`) because no answer of the
@@ -204,5 +216,64 @@ impl Stats {
                     .collect(),
             })
             .collect()
+    }
+}
+
+/// Counts by kind as a summary says them, most first: "7 timeouts, 3 closed before any byte".
+pub fn errors_line(errors: &BTreeMap<ErrorKind, u64>) -> String {
+    let mut counts: Vec<(ErrorKind, u64)> = errors.iter().map(|(k, n)| (*k, *n)).collect();
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    counts
+        .into_iter()
+        .map(|(kind, n)| kind.counted(n))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::exchange::{Role, SentRequest};
+    use crate::http::{HttpError, Phase};
+
+    fn failed(error: HttpError) -> Exchange {
+        Exchange {
+            n: 1,
+            role: Role::default(),
+            start_ms: 0.0,
+            duration_ms: 1.0,
+            release_us: None,
+            request: SentRequest {
+                method: "POST".into(),
+                url: "http://127.0.0.1:1/".into(),
+                headers: Vec::new(),
+                body: Vec::new(),
+            },
+            outcome: Err(error),
+        }
+    }
+
+    #[test]
+    fn unanswered_requests_are_counted_by_kind() {
+        let mut stats = Stats::default();
+        let timeout = HttpError::Timeout {
+            phase: Phase::FirstByte,
+            after: Duration::from_secs(10),
+        };
+        for _ in 0..7 {
+            stats.add(&failed(timeout.clone()));
+        }
+        for _ in 0..3 {
+            stats.add(&failed(HttpError::ClosedBeforeAnyByte("reset".into())));
+        }
+        assert_eq!(stats.unanswered(), 10);
+        let errors = stats.errors();
+        assert_eq!(errors[&ErrorKind::Timeout], 7);
+        assert_eq!(errors[&ErrorKind::ClosedBeforeAnyByte], 3);
+        assert_eq!(errors_line(&errors), "7 timeouts, 3 closed before any byte");
+        assert_eq!(
+            serde_json::to_value(&errors).unwrap(),
+            serde_json::json!({"timeout": 7, "closed-before-any-byte": 3})
+        );
     }
 }

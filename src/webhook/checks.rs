@@ -475,7 +475,7 @@ pub async fn play(id: &str, env: &Env, trial: &mut Trial) -> Result<(), Stop> {
             if ex.response().is_none() {
                 return Err(Stop::Error(format!(
                     "the consumer did not answer a valid delivery ({}): check the URL, or raise --timeout",
-                    ex.error().map(|e| e.detail.as_str()).unwrap_or_default()
+                    ex.error().map(ToString::to_string).unwrap_or_default()
                 ).into()));
             }
             two_xx(

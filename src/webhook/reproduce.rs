@@ -6,7 +6,7 @@
 
 use crate::http::curl::{header_var, shell_word};
 use crate::http::exchange::SentRequest;
-use crate::report::evidence::{Resigned, Resigner};
+use crate::report::replay_lines::{Resigned, Resigner};
 
 use super::scheme::{b64, mac, Scheme};
 

@@ -70,22 +70,9 @@ impl Trial {
                 * 1000.0,
             release_us: r.released.map(|t| self.offset_ms(t) * 1000.0),
             request: sent,
-            outcome: r
-                .result
-                .clone()
-                .map_err(crate::http::exchange::TransportError::failed),
+            outcome: r.result.clone(),
         };
         self.exchanges.push(ex.clone());
-        ex
-    }
-
-    /// `ex`, marked as dropped unread on purpose when `dropped`.
-    fn dropped(&mut self, mut ex: Exchange, dropped: bool) -> Exchange {
-        if let (true, Err(e)) = (dropped, &mut ex.outcome) {
-            e.kind = crate::http::exchange::TransportErrorKind::Dropped;
-            self.exchanges.pop();
-            self.exchanges.push(ex.clone());
-        }
         ex
     }
 
@@ -297,14 +284,14 @@ impl Sender {
         let sent = req.prepare();
         let raw =
             crate::http::raw::send_then_drop(&self.connector, &sent, wait, self.timeout).await;
-        let dropped = matches!(raw, crate::http::raw::DropOutcome::Dropped(_));
-        let ex = trial.record(role, sent, &raw.into_raw());
-        trial.dropped(ex, dropped)
+        trial.record(role, sent, &raw)
     }
 
     /// A keep-alive connection to the consumer, used once and left idle: whether the consumer
     /// closes it tells whether a restart took it down.
-    pub async fn idle_connection(&self) -> Result<crate::http::raw::IdleConnection, String> {
+    pub async fn idle_connection(
+        &self,
+    ) -> Result<crate::http::raw::IdleConnection, crate::http::raw::NotKept> {
         crate::http::raw::IdleConnection::open(&self.connector, &self.url, &[], self.timeout).await
     }
 

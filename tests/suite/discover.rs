@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use idem_check::discover::body::BodySource;
 use idem_check::discover::header::Match;
-use idem_check::discover::{discover, load, Discovery, Location, Operation, Options};
+use idem_check::discover::{discover, document, load, Discovery, Location, Operation, Options};
 use serde_json::{json, Value};
 
 use common::openapi_fixture as fixture;
@@ -19,7 +19,7 @@ use common::openapi_fixture as fixture;
 fn found_with(name: &str, opts: &Options) -> Discovery {
     let path = fixture(name);
     let text = std::fs::read_to_string(&path).unwrap();
-    let spec = load::parse(name, &text).unwrap_or_else(|e| panic!("{e}"));
+    let spec = document::parse(name, &text).unwrap_or_else(|e| panic!("{e}"));
     discover(&spec, opts).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -225,7 +225,7 @@ fn base_url_overrides_servers() {
 /// The error a document is refused with.
 fn refused(name: &str) -> idem_check::discover::SpecError {
     let text = std::fs::read_to_string(fixture(name)).unwrap();
-    match load::parse(name, &text) {
+    match document::parse(name, &text) {
         Err(e) => e,
         Ok(spec) => discover(&spec, &Options::default()).expect_err("refused"),
     }

@@ -11,7 +11,7 @@ use common::tls::{test_acceptor, trusting_test_cert};
 use idem_check::http::burst::{burst, BurstOptions};
 use idem_check::http::exchange::{Header, SentRequest};
 use idem_check::http::release::{release_threads_available, ReleaseMode};
-use idem_check::http::{h1, raw, Connector};
+use idem_check::http::{h1, raw, Connector, HttpError, Phase};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -234,7 +234,10 @@ async fn refused_connection_gives_a_clear_error() {
         .await
         .result
         .unwrap_err();
-    assert_eq!(err, format!("connection refused to {addr}"));
+    assert_eq!(
+        err,
+        HttpError::Connect(format!("connection refused to {addr}"))
+    );
 }
 
 #[tokio::test]
@@ -260,8 +263,16 @@ async fn silent_server_times_out_waiting_for_the_head() {
     )
     .await
     .expect("the client's timeout ended the exchange");
+    let err = r.result.unwrap_err();
     assert_eq!(
-        r.result.unwrap_err(),
+        err,
+        HttpError::Timeout {
+            phase: Phase::FirstByte,
+            after: Duration::from_millis(200)
+        }
+    );
+    assert_eq!(
+        err.to_string(),
         "timed out after 200 ms waiting for the response head"
     );
     drop(gave_up);
@@ -275,13 +286,19 @@ async fn truncated_response_is_an_error_not_a_panic() {
         .await
         .result
         .unwrap_err();
-    assert_eq!(err, "connection closed after 3 of 10 body bytes");
+    assert_eq!(
+        err,
+        HttpError::ClosedMidResponse("connection closed after 3 of 10 body bytes".into())
+    );
     let url = canned(b"garbage\r\n\r\n").await;
     let err = raw::send_one(&Connector::default(), &get(&url), LIMIT, 1024)
         .await
         .result
         .unwrap_err();
-    assert!(err.starts_with("malformed response head"), "{err}");
+    assert!(
+        matches!(&err, HttpError::MalformedHttp1(why) if why.starts_with("malformed response head")),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]
@@ -311,7 +328,10 @@ async fn send_then_drop_closes_without_reading() {
         LIMIT,
     )
     .await;
-    assert!(matches!(r, raw::DropOutcome::Dropped(_)), "{r:?}");
+    assert!(
+        matches!(r.result, Err(idem_check::http::HttpError::Dropped)),
+        "{r:?}"
+    );
     let (got, closed) = server.await.unwrap();
     assert_eq!(got, len, "the whole request was written before the drop");
     assert!(closed, "the connection was closed");
@@ -521,5 +541,9 @@ async fn wrong_certificate_name_fails_the_handshake_clearly() {
         .await
         .result
         .unwrap_err();
-    assert!(err.starts_with("TLS handshake failed: "), "{err}");
+    assert!(matches!(err, HttpError::Tls(_)), "{err:?}");
+    assert!(
+        err.to_string().starts_with("TLS handshake failed: "),
+        "{err}"
+    );
 }

@@ -12,7 +12,7 @@ use idem_check::config::Config;
 use idem_check::http::burst::BurstOptions;
 use idem_check::http::exchange::{Header, SentRequest};
 use idem_check::http::pool::Pool;
-use idem_check::http::{h1, h2burst, Connector};
+use idem_check::http::{h1, h2burst, Connector, HttpError};
 use idem_check::outcome::Outcome;
 use idem_check::reference::Reference;
 use idem_reference_server::Fault;
@@ -183,11 +183,14 @@ async fn http1_only_listener_gives_one_clear_error() {
             .unwrap();
         for r in &report.responses {
             let err = r.result.as_ref().unwrap_err();
+            let HttpError::Http2(why) = err else {
+                panic!("{err:?}")
+            };
             assert!(
-                err.contains(shown) && err.contains("HTTP/1.1 only"),
-                "{err}"
+                why.contains(shown) && why.contains("HTTP/1.1 only"),
+                "{why}"
             );
-            assert!(!err.contains('\n'));
+            assert!(!why.contains('\n'));
             assert!(r.released.is_none());
         }
     }
@@ -283,7 +286,10 @@ async fn tls_without_h2_falls_back_or_says_why() {
     }
     let forced = h2burst::burst(&connector, &reqs, &opts()).await.unwrap();
     let err = forced.responses[0].result.as_ref().unwrap_err();
-    assert!(err.contains("picked HTTP/1.1 in ALPN"), "{err}");
+    assert!(
+        matches!(err, HttpError::Http2(why) if why.contains("picked HTTP/1.1 in ALPN")),
+        "{err:?}"
+    );
 }
 
 /// An h2c server that answers every stream 200 once its body is in, counting the connections
@@ -538,7 +544,12 @@ async fn a_new_h2_connection_closed_under_a_burst_is_not_sent_again() {
         .unwrap();
     let r = &report.responses[0];
     let err = r.result.as_ref().unwrap_err();
-    assert!(err.contains("closed the HTTP/2 connection"), "{err}");
+    assert_eq!(
+        err,
+        &HttpError::ClosedBeforeAnyByte(
+            "the server closed the HTTP/2 connection before the response".into()
+        )
+    );
     assert!(r.resent.is_none());
     assert_connections(&pool, &accepted, 1);
 }
@@ -560,7 +571,12 @@ async fn a_kept_h2_stream_that_received_a_head_is_not_sent_again() {
         .unwrap();
     let r = &report.responses[0];
     let err = r.result.as_ref().unwrap_err();
-    assert!(err.contains("closed the HTTP/2 connection"), "{err}");
+    assert_eq!(
+        err,
+        &HttpError::ClosedMidResponse(
+            "the server closed the HTTP/2 connection before the response".into()
+        )
+    );
     assert!(r.resent.is_none());
     assert_connections(&pool, &accepted, 1);
 }

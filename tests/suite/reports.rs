@@ -14,9 +14,8 @@ use std::path::Path;
 
 use base64::Engine as _;
 use idem_check::check::{Check, Severity};
-use idem_check::http::exchange::{
-    Exchange, Header, ReceivedResponse, Role, SentRequest, TransportError,
-};
+use idem_check::http::exchange::{Exchange, Header, ReceivedResponse, Role, SentRequest};
+use idem_check::http::HttpError;
 use idem_check::outcome::Outcome;
 use idem_check::redact::{SecretSources, Secrets};
 use idem_check::report::html::{self, Lane, LaneAttempt, LaneRun, Latency, Sameness, StressView};
@@ -94,7 +93,7 @@ fn exchange(
         duration_ms,
         release_us: None,
         request,
-        outcome: response.ok_or_else(|| TransportError::failed("no response")),
+        outcome: response.ok_or_else(|| HttpError::ClosedBeforeAnyByte("no response".into())),
     }
 }
 
@@ -430,7 +429,7 @@ fn mixed() -> RunReport {
     restart.section = "draft-07 §2.6";
     restart.duration_ms = 10_002.0;
     restart.exchanges = vec![Exchange {
-        outcome: Err(TransportError::failed("connection refused after 2 ms")),
+        outcome: Err(HttpError::Connect("connection refused after 2 ms".into())),
         ..exchange(
             1,
             "after restart",

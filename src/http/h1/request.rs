@@ -2,6 +2,7 @@
 //! (the record *is* the request) and [`to_wire`] turns it into bytes without judging them.
 
 use crate::http::exchange::{Header, SentRequest};
+use crate::http::HttpError;
 
 /// Builds the request record that will also be the wire image.
 ///
@@ -51,16 +52,16 @@ pub(crate) fn request_target(url: &url::Url) -> String {
 /// The exact bytes of `req`: request line with path and query, each header line as
 /// `name: value` with the value's raw bytes, CRLFs, then the body. Nothing is validated or
 /// escaped, on purpose; only an unusable URL or an empty method is an error.
-pub fn to_wire(req: &SentRequest) -> anyhow::Result<Vec<u8>> {
-    let url = parse_url(req).map_err(anyhow::Error::msg)?;
+pub fn to_wire(req: &SentRequest) -> Result<Vec<u8>, HttpError> {
+    let url = parse_url(req)?;
     wire_to(req, &url)
 }
 
 /// [`to_wire`] for a request whose URL the caller already parsed with [`parse_url`] (the stress
 /// paths send hundreds of thousands of requests; parsing each URL once is measurable there).
-pub(crate) fn wire_to(req: &SentRequest, url: &url::Url) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn wire_to(req: &SentRequest, url: &url::Url) -> Result<Vec<u8>, HttpError> {
     if req.method.is_empty() {
-        anyhow::bail!("the request has no method");
+        return Err(HttpError::Unsendable("the request has no method".into()));
     }
     let mut wire = Vec::with_capacity(256 + req.body.len());
     wire.extend_from_slice(req.method.as_bytes());
@@ -79,11 +80,15 @@ pub(crate) fn wire_to(req: &SentRequest, url: &url::Url) -> anyhow::Result<Vec<u
 }
 
 /// The URL `req` goes to, if it is one an HTTP client can reach.
-pub(crate) fn parse_url(req: &SentRequest) -> Result<url::Url, String> {
-    let url = url::Url::parse(&req.url).map_err(|e| format!("invalid URL {:?}: {e}", req.url))?;
+pub(crate) fn parse_url(req: &SentRequest) -> Result<url::Url, HttpError> {
+    let url = url::Url::parse(&req.url)
+        .map_err(|e| HttpError::Unsendable(format!("invalid URL {:?}: {e}", req.url)))?;
     match url.scheme() {
         "http" | "https" => Ok(url),
-        other => Err(format!("unsupported URL scheme {other:?} in {}", req.url)),
+        other => Err(HttpError::Unsendable(format!(
+            "unsupported URL scheme {other:?} in {}",
+            req.url
+        ))),
     }
 }
 
@@ -144,11 +149,11 @@ mod tests {
     fn to_wire_rejects_unusable_requests() {
         let mut req = prepare(&url("http://h/"), "GET", vec![], vec![]);
         req.url = "ftp://h/".into();
-        assert!(to_wire(&req).is_err());
+        assert!(matches!(to_wire(&req), Err(HttpError::Unsendable(_))));
         req.url = "not a url".into();
-        assert!(to_wire(&req).is_err());
+        assert!(matches!(to_wire(&req), Err(HttpError::Unsendable(_))));
         req.url = "http://h/".into();
         req.method.clear();
-        assert!(to_wire(&req).is_err());
+        assert!(matches!(to_wire(&req), Err(HttpError::Unsendable(_))));
     }
 }

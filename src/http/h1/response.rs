@@ -8,6 +8,7 @@ use tokio::io::AsyncReadExt;
 
 use crate::http::connection::{within, Stream};
 use crate::http::exchange::{Header, ReceivedResponse};
+use crate::http::{HttpError, Phase};
 
 /// The longest response head accepted: a server that sends more is broken or hostile.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
@@ -26,61 +27,38 @@ pub(crate) async fn read_response(
     deadline: Instant,
     timeout: Duration,
     max_body: usize,
-) -> Result<ReceivedResponse, String> {
+) -> Result<ReceivedResponse, HttpError> {
     read_keeping(stream, method, deadline, timeout, max_body)
         .await
         .map(|(response, _)| response)
-        .map_err(|unread| unread.error)
-}
-
-/// Why no response was read off a connection.
-#[derive(Debug)]
-pub(crate) struct Unread {
-    /// The failure as one line of text for the report.
-    pub(crate) error: String,
-    /// The connection ended (end of stream, a reset) before any byte of a response arrived; a
-    /// timeout is not that, the server may still be working on the request.
-    pub(crate) ended_unanswered: bool,
 }
 
 /// Like [`read_response`], and whether the connection can carry another request: the response
 /// was HTTP/1.1 without `Connection: close`, its body was framed (length or chunks, not "until
-/// the connection closes") and read whole, and nothing came after it.
+/// the connection closes") and read whole, and nothing came after it. A connection that ended
+/// (end of stream, a reset) before any byte of a response arrived is
+/// [`HttpError::ClosedBeforeAnyByte`]; a timeout never is, the server may still be working on
+/// the request.
 pub(crate) async fn read_keeping(
     stream: &mut Stream,
     method: &str,
     deadline: Instant,
     timeout: Duration,
     max_body: usize,
-) -> Result<(ReceivedResponse, bool), Unread> {
+) -> Result<(ReceivedResponse, bool), HttpError> {
     let mut input = Incoming {
         stream,
         buf: Vec::with_capacity(READ_ROOM),
         received: false,
-        ended_unanswered: false,
     };
-    let head = within(
-        deadline,
-        timeout,
-        "waiting for the response head",
-        input.read_head(),
-    )
-    .await
-    .map_err(|error| Unread {
-        error,
-        ended_unanswered: input.ended_unanswered,
-    })?;
+    let head = within(deadline, timeout, Phase::FirstByte, input.read_head()).await?;
     let (body, body_truncated, framed) = within(
         deadline,
         timeout,
-        "reading the response body",
+        Phase::Body,
         input.read_body(&head, method, max_body),
     )
-    .await
-    .map_err(|error| Unread {
-        error,
-        ended_unanswered: false,
-    })?;
+    .await?;
     let reusable = framed
         && !body_truncated
         && input.buf.is_empty()
@@ -170,23 +148,32 @@ struct Incoming<'a> {
     buf: Vec<u8>,
     /// Whether any byte arrived.
     received: bool,
-    /// Whether the connection ended (end of stream, or a read error such as a reset) before
-    /// any byte arrived.
-    ended_unanswered: bool,
 }
 
 impl Incoming<'_> {
     /// Reads more bytes into the buffer; `Ok(0)` at end of stream. The bytes go straight into
     /// the buffer's spare room: a chunk array here would live in every read's future, and the
     /// runtime copies futures whole as they are wrapped (timeouts, `join_all`).
-    async fn fill(&mut self) -> Result<usize, String> {
+    /// A read error (a reset) is a close: before any byte arrived, or in the middle of the
+    /// response.
+    async fn fill(&mut self) -> Result<usize, HttpError> {
         self.buf.reserve(READ_ROOM);
-        let read = self.stream.read_buf(&mut self.buf).await;
-        match read {
-            Ok(0) | Err(_) => self.ended_unanswered = !self.received,
-            Ok(_) => self.received = true,
+        match self.stream.read_buf(&mut self.buf).await {
+            Ok(n) => {
+                self.received |= n > 0;
+                Ok(n)
+            }
+            Err(e) => Err(self.closed(format!("reading the response failed: {e}"))),
         }
-        read.map_err(|e| format!("reading the response failed: {e}"))
+    }
+
+    /// The connection's end, told `why`: before any byte of a response, or in the middle of
+    /// one.
+    fn closed(&self, why: String) -> HttpError {
+        match self.received {
+            false => HttpError::ClosedBeforeAnyByte(why),
+            true => HttpError::ClosedMidResponse(why),
+        }
     }
 
     /// Reads until the buffer holds at least `want` bytes; at end of stream the error is
@@ -195,16 +182,16 @@ impl Incoming<'_> {
         &mut self,
         want: usize,
         closed: impl Fn(usize) -> String,
-    ) -> Result<(), String> {
+    ) -> Result<(), HttpError> {
         while self.buf.len() < want {
             if self.fill().await? == 0 {
-                return Err(closed(self.buf.len()));
+                return Err(HttpError::ClosedMidResponse(closed(self.buf.len())));
             }
         }
         Ok(())
     }
 
-    async fn read_head(&mut self) -> Result<Head, String> {
+    async fn read_head(&mut self) -> Result<Head, HttpError> {
         loop {
             let parsed = {
                 let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
@@ -232,7 +219,8 @@ impl Incoming<'_> {
                         // kept. Without a usable status line there is no response at all.
                         Some(end) => {
                             let strict = format!("malformed response head: {e}");
-                            let head = lenient_head(&self.buf[..end + 2], &strict).ok_or(strict)?;
+                            let head = lenient_head(&self.buf[..end + 2], &strict)
+                                .ok_or(HttpError::MalformedHttp1(strict))?;
                             Some((end + 4, head))
                         }
                         // Wait for the rest of the head before judging it.
@@ -251,17 +239,17 @@ impl Incoming<'_> {
                 }
                 None => {
                     if self.buf.len() > MAX_HEAD_BYTES {
-                        return Err(format!(
+                        return Err(HttpError::MalformedHttp1(format!(
                             "response head larger than {} KiB",
                             MAX_HEAD_BYTES / 1024
-                        ));
+                        )));
                     }
                     if self.fill().await? == 0 {
-                        return Err(if self.buf.is_empty() {
+                        return Err(self.closed(if self.buf.is_empty() {
                             "connection closed before any response".to_string()
                         } else {
                             "connection closed in the middle of the response head".to_string()
-                        });
+                        }));
                     }
                 }
             }
@@ -275,7 +263,7 @@ impl Incoming<'_> {
         head: &Head,
         method: &str,
         max_body: usize,
-    ) -> Result<(Vec<u8>, bool, bool), String> {
+    ) -> Result<(Vec<u8>, bool, bool), HttpError> {
         if method.eq_ignore_ascii_case("HEAD")
             || (100..200).contains(&head.status)
             || head.status == 204
@@ -301,12 +289,13 @@ impl Incoming<'_> {
         }
         let lengths = values("content-length");
         if let Some(first) = lengths.first() {
-            let len: usize = first
-                .trim()
-                .parse()
-                .map_err(|_| format!("invalid Content-Length {first:?}"))?;
+            let len: usize = first.trim().parse().map_err(|_| {
+                HttpError::MalformedHttp1(format!("invalid Content-Length {first:?}"))
+            })?;
             if lengths.iter().any(|l| l.trim() != first.trim()) {
-                return Err(format!("conflicting Content-Length values {lengths:?}"));
+                return Err(HttpError::MalformedHttp1(format!(
+                    "conflicting Content-Length values {lengths:?}"
+                )));
             }
             let (body, truncated) = self.read_sized(len, max_body).await?;
             return Ok((body, truncated, true));
@@ -315,7 +304,11 @@ impl Incoming<'_> {
         Ok((body, truncated, false))
     }
 
-    async fn read_sized(&mut self, len: usize, max_body: usize) -> Result<(Vec<u8>, bool), String> {
+    async fn read_sized(
+        &mut self,
+        len: usize,
+        max_body: usize,
+    ) -> Result<(Vec<u8>, bool), HttpError> {
         let want = len.min(max_body);
         self.fill_to(want, |got| {
             format!("connection closed after {got} of {len} body bytes")
@@ -325,7 +318,7 @@ impl Incoming<'_> {
         Ok((body, len > max_body))
     }
 
-    async fn read_to_close(&mut self, max_body: usize) -> Result<(Vec<u8>, bool), String> {
+    async fn read_to_close(&mut self, max_body: usize) -> Result<(Vec<u8>, bool), HttpError> {
         while self.buf.len() <= max_body {
             if self.fill().await? == 0 {
                 return Ok((std::mem::take(&mut self.buf), false));
@@ -335,7 +328,7 @@ impl Incoming<'_> {
         Ok((std::mem::take(&mut self.buf), true))
     }
 
-    async fn read_line(&mut self) -> Result<Vec<u8>, String> {
+    async fn read_line(&mut self) -> Result<Vec<u8>, HttpError> {
         loop {
             if let Some(end) = self.buf.windows(2).position(|w| w == b"\r\n") {
                 let line = self.buf[..end].to_vec();
@@ -343,22 +336,27 @@ impl Incoming<'_> {
                 return Ok(line);
             }
             if self.buf.len() > MAX_LINE_BYTES {
-                return Err("chunked body: line longer than 8 KiB".to_string());
+                return Err(HttpError::MalformedHttp1(
+                    "chunked body: line longer than 8 KiB".into(),
+                ));
             }
             if self.fill().await? == 0 {
-                return Err("connection closed in the middle of a chunked body".to_string());
+                return Err(HttpError::ClosedMidResponse(
+                    "connection closed in the middle of a chunked body".into(),
+                ));
             }
         }
     }
 
-    async fn read_chunked(&mut self, max_body: usize) -> Result<(Vec<u8>, bool), String> {
+    async fn read_chunked(&mut self, max_body: usize) -> Result<(Vec<u8>, bool), HttpError> {
         let mut body = Vec::new();
         loop {
             let line = self.read_line().await?;
             let text = String::from_utf8_lossy(&line);
             let size_text = text.split(';').next().unwrap_or_default().trim();
-            let size = usize::from_str_radix(size_text, 16)
-                .map_err(|_| format!("chunked body: invalid chunk size {size_text:?}"))?;
+            let size = usize::from_str_radix(size_text, 16).map_err(|_| {
+                HttpError::MalformedHttp1(format!("chunked body: invalid chunk size {size_text:?}"))
+            })?;
             if size == 0 {
                 // Trailer fields, then the empty line.
                 while !self.read_line().await?.is_empty() {}
@@ -373,7 +371,9 @@ impl Incoming<'_> {
             }
             self.fill_to(2, mid_chunk).await?;
             if &self.buf[..2] != b"\r\n" {
-                return Err("chunked body: chunk not followed by CRLF".to_string());
+                return Err(HttpError::MalformedHttp1(
+                    "chunked body: chunk not followed by CRLF".into(),
+                ));
             }
             self.buf.drain(..2);
         }

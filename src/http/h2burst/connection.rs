@@ -16,6 +16,7 @@ use super::hpack::Encoded;
 use crate::http::burst::{self, BurstOptions};
 use crate::http::connection::{within, Stream};
 use crate::http::exchange::{Header, ReceivedResponse};
+use crate::http::{HttpError, Phase};
 
 /// The receive window we grant per stream and for the connection: responses up to this size
 /// never wait for our WINDOW_UPDATE (we still return credit for every DATA frame).
@@ -25,7 +26,10 @@ const MAX_FRAME: usize = 16_384;
 /// The payload of the PING that confirms staging.
 const STAGED_PING: [u8; 8] = *b"idemstag";
 /// The error when the server hangs up before the staging PING is answered.
-const CLOSED_WHILE_STAGING: &str = "the server closed the connection while staging";
+/// The end of the connection before the release, which nothing of an answer can precede.
+fn closed_while_staging() -> HttpError {
+    HttpError::ClosedBeforeAnyByte("the server closed the connection while staging".into())
+}
 
 /// One request's stream.
 #[derive(Default)]
@@ -43,12 +47,9 @@ pub(super) struct StreamState {
     body: Vec<u8>,
     truncated: bool,
     /// Set when the stream ended (response or error).
-    pub(super) result: Option<Result<ReceivedResponse, String>>,
+    pub(super) result: Option<Result<ReceivedResponse, HttpError>>,
     /// Whether any frame of this stream came from the server.
-    heard: bool,
-    /// Whether the stream ended without a frame of an answer because the connection ended
-    /// (end of stream, a reset) or a GOAWAY said it was not processed.
-    pub(super) unanswered: bool,
+    pub(super) heard: bool,
 }
 
 /// How many streams a connection carries before it is no longer reused. Servers end a
@@ -73,8 +74,6 @@ pub(crate) struct Conn {
     ready: bool,
     /// Whether the server said GOAWAY: the connection takes no new stream.
     goaway: bool,
-    /// Whether reading met the end of the stream or failed (a reset).
-    ended: bool,
     /// The peer's SETTINGS_MAX_FRAME_SIZE.
     max_frame: usize,
     /// The peer's SETTINGS_INITIAL_WINDOW_SIZE.
@@ -103,7 +102,6 @@ impl Conn {
             max_body: 0,
             ready: false,
             goaway: false,
-            ended: false,
             max_frame: MAX_FRAME,
             initial_window: 65_535,
             max_streams: None,
@@ -124,12 +122,12 @@ impl Conn {
     /// Makes room for a burst of `n` streams keeping `max_body` bytes of each response: new
     /// streams after the previous burst's. A connection that has carried streams refuses a
     /// burst that would take it past [`STREAMS_PER_CONNECTION`]; a new one takes any burst.
-    pub(super) fn begin_burst(&mut self, n: usize, max_body: usize) -> Result<(), String> {
+    pub(super) fn begin_burst(&mut self, n: usize, max_body: usize) -> Result<(), HttpError> {
         let used = self.used();
         if used > 0 && used + n > STREAMS_PER_CONNECTION {
-            return Err(format!(
+            return Err(HttpError::Http2(format!(
                 "the HTTP/2 connection has carried {used} streams, and takes at most {STREAMS_PER_CONNECTION}"
-            ));
+            )));
         }
         self.first_id = self.next_id;
         self.next_id += 2 * n as u32;
@@ -177,17 +175,17 @@ impl Conn {
         reqs: &[Encoded],
         opts: &BurstOptions,
         begin: Instant,
-    ) -> Result<(), String> {
+    ) -> Result<(), HttpError> {
         let setup_deadline = begin + opts.timeout;
         let timeout = opts.timeout;
         if !self.ready {
-            within(setup_deadline, timeout, "in the HTTP/2 handshake", async {
+            within(setup_deadline, timeout, Phase::Http2Handshake, async {
                 self.handshake().await
             })
             .await?;
             self.ready = true;
         }
-        let ping_sent = within(setup_deadline, timeout, "staging the requests", async {
+        let ping_sent = within(setup_deadline, timeout, Phase::Staging, async {
             self.stage(reqs, opts.final_bytes).await
         })
         .await?;
@@ -198,27 +196,27 @@ impl Conn {
         }
         let at = self.release(reqs)?;
         let deadline = at + timeout;
-        let waited = within(deadline, timeout, "waiting for the response", async {
+        let closed = HttpError::ClosedBeforeAnyByte(
+            "the server closed the HTTP/2 connection before the response".into(),
+        );
+        let waited = within(deadline, timeout, Phase::FirstByte, async {
             while self.pending() {
-                self.step_or("the server closed the HTTP/2 connection before the response")
-                    .await?;
+                self.step_or(&closed).await?;
             }
             Ok(())
         })
         .await;
         if let Err(e) = waited {
             let now = Instant::now();
-            let ended = self.ended;
             for s in self.streams.iter_mut().filter(|s| s.result.is_none()) {
                 s.finished = Some(now);
-                s.result = Some(Err(e.clone()));
-                s.unanswered = ended && !s.heard;
+                s.result = Some(Err(for_stream(&e, s.heard)));
             }
         }
         Ok(())
     }
 
-    async fn handshake(&mut self) -> Result<(), String> {
+    async fn handshake(&mut self) -> Result<(), HttpError> {
         let mut hello = PREFACE.to_vec();
         let mut settings = Vec::new();
         for (id, value) in [(0x2u16, 0u32), (0x4, RECV_WINDOW)] {
@@ -235,9 +233,9 @@ impl Conn {
         );
         self.write(&hello).await?;
         while !(self.got_settings && self.settings_acked) {
-            self.step_or(
-                "the server closed the connection after the HTTP/2 preface: it does not speak HTTP/2 here (for http://, h2c with prior knowledge)",
-            )
+            self.step_or(&HttpError::Http2(
+                "the server closed the connection after the HTTP/2 preface: it does not speak HTTP/2 here (for http://, h2c with prior knowledge)".into(),
+            ))
             .await?;
         }
         Ok(())
@@ -245,13 +243,13 @@ impl Conn {
 
     /// Writes every request but its held-back bytes, then a PING; returns when the PING was
     /// sent, once its ACK is in.
-    async fn stage(&mut self, reqs: &[Encoded], final_bytes: usize) -> Result<Instant, String> {
+    async fn stage(&mut self, reqs: &[Encoded], final_bytes: usize) -> Result<Instant, HttpError> {
         if let Some(max) = self.max_streams {
             if (max as usize) < reqs.len() {
-                return Err(format!(
+                return Err(HttpError::Http2(format!(
                     "the server allows {max} concurrent HTTP/2 streams; a burst of {} needs as many",
                     reqs.len()
-                ));
+                )));
             }
         }
         let mut out = Vec::new();
@@ -263,7 +261,7 @@ impl Conn {
                 || self.initial_window + self.streams[i].window < req.body.len() as i64
             {
                 self.write(&std::mem::take(&mut out)).await?;
-                self.step_or(CLOSED_WHILE_STAGING).await?;
+                self.step_or(&closed_while_staging()).await?;
             }
             self.conn_window -= req.body.len() as i64;
             self.streams[i].window -= req.body.len() as i64;
@@ -292,14 +290,15 @@ impl Conn {
         frame(&mut out, PING, 0, 0, &STAGED_PING);
         let sent = Instant::now();
         self.write(&out).await?;
+        let closed = closed_while_staging();
         while !self.ping_acked {
-            self.step_or(CLOSED_WHILE_STAGING).await?;
+            self.step_or(&closed).await?;
         }
         Ok(sent)
     }
 
     /// Writes every still-open stream's final DATA frame in one `send(2)`.
-    fn release(&mut self, reqs: &[Encoded]) -> Result<Instant, String> {
+    fn release(&mut self, reqs: &[Encoded]) -> Result<Instant, HttpError> {
         let mut frames = Vec::with_capacity(reqs.len() * 16);
         let mut open = Vec::with_capacity(reqs.len());
         for (i, req) in reqs.iter().enumerate() {
@@ -321,7 +320,11 @@ impl Conn {
         let sent = match SockRef::from(self.stream.tcp()).send(&bytes) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
-            Err(e) => return Err(format!("releasing the final frames failed: {e}")),
+            Err(e) => {
+                return Err(HttpError::ReleaseFailed(format!(
+                    "releasing the final frames failed: {e}"
+                )))
+            }
         };
         let at = if sent == bytes.len() {
             Instant::now()
@@ -334,22 +337,21 @@ impl Conn {
         Ok(at)
     }
 
-    async fn write(&mut self, bytes: &[u8]) -> Result<(), String> {
+    /// A write that fails is the connection's end: [`HttpError::ClosedBeforeAnyByte`] until
+    /// [`for_stream`] tells the streams that heard a frame.
+    async fn write(&mut self, bytes: &[u8]) -> Result<(), HttpError> {
         if bytes.is_empty() {
             return Ok(());
         }
-        self.stream
-            .write_all(bytes)
-            .await
-            .map_err(|e| format!("writing to the HTTP/2 connection failed: {e}"))?;
-        self.stream
-            .flush()
-            .await
-            .map_err(|e| format!("writing to the HTTP/2 connection failed: {e}"))
+        let failed = |e| {
+            HttpError::ClosedBeforeAnyByte(format!("writing to the HTTP/2 connection failed: {e}"))
+        };
+        self.stream.write_all(bytes).await.map_err(failed)?;
+        self.stream.flush().await.map_err(failed)
     }
 
     /// Reads and handles one frame; false at end of stream.
-    async fn step(&mut self) -> Result<bool, String> {
+    async fn step(&mut self) -> Result<bool, HttpError> {
         let Some(f) = self.read_frame().await? else {
             return Ok(false);
         };
@@ -361,15 +363,15 @@ impl Conn {
 
     /// [`Conn::step`] for a caller that needs more frames: the end of stream is the error
     /// `closed`.
-    async fn step_or(&mut self, closed: &str) -> Result<(), String> {
+    async fn step_or(&mut self, closed: &HttpError) -> Result<(), HttpError> {
         if self.step().await? {
             Ok(())
         } else {
-            Err(closed.to_string())
+            Err(closed.clone())
         }
     }
 
-    async fn read_frame(&mut self) -> Result<Option<Frame>, String> {
+    async fn read_frame(&mut self) -> Result<Option<Frame>, HttpError> {
         loop {
             if self.input.len() >= 9 {
                 // A server's first frame is its SETTINGS (RFC 9113 §3.4): anything else (an
@@ -382,16 +384,16 @@ impl Conn {
                         .next()
                         .unwrap_or_default();
                     let shown: String = String::from_utf8_lossy(line).chars().take(60).collect();
-                    return Err(format!(
+                    return Err(HttpError::Http2(format!(
                         "the server answered the HTTP/2 preface with {shown:?}, not HTTP/2 SETTINGS: it speaks HTTP/1.1 only here (for http://, h2c with prior knowledge)"
-                    ));
+                    )));
                 }
                 let len =
                     u32::from_be_bytes([0, self.input[0], self.input[1], self.input[2]]) as usize;
                 if len > MAX_FRAME {
-                    return Err(format!(
+                    return Err(HttpError::Http2(format!(
                         "the server sent a frame of {len} bytes, more than the {MAX_FRAME} allowed"
-                    ));
+                    )));
                 }
                 if self.input.len() >= 9 + len {
                     let head: Vec<u8> = self.input.drain(..9).collect();
@@ -409,15 +411,29 @@ impl Conn {
             let n = match self.stream.read(&mut chunk).await {
                 Ok(n) => n,
                 Err(e) => {
-                    self.ended = true;
-                    return Err(format!("reading the HTTP/2 connection failed: {e}"));
+                    return Err(HttpError::ClosedBeforeAnyByte(format!(
+                        "reading the HTTP/2 connection failed: {e}"
+                    )));
                 }
             };
             if n == 0 {
-                self.ended = true;
                 return Ok(None);
             }
             self.input.extend_from_slice(&chunk[..n]);
         }
+    }
+}
+
+/// A connection-level failure after the release as one stream's error: the connection's end is
+/// one before any byte of its answer only while no frame of the stream came, and a timeout ran
+/// out waiting for the response head until one did, then in the body.
+fn for_stream(e: &HttpError, heard: bool) -> HttpError {
+    match e {
+        HttpError::ClosedBeforeAnyByte(why) if heard => HttpError::ClosedMidResponse(why.clone()),
+        HttpError::Timeout { after, .. } if heard => HttpError::Timeout {
+            phase: Phase::Body,
+            after: *after,
+        },
+        other => other.clone(),
     }
 }

@@ -1,6 +1,8 @@
 //! HTTP/2 frames (RFC 9113 §4 and §6): the types and flags the burst uses, writing a frame, and
 //! the checks on what the server's frames carry.
 
+use crate::http::HttpError;
+
 /// The client connection preface (RFC 9113 §3.4).
 pub(super) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -38,23 +40,26 @@ pub(super) struct Frame {
     pub(super) payload: Vec<u8>,
 }
 
-pub(super) fn be32(b: &[u8]) -> Result<u32, String> {
+pub(super) fn be32(b: &[u8]) -> Result<u32, HttpError> {
     b.get(..4)
         .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-        .ok_or_else(|| "the server sent a frame too short for its type".to_string())
+        .ok_or_else(|| HttpError::Http2("the server sent a frame too short for its type".into()))
 }
 
 /// The payload without its padding, for DATA and HEADERS frames with PADDED set.
-pub(super) fn unpad(payload: &[u8], flags: u8) -> Result<&[u8], String> {
+pub(super) fn unpad(payload: &[u8], flags: u8) -> Result<&[u8], HttpError> {
     if flags & PADDED == 0 {
         return Ok(payload);
     }
-    let pad = *payload.first().ok_or("padded frame without a pad length")? as usize;
+    let pad = *payload
+        .first()
+        .ok_or_else(|| HttpError::Http2("padded frame without a pad length".into()))?
+        as usize;
     payload
         .len()
         .checked_sub(1 + pad)
         .map(|end| &payload[1..1 + end])
-        .ok_or_else(|| "the server's frame padding exceeds the frame".to_string())
+        .ok_or_else(|| HttpError::Http2("the server's frame padding exceeds the frame".into()))
 }
 
 /// The RFC 9113 §7 name of an error code.

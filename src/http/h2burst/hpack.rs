@@ -3,6 +3,7 @@
 
 use crate::http::exchange::{Header, SentRequest};
 use crate::http::h1;
+use crate::http::HttpError;
 
 /// One request ready to stage.
 pub(super) struct Encoded {
@@ -26,9 +27,9 @@ const NOT_SENT: [&str; 6] = [
 
 /// The request as HPACK literals and the record of what HTTP/2 sends; only an empty method is
 /// refused.
-pub(super) fn encode_request(req: &SentRequest, url: &url::Url) -> Result<Encoded, String> {
+pub(super) fn encode_request(req: &SentRequest, url: &url::Url) -> Result<Encoded, HttpError> {
     if req.method.is_empty() {
-        return Err("the request has no method".to_string());
+        return Err(HttpError::Unsendable("the request has no method".into()));
     }
     let authority = req
         .header_values("host")

@@ -38,6 +38,7 @@ use super::exchange::SentRequest;
 use super::h1;
 use super::raw::RawResponse;
 use super::release::ReleaseMode;
+use super::HttpError;
 pub(crate) use connection::Conn;
 use hpack::encode_request;
 
@@ -66,10 +67,10 @@ pub async fn burst(
         Ok((_, false)) => Ok(failed(
             reqs,
             begin,
-            &format!(
+            &HttpError::Http2(format!(
                 "the server at {} picked HTTP/1.1 in ALPN: it does not offer HTTP/2",
                 origin(&url)
-            ),
+            )),
         )),
         Err(e) => Ok(failed(reqs, begin, &e)),
     }
@@ -78,17 +79,18 @@ pub async fn burst(
 /// Where the burst goes: the first request's URL; `None` for an empty burst.
 fn first_url(reqs: &[SentRequest]) -> anyhow::Result<Option<url::Url>> {
     reqs.first()
-        .map(|first| h1::parse_url(first).map_err(anyhow::Error::msg))
+        .map(h1::parse_url)
         .transpose()
+        .map_err(anyhow::Error::from)
 }
 
 /// Every request failed with `error` before anything was released.
-pub(crate) fn failed(reqs: &[SentRequest], at: Instant, error: &str) -> BurstReport {
+pub(crate) fn failed(reqs: &[SentRequest], at: Instant, error: &HttpError) -> BurstReport {
     BurstReport {
         requests: reqs.iter().map(as_sent).collect(),
         responses: reqs
             .iter()
-            .map(|_| RawResponse::ended_now(at, Err(error.to_string())))
+            .map(|_| RawResponse::ended_now(at, Err(error.clone())))
             .collect(),
         spread_us: 0.0,
         release: ReleaseMode::OnePacket,
@@ -115,8 +117,9 @@ pub(crate) struct OnConn {
     pub(crate) report: BurstReport,
     /// Whether the connection can carry another burst.
     pub(crate) reusable: bool,
-    /// The requests, by index, whose streams ended without a frame of an answer: the
-    /// connection ended (end of stream, a reset), or a GOAWAY said they were not processed.
+    /// The requests, by index, whose streams ended without a frame of an answer
+    /// ([`HttpError::ClosedBeforeAnyByte`]): the connection ended (end of stream, a reset), or
+    /// a GOAWAY said they were not processed.
     pub(crate) unanswered: Vec<usize>,
 }
 
@@ -134,7 +137,7 @@ pub(crate) async fn run_on_conn(
     opts.check()?;
     let mut encoded = Vec::with_capacity(reqs.len());
     for req in reqs {
-        let this = h1::parse_url(req).map_err(anyhow::Error::msg)?;
+        let this = h1::parse_url(req)?;
         if origin(&this) != origin(url) {
             anyhow::bail!(
                 "an HTTP/2 burst goes to one origin; {} and {} differ",
@@ -142,7 +145,7 @@ pub(crate) async fn run_on_conn(
                 origin(&this)
             );
         }
-        encoded.push(encode_request(req, &this).map_err(anyhow::Error::msg)?);
+        encoded.push(encode_request(req, &this)?);
     }
     if let Err(e) = conn.begin_burst(reqs.len(), opts.max_body) {
         return Ok(OnConn {
@@ -153,10 +156,7 @@ pub(crate) async fn run_on_conn(
     }
     let released = conn.run(&encoded, opts, begin).await;
     let reusable = released.is_ok() && conn.reusable();
-    let unanswered = (0..conn.streams.len())
-        .filter(|&i| conn.streams[i].unanswered)
-        .collect();
-    let responses = conn
+    let responses: Vec<RawResponse> = conn
         .streams
         .iter_mut()
         .map(|s| RawResponse {
@@ -166,9 +166,17 @@ pub(crate) async fn run_on_conn(
             result: match (s.result.take(), released.as_ref()) {
                 (Some(r), _) => r,
                 (None, Err(e)) => Err(e.clone()),
-                (None, Ok(())) => Err("no response (internal state)".to_string()),
+                (None, Ok(())) => Err(HttpError::Http2("no response (internal state)".into())),
             },
             resent: None,
+        })
+        .collect();
+    let unanswered = (0..responses.len())
+        .filter(|&i| {
+            responses[i]
+                .result
+                .as_ref()
+                .is_err_and(HttpError::closed_before_any_byte)
         })
         .collect();
     let report = BurstReport {

@@ -8,8 +8,9 @@ use futures::FutureExt;
 
 use super::transport::{Sent, Transport};
 use crate::config::{Config, RunOptions, TargetSpec};
-use crate::http::exchange::{Header, ReceivedResponse, SentRequest, TransportErrorKind};
+use crate::http::exchange::{Header, ReceivedResponse, SentRequest};
 use crate::http::raw::RawResponse;
+use crate::http::HttpError;
 use crate::http::Request;
 
 /// The URL every fake request goes to; nothing listens there.
@@ -63,27 +64,21 @@ pub fn answered(status: u16) -> RawResponse {
     RawResponse::ended_now(Instant::now(), Ok(response(status)))
 }
 
-pub fn failed(error: &str) -> RawResponse {
-    RawResponse::ended_now(Instant::now(), Err(error.into()))
+pub fn failed(error: HttpError) -> RawResponse {
+    RawResponse::ended_now(Instant::now(), Err(error))
 }
 
 /// `raw` recorded as exchange #1.
 pub fn exchange(raw: &RawResponse) -> crate::http::exchange::Exchange {
     let mut record = super::recorder::Recorder::new(Instant::now());
-    record.record(
-        "r",
-        sent(),
-        raw,
-        super::recorder::Traffic::Operation,
-        TransportErrorKind::Failed,
-    )
+    record.record("r", sent(), raw, super::recorder::Traffic::Operation)
 }
 
 pub fn status(raw: &RawResponse) -> Option<u16> {
     raw.result.as_ref().ok().map(|r| r.status)
 }
 
-type Answer = dyn Fn(&SentRequest) -> (Duration, Result<ReceivedResponse, String>) + Send + Sync;
+type Answer = dyn Fn(&SentRequest) -> (Duration, Result<ReceivedResponse, HttpError>) + Send + Sync;
 
 /// A transport whose answers a closure decides from the request, after a delay it names.
 #[derive(Clone)]
@@ -97,7 +92,7 @@ impl Fake {
 
     /// Answers as `answer` says, after the delay it gives.
     pub fn with(
-        answer: impl Fn(&SentRequest) -> (Duration, Result<ReceivedResponse, String>)
+        answer: impl Fn(&SentRequest) -> (Duration, Result<ReceivedResponse, HttpError>)
             + Send
             + Sync
             + 'static,

@@ -68,7 +68,7 @@ impl Judge {
                 .iter()
                 .filter_map(|n| record.get(*n))
                 .find(|e| e.response().is_none() && !e.dropped())
-                .map(|e| (e.n, e.error().map(|e| e.detail.clone()).unwrap_or_default()));
+                .map(|e| (e.n, e.error().map(ToString::to_string).unwrap_or_default()));
             if let Some((n, error)) = failed {
                 self.unjudged(
                     record,
@@ -218,7 +218,7 @@ impl Judge {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::exchange::TransportErrorKind;
+    use crate::http::HttpError;
     use crate::probes::kit::fake;
     use crate::probes::kit::recorder::Traffic;
 
@@ -244,9 +244,11 @@ mod tests {
         r.record(
             "a",
             fake::sent(),
-            &fake::failed("timed out"),
+            &fake::failed(HttpError::Timeout {
+                phase: crate::http::Phase::FirstByte,
+                after: std::time::Duration::from_secs(10),
+            }),
             Traffic::Operation,
-            TransportErrorKind::Failed,
         );
         r
     }
@@ -259,7 +261,7 @@ mod tests {
         assert!(j.checks.is_empty());
         assert_eq!(
             j.unjudged,
-            ["a plain check: not judged, #1 got no response (timed out)"]
+            ["a plain check: not judged, #1 got no response (timed out after 10 s waiting for the response head)"]
         );
         assert!(record.timeline[0].starts_with("not judged: a plain check"));
     }

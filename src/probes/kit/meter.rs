@@ -7,7 +7,7 @@ use super::recorder::{Recorder, Traffic};
 use super::session::Session;
 use crate::effects::{Executions, Meter, Reading};
 use crate::http::client::Client;
-use crate::http::exchange::{Exchange, TransportErrorKind};
+use crate::http::exchange::Exchange;
 use crate::outcome::Stop;
 
 /// An execution count, or why it cannot be trusted.
@@ -73,13 +73,7 @@ impl Counting {
         let mut read_as = None;
         let unanswered = read.unanswered();
         if let Some((request, raw)) = read.exchange {
-            let ex = record.record(
-                role.to_string(),
-                request,
-                &raw,
-                Traffic::CounterRead,
-                TransportErrorKind::Failed,
-            );
+            let ex = record.record(role.to_string(), request, &raw, Traffic::CounterRead);
             cited = format!("#{}: ", ex.n);
             read_as = Some(ex.n);
         }
@@ -229,13 +223,7 @@ mod tests {
         let config = fake::config();
         let session = Session::new(&config);
         let mut record = Recorder::new(Instant::now());
-        record.record(
-            "a",
-            fake::sent(),
-            &fake::answered(201),
-            Traffic::Operation,
-            TransportErrorKind::Failed,
-        );
+        record.record("a", fake::sent(), &fake::answered(201), Traffic::Operation);
         settle(&mut record, &session.meter, &client(&config), SETTLING).await;
         assert!(record.timeline.is_empty());
     }
@@ -248,9 +236,8 @@ mod tests {
         record.record(
             "lost",
             fake::sent(),
-            &fake::failed("reset"),
+            &fake::failed(crate::http::HttpError::ClosedMidResponse("reset".into())),
             Traffic::Operation,
-            TransportErrorKind::Failed,
         );
         let start = Instant::now();
         record.hold_ends(1, start + Duration::from_millis(30));
@@ -272,13 +259,7 @@ mod tests {
         let config = fake::config();
         let session = Session::new(&config);
         let mut record = Recorder::new(Instant::now());
-        record.record(
-            "a",
-            fake::sent(),
-            &fake::answered(201),
-            Traffic::Operation,
-            TransportErrorKind::Failed,
-        );
+        record.record("a", fake::sent(), &fake::answered(201), Traffic::Operation);
         let mut counting = Counting::default();
         let r = counting
             .count(

@@ -1,22 +1,22 @@
 //! The probe kit: the parts [`super::ProbeCtx`] is a front over, each on its own, so a new
-//! probe, transport or hold plugs into one of them and each is tested without a socket.
+//! probe or transport plugs into one of them and each is tested without a socket. Holding a
+//! request in flight works through a `ProbeCtx`, so it sits above the kit
+//! ([`super::hold`]).
 //!
 //! | part | holds |
 //! |---|---|
 //! | [`recorder`] | the one numbering and store of a probe's exchanges, its timeline, what is unfinished |
 //! | [`transport`] | the ways of sending (ordinary, exact bytes, drop unread, burst) behind one trait |
 //! | [`send`] | sending and recording as one step, and the answer streak that stops a run |
-//! | [`throttle`] | the 429 rule, a wrapper every transport gets |
+//! | [`throttle`] | the 429 rule, a wrapper every transport gets, and the transports under it |
 //! | [`meter`] | counter readings, settling before them, executions counted between them |
 //! | [`judge`] | check settings, which failures stand and which are unjudged |
-//! | [`hold`] | holding a request in flight, releasing it, waves of duplicates meanwhile |
 //! | [`requests`] | the operation with this probe's payloads and keys |
 //! | [`session`] | what the run carries from probe to probe |
 //! | [`shape`] | the keys the API accepts: the pre-flight's trials, keys derived in that shape |
 
 #[cfg(test)]
 pub(crate) mod fake;
-pub mod hold;
 pub mod judge;
 pub mod meter;
 pub mod recorder;

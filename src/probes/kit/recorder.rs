@@ -3,9 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::throttle::{Attempt, Throttling};
-use crate::http::exchange::{Exchange, Role, SentRequest, TransportError, TransportErrorKind};
+use crate::http::exchange::{Exchange, Role, SentRequest};
 use crate::http::raw::RawResponse;
+use crate::http::HttpError;
 
 /// What a recorded request was: one to the operation (the traffic a counter delta is checked
 /// against), or a read of the effect counter.
@@ -75,7 +75,7 @@ impl Recorder {
         at.saturating_duration_since(self.started).as_secs_f64() * 1000.0
     }
 
-    /// Numbers and stores one exchange; `failure` says what an error in `r` is. A request
+    /// Numbers and stores one exchange. A request
     /// without an answer is left unfinished unless it was never sent (so no effect can follow).
     pub fn record(
         &mut self,
@@ -83,7 +83,6 @@ impl Recorder {
         request: SentRequest,
         r: &RawResponse,
         traffic: Traffic,
-        failure: TransportErrorKind,
     ) -> Exchange {
         if traffic == Traffic::Operation {
             self.sent += 1;
@@ -108,12 +107,9 @@ impl Recorder {
                 * 1000.0,
             release_us: r.released.map(|t| self.offset_ms(t) * 1000.0),
             request,
-            outcome: r.result.clone().map_err(|detail| TransportError {
-                kind: failure,
-                detail,
-            }),
+            outcome: r.result.clone(),
         };
-        if ex.response().is_none() && failure != TransportErrorKind::NotSent {
+        if matches!(&ex.outcome, Err(e) if !matches!(e, HttpError::NotSent(_))) {
             self.unfinished.push(Unfinished {
                 n: ex.n,
                 hold_ends: None,
@@ -121,20 +117,6 @@ impl Recorder {
         }
         self.exchanges.push(ex.clone());
         ex
-    }
-
-    /// Records one attempt a throttling transport made, marking and noting a 429 it sent again.
-    pub fn record_attempt(&mut self, role: impl Into<Role>, a: Attempt) -> Exchange {
-        let ex = self.record(role, a.request, &a.raw, Traffic::Operation, a.failure);
-        if let Throttling::SentAgain(pause) = a.throttling {
-            self.mark_throttled(ex.n);
-            self.note(format!(
-                "#{} was throttled (429): sent again after {:.1} s",
-                ex.n,
-                pause.as_secs_f64()
-            ));
-        }
-        self.get(ex.n).cloned().unwrap_or(ex)
     }
 
     /// Marks exchange `n` as answered by a rate limiter in the evidence.
@@ -166,19 +148,12 @@ mod tests {
     #[test]
     fn exchanges_are_numbered_in_order_and_counter_reads_are_not_operation_traffic() {
         let mut r = Recorder::new(Instant::now());
-        let a = r.record(
-            "a",
-            fake::sent(),
-            &fake::answered(201),
-            Traffic::Operation,
-            TransportErrorKind::Failed,
-        );
+        let a = r.record("a", fake::sent(), &fake::answered(201), Traffic::Operation);
         let b = r.record(
             "count",
             fake::sent(),
             &fake::answered(200),
             Traffic::CounterRead,
-            TransportErrorKind::Failed,
         );
         assert_eq!((a.n, b.n), (1, 2));
         assert_eq!(r.sent(), 1);
@@ -191,16 +166,14 @@ mod tests {
         r.record(
             "lost",
             fake::sent(),
-            &fake::failed("reset"),
+            &fake::failed(HttpError::ClosedMidResponse("reset".into())),
             Traffic::Operation,
-            TransportErrorKind::Failed,
         );
         r.record(
             "held back",
             fake::sent(),
-            &fake::failed("not sent"),
+            &fake::failed(HttpError::NotSent("not sent".into())),
             Traffic::Operation,
-            TransportErrorKind::NotSent,
         );
         let until = Instant::now();
         r.hold_ends(1, until);
@@ -211,25 +184,6 @@ mod tests {
     }
 
     #[test]
-    fn a_throttled_attempt_sent_again_is_marked_and_noted() {
-        let mut r = Recorder::new(Instant::now());
-        let ex = r.record_attempt(
-            "retry",
-            Attempt {
-                request: fake::sent(),
-                failure: TransportErrorKind::Failed,
-                raw: fake::answered(429),
-                throttling: Throttling::SentAgain(Duration::from_millis(1500)),
-            },
-        );
-        assert_eq!(ex.role, "retry (throttled)");
-        assert_eq!(
-            r.timeline,
-            ["#1 was throttled (429): sent again after 1.5 s"]
-        );
-    }
-
-    #[test]
     fn a_request_sent_again_on_a_new_connection_is_one_exchange_that_says_so() {
         let mut r = Recorder::new(Instant::now());
         let mut raw = fake::answered(201);
@@ -237,13 +191,7 @@ mod tests {
             kind: crate::http::role::Resend::NewConnection,
             why: "sent again on a new connection: closed while idle".into(),
         });
-        let ex = r.record(
-            "original",
-            fake::sent(),
-            &raw,
-            Traffic::Operation,
-            TransportErrorKind::Failed,
-        );
+        let ex = r.record("original", fake::sent(), &raw, Traffic::Operation);
         assert_eq!(ex.role, "original (sent again on a new connection)");
         assert_eq!(r.exchanges.len(), 1);
         assert!(r.timeline[0].starts_with("#1 was sent again"));

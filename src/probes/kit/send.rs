@@ -8,9 +8,10 @@ use super::recorder::{Recorder, Traffic};
 use super::session::{Session, Streak, NOT_SENT};
 use super::throttle::{admitted, Throttled};
 use super::transport::{Sent, Shared};
-use crate::http::exchange::{Exchange, Role, TransportErrorKind};
+use crate::http::exchange::{Exchange, Role};
 use crate::http::raw::RawResponse;
 use crate::http::release::ReleaseMode;
+use crate::http::HttpError;
 use crate::http::Request;
 use crate::outcome::Stop;
 
@@ -24,27 +25,19 @@ impl Outbox<'_> {
     /// The exchange recorded instead of sending, once the target stopped answering.
     pub fn not_sent(&mut self, role: &Role, req: &Request) -> Option<Exchange> {
         self.session.stopped()?;
-        let r = RawResponse::ended_now(Instant::now(), Err(NOT_SENT.to_string()));
-        let ex = self.record.record(
-            role.clone(),
-            req.prepare(),
-            &r,
-            Traffic::Operation,
-            TransportErrorKind::NotSent,
-        );
+        let r = RawResponse::ended_now(Instant::now(), Err(HttpError::NotSent(NOT_SENT.into())));
+        let ex = self
+            .record
+            .record(role.clone(), req.prepare(), &r, Traffic::Operation);
         Some(ex)
     }
 
     /// Records one request to the operation, sent outside a transport's 429 rule, and counts
     /// its answer towards the streak.
     pub fn record_sent(&mut self, role: &Role, s: Sent) -> Exchange {
-        let ex = self.record.record(
-            role.clone(),
-            s.request,
-            &s.raw,
-            Traffic::Operation,
-            s.failure,
-        );
+        let ex = self
+            .record
+            .record(role.clone(), s.request, &s.raw, Traffic::Operation);
         self.session.saw(&ex, Streak::Counts);
         ex
     }
@@ -113,7 +106,10 @@ mod tests {
     async fn once_the_target_stopped_answering_nothing_is_sent_and_the_exchange_says_so() {
         let (mut record, mut session) = outbox_parts();
         let refusing: Throttled<Shared> = Throttled(Arc::new(Fake::with(|_| {
-            (Default::default(), Err("refused".into()))
+            (
+                Default::default(),
+                Err(HttpError::Connect("refused".into())),
+            )
         })));
         let mut out = Outbox {
             record: &mut record,
@@ -130,7 +126,7 @@ mod tests {
         }
         assert!(session.stopped().is_some());
         let last = record.get(4).unwrap();
-        assert_eq!(last.error().unwrap().kind, TransportErrorKind::NotSent);
+        assert!(matches!(last.error(), Some(HttpError::NotSent(_))));
         // Only the three sent ones are left to settle.
         assert_eq!(record.take_unfinished().len(), 3);
     }
@@ -139,7 +135,10 @@ mod tests {
     async fn malformed_requests_the_server_drops_do_not_stop_the_run() {
         let (mut record, mut session) = outbox_parts();
         let dropping: Throttled<Shared> = Throttled(Arc::new(Fake::with(|_| {
-            (Default::default(), Err("reset".into()))
+            (
+                Default::default(),
+                Err(HttpError::ClosedMidResponse("reset".into())),
+            )
         })));
         let mut out = Outbox {
             record: &mut record,

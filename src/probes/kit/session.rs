@@ -15,7 +15,7 @@ use crate::keys::KeySyntax;
 pub const STOP_AFTER_FAILURES: usize = 3;
 
 /// The error text of a request that was not sent because the target had stopped answering
-/// (shown, never compared: its kind is [`crate::http::exchange::TransportErrorKind::NotSent`]).
+/// (shown, never compared: its kind is [`crate::http::HttpError::NotSent`]).
 pub const NOT_SENT: &str = "not sent: the target stopped answering";
 
 /// What a transport's failures say about whether the target still answers.
@@ -89,7 +89,7 @@ impl Session {
             Ok(_) => self.failures = 0,
             Err(e) if streak == Streak::Counts && e.is_failure() => {
                 self.failures += 1;
-                self.last_failure = e.detail.clone();
+                self.last_failure = e.to_string();
             }
             Err(_) => {}
         }
@@ -104,12 +104,13 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::HttpError;
     use crate::probes::kit::fake;
 
     #[test]
     fn three_unanswered_requests_in_a_row_stop_the_run_and_an_answer_resets_the_streak() {
         let mut s = Session::new(&fake::config());
-        let refused = fake::exchange(&fake::failed("refused"));
+        let refused = fake::exchange(&fake::failed(HttpError::Connect("refused".into())));
         let answered = fake::exchange(&fake::answered(201));
         for ex in [&refused, &refused, &answered, &refused, &refused] {
             s.saw(ex, Streak::Counts);
@@ -117,7 +118,13 @@ mod tests {
         assert_eq!(s.stopped(), None);
         s.saw(&refused, Streak::AnswersOnly);
         assert_eq!(s.stopped(), None);
-        s.saw(&fake::exchange(&fake::failed("timed out")), Streak::Counts);
+        s.saw(
+            &fake::exchange(&fake::failed(HttpError::Timeout {
+                phase: crate::http::Phase::FirstByte,
+                after: std::time::Duration::from_secs(10),
+            })),
+            Streak::Counts,
+        );
         let why = s.stopped().unwrap();
         assert!(
             why.contains("3 requests") && why.contains("timed out"),

@@ -1,13 +1,17 @@
 //! The 429 rule ([`crate::http::throttle`]) as a wrapper every transport gets: a request a rate
 //! limiter answered on its own is sent again after its `Retry-After`, a few times at most; a
 //! throttled request of a batch, which cannot be sent again as a concurrent duplicate, is left
-//! out of the checks. Every attempt stays in the evidence, marked.
+//! out of the checks. Every attempt stays in the evidence, marked. [`Transports`] are every way
+//! of sending, each under the rule.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use super::recorder::Recorder;
-use super::transport::{NotStaged, Sent, Transport};
-use crate::http::exchange::{Exchange, SentRequest, TransportErrorKind};
+use super::recorder::{Recorder, Traffic};
+use super::transport::{Burst, DropAfter, Exact, NotStaged, Ordinary, Sent, Shared, Transport};
+use crate::config::Config;
+use crate::http::client::Client;
+use crate::http::exchange::{Exchange, Role, SentRequest};
 use crate::http::raw::RawResponse;
 use crate::http::release::ReleaseMode;
 use crate::http::throttle::{self, RESENDS, TOO_MANY_REQUESTS};
@@ -29,13 +33,63 @@ pub enum Throttling {
 pub struct Attempt {
     pub request: SentRequest,
     pub raw: RawResponse,
-    pub failure: TransportErrorKind,
     pub throttling: Throttling,
+}
+
+/// Recording an attempt is where the 429 rule meets the recorder: the rule marks and notes
+/// what it sent again, so the recorder knows nothing of it.
+impl Recorder {
+    /// Records one attempt a throttling transport made, marking and noting a 429 it sent again.
+    pub fn record_attempt(&mut self, role: impl Into<Role>, a: Attempt) -> Exchange {
+        let ex = self.record(role, a.request, &a.raw, Traffic::Operation);
+        if let Throttling::SentAgain(pause) = a.throttling {
+            self.mark_throttled(ex.n);
+            self.note(format!(
+                "#{} was throttled (429): sent again after {:.1} s",
+                ex.n,
+                pause.as_secs_f64()
+            ));
+        }
+        self.get(ex.n).cloned().unwrap_or(ex)
+    }
 }
 
 /// A transport under the 429 rule.
 #[derive(Clone)]
 pub struct Throttled<T>(pub T);
+
+/// The transports a probe sends through, each under the 429 rule.
+pub struct Transports {
+    pub ordinary: Throttled<Shared>,
+    pub exact: Throttled<Shared>,
+    pub burst: Throttled<Shared>,
+    /// Makes the transport that drops its connections unread, for a given wait.
+    pub drop_after: Box<dyn Fn(DropAfter) -> Throttled<Shared> + Send + Sync>,
+}
+
+impl Transports {
+    /// The real transports of a run.
+    pub fn of(config: &Arc<Config>, client: &Arc<Client>) -> Self {
+        Transports {
+            ordinary: Throttled(Arc::new(Ordinary(client.clone()))),
+            exact: Throttled(Arc::new(Exact(config.clone()))),
+            burst: Throttled(Arc::new(Burst(config.clone()))),
+            drop_after: Box::new(|d| Throttled(Arc::new(d))),
+        }
+    }
+
+    /// `one` for every way of sending (the kit's tests).
+    #[cfg(test)]
+    pub fn all(one: Shared) -> Self {
+        let dropping = one.clone();
+        Transports {
+            ordinary: Throttled(one.clone()),
+            exact: Throttled(one.clone()),
+            burst: Throttled(one),
+            drop_after: Box::new(move |_| Throttled(dropping.clone())),
+        }
+    }
+}
 
 /// The 429 answer of an attempt, if a rate limiter gave one.
 fn limited(raw: &RawResponse) -> Option<&crate::http::exchange::ReceivedResponse> {
@@ -57,11 +111,7 @@ impl<T: Transport> Throttled<T> {
     pub async fn send(&self, req: &Request) -> Vec<Attempt> {
         let mut attempts = Vec::new();
         loop {
-            let Sent {
-                request,
-                raw,
-                failure,
-            } = self.0.send(req).await;
+            let Sent { request, raw } = self.0.send(req).await;
             let pause = limited(&raw)
                 .filter(|_| attempts.len() < RESENDS)
                 .map(throttle::pause);
@@ -69,7 +119,6 @@ impl<T: Transport> Throttled<T> {
             attempts.push(Attempt {
                 request,
                 raw,
-                failure,
                 throttling,
             });
             match pause {
@@ -96,7 +145,6 @@ impl<T: Transport> Throttled<T> {
                 Attempt {
                     request: s.request,
                     raw: s.raw,
-                    failure: s.failure,
                     throttling,
                 }
             })
@@ -133,6 +181,24 @@ pub fn admitted(record: &mut Recorder, what: &str, sent: Vec<Exchange>) -> Vec<E
 mod tests {
     use super::*;
     use crate::probes::kit::fake::{self, Fake};
+
+    #[test]
+    fn a_throttled_attempt_sent_again_is_marked_and_noted() {
+        let mut r = Recorder::new(std::time::Instant::now());
+        let ex = r.record_attempt(
+            "retry",
+            Attempt {
+                request: fake::sent(),
+                raw: fake::answered(429),
+                throttling: Throttling::SentAgain(Duration::from_millis(1500)),
+            },
+        );
+        assert_eq!(ex.role, "retry (throttled)");
+        assert_eq!(
+            r.timeline,
+            ["#1 was throttled (429): sent again after 1.5 s"]
+        );
+    }
 
     #[tokio::test]
     async fn a_throttled_request_is_sent_again_at_most_three_times() {

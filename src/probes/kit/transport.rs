@@ -18,48 +18,14 @@ use futures::FutureExt;
 use crate::config::Config;
 use crate::http::burst::BurstOptions;
 use crate::http::client::Client;
-use crate::http::exchange::{SentRequest, TransportErrorKind};
-use crate::http::raw::{self, DropOutcome, RawResponse};
+use crate::http::exchange::SentRequest;
+use crate::http::raw::{self, RawResponse};
 use crate::http::release::ReleaseMode;
+use crate::http::HttpError;
 use crate::http::{h2burst, Request};
-
-use super::throttle::Throttled;
 
 /// A shared transport.
 pub type Shared = Arc<dyn Transport>;
-
-/// The transports a probe sends through, each under the 429 rule.
-pub struct Transports {
-    pub ordinary: Throttled<Shared>,
-    pub exact: Throttled<Shared>,
-    pub burst: Throttled<Shared>,
-    /// Makes the transport that drops its connections unread, for a given wait.
-    pub drop_after: Box<dyn Fn(DropAfter) -> Throttled<Shared> + Send + Sync>,
-}
-
-impl Transports {
-    /// The real transports of a run.
-    pub fn of(config: &Arc<Config>, client: &Arc<Client>) -> Self {
-        Transports {
-            ordinary: Throttled(Arc::new(Ordinary(client.clone()))),
-            exact: Throttled(Arc::new(Exact(config.clone()))),
-            burst: Throttled(Arc::new(Burst(config.clone()))),
-            drop_after: Box::new(|d| Throttled(Arc::new(d))),
-        }
-    }
-
-    /// `one` for every way of sending (the kit's tests).
-    #[cfg(test)]
-    pub fn all(one: Shared) -> Self {
-        let dropping = one.clone();
-        Transports {
-            ordinary: Throttled(one.clone()),
-            exact: Throttled(one.clone()),
-            burst: Throttled(one),
-            drop_after: Box::new(move |_| Throttled(dropping.clone())),
-        }
-    }
-}
 
 impl<T: Transport + ?Sized> Transport for Arc<T> {
     fn send<'a>(&'a self, req: &'a Request) -> BoxFuture<'a, Sent> {
@@ -75,19 +41,14 @@ impl<T: Transport + ?Sized> Transport for Arc<T> {
 #[derive(Debug)]
 pub struct Sent {
     pub request: SentRequest,
+    /// What came of it; its error says what kind ([`HttpError::Dropped`] for a drop
+    /// idem-check made on purpose).
     pub raw: RawResponse,
-    /// What an error in `raw` is: a failure, or a drop idem-check made on purpose.
-    pub failure: TransportErrorKind,
 }
 
 impl Sent {
-    /// A request whose error, if any, is a failure in transport.
     pub fn new(request: SentRequest, raw: RawResponse) -> Self {
-        Sent {
-            request,
-            raw,
-            failure: TransportErrorKind::Failed,
-        }
+        Sent { request, raw }
     }
 }
 
@@ -172,14 +133,8 @@ impl Transport for DropAfter {
         async move {
             let sent = req.prepare();
             let c = &self.config;
-            match raw::send_then_drop(&c.connector, &sent, self.wait, c.timeout).await {
-                DropOutcome::Dropped(raw) => Sent {
-                    request: sent,
-                    raw,
-                    failure: TransportErrorKind::Dropped,
-                },
-                DropOutcome::Failed(raw) => Sent::new(sent, raw),
-            }
+            let raw = raw::send_then_drop(&c.connector, &sent, self.wait, c.timeout).await;
+            Sent::new(sent, raw)
         }
         .boxed()
     }
@@ -194,8 +149,12 @@ impl Transport for Burst {
     fn send<'a>(&'a self, req: &'a Request) -> BoxFuture<'a, Sent> {
         async move {
             let started = std::time::Instant::now();
-            let failed =
-                |e: String| Sent::new(req.prepare(), RawResponse::ended_now(started, Err(e)));
+            let failed = |e: String| {
+                Sent::new(
+                    req.prepare(),
+                    RawResponse::ended_now(started, Err(HttpError::Unsendable(e))),
+                )
+            };
             match self.deliver(std::slice::from_ref(req)).await {
                 Ok(mut d) => d.sent.pop().unwrap_or_else(|| failed("no response".into())),
                 Err(e) => failed(e.to_string()),

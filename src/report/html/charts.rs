@@ -357,8 +357,8 @@ mod tests {
             e.role = Role::nth("duplicate", i + 1, 5);
             e.release_us = (i != 2).then_some(100.0 + i as f64);
         }
-        ex[2].outcome = Err(crate::http::exchange::TransportError::failed(
-            "connection reset",
+        ex[2].outcome = Err(crate::http::HttpError::ClosedMidResponse(
+            "connection reset".into(),
         ));
         let b = bursts(&ex);
         assert_eq!(b.len(), 1, "one burst, one chart");

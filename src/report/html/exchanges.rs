@@ -11,7 +11,8 @@ use std::fmt::Write as _;
 
 use super::markup::esc;
 use crate::http::exchange::Exchange;
-use crate::report::evidence::{self, ExchangeLine};
+use crate::report::evidence;
+use crate::report::exchange_line::ExchangeLine;
 use crate::report::view::ProbeView;
 use crate::report::RenderOptions;
 
@@ -164,10 +165,9 @@ fn entry(e: &Exchange, row: &Option<String>, dump: &Option<String>, probe: &str)
 
 /// The cells of a row: number, start, duration, role, method, path, key, answer.
 fn cells(l: &ExchangeLine) -> String {
-    let result_class = if l.result.contains("error") || l.result.contains("no response") {
-        "r err"
-    } else {
-        "r"
+    let result_class = match l.error {
+        Some(_) => "r err",
+        None => "r",
     };
     format!(
         "<span class=\"n\">{}</span><span class=\"tm\">{}</span><span class=\"tm\">{}</span><span class=\"role\">{}</span><span class=\"m\">{}</span><span class=\"path\">{}</span><span class=\"k\">{}</span><span class=\"{result_class}\">{}</span>",

@@ -10,7 +10,8 @@ use super::exchanges::{self, Budget};
 use super::markup::{esc, line};
 use crate::check::{Check, Severity};
 use crate::outcome::Outcome;
-use crate::report::evidence::{cited_ranges, deciding_severity};
+use crate::report::exchange_line::cited_ranges;
+use crate::report::verdict::deciding_severity;
 use crate::report::view::ProbeView;
 use crate::report::{ProbeReport, RenderOptions};
 

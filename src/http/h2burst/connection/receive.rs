@@ -7,16 +7,19 @@ use std::time::Instant;
 use super::{Conn, MAX_FRAME, STAGED_PING};
 use crate::http::exchange::{Header, ReceivedResponse};
 use crate::http::h2burst::frame::*;
+use crate::http::HttpError;
 
 impl Conn {
     /// Applies one frame; control frames to send in answer are queued in `out`.
-    pub(super) fn handle(&mut self, f: Frame) -> Result<(), String> {
+    pub(super) fn handle(&mut self, f: Frame) -> Result<(), HttpError> {
         if let Some(i) = self.index(f.stream) {
             self.streams[i].heard = true;
         }
         if let Some((id, _, _)) = &self.block {
             if f.kind != CONTINUATION || f.stream != *id {
-                return Err("the server interrupted a header block (CONTINUATION expected)".into());
+                return Err(HttpError::Http2(
+                    "the server interrupted a header block (CONTINUATION expected)".into(),
+                ));
             }
         }
         match f.kind {
@@ -51,10 +54,13 @@ impl Conn {
                 );
                 for i in 0..self.streams.len() {
                     if self.stream_id(i) > last {
-                        // GOAWAY says the server did not process it.
-                        self.streams[i].unanswered |=
-                            !self.streams[i].heard && self.streams[i].result.is_none();
-                        self.end(i, Err(why.clone()));
+                        // GOAWAY says the server did not process it: without a frame of an
+                        // answer, it may be sent again.
+                        let error = match self.streams[i].heard {
+                            false => HttpError::ClosedBeforeAnyByte(why.clone()),
+                            true => HttpError::Http2(why.clone()),
+                        };
+                        self.end(i, Err(error));
                     }
                 }
                 self.goaway = true;
@@ -64,15 +70,17 @@ impl Conn {
                 if let Some(i) = self.index(f.stream) {
                     self.end(
                         i,
-                        Err(format!(
+                        Err(HttpError::Http2(format!(
                             "the server reset the stream ({})",
                             error_name(code)
-                        )),
+                        ))),
                     );
                 }
             }
             PUSH_PROMISE => {
-                return Err("the server sent PUSH_PROMISE although push was disabled".into())
+                return Err(HttpError::Http2(
+                    "the server sent PUSH_PROMISE although push was disabled".into(),
+                ))
             }
             DATA => {
                 let credit = f.payload.len() as u32;
@@ -103,7 +111,9 @@ impl Conn {
             HEADERS => {
                 let mut fragment = unpad(&f.payload, f.flags)?;
                 if f.flags & PRIORITY != 0 {
-                    fragment = fragment.get(5..).ok_or("HEADERS frame too short")?;
+                    fragment = fragment
+                        .get(5..)
+                        .ok_or_else(|| HttpError::Http2("HEADERS frame too short".into()))?;
                 }
                 let end_stream = f.flags & END_STREAM != 0;
                 self.block = Some((f.stream, end_stream, fragment.to_vec()));
@@ -113,7 +123,9 @@ impl Conn {
             }
             CONTINUATION => {
                 let Some((_, _, fragments)) = self.block.as_mut() else {
-                    return Err("the server sent CONTINUATION outside a header block".into());
+                    return Err(HttpError::Http2(
+                        "the server sent CONTINUATION outside a header block".into(),
+                    ));
                 };
                 fragments.extend_from_slice(&f.payload);
                 if f.flags & END_HEADERS != 0 {
@@ -126,9 +138,11 @@ impl Conn {
         Ok(())
     }
 
-    fn apply_settings(&mut self, payload: &[u8]) -> Result<(), String> {
+    fn apply_settings(&mut self, payload: &[u8]) -> Result<(), HttpError> {
         if payload.len() % 6 != 0 {
-            return Err("the server sent a malformed SETTINGS frame".into());
+            return Err(HttpError::Http2(
+                "the server sent a malformed SETTINGS frame".into(),
+            ));
         }
         for s in payload.chunks(6) {
             let id = u16::from_be_bytes([s[0], s[1]]);
@@ -145,14 +159,15 @@ impl Conn {
 
     /// Decodes a complete header block (every block must be decoded, in order, to keep the
     /// HPACK table in step) and applies it to its stream.
-    fn finish_block(&mut self) -> Result<(), String> {
+    fn finish_block(&mut self) -> Result<(), HttpError> {
         let Some((id, end_stream, block)) = self.block.take() else {
             return Ok(());
         };
-        let fields = self
-            .decoder
-            .decode(&block)
-            .map_err(|e| format!("the server's HPACK header block could not be decoded: {e:?}"))?;
+        let fields = self.decoder.decode(&block).map_err(|e| {
+            HttpError::Http2(format!(
+                "the server's HPACK header block could not be decoded: {e:?}"
+            ))
+        })?;
         let Some(i) = self.index(id) else {
             return Ok(());
         };
@@ -174,7 +189,10 @@ impl Conn {
                 s.headers = headers;
             }
             None if s.status.is_none() => {
-                self.end(i, Err("the response has no :status".into()));
+                self.end(
+                    i,
+                    Err(HttpError::Http2("the response has no :status".into())),
+                );
                 return Ok(());
             }
             // Trailers: nothing in them is judged.
@@ -197,12 +215,14 @@ impl Conn {
                 body_truncated: s.truncated,
                 problem: None,
             }),
-            None => Err("the stream ended before any response headers".to_string()),
+            None => Err(HttpError::Http2(
+                "the stream ended before any response headers".into(),
+            )),
         };
         self.end(i, result);
     }
 
-    fn end(&mut self, i: usize, result: Result<ReceivedResponse, String>) {
+    fn end(&mut self, i: usize, result: Result<ReceivedResponse, HttpError>) {
         let s = &mut self.streams[i];
         if s.result.is_none() {
             s.finished = Some(Instant::now());

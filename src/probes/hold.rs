@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::transport::Transport;
+use super::kit::transport::Transport;
 use crate::config::{Config, HOLD_NAME};
 use crate::http::exchange::{Exchange, Role};
 use crate::http::{throttle, Request};
@@ -274,7 +274,7 @@ pub async fn with_waves(
         else {
             return Ok((
                 original_ex,
-                super::throttle::admitted(&mut ctx.record, "waves", dups),
+                super::kit::throttle::admitted(&mut ctx.record, "waves", dups),
             ));
         };
         ctx.record.mark_throttled(original_ex.n);
@@ -374,8 +374,7 @@ async fn held_once(
             Role::in_wave("duplicate", i + 1, w, total_waves),
             s.request,
             &s.raw,
-            super::recorder::Traffic::Operation,
-            s.failure,
+            super::kit::recorder::Traffic::Operation,
         ));
     }
     (original_ex, dups)
@@ -391,7 +390,7 @@ mod tests {
     use crate::http::exchange::{Header, SentRequest};
     use crate::probes::kit::fake::{self, Fake};
     use crate::probes::kit::session::Session;
-    use crate::probes::kit::transport::Transports;
+    use crate::probes::kit::throttle::Transports;
 
     const HELD_FOR: Duration = Duration::from_millis(300);
 

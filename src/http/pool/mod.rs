@@ -38,6 +38,9 @@ use super::exchange::SentRequest;
 use super::h1;
 use super::h2burst;
 use super::raw::{self, RawResponse};
+use super::HttpError;
+
+mod h2;
 
 /// Idle kept-alive connections by origin, how many were opened, and the quickest connect.
 pub struct Pool {
@@ -83,7 +86,12 @@ impl Pool {
     /// burst paused a timer tick instead of one turn of the runtime (`stress --concurrency 96`
     /// fell from 44k to 28k requests/s, BENCHMARKS.md). The error says why the origin could
     /// not be reached; bursts over HTTP/2 open their own connections and are not warmed.
-    pub async fn warm(&self, url: &url::Url, timeout: Duration, http2: bool) -> Result<(), String> {
+    pub async fn warm(
+        &self,
+        url: &url::Url,
+        timeout: Duration,
+        http2: bool,
+    ) -> Result<(), HttpError> {
         if !h2burst::bursts_over_http1(&self.connector, url, http2) {
             return Ok(());
         }
@@ -119,7 +127,7 @@ impl Pool {
             .exchange(&url, conn, req, deadline, timeout, max_body)
             .await;
         let error = match &first.response.result {
-            Err(error) if reused && first.ended_unanswered => error.clone(),
+            Err(error) if reused && error.closed_before_any_byte() => error.clone(),
             _ => return first.response,
         };
         let deadline = Instant::now() + timeout;
@@ -210,136 +218,12 @@ impl Pool {
         .await;
         for (i, response) in again.into_iter().zip(resends) {
             let first = &report.responses[i];
-            let error = first.result.as_ref().err().cloned().unwrap_or_default();
-            report.responses[i] = response.sent_again(first.started, &error);
+            if let Err(error) = &first.result {
+                let resent = response.sent_again(first.started, error);
+                report.responses[i] = resent;
+            }
         }
         Ok(report)
-    }
-
-    /// A synchronised burst with the tightest technique the target allows (see
-    /// [`h2burst::burst_for_target`]), on kept-alive connections: HTTP/1.1 ones
-    /// ([`Pool::burst`]), or one HTTP/2 connection, kept for the next burst to the origin.
-    /// `answered` is called as each HTTP/1.1 answer is read (see [`Pool::burst`]); an HTTP/2
-    /// burst's streams share one connection, which is free only when all are answered.
-    pub async fn burst_for_target(
-        &self,
-        reqs: &[SentRequest],
-        opts: &BurstOptions,
-        http2: bool,
-        answered: &(dyn Fn() + Sync),
-    ) -> anyhow::Result<BurstReport> {
-        let Some(first) = reqs.first() else {
-            return self.burst(reqs, opts, answered).await;
-        };
-        let url = h1::parse_url(first).map_err(anyhow::Error::msg)?;
-        if h2burst::bursts_over_http1(&self.connector, &url, http2) {
-            return self.burst(reqs, opts, answered).await;
-        }
-        if let Some(mut conn) = self.take_h2(&url) {
-            let begin = Instant::now();
-            let on =
-                h2burst::run_on_conn(&self.connector, reqs, &url, opts, &mut conn, begin).await?;
-            if on.report.responses.iter().any(|r| r.released.is_some()) {
-                if on.reusable {
-                    self.put_h2(&url, conn);
-                }
-                return self.send_unanswered_again(&url, reqs, opts, on).await;
-            }
-        }
-        self.burst_on_new_h2(&url, reqs, opts, answered).await
-    }
-
-    /// The report of a burst on a kept HTTP/2 connection, where each request whose stream
-    /// ended without a frame of an answer (the server closed the connection while it was idle,
-    /// or said by GOAWAY that it did not process it) was sent again, once, alone, on a new
-    /// connection, its response saying so.
-    async fn send_unanswered_again(
-        &self,
-        url: &url::Url,
-        reqs: &[SentRequest],
-        opts: &BurstOptions,
-        on: h2burst::OnConn,
-    ) -> anyhow::Result<BurstReport> {
-        let mut report = on.report;
-        let again = join_all(
-            on.unanswered
-                .iter()
-                .map(|&i| self.burst_on_new_h2(url, &reqs[i..=i], opts, &|| {})),
-        )
-        .await;
-        for (i, alone) in on.unanswered.into_iter().zip(again) {
-            let alone = alone?;
-            let (Some(sent), Some(response)) = (
-                alone.requests.into_iter().next(),
-                alone.responses.into_iter().next(),
-            ) else {
-                continue;
-            };
-            let first = &report.responses[i];
-            let error = first.result.as_ref().err().cloned().unwrap_or_default();
-            report.responses[i] = response.sent_again(first.started, &error);
-            report.requests[i] = sent;
-        }
-        Ok(report)
-    }
-
-    /// `reqs` as a burst on a new HTTP/2 connection to `url`'s origin, kept afterwards if it
-    /// can carry another; over HTTP/1.1 when an `https` server picks it in ALPN (`answered` as
-    /// in [`Pool::burst`]).
-    async fn burst_on_new_h2(
-        &self,
-        url: &url::Url,
-        reqs: &[SentRequest],
-        opts: &BurstOptions,
-        answered: &(dyn Fn() + Sync),
-    ) -> anyhow::Result<BurstReport> {
-        let url = url.clone();
-        let begin = Instant::now();
-        match self
-            .connector
-            .connect_h2(&url, begin + opts.timeout, opts.timeout)
-            .await
-        {
-            Ok((stream, true)) => {
-                self.opened.fetch_add(1, Ordering::Relaxed);
-                let mut conn = h2burst::Conn::new(stream);
-                let on = h2burst::run_on_conn(&self.connector, reqs, &url, opts, &mut conn, begin)
-                    .await?;
-                if on.reusable {
-                    self.put_h2(&url, conn);
-                }
-                Ok(on.report)
-            }
-            // An https server that picked HTTP/1.1 in ALPN: remembered, and this burst and the
-            // next ones to it go over HTTP/1.1.
-            Ok((_, false)) => {
-                self.connector.remember_http1(&url);
-                self.burst(reqs, opts, answered).await
-            }
-            Err(e) => Ok(h2burst::failed(reqs, begin, &e)),
-        }
-    }
-
-    /// An idle HTTP/2 connection to `url`'s origin that the server has not closed.
-    fn take_h2(&self, url: &url::Url) -> Option<h2burst::Conn> {
-        let origin = url.origin();
-        let mut idle = self.idle_h2.lock().unwrap_or_else(PoisonError::into_inner);
-        let list = idle.get_mut(&origin)?;
-        // Bounded by the idle connections there were: nothing is put back in this loop.
-        while let Some(conn) = list.pop() {
-            if !closed(conn.socket()) {
-                return Some(conn);
-            }
-        }
-        None
-    }
-
-    fn put_h2(&self, url: &url::Url, conn: h2burst::Conn) {
-        let mut idle = self.idle_h2.lock().unwrap_or_else(PoisonError::into_inner);
-        let list = idle.entry(url.origin()).or_default();
-        if list.len() < self.max_idle {
-            list.push(conn);
-        }
     }
 
     /// An idle connection to `url`'s origin that is still open, or a new one.
@@ -348,7 +232,7 @@ impl Pool {
         url: &url::Url,
         deadline: Instant,
         timeout: Duration,
-    ) -> Result<Open, String> {
+    ) -> Result<Open, HttpError> {
         let origin = url.origin();
         // Bounded by the idle connections there were: nothing is put back in this loop.
         while let Some(idle) = self.lock().get_mut(&origin).and_then(Vec::pop) {
@@ -370,7 +254,7 @@ impl Pool {
         url: &url::Url,
         deadline: Instant,
         timeout: Duration,
-    ) -> Result<Open, String> {
+    ) -> Result<Open, HttpError> {
         let t0 = Instant::now();
         let stream = self.connector.connect(url, deadline, timeout).await?;
         let connect_time = t0.elapsed();
@@ -663,9 +547,9 @@ mod tests {
             .resent
             .expect("the response says it was sent again")
             .why;
-        assert!(
-            why.contains("closed by the server while idle (no byte received: connection closed before any response)"),
-            "{why}"
+        assert_eq!(
+            why,
+            "sent again on a new connection: the kept-alive connection was closed by the server while idle (no byte received: connection closed before any response)"
         );
         assert_eq!(pool.opened(), 2);
         assert_eq!(accepted.load(Ordering::SeqCst), 2);
@@ -713,7 +597,7 @@ mod tests {
         let r = pool.send(&get(&url), Duration::from_secs(5), 1024).await;
         assert_eq!(
             r.result.unwrap_err(),
-            "connection closed before any response"
+            HttpError::ClosedBeforeAnyByte("connection closed before any response".into())
         );
         assert!(r.resent.is_none());
         assert_eq!(accepted.load(Ordering::SeqCst), 1, "no second connection");
@@ -730,10 +614,9 @@ mod tests {
         let first = pool.send(&get(&url), Duration::from_secs(5), 1024).await;
         assert_eq!(first.result.unwrap().status, 200);
         let second = pool.send(&get(&url), Duration::from_secs(5), 1024).await;
-        let err = second.result.unwrap_err();
-        assert!(
-            err.starts_with("connection closed after 2 of 10 body bytes"),
-            "{err}"
+        assert_eq!(
+            second.result.unwrap_err(),
+            HttpError::ClosedMidResponse("connection closed after 2 of 10 body bytes".into())
         );
         assert!(second.resent.is_none());
         assert_eq!(accepted.load(Ordering::SeqCst), 1, "no second connection");
@@ -745,7 +628,9 @@ mod tests {
         let r = Pool::new(Arc::default(), 1)
             .send(&get(&url), Duration::from_secs(5), 1024)
             .await;
-        let err = r.result.unwrap_err();
-        assert!(err.contains("connection refused to 127.0.0.1:9"), "{err}");
+        assert_eq!(
+            r.result.unwrap_err(),
+            HttpError::Connect("connection refused to 127.0.0.1:9".into())
+        );
     }
 }
