@@ -16,8 +16,8 @@ pub enum Step {
     Throttled(u64),
     /// Closes the connection before any byte of an answer, without committing anything.
     Reset,
-    /// Answers nothing for this long, then closes the connection, without committing: an
-    /// answer the caller's deadline gives up on.
+    /// Answers nothing for this long (or until the probe releases its token), then closes the
+    /// connection, without committing: an answer the caller's deadline gives up on.
     HoldPast(Duration),
     /// Holds the call (its key in flight) until the probe releases the token or the bound
     /// passes, then plays the profile.

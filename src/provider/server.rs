@@ -291,7 +291,7 @@ async fn answer(state: &Shared, n: usize) -> Result<Reply, &'static str> {
         }
         Step::Reset => Err("reset before any byte"),
         Step::HoldPast(d) => {
-            tokio::time::sleep(d).await;
+            state.held(call.token.as_deref(), Instant::now() + d).await;
             Err("held past the caller's deadline, then closed")
         }
         Step::InProgress => Ok(in_progress(profile)),
