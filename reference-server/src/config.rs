@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
+use crate::provider::{ProviderConfigError, ProviderProfile};
 
 /// Where the store lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,6 +150,19 @@ pub struct Config {
     /// Under [`WebhookFault::SlowSyncHandler`]: how long each event's work takes before the
     /// answer. Longer than every scheme's acknowledgement budget by default.
     pub webhook_slow_handler: Duration,
+    /// The payment provider's base URL (`--provider-url`, http or https): with one, a payment
+    /// is charged there and a payout paid out there (see [`crate::provider`]); without one,
+    /// nothing is called and the `provider_*` settings are unused.
+    pub provider_url: Option<String>,
+    /// Which provider's API the base URL serves (`--provider-profile`).
+    pub provider_profile: ProviderProfile,
+    /// One provider attempt's budget, from sending to the whole answer (`--provider-timeout-ms`).
+    pub provider_timeout: Duration,
+    /// Attempts per client request before its outcome counts as unknown
+    /// (`--provider-attempts`).
+    pub provider_attempts: u32,
+    /// A PEM file of extra root certificates for an https provider (`--provider-ca`).
+    pub provider_ca: Option<PathBuf>,
 }
 
 /// The key header of the draft, and of this server unless told otherwise.
@@ -198,6 +212,11 @@ impl Config {
             webhook_fault: None,
             webhook_dedupe_ttl: Duration::from_secs(5 * 60),
             webhook_slow_handler: Duration::from_secs(16),
+            provider_url: None,
+            provider_profile: ProviderProfile::default(),
+            provider_timeout: Duration::from_secs(1),
+            provider_attempts: 3,
+            provider_ca: None,
         }
     }
 
@@ -259,7 +278,14 @@ impl Config {
                 self.key_header.clone(),
             ));
         }
-        self.validate_webhooks()
+        self.validate_webhooks()?;
+        crate::provider::validate_settings(
+            self.provider_url.as_deref(),
+            self.provider_attempts,
+            self.provider_timeout,
+            self.fault.filter(|f| f.needs_provider()).map(Fault::name),
+        )?;
+        Ok(())
     }
 
     /// The webhook consumer's part of [`Config::validate`].
@@ -375,6 +401,9 @@ pub enum ConfigError {
     /// The slow work must finish within the claim's lease.
     #[error("--webhook-slow-handler {0:?} is too long; use at most 40s")]
     WebhookSlowHandler(Duration),
+    /// The provider settings do not fit.
+    #[error(transparent)]
+    Provider(#[from] ProviderConfigError),
 }
 
 // `$d` is a `$` handed in by the invocation, so the `for_each_fault!` this generates can have
@@ -562,6 +591,71 @@ faults! {
     /// When the store cannot claim a key the request executes anyway, unprotected (fail open).
     /// Breaks `store-outage`.
     FailOpen = "fail-open" => ["store-outage"];
+    /// The provider call carries no idempotency key. Breaks `prov-key-present`.
+    ProvNoKey = "prov-no-key" => ["prov-key-present"];
+    /// Every provider attempt carries a fresh UUIDv4 key, as a retry loop around an SDK call
+    /// does: a lost provider answer and its retry are two charges.
+    ProvNewKeyPerAttempt = "prov-new-key-per-attempt" => [
+        "prov-same-key-on-provider-retry",
+        "prov-lost-provider-response",
+    ];
+    /// The provider key is a hash of the provider request's body: two orders with equal
+    /// payloads become one charge. Breaks `prov-distinct-keys`.
+    ProvKeyFromBody = "prov-key-from-body" => ["prov-distinct-keys"];
+    /// The client's key is forwarded as it was sent, without tenant or operation: tenant B's
+    /// charge, or a payout, replays another's charge.
+    ProvRawClientKey = "prov-raw-client-key" => ["prov-tenant-scope", "prov-operation-scope"];
+    /// The provider is called after validation but before the client's key is claimed, so
+    /// concurrent duplicates each call it. Breaks `prov-concurrent-duplicates`.
+    ProvCallBeforeClaim = "prov-call-before-claim" => ["prov-concurrent-duplicates"];
+    /// The provider key is random per client key and held in process memory: the request
+    /// after a crash or restart gets another one. Breaks `prov-crash-after-call`.
+    ProvKeyNotPersisted = "prov-key-not-persisted" => ["prov-crash-after-call"];
+    /// An unknown provider outcome (every attempt failed without an answer) is answered 402
+    /// `payment failed` and stored as the key's result. Breaks `prov-lost-provider-response`.
+    ProvTimeoutIsFailure = "prov-timeout-is-failure" => ["prov-lost-provider-response"];
+    /// The provider's in-progress conflict is a definitive refusal: 502 at once, no waiting.
+    /// Breaks `prov-in-progress-conflict`.
+    Prov409IsFailure = "prov-409-is-failure" => ["prov-in-progress-conflict"];
+    /// A replay calls the provider again (same key) before answering from the local record,
+    /// leaning on the provider's shorter retention.
+    ProvReplayRecallsProvider = "prov-replay-recalls-provider" => [
+        "prov-client-replay",
+        "prov-provider-forgets",
+    ];
+    /// No heartbeat renews the claim during the provider call, and an owner that takes over a
+    /// claim whose lease ran out calls the provider with a fresh key. Breaks
+    /// `prov-lease-fencing`.
+    ProvStaleOwnerNewKey = "prov-stale-owner-new-key" => ["prov-lease-fencing"];
+    /// The answer (and the stored row) lacks `providerRef`. Breaks `prov-correlation`.
+    ProvNoReference = "prov-no-reference" => ["prov-correlation"];
+    /// The provider is called before the key and the body are validated (only an exact
+    /// replay of a completed request is answered first), so refused requests charge.
+    ProvCallBeforeValidate = "prov-call-before-validate" => [
+        "prov-mismatch-no-call",
+        "prov-refused-no-call",
+    ];
+}
+
+impl Fault {
+    /// Whether this fault is about the provider calls, which only exist with `provider_url`.
+    pub fn needs_provider(self) -> bool {
+        matches!(
+            self,
+            Fault::ProvNoKey
+                | Fault::ProvNewKeyPerAttempt
+                | Fault::ProvKeyFromBody
+                | Fault::ProvRawClientKey
+                | Fault::ProvCallBeforeClaim
+                | Fault::ProvKeyNotPersisted
+                | Fault::ProvTimeoutIsFailure
+                | Fault::Prov409IsFailure
+                | Fault::ProvReplayRecallsProvider
+                | Fault::ProvStaleOwnerNewKey
+                | Fault::ProvNoReference
+                | Fault::ProvCallBeforeValidate
+        )
+    }
 }
 
 impl fmt::Display for Fault {

@@ -39,6 +39,7 @@ pub mod limits;
 mod openapi;
 pub mod payments;
 mod problem;
+pub mod provider;
 mod routes;
 mod server;
 pub mod store;
@@ -49,6 +50,7 @@ use std::future::Future;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, DbLocation, Fault, Outage, Tenant, DEFAULT_KEY_HEADER};
 pub use limits::Limits;
+pub use provider::ProviderProfile;
 pub use webhooks::{Scheme as WebhookScheme, WebhookFault};
 
 /// Serves the API on `listener` until `shutdown` resolves, then drains in-flight requests,
