@@ -76,16 +76,9 @@ pub fn start(target: &TargetSpec, origins: &Origins) -> Result<Option<Downstream
 pub fn settings(target: &TargetSpec, origins: &Origins) -> Result<Settings> {
     let at = |flag| origins.input(flag);
     let name = target.provider.as_deref().unwrap_or("generic");
-    let profile = profile::find(name).ok_or_else(|| {
+    let profile = profile::named(name).map_err(|e| {
         let i = at(inputs::PROVIDER.flag);
-        let hint = crate::suggest::closest(name, profile::names())
-            .map(|near| format!(" (did you mean {near:?}?)"))
-            .unwrap_or_default();
-        i.error(format!(
-            "{} {name:?} is not a profile{hint}; profiles: {}",
-            i.name,
-            profile::names().join(", ")
-        ))
+        i.error(format!("{} {e}", i.name))
     })?;
     let mut settings = Settings::of(profile);
     match (&target.provider_key_header, &target.provider_key_in_body) {

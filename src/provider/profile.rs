@@ -219,6 +219,27 @@ pub fn find(name: &str) -> Option<&'static Profile> {
     PROFILES.iter().find(|p| p.name == name)
 }
 
+/// A profile name the fake does not play.
+#[derive(Debug, thiserror::Error)]
+#[error("{name:?} is not a profile{hint}; profiles: {known}")]
+pub struct UnknownProfile {
+    name: String,
+    /// ` (did you mean "stripe"?)`, or nothing.
+    hint: String,
+    known: String,
+}
+
+/// The profile named `name`, or an error naming the closest one.
+pub fn named(name: &str) -> Result<&'static Profile, UnknownProfile> {
+    find(name).ok_or_else(|| UnknownProfile {
+        name: name.to_string(),
+        hint: crate::suggest::closest(name, names())
+            .map(|near| format!(" (did you mean {near:?}?)"))
+            .unwrap_or_default(),
+        known: names().join(", "),
+    })
+}
+
 /// The profiles' names, for errors and help.
 pub fn names() -> Vec<&'static str> {
     PROFILES.iter().map(|p| p.name).collect()

@@ -79,6 +79,9 @@ impl Reply {
     }
 }
 
+/// Handles one call in a task of its own: a provider goes on with a call whose caller hung up
+/// (its deadline passed), so a held call still commits once released and is recorded as
+/// answered, whether or not anyone read the answer.
 async fn handle(state: &Shared, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Closed> {
     let method = req.method().to_string();
     let path = req.uri().path().to_string();
@@ -87,39 +90,42 @@ async fn handle(state: &Shared, req: Request<Incoming>) -> Result<Response<Full<
         .iter()
         .map(|(k, v)| Header::new(k.as_str(), v.as_bytes()))
         .collect();
-    let body = match Limited::read(req.into_body()).await {
-        Some(b) => b,
-        None => {
-            return Ok(respond(&Reply::json(
-                413,
-                "application/json",
-                r#"{"error":"body too large"}"#,
-            )))
-        }
+    let Some(body) = read_limited(req.into_body()).await else {
+        return Ok(respond(&Reply::json(
+            413,
+            "application/json",
+            r#"{"error":"body too large"}"#,
+        )));
     };
     let n = arrive(state, method, path, headers, body);
-    let reply = answer(state, n).await;
-    let finished = Instant::now();
+    let state = state.clone();
+    let worked = tokio::spawn(async move {
+        let reply = answer(&state, n).await;
+        finish(&state, n, &reply);
+        reply
+    });
+    match worked.await {
+        Ok(Ok(r)) => Ok(respond(&r)),
+        _ => Err(Closed),
+    }
+}
+
+/// Records how call `n` was answered.
+fn finish(state: &Shared, n: usize, reply: &Result<Reply, &'static str>) {
     let mut inner = state.lock();
-    let call = inner.ledger.call_mut(n).expect("a recorded call");
-    call.finished = Some(finished);
-    let out = match reply {
-        Ok(r) => {
-            call.answered = Answered::Status {
+    if let Some(call) = inner.ledger.call_mut(n) {
+        call.finished = Some(Instant::now());
+        call.answered = match reply {
+            Ok(r) => Answered::Status {
                 status: r.status,
                 headers: r.headers.clone(),
                 body: r.body.clone(),
-            };
-            Ok(respond(&r))
-        }
-        Err(why) => {
-            call.answered = Answered::Closed { why };
-            Err(Closed)
-        }
-    };
+            },
+            Err(why) => Answered::Closed { why },
+        };
+    }
     drop(inner);
     state.changed();
-    out
 }
 
 fn respond(r: &Reply) -> Response<Full<Bytes>> {
@@ -131,14 +137,10 @@ fn respond(r: &Reply) -> Response<Full<Bytes>> {
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
 }
 
-/// Reads a body up to [`BODY_LIMIT`].
-struct Limited;
-
-impl Limited {
-    async fn read(body: Incoming) -> Option<Vec<u8>> {
-        let limited = http_body_util::Limited::new(body, BODY_LIMIT);
-        limited.collect().await.ok().map(|b| b.to_bytes().to_vec())
-    }
+/// Reads a body up to [`BODY_LIMIT`]; `None` when it is longer.
+async fn read_limited(body: Incoming) -> Option<Vec<u8>> {
+    let limited = http_body_util::Limited::new(body, BODY_LIMIT);
+    limited.collect().await.ok().map(|b| b.to_bytes().to_vec())
 }
 
 /// Records the call as it arrived: its key, operation, parameters and token.
