@@ -8,6 +8,10 @@ use std::fmt;
 
 use serde::{Serialize, Serializer};
 
+/// How a role marks a call that reached the fake provider, as displayed (and read back from a
+/// report).
+pub const AT_PROVIDER: &str = " (at the provider)";
+
 /// An exchange's role.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Role {
@@ -144,7 +148,7 @@ impl fmt::Display for Role {
                 " (sent again with a new credential)",
             ),
             (self.throttled, " (throttled)"),
-            (self.at_provider, " (at the provider)"),
+            (self.at_provider, AT_PROVIDER),
         ] {
             if on {
                 f.write_str(mark)?;

@@ -38,7 +38,7 @@ pub const PROBE: ProbeDef = ProbeDef {
         requirement: "A lost provider answer is an unknown outcome: never a definitive failure, and the retry reuses the provider key, so one charge",
         checks: &[NOT_REFUSED, ORIGINAL_KEY, ONE_CHARGE, RESOLVED],
         needs: &[Need::Provider],
-        prerequisites: &["prov-key-present"],
+        prerequisites: &["prov-key-present", "prov-correlation"],
     },
     run: |ctx| run(ctx).boxed(),
 };

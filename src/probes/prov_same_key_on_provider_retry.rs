@@ -75,16 +75,23 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         &params,
         true,
     ));
-    let answered = tries
+    // A 2xx says the request charged: once. Any other end says it did not, or not yet: at most
+    // once either way.
+    let charged = tries
         .last()
         .is_some_and(|e| e.response().is_some_and(|r| r.is_success()));
-    if answered {
+    if charged {
         provider.expect_charges(ctx, &ONE_CHARGE, 1);
     } else {
-        ctx.unjudged(
-            ONE_CHARGE.id,
-            "the API never answered the request with a 2xx, so whether it charged is its own to say",
-        );
+        let charges = provider.charges();
+        let spec = ctx.spec(&ONE_CHARGE);
+        ctx.push(check::executions_at_most(
+            &spec,
+            "charges in the fake provider's ledger",
+            1,
+            charges.len() as u64,
+            provider.cite(&charges),
+        ));
     }
     Ok(())
 }

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use crate::check;
 use crate::config::Downstream;
-use crate::http::exchange::{Exchange, ReceivedResponse, Role, SentRequest, TransportError};
+use crate::http::exchange::{
+    Exchange, ReceivedResponse, Role, SentRequest, TransportError, TransportErrorKind,
+};
 use crate::http::Request;
 use crate::outcome::Stop;
 use crate::probes::{CheckDecl, ProbeCtx, Provider};
@@ -153,9 +155,18 @@ impl ProviderSide {
     }
 
     /// Judges that `calls` all carry one key (`same`) or each another; unjudged without a call.
+    /// When none carries a key there is nothing to compare: `prov-key-present` judges that,
+    /// and the timeline says why this check is absent.
     pub fn expect_keys(&self, ctx: &mut ProbeCtx, decl: &CheckDecl, calls: &[Seen], same: bool) {
         if calls.is_empty() {
             ctx.unjudged(decl.id, "no provider call to compare");
+            return;
+        }
+        if calls.iter().all(|s| s.call.key.is_none()) {
+            ctx.note(format!(
+                "{}: not compared, no provider call carried a key (prov-key-present judges that)",
+                decl.id
+            ));
             return;
         }
         let spec = ctx.spec(decl);
@@ -235,9 +246,12 @@ fn record_call(ctx: &mut ProbeCtx, down: &Downstream, call: &Call) -> usize {
             body_truncated: false,
             problem: None,
         }),
-        Answered::Closed { why } => Err(TransportError::failed(format!(
-            "the fake provider closed the connection: {why}"
-        ))),
+        // Closed on purpose by idem-check's own fake: what came of it is known, so checks
+        // citing it are judged (a failure in transport would leave them unjudged).
+        Answered::Closed { why } => Err(TransportError {
+            kind: TransportErrorKind::Dropped,
+            detail: format!("the fake provider closed the connection: {why}"),
+        }),
         Answered::Pending => Err(TransportError::failed(
             "still held by the fake provider when counted",
         )),
