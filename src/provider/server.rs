@@ -335,12 +335,15 @@ fn in_progress(profile: &super::profile::Profile) -> Reply {
 async fn play(state: &Shared, call: &Call, op: Operation, params: Params, hold: bool) -> Reply {
     let profile = state.settings.profile;
     let account = account(&call.headers);
+    let deadline = Instant::now() + HOLD_BOUND;
     let Some(key) = call.key.clone() else {
         // Without a key the provider charges, and remembers nothing.
+        if hold {
+            state.held(call.token.as_deref(), deadline).await;
+        }
         return charge(state, call, op, params, &account);
     };
     let slot = (account.clone(), key);
-    let deadline = Instant::now() + HOLD_BOUND;
     loop {
         let mut rx = state.subscribe();
         let seen = state.lock().ledger.keys.get(&slot).cloned();
