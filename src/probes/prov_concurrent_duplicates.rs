@@ -51,7 +51,9 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let (token, bound, quiet) = (
         provider.token.clone(),
         ctx.config.timeout,
-        ctx.config.quiet_window.max(Duration::from_millis(200)),
+        ctx.config
+            .quiet_window
+            .clamp(Duration::from_millis(100), Duration::from_millis(200)),
     );
     let (burst, ()) = tokio::join!(
         ctx.burst("duplicate", &reqs),
@@ -84,8 +86,13 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     Ok(())
 }
 
+/// The longest the first call is held once it came: shorter than the provider timeouts SDKs
+/// and APIs use (a second or more), so the API's own retry of the held call, which would be a
+/// second call of the same request rather than a duplicate's, does not come.
+const HOLD_AT_MOST: Duration = Duration::from_millis(500);
+
 /// Releases the held call once the first call came and no other followed for `quiet`: the
-/// burst is in (bounded by `bound`).
+/// burst is in (and at most [`HOLD_AT_MOST`] after the first call).
 async fn release_when_quiet(
     fake: Arc<FakeProvider>,
     token: String,
@@ -95,11 +102,14 @@ async fn release_when_quiet(
     if !fake.wait_for(&token, bound, |c| !c.is_empty()).await {
         return;
     }
-    let deadline = tokio::time::Instant::now() + bound;
+    let deadline = tokio::time::Instant::now() + HOLD_AT_MOST;
     loop {
         let seen = fake.calls(&token).len();
-        let more = fake.wait_for(&token, quiet, |c| c.len() > seen).await;
-        if !more || tokio::time::Instant::now() >= deadline {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let more = fake
+            .wait_for(&token, quiet.min(left), |c| c.len() > seen)
+            .await;
+        if !more || left.is_zero() {
             break;
         }
     }

@@ -350,3 +350,29 @@ pub fn provider_ref(down: &Downstream, ex: &Exchange) -> Option<String> {
 pub fn keys(calls: &[Seen]) -> Vec<(usize, Option<String>)> {
     calls.iter().map(|s| (s.n, s.call.key.clone())).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probes::kit::fake;
+
+    #[test]
+    fn a_client_retries_what_is_not_definitive_and_honours_retry_after() {
+        let ex = |status| fake::exchange(&fake::answered(status));
+        for settled in [200, 201, 400, 402, 422] {
+            assert!(definitive(&ex(settled)), "{settled}");
+        }
+        for retried in [409, 425, 429, 500, 502, 503] {
+            assert!(!definitive(&ex(retried)), "{retried}");
+        }
+        assert!(!definitive(&fake::exchange(&fake::failed("reset"))));
+        let mut unavailable = fake::answered(503);
+        if let Ok(r) = &mut unavailable.result {
+            r.headers
+                .push(crate::http::exchange::Header::new("Retry-After", "30"));
+        }
+        assert_eq!(pause_after(&fake::exchange(&unavailable)), RETRY_AFTER_CAP);
+        assert_eq!(pause_after(&ex(429)), Duration::ZERO);
+        assert_eq!(pause_after(&ex(502)), BACKOFF);
+    }
+}
