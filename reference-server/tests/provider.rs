@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::provider::{derived_key, ref_pointer, FakeProvider, Step, SHORT_ATTEMPT};
+use common::provider::{derived_key, ref_pointer, FakeProvider, Step, TlsFront, SHORT_ATTEMPT};
 use common::{body, fresh_key, start_on, Req, StoreKind, TestDb, TestServer};
 use idem_reference_server::{Config, ProviderProfile};
 use serde_json::{json, Value};
@@ -459,4 +459,31 @@ fn an_unreadable_ca_names_the_flag() {
         "{stderr}"
     );
     assert!(out.stdout.is_empty(), "it never listened");
+}
+
+/// An https provider is reached when `--provider-ca` names its CA, and not without it (the
+/// certificate is not trusted, so no call is made and the outcome stays unknown: 503).
+#[tokio::test]
+async fn an_https_provider_is_trusted_through_provider_ca() {
+    let db = TestDb::new(StoreKind::Sqlite);
+    let p = FakeProvider::start(ProviderProfile::Generic).await;
+    let front = TlsFront::start(&p).await;
+    let untrusting = start_on(&db, |c| {
+        c.provider_url = Some(front.url.clone());
+        c.provider_attempts = 1;
+    })
+    .await;
+    let req = Req::payment(A, &fresh_key(), &body("tls"));
+    untrusting.client().send(&req).await.assert_problem(503);
+    assert!(p.calls().is_empty());
+    untrusting.stop().await;
+    let trusting = start_on(&db, |c| {
+        c.provider_url = Some(front.url.clone());
+        c.provider_ca = Some(front.ca.clone());
+    })
+    .await;
+    let resp = trusting.client().send(&req).await;
+    assert_eq!(resp.status, 201, "{}", resp.text());
+    assert_eq!(resp.json()["providerRef"], "prov_1");
+    trusting.stop().await;
 }
