@@ -206,7 +206,7 @@ impl Provider {
             KeySource::PerAttempt => uuid::Uuid::new_v4().to_string(),
             KeySource::BodyHash => {
                 let (_, body) = self.declaration.encode(endpoint, call.params, None);
-                key::from_body(&body)
+                key::from_request(endpoint.path, &body)
             }
             KeySource::ClientKey => call.client_key.to_owned(),
             KeySource::ProcessMemory => self

@@ -226,17 +226,22 @@ pub(super) async fn demonstrate(fault: Fault, db: TestDb) {
             assert_eq!(c.send(&Req::payment(A, &key, invalid)).await.status, 400);
             let keyless = Req::post("/api/payments").token(A).json(&body("keyless"));
             assert_eq!(c.send(&keyless).await.status, 400);
+            let garbled = Req::payment(A, &fresh_key(), "not json, token-7f3a");
+            assert_eq!(c.send(&garbled).await.status, 400);
             c.send(&Req::payment(A, &key, &body("valid"))).await;
             let mismatch = c.send(&Req::payment(A, &key, &body("other"))).await;
             assert_eq!(mismatch.status, 422);
+            let calls = p.calls();
+            assert_eq!(calls.len(), 5, "every refused request called the provider");
+            assert_eq!(calls[1].json()["reference"], "keyless");
             assert_eq!(
-                p.calls().len(),
-                4,
-                "every refused request called the provider"
+                calls[2].json()["reference"],
+                "not json, token-7f3a",
+                "a body without a reference is passed on in its place"
             );
             let replay = c.send(&Req::payment(A, &key, &body("valid"))).await;
             assert_eq!(replay.header("idempotency-replayed"), Some("true"));
-            assert_eq!(p.calls().len(), 4, "an exact replay is answered first");
+            assert_eq!(p.calls().len(), 5, "an exact replay is answered first");
             assert_eq!(
                 p.keys()[0],
                 Some(derived_key("tenant-a", "payments.create", &unquoted(&key)))
