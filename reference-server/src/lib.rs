@@ -35,6 +35,7 @@ pub mod clock;
 pub mod config;
 mod connection;
 mod edge;
+mod faults;
 mod holds;
 mod idempotency;
 mod key_names;
