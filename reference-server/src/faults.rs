@@ -240,14 +240,17 @@ fault_catalog! {
     /// The provider call carries no idempotency key. Breaks `prov-key-present`.
     ProvNoKey = "prov-no-key" => ["prov-key-present"];
     /// Every provider attempt carries a fresh UUIDv4 key, as a retry loop around an SDK call
-    /// does: a lost provider answer and its retry are two charges.
+    /// does: a lost provider answer and its retry are two charges, and so are an in-progress
+    /// conflict and the call that waited it out.
     ProvNewKeyPerAttempt = "prov-new-key-per-attempt" => [
         "prov-same-key-on-provider-retry",
         "prov-lost-provider-response",
+        "prov-in-progress-conflict",
     ];
-    /// The provider key is a hash of the provider request's body: two orders with equal
-    /// payloads become one charge. Breaks `prov-distinct-keys`.
-    ProvKeyFromBody = "prov-key-from-body" => ["prov-distinct-keys"];
+    /// The provider key is a hash of the provider request (path and body): two orders with
+    /// equal payloads become one charge, whether two keys of one tenant or one key of two
+    /// tenants sent them. Breaks `prov-distinct-keys` and `prov-tenant-scope`.
+    ProvKeyFromBody = "prov-key-from-body" => ["prov-distinct-keys", "prov-tenant-scope"];
     /// The client's key is forwarded as it was sent, without tenant or operation: tenant B's
     /// charge, or a payout, replays another's charge.
     ProvRawClientKey = "prov-raw-client-key" => ["prov-tenant-scope", "prov-operation-scope"];
@@ -276,10 +279,12 @@ fault_catalog! {
     /// The answer (and the stored row) lacks `providerRef`. Breaks `prov-correlation`.
     ProvNoReference = "prov-no-reference" => ["prov-correlation"];
     /// The provider is called before the key and the body are validated (only an exact
-    /// replay of a completed request is answered first), so refused requests charge.
+    /// replay of a completed request is answered first), so refused requests charge — and,
+    /// being before the claim too, concurrent duplicates each call.
     ProvCallBeforeValidate = "prov-call-before-validate" => [
         "prov-mismatch-no-call",
         "prov-refused-no-call",
+        "prov-concurrent-duplicates",
     ];
 }
 
