@@ -200,9 +200,14 @@ async fn an_unanswered_attempt_times_out_and_is_retried_with_its_key() {
         .send(&Req::payment(A, &fresh_key(), &body("hang")))
         .await;
     assert_eq!(resp.status, 201, "{}", resp.text());
+    // Two attempts, or three if a loaded machine made the second one late too.
     let keys = p.keys();
-    assert_eq!(keys.len(), 2);
-    assert_eq!(keys[0], keys[1]);
+    assert!(keys.len() >= 2, "{keys:?}");
+    assert!(
+        keys.iter().all(|k| k.is_some() && *k == keys[0]),
+        "{keys:?}"
+    );
+    assert_eq!(p.charges(), 1);
     p.release_hangs();
     s.stop().await;
 }

@@ -382,8 +382,9 @@ async fn read_request(stream: &mut TcpStream) -> Option<Call> {
     })
 }
 
-/// How long the server gives one provider attempt in tests that make attempts time out.
-pub const SHORT_ATTEMPT: Duration = Duration::from_millis(300);
+/// How long the server gives one provider attempt in tests that make an attempt time out:
+/// short, yet long enough for an answered attempt on a loaded machine.
+pub const SHORT_ATTEMPT: Duration = Duration::from_millis(500);
 
 /// An https front for a stand-in: a CA made here, a certificate for 127.0.0.1 it signed, each
 /// connection decrypted and passed on to the stand-in. The CA's PEM file is what
