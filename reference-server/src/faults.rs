@@ -393,4 +393,21 @@ mod tests {
         }
         assert!("no-such-fault".parse::<Fault>().is_err());
     }
+
+    /// The provider faults are the `prov-` rows, and each breaks only `prov-` probes: the list
+    /// in [`Fault::needs_provider`] cannot miss a new one.
+    #[test]
+    fn provider_faults_are_the_prov_rows() {
+        for fault in Fault::ALL {
+            let prov = fault.name().starts_with("prov-");
+            assert_eq!(fault.needs_provider(), prov, "{fault}");
+            assert!(
+                fault
+                    .breaks()
+                    .iter()
+                    .all(|p| p.starts_with("prov-") == prov),
+                "{fault} breaks probes of the other side"
+            );
+        }
+    }
 }
