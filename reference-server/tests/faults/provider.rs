@@ -210,6 +210,7 @@ pub(super) async fn demonstrate(fault: Fault, db: TestDb) {
             });
             p.wait_calls(1).await;
             clock.advance(lease * 2);
+            p.script([Step::Unavailable]);
             let dup = c.send(&req).await;
             assert_eq!(dup.status, 201, "{}", dup.text());
             p.release_hangs();
@@ -220,6 +221,7 @@ pub(super) async fn demonstrate(fault: Fault, db: TestDb) {
             );
             let keys = p.keys();
             assert_ne!(keys[0], keys[1], "the new owner drew a new key");
+            assert_eq!(keys[1], keys[2], "and kept it over its own attempts");
             assert_eq!(p.charges(), 2, "two charges for one request");
             s.stop().await;
         }
