@@ -180,6 +180,9 @@ pub(super) async fn call_before_validation(
     Ok((Request::from_parts(parts, Body::from(body)), outcome))
 }
 
+/// How much of an unvalidated body without a reference goes to the provider in its place.
+const MAX_PASSED_ON: usize = 200;
+
 async fn call_unvalidated(
     app: &Arc<App>,
     provider: &Provider,
@@ -206,11 +209,19 @@ async fn call_unvalidated(
             return None;
         }
     }
-    let text = |name: &str| json.get(name).and_then(Value::as_str).unwrap_or_default();
+    let text = |name: &str| json.get(name).and_then(Value::as_str).map(str::trim);
+    // Without a reference field the body itself stands in for it, as a handler passing the
+    // request along would: whoever reads the provider's log can still tell whose call it was.
+    let reference = text("reference").map(str::to_owned).unwrap_or_else(|| {
+        String::from_utf8_lossy(body)
+            .chars()
+            .take(MAX_PASSED_ON)
+            .collect()
+    });
     let params = Params {
         amount_cents: json.get("amountCents").and_then(Value::as_i64).unwrap_or(0),
-        currency: text("currency").trim().to_ascii_uppercase(),
-        reference: text("reference").trim().to_owned(),
+        currency: text("currency").unwrap_or_default().to_ascii_uppercase(),
+        reference,
     };
     let call = Call {
         tenant: &tenant,

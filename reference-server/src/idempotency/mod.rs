@@ -6,8 +6,9 @@
 //! 3. read and validate the payload — an invalid payload is a 400 and claims nothing;
 //! 4. fingerprint the normalised payload ([`fingerprint`]);
 //! 5. claim tenant + operation + key in one short transaction: execute, replay, 422 or 409;
-//! 6. execute while renewing the lease (heartbeat), then commit the effect and the response in
-//!    one transaction fenced by the owner token; a failed execution releases the claim.
+//! 6. execute while renewing the lease (heartbeat) — in provider mode, charge at the provider
+//!    first ([`charge`]) — then commit the effect and the response in one transaction fenced
+//!    by the owner token; a failed execution releases the claim.
 //!
 //! Steps 5–6 run in a spawned task: if the client disconnects, hyper drops the handler future,
 //! but the claim → execute → commit sequence must not be cut in half, or a committed payment

@@ -160,9 +160,9 @@ impl Provider {
             Operation::CreatePayment => &self.declaration.charge,
             Operation::CreatePayout => &self.declaration.payout,
         };
+        let mut key = self.key(call, endpoint);
         let (mut failed, mut waited) = (0, 0);
         loop {
-            let key = self.key(call, endpoint);
             let answer = self.attempt(endpoint, call.params, key.as_deref()).await;
             match answer {
                 Answer::Done(reference) => return Outcome::Done { reference },
@@ -189,11 +189,14 @@ impl Provider {
                     tokio::time::sleep(wait.unwrap_or(backoff).min(MAX_RETRY_AFTER)).await;
                 }
             }
+            if self.decisions.key == KeySource::PerAttempt {
+                key = Some(fresh_attempt_key());
+            }
         }
     }
 
-    /// The key of one attempt of `call` (the same for every attempt, except under the faults
-    /// that draw one).
+    /// The key of `call`, which every attempt carries (except under `prov-new-key-per-attempt`,
+    /// where this is only the first attempt's).
     fn key(&self, call: &Call<'_>, endpoint: &Endpoint) -> Option<String> {
         let operation = call.operation.name();
         let fresh = || format!("ik_{}", uuid::Uuid::new_v4().simple());
@@ -203,10 +206,10 @@ impl Provider {
         Some(match self.decisions.key {
             KeySource::Derived => key::derive(call.tenant, operation, call.client_key),
             KeySource::Omitted => return None,
-            KeySource::PerAttempt => uuid::Uuid::new_v4().to_string(),
+            KeySource::PerAttempt => fresh_attempt_key(),
             KeySource::BodyHash => {
                 let (_, body) = self.declaration.encode(endpoint, call.params, None);
-                key::from_body(&body)
+                key::from_request(endpoint.path, &body)
             }
             KeySource::ClientKey => call.client_key.to_owned(),
             KeySource::ProcessMemory => self
@@ -281,6 +284,11 @@ impl Provider {
         }
         Answer::Refused(status)
     }
+}
+
+/// The `prov-new-key-per-attempt` fault's key: a UUIDv4, as an SDK draws for each call.
+fn fresh_attempt_key() -> String {
+    uuid::Uuid::new_v4().to_string()
 }
 
 /// A `Retry-After` in seconds (an HTTP date is left to the default backoff).

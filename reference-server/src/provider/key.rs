@@ -23,10 +23,14 @@ pub(crate) fn derive(tenant: &str, operation: &str, client_key: &str) -> String 
     keyed(&hash.finalize())
 }
 
-/// The `prov-key-from-body` fault's key: a hash of the provider request's body, so two orders
-/// with equal payloads share it.
-pub(crate) fn from_body(body: &[u8]) -> String {
-    keyed(&Sha256::digest(body))
+/// The `prov-key-from-body` fault's key: a hash of the provider request (its path and body),
+/// so two orders with equal payloads share it.
+pub(crate) fn from_request(path: &str, body: &[u8]) -> String {
+    let mut hash = Sha256::new();
+    hash.update(path.as_bytes());
+    hash.update([0]);
+    hash.update(body);
+    keyed(&hash.finalize())
 }
 
 fn keyed(digest: &[u8]) -> String {

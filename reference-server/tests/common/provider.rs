@@ -382,5 +382,79 @@ async fn read_request(stream: &mut TcpStream) -> Option<Call> {
     })
 }
 
-/// How long the server gives one provider attempt in tests that make attempts time out.
-pub const SHORT_ATTEMPT: Duration = Duration::from_millis(300);
+/// How long the server gives one provider attempt in tests that make an attempt time out:
+/// short, yet long enough for an answered attempt on a loaded machine.
+pub const SHORT_ATTEMPT: Duration = Duration::from_millis(500);
+
+/// An https front for a stand-in: a CA made here, a certificate for 127.0.0.1 it signed, each
+/// connection decrypted and passed on to the stand-in. The CA's PEM file is what
+/// `--provider-ca` takes.
+pub struct TlsFront {
+    pub url: String,
+    pub ca: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TlsFront {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl TlsFront {
+    pub async fn start(backend: &FakeProvider) -> Self {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+        use tokio_rustls::rustls::{self, pki_types::PrivateKeyDer, ServerConfig};
+
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca =
+            CertifiedIssuer::self_signed(params, KeyPair::generate().expect("CA key")).expect("CA");
+        let key = KeyPair::generate().expect("key");
+        let leaf = CertificateParams::new(vec!["127.0.0.1".to_owned()])
+            .expect("leaf params")
+            .signed_by(&key, &ca)
+            .expect("leaf");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ca_path = dir.path().join("provider-ca.pem");
+        std::fs::write(&ca_path, ca.pem()).expect("write the CA");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![leaf.der().clone()],
+                PrivateKeyDer::try_from(key.serialize_der()).expect("key DER"),
+            )
+            .expect("certificate and key");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("https://{}", listener.local_addr().expect("addr"));
+        let upstream = backend.url.trim_start_matches("http://").to_owned();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    return;
+                };
+                let (acceptor, upstream) = (acceptor.clone(), upstream.clone());
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let Ok(mut up) = TcpStream::connect(&upstream).await else {
+                        return;
+                    };
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut up).await;
+                });
+            }
+        });
+        Self {
+            url,
+            ca: ca_path,
+            _dir: dir,
+            task,
+        }
+    }
+}

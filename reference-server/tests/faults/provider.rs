@@ -62,6 +62,17 @@ pub(super) async fn demonstrate(fault: Fault, db: TestDb) {
             let keys = p.keys();
             assert_eq!(keys.len(), 2);
             assert_ne!(keys[0], keys[1], "the retry carried another key");
+            p.script([Step::InProgress]);
+            let busy = s
+                .client()
+                .send(&Req::payment(A, &fresh_key(), &body("busy")))
+                .await;
+            assert_eq!(busy.status, 201, "{}", busy.text());
+            let keys = p.keys();
+            assert_ne!(
+                keys[2], keys[3],
+                "the wait for the call in flight ended in another key"
+            );
             s.stop().await;
         }
         Fault::ProvKeyFromBody => {
@@ -74,6 +85,13 @@ pub(super) async fn demonstrate(fault: Fault, db: TestDb) {
             assert_eq!(keys[0], keys[1], "two orders, one provider key");
             assert_eq!(p.charges(), 1, "the second order was never charged");
             assert_eq!(first.json()["providerRef"], second.json()["providerRef"]);
+            let key = fresh_key();
+            c.send(&Req::payment(A, &key, &body("tenants"))).await;
+            let b = c.send(&Req::payment(B, &key, &body("tenants"))).await;
+            assert_eq!(b.status, 201, "{}", b.text());
+            let keys = p.keys();
+            assert_eq!(keys[2], keys[3], "tenant B's order under tenant A's key");
+            assert_eq!(p.charges(), 2);
             s.stop().await;
         }
         Fault::ProvRawClientKey => {
@@ -192,6 +210,7 @@ pub(super) async fn demonstrate(fault: Fault, db: TestDb) {
             });
             p.wait_calls(1).await;
             clock.advance(lease * 2);
+            p.script([Step::Unavailable]);
             let dup = c.send(&req).await;
             assert_eq!(dup.status, 201, "{}", dup.text());
             p.release_hangs();
@@ -202,6 +221,7 @@ pub(super) async fn demonstrate(fault: Fault, db: TestDb) {
             );
             let keys = p.keys();
             assert_ne!(keys[0], keys[1], "the new owner drew a new key");
+            assert_eq!(keys[1], keys[2], "and kept it over its own attempts");
             assert_eq!(p.charges(), 2, "two charges for one request");
             s.stop().await;
         }
@@ -226,17 +246,38 @@ pub(super) async fn demonstrate(fault: Fault, db: TestDb) {
             assert_eq!(c.send(&Req::payment(A, &key, invalid)).await.status, 400);
             let keyless = Req::post("/api/payments").token(A).json(&body("keyless"));
             assert_eq!(c.send(&keyless).await.status, 400);
+            let garbled = Req::payment(A, &fresh_key(), "not json, token-7f3a");
+            assert_eq!(c.send(&garbled).await.status, 400);
             c.send(&Req::payment(A, &key, &body("valid"))).await;
             let mismatch = c.send(&Req::payment(A, &key, &body("other"))).await;
             assert_eq!(mismatch.status, 422);
+            let calls = p.calls();
+            assert_eq!(calls.len(), 5, "every refused request called the provider");
+            assert_eq!(calls[1].json()["reference"], "keyless");
             assert_eq!(
-                p.calls().len(),
-                4,
-                "every refused request called the provider"
+                calls[2].json()["reference"],
+                "not json, token-7f3a",
+                "a body without a reference is passed on in its place"
             );
             let replay = c.send(&Req::payment(A, &key, &body("valid"))).await;
             assert_eq!(replay.header("idempotency-replayed"), Some("true"));
-            assert_eq!(p.calls().len(), 4, "an exact replay is answered first");
+            assert_eq!(p.calls().len(), 5, "an exact replay is answered first");
+            // The first call is held at the provider before any claim: its duplicate calls too.
+            let req = Req::payment(A, &fresh_key(), &body("burst"));
+            p.script([Step::Hang]);
+            let first = tokio::spawn({
+                let req = req.clone();
+                async move { c.send(&req).await }
+            });
+            p.wait_calls(6).await;
+            let dup = tokio::spawn({
+                let req = req.clone();
+                async move { c.send(&req).await }
+            });
+            p.wait_calls(7).await;
+            p.release_hangs();
+            let statuses = [first.await.unwrap().status, dup.await.unwrap().status];
+            assert!(statuses.contains(&201), "{statuses:?}");
             assert_eq!(
                 p.keys()[0],
                 Some(derived_key("tenant-a", "payments.create", &unquoted(&key)))
