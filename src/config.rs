@@ -22,7 +22,10 @@ use crate::inputs;
 use crate::keys::KeyForm;
 use crate::redact::{Masked, Secrets};
 use crate::suite::Suite;
+
+mod downstream;
 pub use crate::target::{OutageHook, TargetSpec};
+pub use downstream::{Downstream, DEFAULT_REF_POINTER};
 
 /// The operation under test.
 #[derive(Clone)]
@@ -319,6 +322,8 @@ pub struct Config {
     pub connector: Arc<Connector>,
     /// `--auth-cmd`'s credential, fetched again when the API answers 401.
     pub auth: Option<Arc<Credential>>,
+    /// The fake provider of the `downstream` probes; `None` without `--provider-listen`.
+    pub provider: Option<Downstream>,
 }
 
 /// Bodies larger than this are cut in evidence and never buffered whole.
@@ -508,6 +513,7 @@ impl Config {
         if opts.timeout.is_zero() {
             bail!("--timeout must be more than 0");
         }
+        let provider = downstream::start(&target, &target.origins)?;
         let read_url = target
             .read_url
             .as_deref()
@@ -587,6 +593,7 @@ impl Config {
             suite,
             key_form: opts.key_form,
             key_carrier,
+            provider,
             secrets,
             connector,
             auth,

@@ -197,6 +197,31 @@ macro_rules! with_inputs {
                     shown text, value "CMD", reference false,
                     help "A shell command that brings the idempotency store back after \
                           --store-down-cmd";
+                PROVIDER_LISTEN: "--provider-listen" ["provider"] "listen" => provider_listen: Option<String>,
+                    shown plain, value "ADDR", reference false,
+                    help "Starts a fake payment provider listening here, e.g. 127.0.0.1:4010, for the \
+                          downstream probes: point the API under test at it (its SDK's base URL) \
+                          and they judge the keys and charges that reach it";
+                PROVIDER: "--provider" ["provider"] "profile" => provider: Option<String>,
+                    shown plain, value "PROFILE", reference true,
+                    help "The provider the fake plays: stripe, adyen, square, paypal, checkout, \
+                          gocardless or generic [default: generic]; with --reference the bundled \
+                          server calls it";
+                PROVIDER_KEY_HEADER: "--provider-key-header" ["provider"] "key-header" => provider_key_header: Option<String>,
+                    shown plain, value "NAME", reference false,
+                    help "The header the API puts its provider key in, when not the profile's";
+                PROVIDER_KEY_IN_BODY: "--provider-key-in-body" ["provider"] "key-in-body" => provider_key_in_body: Option<String>,
+                    shown plain, value "POINTER", reference false,
+                    help "The JSON pointer of the provider key in the provider request's body, when \
+                          the API sends it there instead of the profile's carrier";
+                PROVIDER_REF_POINTER: "--provider-ref-pointer" ["provider"] "ref-pointer" => provider_ref_pointer: Option<String>,
+                    shown plain, value "POINTER", reference false,
+                    help "JSON pointer to the provider's reference in the API's 2xx answer \
+                          [default: /providerRef]";
+                PROVIDER_CORRELATE: "--provider-correlate" ["provider"] "correlate" => provider_correlate: Option<String>,
+                    shown plain, value "POINTER", reference false,
+                    help "Where the client request's {{unique}} value (or the API's resource id) \
+                          sits in the provider request, when it is not found anywhere in it";
                 HTTP2: "--http2" top "http2" => http2: bool,
                     shown plain, value "", reference true,
                     help "The target speaks HTTP/2 (for http:// URLs, h2c with prior knowledge): \

@@ -33,6 +33,7 @@ pub mod keys;
 pub mod matrix;
 pub mod outcome;
 pub mod probes;
+pub mod provider;
 pub mod redact;
 pub mod reference;
 pub mod report;

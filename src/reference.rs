@@ -16,13 +16,15 @@ use anyhow::{Context, Result};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use idem_reference_server::{
-    Config as ServerConfig, DbLocation, Fault, Outage, Tenant, WebhookFault,
+    Config as ServerConfig, DbLocation, Fault, Outage, ProviderProfile, Tenant, WebhookFault,
 };
 use tokio::sync::{oneshot, Mutex};
 use tokio::task::JoinHandle;
 
 use crate::carrier::{set_field, Place};
 use crate::config::{OutageHook, RestartHook, TargetSpec};
+use crate::provider::profile::Profile;
+use crate::provider::{FakeProvider, Settings};
 
 /// The hold the concurrency probes ask of the reference server: a named hold the checker
 /// releases once it has sent its duplicates (the server ends it after 10 s at the latest).
@@ -64,6 +66,8 @@ pub struct Reference {
     /// Where the key is read from, when it is not [`idem_reference_server::DEFAULT_KEY_HEADER`]:
     /// another header, or a body field.
     key: Option<Place>,
+    /// The fake provider the server calls, when started with one.
+    provider: Option<Arc<FakeProvider>>,
     _dir: tempfile::TempDir,
 }
 
@@ -169,6 +173,18 @@ impl Reference {
         postgres: Option<&str>,
         key: Option<&Place>,
     ) -> Result<Reference> {
+        Self::start_calling(fault, postgres, key, None).await
+    }
+
+    /// [`Reference::start_with`], the server calling a fake provider playing `provider`
+    /// (started here on 127.0.0.1:0) for every payment and payout: the target then carries
+    /// that fake for the `downstream` probes.
+    pub async fn start_calling(
+        fault: Option<Fault>,
+        postgres: Option<&str>,
+        key: Option<&Place>,
+        provider: Option<&'static Profile>,
+    ) -> Result<Reference> {
         let dir = tempfile::tempdir().context("could not create a temporary directory")?;
         let db = match postgres {
             Some(url) => match DbLocation::parse(url) {
@@ -198,7 +214,22 @@ impl Reference {
             Some(Place::Body(field)) => config.key_in_body = Some(field.clone()),
             None => {}
         }
-        Self::serve(config, dir, key.cloned()).await
+        let fake = match provider {
+            Some(profile) => {
+                let fake = FakeProvider::bind("127.0.0.1:0", Settings::of(profile))
+                    .context("could not start the fake provider")?;
+                config.provider_url = Some(fake.url());
+                config.provider_profile = profile
+                    .name
+                    .parse::<ProviderProfile>()
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                Some(fake)
+            }
+            None => None,
+        };
+        let mut reference = Self::serve(config, dir, key.cloned()).await?;
+        reference.provider = fake;
+        Ok(reference)
     }
 
     /// Starts the reference server and its replica on a temporary SQLite file with its webhook
@@ -247,6 +278,7 @@ impl Reference {
             server: Arc::new(server),
             replica,
             key,
+            provider: None,
             _dir: dir,
         })
     }
@@ -314,6 +346,7 @@ impl Reference {
                 Some(Place::Body(field)) => Some(field.clone()),
                 _ => None,
             },
+            provider_started: self.provider.clone(),
             ..TargetSpec::default()
         }
     }

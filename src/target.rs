@@ -107,6 +107,7 @@ macro_rules! target_file {
             restart: Option<RestartTable>,
             crash: Option<CrashTable>,
             store_outage: Option<StoreOutageTable>,
+            provider: Option<ProviderTable>,
         }
 
         impl TargetFile {
@@ -161,6 +162,17 @@ impl FromFile for bool {
 struct StoreOutageTable {
     down_command: Spanned<String>,
     up_command: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct ProviderTable {
+    listen: Option<Spanned<String>>,
+    profile: Option<Spanned<String>>,
+    key_header: Option<Spanned<String>>,
+    key_in_body: Option<Spanned<String>>,
+    ref_pointer: Option<Spanned<String>>,
+    correlate: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -267,6 +279,9 @@ crate::with_inputs!(target_spec {
     /// An outage hook of the target's own (the in-process reference server's), used instead of
     /// the commands.
     store_outage_hook: Option<Arc<dyn OutageHook>>, shown plain;
+    /// A fake provider already started for the target (`run --reference --provider`, whose
+    /// server must know its URL before it starts), used instead of `--provider-listen`.
+    provider_started: Option<Arc<crate::provider::FakeProvider>>, shown plain;
     /// `(VAR, value)` for every `${VAR}` a target file took from the environment: masked in
     /// every report, and named `$VAR` in reproduce lines.
     secret_vars: Vec<(String, String)>, shown names;
@@ -470,6 +485,14 @@ pub fn parse(
     if let Some(c) = &file.crash {
         spec.crash_header = Some(r.string(&c.header, inputs::CRASH_HEADER)?);
         spec.lease_wait = r.duration(&c.lease_wait, inputs::LEASE_WAIT)?;
+    }
+    if let Some(p) = &file.provider {
+        spec.provider_listen = r.opt(&p.listen, inputs::PROVIDER_LISTEN)?;
+        spec.provider = r.opt(&p.profile, inputs::PROVIDER)?;
+        spec.provider_key_header = r.opt(&p.key_header, inputs::PROVIDER_KEY_HEADER)?;
+        spec.provider_key_in_body = r.opt(&p.key_in_body, inputs::PROVIDER_KEY_IN_BODY)?;
+        spec.provider_ref_pointer = r.opt(&p.ref_pointer, inputs::PROVIDER_REF_POINTER)?;
+        spec.provider_correlate = r.opt(&p.correlate, inputs::PROVIDER_CORRELATE)?;
     }
     if let Some(c) = &file.counter {
         spec.count_url = r.opt(&c.url, inputs::COUNT_URL)?;

@@ -19,6 +19,7 @@ use crate::config::Outage;
 use crate::holds::Holds;
 use crate::payments::Operation;
 use crate::problem::ErrorStyle;
+use crate::provider::Provider;
 use crate::store::{Scope, Store};
 
 /// The shared state of one server instance.
@@ -43,6 +44,8 @@ pub(crate) struct App {
     pub(crate) key_header: String,
     /// The body field the key is read from instead (see [`crate::Config::key_in_body`]).
     pub(crate) key_in_body: Option<String>,
+    /// The payment provider a payment is charged at (with `--provider-url`).
+    pub(crate) provider: Option<Provider>,
 }
 
 impl App {

@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 
 use crate::config::Fault;
 use crate::problem::ErrorStyle;
+use crate::provider::{CallPoint, Decisions, KeySource};
 use crate::store::TakeOver;
 
 /// How a key is claimed.
@@ -94,6 +95,8 @@ pub(crate) struct Behaviour {
     pub(crate) fail_open: bool,
     /// A keyed request waits out a store outage instead of being refused.
     pub(crate) wait_out_outage: bool,
+    /// How the payment provider is called (with `--provider-url`).
+    pub(crate) provider: Decisions,
 }
 
 impl Behaviour {
@@ -131,6 +134,7 @@ impl Behaviour {
             key_name_spellings: false,
             fail_open: false,
             wait_out_outage: false,
+            provider: Decisions::CORRECT,
         }
     }
 
@@ -281,6 +285,72 @@ impl Behaviour {
             },
             Fault::FailOpen => Self {
                 fail_open: true,
+                ..b
+            },
+            Fault::ProvNoKey
+            | Fault::ProvNewKeyPerAttempt
+            | Fault::ProvKeyFromBody
+            | Fault::ProvRawClientKey
+            | Fault::ProvKeyNotPersisted => Self {
+                provider: Decisions {
+                    key: match fault {
+                        Fault::ProvNoKey => KeySource::Omitted,
+                        Fault::ProvNewKeyPerAttempt => KeySource::PerAttempt,
+                        Fault::ProvKeyFromBody => KeySource::BodyHash,
+                        Fault::ProvRawClientKey => KeySource::ClientKey,
+                        _ => KeySource::ProcessMemory,
+                    },
+                    ..Decisions::CORRECT
+                },
+                ..b
+            },
+            Fault::ProvCallBeforeClaim | Fault::ProvCallBeforeValidate => Self {
+                provider: Decisions {
+                    call_point: if fault == Fault::ProvCallBeforeClaim {
+                        CallPoint::BeforeClaim
+                    } else {
+                        CallPoint::BeforeValidation
+                    },
+                    ..Decisions::CORRECT
+                },
+                ..b
+            },
+            Fault::ProvTimeoutIsFailure => Self {
+                provider: Decisions {
+                    unknown_is_failure: true,
+                    ..Decisions::CORRECT
+                },
+                ..b
+            },
+            Fault::Prov409IsFailure => Self {
+                provider: Decisions {
+                    in_progress_is_failure: true,
+                    ..Decisions::CORRECT
+                },
+                ..b
+            },
+            Fault::ProvReplayRecallsProvider => Self {
+                provider: Decisions {
+                    replay_recalls: true,
+                    ..Decisions::CORRECT
+                },
+                ..b
+            },
+            // The claim is left to expire while the provider holds the call (no heartbeat; the
+            // completion stays fenced), and whoever takes it over draws a new key.
+            Fault::ProvStaleOwnerNewKey => Self {
+                heartbeat: false,
+                provider: Decisions {
+                    fresh_key_on_takeover: true,
+                    ..Decisions::CORRECT
+                },
+                ..b
+            },
+            Fault::ProvNoReference => Self {
+                provider: Decisions {
+                    reference_in_answer: false,
+                    ..Decisions::CORRECT
+                },
                 ..b
             },
         }

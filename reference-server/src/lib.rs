@@ -16,6 +16,9 @@
 //! Before any of that, `connection` times out slow heads and idle connections and `edge`
 //! refuses malformed or oversized requests ([`Limits`]).
 //!
+//! With a provider URL, the owner charges the payment at a payment provider before the commit
+//! ([`provider`]), with a key derived from tenant, operation and client key.
+//!
 //! Beside the payments API, [`webhooks`] is a webhook consumer (`POST /webhooks/{scheme}`) that
 //! applies each signed event exactly once, with its own faults ([`WebhookFault`]).
 
@@ -32,6 +35,7 @@ pub mod clock;
 pub mod config;
 mod connection;
 mod edge;
+mod faults;
 mod holds;
 mod idempotency;
 mod key_names;
@@ -39,6 +43,7 @@ pub mod limits;
 mod openapi;
 pub mod payments;
 mod problem;
+pub mod provider;
 mod routes;
 mod server;
 pub mod store;
@@ -49,6 +54,7 @@ use std::future::Future;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Config, DbLocation, Fault, Outage, Tenant, DEFAULT_KEY_HEADER};
 pub use limits::Limits;
+pub use provider::ProviderProfile;
 pub use webhooks::{Scheme as WebhookScheme, WebhookFault};
 
 /// Serves the API on `listener` until `shutdown` resolves, then drains in-flight requests,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
-use idem_reference_server::{Config, DbLocation, Fault, Tenant, WebhookFault};
+use idem_reference_server::{Config, DbLocation, Fault, ProviderProfile, Tenant, WebhookFault};
 
 /// A payments API that implements the Idempotency-Key contract correctly, with fault switches.
 ///
@@ -103,6 +103,28 @@ struct Opts {
     #[arg(long, value_name = "DURATION", default_value = "16s", value_parser = humantime::parse_duration)]
     webhook_slow_handler: Duration,
 
+    /// Charge payments and pay out payouts at this payment provider (its base URL, http or
+    /// https), with a provider key derived from tenant, operation and client key.
+    #[arg(long, value_name = "URL")]
+    provider_url: Option<String>,
+
+    /// Which provider's API --provider-url serves: stripe, adyen, square, paypal, checkout,
+    /// gocardless or generic.
+    #[arg(long, value_name = "NAME", default_value = "generic")]
+    provider_profile: ProviderProfile,
+
+    /// One provider attempt's budget in milliseconds, from sending to the whole answer.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    provider_timeout_ms: u64,
+
+    /// Provider attempts per client request before its outcome counts as unknown (503).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    provider_attempts: u32,
+
+    /// A PEM file of extra root certificates for an https --provider-url.
+    #[arg(long, value_name = "FILE")]
+    provider_ca: Option<std::path::PathBuf>,
+
     /// How long a kept-alive connection may wait for its next request.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
     idle_timeout: Duration,
@@ -138,6 +160,11 @@ fn config_from(opts: Opts) -> Config {
     config.webhook_fault = opts.webhook_fault;
     config.webhook_dedupe_ttl = Duration::from_millis(opts.webhook_dedupe_ttl_ms);
     config.webhook_slow_handler = opts.webhook_slow_handler;
+    config.provider_url = opts.provider_url;
+    config.provider_profile = opts.provider_profile;
+    config.provider_timeout = Duration::from_millis(opts.provider_timeout_ms);
+    config.provider_attempts = opts.provider_attempts;
+    config.provider_ca = opts.provider_ca;
     config.limits = idem_reference_server::Limits {
         header_read: opts.header_read_timeout,
         body_read: opts.body_read_timeout,

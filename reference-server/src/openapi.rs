@@ -135,7 +135,8 @@ pub(crate) fn document(key_header: &str) -> Value {
                         "amountCents": {"type": "integer"},
                         "currency": {"type": "string"},
                         "reference": {"type": "string"},
-                        "createdAt": {"type": "string", "format": "date-time"}
+                        "createdAt": {"type": "string", "format": "date-time"},
+                        "providerRef": {"type": "string", "description": "The payment provider's id of the charge or payout (provider mode only)."}
                     }
                 },
                 "Problem": {

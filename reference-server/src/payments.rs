@@ -142,6 +142,10 @@ pub struct PaymentRecord {
     pub reference: String,
     /// RFC 3339, millisecond precision, UTC.
     pub created_at: String,
+    /// The payment provider's id of the charge (or payout), in provider mode: the correlation
+    /// between this resource and the provider's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider_ref: Option<String>,
 }
 
 impl PaymentRecord {

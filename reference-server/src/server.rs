@@ -15,6 +15,7 @@ use crate::auth::Tenants;
 use crate::behaviour::Behaviour;
 use crate::claims::Claims;
 use crate::config::Config;
+use crate::provider::{self, Provider};
 use crate::routes;
 use crate::store;
 use crate::webhooks::handler::WebhookConsumer;
@@ -30,6 +31,20 @@ pub(crate) async fn run(
     ready: impl FnOnce() -> anyhow::Result<()> + Send,
 ) -> anyhow::Result<()> {
     config.validate().context("invalid configuration")?;
+    let behaviour = Behaviour::new(config.fault, Duration::from_micros(config.race_window_us));
+    let provider = match &config.provider_url {
+        Some(url) => {
+            let settings = provider::Settings {
+                url: url.clone(),
+                profile: config.provider_profile,
+                timeout: config.provider_timeout,
+                attempts: config.provider_attempts,
+                ca: config.provider_ca.clone(),
+            };
+            Some(Provider::new(&settings, behaviour.provider).context("starting provider mode")?)
+        }
+        None => None,
+    };
     let store = store::open(&config)
         .await
         .with_context(|| format!("opening the store {}", config.db))?;
@@ -46,7 +61,6 @@ pub(crate) async fn run(
         }
     };
     let tasks = TaskTracker::new();
-    let behaviour = Behaviour::new(config.fault, Duration::from_micros(config.race_window_us));
     let app = Arc::new(App {
         tenants: Tenants::new(&config.tenants),
         store: Arc::clone(&store),
@@ -67,6 +81,7 @@ pub(crate) async fn run(
         tasks: tasks.clone(),
         key_header: config.key_header.clone(),
         key_in_body: config.key_in_body.clone(),
+        provider,
     });
     let webhooks = WebhookConsumer::new(&config, Arc::clone(&app), known_events);
     let stop_purge = CancellationToken::new();
@@ -82,6 +97,8 @@ pub(crate) async fn run(
         lease = %humantime::format_duration(config.lease),
         group_commit = config.group_commit,
         test_hooks = config.test_hooks,
+        provider = ?config.provider_url.as_deref().map(crate::config::redact_url),
+        profile = %config.provider_profile,
         "store open, serving"
     );
     if let Some(fault) = config.fault {

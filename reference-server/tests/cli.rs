@@ -48,7 +48,37 @@ fn bad_flags_exit_2_with_a_message() {
             "--test-hooks",
         ),
     ];
-    for (args, hint) in cases {
+    let provider_cases: &[(&[&str], &str)] = &[
+        (&["--provider-url", "ftp://127.0.0.1:9"], "--provider-url"),
+        (&["--provider-url", "not a url"], "--provider-url"),
+        (
+            &["--provider-profile", "strype"],
+            "known profiles: stripe, adyen, square, paypal, checkout, gocardless, generic",
+        ),
+        (
+            &[
+                "--provider-url",
+                "http://127.0.0.1:9",
+                "--provider-attempts",
+                "0",
+            ],
+            "--provider-attempts",
+        ),
+        (
+            &[
+                "--provider-url",
+                "http://127.0.0.1:9",
+                "--provider-timeout-ms",
+                "0",
+            ],
+            "--provider-timeout-ms",
+        ),
+        (
+            &["--fault", "prov-no-key", "--test-hooks"],
+            "add --provider-url",
+        ),
+    ];
+    for (args, hint) in cases.iter().chain(provider_cases) {
         let out = Command::new(BIN)
             .args(*args)
             .args(

@@ -3,6 +3,8 @@
 //! tests are generated from the catalog (`for_each_fault!`), so each has tests of its own.
 
 mod common;
+#[path = "faults/provider.rs"]
+mod provider;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -532,6 +534,18 @@ async fn demonstrate(fault: Fault, kind: StoreKind) {
             assert_eq!(c.count(A).await, 2);
             s.stop().await;
         }
+        Fault::ProvNoKey
+        | Fault::ProvNewKeyPerAttempt
+        | Fault::ProvKeyFromBody
+        | Fault::ProvRawClientKey
+        | Fault::ProvCallBeforeClaim
+        | Fault::ProvKeyNotPersisted
+        | Fault::ProvTimeoutIsFailure
+        | Fault::Prov409IsFailure
+        | Fault::ProvReplayRecallsProvider
+        | Fault::ProvStaleOwnerNewKey
+        | Fault::ProvNoReference
+        | Fault::ProvCallBeforeValidate => provider::demonstrate(fault, db).await,
     }
 }
 

@@ -59,6 +59,7 @@ fn payment(id: &str) -> NewPayment {
             currency: "EUR".into(),
             reference: "r".into(),
             created_at: "2026-01-01T00:00:00.000Z".into(),
+            provider_ref: Some(format!("prov_{id}")),
         },
     }
 }
@@ -356,8 +357,59 @@ fn two_stores_opening_one_new_file_together_both_start() {
     }
 }
 
+/// A payment row keeps the provider's reference, and a database whose payments table predates
+/// that column gains it when a server opens it, its old rows without one.
+async fn payments_keep_their_provider_reference(kind: StoreKind) {
+    let db = TestDb::new(kind);
+    let old_table = "CREATE TABLE payments (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, \
+        operation TEXT NOT NULL, idem_key TEXT, amount_cents BIGINT NOT NULL, \
+        currency TEXT NOT NULL, reference TEXT NOT NULL, created_at TEXT NOT NULL); \
+        INSERT INTO payments VALUES ('pay_old', 'tenant-a', 'payments.create', 'k', 1, 'EUR', \
+        'r', '2026-01-01T00:00:00.000Z')";
+    match (&db.location, &db.cluster) {
+        (DbLocation::File(path), _) => rusqlite::Connection::open(path)
+            .and_then(|c| c.execute_batch(old_table))
+            .expect("the old schema"),
+        (DbLocation::Postgres(url), Some(cluster)) => {
+            cluster.query(url, old_table);
+        }
+        (other, _) => panic!("no database at {other:?}"),
+    }
+    let clock = clock();
+    let store = open(&db, &clock).await;
+    let k = scope("k8");
+    let (owner, _) = acquire(&*store, &k, "fp").await;
+    store
+        .complete(finish(
+            &k,
+            &owner,
+            "fp",
+            Some(payment("pay_8")),
+            response("8"),
+        ))
+        .await
+        .expect("complete");
+    let row = store
+        .payment("tenant-a", "payments.create", "pay_8")
+        .await
+        .expect("read")
+        .expect("the row");
+    assert_eq!(row.provider_ref.as_deref(), Some("prov_pay_8"));
+    let old = store
+        .payment("tenant-a", "payments.create", "pay_old")
+        .await
+        .expect("read")
+        .expect("the old row");
+    assert_eq!(old.provider_ref, None);
+    assert!(!String::from_utf8(old.render())
+        .unwrap()
+        .contains("providerRef"));
+    store.close().await.expect("close");
+}
+
 on_both_stores!(
     #[tokio::test]
+    payments_keep_their_provider_reference,
     an_expired_lease_is_taken_over_and_the_stale_owner_is_fenced,
     heartbeats_extend_the_lease,
     another_fingerprint_is_a_mismatch_in_every_state,

@@ -149,6 +149,32 @@ fn nums(exchanges: &[&Exchange]) -> Vec<usize> {
     exchanges.iter().map(|e| e.n).collect()
 }
 
+/// Every value is at most `limit` characters long (a provider's limit on its keys): `values`
+/// are the exchange numbers with the lengths seen there.
+pub fn lengths_at_most(
+    spec: &CheckSpec,
+    label: &str,
+    values: &[(usize, usize)],
+    limit: usize,
+) -> Check {
+    let over: Vec<String> = values
+        .iter()
+        .filter(|(_, len)| *len > limit)
+        .map(|(n, len)| format!("#{n} {len} characters"))
+        .collect();
+    let actual = match over.is_empty() {
+        true => format!("every {label} within {limit} characters"),
+        false => capped(&over),
+    };
+    Check::from_spec(
+        spec,
+        over.is_empty(),
+        vec![format!("every {label} at most {limit} characters")],
+        actual,
+        values.iter().map(|(n, _)| *n).collect(),
+    )
+}
+
 /// An observation that never fails by itself (severity info in the catalog): records what was
 /// seen, with `passed` saying whether it was the preferable behaviour.
 pub fn observe(spec: &CheckSpec, preferable: bool, seen: String, exchanges: Vec<usize>) -> Check {

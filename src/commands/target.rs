@@ -75,7 +75,18 @@ async fn start_target(
             (None, Some(name)) => Some(Place::Header(name.to_string())),
             (None, None) => None,
         };
-        let started = Reference::start_with(fault, t.reference_db.as_deref(), key.as_ref()).await;
+        let provider = t
+            .inputs
+            .provider
+            .as_deref()
+            .map(|name| {
+                idem_check::provider::profile::named(name)
+                    .map_err(|e| anyhow::anyhow!("--provider {e}"))
+            })
+            .transpose()?;
+        let started =
+            Reference::start_calling(fault, t.reference_db.as_deref(), key.as_ref(), provider)
+                .await;
         if interrupt.was_pressed() {
             if let Ok(r) = started {
                 r.stop().await.map_err(AppError::runtime)?;

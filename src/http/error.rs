@@ -53,6 +53,11 @@ pub enum HttpError {
     /// purpose (a lost response).
     #[error("dropped by idem-check before reading — lost-response probe")]
     Dropped,
+    /// A call the API under test made to idem-check's fake provider, which closed it without
+    /// answering on purpose (a lost provider answer): what came of it is known, so it is no
+    /// failure of the target's.
+    #[error("the fake provider closed the connection on purpose: {0}")]
+    ClosedByFake(String),
     /// Never sent: the target had stopped answering.
     #[error("{0}")]
     NotSent(String),
@@ -120,6 +125,7 @@ pub enum ErrorKind {
     Http2,
     ReleaseFailed,
     Dropped,
+    ClosedByFake,
     NotSent,
 }
 
@@ -139,6 +145,7 @@ impl ErrorKind {
             ErrorKind::Http2 => "http2",
             ErrorKind::ReleaseFailed => "release-failed",
             ErrorKind::Dropped => "dropped",
+            ErrorKind::ClosedByFake => "closed-by-fake",
             ErrorKind::NotSent => "not-sent",
         }
     }
@@ -160,6 +167,10 @@ impl ErrorKind {
             ErrorKind::Http2 => ("HTTP/2 error", "HTTP/2 errors"),
             ErrorKind::ReleaseFailed => ("release failure", "release failures"),
             ErrorKind::Dropped => ("dropped on purpose", "dropped on purpose"),
+            ErrorKind::ClosedByFake => (
+                "closed by the fake on purpose",
+                "closed by the fake on purpose",
+            ),
             ErrorKind::NotSent => ("not sent", "not sent"),
         };
         format!("{n} {}", if n == 1 { one } else { many })
@@ -181,6 +192,7 @@ impl HttpError {
             HttpError::Http2(_) => ErrorKind::Http2,
             HttpError::ReleaseFailed(_) => ErrorKind::ReleaseFailed,
             HttpError::Dropped => ErrorKind::Dropped,
+            HttpError::ClosedByFake(_) => ErrorKind::ClosedByFake,
             HttpError::NotSent(_) => ErrorKind::NotSent,
         }
     }
@@ -188,7 +200,10 @@ impl HttpError {
     /// Whether the target failed to answer, as opposed to a request dropped on purpose or
     /// never sent, which say nothing about it.
     pub fn is_failure(&self) -> bool {
-        !matches!(self, HttpError::Dropped | HttpError::NotSent(_))
+        !matches!(
+            self,
+            HttpError::Dropped | HttpError::ClosedByFake(_) | HttpError::NotSent(_)
+        )
     }
 
     /// Whether the connection ended before any byte of an answer: on a kept-alive

@@ -8,6 +8,10 @@ use std::fmt;
 
 use serde::{Serialize, Serializer};
 
+/// How a role marks a call that reached the fake provider, as displayed (and read back from a
+/// report).
+pub const AT_PROVIDER: &str = " (at the provider)";
+
 /// An exchange's role.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Role {
@@ -24,6 +28,9 @@ pub struct Role {
     pub resent: Option<Resend>,
     /// Answered 429 by a rate limiter and sent again.
     pub throttled: bool,
+    /// A call the API under test made to the fake provider, as the provider saw it: not a
+    /// request idem-check sent.
+    pub at_provider: bool,
 }
 
 /// Why a request went out a second time.
@@ -74,6 +81,14 @@ impl Role {
         Role { held: true, ..self }
     }
 
+    /// A call that reached the fake provider.
+    pub fn at_provider(label: impl Into<String>) -> Role {
+        Role {
+            at_provider: true,
+            ..Role::new(label)
+        }
+    }
+
     /// Whether `other` is the same kind of request, whatever its position: what folds a run of
     /// exchanges into one row.
     pub fn same_kind(&self, other: &Role) -> bool {
@@ -91,6 +106,7 @@ impl Role {
                     other.resent,
                     other.throttled,
                 )
+            && self.at_provider == other.at_provider
     }
 }
 
@@ -132,6 +148,7 @@ impl fmt::Display for Role {
                 " (sent again with a new credential)",
             ),
             (self.throttled, " (throttled)"),
+            (self.at_provider, AT_PROVIDER),
         ] {
             if on {
                 f.write_str(mark)?;

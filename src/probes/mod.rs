@@ -49,6 +49,22 @@ pub mod mismatch_no_poison;
 pub mod missing_key;
 pub mod oversized_key;
 pub mod payload_mismatch;
+pub mod prov_client_replay;
+pub mod prov_concurrent_duplicates;
+pub mod prov_correlation;
+pub mod prov_crash_after_call;
+pub mod prov_distinct_keys;
+pub mod prov_in_progress_conflict;
+pub mod prov_key_present;
+pub mod prov_lease_fencing;
+pub mod prov_lost_provider_response;
+pub mod prov_mismatch_no_call;
+pub mod prov_operation_scope;
+pub mod prov_provider_forgets;
+pub mod prov_refused_no_call;
+pub mod prov_restart_replay;
+pub mod prov_same_key_on_provider_retry;
+pub mod prov_tenant_scope;
 pub mod quoted_key;
 pub mod replay_identity;
 pub mod reserialized_retry;
@@ -65,6 +81,8 @@ pub enum Group {
     Enforcement,
     Scope,
     Durability,
+    /// What the API passes on to the payment provider it calls.
+    Downstream,
 }
 
 impl Group {
@@ -74,6 +92,7 @@ impl Group {
             Group::Enforcement => "enforcement",
             Group::Scope => "scope",
             Group::Durability => "durability",
+            Group::Downstream => "downstream",
         }
     }
 }
@@ -173,6 +192,22 @@ pub fn catalog() -> Vec<ProbeDef> {
         get_ignored::PROBE,
         header_name_case::PROBE,
         store_outage::PROBE,
+        prov_key_present::PROBE,
+        prov_same_key_on_provider_retry::PROBE,
+        prov_lost_provider_response::PROBE,
+        prov_in_progress_conflict::PROBE,
+        prov_client_replay::PROBE,
+        prov_concurrent_duplicates::PROBE,
+        prov_distinct_keys::PROBE,
+        prov_tenant_scope::PROBE,
+        prov_operation_scope::PROBE,
+        prov_mismatch_no_call::PROBE,
+        prov_refused_no_call::PROBE,
+        prov_correlation::PROBE,
+        prov_crash_after_call::PROBE,
+        prov_restart_replay::PROBE,
+        prov_lease_fencing::PROBE,
+        prov_provider_forgets::PROBE,
     ]
 }
 
@@ -263,6 +298,22 @@ mod tests {
         "get-ignored",
         "header-name-case",
         "store-outage",
+        "prov-key-present",
+        "prov-same-key-on-provider-retry",
+        "prov-lost-provider-response",
+        "prov-in-progress-conflict",
+        "prov-client-replay",
+        "prov-concurrent-duplicates",
+        "prov-distinct-keys",
+        "prov-tenant-scope",
+        "prov-operation-scope",
+        "prov-mismatch-no-call",
+        "prov-refused-no-call",
+        "prov-correlation",
+        "prov-crash-after-call",
+        "prov-restart-replay",
+        "prov-lease-fencing",
+        "prov-provider-forgets",
     ];
 
     #[test]

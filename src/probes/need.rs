@@ -36,6 +36,8 @@ pub enum Need {
     /// A key carried in a header (`--key-header`, not `--key-in-body`): the probes that test
     /// header lines themselves.
     KeyHeader,
+    /// The fake provider the API under test calls (`--provider-listen`).
+    Provider,
 }
 
 /// How one need is provided: the input to give, the one that usually goes with it, and what
@@ -94,6 +96,11 @@ impl Need {
                 None,
             ),
             Need::KeyHeader => p("a key carried in a header", inputs::KEY_HEADER, None),
+            Need::Provider => p(
+                "the fake provider the API calls",
+                inputs::PROVIDER_LISTEN,
+                Some(inputs::PROVIDER),
+            ),
         }
     }
 
@@ -133,6 +140,7 @@ impl Need {
             Need::StoreOutageHook => typed::StoreOutageHook::value(config).is_some(),
             Need::IetfSyntax => typed::IetfSyntax::value(config).is_some(),
             Need::KeyHeader => typed::KeyHeader::value(config).is_some(),
+            Need::Provider => typed::Provider::value(config).is_some(),
         }
     }
 
@@ -213,6 +221,8 @@ preconditions! {
         |c| (c.key_carrier.syntax == crate::carrier::Syntax::Ietf).then_some(c.suite.key_syntax);
     /// The key header's name.
     KeyHeader -> String = |c| c.key_carrier.header().map(str::to_string);
+    /// The fake provider and where the API's answer names its charge.
+    Provider -> crate::config::Downstream = |c| c.provider.clone();
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 use super::recorded::{RecordedExchange, RecordedProbe};
 use crate::carrier::Place;
 use crate::http::exchange::Header;
+use crate::http::role::AT_PROVIDER;
 
 /// What is sent again.
 #[derive(Debug, Clone)]
@@ -46,7 +47,14 @@ pub fn plan(
     exchange: Option<usize>,
     key: &Place,
 ) -> Result<Scenario, PlanError> {
-    let exchanges = &probe.exchanges;
+    // Calls the API made to the fake provider are evidence, not requests to send again.
+    let exchanges: Vec<RecordedExchange> = probe
+        .exchanges
+        .iter()
+        .filter(|e| !e.role.ends_with(AT_PROVIDER))
+        .cloned()
+        .collect();
+    let exchanges = &exchanges;
     if let Some(n) = exchange {
         return exchanges
             .iter()

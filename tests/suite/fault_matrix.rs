@@ -58,12 +58,46 @@ fn unseen_through_a_body_key(fault: Fault) -> &'static [&'static str] {
     }
 }
 
+/// The probes a provider fault breaks besides the ones its `breaks()` names, because the
+/// defect really charges twice, or refuses, in their scenario too: without a key, a lost
+/// provider answer, a restart or a lease takeover is a second charge; a fresh key per attempt
+/// is one after an in-progress conflict, a restart or a takeover as well; a key that ignores the
+/// tenant or the operation (forwarded, or hashed from the body) makes the provider refuse the
+/// payout that reuses a payment's key (`cross-endpoint` gets 502) and a body hash ignores the
+/// tenant too; calling the provider before validating calls it before claiming the key, and
+/// the refused invalid body leaves a provider key the valid retry then mismatches; a replay
+/// that calls the provider again does so after a restart too.
+fn also_broken_with_a_provider(fault: Fault) -> &'static [&'static str] {
+    match fault {
+        Fault::ProvNoKey => &[
+            "prov-lost-provider-response",
+            "prov-crash-after-call",
+            "prov-lease-fencing",
+        ],
+        Fault::ProvNewKeyPerAttempt => &[
+            "prov-in-progress-conflict",
+            "prov-crash-after-call",
+            "prov-lease-fencing",
+        ],
+        Fault::ProvKeyFromBody => &[
+            "cross-endpoint",
+            "prov-tenant-scope",
+            "prov-operation-scope",
+        ],
+        Fault::ProvRawClientKey => &["cross-endpoint"],
+        Fault::ProvCallBeforeValidate => &["prov-concurrent-duplicates", "error-not-cached"],
+        Fault::ProvReplayRecallsProvider => &["prov-restart-replay"],
+        _ => &[],
+    }
+}
+
 /// [`fails_exactly_its_probes`] with the reference server reading the key from `key`: with a
 /// body key, the fault's probes that test a key header or the draft's syntax SKIP, and every
 /// other one still FAILs through the body.
 async fn fails_exactly_its_probes_with(fault: Fault, key: Option<Place>) {
     let catalog: BTreeSet<&str> = probes::catalog().iter().map(|p| p.meta.id).collect();
     let mut listed: BTreeSet<&str> = fault.breaks().iter().copied().collect();
+    listed.extend(also_broken_with_a_provider(fault));
     if matches!(key, Some(Place::Body(_))) && listed.is_subset(&skipped_for_a_body_key()) {
         // Every probe the fault breaks tests a key header or the draft's syntax, so none runs
         // with a body key: the header matrix above shows the fault; a run here would show
@@ -179,7 +213,12 @@ mod body_key {
 fn every_probe_is_broken_by_some_fault() {
     let broken: BTreeSet<&str> = Fault::ALL
         .iter()
-        .flat_map(|f| f.breaks().iter().copied())
+        .flat_map(|f| {
+            f.breaks()
+                .iter()
+                .chain(also_broken_with_a_provider(*f))
+                .copied()
+        })
         .collect();
     let never: Vec<&str> = probes::catalog()
         .iter()

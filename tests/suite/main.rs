@@ -16,6 +16,9 @@ mod baseline;
 mod design_servers;
 /// Every reference-server fault FAILs exactly the probes it is designed to break.
 mod fault_matrix;
+/// `run --reference --provider PROFILE`: every profile PASSes; without a provider the
+/// downstream probes SKIP.
+mod provider;
 /// `concurrent-duplicates` catches a 100 µs check-then-set window every time.
 mod race_detection;
 /// A second, independent implementation in Python: every probe judges the contract, not the

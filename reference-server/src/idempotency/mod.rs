@@ -6,14 +6,17 @@
 //! 3. read and validate the payload — an invalid payload is a 400 and claims nothing;
 //! 4. fingerprint the normalised payload ([`fingerprint`]);
 //! 5. claim tenant + operation + key in one short transaction: execute, replay, 422 or 409;
-//! 6. execute while renewing the lease (heartbeat), then commit the effect and the response in
-//!    one transaction fenced by the owner token; a failed execution releases the claim.
+//! 6. execute while renewing the lease (heartbeat) — in provider mode, charge at the provider
+//!    first ([`charge`]) — then commit the effect and the response in one transaction fenced
+//!    by the owner token; a failed execution releases the claim.
 //!
 //! Steps 5–6 run in a spawned task: if the client disconnects, hyper drops the handler future,
 //! but the claim → execute → commit sequence must not be cut in half, or a committed payment
 //! could be left with a claim that nobody completes.
 
+mod charge;
 pub(crate) mod fingerprint;
+mod hooks;
 pub(crate) mod key;
 
 use std::future::Future;
@@ -34,13 +37,11 @@ use crate::clock::rfc3339;
 use crate::payments::{Operation, Payload, PaymentRecord};
 use crate::problem::{storage_unavailable, ErrorStyle, Problem};
 use crate::store::{Completion, Finish, NewPayment, Owner, Scope, Store, StoredResponse, TakeOver};
+pub(crate) use hooks::TestHooks;
 use key::{mask, KeyError};
 
 /// The largest request body accepted (413 beyond).
 pub(crate) const MAX_BODY: usize = 64 * 1024;
-
-/// The longest `X-Test-Delay-Ms` honoured.
-const MAX_TEST_DELAY: Duration = Duration::from_secs(10);
 
 /// `true` on a replayed response, `false` on a first execution. Not standard: it makes replays
 /// observable (the checker reports it as information).
@@ -49,84 +50,16 @@ const REPLAYED: HeaderName = HeaderName::from_static("idempotency-replayed");
 /// When the key will be forgotten (RFC 3339): the published expiry policy (draft §2.3).
 const EXPIRES_AT: HeaderName = HeaderName::from_static("idempotency-key-expires-at");
 
-/// Test hooks a client can ask for when the server runs with `--test-hooks`.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct TestHooks {
-    /// Hold the claimed request this long before executing (heartbeats keep the lease alive).
-    delay: Option<Duration>,
-    /// Hold the claimed request until a client releases this name (see [`crate::holds`]).
-    pub(crate) hold: Option<String>,
-    /// Under the `race` fault, hold the request between its lookup and its claim (the race
-    /// window) until a client releases this name: a test puts a duplicate inside the window
-    /// however busy the machine is, where a timed window is outrun by a slow scheduler.
-    race_hold: Option<String>,
-    /// Fail the execution after the claim, as a crash would.
-    pub(crate) crash: bool,
-    /// Forget this key sooner than the configured TTL once it completes, so a client can see
-    /// expiry without waiting out the server's lifetime.
-    ttl: Option<Duration>,
-}
-
-impl TestHooks {
-    pub(crate) fn parse(headers: &HeaderMap, enabled: bool) -> Result<Self, Problem> {
-        if !enabled {
-            return Ok(Self::default());
-        }
-        let millis = |name: &str| -> Result<Option<Duration>, Problem> {
-            let Some(value) = headers.get(name) else {
-                return Ok(None);
-            };
-            let ms: u64 = value
-                .to_str()
-                .ok()
-                .and_then(|v| v.trim().parse().ok())
-                .ok_or_else(|| {
-                    invalid_hook(format!("{name} must be a whole number of milliseconds"))
-                })?;
-            Ok(Some(Duration::from_millis(ms)))
-        };
-        let delay = millis("x-test-delay-ms")?.map(|d| d.min(MAX_TEST_DELAY));
-        let ttl = millis("x-test-key-ttl-ms")?;
-        let hold_name = |name: &str, shown: &str| -> Result<Option<String>, Problem> {
-            match headers.get(name).map(|v| v.to_str().map(str::trim)) {
-                None => Ok(None),
-                Some(Ok(name)) if crate::holds::valid_name(name) => Ok(Some(name.to_owned())),
-                Some(_) => Err(invalid_hook(format!(
-                    "{shown} must be 1-64 letters, digits, '-' or '_'"
-                ))),
-            }
-        };
-        let hold = hold_name("x-test-hold", "X-Test-Hold")?;
-        let race_hold = hold_name("x-test-race-hold", "X-Test-Race-Hold")?;
-        let crash = headers
-            .get("x-test-crash")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| matches!(v.trim(), "1" | "true"));
-        Ok(Self {
-            delay,
-            hold,
-            race_hold,
-            crash,
-            ttl,
-        })
-    }
-}
-
-fn invalid_hook(detail: String) -> Problem {
-    Problem::new(
-        StatusCode::BAD_REQUEST,
-        "invalid-test-hook",
-        "Invalid test hook",
-        detail,
-    )
-}
-
 /// Handles `POST` on an idempotent operation.
 pub(crate) async fn handle(app: Arc<App>, operation: Operation, request: Request) -> Response {
     let style = app.style();
+    let (request, early) = match charge::call_before_validation(&app, operation, request).await {
+        Ok(called) => called,
+        Err(problem) => return problem.into_response(style),
+    };
     match admit(&app, operation, request).await {
         Ok(Admitted::Answered(response)) => response,
-        Ok(Admitted::Claim(claim)) => run_detached(&app, claim).await,
+        Ok(Admitted::Claim(claim)) => run_detached(&app, Claim { early, ..claim }).await,
         Err(problem) => problem.into_response(style),
     }
 }
@@ -140,6 +73,8 @@ struct Claim {
     fingerprint: String,
     payload: Payload,
     hooks: TestHooks,
+    /// The provider's outcome, when a fault called it before the owner would have.
+    early: Option<crate::provider::Outcome>,
 }
 
 enum Admitted {
@@ -231,6 +166,7 @@ async fn admit(
         fingerprint,
         payload,
         hooks,
+        early: None,
     }))
 }
 
@@ -324,7 +260,8 @@ impl Drop for DisconnectGuard {
 
 impl Claim {
     /// Steps 5–6. Returns the response and the scope (which the disconnect guard needs).
-    async fn process(self) -> (Response, Scope) {
+    async fn process(mut self) -> (Response, Scope) {
+        self.call_before_claim().await;
         let app = &self.app;
         let race_hold = self
             .hooks
@@ -349,6 +286,7 @@ impl Claim {
                 expires_at,
             }) => {
                 tracing::debug!(key = %mask(&self.scope.key), "replay");
+                self.recall_on_replay().await;
                 if app.behaviour.execute_behind_errors && response.status >= 400 {
                     self.unprotected().await;
                 }
@@ -360,7 +298,7 @@ impl Claim {
                 if taken_over {
                     tracing::info!(key = %mask(&self.scope.key), "took over a claim whose lease ran out");
                 }
-                let work = self.execute(&owner);
+                let work = self.execute(&owner, taken_over);
                 let response = if app.behaviour.heartbeat {
                     with_heartbeat(&*app.store, &self.scope, &owner, app.lease, work).await
                 } else {
@@ -400,12 +338,14 @@ impl Claim {
                 crash: false,
                 ..self.hooks.clone()
             },
+            early: self.early.clone(),
         };
-        Box::pin(unkeyed.execute(&owner)).await
+        Box::pin(unkeyed.execute(&owner, false)).await
     }
 
-    /// Executes the operation as the claim's owner and commits effect and response together.
-    async fn execute(&self, owner: &Owner) -> Response {
+    /// Executes the operation as the claim's owner (charging it at the provider, if there is
+    /// one) and commits effect and response together.
+    async fn execute(&self, owner: &Owner, taken_over: bool) -> Response {
         let (app, style) = (&self.app, self.app.style());
         if let Some(delay) = self.hooks.delay {
             tokio::time::sleep(delay).await;
@@ -425,7 +365,12 @@ impl Claim {
             return internal_error("the execution failed (X-Test-Crash); retry with the same key")
                 .into_response(style);
         }
-        let record = new_record(self.operation, &self.payload, rfc3339(app.clock.now()));
+        let provider_ref = match self.charge(owner, taken_over).await {
+            Ok(provider_ref) => provider_ref,
+            Err(response) => return response,
+        };
+        let mut record = new_record(self.operation, &self.payload, rfc3339(app.clock.now()));
+        record.provider_ref = provider_ref;
         let response = created_response(self.operation, &record);
         let payment = NewPayment {
             tenant: self.tenant.to_string(),
@@ -591,6 +536,7 @@ fn new_record(operation: Operation, payload: &Payload, created_at: String) -> Pa
         currency: payload.currency.clone(),
         reference: payload.reference.clone(),
         created_at,
+        provider_ref: None,
     }
 }
 

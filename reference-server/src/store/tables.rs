@@ -33,7 +33,8 @@ pub(super) const POSTGRES: Dialect = Dialect {
 
 /// The effect: one row per executed payment or payout. `idem_key` is kept for audit (and for
 /// the durability test's "no key has two payments"); it is NULL only under the
-/// `no-key-required` fault.
+/// `no-key-required` fault. `provider_ref` is the provider's id in provider mode, else NULL; a
+/// database created before it existed gets it from [`PROVIDER_REF`].
 const PAYMENTS: &str = "
 CREATE TABLE IF NOT EXISTS payments (
     id           TEXT PRIMARY KEY,
@@ -43,10 +44,15 @@ CREATE TABLE IF NOT EXISTS payments (
     amount_cents {integer} NOT NULL,
     currency     TEXT NOT NULL,
     reference    TEXT NOT NULL,
-    created_at   TEXT NOT NULL
+    created_at   TEXT NOT NULL,
+    provider_ref TEXT
 );
 CREATE INDEX IF NOT EXISTS payments_by_tenant ON payments (tenant, operation);
 ";
+
+/// Adds `provider_ref` to a payments table created without it (both dialects; run only when
+/// the column is missing).
+pub(super) const PROVIDER_REF: &str = "ALTER TABLE payments ADD COLUMN provider_ref TEXT";
 
 /// One row per (tenant, operation, key). A `processing` row is a claim held by `owner` until
 /// `lease_until` (ms since epoch); a `completed` row holds the exact response to replay until
@@ -133,7 +139,7 @@ pub(super) use record_columns;
 /// The columns of `payments` a lookup selects, in the order [`payment`] reads them.
 macro_rules! payment_columns {
     () => {
-        "id, amount_cents, currency, reference, created_at"
+        "id, amount_cents, currency, reference, created_at, provider_ref"
     };
 }
 pub(super) use payment_columns;
@@ -188,5 +194,6 @@ pub(super) fn payment<R: Columns>(row: &R) -> Result<PaymentRecord, R::Error> {
         currency: row.value(2)?,
         reference: row.value(3)?,
         created_at: row.value(4)?,
+        provider_ref: row.value(5)?,
     })
 }

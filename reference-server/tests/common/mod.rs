@@ -5,6 +5,7 @@
 #![allow(dead_code)] // each test binary uses a different subset of these helpers
 
 pub mod pg;
+pub mod provider;
 pub mod webhook;
 
 use std::net::SocketAddr;

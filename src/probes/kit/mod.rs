@@ -15,6 +15,7 @@
 //! | [`session`] | what the run carries from probe to probe |
 //! | [`shape`] | the keys the API accepts: the pre-flight's trials, keys derived in that shape |
 
+pub mod downstream;
 #[cfg(test)]
 pub(crate) mod fake;
 pub mod judge;

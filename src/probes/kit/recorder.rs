@@ -119,6 +119,29 @@ impl Recorder {
         ex
     }
 
+    /// Records a call the API under test made to the fake provider: numbered with the probe's
+    /// own exchanges so the evidence shows both sides on one timeline, but neither traffic to
+    /// the operation nor a request of the probe's left unfinished.
+    pub fn record_at_provider(
+        &mut self,
+        role: Role,
+        request: SentRequest,
+        outcome: crate::http::exchange::Outcome,
+        (started, finished): (Instant, Instant),
+    ) -> Exchange {
+        let ex = Exchange {
+            n: self.exchanges.len() + 1,
+            role,
+            start_ms: self.offset_ms(started),
+            duration_ms: finished.saturating_duration_since(started).as_secs_f64() * 1000.0,
+            release_us: None,
+            request,
+            outcome,
+        };
+        self.exchanges.push(ex.clone());
+        ex
+    }
+
     /// Marks exchange `n` as answered by a rate limiter in the evidence.
     pub fn mark_throttled(&mut self, n: usize) {
         if let Some(ex) = self.exchanges.iter_mut().find(|e| e.n == n) {

@@ -71,7 +71,11 @@ async fn run_reference_in(
     probes: &[&str],
     strict: bool,
 ) -> (RunReport, Secrets) {
-    let reference = Reference::start_with(fault, None, key)
+    // A provider fault needs the provider it breaks the calls to: the generic fake.
+    let provider = fault
+        .filter(|f| f.needs_provider())
+        .and_then(|_| idem_check::provider::profile::find("generic"));
+    let reference = Reference::start_calling(fault, None, key, provider)
         .await
         .expect("reference server starts");
     let opts = RunOptions {

@@ -100,23 +100,25 @@ const STATEMENTS: &[&str] = &[
        WHERE tenant = $1 AND operation = $2 AND idem_key = $3 AND owner = $4 \
          AND status = 'processing' RETURNING idem_key), \
      paid AS (INSERT INTO payments \
-       (id, tenant, operation, idem_key, amount_cents, currency, reference, created_at) \
+       (id, tenant, operation, idem_key, amount_cents, currency, reference, created_at, \
+        provider_ref) \
        SELECT $10::text, $11::text, $12::text, idem_key, $13::bigint, $14::text, $15::text, \
-         $16::text FROM done WHERE $10::text IS NOT NULL) \
+         $16::text, $17::text FROM done WHERE $10::text IS NOT NULL) \
      SELECT count(*) FROM done",
     // Complete, unfenced (faults only): an upsert, whoever holds the key.
     "WITH done AS (INSERT INTO idempotency_records AS r \
        (tenant, operation, idem_key, fingerprint, status, owner, lease_until, created_at, \
         expires_at, response_status, content_type, location, body) \
-       VALUES ($1, $2, $3, $17, 'completed', $4, 0, $18, $5, $6, $7, $8, $9) \
+       VALUES ($1, $2, $3, $18, 'completed', $4, 0, $19, $5, $6, $7, $8, $9) \
        ON CONFLICT (tenant, operation, idem_key) DO UPDATE SET status = 'completed', \
          owner = EXCLUDED.owner, lease_until = 0, expires_at = EXCLUDED.expires_at, \
          response_status = EXCLUDED.response_status, content_type = EXCLUDED.content_type, \
          location = EXCLUDED.location, body = EXCLUDED.body RETURNING idem_key), \
      paid AS (INSERT INTO payments \
-       (id, tenant, operation, idem_key, amount_cents, currency, reference, created_at) \
+       (id, tenant, operation, idem_key, amount_cents, currency, reference, created_at, \
+        provider_ref) \
        SELECT $10::text, $11::text, $12::text, idem_key, $13::bigint, $14::text, $15::text, \
-         $16::text FROM done WHERE $10::text IS NOT NULL) \
+         $16::text, $17::text FROM done WHERE $10::text IS NOT NULL) \
      SELECT count(*) FROM done",
     "UPDATE idempotency_records SET lease_until = $5 \
      WHERE tenant = $1 AND operation = $2 AND idem_key = $3 AND owner = $4 \
@@ -331,6 +333,7 @@ impl Store for PgStore {
                 p.map(|p| p.record.reference.as_str()),
                 p.map(|p| p.record.created_at.as_str()),
             );
+            let provider_ref = p.and_then(|p| p.record.provider_ref.as_deref());
             let token = owner.token();
             let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
                 &scope.tenant,
@@ -349,6 +352,7 @@ impl Store for PgStore {
                 &currency,
                 &reference,
                 &created_at,
+                &provider_ref,
             ];
             let fingerprint = fingerprint.as_str();
             let sql = if *fenced {

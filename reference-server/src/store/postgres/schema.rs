@@ -9,7 +9,7 @@ use anyhow::Context;
 use tokio_postgres::NoTls;
 
 use super::pool::CONNECT_TIMEOUT;
-use crate::store::tables::POSTGRES;
+use crate::store::tables::{POSTGRES, PROVIDER_REF};
 
 /// An arbitrary constant naming this schema's advisory lock.
 const SCHEMA_LOCK: i64 = 0x1de_c4ec;
@@ -28,7 +28,7 @@ pub(super) async fn create(config: &tokio_postgres::Config) -> anyhow::Result<()
 }
 
 /// Under the advisory lock: if the last object of the schema (the webhook effects' index)
-/// exists, touch nothing. Even `CREATE … IF NOT EXISTS` takes table locks, and a replica running
+/// exists, and the payments table has its latest column, touch nothing. Even `CREATE … IF NOT EXISTS` takes table locks, and a replica running
 /// it while another prepares its statements on the same tables can deadlock with it.
 async fn create_on(client: &mut tokio_postgres::Client) -> anyhow::Result<()> {
     let tx = client.transaction().await?;
@@ -44,6 +44,18 @@ async fn create_on(client: &mut tokio_postgres::Client) -> anyhow::Result<()> {
     if !ready {
         let schema = POSTGRES.payments() + &POSTGRES.records("") + &POSTGRES.webhooks();
         tx.batch_execute(&schema).await?;
+    }
+    let has_provider_ref: bool = tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM information_schema.columns \
+             WHERE table_schema = current_schema() AND table_name = 'payments' \
+               AND column_name = 'provider_ref')",
+            &[],
+        )
+        .await?
+        .try_get(0)?;
+    if !has_provider_ref {
+        tx.batch_execute(PROVIDER_REF).await?;
     }
     tx.commit().await?;
     Ok(())

@@ -260,7 +260,7 @@ fn insert_payment(conn: &Connection, key: &str, payment: &NewPayment) -> rusqlit
     } = payment;
     conn.prepare_cached(
         "INSERT INTO payments (id, tenant, operation, idem_key, amount_cents, currency, \
-           reference, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+           reference, created_at, provider_ref) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )?
     .execute(params![
         record.id,
@@ -271,6 +271,7 @@ fn insert_payment(conn: &Connection, key: &str, payment: &NewPayment) -> rusqlit
         record.currency,
         record.reference,
         record.created_at,
+        record.provider_ref,
     ])?;
     Ok(())
 }

@@ -12,7 +12,7 @@ use anyhow::{bail, Context};
 use rusqlite::Connection;
 
 use crate::config::DbLocation;
-use crate::store::tables::SQLITE;
+use crate::store::tables::{PROVIDER_REF, SQLITE};
 
 /// How long a transaction waits for another process's writer before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -39,6 +39,18 @@ pub(super) fn open(location: &DbLocation, records_in_memory: bool) -> anyhow::Re
     };
     conn.execute_batch(&SQLITE.payments())
         .context("creating the payments table")?;
+    let has_provider_ref: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM pragma_table_info('payments') \
+             WHERE name = 'provider_ref')",
+            [],
+            |row| row.get(0),
+        )
+        .context("reading the payments table's columns")?;
+    if !has_provider_ref {
+        conn.execute_batch(PROVIDER_REF)
+            .context("adding provider_ref to the payments table")?;
+    }
     let schema = if records_in_memory { "temp." } else { "" };
     conn.execute_batch(&SQLITE.records(schema))
         .context("creating the idempotency_records table")?;

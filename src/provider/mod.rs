@@ -1,0 +1,329 @@
+//! The fake provider of the `downstream` probes: an HTTP server on `--provider-listen` that
+//! plays one payment provider's API (`--provider PROFILE`), records every call the API under
+//! test makes to it and every charge it commits (the [`ledger`], the probes' meter), and does to
+//! each probe's calls what that probe's [`script`] says (hold, drop, refuse) — so duplicates, a
+//! lost provider answer, a lease expiry or a crash mid-call happen without a test hook in the
+//! API.
+//!
+//! | part | holds |
+//! |---|---|
+//! | [`profile`] | the providers, one declaration each |
+//! | [`ledger`] | calls, charges, the keys the provider remembers |
+//! | [`script`] | what is done to a probe's calls, step by step |
+//! | [`server`] | the HTTP side and the profile's rules |
+//!
+//! A call is tied to the probe whose unique token it holds (anywhere in its path or body, or
+//! at `--provider-correlate`): never to another probe.
+
+pub mod ledger;
+pub mod profile;
+pub mod script;
+pub mod server;
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{oneshot, watch};
+
+use ledger::{Call, Charge, Ledger};
+use profile::{KeyCarrier, Profile};
+use script::{Script, Scripts};
+
+/// Why the fake provider could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("the fake provider needs a running async runtime")]
+    NoRuntime,
+}
+
+/// How the fake plays: the profile, where it reads keys (the profile's carrier unless
+/// overridden), and where a call's token sits when it is not found anywhere in it.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub profile: &'static Profile,
+    pub carrier: KeyCarrier,
+    pub correlate: Option<String>,
+}
+
+impl Settings {
+    pub fn of(profile: &'static Profile) -> Settings {
+        Settings {
+            profile,
+            carrier: profile.carrier(),
+            correlate: None,
+        }
+    }
+}
+
+/// What the server shares between connections.
+pub(crate) struct State {
+    settings: Settings,
+    inner: Mutex<Inner>,
+    /// Bumped on every change of the ledger or of a hold, so waiters wake.
+    version: watch::Sender<u64>,
+}
+
+type Shared = Arc<State>;
+
+#[derive(Default)]
+struct Inner {
+    ledger: Ledger,
+    scripts: Scripts,
+    /// Other values that stand for a token at `--provider-correlate` (the API's resource id).
+    aliases: HashMap<String, String>,
+    released: HashSet<String>,
+}
+
+impl Inner {
+    /// The token a call holds: an armed token found in its path or body, else the value at
+    /// the correlate pointer when it is a token or one's alias.
+    fn attribute(
+        &self,
+        path: &str,
+        body: &[u8],
+        correlate: Option<&str>,
+        profile: &Profile,
+    ) -> Option<String> {
+        let text = String::from_utf8_lossy(body);
+        let found = self
+            .scripts
+            .tokens()
+            .filter(|t| text.contains(t.as_str()) || path.contains(t.as_str()))
+            .max_by_key(|t| t.len())
+            .cloned();
+        if found.is_some() {
+            return found;
+        }
+        let pointer = correlate?;
+        let parsed = profile.parse_body(body)?;
+        let value = match parsed.pointer(pointer) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => return None,
+        };
+        self.scripts
+            .tokens()
+            .find(|t| value.contains(t.as_str()))
+            .cloned()
+            .or_else(|| self.aliases.get(&value).cloned())
+    }
+}
+
+impl State {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn changed(&self) {
+        self.version.send_modify(|v| *v += 1);
+    }
+
+    fn subscribe(&self) -> watch::Receiver<u64> {
+        self.version.subscribe()
+    }
+
+    fn charge_id(&self, n: usize) -> Option<String> {
+        self.lock()
+            .ledger
+            .charges
+            .iter()
+            .find(|c| c.n == n)
+            .map(|c| c.id.clone())
+    }
+
+    /// Waits until `token` is released or `deadline` passes.
+    async fn held(&self, token: Option<&str>, deadline: Instant) {
+        let Some(token) = token else {
+            return;
+        };
+        loop {
+            let mut rx = self.subscribe();
+            if self.lock().released.contains(token) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline.into(), rx.changed())
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+}
+
+/// A running fake provider. Dropped, it stops serving.
+pub struct FakeProvider {
+    addr: SocketAddr,
+    state: Shared,
+    stop: Mutex<Option<oneshot::Sender<()>>>,
+}
+
+impl std::fmt::Debug for FakeProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "FakeProvider({} at {})",
+            self.state.settings.profile.name, self.addr
+        )
+    }
+}
+
+impl Drop for FakeProvider {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+impl FakeProvider {
+    /// Listens on `addr` and serves on the current runtime.
+    pub fn bind(addr: &str, settings: Settings) -> Result<Arc<FakeProvider>, ProviderError> {
+        let bind_error = |source| ProviderError::Bind {
+            addr: addr.to_string(),
+            source,
+        };
+        let runtime =
+            tokio::runtime::Handle::try_current().map_err(|_| ProviderError::NoRuntime)?;
+        let listener = std::net::TcpListener::bind(addr).map_err(bind_error)?;
+        listener.set_nonblocking(true).map_err(bind_error)?;
+        let local = listener.local_addr().map_err(bind_error)?;
+        let listener = {
+            let _entered = runtime.enter();
+            tokio::net::TcpListener::from_std(listener).map_err(bind_error)?
+        };
+        let state = Arc::new(State {
+            settings,
+            inner: Mutex::new(Inner::default()),
+            version: watch::channel(0).0,
+        });
+        let (tx, rx) = oneshot::channel();
+        runtime.spawn(server::serve(listener, state.clone(), rx));
+        Ok(Arc::new(FakeProvider {
+            addr: local,
+            state,
+            stop: Mutex::new(Some(tx)),
+        }))
+    }
+
+    /// The base URL the API under test is pointed at.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.state.settings
+    }
+
+    pub fn profile(&self) -> &'static Profile {
+        self.state.settings.profile
+    }
+
+    /// Plays `script` on the calls that hold `token` from now on.
+    pub fn arm(&self, token: &str, script: Script) {
+        let mut inner = self.state.lock();
+        inner.released.remove(token);
+        inner.scripts.arm(token, script);
+    }
+
+    /// Calls holding `value` at the correlate pointer belong to `token` too.
+    pub fn alias(&self, token: &str, value: &str) {
+        self.state
+            .lock()
+            .aliases
+            .insert(value.to_string(), token.to_string());
+    }
+
+    /// Ends the holds of `token`'s calls, and lets later ones through at once.
+    pub fn release(&self, token: &str) {
+        self.state.lock().released.insert(token.to_string());
+        self.state.changed();
+    }
+
+    /// Stops scripting `token`'s calls: later ones are answered normally (still attributed).
+    pub fn disarm(&self, token: &str) {
+        let mut inner = self.state.lock();
+        inner.scripts.disarm(token);
+        inner.scripts.arm(token, Script::normal());
+    }
+
+    /// The calls holding `token`, in arrival order.
+    pub fn calls(&self, token: &str) -> Vec<Call> {
+        self.state.lock().ledger.calls_of(token)
+    }
+
+    /// The charges committed by calls holding `token`.
+    pub fn charges(&self, token: &str) -> Vec<Charge> {
+        self.state.lock().ledger.charges_of(token)
+    }
+
+    /// The calls since `since` that no probe's token is found in.
+    pub fn unattributed_since(&self, since: Instant) -> Vec<Call> {
+        self.state.lock().ledger.unattributed_since(since)
+    }
+
+    /// Every call so far (tests).
+    pub fn all_calls(&self) -> Vec<Call> {
+        self.state.lock().ledger.calls.clone()
+    }
+
+    /// Waits until `done` holds for `token`'s calls, or `bound` passes; whether it held.
+    pub async fn wait_for(
+        &self,
+        token: &str,
+        bound: Duration,
+        done: impl Fn(&[Call]) -> bool,
+    ) -> bool {
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            let mut rx = self.state.subscribe();
+            if done(&self.calls(token)) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
+                return done(&self.calls(token));
+            }
+        }
+    }
+
+    /// Waits until every call of `token` is answered and none arrived for `quiet`, within
+    /// `bound`: what is counted after it is settled. Whether it settled.
+    pub async fn settle(&self, token: &str, quiet: Duration, bound: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            let mut rx = self.state.subscribe();
+            let calls = self.calls(token);
+            let busy = calls.iter().any(|c| !c.finished());
+            if !busy {
+                match tokio::time::timeout(quiet, rx.changed()).await {
+                    Err(_) => return true,
+                    Ok(_) if tokio::time::Instant::now() >= deadline => return false,
+                    Ok(_) => continue,
+                }
+            }
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
+                return false;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,112 @@
+//! `run --reference --provider PROFILE`: the bundled server calls the fake provider, which
+//! plays each profile; the whole suite PASSes (a profile whose documentation names no
+//! in-progress answer SKIPs `prov-in-progress-conflict`, saying so), and without
+//! `--provider-listen` every downstream probe SKIPs naming it.
+
+use crate::common;
+
+use idem_check::config::{Config, RunOptions};
+use idem_check::outcome::Outcome;
+use idem_check::probes::{catalog, Group};
+use idem_check::provider::profile::{self, InProgress};
+use idem_check::reference::Reference;
+use idem_check::report::RunReport;
+
+/// A strict run of every probe against the reference server calling the fake `profile`.
+async fn run_with(profile: &str) -> RunReport {
+    let p = profile::find(profile).expect("a profile");
+    let reference = Reference::start_calling(None, None, None, Some(p))
+        .await
+        .expect("reference server starts");
+    let opts = RunOptions {
+        strict: true,
+        ..common::run_options()
+    };
+    let config = Config::build(reference.target(), &opts, Some(reference.restart_hook()))
+        .expect("reference target is valid");
+    let report = common::run_quietly(config, &[]).await;
+    reference.stop().await.expect("reference server stops");
+    report
+}
+
+/// Every probe PASSes, the downstream ones included; only a profile without an in-progress
+/// answer SKIPs the probe that needs one.
+async fn all_pass(profile: &str) {
+    let report = run_with(profile).await;
+    let waits = profile::find(profile).unwrap().in_progress == InProgress::WaitThenRepeat;
+    for p in &report.probes {
+        let skip_ok = waits && p.id == "prov-in-progress-conflict";
+        let ok = p.outcome == Outcome::Pass || (skip_ok && p.outcome == Outcome::Skip);
+        assert!(ok, "{profile}:\n{}", common::outcomes(&report));
+    }
+    let downstream = catalog()
+        .iter()
+        .filter(|d| d.meta.group == Group::Downstream)
+        .count();
+    let ran = report
+        .probes
+        .iter()
+        .filter(|p| p.id.starts_with("prov-"))
+        .count();
+    assert_eq!(ran, downstream, "every downstream probe ran");
+    // The provider's side is in the evidence, beside the client's.
+    let key_present = report
+        .probes
+        .iter()
+        .find(|p| p.id == "prov-key-present")
+        .unwrap();
+    assert!(
+        key_present.exchanges.iter().any(|e| e.role.at_provider
+            && e.request
+                .url
+                .contains(profile::find(profile).unwrap().charge.path)),
+        "{profile}: the provider call is an exchange of the probe"
+    );
+}
+
+macro_rules! every_profile {
+    ($($name:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                all_pass(stringify!($name)).await;
+            }
+        )*
+    };
+}
+
+every_profile!(stripe, adyen, square, paypal, checkout, gocardless, generic);
+
+/// Without `--provider-listen` nothing calls a provider: each downstream probe SKIPs naming the
+/// flag, and every other probe runs as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn downstream_probes_skip_without_a_provider() {
+    let report = common::run_reference(None, &["downstream"], false).await;
+    for p in report.probes.iter().filter(|p| p.id.starts_with("prov-")) {
+        assert_eq!(p.outcome, Outcome::Skip, "{}", common::outcomes(&report));
+        assert!(p.reason.contains("--provider-listen"), "{}", p.reason);
+    }
+}
+
+/// A port already taken and an unknown profile are one line naming the flag.
+#[test]
+fn bad_provider_flags_name_the_flag() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let o = common::binary::bin()
+        .args(["run", "http://127.0.0.1:9/pay", "--provider-listen", &addr])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("--provider-listen {addr}: cannot listen there")),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let o = common::binary::bin()
+        .args(["run", "--reference", "--provider", "strpe"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("did you mean \"stripe\""), "{err}");
+}
