@@ -240,6 +240,8 @@ pub struct RunOptions {
     pub release_threads: bool,
     /// How keys are written (`--key-form`).
     pub key_form: KeyForm,
+    /// Response body bytes kept per exchange ([`crate::report::format::kept_body_bytes`]).
+    pub kept_body: usize,
 }
 
 impl RunOptions {
@@ -255,6 +257,7 @@ impl RunOptions {
             reference: false,
             release_threads: true,
             key_form: KeyForm::Auto,
+            kept_body: crate::report::format::kept_body_bytes(None),
         }
     }
 }
@@ -320,9 +323,6 @@ pub struct Config {
     /// `--auth-cmd`'s credential, fetched again when the API answers 401.
     pub auth: Option<Arc<Credential>>,
 }
-
-/// Bodies larger than this are cut in evidence and never buffered whole.
-pub const MAX_BODY: usize = 1024 * 1024;
 
 impl Config {
     /// Validates a target description and run options into a config. Each error names the
@@ -578,7 +578,7 @@ impl Config {
             key_ttl: target.key_ttl,
             store_outage,
             timeout: opts.timeout,
-            max_body: MAX_BODY,
+            max_body: opts.kept_body,
             http2: target.http2,
             release_threads: opts.release_threads,
             target_file: target.target_file.clone(),
