@@ -149,6 +149,10 @@ pub struct Config {
     /// Under [`WebhookFault::SlowSyncHandler`]: how long each event's work takes before the
     /// answer. Longer than every scheme's acknowledgement budget by default.
     pub webhook_slow_handler: Duration,
+    /// How long a webhook claim holds without its owner completing or releasing it: a delivery
+    /// to a consumer that died mid-event waits this long before it can apply the event (60 s by
+    /// default). Shorter only for tests that kill the consumer over and over.
+    pub webhook_lease: Duration,
 }
 
 /// The key header of the draft, and of this server unless told otherwise.
@@ -198,6 +202,7 @@ impl Config {
             webhook_fault: None,
             webhook_dedupe_ttl: Duration::from_secs(5 * 60),
             webhook_slow_handler: Duration::from_secs(16),
+            webhook_lease: crate::store::webhooks::DEFAULT_CLAIM_LEASE,
         }
     }
 
@@ -288,6 +293,9 @@ impl Config {
         if self.webhook_fault.is_some() && self.webhook_secret.is_none() {
             return Err(ConfigError::WebhookFaultWithoutSecret);
         }
+        if self.webhook_lease < MIN_LEASE {
+            return Err(ConfigError::WebhookLeaseTooShort(self.webhook_lease));
+        }
         if self.webhook_slow_handler > MAX_SLOW_HANDLER {
             return Err(ConfigError::WebhookSlowHandler(self.webhook_slow_handler));
         }
@@ -375,6 +383,9 @@ pub enum ConfigError {
     /// The slow work must finish within the claim's lease.
     #[error("--webhook-slow-handler {0:?} is too long; use at most 40s")]
     WebhookSlowHandler(Duration),
+    /// A claim's lease is compared with the clock in milliseconds.
+    #[error("--webhook-lease {0:?} is too short; use at least 30ms")]
+    WebhookLeaseTooShort(Duration),
 }
 
 // `$d` is a `$` handed in by the invocation, so the `for_each_fault!` this generates can have

@@ -103,6 +103,11 @@ struct Opts {
     #[arg(long, value_name = "DURATION", default_value = "16s", value_parser = humantime::parse_duration)]
     webhook_slow_handler: Duration,
 
+    /// How long a webhook event's claim holds when its consumer dies mid-event: a redelivery
+    /// applies it once this passed.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+    webhook_lease: Duration,
+
     /// How long a kept-alive connection may wait for its next request.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
     idle_timeout: Duration,
@@ -138,6 +143,7 @@ fn config_from(opts: Opts) -> Config {
     config.webhook_fault = opts.webhook_fault;
     config.webhook_dedupe_ttl = Duration::from_millis(opts.webhook_dedupe_ttl_ms);
     config.webhook_slow_handler = opts.webhook_slow_handler;
+    config.webhook_lease = opts.webhook_lease;
     config.limits = idem_reference_server::Limits {
         header_read: opts.header_read_timeout,
         body_read: opts.body_read_timeout,
