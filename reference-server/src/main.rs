@@ -111,6 +111,11 @@ struct Opts {
     /// How long a kept-alive connection may wait for its next request.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
     idle_timeout: Duration,
+
+    /// How many connections are served at once; past it, a new client takes the place of the
+    /// connection idle the longest, or waits until one ends.
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
 }
 
 fn parse_tenant(s: &str) -> Result<Tenant, String> {
@@ -148,6 +153,7 @@ fn config_from(opts: Opts) -> Config {
         header_read: opts.header_read_timeout,
         body_read: opts.body_read_timeout,
         idle: opts.idle_timeout,
+        max_connections: opts.max_connections as usize,
     };
     config
 }
