@@ -178,6 +178,9 @@ struct Slots {
     next_id: std::sync::atomic::AtomicU64,
 }
 
+/// How often a newcomer waiting for a place looks again for an idle connection to close.
+const IDLE_RECHECK: Duration = Duration::from_millis(50);
+
 /// A connection's place: returned, and forgotten, when the connection ends.
 struct Slot {
     slots: Arc<Slots>,
@@ -205,16 +208,18 @@ impl Slots {
     }
 
     /// A place for a new connection: a free one, else the place of the connection idle the
-    /// longest (closed for it), else the first one to come free.
+    /// longest (closed for it), else the first one to come free. While it waits, a connection
+    /// that becomes idle (its request answered) gives its place up too, within
+    /// [`IDLE_RECHECK`].
     async fn take(self: &Arc<Self>, state: &Shared, close: &CancellationToken) -> Slot {
-        let permit = match Arc::clone(&self.permits).try_acquire_owned() {
-            Ok(permit) => permit,
-            Err(_) => {
-                self.close_longest_idle();
-                Arc::clone(&self.permits)
-                    .acquire_owned()
-                    .await
-                    .expect("the semaphore is never closed")
+        let permit = loop {
+            if let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() {
+                break permit;
+            }
+            self.close_longest_idle();
+            let freed = Arc::clone(&self.permits).acquire_owned();
+            if let Ok(permit) = tokio::time::timeout(IDLE_RECHECK, freed).await {
+                break permit.expect("the semaphore is never closed");
             }
         };
         let id = self
