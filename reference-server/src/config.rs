@@ -202,7 +202,7 @@ impl Config {
             webhook_fault: None,
             webhook_dedupe_ttl: Duration::from_secs(5 * 60),
             webhook_slow_handler: Duration::from_secs(16),
-            webhook_lease: crate::store::webhooks::DEFAULT_CLAIM_LEASE,
+            webhook_lease: DEFAULT_WEBHOOK_LEASE,
         }
     }
 
@@ -302,6 +302,12 @@ impl Config {
         Ok(())
     }
 }
+
+/// How long a webhook claim holds without its owner completing or releasing it, unless
+/// `--webhook-lease` says otherwise. There is no heartbeat: it is longer than anything a
+/// delivery waits for here (a named hold ends after 10 s, the `slow-sync-handler` fault sleeps
+/// 16 s by default), and a sender retries a dead consumer's event minutes later at the earliest.
+pub const DEFAULT_WEBHOOK_LEASE: Duration = Duration::from_secs(60);
 
 /// The longest `webhook_slow_handler`: well within a webhook claim's lease, so the slow work
 /// keeps its claim.

@@ -12,12 +12,6 @@ use std::time::Duration;
 
 use super::{Owner, StoreFuture};
 
-/// How long a claim holds without its owner completing or releasing it, unless
-/// `--webhook-lease` says otherwise. There is no heartbeat: it is longer than anything a
-/// delivery waits for here (a named hold ends after 10 s, the `slow-sync-handler` fault sleeps
-/// 16 s by default), and a sender retries a dead consumer's event minutes later at the earliest.
-pub const DEFAULT_CLAIM_LEASE: Duration = Duration::from_secs(60);
-
 /// What an applied event is unique within.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct EventKey {
