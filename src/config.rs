@@ -243,6 +243,8 @@ pub struct RunOptions {
     pub release_threads: bool,
     /// How keys are written (`--key-form`).
     pub key_form: KeyForm,
+    /// Response body bytes kept per exchange ([`crate::report::format::kept_body_bytes`]).
+    pub kept_body: usize,
 }
 
 impl RunOptions {
@@ -258,6 +260,7 @@ impl RunOptions {
             reference: false,
             release_threads: true,
             key_form: KeyForm::Auto,
+            kept_body: crate::report::format::kept_body_bytes(None),
         }
     }
 }
@@ -325,9 +328,6 @@ pub struct Config {
     /// The fake provider of the `downstream` probes; `None` without `--provider-listen`.
     pub provider: Option<Downstream>,
 }
-
-/// Bodies larger than this are cut in evidence and never buffered whole.
-pub const MAX_BODY: usize = 1024 * 1024;
 
 impl Config {
     /// Validates a target description and run options into a config. Each error names the
@@ -584,7 +584,7 @@ impl Config {
             key_ttl: target.key_ttl,
             store_outage,
             timeout: opts.timeout,
-            max_body: MAX_BODY,
+            max_body: opts.kept_body,
             http2: target.http2,
             release_threads: opts.release_threads,
             target_file: target.target_file.clone(),

@@ -163,6 +163,10 @@ pub struct Config {
     pub provider_attempts: u32,
     /// A PEM file of extra root certificates for an https provider (`--provider-ca`).
     pub provider_ca: Option<PathBuf>,
+    /// How long a webhook claim holds without its owner completing or releasing it: a delivery
+    /// to a consumer that died mid-event waits this long before it can apply the event (60 s by
+    /// default). Shorter only for tests that kill the consumer over and over.
+    pub webhook_lease: Duration,
 }
 
 /// The key header of the draft, and of this server unless told otherwise.
@@ -217,6 +221,7 @@ impl Config {
             provider_timeout: Duration::from_secs(1),
             provider_attempts: 3,
             provider_ca: None,
+            webhook_lease: DEFAULT_WEBHOOK_LEASE,
         }
     }
 
@@ -314,12 +319,21 @@ impl Config {
         if self.webhook_fault.is_some() && self.webhook_secret.is_none() {
             return Err(ConfigError::WebhookFaultWithoutSecret);
         }
+        if self.webhook_lease < MIN_LEASE {
+            return Err(ConfigError::WebhookLeaseTooShort(self.webhook_lease));
+        }
         if self.webhook_slow_handler > MAX_SLOW_HANDLER {
             return Err(ConfigError::WebhookSlowHandler(self.webhook_slow_handler));
         }
         Ok(())
     }
 }
+
+/// How long a webhook claim holds without its owner completing or releasing it, unless
+/// `--webhook-lease` says otherwise. There is no heartbeat: it is longer than anything a
+/// delivery waits for here (a named hold ends after 10 s, the `slow-sync-handler` fault sleeps
+/// 16 s by default), and a sender retries a dead consumer's event minutes later at the earliest.
+pub const DEFAULT_WEBHOOK_LEASE: Duration = Duration::from_secs(60);
 
 /// The longest `webhook_slow_handler`: well within a webhook claim's lease, so the slow work
 /// keeps its claim.
@@ -404,6 +418,9 @@ pub enum ConfigError {
     /// The provider settings do not fit.
     #[error(transparent)]
     Provider(#[from] ProviderConfigError),
+    /// A claim's lease is compared with the clock in milliseconds.
+    #[error("--webhook-lease {0:?} is too short; use at least 30ms")]
+    WebhookLeaseTooShort(Duration),
 }
 
 /// The key bytes of a webhook secret, `whsec_` followed by base64, or `None` if it is not one.

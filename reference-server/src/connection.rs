@@ -12,7 +12,14 @@
 //!   holds a request (the test hooks) is never cut off.
 //!
 //! When a clock runs out the socket read fails with `TimedOut` and hyper closes the connection.
+//!
+//! At most [`Limits::max_connections`] connections are served at once ([`Slots`]), each reading
+//! a head of at most [`MAX_HEAD_BYTES`], so what clients make the server hold is bounded however
+//! many connect. At the limit, the connection idle the longest is closed for the newcomer (an
+//! idle connection costs its client nothing to open again); when none is idle, the newcomer
+//! waits until one ends, which its clock bounds.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -26,13 +33,14 @@ use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt as _;
 
 use crate::key_names::KeyNames;
-use crate::limits::Limits;
+use crate::limits::{Limits, MAX_HEAD_BYTES};
 
 /// What the socket guard needs to know about the requests on its connection.
 #[derive(Debug)]
@@ -162,6 +170,93 @@ impl Drop for InFlight {
     }
 }
 
+/// The places for connections: a permit per open connection, and each one's state and the
+/// token that closes it, so that an idle one can give its place up.
+struct Slots {
+    permits: Arc<Semaphore>,
+    open: Mutex<HashMap<u64, (Shared, CancellationToken)>>,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+/// How often a newcomer waiting for a place looks again for an idle connection to close.
+const IDLE_RECHECK: Duration = Duration::from_millis(50);
+
+/// A connection's place: returned, and forgotten, when the connection ends.
+struct Slot {
+    slots: Arc<Slots>,
+    id: u64,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.slots
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&self.id);
+    }
+}
+
+impl Slots {
+    fn new(max: usize) -> Arc<Self> {
+        Arc::new(Slots {
+            permits: Arc::new(Semaphore::new(max)),
+            open: Mutex::new(HashMap::new()),
+            next_id: Default::default(),
+        })
+    }
+
+    /// A place for a new connection: a free one, else the place of the connection idle the
+    /// longest (closed for it), else the first one to come free. While it waits, a connection
+    /// that becomes idle (its request answered) gives its place up too, within
+    /// [`IDLE_RECHECK`].
+    async fn take(self: &Arc<Self>, state: &Shared, close: &CancellationToken) -> Slot {
+        let permit = loop {
+            if let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() {
+                break permit;
+            }
+            self.close_longest_idle();
+            let freed = Arc::clone(&self.permits).acquire_owned();
+            if let Ok(permit) = tokio::time::timeout(IDLE_RECHECK, freed).await {
+                break permit.expect("the semaphore is never closed");
+            }
+        };
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(id, (Arc::clone(state), close.clone()));
+        Slot {
+            slots: Arc::clone(self),
+            id,
+            _permit: permit,
+        }
+    }
+
+    /// Closes the connection that has waited longest with no request in flight and no byte of
+    /// a new one, if there is one.
+    fn close_longest_idle(&self) {
+        let open = self
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let idle = open
+            .values()
+            .filter_map(|(state, close)| {
+                let s = lock(state);
+                (s.in_flight == 0 && s.head_started.is_none() && !close.is_cancelled())
+                    .then_some((s.idle_since, close))
+            })
+            .min_by_key(|(since, _)| *since);
+        if let Some((_, close)) = idle {
+            close.cancel();
+        }
+    }
+}
+
 /// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and waits for
 /// the open connections to finish their requests.
 pub(crate) async fn serve(
@@ -173,6 +268,7 @@ pub(crate) async fn serve(
 ) -> io::Result<()> {
     let stop = CancellationToken::new();
     let connections = TaskTracker::new();
+    let slots = Slots::new(limits.max_connections);
     tokio::pin!(shutdown);
     loop {
         let (tcp, _peer) = tokio::select! {
@@ -191,13 +287,19 @@ pub(crate) async fn serve(
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(cause = %e, "could not set TCP_NODELAY");
         }
+        let state = new_state();
+        let close = stop.child_token();
+        let slot = tokio::select! {
+            () = &mut shutdown => break,
+            slot = slots.take(&state, &close) => slot,
+        };
         let key_names = KeyNames::new(key_name_spellings);
         connections.spawn(serve_one(
             tcp,
             key_names,
             router.clone(),
             limits,
-            stop.clone(),
+            (state, close, slot),
         ));
     }
     stop.cancel();
@@ -206,18 +308,23 @@ pub(crate) async fn serve(
     Ok(())
 }
 
+fn new_state() -> Shared {
+    Arc::new(Mutex::new(ConnState {
+        in_flight: 0,
+        head_started: None,
+        idle_since: Instant::now(),
+    }))
+}
+
+/// Serves one connection until it ends or `stop` (the server's shutdown, or its eviction as
+/// the longest idle) closes it gracefully; its `Slot` is given back as it ends.
 async fn serve_one(
     tcp: TcpStream,
     key_names: KeyNames,
     router: Router,
     limits: Limits,
-    stop: CancellationToken,
+    (state, stop, _slot): (Shared, CancellationToken, Slot),
 ) {
-    let state: Shared = Arc::new(Mutex::new(ConnState {
-        in_flight: 0,
-        head_started: None,
-        idle_since: Instant::now(),
-    }));
     let io = Guarded {
         tcp,
         key_names,
@@ -235,7 +342,8 @@ async fn serve_one(
             response
         }
     });
-    let builder = Builder::new(TokioExecutor::new());
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder.http1().max_buf_size(MAX_HEAD_BYTES);
     let conn =
         builder.serve_connection_with_upgrades(TokioIo::new(io), TowerToHyperService::new(service));
     tokio::pin!(conn);

@@ -15,7 +15,16 @@ pub struct Limits {
     pub body_read: Duration,
     /// How long a kept-alive connection may wait for its next request (`--idle-timeout`).
     pub idle: Duration,
+    /// How many connections are served at once (`--max-connections`). At the limit, a new
+    /// client takes the place of the connection idle the longest, or waits in the listen
+    /// backlog until one ends: every connection holds up to [`MAX_HEAD_BYTES`] while its head
+    /// arrives, so their number bounds what the server holds for clients.
+    pub max_connections: usize,
 }
+
+/// The largest request head read (request line and fields); a longer one gets `431`. Heads are
+/// a few hundred bytes; hyper's default would let each connection buffer 400 KiB of one.
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -23,6 +32,7 @@ impl Default for Limits {
             header_read: Duration::from_secs(10),
             body_read: Duration::from_secs(30),
             idle: Duration::from_secs(60),
+            max_connections: 1024,
         }
     }
 }

@@ -125,9 +125,19 @@ struct Opts {
     #[arg(long, value_name = "FILE")]
     provider_ca: Option<std::path::PathBuf>,
 
+    /// How long a webhook event's claim holds when its consumer dies mid-event: a redelivery
+    /// applies it once this passed.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+    webhook_lease: Duration,
+
     /// How long a kept-alive connection may wait for its next request.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
     idle_timeout: Duration,
+
+    /// How many connections are served at once; past it, a new client takes the place of the
+    /// connection idle the longest, or waits until one ends.
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
 }
 
 fn parse_tenant(s: &str) -> Result<Tenant, String> {
@@ -165,10 +175,12 @@ fn config_from(opts: Opts) -> Config {
     config.provider_timeout = Duration::from_millis(opts.provider_timeout_ms);
     config.provider_attempts = opts.provider_attempts;
     config.provider_ca = opts.provider_ca;
+    config.webhook_lease = opts.webhook_lease;
     config.limits = idem_reference_server::Limits {
         header_read: opts.header_read_timeout,
         body_read: opts.body_read_timeout,
         idle: opts.idle_timeout,
+        max_connections: opts.max_connections as usize,
     };
     config
 }

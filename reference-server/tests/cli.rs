@@ -21,6 +21,8 @@ fn bad_flags_exit_2_with_a_message() {
         (&["--token", "no-equals-sign"], "TENANT=SECRET"),
         (&["--lease", "5 parsecs"], "--lease"),
         (&["--lease", "1ms"], "30ms"),
+        (&["--webhook-lease", "1ms"], "--webhook-lease"),
+        (&["--max-connections", "0"], "--max-connections"),
         (&["--listen", "not-an-address"], "--listen"),
         (&["--webhook-secret", "s3cret"], "whsec_"),
         (

@@ -14,6 +14,7 @@ const LIMITS: Limits = Limits {
     header_read: Duration::from_millis(400),
     body_read: Duration::from_millis(400),
     idle: Duration::from_millis(800),
+    max_connections: 1024,
 };
 
 /// How much later than its timeout a connection may be closed (scheduling on a loaded machine).

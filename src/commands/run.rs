@@ -81,6 +81,7 @@ fn options(args: &RunArgs) -> Result<RunOptions> {
     Ok(RunOptions {
         strict: args.strict,
         key_form: args.key_form,
+        kept_body: idem_check::report::format::kept_body_bytes(args.report.max_body_bytes),
         ..run_options(&args.target)?
     })
 }

@@ -52,6 +52,30 @@ impl Format {
             Format::Json => 16 * 1024,
         }
     }
+
+    /// Every format.
+    pub const ALL: [Format; 5] = [
+        Format::Terminal,
+        Format::Junit,
+        Format::Json,
+        Format::Markdown,
+        Format::Html,
+    ];
+}
+
+/// How many bytes of each response body a run keeps in memory: as many as the report that shows
+/// the most can show (`--max-body-bytes`, else the largest default), and never fewer than that
+/// default, since the probes read ids and compare replays on the kept bytes. The rest of a
+/// longer body is not kept (the exchange is marked cut): a run holds hundreds of exchanges, and
+/// keeping a mebibyte of each from a server that streams endless bodies took hundreds of
+/// megabytes for bytes no report shows.
+pub fn kept_body_bytes(max_body_bytes: Option<usize>) -> usize {
+    let largest = Format::ALL
+        .iter()
+        .map(|f| f.default_max_body())
+        .max()
+        .unwrap_or_default();
+    max_body_bytes.unwrap_or_default().max(largest)
 }
 
 /// A report to write: its format and where.

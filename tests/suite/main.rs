@@ -34,6 +34,8 @@ mod verdicts;
 mod webhook;
 
 // What goes on the wire.
+/// What the clients keep of an endless response body: the kept cap, marked cut.
+mod endless_bodies;
 /// Every transport's recorded request is the one an echo listener received, byte for byte.
 mod evidence_as_sent;
 /// The key-syntax probes put exactly the specified bytes on the wire.

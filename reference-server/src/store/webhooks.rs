@@ -6,17 +6,11 @@
 //! the row becomes `processed` and the effect row is inserted in ONE transaction, fenced by the
 //! owner token. A delivery that fails in between deletes its claim, so the sender's retry
 //! applies the event; one whose process died leaves a claim that the next delivery takes over
-//! once its lease (60 s) has run out.
+//! once its lease (60 s unless `--webhook-lease` says otherwise) has run out.
 
 use std::time::Duration;
 
 use super::{Owner, StoreFuture};
-
-/// How long a claim holds without its owner completing or releasing it. There is no heartbeat:
-/// it is longer than anything a delivery waits for here (a named hold ends after 10 s, the
-/// `slow-sync-handler` fault sleeps 16 s by default), and a sender retries a dead consumer's
-/// event minutes later at the earliest.
-pub(crate) const CLAIM_LEASE: Duration = Duration::from_secs(60);
 
 /// What an applied event is unique within.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -152,6 +152,8 @@ pub(super) struct PgStore {
     pool: Pool,
     lease_ms: i64,
     ttl_ms: i64,
+    /// A webhook claim's lease (`Config::webhook_lease`).
+    webhook_lease_ms: i64,
     clock: Arc<dyn Clock>,
 }
 
@@ -167,6 +169,7 @@ impl PgStore {
             pool: Pool::new(pg, config.db_pool, STATEMENTS),
             lease_ms: millis(config.lease),
             ttl_ms: millis(config.key_ttl),
+            webhook_lease_ms: millis(config.webhook_lease),
             clock: Arc::clone(&config.clock),
         };
         store.pool.connect_all().await?;

@@ -9,7 +9,7 @@ use anyhow::Context;
 
 use super::{PgStore, Sql};
 use crate::clock::millis;
-use crate::store::webhooks::{Claim, EventKey, WebhookStore, CLAIM_LEASE};
+use crate::store::webhooks::{Claim, EventKey, WebhookStore};
 use crate::store::{Owner, StoreFuture};
 
 /// $4 owner, $5 lease_until, $6 now, $7 the processed_at at or before which a processed row is
@@ -69,7 +69,7 @@ impl WebhookStore for PgStore {
                             k[1],
                             k[2],
                             &owner.token(),
-                            &now.saturating_add(millis(CLAIM_LEASE)),
+                            &now.saturating_add(self.webhook_lease_ms),
                             &now,
                             &forget_before,
                         ],

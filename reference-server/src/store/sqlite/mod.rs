@@ -40,6 +40,7 @@ impl SqliteStore {
             policy: Policy {
                 lease_ms: millis(config.lease),
                 ttl_ms: millis(config.key_ttl),
+                webhook_lease_ms: millis(config.webhook_lease),
             },
             clock: Arc::clone(&config.clock),
         })

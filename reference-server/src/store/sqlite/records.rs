@@ -15,6 +15,8 @@ use crate::store::{Claimed, Completion, Finish, NewPayment, Owner, Record, Scope
 pub(super) struct Policy {
     pub(super) lease_ms: i64,
     pub(super) ttl_ms: i64,
+    /// A webhook claim's lease (`Config::webhook_lease`).
+    pub(super) webhook_lease_ms: i64,
 }
 
 const SELECT_RECORD: &str = concat!(

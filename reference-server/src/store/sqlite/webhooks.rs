@@ -6,7 +6,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::SqliteStore;
 use crate::clock::millis;
-use crate::store::webhooks::{Claim, EventKey, WebhookStore, CLAIM_LEASE};
+use crate::store::webhooks::{Claim, EventKey, WebhookStore};
 use crate::store::Owner;
 use crate::store::StoreFuture;
 
@@ -15,6 +15,7 @@ const WHERE_KEY: &str = "scheme = ?1 AND source = ?2 AND event_id = ?3";
 fn claim(
     conn: &Connection,
     now: i64,
+    lease_ms: i64,
     key: &EventKey,
     forget_before: Option<i64>,
 ) -> rusqlite::Result<Claim> {
@@ -48,7 +49,7 @@ fn claim(
         key.source,
         key.event_id,
         owner.token(),
-        now.saturating_add(millis(CLAIM_LEASE))
+        now.saturating_add(lease_ms)
     ])?;
     Ok(Claim::Acquired(owner))
 }
@@ -94,9 +95,9 @@ impl WebhookStore for SqliteStore {
         forget_after: Option<std::time::Duration>,
     ) -> StoreFuture<'a, Claim> {
         let key = key.clone();
-        Box::pin(self.call(move |conn, _, now| {
+        Box::pin(self.call(move |conn, policy, now| {
             let forget_before = forget_after.map(|ttl| now.saturating_sub(millis(ttl)));
-            claim(conn, now, &key, forget_before)
+            claim(conn, now, policy.webhook_lease_ms, &key, forget_before)
         }))
     }
 
