@@ -12,6 +12,7 @@
 //! | [`hold`] | holding a request in flight, releasing it, waves of duplicates meanwhile |
 //! | [`requests`] | the operation with this probe's payloads and keys |
 //! | [`session`] | what the run carries from probe to probe |
+//! | [`relation`] | the one key factory: the keys a probe needs, in the relation it states, in the learnt shape |
 //! | [`shape`] | the keys the API accepts: the pre-flight's trials, keys derived in that shape |
 
 #[cfg(test)]
@@ -20,6 +21,7 @@ pub mod hold;
 pub mod judge;
 pub mod meter;
 pub mod recorder;
+pub mod relation;
 pub mod requests;
 pub mod send;
 pub mod session;
