@@ -181,6 +181,12 @@ pub struct KeyCarrier {
     pub place: Place,
     pub syntax: Syntax,
     pub shape: KeyShape,
+    /// `--key-required`: the API requires the key, so a keyless request that executes is a
+    /// failure whatever the carrier (a provider's key is otherwise taken as optional).
+    pub required: bool,
+    /// `--key-in-body` names a member the body lacks: every request gets it, put into its
+    /// parent object, and the header line says so.
+    pub put_into_body: bool,
 }
 
 impl KeyCarrier {
@@ -195,6 +201,8 @@ impl KeyCarrier {
             place,
             syntax,
             shape: KeyShape::default(),
+            required: false,
+            put_into_body: false,
         }
     }
 
@@ -221,6 +229,12 @@ impl fmt::Display for KeyCarrier {
         write!(f, "{}, {}", self.place, self.syntax)?;
         if self.shape != KeyShape::default() {
             write!(f, ", {}", self.shape)?;
+        }
+        if self.put_into_body {
+            f.write_str(", put into the body")?;
+        }
+        if self.required {
+            f.write_str(", required")?;
         }
         Ok(())
     }
