@@ -194,7 +194,8 @@ async fn learn_the_key_shape(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     Ok(())
 }
 
-/// How many times a trial whose answer teaches nothing is sent again with a new key.
+/// How many times a trial whose answer teaches nothing is sent at most, each time with a new
+/// key (twice when it gets no answer at all).
 const TRIAL_ATTEMPTS: usize = 3;
 
 /// Sends trial `kind` with new keys until its answer is clear, at most [`TRIAL_ATTEMPTS`]
@@ -216,7 +217,10 @@ async fn try_trial(
         let ex = ctx.send(format!("key trial: {}", trial.what), req).await;
         answer = shape::Answer::of(ex.status());
         said.push(format!("#{} {}", ex.n, ex.status_text()));
-        if answer != shape::Answer::Unclear {
+        // An answer ends the trial; so does a second request in a row left unanswered, which
+        // says more about the target than about the key.
+        let unanswered_again = ex.response().is_none() && attempt > 0;
+        if answer != shape::Answer::Unclear || unanswered_again {
             break;
         }
     }

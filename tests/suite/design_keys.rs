@@ -249,3 +249,23 @@ fn a_body_key_the_body_lacks_is_put_into_it() {
         "the header line says the member is put into the body",
     );
 }
+
+/// `--key-shape uuid` against a correct API that takes any key: the one trial key outside the
+/// shape is accepted, so the flag is wrong; the trials run as without it and win, the report
+/// says both, and the table is the correct API's own.
+#[test]
+fn a_key_shape_the_trials_contradict_gives_way_to_them() {
+    let args = [&full()[..], &["--key-shape", "uuid"]].concat();
+    let run = expect("tenant_counter", &[], &args, &[], 0);
+    assert_says(
+        &run.stdout,
+        "key shape: any, learnt from the trials: #",
+        "what the trials learnt",
+    );
+    assert_says(
+        &run.stdout,
+        "(--key-shape uuid said otherwise, but #",
+        "and what the flag said, with the exchange that contradicts it",
+    );
+    assert_says(&run.stdout, "the trials win", "which one the run went by");
+}
