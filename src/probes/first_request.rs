@@ -156,27 +156,40 @@ async fn learn_the_key_shape(ctx: &mut ProbeCtx) -> Result<(), Stop> {
             ctx.session.key_basis = format!("{given} (--key-shape)");
             return Ok(());
         };
-        let (seen, answer, _) = try_trial(ctx, kind, &mut variant).await;
+        let nth = |u: &str| shape::trials(u)[kind].clone();
+        let (seen, answer, _) = try_trial(ctx, nth, &mut variant).await;
         if answer != shape::Answer::Accepted {
-            ctx.session.key_basis = format!("{given} (--key-shape; {seen})");
+            let mut shape = given;
+            let case = learn_the_case(ctx, &mut shape, &mut variant).await;
             ctx.count("count after the key trials").await?;
+            ctx.session.key_shape = shape;
+            ctx.session.key_basis = format!("{shape} (--key-shape; {seen}{case})");
             return Ok(());
         }
         contradicted = Some(format!("--key-shape {given} said otherwise, but {seen}"));
     }
     let mut learnt = KeyShape::default();
     let mut seen = Vec::new();
+    let mut unclear = false;
     for kind in 0..shape::MAX_TRIALS {
-        let (said, answer, trial) = try_trial(ctx, kind, &mut variant).await;
+        let nth = |u: &str| shape::trials(u)[kind].clone();
+        let (said, answer, trial) = try_trial(ctx, nth, &mut variant).await;
         seen.push(said);
         let (shape, go_on) = shape::learn(learnt, &trial, answer);
         learnt = shape;
         if answer == shape::Answer::Unclear {
+            unclear = true;
             seen.push("the shape was not learnt".into());
         }
         if !go_on {
             break;
         }
+    }
+    // A trial left without a clear answer ends the trials: a target that stopped answering is
+    // not asked once more.
+    if learnt != KeyShape::default() && !unclear {
+        let case = learn_the_case(ctx, &mut learnt, &mut variant).await;
+        seen.push(case.trim_start_matches("; ").to_string());
     }
     ctx.count("count after the key trials").await?;
     let mut basis = format!("{learnt}, learnt from the trials: {}", seen.join("; "));
@@ -194,23 +207,33 @@ async fn learn_the_key_shape(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     Ok(())
 }
 
+/// Sends [`shape::case_trial`] for a shape with a pattern: an upper-cased key refused makes
+/// `shape` lower-case only. What it saw, as "; #9 400 to an upper-cased key".
+async fn learn_the_case(ctx: &mut ProbeCtx, shape: &mut KeyShape, variant: &mut u32) -> String {
+    let (seen, answer, _) = try_trial(ctx, shape::case_trial, variant).await;
+    if answer == shape::Answer::Refused {
+        shape.lower_case_only = true;
+    }
+    format!("; {seen}")
+}
+
 /// How many times a trial whose answer teaches nothing is sent at most, each time with a new
 /// key (twice when it gets no answer at all).
 const TRIAL_ATTEMPTS: usize = 3;
 
-/// Sends trial `kind` with new keys until its answer is clear, at most [`TRIAL_ATTEMPTS`]
+/// Sends the trial `kind` builds with new keys until its answer is clear, at most [`TRIAL_ATTEMPTS`]
 /// times: what it saw ("#7 400 to a key that is not a UUID"), the last answer and its trial.
 async fn try_trial(
     ctx: &mut ProbeCtx,
-    kind: usize,
+    kind: impl Fn(&str) -> shape::Trial,
     variant: &mut u32,
 ) -> (String, shape::Answer, shape::Trial) {
     let mut said = Vec::new();
     let mut answer = shape::Answer::Unclear;
-    let mut trial = shape::trials(&ctx.fresh_key())[kind].clone();
+    let mut trial = kind(&ctx.fresh_key());
     for attempt in 0..TRIAL_ATTEMPTS {
         if attempt > 0 {
-            trial = shape::trials(&ctx.fresh_key())[kind].clone();
+            trial = kind(&ctx.fresh_key());
         }
         let req = ctx.keyed_with_payload(&trial.key, *variant);
         *variant += 1;

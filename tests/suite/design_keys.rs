@@ -63,18 +63,32 @@ fn a_uuid_column_that_folds_case_fails_distinct_keys() {
     );
 }
 
-/// An API that takes only lower-case UUIDs refuses key 3 (upper-cased) with 400 as malformed:
-/// nothing was executed for it, so nothing says whether the API folds case, and
-/// distinct-keys-independent is INCONCLUSIVE naming the refusal (it FAILed, "got 1 execution").
+/// An API that takes only lower-case UUIDs refuses an upper-cased key with 400 as malformed:
+/// the pre-flight's case trial learns it, so no key of the shape can be key 3 upper-cased, and
+/// distinct-keys-independent SKIPs naming the shape (it FAILed, "got 1 execution", on a key
+/// that executed nothing). The same with `--key-shape uuid`: the flag's shape is checked, and
+/// its case learnt, by the same trials.
 #[test]
 fn a_uuid_api_refusing_upper_case_is_not_failed_for_folding_case() {
     let mut except = UUID_KEYS.to_vec();
-    except.push(("distinct-keys-independent", "INCONCLUSIVE"));
+    except.push(("distinct-keys-independent", "SKIP"));
     let run = five_times("uuid_lower", &[], &full(), &except, 4);
     assert_says(
         run.reason("distinct-keys-independent"),
-        "was refused as malformed (#",
-        "the INCONCLUSIVE names the refusal",
+        "shape uuid (lower case only)",
+        "the SKIP names the shape",
+    );
+    assert_says(
+        &run.stdout,
+        "400 to an upper-cased key",
+        "the report names the exchange the case was learnt from",
+    );
+    let args = [&full()[..], &["--key-shape", "uuid"]].concat();
+    let run = expect("uuid_lower", &[], &args, &except, 4);
+    assert_says(
+        &run.stdout,
+        "key shape: uuid (lower case only) (--key-shape; #",
+        "the flag and what the trials added to it",
     );
 }
 

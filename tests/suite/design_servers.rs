@@ -1271,7 +1271,7 @@ fn stress_sends_and_judges_a_body_key() {
 /// escaped-key, whose key cannot be a UUID, SKIPs naming the shape. Under the draft's syntax
 /// the API still refuses the RFC 8941 String form: quoted-key FAILs, as the pre-flight's
 /// fallback says, and key-parameters follows from it. With `--key-shape uuid` one trial key
-/// outside the shape is sent, to check the flag, and no more.
+/// outside the shape is sent, to check the flag, and one upper-cased, to learn the case.
 #[test]
 fn a_uuid_only_api_gets_keys_of_its_shape() {
     let except = [
@@ -1308,8 +1308,8 @@ fn a_uuid_only_api_gets_keys_of_its_shape() {
         .collect();
     assert_eq!(
         roles.iter().filter(|r| r.starts_with("key trial")).count(),
-        1,
-        "--key-shape sends the one trial key its shape excludes: {roles:?}"
+        2,
+        "--key-shape sends the one trial key its shape excludes, and one upper-cased: {roles:?}"
     );
     assert_says(
         &said.stdout,

@@ -121,7 +121,7 @@ impl fmt::Display for Unbuildable {
                 Relation::Escaped => "it must hold quotes, backslashes, commas and spaces",
                 Relation::Oversized => "a key that long is within the shape's bound",
                 Relation::UpperCased | Relation::LowerCased =>
-                    "the key has no letter of the other case",
+                    "the shape takes one case only, or the key has no letter of the other case",
                 _ => "its characters are outside the shape",
             }
         )
@@ -207,8 +207,13 @@ mod tests {
         (
             prop::sample::select(ALPHABETS.to_vec()),
             prop::option::of(prop::sample::select(vec![36usize, 38, 40, 64, 255, 10_000])),
+            any::<bool>(),
         )
-            .prop_map(|(alphabet, max_len)| KeyShape { alphabet, max_len })
+            .prop_map(|(alphabet, max_len, lower_case_only)| KeyShape {
+                alphabet,
+                max_len,
+                lower_case_only,
+            })
     }
 
     /// Bases as the probes get them: fresh keys, or keys the factory derived.
@@ -278,12 +283,19 @@ mod tests {
         }
 
         /// The case pair of distinct-keys-independent: a fresh key upper-cased, then that key
-        /// lower-cased, is the fresh key again, in every shape.
+        /// lower-cased, is the fresh key again, in every shape that takes upper case; one that
+        /// takes lower case only cannot hold the pair, and says so.
         #[test]
         fn upper_then_lower_is_the_fresh_key(shape in shapes()) {
             let factory = KeyFactory::new(shape);
             let fresh = factory.fresh();
-            let upper = factory.derive(&fresh, Relation::UpperCased).unwrap();
+            let upper = factory.derive(&fresh, Relation::UpperCased);
+            if shape.lower_case_only {
+                let why = upper.unwrap_err().to_string();
+                prop_assert!(why.contains("lower case only"), "{}", why);
+                return Ok(());
+            }
+            let upper = upper.unwrap();
             let (lower, line) = factory.pair((3, &upper), 4, Relation::LowerCased).unwrap();
             prop_assert_eq!(&lower, &fresh);
             prop_assert!(line.starts_with("key 4 = key 3 lower-cased"), "{}", line);

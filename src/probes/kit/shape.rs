@@ -33,6 +33,7 @@ pub fn trials(uuid: &str) -> [Trial; MAX_TRIALS] {
             refused_means: KeyShape {
                 alphabet: Alphabet::Uuid,
                 max_len: None,
+                lower_case_only: false,
             },
         },
         Trial {
@@ -41,6 +42,7 @@ pub fn trials(uuid: &str) -> [Trial; MAX_TRIALS] {
             refused_means: KeyShape {
                 alphabet: Alphabet::Token,
                 max_len: None,
+                lower_case_only: false,
             },
         },
         Trial {
@@ -49,6 +51,7 @@ pub fn trials(uuid: &str) -> [Trial; MAX_TRIALS] {
             refused_means: KeyShape {
                 alphabet: Alphabet::Any,
                 max_len: Some(prefixed.len().max(GENERATED_KEY_LEN)),
+                lower_case_only: false,
             },
         },
     ]
@@ -87,9 +90,22 @@ pub fn learn(shape: KeyShape, trial: &Trial, answer: Answer) -> (KeyShape, bool)
                     other => other,
                 },
                 max_len: trial.refused_means.max_len.or(shape.max_len),
+                lower_case_only: shape.lower_case_only,
             };
             (learnt, learnt.alphabet != Alphabet::Uuid)
         }
+    }
+}
+
+/// The trial after a shape was learnt or given: `uuid` (a new key) upper-cased. A refusal shows
+/// an API that takes its keys in lower case only, so no probe sends it an upper-cased key and
+/// blames it for the refusal. Only then is it sent: a shape that allows any key is never
+/// checked by pattern, and the trials' count stays what it was for it.
+pub fn case_trial(uuid: &str) -> Trial {
+    Trial {
+        key: uuid.to_ascii_uppercase(),
+        what: "an upper-cased key",
+        refused_means: KeyShape::default(),
     }
 }
 
