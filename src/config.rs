@@ -693,6 +693,7 @@ fn key_carrier(target: &TargetSpec, header: &str) -> Result<KeyCarrier> {
     // field under any name); one named by --key-header is a provider's token by default.
     let syntax = syntax
         .or((target.key_header.is_none() && target.key_in_body.is_none()).then_some(Syntax::Ietf));
+    let mut put_into_body = false;
     let place = match &target.key_in_body {
         None => Place::Header(header.to_string()),
         Some(pointer) => {
@@ -713,14 +714,17 @@ fn key_carrier(target: &TargetSpec, header: &str) -> Result<KeyCarrier> {
                 )));
             }
             let body = at(inputs::BODY.flag);
-            if let Err(why) = body_has_field(target.body.as_deref(), pointer, body.name) {
-                return Err(input.error(format!("{} {pointer:?}: {why}", input.name)));
+            match body_has_field(target.body.as_deref(), pointer, body.name) {
+                Ok(field) => put_into_body = field == BodyField::Added,
+                Err(why) => return Err(input.error(format!("{} {pointer:?}: {why}", input.name))),
             }
             Place::Body(pointer.clone())
         }
     };
     Ok(KeyCarrier {
         shape: shape.unwrap_or_default(),
+        required: target.key_required,
+        put_into_body,
         ..KeyCarrier::new(place, syntax)
     })
 }
@@ -739,14 +743,23 @@ fn parse_as<T: std::str::FromStr<Err = String>>(
         .transpose()
 }
 
-/// Whether the request body `body` has the field `pointer`: a JSON pointer into a JSON body,
-/// or the name of a form body's field (with or without a leading `/`). `Err` says why not,
-/// naming the body by `given` (`-d`, or the target file's `body`).
+/// Where a body key goes: a member the body holds, or one put into its parent object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyField {
+    Held,
+    Added,
+}
+
+/// Whether the request body `body` can carry the field `pointer`: a JSON pointer into a JSON
+/// body, whose member is put into its parent object when the body lacks it (users write the
+/// payload without the key, as they send it without one), or the name of a form body's field
+/// (with or without a leading `/`). `Err` says why not, naming the body by `given` (`-d`, or
+/// the target file's `body`).
 fn body_has_field(
     body: Option<&str>,
     pointer: &str,
     given: &str,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<BodyField, String> {
     let Some(text) = body.filter(|b| !b.trim().is_empty()) else {
         return Err(format!(
             "there is no request body to carry the key; give one with {given}"
@@ -760,10 +773,16 @@ fn body_has_field(
                  starting with '/', e.g. /idempotency_key"
             ));
         }
-        return match json.pointer(pointer) {
-            Some(_) => Ok(()),
-            None => Err(format!(
-                "the request body ({given}) is JSON and has nothing at {pointer}"
+        if json.pointer(pointer).is_some() {
+            return Ok(BodyField::Held);
+        }
+        let parent = pointer.rsplit_once('/').map_or("", |(parent, _)| parent);
+        return match json.pointer(parent) {
+            Some(serde_json::Value::Object(_)) => Ok(BodyField::Added),
+            _ => Err(format!(
+                "the request body ({given}) is JSON with no object at {:?} to put the key's \
+                 member into",
+                if parent.is_empty() { "/" } else { parent }
             )),
         };
     }
@@ -789,7 +808,7 @@ fn body_has_field(
     };
     let field = pointer.strip_prefix('/').unwrap_or(pointer);
     if names.iter().any(|n| n == field) {
-        Ok(())
+        Ok(BodyField::Held)
     } else {
         Err(format!(
             "the request body ({given}) is a form without a field {field:?} (it has {})",
@@ -980,10 +999,15 @@ mod tests {
     fn a_body_carrier_needs_its_field_in_the_body() {
         let has = |body: Option<&str>, pointer: &str| body_has_field(body, pointer, "-d");
         let json = Some(r#"{"amount":5,"meta":{"key":"{{unique}}"}}"#);
-        assert!(has(json, "/meta/key").is_ok());
-        assert!(has(json, "/key")
+        assert_eq!(has(json, "/meta/key"), Ok(BodyField::Held));
+        assert_eq!(has(json, "/key"), Ok(BodyField::Added));
+        assert_eq!(has(json, "/meta/other"), Ok(BodyField::Added));
+        assert!(has(json, "/amount/key")
             .unwrap_err()
-            .contains("has nothing at /key"));
+            .contains("no object at \"/amount\""));
+        assert!(has(json, "/none/key")
+            .unwrap_err()
+            .contains("no object at \"/none\""));
         assert!(has(json, "key").unwrap_err().contains("JSON pointer"));
         assert!(has(Some("amount=5&idempotency_key={{uuid}}"), "idempotency_key").is_ok());
         assert!(has(Some("amount=5&idempotency_key=x"), "/idempotency_key").is_ok());

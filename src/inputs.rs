@@ -172,7 +172,8 @@ macro_rules! with_inputs {
                     shown plain, value "POINTER", reference true,
                     help "The request carries its idempotency key in the body instead of a \
                           header: at this JSON pointer (/idempotency_key), or for a form body in \
-                          this field; the -d body must hold it. Its syntax is token";
+                          this field; a JSON body without the member gets it in its parent object, which must \
+                          exist. Its syntax is token";
                 KEY_SYNTAX: "--key-syntax" top "key-syntax" => key_syntax: Option<String>,
                     shown plain, value "SYNTAX", reference true,
                     help "How the key is written: ietf (an RFC 8941 String, the draft's field) or \
@@ -183,6 +184,11 @@ macro_rules! with_inputs {
                     shown plain, value "SHAPE", reference true,
                     help "The keys the API accepts: uuid, token ([A-Za-z0-9_-]), or any, each \
                           optionally with a longest length, e.g. token:64 or any:255 [default: any]";
+                KEY_REQUIRED: "--key-required" top "key-required" => key_required: bool,
+                    shown plain, value "", reference true,
+                    help "The API requires the key: a request without one that executes FAILs \
+                          missing-key. Without it, a provider's key (--key-header, --key-in-body) \
+                          that a keyless request executes without is taken as optional";
                 QUIET_WINDOW: "--quiet-window" top "quiet-window" => quiet_window: Option<Duration>,
                     shown plain, value "DURATION", reference false,
                     help "After a request the probe left unfinished (dropped, held, unanswered), \

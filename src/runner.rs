@@ -147,6 +147,9 @@ pub async fn run(
     let summary = Summary::of(&probes);
     let mut context = context(&config);
     context.push(format!("effects: {}", session.meter.describe()));
+    if !session.key_basis.is_empty() {
+        context.push(format!("key shape: {}", session.key_basis));
+    }
     // A token is sent as it is, which the header line already says.
     if config.key_carrier.syntax == Syntax::Ietf {
         context.push(match (session.fell_back, session.keys) {

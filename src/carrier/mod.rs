@@ -106,6 +106,9 @@ pub enum Alphabet {
 pub struct KeyShape {
     pub alphabet: Alphabet,
     pub max_len: Option<usize>,
+    /// Upper-case letters are refused (an API that checks lower-case UUIDs by pattern): only
+    /// the pre-flight learns it, since every generated key is lower-case.
+    pub lower_case_only: bool,
 }
 
 /// How long every generated key is ([`crate::keys::fresh`]: a UUID), so a shape with a shorter
@@ -122,7 +125,8 @@ impl KeyShape {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'),
         };
-        alphabet && self.max_len.is_none_or(|max| key.chars().count() <= max)
+        let case = !self.lower_case_only || !key.bytes().any(|b| b.is_ascii_uppercase());
+        alphabet && case && self.max_len.is_none_or(|max| key.chars().count() <= max)
     }
 }
 
@@ -157,7 +161,11 @@ impl FromStr for KeyShape {
                  characters (more than {max})"
             ));
         }
-        Ok(KeyShape { alphabet, max_len })
+        Ok(KeyShape {
+            alphabet,
+            max_len,
+            lower_case_only: false,
+        })
     }
 }
 
@@ -168,10 +176,13 @@ impl fmt::Display for KeyShape {
             Alphabet::Uuid => "uuid",
             Alphabet::Token => "token",
         })?;
-        match self.max_len {
-            Some(max) => write!(f, ":{max}"),
-            None => Ok(()),
+        if let Some(max) = self.max_len {
+            write!(f, ":{max}")?;
         }
+        if self.lower_case_only {
+            f.write_str(" (lower case only)")?;
+        }
+        Ok(())
     }
 }
 
@@ -181,6 +192,12 @@ pub struct KeyCarrier {
     pub place: Place,
     pub syntax: Syntax,
     pub shape: KeyShape,
+    /// `--key-required`: the API requires the key, so a keyless request that executes is a
+    /// failure whatever the carrier (a provider's key is otherwise taken as optional).
+    pub required: bool,
+    /// `--key-in-body` names a member the body lacks: every request gets it, put into its
+    /// parent object, and the header line says so.
+    pub put_into_body: bool,
 }
 
 impl KeyCarrier {
@@ -195,6 +212,8 @@ impl KeyCarrier {
             place,
             syntax,
             shape: KeyShape::default(),
+            required: false,
+            put_into_body: false,
         }
     }
 
@@ -221,6 +240,12 @@ impl fmt::Display for KeyCarrier {
         write!(f, "{}, {}", self.place, self.syntax)?;
         if self.shape != KeyShape::default() {
             write!(f, ", {}", self.shape)?;
+        }
+        if self.put_into_body {
+            f.write_str(", put into the body")?;
+        }
+        if self.required {
+            f.write_str(", required")?;
         }
         Ok(())
     }

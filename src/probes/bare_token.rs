@@ -6,11 +6,11 @@
 
 use futures::FutureExt;
 
-use super::kit::shape;
+use super::kit::relation::Relation;
 use super::shared::{is_success, send_raw_counted};
 use super::{CheckDecl, Group, IetfSyntax, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
-use crate::keys::{self, KeySyntax};
+use crate::keys::KeySyntax;
 use crate::outcome::Stop;
 
 const BARE_ACCEPTED: CheckDecl = CheckDecl::new(
@@ -38,7 +38,8 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let token = shape::admitted(ctx.session.key_shape, keys::token_key(&ctx.fresh_key()))?;
+    let factory = ctx.key_factory();
+    let token = factory.derive(&factory.fresh(), Relation::BareToken)?;
     let requests = vec![
         (
             "bare token".to_string(),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::kit::meter::{settle, Counted, Counting, Settling, Span};
+use super::kit::relation::KeyFactory;
 use super::kit::session::Streak;
 use super::kit::throttle::Transports;
 use super::kit::transport::DropAfter;
@@ -99,6 +100,12 @@ impl ProbeCtx {
     /// A fresh key (a UUIDv4, see [`keys::fresh`]), never used before.
     pub fn fresh_key(&self) -> String {
         keys::fresh()
+    }
+
+    /// The key factory for the shape the API accepts ([`super::kit::relation`]): every key a
+    /// probe derives from another comes from it.
+    pub fn key_factory(&self) -> KeyFactory {
+        KeyFactory::new(self.session.key_shape)
     }
 
     /// The configured operation for tenant A, with payload variant 0 and no key.

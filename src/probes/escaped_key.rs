@@ -5,9 +5,8 @@
 
 use futures::FutureExt;
 
-use super::kit::shape;
+use super::kit::relation::Relation;
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
-use crate::keys;
 use crate::outcome::Stop;
 
 const ACCEPTED: CheckDecl =
@@ -33,6 +32,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let key = shape::admitted(ctx.session.key_shape, keys::escaped_key(&ctx.fresh_key()))?;
+    let factory = ctx.key_factory();
+    let key = factory.derive(&factory.fresh(), Relation::Escaped)?;
     super::accepted_then_recognised(ctx, &key, &ACCEPTED, &REPLAYS).await
 }

@@ -133,39 +133,122 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     ctx.note(format!("effects: {}", ctx.session.meter.describe()));
     let e = ctx.executions(&before, &after, &[], &[&original, &second]);
     ctx.expect_executions(&ONE_EFFECT, e, 2);
-    if ctx.session.key_shape == KeyShape::default() {
-        learn_the_key_shape(ctx).await?;
-    }
+    learn_the_key_shape(ctx).await?;
     Ok(())
 }
 
 /// Sends the trial keys of [`shape::trials`] until one settles the shape the API accepts, and
-/// keeps it in the session for every later probe; only a 400 or 422 counts as refusing a key.
-/// The counter is read after them, so the payments the accepted trials made are this probe's,
-/// not the next one's. `--key-shape` skips the trials.
+/// keeps it in the session for every later probe, with the exchanges it was learnt from (the
+/// header line shows both); only a 400 or 422 counts as refusing a key. An answer that teaches
+/// nothing (a 5xx, a 409, no answer) is tried again with a new key of the same kind, a bounded
+/// number of times, so that one unlucky answer does not leave a UUID-only API judged with keys
+/// it can never accept. Under `--key-shape`, the one trial key the given shape excludes is sent
+/// first: if the API takes it, the flag is wrong, the trials run as without it, and what they
+/// learn wins. The counter is read after them, so the payments the accepted trials made are
+/// this probe's, not the next one's.
 async fn learn_the_key_shape(ctx: &mut ProbeCtx) -> Result<(), Stop> {
+    let given = ctx.config.key_carrier.shape;
+    let mut variant = 2;
+    let mut contradicted = None;
+    if given != KeyShape::default() {
+        let probe = shape::trials(&ctx.fresh_key());
+        let Some(kind) = probe.iter().position(|t| !given.admits(&t.key)) else {
+            ctx.session.key_basis = format!("{given} (--key-shape)");
+            return Ok(());
+        };
+        let nth = |u: &str| shape::trials(u)[kind].clone();
+        let (seen, answer, _) = try_trial(ctx, nth, &mut variant).await;
+        if answer != shape::Answer::Accepted {
+            let mut shape = given;
+            let case = learn_the_case(ctx, &mut shape, &mut variant).await;
+            ctx.count("count after the key trials").await?;
+            ctx.session.key_shape = shape;
+            ctx.session.key_basis = format!("{shape} (--key-shape; {seen}{case})");
+            return Ok(());
+        }
+        contradicted = Some(format!("--key-shape {given} said otherwise, but {seen}"));
+    }
     let mut learnt = KeyShape::default();
     let mut seen = Vec::new();
-    for (i, trial) in shape::trials(&ctx.fresh_key()).into_iter().enumerate() {
-        let req = ctx.keyed_with_payload(&trial.key, 2 + i as u32);
-        let ex = ctx.send(format!("key trial: {}", trial.what), req).await;
-        let answer = shape::Answer::of(ex.status());
-        seen.push(format!("#{} {}", ex.n, ex.status_text()));
+    let mut unclear = false;
+    for kind in 0..shape::MAX_TRIALS {
+        let nth = |u: &str| shape::trials(u)[kind].clone();
+        let (said, answer, trial) = try_trial(ctx, nth, &mut variant).await;
+        seen.push(said);
         let (shape, go_on) = shape::learn(learnt, &trial, answer);
         learnt = shape;
+        if answer == shape::Answer::Unclear {
+            unclear = true;
+            seen.push("the shape was not learnt".into());
+        }
         if !go_on {
             break;
         }
     }
+    // A trial left without a clear answer ends the trials: a target that stopped answering is
+    // not asked once more.
+    if learnt != KeyShape::default() && !unclear {
+        let case = learn_the_case(ctx, &mut learnt, &mut variant).await;
+        seen.push(case.trim_start_matches("; ").to_string());
+    }
     ctx.count("count after the key trials").await?;
+    let mut basis = format!("{learnt}, learnt from the trials: {}", seen.join("; "));
+    if let Some(contradicted) = contradicted {
+        basis = format!("{basis} ({contradicted}: the trials win)");
+    }
+    ctx.note(format!("keys: {basis}"));
     if learnt != KeyShape::default() {
         ctx.note(format!(
-            "keys: the API accepts only keys of shape {learnt} (trials {}): every derived key keeps it",
-            seen.join(", ")
+            "keys: the API accepts only keys of shape {learnt}: every derived key keeps it"
         ));
     }
     ctx.session.key_shape = learnt;
+    ctx.session.key_basis = basis;
     Ok(())
+}
+
+/// Sends [`shape::case_trial`] for a shape with a pattern: an upper-cased key refused makes
+/// `shape` lower-case only. What it saw, as "; #9 400 to an upper-cased key".
+async fn learn_the_case(ctx: &mut ProbeCtx, shape: &mut KeyShape, variant: &mut u32) -> String {
+    let (seen, answer, _) = try_trial(ctx, shape::case_trial, variant).await;
+    if answer == shape::Answer::Refused {
+        shape.lower_case_only = true;
+    }
+    format!("; {seen}")
+}
+
+/// How many times a trial whose answer teaches nothing is sent at most, each time with a new
+/// key (twice when it gets no answer at all).
+const TRIAL_ATTEMPTS: usize = 3;
+
+/// Sends the trial `kind` builds with new keys until its answer is clear, at most [`TRIAL_ATTEMPTS`]
+/// times: what it saw ("#7 400 to a key that is not a UUID"), the last answer and its trial.
+async fn try_trial(
+    ctx: &mut ProbeCtx,
+    kind: impl Fn(&str) -> shape::Trial,
+    variant: &mut u32,
+) -> (String, shape::Answer, shape::Trial) {
+    let mut said = Vec::new();
+    let mut answer = shape::Answer::Unclear;
+    let mut trial = kind(&ctx.fresh_key());
+    for attempt in 0..TRIAL_ATTEMPTS {
+        if attempt > 0 {
+            trial = kind(&ctx.fresh_key());
+        }
+        let req = ctx.keyed_with_payload(&trial.key, *variant);
+        *variant += 1;
+        let ex = ctx.send(format!("key trial: {}", trial.what), req).await;
+        answer = shape::Answer::of(ex.status());
+        said.push(format!("#{} {}", ex.n, ex.status_text()));
+        // An answer ends the trial; so does a second request in a row left unanswered, which
+        // says more about the target than about the key.
+        let unanswered_again = ex.response().is_none() && attempt > 0;
+        if answer != shape::Answer::Unclear || unanswered_again {
+            break;
+        }
+    }
+    let seen = format!("{} to {}", said.join(", "), trial.what);
+    (seen, answer, trial)
 }
 
 /// Whether the first answer is a refusal of the key as an RFC 8941 String that the run may

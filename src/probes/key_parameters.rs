@@ -5,6 +5,7 @@
 
 use futures::FutureExt;
 
+use super::kit::relation::Relation;
 use super::shared::first_then_retry;
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::keys;
@@ -32,7 +33,8 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let key = ctx.fresh_key();
+    let factory = ctx.key_factory();
+    let key = factory.derive(&factory.fresh(), Relation::WithParameters)?;
     let first = ctx.with_key_value(keys::with_parameter(&key), 0);
     let retry = ctx.with_key_value(ctx.suite_key_value(&key), 0);
     first_then_retry(ctx, first, retry, &ACCEPTED, &SAME_KEY).await

@@ -39,14 +39,28 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let before = ctx.count_before().await?;
     let req = ctx.requests.without_key(ctx.request());
     let ex = ctx.send("without key", req).await;
-    if ctx.requests.carrier().syntax == Syntax::Token && is_success(&ex) {
-        // Providers' keys are often optional (Stripe's, Checkout.com's): without one, the
-        // request is an ordinary request. Nothing here says the API wanted a key.
+    let after = ctx.count("count after").await?;
+    let e = ctx.executions(&before, &after, &[], &[&ex]);
+    let carrier = ctx.requests.carrier().clone();
+    // Providers' keys are often optional (Stripe's, Checkout.com's): a keyless request that
+    // executed is an ordinary request, and nothing says the API wanted a key. Whether it
+    // executed is read from its answer or, when the answer was lost, from the count, so the
+    // same API gets the same verdict whether or not that one answer arrived.
+    let moved = match (before.value(), after.value()) {
+        (Some(b), Some(a)) if a > b => Some(format!("executed (the counter went from {b} to {a})")),
+        _ => None,
+    };
+    let executed = match &e {
+        Ok(counted) if counted.count > 0 => Some(format!("executed ({})", counted.basis)),
+        _ if is_success(&ex) => Some(format!("was accepted ({})", ex.status_text())),
+        _ => moved,
+    };
+    if let Some(how) = executed.filter(|_| carrier.syntax == Syntax::Token && !carrier.required) {
         return Err(Stop::Skip(
             format!(
-                "the key is {}: #{} without a key was accepted as an ordinary request, so the key \
-             is optional here; the 400 of draft-07 §2.7 is the rule of the draft's own field",
-                ctx.requests.carrier(),
+                "the key is {carrier}: #{} without a key {how} as an ordinary request, so the key \
+                 is optional here; the 400 of draft-07 §2.7 is the rule of the draft's own field \
+                 (--key-required if the API requires it)",
                 ex.n
             )
             .into(),
@@ -56,8 +70,6 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     // Unanswered, the status is not judged (see `ProbeCtx::push`), but the counter still sees
     // whether it executed.
     ctx.push(check::status_in(&ctx.spec(&STATUS), &ex));
-    let after = ctx.count("count after").await?;
-    let e = ctx.executions(&before, &after, &[], &[&ex]);
     ctx.expect_executions(&NO_EFFECT, e, 0);
     if ex.response().is_some() && !is_success(&ex) {
         problem_details(ctx, &PROBLEM_DETAILS, &ex);

@@ -5,6 +5,7 @@
 
 use futures::FutureExt;
 
+use super::kit::relation::Relation;
 use super::shared::{send_refused, Refusal};
 use super::{CheckDecl, Group, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::keys;
@@ -31,7 +32,8 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let key = keys::oversized_key(&ctx.fresh_key());
+    let factory = ctx.key_factory();
+    let key = factory.derive(&factory.fresh(), Relation::Oversized)?;
     let requests = vec![(
         format!("{} KiB key", keys::OVERSIZED_LEN / 1024),
         ctx.with_key_value(ctx.key_value(&key), 0),

@@ -4,6 +4,7 @@
 
 use futures::FutureExt;
 
+use super::kit::relation::Relation;
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::outcome::Stop;
 
@@ -29,6 +30,7 @@ pub const PROBE: ProbeDef = ProbeDef {
 };
 
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
-    let key = ctx.fresh_key();
+    let factory = ctx.key_factory();
+    let key = factory.derive(&factory.fresh(), Relation::Quoted)?;
     super::accepted_then_recognised(ctx, &key, &EXECUTES, &RECOGNISED).await
 }

@@ -322,16 +322,16 @@ fn key_carrier_inputs_are_checked_before_anything_is_sent() {
     let file = path.to_str().unwrap();
     std::fs::write(
         &path,
-        format!("url = \"{url}\"\nbody = '{{\"amount\":5}}'\nkey-in-body = \"/idempotency_key\"\n"),
+        format!("url = \"{url}\"\nbody = '[5]'\nkey-in-body = \"/idempotency_key\"\n"),
     )
     .unwrap();
     let json = r#"{"amount":5,"idempotency_key":"{{unique}}"}"#;
     // (arguments after the command, exit code, what the error says)
     let cases: [(Vec<&str>, i32, &str); 8] = [
         (
-            vec![&url, "-d", json, "--key-in-body", "/key"],
+            vec![&url, "-d", json, "--key-in-body", "/amount/key"],
             1,
-            "--key-in-body \"/key\": the request body (-d) is JSON and has nothing at /key",
+            "--key-in-body \"/amount/key\": the request body (-d) is JSON with no object at \"/amount\" to put the key's member into",
         ),
         (
             vec![&url, "-d", "{not json", "--key-in-body", "/key"],
@@ -377,7 +377,7 @@ fn key_carrier_inputs_are_checked_before_anything_is_sent() {
         (
             vec!["--target", file],
             2,
-            "key-in-body \"/idempotency_key\": the request body (body) is JSON and has nothing",
+            "key-in-body \"/idempotency_key\": the request body (body) is JSON with no object at \"/\"",
         ),
         (
             vec!["--target", file, "-d", json, "--key-syntax", "ietf"],

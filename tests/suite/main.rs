@@ -11,6 +11,9 @@ mod pg;
 // The verdicts: correct servers PASS, each defect FAILs exactly its probes.
 /// The whole default suite PASSes against the correct reference server.
 mod baseline;
+/// Design servers with keys of their own shape, or a store that races on return: every key
+/// relation a probe claims is the one it sent, and the same table comes out of every run.
+mod design_keys;
 /// Small independent servers, one per real-world design (fixtures/servers/), with their whole
 /// verdict tables.
 mod design_servers;

@@ -240,7 +240,7 @@ fn key_in_body_replaces_the_documents_header() {
             "ietf",
             "an RFC 8941 String is the syntax of a header field; a key in the body (--key-in-body /amount) is a token",
         ),
-        ("/nope", "token", "is JSON and has nothing at /nope"),
+        ("/nope/key", "token", "is JSON with no object at \"/nope\""),
     ] {
         let o = run(&[
             "run",

@@ -13,6 +13,7 @@
 //! | [`judge`] | check settings, which failures stand and which are unjudged |
 //! | [`requests`] | the operation with this probe's payloads and keys |
 //! | [`session`] | what the run carries from probe to probe |
+//! | [`relation`] | the one key factory: the keys a probe needs, in the relation it states, in the learnt shape |
 //! | [`shape`] | the keys the API accepts: the pre-flight's trials, keys derived in that shape |
 
 pub mod downstream;
@@ -21,6 +22,7 @@ pub(crate) mod fake;
 pub mod judge;
 pub mod meter;
 pub mod recorder;
+pub mod relation;
 pub mod requests;
 pub mod send;
 pub mod session;

@@ -40,6 +40,9 @@ pub struct Session {
     /// The keys the API accepts: `--key-shape`, or what the pre-flight's trials learnt
     /// ([`super::shape`]).
     pub key_shape: KeyShape,
+    /// What the key shape rests on: `--key-shape`, or the trials' exchanges (the header line
+    /// and every report show it, so a reader sees why a shape-dependent probe SKIPped).
+    pub key_basis: String,
     /// Consecutive requests that got no answer, and the last transport error.
     failures: usize,
     last_failure: String,
@@ -64,6 +67,7 @@ impl Session {
             keys: config.key_form.initial(config.suite.key_syntax),
             fell_back: false,
             key_shape: config.key_carrier.shape,
+            key_basis: String::new(),
             failures: 0,
             last_failure: String::new(),
             last_count: None,

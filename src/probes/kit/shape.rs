@@ -2,25 +2,10 @@
 //! derives. An API whose key column is a UUID refuses `K-<uuid>`; judging it on a key it can
 //! never accept would blame it for a shape, not for what the probe tests. So the pre-flight
 //! sends a few trial keys (each a refusal teaches one thing), and a probe that cannot build a
-//! key of the learnt shape SKIPs naming it.
+//! key of the learnt shape SKIPs naming it
+//! ([`super::relation`]).
 
 use crate::carrier::{Alphabet, KeyShape, GENERATED_KEY_LEN};
-use crate::outcome::Stop;
-
-/// `key` when `shape` admits it; else the SKIP that names the shape, since a refusal of the key
-/// would say nothing about what the probe tests.
-pub fn admitted(shape: KeyShape, key: String) -> Result<String, Stop> {
-    if shape.admits(&key) {
-        return Ok(key);
-    }
-    Err(Stop::Skip(
-        format!(
-            "the API accepts only keys of shape {shape} (--key-shape, or learnt by the \
-             pre-flight): this probe needs the key {key:?}"
-        )
-        .into(),
-    ))
-}
 
 /// How many trial keys the pre-flight sends at most.
 pub const MAX_TRIALS: usize = 3;
@@ -48,6 +33,7 @@ pub fn trials(uuid: &str) -> [Trial; MAX_TRIALS] {
             refused_means: KeyShape {
                 alphabet: Alphabet::Uuid,
                 max_len: None,
+                lower_case_only: false,
             },
         },
         Trial {
@@ -56,6 +42,7 @@ pub fn trials(uuid: &str) -> [Trial; MAX_TRIALS] {
             refused_means: KeyShape {
                 alphabet: Alphabet::Token,
                 max_len: None,
+                lower_case_only: false,
             },
         },
         Trial {
@@ -64,6 +51,7 @@ pub fn trials(uuid: &str) -> [Trial; MAX_TRIALS] {
             refused_means: KeyShape {
                 alphabet: Alphabet::Any,
                 max_len: Some(prefixed.len().max(GENERATED_KEY_LEN)),
+                lower_case_only: false,
             },
         },
     ]
@@ -102,40 +90,23 @@ pub fn learn(shape: KeyShape, trial: &Trial, answer: Answer) -> (KeyShape, bool)
                     other => other,
                 },
                 max_len: trial.refused_means.max_len.or(shape.max_len),
+                lower_case_only: shape.lower_case_only,
             };
             (learnt, learnt.alphabet != Alphabet::Uuid)
         }
     }
 }
 
-/// Two keys of `shape` that differ only in letter case, for distinct-keys-independent: `K-`
-/// and `k-` prefixes where the shape allows them; for UUIDs, whose spellings are one value
-/// (RFC 9562 §4), the upper-case spelling of one UUID and a second UUID, so the pair is two
-/// keys whatever the API does with case. `same_value` says which.
-pub fn case_pair(shape: KeyShape, uuid: &str, other_uuid: &str) -> CasePair {
-    let prefixed = (format!("K-{}", uuid.to_uppercase()), format!("k-{uuid}"));
-    if shape.admits(&prefixed.0) && shape.admits(&prefixed.1) {
-        return CasePair {
-            upper: prefixed.0,
-            lower: prefixed.1,
-            same_value: false,
-        };
+/// The trial after a shape was learnt or given: `uuid` (a new key) upper-cased. A refusal shows
+/// an API that takes its keys in lower case only, so no probe sends it an upper-cased key and
+/// blames it for the refusal. Only then is it sent: a shape that allows any key is never
+/// checked by pattern, and the trials' count stays what it was for it.
+pub fn case_trial(uuid: &str) -> Trial {
+    Trial {
+        key: uuid.to_ascii_uppercase(),
+        what: "an upper-cased key",
+        refused_means: KeyShape::default(),
     }
-    CasePair {
-        upper: uuid.to_uppercase(),
-        lower: other_uuid.to_lowercase(),
-        same_value: true,
-    }
-}
-
-/// See [`case_pair`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CasePair {
-    pub upper: String,
-    pub lower: String,
-    /// The pair is two UUIDs, one spelt upper-case: what the shape allows, since a UUID's
-    /// spellings name one value.
-    pub same_value: bool,
 }
 
 #[cfg(test)]
@@ -177,22 +148,5 @@ mod tests {
         assert_eq!(run(|_| false), (KeyShape::default(), 3));
         let (unclear, go_on) = learn(KeyShape::default(), &trials(U)[0], Answer::of(Some(503)));
         assert!(!go_on && unclear == KeyShape::default());
-    }
-
-    #[test]
-    fn a_case_pair_keeps_the_shape() {
-        let any = case_pair(KeyShape::default(), U, "x");
-        assert_eq!(
-            (any.upper.as_str(), any.same_value),
-            ("K-0B9A2A8E-1111-4222-8333-444455556666", false)
-        );
-        let uuids = case_pair(
-            "uuid".parse().unwrap(),
-            U,
-            "1c9a2a8e-1111-4222-8333-444455556666",
-        );
-        assert!(uuids.same_value);
-        assert!(uuid::Uuid::try_parse(&uuids.upper).is_ok());
-        assert!(uuid::Uuid::try_parse(&uuids.lower).is_ok());
     }
 }
