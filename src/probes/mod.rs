@@ -19,6 +19,7 @@ use crate::outcome::Stop;
 use crate::suite::Suite;
 
 mod ctx;
+pub mod downstream;
 pub mod hold;
 pub mod kit;
 mod need;

@@ -5,7 +5,7 @@
 
 use futures::FutureExt;
 
-use super::kit::downstream::ProviderSide;
+use super::downstream::ProviderSide;
 use super::shared::unless_success;
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;

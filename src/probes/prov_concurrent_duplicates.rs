@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
-use super::kit::downstream::ProviderSide;
+use super::downstream::ProviderSide;
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::http::exchange::Exchange;

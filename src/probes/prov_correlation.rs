@@ -5,7 +5,7 @@
 
 use futures::FutureExt;
 
-use super::kit::downstream::{provider_ref, ProviderSide};
+use super::downstream::{provider_ref, ProviderSide};
 use super::shared::unless_success;
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;

@@ -7,7 +7,7 @@
 
 use futures::FutureExt;
 
-use super::kit::downstream::{until_definitive, ProviderSide};
+use super::downstream::{until_definitive, ProviderSide};
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta, RestartHook};
 use crate::http::exchange::Exchange;
 use crate::outcome::Stop;

@@ -5,7 +5,7 @@
 
 use futures::FutureExt;
 
-use super::kit::downstream::{until_definitive, ProviderSide};
+use super::downstream::{until_definitive, ProviderSide};
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;
 use crate::http::exchange::Exchange;

@@ -6,7 +6,7 @@
 
 use futures::FutureExt;
 
-use super::kit::downstream::{keys, ProviderSide};
+use super::downstream::{keys, ProviderSide};
 use super::shared::unless_success;
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;

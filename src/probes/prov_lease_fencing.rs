@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
-use super::kit::downstream::{send_while, until_definitive, ProviderSide};
+use super::downstream::{send_while, until_definitive, ProviderSide};
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::http::exchange::Exchange;
 use crate::outcome::Stop;

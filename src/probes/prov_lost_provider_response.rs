@@ -7,7 +7,7 @@
 
 use futures::FutureExt;
 
-use super::kit::downstream::{definitive, provider_ref, until_definitive, ProviderSide};
+use super::downstream::{definitive, provider_ref, until_definitive, ProviderSide};
 use super::shared::is_success;
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;

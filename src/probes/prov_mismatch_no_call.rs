@@ -4,7 +4,7 @@
 
 use futures::FutureExt;
 
-use super::kit::downstream::ProviderSide;
+use super::downstream::ProviderSide;
 use super::prov_refused_no_call::{judge, send_each};
 use super::shared::{unless_payloads_vary, unless_success};
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};

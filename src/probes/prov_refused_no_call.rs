@@ -4,7 +4,7 @@
 
 use futures::FutureExt;
 
-use super::kit::downstream::{ProviderSide, Seen};
+use super::downstream::{ProviderSide, Seen};
 use super::shared::unless_success;
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::check;

@@ -16,7 +16,6 @@
 //! | [`relation`] | the one key factory: the keys a probe needs, in the relation it states, in the learnt shape |
 //! | [`shape`] | the keys the API accepts: the pre-flight's trials, keys derived in that shape |
 
-pub mod downstream;
 #[cfg(test)]
 pub(crate) mod fake;
 pub mod judge;

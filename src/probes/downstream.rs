@@ -16,7 +16,7 @@ use crate::provider::ledger::{Answered, Call, Charge};
 use crate::provider::profile::Profile;
 use crate::provider::script::Script;
 
-use super::session::Streak;
+use super::kit::session::Streak;
 
 /// The longest a client waits on a `Retry-After` before it tries again.
 const RETRY_AFTER_CAP: Duration = Duration::from_secs(2);
