@@ -21,11 +21,11 @@ use idem_check::reference::Reference;
 use idem_check::report::terminal::{self, Progress};
 use idem_check::report::{ProbeReport, RenderOptions};
 use idem_check::runner::Observer;
-use idem_check::webhook::checks::{self, Env, Extras, WebhookCheck};
+use idem_check::webhook::checks::{self, Env, Extras, Hold, WebhookCheck};
 use idem_check::webhook::event::Template;
 use idem_check::webhook::run::{self as webhook_run, RunInfo};
-use idem_check::webhook::sender::Sender;
-use idem_check::webhook::settle::{Sent, Settler};
+use idem_check::webhook::sender::{Sender, Sent};
+use idem_check::webhook::settle::Settler;
 
 /// The variable a reproduce line reads the signing secret from.
 pub const SECRET_VAR: &str = "IDEM_CHECK_WEBHOOK_SECRET";
@@ -213,7 +213,10 @@ async fn check(
         LATE_AFTER
     });
     let hold = match (&hold_header, &hold_release) {
-        (Some(h), Some(r)) => Some((header_line("--hold-header", h)?, r.clone())),
+        (Some(h), Some(r)) => Some(Hold {
+            header: header_line("--hold-header", h)?,
+            release: Some(r.clone()),
+        }),
         (None, None) => None,
         _ => return Err(usage("--hold-header and --hold-release go together".into())),
     };
@@ -305,20 +308,7 @@ async fn check(
 
 /// The checks `--probe` and `--skip` select, each id checked.
 fn select(args: &WebhookArgs) -> Result<Vec<&'static WebhookCheck>> {
-    for (flag, ids) in [("--probe", &args.probe), ("--skip", &args.skip)] {
-        if let Some(bad) = ids.iter().find(|id| checks::find(id).is_none()) {
-            let known: Vec<&str> = checks::CATALOG.iter().map(|c| c.id).collect();
-            return Err(usage(format!(
-                "{flag}: no webhook check {bad:?} (known: {})",
-                known.join(", ")
-            )));
-        }
-    }
-    Ok(checks::CATALOG
-        .iter()
-        .filter(|c| args.probe.is_empty() || args.probe.iter().any(|p| p == c.id))
-        .filter(|c| !args.skip.iter().any(|s| s == c.id))
-        .collect())
+    checks::select(&args.probe, &args.skip).map_err(|e| usage(e.to_string()))
 }
 
 fn parse_url(flag: &str, text: &str) -> Result<url::Url> {
