@@ -693,7 +693,8 @@ pub struct WebhookArgs {
     pub secret: Option<String>,
 
     /// A second source's secret: the same event id from it must be a second effect
-    /// (wh-source-isolation).
+    /// (wh-source-isolation); masked like --secret, reproduce lines read
+    /// $IDEM_CHECK_WEBHOOK_SECRET_B. [default: $IDEM_CHECK_WEBHOOK_SECRET_B]
     #[arg(long, value_name = "SECRET")]
     pub source_b_secret: Option<String>,
 
@@ -719,13 +720,15 @@ pub struct WebhookArgs {
     #[arg(long, value_name = "'Name: value'")]
     pub crash_header: Option<String>,
 
-    /// A header that holds a delivery in the consumer until --hold-release is POSTed
-    /// (wh-lost-ack), its value holding {{hold}}, e.g. 'X-Test-Hold: {{hold}}'.
-    #[arg(long, value_name = "'Name: value'", requires = "hold_release")]
+    /// A header that holds a delivery in the consumer: released, its value holding {{hold}}
+    /// and --hold-release the URL that releases it (wh-lost-ack), e.g. 'X-Test-Hold: {{hold}}';
+    /// or time-based, a header alone (slow synchronous work, which wh-ack-latency times),
+    /// e.g. 'X-Test-Delay-Ms: 6000'.
+    #[arg(long, value_name = "'Name: value'")]
     pub hold_header: Option<String>,
 
     /// The URL a POST to releases the hold named {{hold}}.
-    #[arg(long, value_name = "URL", requires = "hold_header")]
+    #[arg(long, value_name = "URL")]
     pub hold_release: Option<String>,
 
     /// A second instance of the consumer sharing its store (wh-cross-replica).

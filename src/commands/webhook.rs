@@ -11,16 +11,20 @@ use anyhow::anyhow;
 use super::{finish, interrupted_in_setup, render_options, report_files, Interrupt, Result};
 use crate::cli::WebhookArgs;
 use idem_check::carrier::Place;
-use idem_check::config::{CommandRestart, RestartHook, DEFAULT_QUIET_WINDOW};
+use idem_check::config::{
+    hold_release, parse_header, CommandRestart, RestartHook, DEFAULT_QUIET_WINDOW,
+};
 use idem_check::effects::{Counter, Meter};
 use idem_check::exit::{AppError, ExitCode};
 use idem_check::http::client::Client;
 use idem_check::http::exchange::Header;
+use idem_check::inputs;
 use idem_check::redact::{Masked, Secrets};
 use idem_check::reference::Reference;
 use idem_check::report::terminal::{self, Progress};
 use idem_check::report::{ProbeReport, RenderOptions};
 use idem_check::runner::Observer;
+use idem_check::target::TargetSpec;
 use idem_check::webhook::checks::{self, Env, Extras, Hold, WebhookCheck};
 use idem_check::webhook::event::Template;
 use idem_check::webhook::run::{self as webhook_run, RunInfo};
@@ -30,7 +34,8 @@ use idem_check::webhook::settle::Settler;
 /// The variable a reproduce line reads the signing secret from.
 pub const SECRET_VAR: &str = "IDEM_CHECK_WEBHOOK_SECRET";
 
-/// The variable a reproduce line reads the second source's secret from.
+/// The variable the second source's secret is read from when --source-b-secret is not given,
+/// and a reproduce line reads it from.
 const SECRET_B_VAR: &str = "IDEM_CHECK_WEBHOOK_SECRET_B";
 
 /// The secrets the bundled reference consumer is started with (fresh per run would hide
@@ -162,7 +167,9 @@ async fn check(
                 (
                     args.url.clone().unwrap_or_default(),
                     secret,
-                    args.source_b_secret.clone(),
+                    args.source_b_secret
+                        .clone()
+                        .or_else(|| std::env::var(SECRET_B_VAR).ok()),
                     counter,
                     args.crash_header.clone(),
                     args.replica.clone(),
@@ -212,14 +219,7 @@ async fn check(
     } else {
         LATE_AFTER
     });
-    let hold = match (&hold_header, &hold_release) {
-        (Some(h), Some(r)) => Some(Hold {
-            header: header_line("--hold-header", h)?,
-            release: Some(r.clone()),
-        }),
-        (None, None) => None,
-        _ => return Err(usage("--hold-header and --hold-release go together".into())),
-    };
+    let hold = hold(hold_header, hold_release)?;
     let meter = Meter::configured(counter, None, Vec::new(), args.timeout);
     let mut secrets =
         Secrets::default().with_named(&secret, SECRET_VAR, "the webhook signing secret");
@@ -309,6 +309,29 @@ async fn check(
 /// The checks `--probe` and `--skip` select, each id checked.
 fn select(args: &WebhookArgs) -> Result<Vec<&'static WebhookCheck>> {
     checks::select(&args.probe, &args.skip).map_err(|e| usage(e.to_string()))
+}
+
+/// `--hold-header` and `--hold-release`, checked as `run` checks them
+/// ([`idem_check::config::hold_release`]): a time-based hold (a header alone) or a released one.
+fn hold(header: Option<String>, release: Option<String>) -> Result<Option<Hold>> {
+    let target = TargetSpec {
+        hold_header: header,
+        hold_release: release,
+        ..TargetSpec::default()
+    };
+    let flag = target.origins.input(inputs::HOLD_HEADER.flag);
+    let bad = |e: anyhow::Error| usage(format!("{e:#}"));
+    let header = target
+        .hold_header
+        .as_deref()
+        .map(|h| parse_header(h, flag))
+        .transpose()
+        .map_err(bad)?;
+    let release = hold_release(&target, header.as_ref()).map_err(bad)?;
+    Ok(header.map(|header| Hold {
+        header,
+        release: release.map(|r| r.url),
+    }))
 }
 
 fn parse_url(flag: &str, text: &str) -> Result<url::Url> {

@@ -364,6 +364,36 @@ fn bad_input_is_one_line_naming_the_flag() {
     );
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains(":1: no {{event_id}}"), "{err}");
+    // The hold and the selection are checked as `run` checks them, before anything is sent.
+    let standard = ["--scheme", "standard", "--secret", SECRET];
+    for (extra, wanted) in [
+        (
+            &["--hold-header", "X-Hold: {{hold}}"][..],
+            "--hold-header with {{hold}} needs --hold-release",
+        ),
+        (
+            &[
+                "--hold-header",
+                "X-Hold: {{hold}}",
+                "--hold-release",
+                "ftp://h/{{hold}}",
+            ][..],
+            "--hold-release",
+        ),
+        (
+            &["--hold-release", "http://127.0.0.1:9/{{hold}}"][..],
+            "--hold-release needs --hold-header",
+        ),
+        (
+            &["--probe", "wh-redelivry"][..],
+            "--probe: no webhook check \"wh-redelivry\" (did you mean \"wh-redelivery\"?)",
+        ),
+    ] {
+        let args = with(&[&standard[..], extra].concat());
+        let (code, err) = refused(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(code, Some(1), "{extra:?}: {err}");
+        assert!(err.contains(wanted), "{extra:?}: {err}");
+    }
 }
 
 /// A consumer that accepts connections and never answers: the calibration says so within

@@ -53,7 +53,7 @@ const EXPIRES_AT: HeaderName = HeaderName::from_static("idempotency-key-expires-
 #[derive(Debug, Default, Clone)]
 pub(crate) struct TestHooks {
     /// Hold the claimed request this long before executing (heartbeats keep the lease alive).
-    delay: Option<Duration>,
+    pub(crate) delay: Option<Duration>,
     /// Hold the claimed request until a client releases this name (see [`crate::holds`]).
     pub(crate) hold: Option<String>,
     /// Under the `race` fault, hold the request between its lookup and its claim (the race

@@ -126,7 +126,7 @@ impl Need {
                 Need::ReleasedHold => "needs a way to hold a delivery in the consumer: pass --hold-header and --hold-release",
                 Need::Crash => "needs a way to make the consumer fail after taking a delivery: pass --crash-header",
                 Need::Replica => "needs a second instance of the consumer: pass --replica URL",
-                Need::SourceB => "needs a second source: pass --source-b-secret",
+                Need::SourceB => "needs a second source: pass --source-b-secret (or set $IDEM_CHECK_WEBHOOK_SECRET_B)",
                 Need::LateOrRestart => "--late-after 0s and no --restart-cmd: there is no late redelivery to send",
             }
             .into(),
@@ -291,3 +291,6 @@ pub fn select(
         .filter(|c| !skip.iter().any(|s| s == c.id))
         .collect())
 }
+
+#[cfg(test)]
+mod tests;

@@ -25,18 +25,32 @@ pub fn refused(trial: &mut Trial, point: &GradedCheck, exs: &[&Exchange]) {
         .push(check::statuses_within(&point.spec(), exs, 400, 499));
 }
 
-/// `ex` was answered 2xx within `limit`: `point`.
-pub fn acknowledged_within(ex: &Exchange, limit: Duration, point: &GradedCheck) -> Check {
-    let ms = ex.duration_ms;
-    let ok = ex.response().is_some_and(|r| r.is_success());
+/// `exs` were each answered 2xx within `limit`: `point`.
+pub fn acknowledged_within(exs: &[&Exchange], limit: Duration, point: &GradedCheck) -> Check {
+    let in_time = |ex: &Exchange| {
+        ex.response().is_some_and(|r| r.is_success())
+            && ex.duration_ms <= limit.as_secs_f64() * 1000.0
+    };
+    let seen: Vec<String> = exs
+        .iter()
+        .map(|ex| {
+            let ms = ex.duration_ms;
+            let answer = format!("{} after {ms:.0} ms", ex.status_text());
+            if exs.len() == 1 {
+                answer
+            } else {
+                format!("#{}: {answer}", ex.n)
+            }
+        })
+        .collect();
     Check {
         id: point.id().into(),
         what: point.what().into(),
         severity: point.severity,
-        passed: ok && ms <= limit.as_secs_f64() * 1000.0,
+        passed: exs.iter().all(|ex| in_time(ex)),
         expected: vec![format!("2xx within {} ms", limit.as_millis())],
-        actual: format!("{} after {ms:.0} ms", ex.status_text()),
-        exchanges: vec![ex.n],
+        actual: seen.join("; "),
+        exchanges: exs.iter().map(|ex| ex.n).collect(),
         symptom: Symptom::Other,
     }
 }
