@@ -636,7 +636,7 @@ impl HoldRelease {
 /// time-based (a header alone, such as `X-Test-Delay-Ms: 1500`) or released (a header naming
 /// the hold with `{{hold}}`, and a release URL naming it too). `run` and `webhook` both check
 /// their hold here.
-pub fn hold_release(target: &TargetSpec, hold: Option<&Header>) -> Result<Option<HoldRelease>> {
+fn hold_release(target: &TargetSpec, hold: Option<&Header>) -> Result<Option<HoldRelease>> {
     let at = |flag| target.origins.input(flag);
     let (release, hold_header) = (at(inputs::HOLD_RELEASE.flag), at(inputs::HOLD_HEADER.flag));
     let Some(url) = &target.hold_release else {

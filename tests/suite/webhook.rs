@@ -394,6 +394,29 @@ fn bad_input_is_one_line_naming_the_flag() {
         assert_eq!(code, Some(1), "{extra:?}: {err}");
         assert!(err.contains(wanted), "{extra:?}: {err}");
     }
+    // A target file is read as `run` reads one: its errors name FILE:LINE, and a flag laid
+    // over it is named as the flag.
+    let file = dir.path().join("consumer.toml");
+    std::fs::write(
+        &file,
+        "url = \"http://127.0.0.1:9/w\"\nquiet-window = \"2m\"\n\n[counter]\nurl = \"http://127.0.0.1:9/c\"\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let (code, err) = refused(&[&["--target", file][..], &standard[..]].concat());
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("consumer.toml:2:"), "{err}");
+    let flagged = [
+        &["--target", file, "--quiet-window", "70s"][..],
+        &standard[..],
+    ]
+    .concat();
+    let (code, err) = refused(&flagged);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("--quiet-window 1m 10s must be more than 0 and at most 1m"),
+        "{err}"
+    );
 }
 
 /// A consumer that accepts connections and never answers: the calibration says so within

@@ -4,6 +4,7 @@
 use futures::FutureExt;
 
 use crate::check::{GradedCheck, Severity};
+use crate::http::exchange::Exchange;
 use crate::outcome::Stop;
 use crate::webhook::sender::Sender;
 
@@ -19,7 +20,7 @@ const APPLIED_ONCE: GradedCheck = GradedCheck::new(
 pub const CHECK: WebhookCheck = WebhookCheck {
     id: "wh-cross-replica",
     section: SECTION,
-    stimulus: "Sends an event, then its redelivery to --replica.",
+    stimulus: "Sends an event, then its redelivery to each --replica.",
     requirement: "Deduplication is shared by every instance.",
     judged: &[APPLIED_ONCE],
     needs: &[Need::Replica],
@@ -30,18 +31,18 @@ pub const CHECK: WebhookCheck = WebhookCheck {
 
 async fn play(env: &Env, trial: &mut Trial) -> Result<(), Stop> {
     let s = &env.sender;
-    let replica = env.extras.replica.as_ref().ok_or(Need::Replica.skip())?;
     let t = Sender::now();
     let w = Window::open(env, trial).await?;
     let e = s.event();
-    let a = s.send(trial, "delivery", &s.signed(&e, t, 0)).await;
-    let b = s
-        .send_to(
-            trial,
-            "redelivery to the replica",
-            &s.signed(&e, t, 1),
-            replica,
-        )
-        .await;
-    w.judge(env, trial, &APPLIED_ONCE, 1, &[&a, &b]).await
+    let mut sent = vec![s.send(trial, "delivery", &s.signed(&e, t, 0)).await];
+    for (i, replica) in env.extras.replicas.iter().enumerate() {
+        let retry = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        let again = s.signed(&e, t, retry);
+        sent.push(
+            s.send_to(trial, "redelivery to a replica", &again, replica)
+                .await,
+        );
+    }
+    let sent: Vec<&Exchange> = sent.iter().collect();
+    w.judge(env, trial, &APPLIED_ONCE, 1, &sent).await
 }

@@ -113,7 +113,7 @@ impl Need {
         match self {
             Need::ReleasedHold => x.hold.as_ref().is_some_and(|h| h.release.is_some()),
             Need::Crash => x.crash.is_some(),
-            Need::Replica => x.replica.is_some(),
+            Need::Replica => !x.replicas.is_empty(),
             Need::SourceB => env.sender.has_source_b(),
             Need::LateOrRestart => !x.late_after.is_zero() || x.restart.is_some(),
         }
@@ -160,8 +160,8 @@ pub const CATALOG: &[WebhookCheck] = &[
 pub struct Extras {
     /// `--crash-header`, as a header line.
     pub crash: Option<Header>,
-    /// `--replica`.
-    pub replica: Option<url::Url>,
+    /// `--replica`, each another instance of the consumer.
+    pub replicas: Vec<url::Url>,
     /// `--hold-header`, and `--hold-release` when the hold is released rather than timed.
     pub hold: Option<Hold>,
     /// `--ack-budget`: the acknowledgement budget instead of the scheme's.

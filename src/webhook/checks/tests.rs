@@ -132,7 +132,11 @@ async fn reports(
         ),
         extras: Extras {
             crash: (without != Without::Crash).then(|| Header::new("X-Test-Crash", "1")),
-            replica: (without != Without::Replica).then(|| url(&r.replica_base)),
+            replicas: if without == Without::Replica {
+                Vec::new()
+            } else {
+                vec![url(&r.replica_base)]
+            },
             hold,
             ack_budget: Some(BUDGET),
             late_after: if without == Without::LateAndRestart {
