@@ -297,7 +297,10 @@ pub(super) fn next_attempt(
 }
 
 #[cfg(test)]
-mod tests {
+mod tests;
+
+#[cfg(test)]
+mod catalog_tests {
     use super::*;
 
     #[test]
