@@ -669,8 +669,8 @@ fn parse_rate(s: &str) -> Result<u32, String> {
 /// `idem-check webhook`.
 #[derive(Args)]
 pub struct WebhookArgs {
-    /// The consumer's URL, where deliveries are POSTed.
-    #[arg(value_name = "URL", required_unless_present = "reference")]
+    /// The consumer's URL, where deliveries are POSTed (or the target file's url).
+    #[arg(value_name = "URL", required_unless_present_any = ["reference", "target"])]
     pub url: Option<String>,
 
     /// Check the bundled reference server's webhook consumer, started in-process with fresh
@@ -692,8 +692,15 @@ pub struct WebhookArgs {
     #[arg(long, value_name = "SECRET")]
     pub secret: Option<String>,
 
+    /// Read the inputs webhook shares with run (the counter, hold, crash header, replicas,
+    /// restart, quiet window, connection) from a target file, as `run --target` does; flags win
+    /// over the file.
+    #[arg(long, value_name = "FILE", conflicts_with = "reference")]
+    pub target: Option<PathBuf>,
+
     /// A second source's secret: the same event id from it must be a second effect
-    /// (wh-source-isolation).
+    /// (wh-source-isolation); masked like --secret, reproduce lines read
+    /// $IDEM_CHECK_WEBHOOK_SECRET_B. [default: $IDEM_CHECK_WEBHOOK_SECRET_B]
     #[arg(long, value_name = "SECRET")]
     pub source_b_secret: Option<String>,
 
@@ -703,10 +710,10 @@ pub struct WebhookArgs {
     pub event: Option<PathBuf>,
 
     /// URL of the consumer's effect counter (GET), read at --count-pointer.
-    #[arg(long, value_name = "URL", requires = "count_pointer")]
+    #[arg(long, value_name = "URL")]
     pub count_url: Option<String>,
 
-    /// JSON pointer of the count in --count-url's body, e.g. /count.
+    /// JSON pointer of the count in --count-url's body [default: /count].
     #[arg(long, value_name = "POINTER")]
     pub count_pointer: Option<String>,
 
@@ -719,18 +726,21 @@ pub struct WebhookArgs {
     #[arg(long, value_name = "'Name: value'")]
     pub crash_header: Option<String>,
 
-    /// A header that holds a delivery in the consumer until --hold-release is POSTed
-    /// (wh-lost-ack), its value holding {{hold}}, e.g. 'X-Test-Hold: {{hold}}'.
-    #[arg(long, value_name = "'Name: value'", requires = "hold_release")]
+    /// A header that holds a delivery in the consumer: released, its value holding {{hold}}
+    /// and --hold-release the URL that releases it (wh-lost-ack), e.g. 'X-Test-Hold: {{hold}}';
+    /// or time-based, a header alone (slow synchronous work, which wh-ack-latency times),
+    /// e.g. 'X-Test-Delay-Ms: 6000'.
+    #[arg(long, value_name = "'Name: value'")]
     pub hold_header: Option<String>,
 
     /// The URL a POST to releases the hold named {{hold}}.
-    #[arg(long, value_name = "URL", requires = "hold_header")]
+    #[arg(long, value_name = "URL")]
     pub hold_release: Option<String>,
 
-    /// A second instance of the consumer sharing its store (wh-cross-replica).
+    /// Another instance of the consumer sharing its store (repeatable; wh-cross-replica
+    /// redelivers to each).
     #[arg(long, value_name = "URL")]
-    pub replica: Option<String>,
+    pub replica: Vec<String>,
 
     /// How long after an event's delivery wh-late-redelivery redelivers it: longer than the
     /// consumer's dedupe window must be, as senders retry for hours or days; 0s redelivers
@@ -745,7 +755,7 @@ pub struct WebhookArgs {
     pub restart_cmd: Option<String>,
 
     /// Polled after --restart-cmd until it answers 2xx.
-    #[arg(long, value_name = "URL", requires = "restart_cmd")]
+    #[arg(long, value_name = "URL")]
     pub ready_url: Option<String>,
 
     /// How long the restart may take.

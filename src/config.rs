@@ -639,14 +639,23 @@ impl HoldRelease {
     }
 }
 
-/// `--hold-release` and `--hold-at-least`, checked against `--hold-header`: a release needs a
-/// hold whose header and URL both name it.
+/// `--hold-release` and `--hold-at-least`, checked against `--hold-header`: a hold is either
+/// time-based (a header alone, such as `X-Test-Delay-Ms: 1500`) or released (a header naming
+/// the hold with `{{hold}}`, and a release URL naming it too). `run` and `webhook` both check
+/// their hold here.
 fn hold_release(target: &TargetSpec, hold: Option<&Header>) -> Result<Option<HoldRelease>> {
     let at = |flag| target.origins.input(flag);
     let (release, hold_header) = (at(inputs::HOLD_RELEASE.flag), at(inputs::HOLD_HEADER.flag));
     let Some(url) = &target.hold_release else {
         if target.hold_at_least.is_some() {
             return Err(needs(at(inputs::HOLD_AT_LEAST.flag), release));
+        }
+        // A named hold nobody releases would hold every request it is sent with.
+        if hold.is_some_and(|h| String::from_utf8_lossy(&h.value).contains(HOLD_NAME)) {
+            return Err(hold_header.error(format!(
+                "{} with {HOLD_NAME} needs {}, the URL that releases each hold (a header without {HOLD_NAME} is a time-based hold)",
+                hold_header.name, release.name
+            )));
         }
         return Ok(None);
     };
@@ -939,6 +948,8 @@ mod tests {
         let ok = build(named, release, Some(300)).unwrap();
         let hold = ok.hold_release.unwrap();
         assert_eq!(hold.at_least, Duration::from_millis(300));
+        let timed = build(Some("X-Test-Delay-Ms: 1500"), None, None).unwrap();
+        assert!(timed.hold_header.is_some() && timed.hold_release.is_none());
         assert_eq!(hold.url_for("h1"), "http://127.0.0.1:9/holds/h1/release");
         let refused = [
             (build(None, release, None), "needs --hold-header"),
@@ -955,6 +966,10 @@ mod tests {
                 "--hold-at-least needs --hold-release",
             ),
             (build(named, release, Some(60_000)), "at most 30s"),
+            (
+                build(named, None, None),
+                "--hold-header with {{hold}} needs --hold-release",
+            ),
         ];
         for (result, wanted) in refused {
             let err = result.err().expect("refused");

@@ -130,3 +130,45 @@ fn said(stdout: &[u8], stderr: &[u8]) -> Vec<String> {
 
 /// How many lines of the restart command's output are shown.
 const SAID_LINES: usize = 20;
+
+/// How long, after the restart hook, an idle connection may take to show it was closed.
+const CLOSE_WAIT: Duration = Duration::from_millis(300);
+
+/// What a restart showed: how long the hook took, and whether the target was seen to go down
+/// (`Ok` saying how) or not (`Err` saying why not).
+pub struct Restarted {
+    pub took: Duration,
+    pub went_down: std::result::Result<String, String>,
+}
+
+/// Runs `hook` and says whether `who` (the server, the consumer) was seen to go down: what the
+/// hook saw (the ready URL failing), or `idle`, a keep-alive connection opened before it, that
+/// `who` closed. A hook that restarts nothing must not make state kept in memory PASS, so
+/// `run`'s `restart-persistence` and `webhook`'s `wh-late-redelivery` both ask here. `Err` is
+/// the hook's own failure.
+pub async fn restart_observed<E: std::fmt::Display>(
+    hook: &dyn RestartHook,
+    idle: std::result::Result<crate::http::raw::IdleConnection, E>,
+    who: &str,
+) -> Result<Restarted> {
+    let t0 = Instant::now();
+    let seen_by_hook = hook.restart().await?;
+    let took = t0.elapsed();
+    let closed = match idle {
+        Ok(mut conn) => {
+            if conn.closed(CLOSE_WAIT).await {
+                Ok(format!(
+                    "an idle connection opened before the restart was closed by the {who}"
+                ))
+            } else {
+                Err("an idle connection opened before the restart stayed open".to_string())
+            }
+        }
+        Err(e) => Err(format!("no idle connection could be kept open ({e})")),
+    };
+    let went_down = match (seen_by_hook, closed) {
+        (Some(seen), _) | (None, Ok(seen)) => Ok(seen),
+        (None, Err(why)) => Err(why),
+    };
+    Ok(Restarted { took, went_down })
+}

@@ -28,6 +28,14 @@ use crate::report::{FollowsFrom, ProbeReport, ReplayInputs, RunReport, Summary, 
 /// Longest a single probe may run before it is stopped and reported as ERROR.
 pub const PROBE_TIME_LIMIT: Duration = Duration::from_secs(180);
 
+/// The reason of the probe (or webhook check) Ctrl-C stopped: an ERROR, since what it saw was
+/// cut short.
+pub const INTERRUPTED_INSIDE: &str = "interrupted (Ctrl-C) before it finished: nothing was judged";
+
+/// The reason of every probe (or webhook check) Ctrl-C kept from starting: a SKIP, listed so no
+/// report format reads as a complete run.
+pub const NOT_RUN_INTERRUPTED: &str = "not run: the run was interrupted (Ctrl-C)";
+
 /// Callbacks for live progress; the runner itself prints nothing.
 pub trait Observer {
     fn started(&self, id: &str);
@@ -103,14 +111,10 @@ pub async fn run(
                 probes.push(verdict_only(
                     &def,
                     Outcome::Error,
-                    "interrupted (Ctrl-C) before it finished: nothing was judged".to_string(),
+                    INTERRUPTED_INSIDE.to_string(),
                 ));
                 probes.extend(selection.by_ref().map(|rest| {
-                    verdict_only(
-                        &rest,
-                        Outcome::Skip,
-                        "not run: the run was interrupted (Ctrl-C)".to_string(),
-                    )
+                    verdict_only(&rest, Outcome::Skip, NOT_RUN_INTERRUPTED.to_string())
                 }));
                 break;
             }
@@ -363,11 +367,14 @@ fn failing(report: &ProbeReport) -> Vec<&crate::check::Check> {
         .collect()
 }
 
-/// Executions that landed between a probe's last counter reading and the next probe's first
-/// (`last` → `next`) were caused by the probe, never by the next one, whose window starts after
-/// them. Its own counts missed them, so a PASS or WARN built on those counts cannot stand: it
-/// becomes INCONCLUSIVE saying what landed; a FAIL stays, with the fact in its timeline.
-fn charge_late_effects(report: &mut ProbeReport, last: u64, next: u64, next_id: &str) {
+/// The late-effect rule, one for `run` and `webhook`: executions that landed between a probe's
+/// (or webhook check's) last counter reading and the next one's first (`last` → `next`) were
+/// caused by it, never by the next one, whose window starts after them. Its own counts missed
+/// them, so a PASS or WARN built on those counts cannot stand: it becomes INCONCLUSIVE saying
+/// what landed; a FAIL stays, with the fact in its timeline. It is not a FAIL of its own: which
+/// of the check's deliveries caused the late effect, and whether it was a duplicate or the
+/// work of an asynchronous consumer still finishing, was not observed.
+pub fn charge_late_effects(report: &mut ProbeReport, last: u64, next: u64, next_id: &str) {
     let n = next - last;
     let line = format!(
         "late effect: {n} execution{} landed after this probe ended (the counter read {last} at its last reading, {next} when {next_id} began)",

@@ -58,6 +58,97 @@ pub struct CheckSpec {
     pub expect: Vec<u16>,
 }
 
+/// A check a probe makes: its id (the key in suite files) and one line saying what it checks.
+/// Each is a constant in its check's file, listed in its declaration (a probe's
+/// `ProbeMeta::checks`, a webhook or client check's judged points) and named by the body that
+/// makes it, so a misspelt check is a compile error and declaration and body cannot drift.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckDecl {
+    pub id: &'static str,
+    pub what: &'static str,
+    /// The requirement is about an answer arriving in time, so an exchange that timed out fails
+    /// it; any other check that cites a timed-out exchange is left unjudged (INCONCLUSIVE).
+    pub timely: bool,
+}
+
+impl CheckDecl {
+    pub const fn new(id: &'static str, what: &'static str) -> Self {
+        CheckDecl {
+            id,
+            what,
+            timely: false,
+        }
+    }
+
+    /// A check whose requirement includes answering within the timeout.
+    pub const fn timely(self) -> Self {
+        CheckDecl {
+            timely: true,
+            ..self
+        }
+    }
+}
+
+/// A declared check whose severity the declaration fixes: the modes with no suite file to take
+/// severities from (`webhook`, `client`). `run`'s probes take theirs from the suite instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GradedCheck {
+    pub decl: CheckDecl,
+    pub severity: Severity,
+}
+
+impl CheckDecl {
+    /// This check with a fixed severity.
+    pub const fn graded(self, severity: Severity) -> GradedCheck {
+        GradedCheck {
+            decl: self,
+            severity,
+        }
+    }
+}
+
+impl GradedCheck {
+    pub const fn new(severity: Severity, id: &'static str, what: &'static str) -> Self {
+        CheckDecl::new(id, what).graded(severity)
+    }
+
+    pub fn id(&self) -> &'static str {
+        self.decl.id
+    }
+
+    pub fn what(&self) -> &'static str {
+        self.decl.what
+    }
+
+    /// The spec the shared verifiers below take.
+    pub fn spec(&self) -> CheckSpec {
+        CheckSpec {
+            id: self.decl.id,
+            what: self.decl.what,
+            severity: self.severity,
+            expect: Vec::new(),
+        }
+    }
+
+    /// A result judged by the caller: `expected` is every acceptable value, `actual` what was
+    /// seen, `exchanges` the exchanges it looked at.
+    pub fn judge(
+        &self,
+        passed: bool,
+        expected: impl Into<String>,
+        actual: impl Into<String>,
+        exchanges: Vec<usize>,
+    ) -> Check {
+        Check::from_spec(
+            &self.spec(),
+            passed,
+            vec![expected.into()],
+            actual.into(),
+            exchanges,
+        )
+    }
+}
+
 /// What kind of difference a failed check saw, so a failure is deferred to a failed
 /// prerequisite only when it shows the same symptom (a 409 on every repeat after
 /// `replay-identity` failed with 409s), never because the prerequisite failed for another reason.

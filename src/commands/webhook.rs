@@ -11,26 +11,27 @@ use anyhow::anyhow;
 use super::{finish, interrupted_in_setup, render_options, report_files, Interrupt, Result};
 use crate::cli::WebhookArgs;
 use idem_check::carrier::Place;
-use idem_check::config::{CommandRestart, RestartHook, DEFAULT_QUIET_WINDOW};
-use idem_check::effects::{Counter, Meter};
+use idem_check::config::{Config, RunOptions};
+use idem_check::effects::Meter;
 use idem_check::exit::{AppError, ExitCode};
 use idem_check::http::client::Client;
-use idem_check::http::exchange::Header;
-use idem_check::redact::{Masked, Secrets};
+use idem_check::redact::Secrets;
 use idem_check::reference::Reference;
 use idem_check::report::terminal::{self, Progress};
 use idem_check::report::{ProbeReport, RenderOptions};
 use idem_check::runner::Observer;
-use idem_check::webhook::checks::{self, Env, Extras, WebhookCheck};
+use idem_check::target::TargetSpec;
+use idem_check::webhook::checks::{self, Env, Extras, Hold, WebhookCheck};
 use idem_check::webhook::event::Template;
 use idem_check::webhook::run::{self as webhook_run, RunInfo};
-use idem_check::webhook::sender::Sender;
-use idem_check::webhook::settle::{Sent, Settler};
+use idem_check::webhook::sender::{Sender, Sent};
+use idem_check::webhook::settle::Settler;
 
 /// The variable a reproduce line reads the signing secret from.
 pub const SECRET_VAR: &str = "IDEM_CHECK_WEBHOOK_SECRET";
 
-/// The variable a reproduce line reads the second source's secret from.
+/// The variable the second source's secret is read from when --source-b-secret is not given,
+/// and a reproduce line reads it from.
 const SECRET_B_VAR: &str = "IDEM_CHECK_WEBHOOK_SECRET_B";
 
 /// The secrets the bundled reference consumer is started with (fresh per run would hide
@@ -122,89 +123,56 @@ async fn check(
     interrupt: &Interrupt,
 ) -> Result<ExitCode> {
     let scheme = args.scheme;
-    let (url, secret, secret_b, counter, crash, replica, hold_header, hold_release) =
-        match reference {
-            Some(r) => (
-                format!("{}/webhooks/{}", r.base, scheme.name()),
-                REFERENCE_SECRET.to_string(),
-                Some(REFERENCE_SECRET_B.to_string()),
-                Some(Counter::Url {
-                    url: parse_url("--reference", &format!("{}/webhooks/count", r.base))?,
-                    pointer: "/count".into(),
-                }),
-                Some("X-Test-Crash: 1".to_string()),
-                Some(format!("{}/webhooks/{}", r.replica_base, scheme.name())),
-                Some(idem_check::reference::HOLD_HEADER.to_string()),
-                Some(format!("{}/test-hooks/holds/{{{{hold}}}}/release", r.base)),
-            ),
-            None => {
-                let secret = match &args.secret {
-                    Some(s) => s.clone(),
-                    None => std::env::var(SECRET_VAR).map_err(|_| {
-                        usage(format!(
+    let (secret, secret_b) = match reference {
+        Some(_) => (
+            REFERENCE_SECRET.to_string(),
+            Some(REFERENCE_SECRET_B.to_string()),
+        ),
+        None => (
+            match &args.secret {
+                Some(s) => s.clone(),
+                None => std::env::var(SECRET_VAR).map_err(|_| {
+                    usage(format!(
                         "--secret: the consumer's signing secret is needed (or set ${SECRET_VAR})"
                     ))
-                    })?,
-                };
-                let counter = match (&args.count_url, &args.count_pointer, &args.count_cmd) {
-                (Some(u), Some(p), _) => Some(Counter::Url {
-                    url: parse_url("--count-url", u)?,
-                    pointer: p.clone(),
-                }),
-                (None, None, Some(cmd)) => Some(Counter::Command(Masked::new(cmd, &Secrets::default()))),
-                (None, Some(_), _) => return Err(usage("--count-pointer needs --count-url".into())),
-                _ => {
-                    return Err(usage(
-                        "--count-url and --count-pointer, or --count-cmd: every check counts the consumer's effects".into(),
-                    ))
-                }
-            };
-                (
-                    args.url.clone().unwrap_or_default(),
-                    secret,
-                    args.source_b_secret.clone(),
-                    counter,
-                    args.crash_header.clone(),
-                    args.replica.clone(),
-                    args.hold_header.clone(),
-                    args.hold_release.clone(),
-                )
-            }
-        };
-    let url = parse_url("URL", &url)?;
+                })?,
+            },
+            args.source_b_secret
+                .clone()
+                .or_else(|| std::env::var(SECRET_B_VAR).ok()),
+        ),
+    };
     let key = scheme.key(&secret).map_err(|e| usage(e.to_string()))?;
     let key_b = secret_b
         .as_deref()
         .map(|s| scheme.key(s))
         .transpose()
         .map_err(|e| usage(format!("--source-b-{e}")))?;
-    let crash = crash
-        .as_deref()
-        .map(|line| header_line("--crash-header", line))
-        .transpose()?;
-    let replica = replica
-        .as_deref()
-        .map(|u| parse_url("--replica", u))
-        .transpose()?;
     if args.ack_budget.is_some_and(|b| b >= args.timeout) {
         return Err(usage(
             "--ack-budget must be shorter than --timeout, or a slow acknowledgement is no answer"
                 .into(),
         ));
     }
-    let quiet = args.quiet_window.unwrap_or(if reference.is_some() {
-        idem_check::reference::QUIET_WINDOW
-    } else {
-        DEFAULT_QUIET_WINDOW
-    });
-    if quiet.is_zero() {
-        return Err(usage("--quiet-window must be longer than 0".into()));
-    }
-    let env_var = |name: &str| std::env::var(name).ok();
-    let connector = Arc::new(
-        super::flags::document_connector(&args.connection, &env_var)
-            .map_err(|e| usage(format!("{e:#}")))?,
-    );
+    // The inputs webhook shares with run are checked by run's code: the same defaults, bounds
+    // and messages naming the flag.
+    let mut spec = shared_inputs(args, reference)?;
+    spec.restart_timeout = Some(args.restart_timeout);
+    spec.secrets.push(secret.clone());
+    spec.secrets.extend(secret_b.clone());
+    let suite = idem_check::catalog::load_suite(idem_check::suite::DEFAULT_SUITE)
+        .map_err(AppError::runtime)?;
+    let mut opts = RunOptions::new(suite);
+    opts.timeout = args.timeout;
+    let config = Config::build(spec, &opts, reference.map(Reference::restart_hook))?;
+    let Some(counter) = config.counter.clone() else {
+        return Err(usage(
+            "--count-url (its count at --count-pointer, /count by default), or --count-cmd: every check counts the consumer's effects".into(),
+        ));
+    };
+    let url = config.operation.url.clone();
+    let quiet = config.quiet_window;
+    let connector = config.connector.clone();
     let client =
         Arc::new(Client::new(connector.clone(), args.timeout, 1 << 20).map_err(AppError::runtime)?);
     let late_after = args.late_after.unwrap_or(if reference.is_some() {
@@ -212,12 +180,11 @@ async fn check(
     } else {
         LATE_AFTER
     });
-    let hold = match (&hold_header, &hold_release) {
-        (Some(h), Some(r)) => Some((header_line("--hold-header", h)?, r.clone())),
-        (None, None) => None,
-        _ => return Err(usage("--hold-header and --hold-release go together".into())),
-    };
-    let meter = Meter::configured(counter, None, Vec::new(), args.timeout);
+    let hold = config.hold_header.clone().map(|header| Hold {
+        header,
+        release: config.hold_release.as_ref().map(|r| r.url.clone()),
+    });
+    let meter = Meter::configured(Some(counter), None, Vec::new(), args.timeout);
     let mut secrets =
         Secrets::default().with_named(&secret, SECRET_VAR, "the webhook signing secret");
     if let Some(b) = &secret_b {
@@ -226,20 +193,6 @@ async fn check(
     for name in scheme.signature_headers() {
         secrets = secrets.with_header(name);
     }
-    let restart: Option<Arc<dyn RestartHook>> = match (reference, &args.restart_cmd) {
-        (Some(r), _) => Some(r.restart_hook()),
-        (None, Some(cmd)) => Some(Arc::new(CommandRestart {
-            command: Masked::new(cmd, &secrets),
-            ready_url: args
-                .ready_url
-                .as_deref()
-                .map(|u| parse_url("--ready-url", u))
-                .transpose()?,
-            timeout: args.restart_timeout,
-            connector: connector.clone(),
-        })),
-        (None, None) => None,
-    };
     let sent = Sent::default();
     let mut context = vec![
         format!("scheme {}", scheme.name()),
@@ -262,11 +215,11 @@ async fn check(
         settler: Settler::new(meter, client, quiet, args.settle_limit, sent),
         extras: Extras {
             hold,
-            crash,
-            replica,
+            crash: config.crash.as_ref().map(|c| c.header.clone()),
+            replicas: config.replicas.clone(),
             ack_budget: args.ack_budget.or(reference.map(|_| REFERENCE_BUDGET)),
             late_after,
-            restart,
+            restart: config.restart.clone(),
         },
     };
     let mut render = render_options(&args.report, secrets, Place::Header(String::new()));
@@ -305,38 +258,31 @@ async fn check(
 
 /// The checks `--probe` and `--skip` select, each id checked.
 fn select(args: &WebhookArgs) -> Result<Vec<&'static WebhookCheck>> {
-    for (flag, ids) in [("--probe", &args.probe), ("--skip", &args.skip)] {
-        if let Some(bad) = ids.iter().find(|id| checks::find(id).is_none()) {
-            let known: Vec<&str> = checks::CATALOG.iter().map(|c| c.id).collect();
-            return Err(usage(format!(
-                "{flag}: no webhook check {bad:?} (known: {})",
-                known.join(", ")
-            )));
-        }
-    }
-    Ok(checks::CATALOG
-        .iter()
-        .filter(|c| args.probe.is_empty() || args.probe.iter().any(|p| p == c.id))
-        .filter(|c| !args.skip.iter().any(|s| s == c.id))
-        .collect())
+    checks::select(&args.probe, &args.skip).map_err(|e| usage(e.to_string()))
 }
 
-fn parse_url(flag: &str, text: &str) -> Result<url::Url> {
-    match url::Url::parse(text) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") => Ok(u),
-        _ => Err(usage(format!("{flag}: {text:?} is not an http(s) URL"))),
-    }
-}
-
-fn header_line(flag: &str, line: &str) -> Result<Header> {
-    match line.split_once(':') {
-        Some((name, value)) if !name.trim().is_empty() => {
-            Ok(Header::new(name.trim(), value.trim().as_bytes().to_vec()))
-        }
-        _ => Err(usage(format!(
-            "{flag}: expected 'Name: value', got {line:?}"
-        ))),
-    }
+/// The inputs `webhook` shares with `run` (the counter, the hold, the crash header, the
+/// replicas, the restart, the quiet window and the connection flags), as `run` describes its
+/// target, for `Config::build` to check: from `--target FILE` and the flags, or against
+/// `--reference` the bundled consumer's.
+fn shared_inputs(args: &WebhookArgs, reference: Option<&Reference>) -> Result<TargetSpec> {
+    let Some(r) = reference else {
+        return super::flags::webhook_spec(args.target.as_deref(), &args.connection, args);
+    };
+    let mut spec = super::flags::webhook_spec(None, &args.connection, args)?;
+    let scheme = args.scheme.name();
+    spec.url = format!("{}/webhooks/{scheme}", r.base);
+    spec.count_url = Some(format!("{}/webhooks/count", r.base));
+    spec.crash_header = Some("X-Test-Crash: 1".into());
+    spec.replicas = vec![format!("{}/webhooks/{scheme}", r.replica_base)];
+    spec.hold_header = Some(idem_check::reference::HOLD_HEADER.into());
+    spec.hold_release = Some(format!("{}/test-hooks/holds/{{{{hold}}}}/release", r.base));
+    spec.quiet_window = Some(
+        args.quiet_window
+            .unwrap_or(idem_check::reference::QUIET_WINDOW),
+    );
+    spec.restart_cmd = None;
+    Ok(spec)
 }
 
 /// Streams each verdict to the terminal as soon as its check is done.

@@ -15,6 +15,7 @@
 use anyhow::{bail, Result};
 use futures::future::BoxFuture;
 
+pub use crate::check::CheckDecl;
 use crate::outcome::Stop;
 use crate::suite::Suite;
 
@@ -94,36 +95,6 @@ impl Group {
             Group::Scope => "scope",
             Group::Durability => "durability",
             Group::Downstream => "downstream",
-        }
-    }
-}
-
-/// A check a probe makes: its id (the key in suite files) and one line saying what it checks.
-/// Each is a constant in its probe's file, listed in [`ProbeMeta::checks`] and passed to
-/// [`ProbeCtx::spec`], so a misspelt check is a compile error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CheckDecl {
-    pub id: &'static str,
-    pub what: &'static str,
-    /// The requirement is about an answer arriving in time, so an exchange that timed out fails
-    /// it; any other check that cites a timed-out exchange is left unjudged (INCONCLUSIVE).
-    pub timely: bool,
-}
-
-impl CheckDecl {
-    pub const fn new(id: &'static str, what: &'static str) -> Self {
-        CheckDecl {
-            id,
-            what,
-            timely: false,
-        }
-    }
-
-    /// A check whose requirement includes answering within the timeout.
-    pub const fn timely(self) -> Self {
-        CheckDecl {
-            timely: true,
-            ..self
         }
     }
 }

@@ -50,30 +50,15 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         ctx.config.timeout,
     )
     .await;
-    let t0 = ctx.elapsed_ms();
-    let seen_by_hook = hook
-        .restart()
+    let restarted = crate::restart::restart_observed(hook.as_ref(), idle, "server")
         .await
         .map_err(|e| Stop::Error(format!("the restart hook failed: {e:#}").into()))?;
     ctx.note(format!(
         "restarted by {} in {:.0} ms",
         hook.describe(),
-        ctx.elapsed_ms() - t0
+        restarted.took.as_secs_f64() * 1000.0
     ));
-    let proof = match idle {
-        Ok(mut conn) => {
-            if conn.closed(CLOSE_WAIT).await {
-                Ok("an idle connection opened before the restart was closed by the server".into())
-            } else {
-                Err("an idle connection opened before the restart stayed open".to_string())
-            }
-        }
-        Err(e) => Err(format!("no idle connection could be kept open ({e})")),
-    };
-    let proof = match (seen_by_hook, proof) {
-        (Some(seen), _) | (None, Ok(seen)) => Ok(seen),
-        (None, Err(why)) => Err(why),
-    };
+    let proof = restarted.went_down;
     let retry = ctx.send("after restart", ctx.keyed(&key)).await;
     let after = ctx.count("count after").await?;
     same_response(ctx, (&SAME_STATUS, &SAME_BODY), &original, &[&retry]);
@@ -94,6 +79,3 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         ).into())),
     }
 }
-
-/// How long, after the hook, the idle connection may take to show it was closed.
-const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_millis(300);

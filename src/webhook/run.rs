@@ -1,12 +1,16 @@
 //! Runs the selected webhook checks one at a time (they share one effect meter) and assembles
-//! the run's [`RunReport`], the same model `run` reports with.
+//! the run's [`RunReport`], the same model `run` reports with. What the loop decides comes
+//! from each check's declaration ([`WebhookCheck`]: its needs, whether it calibrates, its
+//! extra time), never from its id; the rules it shares with `run` (the time limit, Ctrl-C
+//! marking what did not run, the late-effect rule) are [`crate::runner`]'s.
 
 use std::time::{Instant, SystemTime};
 
-use crate::check::{Check, Severity, Symptom};
 use crate::outcome::{decide, Outcome, Stop};
 use crate::report::{ProbeReport, RunReport, Summary, ToolInfo, SCHEMA};
-use crate::runner::{Observer, PROBE_TIME_LIMIT};
+use crate::runner::{
+    charge_late_effects, Observer, INTERRUPTED_INSIDE, NOT_RUN_INTERRUPTED, PROBE_TIME_LIMIT,
+};
 
 use super::checks::{self, Env, WebhookCheck, GROUP};
 use super::sender::Trial;
@@ -21,8 +25,9 @@ pub struct RunInfo {
     pub context: Vec<String>,
 }
 
-/// Runs `selection` in catalog order and reports it. `wh-first-delivery` always runs first,
-/// as the calibration: if it does not pass, the others SKIP naming it.
+/// Runs `selection` in catalog order and reports it, the calibrating checks first: if one
+/// does not pass, the others SKIP naming it. Ctrl-C ends the run: the check it stopped is an
+/// ERROR and every one it kept from starting a SKIP saying so, in every report format.
 pub async fn run(
     env: &Env,
     selection: &[&'static WebhookCheck],
@@ -34,62 +39,64 @@ pub async fn run(
     let start = Instant::now();
     tokio::pin!(interrupt);
     let mut probes: Vec<ProbeReport> = Vec::new();
-    let mut stops: Vec<Option<Stop>> = Vec::new();
     let mut calibration: Option<String> = None;
     // The last settled count of the last check that counted, and its report's index.
     let mut last: Option<(u64, usize)> = None;
     let mut interrupted = false;
-    for def in ordered(selection) {
+    let mut order = ordered(selection).into_iter();
+    while let Some(def) = order.next() {
         observer.started(def.id);
         let begun = Instant::now();
         let mut trial = Trial::new();
+        let missing = def.needs.iter().find(|n| !n.met(env));
         let stop = if let Some(why) = &calibration {
             Some(Stop::Skip(why.clone().into()))
+        } else if let Some(need) = missing {
+            Some(need.skip())
         } else {
+            let limit = PROBE_TIME_LIMIT + (def.extra_time)(&env.extras);
             tokio::select! {
                 biased;
                 () = &mut interrupt => {
                     interrupted = true;
-                    Some(Stop::Error("interrupted (Ctrl-C)".into()))
+                    None
                 }
-                played = tokio::time::timeout(time_limit(def, env), checks::play(def.id, env, &mut trial)) => match played {
+                played = tokio::time::timeout(limit, (def.play)(env, &mut trial)) => match played {
                     Ok(r) => r.err(),
                     Err(_) => Some(Stop::Error(format!(
                         "the check did not finish within {} s; the consumer may be hanging (raise --timeout?)",
-                        time_limit(def, env).as_secs()
+                        limit.as_secs()
                     ).into())),
                 },
             }
         };
+        if interrupted {
+            probes.push(not_run(def, Outcome::Error, INTERRUPTED_INSIDE));
+            probes.extend(
+                order
+                    .by_ref()
+                    .map(|rest| not_run(rest, Outcome::Skip, NOT_RUN_INTERRUPTED)),
+            );
+            break;
+        }
         // Effects that landed after the previous check's last count are that check's.
         if let (Some((count, i)), Some(first)) = (last, trial.first_count) {
-            if first != count {
-                charge_late(
-                    &mut probes[i],
-                    stops[i].as_ref(),
-                    count,
-                    first,
-                    def.id,
-                    info.strict,
-                );
+            if first > count {
+                charge_late_effects(&mut probes[i], count, first, def.id);
             }
         }
         if let Some(c) = trial.last_count {
             last = Some((c, probes.len()));
         }
-        let report = report(def, &trial, stop.as_ref(), info.strict, begun, env);
-        if def.id == "wh-first-delivery" && report.outcome != Outcome::Pass {
+        let report = report(def, trial, stop, info.strict, begun, env);
+        if def.calibrates && report.outcome != Outcome::Pass {
             calibration = Some(format!(
-                "not run: the calibration wh-first-delivery did not pass ({})",
-                report.reason
+                "not run: the calibration {} did not pass ({})",
+                def.id, report.reason
             ));
         }
         observer.finished(&report);
         probes.push(report);
-        stops.push(stop);
-        if interrupted {
-            break;
-        }
     }
     RunReport {
         schema: SCHEMA,
@@ -109,76 +116,76 @@ pub async fn run(
     }
 }
 
-/// How long a check may run: `run`'s per-probe limit, plus the wait `wh-late-redelivery` is
-/// asked for.
-fn time_limit(def: &WebhookCheck, env: &Env) -> std::time::Duration {
-    if def.id == "wh-late-redelivery" {
-        PROBE_TIME_LIMIT + env.extras.late_after
-    } else {
-        PROBE_TIME_LIMIT
-    }
-}
-
-/// The selection with the calibration first, in catalog order.
+/// The selection in catalog order, with the calibrating checks whether selected or not.
 fn ordered(selection: &[&'static WebhookCheck]) -> Vec<&'static WebhookCheck> {
-    let mut out: Vec<&'static WebhookCheck> = checks::CATALOG
-        .iter()
-        .filter(|c| selection.iter().any(|s| s.id == c.id))
-        .collect();
-    if !out.is_empty() && out[0].id != "wh-first-delivery" {
-        out.insert(0, &checks::CATALOG[0]);
+    if selection.is_empty() {
+        return Vec::new();
     }
-    out
+    checks::CATALOG
+        .iter()
+        .filter(|c| c.calibrates || selection.iter().any(|s| s.id == c.id))
+        .collect()
 }
 
+/// The check's report. A check that pushed a point its declaration does not list, or ended
+/// with neither a check nor a stop, is a defect of the check: an ERROR, never a PASS.
 fn report(
     def: &WebhookCheck,
-    trial: &Trial,
-    stop: Option<&Stop>,
+    trial: Trial,
+    stop: Option<Stop>,
     strict: bool,
     begun: Instant,
     env: &Env,
 ) -> ProbeReport {
-    let verdict = decide(&trial.checks, stop, strict);
+    let undeclared = trial.checks.iter().find(|c| def.point(&c.id).is_none());
+    let stop = match (undeclared, stop) {
+        (Some(c), _) => Some(Stop::Error(
+            format!(
+                "{} judged {:?}, which it does not declare: a defect of the check",
+                def.id, c.id
+            )
+            .into(),
+        )),
+        (None, None) if trial.checks.is_empty() => Some(Stop::Error(
+            format!(
+                "{} ended without judging anything (no check, no stop): a defect of the check",
+                def.id
+            )
+            .into(),
+        )),
+        (None, stop) => stop,
+    };
+    let verdict = decide(&trial.checks, stop.as_ref(), strict);
+    ProbeReport {
+        outcome: verdict.outcome,
+        reason: verdict.reason,
+        reason_cites: verdict.cites,
+        effect_basis: trial.first_count.map(|_| env.settler.describe()),
+        duration_ms: begun.elapsed().as_secs_f64() * 1000.0,
+        checks: trial.checks,
+        timeline: trial.record.timeline,
+        exchanges: trial.record.exchanges,
+        ..not_run(def, Outcome::Skip, "")
+    }
+}
+
+/// The report of `def` with its verdict and nothing else: a check that did not run, or the
+/// identity a finished check's evidence is added to.
+fn not_run(def: &WebhookCheck, outcome: Outcome, reason: &str) -> ProbeReport {
     ProbeReport {
         id: def.id,
         group: GROUP,
         section: def.section,
         stimulus: def.stimulus,
         requirement: def.requirement,
-        outcome: verdict.outcome,
-        reason: verdict.reason,
+        outcome,
+        reason: reason.into(),
         reason_cites: Vec::new(),
         follows_from: None,
-        effect_basis: trial.first_count.map(|_| env.settler.describe()),
-        duration_ms: begun.elapsed().as_secs_f64() * 1000.0,
-        checks: trial.checks.clone(),
-        timeline: trial.timeline.clone(),
-        exchanges: trial.exchanges.clone(),
-    }
-}
-
-/// Charges effects that landed after a check ended (between its last count and the next
-/// check's first) to that check: a critical failed check, and its verdict decided again.
-fn charge_late(
-    report: &mut ProbeReport,
-    stop: Option<&Stop>,
-    was: u64,
-    now: u64,
-    next: &str,
-    strict: bool,
-) {
-    report.checks.push(Check {
-        id: "no-late-effects".into(),
-        what: "no effect lands after the check ended".into(),
-        severity: Severity::Critical,
-        passed: false,
-        expected: vec![format!("the counter still at {was} when {next} began")],
-        actual: format!("{now} (effects that landed after its deliveries settled)"),
+        effect_basis: None,
+        duration_ms: 0.0,
+        checks: Vec::new(),
+        timeline: Vec::new(),
         exchanges: Vec::new(),
-        symptom: Symptom::Executions,
-    });
-    let verdict = decide(&report.checks, stop, strict);
-    report.outcome = verdict.outcome;
-    report.reason = verdict.reason;
+    }
 }

@@ -1,28 +1,29 @@
 //! The sender: signs deliveries as the scheme's senders do, sends them, and records every
 //! exchange in the [`Trial`] of the check that sent it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::check::Check;
 use crate::http::burst::BurstOptions;
 use crate::http::client::Client;
-use crate::http::exchange::{Exchange, Role};
+use crate::http::exchange::{Exchange, Role, SentRequest};
 use crate::http::h2burst::burst_for_target;
 use crate::http::raw::RawResponse;
 use crate::http::Request;
+use crate::probes::kit::recorder::{Recorder, Traffic};
 
 use super::event::{Event, Template};
 use super::scheme::Scheme;
-use super::settle::Sent;
 
-/// What one check sent and saw, and what it judged: its exchanges (numbered from 1), timeline
-/// notes and checks.
+/// What one check sent and saw, and what it judged. Its exchanges and timeline are kept by
+/// the probe kit's [`Recorder`], the one place every mode numbers and stores exchanges: a
+/// delivery sent again after the consumer closed an idle connection is one exchange that says
+/// so, and counter reads are marked as such.
 #[derive(Debug)]
 pub struct Trial {
-    started: Instant,
-    pub exchanges: Vec<Exchange>,
-    pub timeline: Vec<String>,
+    pub record: Recorder,
     pub checks: Vec<Check>,
     /// The first and the last settled count the check read: an effect that lands between
     /// this check's last and the next check's first is this check's.
@@ -39,45 +40,36 @@ impl Default for Trial {
 impl Trial {
     pub fn new() -> Trial {
         Trial {
-            started: Instant::now(),
-            exchanges: Vec::new(),
-            timeline: Vec::new(),
+            record: Recorder::new(Instant::now()),
             checks: Vec::new(),
             first_count: None,
             last_count: None,
         }
     }
 
-    fn offset_ms(&self, t: Instant) -> f64 {
-        t.saturating_duration_since(self.started).as_secs_f64() * 1000.0
+    /// Records a timeline fact for the evidence.
+    pub fn note(&mut self, line: impl Into<String>) {
+        self.record.note(line);
     }
 
-    /// Records an exchange and returns it, numbered.
-    pub fn record(
-        &mut self,
-        role: impl Into<Role>,
-        sent: crate::http::exchange::SentRequest,
-        r: &RawResponse,
-    ) -> Exchange {
-        let ex = Exchange {
-            n: self.exchanges.len() + 1,
-            role: role.into(),
-            start_ms: self.offset_ms(r.started),
-            duration_ms: r
-                .finished
-                .saturating_duration_since(r.started)
-                .as_secs_f64()
-                * 1000.0,
-            release_us: r.released.map(|t| self.offset_ms(t) * 1000.0),
-            request: sent,
-            outcome: r.result.clone(),
-        };
-        self.exchanges.push(ex.clone());
-        ex
+    /// Records a delivery (or another request to the consumer) and returns it, numbered.
+    fn delivery(&mut self, role: impl Into<Role>, sent: SentRequest, r: &RawResponse) -> Exchange {
+        self.record.record(role, sent, r, Traffic::Operation)
+    }
+}
+
+/// How many deliveries the sender has sent: shared by the sender, which counts, and the
+/// settler, which may carry a quiet window over only while it has not moved.
+#[derive(Debug, Default, Clone)]
+pub struct Sent(Arc<AtomicU64>);
+
+impl Sent {
+    fn one_more(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
     }
 
-    pub fn elapsed_ms(&self) -> f64 {
-        self.started.elapsed().as_secs_f64() * 1000.0
+    pub fn so_far(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
     }
 }
 
@@ -253,7 +245,7 @@ impl Sender {
             .into_iter()
             .zip(report.responses.iter())
             .enumerate()
-            .map(|(i, (s, raw))| trial.record(format!("{role} {}/{n}", i + 1), s, raw))
+            .map(|(i, (s, raw))| trial.delivery(Role::nth(role, i + 1, n), s, raw))
             .collect();
         let releases: Vec<f64> = exchanges.iter().filter_map(|e| e.release_us).collect();
         let spread = match (
@@ -263,7 +255,7 @@ impl Sender {
             (Some(lo), Some(hi)) => format!("released within {:.0} µs {}", hi - lo, report.release),
             _ => "release times unknown".into(),
         };
-        trial.timeline.push(format!(
+        trial.note(format!(
             "#{}–#{} {spread}",
             exchanges.first().map_or(0, |e| e.n),
             exchanges.last().map_or(0, |e| e.n),
@@ -284,7 +276,7 @@ impl Sender {
         let sent = req.prepare();
         let raw =
             crate::http::raw::send_then_drop(&self.connector, &sent, wait, self.timeout).await;
-        trial.record(role, sent, &raw)
+        trial.record.record(role, sent, &raw, Traffic::Operation)
     }
 
     /// A keep-alive connection to the consumer, used once and left idle: whether the consumer
@@ -310,6 +302,6 @@ impl Sender {
     pub async fn send(&self, trial: &mut Trial, role: impl Into<Role>, req: &Request) -> Exchange {
         self.sent.one_more();
         let (sent, raw) = self.client.send(req).await;
-        trial.record(role, sent, &raw)
+        trial.delivery(role, sent, &raw)
     }
 }

@@ -7,35 +7,21 @@
 //! sent in between (the sender's [`Sent`] tally has not moved): the next check's count before
 //! its deliveries is then settled by one read of the same value, not by a second window.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::effects::Meter;
 use crate::http::client::Client;
 
-use super::sender::Trial;
+use crate::probes::kit::recorder::Traffic;
+
+use super::sender::{Sent, Trial};
 
 /// How often the meter is read while waiting for it to be quiet.
 const POLL: Duration = Duration::from_millis(50);
 
 /// A settled count, or why there is none.
 pub type Settled = Result<u64, String>;
-
-/// How many deliveries the sender has sent: shared by the sender, which counts, and the
-/// settler, which may carry a quiet window over only while it has not moved.
-#[derive(Debug, Default, Clone)]
-pub struct Sent(Arc<AtomicU64>);
-
-impl Sent {
-    pub fn one_more(&self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-
-    fn so_far(&self) -> u64 {
-        self.0.load(Ordering::SeqCst)
-    }
-}
 
 /// The value a count settled on, since when it had not moved, and the sender's tally then.
 #[derive(Debug, Clone, Copy)]
@@ -102,7 +88,7 @@ impl Settler {
                 Ok(v) => v,
                 Err(e) => {
                     if let Some((sent, raw)) = read.exchange {
-                        trial.record(role, sent, &raw);
+                        trial.record.record(role, sent, &raw, Traffic::CounterRead);
                     }
                     return Err(self.meter.unreadable(&e, unanswered));
                 }
@@ -116,7 +102,7 @@ impl Settler {
             let quiet_for = now.saturating_duration_since(since);
             if quiet_for >= self.quiet || now.saturating_duration_since(start) >= self.limit {
                 if let Some((sent, raw)) = read.exchange {
-                    trial.record(role, sent, &raw);
+                    trial.record.record(role, sent, &raw, Traffic::CounterRead);
                 }
                 let took = start.elapsed();
                 if quiet_for < self.quiet {
@@ -125,7 +111,7 @@ impl Settler {
                         humantime::format_duration(round_ms(took))
                     ));
                 }
-                trial.timeline.push(format!(
+                trial.note(format!(
                     "{role}: {value}, settled after {} ({reads} reads, quiet for {})",
                     humantime::format_duration(round_ms(took)),
                     humantime::format_duration(round_ms(quiet_for))

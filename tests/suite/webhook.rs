@@ -65,7 +65,7 @@ fn assert_catalogued(report: &serde_json::Value) {
             assert!(
                 def.judged
                     .iter()
-                    .any(|j| j.id == cid && j.severity.as_str() == sev && j.what == what),
+                    .any(|j| j.id() == cid && j.severity.as_str() == sev && j.what() == what),
                 "{id}: {sev} {cid} {what:?} is not in the catalog"
             );
         }
@@ -127,10 +127,10 @@ fn list_and_explain_show_every_webhook_check() {
     let out = bin().arg("list").output().unwrap();
     let listed = String::from_utf8_lossy(&out.stdout);
     for c in CATALOG {
-        let row = format!("\n{:<26} {}\n", c.id, c.needs.unwrap_or("-"));
+        let row = format!("\n{:<26} {}\n", c.id, c.needs_line());
         assert!(listed.contains(&row), "{row:?} not listed\n{listed}");
         for j in c.judged {
-            let line = format!("    {:<12} {}\n", j.severity.as_str(), j.what);
+            let line = format!("    {:<12} {}\n", j.severity.as_str(), j.what());
             assert!(listed.contains(&line), "{}: {line:?} not listed", c.id);
         }
         let out = bin().args(["explain", c.id]).output().unwrap();
@@ -364,6 +364,59 @@ fn bad_input_is_one_line_naming_the_flag() {
     );
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains(":1: no {{event_id}}"), "{err}");
+    // The hold and the selection are checked as `run` checks them, before anything is sent.
+    let standard = ["--scheme", "standard", "--secret", SECRET];
+    for (extra, wanted) in [
+        (
+            &["--hold-header", "X-Hold: {{hold}}"][..],
+            "--hold-header with {{hold}} needs --hold-release",
+        ),
+        (
+            &[
+                "--hold-header",
+                "X-Hold: {{hold}}",
+                "--hold-release",
+                "ftp://h/{{hold}}",
+            ][..],
+            "--hold-release",
+        ),
+        (
+            &["--hold-release", "http://127.0.0.1:9/{{hold}}"][..],
+            "--hold-release needs --hold-header",
+        ),
+        (
+            &["--probe", "wh-redelivry"][..],
+            "--probe: no webhook check \"wh-redelivry\" (did you mean \"wh-redelivery\"?)",
+        ),
+    ] {
+        let args = with(&[&standard[..], extra].concat());
+        let (code, err) = refused(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(code, Some(1), "{extra:?}: {err}");
+        assert!(err.contains(wanted), "{extra:?}: {err}");
+    }
+    // A target file is read as `run` reads one: its errors name FILE:LINE, and a flag laid
+    // over it is named as the flag.
+    let file = dir.path().join("consumer.toml");
+    std::fs::write(
+        &file,
+        "url = \"http://127.0.0.1:9/w\"\nquiet-window = \"2m\"\n\n[counter]\nurl = \"http://127.0.0.1:9/c\"\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let (code, err) = refused(&[&["--target", file][..], &standard[..]].concat());
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("consumer.toml:2:"), "{err}");
+    let flagged = [
+        &["--target", file, "--quiet-window", "70s"][..],
+        &standard[..],
+    ]
+    .concat();
+    let (code, err) = refused(&flagged);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("--quiet-window 1m 10s must be more than 0 and at most 1m"),
+        "{err}"
+    );
 }
 
 /// A consumer that accepts connections and never answers: the calibration says so within
@@ -404,6 +457,82 @@ fn a_consumer_that_never_answers_is_an_error_not_a_hang() {
         "{}",
         text(&out)
     );
+}
+
+/// Ctrl-C while the calibration's delivery is in flight (to a consumer that never answers):
+/// exit 130, and every report lists every selected check, the one stopped as an ERROR and the
+/// ones it kept from starting as SKIPs saying so, so an interrupted JUnit never looks complete.
+#[test]
+fn ctrl_c_marks_the_unrun_checks_in_every_report() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(AtomicUsize::new(0));
+    let accepted = seen.clone();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().flatten() {
+            accepted.fetch_add(1, Ordering::SeqCst);
+            held.push(conn);
+        }
+    });
+    let counter = python::start(
+        "fixtures/consumers/queue_consumer.py",
+        &["--secret", SECRET, "--lifetime", "60"],
+    );
+    let count = format!("{}/count", counter.base);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let junit = dir.path().join("r.xml");
+    let mut child = bin()
+        .args(["webhook", &format!("{base}/w"), "--scheme", "standard"])
+        .args([
+            "--secret",
+            SECRET,
+            "--count-url",
+            &count,
+            "--count-pointer",
+            "/count",
+        ])
+        .args(["--timeout", "20s", "--report-json"])
+        .arg(&json)
+        .arg("--report-junit")
+        .arg(&junit)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let arrived = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while seen.load(Ordering::SeqCst) == 0 {
+        assert!(std::time::Instant::now() < arrived, "no delivery arrived");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let code = common::binary::wait_bounded(&mut child, std::time::Duration::from_secs(10));
+    assert_eq!(code.code(), Some(130));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["interrupted"], true, "{report}");
+    let probes = report["probes"].as_array().unwrap();
+    assert_eq!(probes.len(), CATALOG.len(), "{report}");
+    assert_eq!(probes[0]["id"], "wh-first-delivery", "{report}");
+    assert_eq!(probes[0]["outcome"], "ERROR", "{report}");
+    assert!(
+        probes[1..]
+            .iter()
+            .all(|p| p["outcome"] == "SKIP"
+                && p["reason"] == idem_check::runner::NOT_RUN_INTERRUPTED),
+        "{report}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains(r#"errors="1""#), "{xml}");
+    assert!(
+        xml.contains(&format!(r#"skipped="{}""#, CATALOG.len() - 1)),
+        "{xml}"
+    );
+    common::junit_schema::assert_valid(&[junit]);
 }
 
 /// Where `scripts/webhook-vendors` installed the senders' libraries.

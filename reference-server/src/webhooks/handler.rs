@@ -336,6 +336,10 @@ impl Delivery {
         if let Some(name) = &self.hooks.hold {
             app.holds.hold(name).await;
         }
+        // A time-based hold: slow synchronous work, which `wh-ack-latency` times.
+        if let Some(delay) = self.hooks.delay {
+            tokio::time::sleep(delay).await;
+        }
         if self.hooks.crash {
             self.roll_back(&held).await?;
             let crashed = internal_error("the delivery failed (X-Test-Crash); redeliver it");
