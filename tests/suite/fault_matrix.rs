@@ -61,10 +61,9 @@ fn unseen_through_a_body_key(fault: Fault) -> &'static [&'static str] {
 /// The probes a provider fault breaks besides the ones its `breaks()` names, because the
 /// defect really charges twice, or refuses, in their scenario too: without a key, a lost
 /// provider answer, a restart or a lease takeover is a second charge; a fresh key per attempt
-/// is one after an in-progress conflict, a restart or a takeover as well; a key that ignores the
-/// tenant or the operation (forwarded, or hashed from the body) makes the provider refuse the
-/// payout that reuses a payment's key (`cross-endpoint` gets 502) and a body hash ignores the
-/// tenant too; calling the provider before validating calls it before claiming the key, and
+/// is one after an in-progress conflict, a restart or a takeover as well; a forwarded client
+/// key makes the provider refuse the payout that reuses a payment's key (`cross-endpoint` gets
+/// 502); calling the provider before validating calls it before claiming the key, and
 /// the refused invalid body leaves a provider key the valid retry then mismatches; a replay
 /// that calls the provider again does so after a restart too.
 fn also_broken_with_a_provider(fault: Fault) -> &'static [&'static str] {
@@ -78,11 +77,6 @@ fn also_broken_with_a_provider(fault: Fault) -> &'static [&'static str] {
             "prov-in-progress-conflict",
             "prov-crash-after-call",
             "prov-lease-fencing",
-        ],
-        Fault::ProvKeyFromBody => &[
-            "cross-endpoint",
-            "prov-tenant-scope",
-            "prov-operation-scope",
         ],
         Fault::ProvRawClientKey => &["cross-endpoint"],
         Fault::ProvCallBeforeValidate => &["prov-concurrent-duplicates", "error-not-cached"],

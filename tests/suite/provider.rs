@@ -81,7 +81,17 @@ every_profile!(stripe, adyen, square, paypal, checkout, gocardless, generic);
 /// flag, and every other probe runs as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn downstream_probes_skip_without_a_provider() {
-    let report = common::run_reference(None, &["downstream"], false).await;
+    let reference = Reference::start(None)
+        .await
+        .expect("reference server starts");
+    let config = Config::build(
+        reference.target(),
+        &common::run_options(),
+        Some(reference.restart_hook()),
+    )
+    .expect("reference target is valid");
+    let report = common::run_quietly(config, &["downstream"]).await;
+    reference.stop().await.expect("reference server stops");
     for p in report.probes.iter().filter(|p| p.id.starts_with("prov-")) {
         assert_eq!(p.outcome, Outcome::Skip, "{}", common::outcomes(&report));
         assert!(p.reason.contains("--provider-listen"), "{}", p.reason);

@@ -71,10 +71,13 @@ async fn run_reference_in(
     probes: &[&str],
     strict: bool,
 ) -> (RunReport, Secrets) {
-    // A provider fault needs the provider it breaks the calls to: the generic fake.
+    // The correct server calls the generic fake, so every probe runs; a provider fault needs
+    // the provider it breaks the calls to. Other faults run as they always have, without one
+    // (the downstream probes SKIP).
     let provider = fault
-        .filter(|f| f.needs_provider())
-        .and_then(|_| idem_check::provider::profile::find("generic"));
+        .is_none_or(|f| f.needs_provider())
+        .then(|| idem_check::provider::profile::find("generic"))
+        .flatten();
     let reference = Reference::start_calling(fault, None, key, provider)
         .await
         .expect("reference server starts");
@@ -96,6 +99,12 @@ pub fn run_options() -> RunOptions {
         idem_check::catalog::load_suite(idem_check::suite::DEFAULT_SUITE)
             .expect("the default suite loads"),
     )
+}
+
+/// Whether `id` is a `downstream` probe: those SKIP on a target without `--provider-listen`.
+pub fn downstream(id: &str) -> bool {
+    idem_check::probes::find(id)
+        .is_some_and(|p| p.meta.group == idem_check::probes::Group::Downstream)
 }
 
 /// "id OUTCOME reason" lines, for assertion messages.
