@@ -183,6 +183,16 @@ impl Exchange {
         matches!(self.outcome, Err(HttpError::Dropped))
     }
 
+    /// Whether the exchange ended unanswered by idem-check's own doing: a connection it
+    /// dropped unread, or a provider call its fake closed. What came of it is known, so a check
+    /// citing it is judged, where one citing a failure is not.
+    pub fn closed_on_purpose(&self) -> bool {
+        matches!(
+            self.outcome,
+            Err(HttpError::Dropped | HttpError::ClosedByFake(_))
+        )
+    }
+
     /// Whether the request went out and the target did not answer it.
     pub fn failed(&self) -> bool {
         self.error().is_some_and(HttpError::is_failure)

@@ -67,7 +67,7 @@ impl Judge {
                 .exchanges
                 .iter()
                 .filter_map(|n| record.get(*n))
-                .find(|e| e.response().is_none() && !e.dropped())
+                .find(|e| e.response().is_none() && !e.closed_on_purpose())
                 .map(|e| (e.n, e.error().map(ToString::to_string).unwrap_or_default()));
             if let Some((n, error)) = failed {
                 self.unjudged(
