@@ -42,6 +42,7 @@ mod problem;
 mod routes;
 mod server;
 pub mod store;
+pub mod untrusted;
 pub mod webhooks;
 
 use std::future::Future;

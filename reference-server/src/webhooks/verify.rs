@@ -55,7 +55,7 @@ impl Rules {
 /// Why a delivery was refused: the status says whether it was malformed or not authentic.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{detail}")]
-pub(crate) struct Refused {
+pub struct Refused {
     pub(crate) status: StatusCode,
     pub(crate) detail: String,
 }

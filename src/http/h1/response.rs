@@ -4,9 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt};
 
-use crate::http::connection::{within, Stream};
+use crate::http::connection::within;
 use crate::http::exchange::{Header, ReceivedResponse};
 
 /// The longest response head accepted: a server that sends more is broken or hostile.
@@ -21,7 +21,7 @@ const READ_ROOM: usize = 4 * 1024;
 
 /// Reads one response from `stream`. `method` matters because a response to HEAD has no body.
 pub(crate) async fn read_response(
-    stream: &mut Stream,
+    stream: &mut (impl AsyncRead + Unpin),
     method: &str,
     deadline: Instant,
     timeout: Duration,
@@ -46,8 +46,8 @@ pub(crate) struct Unread {
 /// Like [`read_response`], and whether the connection can carry another request: the response
 /// was HTTP/1.1 without `Connection: close`, its body was framed (length or chunks, not "until
 /// the connection closes") and read whole, and nothing came after it.
-pub(crate) async fn read_keeping(
-    stream: &mut Stream,
+pub(crate) async fn read_keeping<S: AsyncRead + Unpin>(
+    stream: &mut S,
     method: &str,
     deadline: Instant,
     timeout: Duration,
@@ -96,6 +96,20 @@ pub(crate) async fn read_keeping(
         problem: head.problem,
     };
     Ok((response, reusable))
+}
+
+/// [`read_keeping`] on any byte source, its failure as text: public only so that the fuzz
+/// target `h1_response` (fuzz/) can feed the reader arbitrary bytes in arbitrary splits without
+/// a socket. The engines read their connections through [`read_keeping`] and [`read_response`].
+pub async fn read_response_from(
+    source: &mut (impl AsyncRead + Unpin),
+    method: &str,
+    timeout: Duration,
+    max_body: usize,
+) -> Result<(ReceivedResponse, bool), String> {
+    read_keeping(source, method, Instant::now() + timeout, timeout, max_body)
+        .await
+        .map_err(|unread| unread.error)
 }
 
 /// Whether a response's fields say the server closes the connection after it.
@@ -165,8 +179,8 @@ fn lenient_head(head: &[u8], strict_error: &str) -> Option<Head> {
 }
 
 /// Bytes read from the connection but not consumed yet.
-struct Incoming<'a> {
-    stream: &'a mut Stream,
+struct Incoming<'a, S> {
+    stream: &'a mut S,
     buf: Vec<u8>,
     /// Whether any byte arrived.
     received: bool,
@@ -175,7 +189,7 @@ struct Incoming<'a> {
     ended_unanswered: bool,
 }
 
-impl Incoming<'_> {
+impl<S: AsyncRead + Unpin> Incoming<'_, S> {
     /// Reads more bytes into the buffer; `Ok(0)` at end of stream. The bytes go straight into
     /// the buffer's spare room: a chunk array here would live in every read's future, and the
     /// runtime copies futures whole as they are wrapped (timeouts, `join_all`).
