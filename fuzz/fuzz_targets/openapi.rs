@@ -3,7 +3,7 @@
 //! the target file `init --openapi` writes for each operation found.
 //!
 //! Input: the document's text. Checks: an error names the document; every
-//! target file written for an operation reads back as a target file (the round trip of
+//! target file written for an operation reads back as TOML with only known keys (the round trip of
 //! `init` into `run --target`), its `${VAR}` placeholders given values.
 #![no_main]
 
@@ -41,10 +41,15 @@ fuzz_target!(|data: &[u8]| {
     };
     for op in &found.operations {
         let file = init::target_file(op, "api.yaml", Path::new("t.toml"));
+        // A value the document got wrong (a host no URL can have) is refused at its line;
+        // TOML that does not read, or a key the reader does not know, is init's own fault.
         if let Err(e) =
             idem_check::target::parse("t.toml", &file, &placeholders(&file), Path::new("."))
         {
-            panic!("init wrote a target file that does not read back: {e}\n{file}");
+            assert!(
+                !e.message.starts_with("invalid target file"),
+                "init wrote a target file that does not read back: {e}\n{file}"
+            );
         }
     }
 });
