@@ -31,9 +31,13 @@ fn suite() -> &'static Suite {
 }
 
 fuzz_target!(|data: &[u8]| {
+    // A file that holds the secret itself shows it in its own excerpt: not a leak.
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
+    if text.contains(SECRET) {
+        return;
+    }
     let env: BTreeMap<String, String> = [("TOKEN".to_string(), SECRET.to_string())].into();
     let mut spec = match idem_check::target::parse("t.toml", text, &env, Path::new("/nonexistent"))
     {
