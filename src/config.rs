@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 
 use crate::auth::{self, AuthError, Credential};
 use crate::carrier::{KeyCarrier, KeyShape, Place, Syntax};
-use crate::diagnostic::{Input, Origins};
+use crate::diagnostic::{FileError, Input, Origins};
 pub use crate::effects::Counter;
 use crate::http::exchange::Header;
 use crate::http::Connector;
@@ -332,8 +332,20 @@ pub struct Config {
 impl Config {
     /// Validates a target description and run options into a config. Each error names the
     /// flag or the target-file key the value came from (see [`TargetSpec::origins`]), and is
-    /// an input-file error located at its line when the file said it.
+    /// an input-file error located at its line when the file said it. An error quotes the
+    /// value it refuses, which can hold a secret the file took from the environment (`${VAR}`)
+    /// or a credential: it is masked like every other output.
     pub fn build(
+        target: TargetSpec,
+        opts: &RunOptions,
+        restart: Option<Arc<dyn RestartHook>>,
+    ) -> Result<Config> {
+        let key_header = target.key_header.as_deref().unwrap_or(&opts.suite.header);
+        let secrets = target.secrets(key_header);
+        Self::validate(target, opts, restart).map_err(|e| masked(e, &secrets))
+    }
+
+    fn validate(
         mut target: TargetSpec,
         opts: &RunOptions,
         restart: Option<Arc<dyn RestartHook>>,
@@ -844,6 +856,26 @@ fn parse_url(text: &str, input: Input) -> Result<url::Url> {
     Ok(url)
 }
 
+/// `e` with every secret masked: a located error keeps its place in the file (and so its exit
+/// code), any other error becomes its masked text.
+fn masked(e: anyhow::Error, secrets: &Secrets) -> anyhow::Error {
+    match e.downcast::<FileError>() {
+        Ok(mut located) => {
+            located.message = secrets.redact(&located.message);
+            located.into()
+        }
+        Err(e) => {
+            let text = format!("{e:#}");
+            let shown = secrets.redact(&text);
+            if shown == text {
+                e
+            } else {
+                anyhow::anyhow!(shown)
+            }
+        }
+    }
+}
+
 fn check_pointer(p: &str, input: Input) -> Result<String> {
     if !p.is_empty() && !p.starts_with('/') {
         return Err(input.error(format!(
@@ -927,6 +959,29 @@ mod tests {
                 err.contains(inputs::QUIET_WINDOW.flag) && err.contains("at most 1m"),
                 "{err}"
             );
+        }
+    }
+
+    /// A value refused for what the environment put into it does not show the secret: the
+    /// error names the key and its line, the value masked (the fuzz target `target_file`
+    /// checks every error for it).
+    #[test]
+    fn an_error_never_shows_a_secret_from_the_environment() {
+        let env = [("TOKEN".to_string(), "s3cr3t-Tok3n".to_string())].into();
+        for text in [
+            "url = \"http://127.0.0.1:9/\"\nheaders = [\"Bad Header: ${TOKEN}\"]\n",
+            "url = \"http://127.0.0.1:9/\"\n[counter]\nurl = \"ftp://h/${TOKEN}\"\n",
+        ] {
+            let base = std::path::Path::new(".");
+            let target = crate::target::parse("t.toml", text, &env, base).unwrap();
+            let err = format!(
+                "{:#}",
+                Config::build(target, &default_options(), None)
+                    .err()
+                    .unwrap()
+            );
+            assert!(!err.contains("s3cr3t"), "{err}");
+            assert!(err.contains("t.toml:"), "{err}");
         }
     }
 

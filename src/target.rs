@@ -541,7 +541,13 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     /// An error at `value` in the file.
+    /// An error at `value`. Its message may quote a value the file took from the environment,
+    /// which is a secret: it is shown as the `${VAR}` the file wrote instead.
     fn at(&self, value: &Spanned<String>, message: impl Into<String>) -> FileError {
+        let mut message = message.into();
+        for (var, secret) in self.secrets.iter().filter(|(_, s)| !s.is_empty()) {
+            message = message.replace(secret.as_str(), &format!("${{{var}}}"));
+        }
         FileError::at(self.path, self.text, Some(value.span()), message)
     }
 
@@ -668,6 +674,17 @@ mod tests {
             t.secret_vars,
             vec![("TOKEN".to_string(), "s3cr3t".to_string())]
         );
+    }
+
+    /// A URL refused for what the environment put into it names `${TOKEN}`, never its value
+    /// (the input is in fuzz/seeds/target_file/, where the fuzz target found it).
+    #[test]
+    fn a_refused_value_shows_the_variable_not_the_secret() {
+        for text in ["url = \"${TOKEN}\"\n", "url = \"http://[${TOKEN}\"\n"] {
+            let e = parse("t.toml", text, &env(), Path::new(".")).unwrap_err();
+            assert!(!e.to_string().contains("s3cr3t"), "{e}");
+            assert!(e.message.contains("${TOKEN}"), "{e}");
+        }
     }
 
     #[test]

@@ -47,6 +47,7 @@ pub mod provider;
 mod routes;
 mod server;
 pub mod store;
+pub mod untrusted;
 pub mod webhooks;
 
 use std::future::Future;

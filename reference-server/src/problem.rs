@@ -76,6 +76,11 @@ impl Problem {
         self
     }
 
+    /// What went wrong, for the client.
+    pub(crate) fn detail(&self) -> &str {
+        &self.detail
+    }
+
     /// The HTTP status this problem is sent with.
     pub(crate) fn status(&self) -> StatusCode {
         self.status

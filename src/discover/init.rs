@@ -150,7 +150,7 @@ pub fn target_file(op: &Operation, document: &str, path: &std::path::Path) -> St
             );
         }
     }
-    out.push_str(&optional(&base));
+    out.push_str(&optional(&one_line(&base)));
     out
 }
 
@@ -176,4 +176,35 @@ fn optional(base: &str) -> String {
 # ready-url = \"{base}/healthz\"
 "
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discover::{discover, document, Options};
+
+    /// A document's host with a control character in it still gives a target file that reads
+    /// back as TOML, whose URL is then refused at its line: the commented-out lines show the
+    /// base URL made safe, since a TOML comment cannot hold a control character (found by the
+    /// fuzz target `openapi`).
+    #[test]
+    fn a_host_with_control_characters_gives_a_file_that_reads_back() {
+        let doc = "swagger: \"2.0\"\ninfo: {title: t, version: \"1\"}\n\
+                   host: \"pay.example\\x0e\"\nschemes: [http]\npaths:\n  /t:\n    post:\n\
+                   \x20     parameters:\n        - {name: Idempotency-Key, in: header, type: string}\n\
+                   \x20     responses: {\"201\": {description: ok}}\n";
+        let spec = document::parse("api.yaml", doc).unwrap();
+        let found = discover(&spec, &Options::default()).unwrap();
+        let file = target_file(
+            &found.operations[0],
+            "api.yaml",
+            std::path::Path::new("t.toml"),
+        );
+        let env = [("BASE_URL".to_string(), "http://127.0.0.1:9".to_string())].into();
+        let e = crate::target::parse("t.toml", &file, &env, std::path::Path::new(".")).unwrap_err();
+        assert!(
+            e.message.ends_with("is not a URL") && e.line == 6,
+            "{e}\n{file}"
+        );
+    }
 }

@@ -150,15 +150,19 @@ impl Event {
         }
     }
 
-    /// The same JSON as no encoder writes it: spaces after colons and commas, a `\u` escape,
-    /// a trailing newline (for `wh-raw-body`).
+    /// The same JSON as no encoder writes it (for `wh-raw-body`): an object gets a first field
+    /// written with a `\u` escape, and its fields one per line with a space after each colon;
+    /// any body ends with a newline. Written from the parsed body, so text inside strings is
+    /// never touched (a template whose strings hold `":` keeps them).
     pub fn loosened_body(&self) -> Vec<u8> {
-        let text = String::from_utf8_lossy(&self.body);
-        let spaced = text
-            .replacen('{', "{\"note\":\"caf\\u00e9\",", 1)
-            .replace("\":", "\": ")
-            .replace(",\"", ", \"");
-        format!("{spaced}\n").into_bytes()
+        let object = match serde_json::from_slice::<serde_json::Value>(&self.body) {
+            Ok(object @ serde_json::Value::Object(_)) => object,
+            _ => return [&self.body[..], b"\n"].concat(),
+        };
+        let pretty = serde_json::to_string_pretty(&object).unwrap_or_default();
+        let fields = pretty.strip_prefix('{').unwrap_or(&pretty);
+        let comma = if fields.trim() == "}" { "" } else { "," };
+        format!("{{\"note\": \"caf\\u00e9\"{comma}{fields}\n").into_bytes()
     }
 }
 
@@ -167,5 +171,37 @@ fn default_header_kind(scheme: Scheme) -> &'static str {
         Scheme::Github => "push",
         Scheme::Shopify => "orders/create",
         _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Loosening changes the bytes, never the content, even where a string holds `":` or `,"`
+    /// (found by the fuzz target `event_template`: the text replacements it had used rewrote
+    /// such strings and keys).
+    #[test]
+    fn a_loosened_body_is_the_same_json_plus_its_note() {
+        let template = Template {
+            text: r#"{"type":"a\":b","k,\"":{"\":x":[1,"y\",\"z"]},"id":"{{event_id}}"}"#.into(),
+            header_kind: "t".into(),
+        };
+        let event = template.event_with_id("evt_1".into(), 1);
+        let loose = event.loosened_body();
+        assert_ne!(loose, event.body);
+        let mut expected: serde_json::Value = serde_json::from_slice(&event.body).unwrap();
+        expected["note"] = "caf\u{e9}".into();
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&loose).unwrap(),
+            expected
+        );
+        assert!(String::from_utf8(loose).unwrap().contains("\\u00e9"));
+        let empty = Template {
+            text: "{}".into(),
+            header_kind: "t".into(),
+        };
+        let loose = empty.event_with_id("e".into(), 1).loosened_body();
+        assert_eq!(loose, b"{\"note\": \"caf\\u00e9\"}\n");
     }
 }

@@ -244,9 +244,13 @@ pub(super) fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
+/// `timestamp` as RFC 3339, within what the format can write: 1970 to the end of 9999 (humantime
+/// refuses to write a later year, which made its `Display` fail and `to_string` panic).
 fn rfc3339(timestamp: i64) -> String {
-    let t = std::time::UNIX_EPOCH + Duration::from_secs(u64::try_from(timestamp).unwrap_or(0));
-    humantime::format_rfc3339_seconds(t).to_string()
+    /// 9999-12-31T23:59:59Z.
+    const LAST: u64 = 253_402_300_799;
+    let secs = u64::try_from(timestamp).unwrap_or(0).min(LAST);
+    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_secs(secs)).to_string()
 }
 
 #[cfg(test)]
@@ -258,6 +262,26 @@ mod tests {
             .find(|x| x.name.eq_ignore_ascii_case(name))
             .map(Header::value_str)
             .unwrap_or_default()
+    }
+
+    /// A Shopify delivery's time is written whatever the timestamp: past the year 9999 it is
+    /// the last second RFC 3339 can write, not a panic (found by the fuzz target
+    /// `ref_webhook`).
+    #[test]
+    fn shopify_writes_any_timestamp() {
+        let event = EventMeta {
+            id: "e".into(),
+            kind: "orders/create".into(),
+        };
+        for (at, shown) in [
+            (i64::MAX, "9999-12-31T23:59:59Z"),
+            (253_402_300_800, "9999-12-31T23:59:59Z"),
+            (-1, "1970-01-01T00:00:00Z"),
+            (1_700_000_000, "2023-11-14T22:13:20Z"),
+        ] {
+            let h = Scheme::Shopify.headers(&event, b"{}", at, &[b"k"], 0);
+            assert_eq!(header(&h, "X-Shopify-Triggered-At"), shown);
+        }
     }
 
     /// The Standard Webhooks specification's own example: its secret, id, timestamp and body

@@ -666,6 +666,20 @@ fn hostile_report_matches_goldens() {
     }
 }
 
+/// The text a text event or an entity reference stands for (the reader hands `a &amp; b` over
+/// as text, a reference and text).
+fn xml_text(event: &quick_xml::events::Event) -> String {
+    use quick_xml::escape::unescape;
+    use quick_xml::events::Event;
+    match event {
+        Event::Text(t) => unescape(&t.decode().unwrap()).unwrap().into_owned(),
+        Event::GeneralRef(r) => unescape(&format!("&{};", r.decode().unwrap()))
+            .unwrap()
+            .into_owned(),
+        _ => String::new(),
+    }
+}
+
 /// Testcases found in a JUnit document, as (name, classname); panics if it does not parse.
 fn parse_junit(xml: &str) -> (Vec<(String, String)>, String) {
     use quick_xml::events::Event;
@@ -683,12 +697,16 @@ fn parse_junit(xml: &str) -> (Vec<(String, String)>, String) {
                 let attr = |key: &[u8]| {
                     t.try_get_attribute(key)
                         .unwrap()
-                        .map(|a| a.unescape_value().unwrap().into_owned())
+                        .map(|a| {
+                            a.normalized_value(quick_xml::XmlVersion::default())
+                                .unwrap()
+                                .into_owned()
+                        })
                         .unwrap_or_default()
                 };
                 cases.push((attr(b"name"), attr(b"classname")));
             }
-            Ok(Event::Text(t)) => cdata.push_str(&t.unescape().unwrap()),
+            Ok(e @ (Event::Text(_) | Event::GeneralRef(_))) => cdata.push_str(&xml_text(&e)),
             Ok(_) => {}
         }
     }
@@ -910,12 +928,14 @@ fn parse_page(page: &str) -> (Vec<Element>, String) {
                         let a = a.unwrap();
                         (
                             String::from_utf8(a.key.as_ref().to_vec()).unwrap(),
-                            a.unescape_value().unwrap().into_owned(),
+                            a.normalized_value(quick_xml::XmlVersion::default())
+                                .unwrap()
+                                .into_owned(),
                         )
                     })
                     .collect(),
             }),
-            Ok(Event::Text(t)) => text.push_str(&t.unescape().unwrap()),
+            Ok(e @ (Event::Text(_) | Event::GeneralRef(_))) => text.push_str(&xml_text(&e)),
             Ok(_) => {}
         }
     }

@@ -15,11 +15,11 @@ use crate::problem::Problem;
 
 /// The longest key accepted, in characters. Long enough for any UUID or ULID with a prefix,
 /// short enough that a stored key cannot be used to bloat the database.
-pub(crate) const MAX_KEY_LEN: usize = 255;
+pub const MAX_KEY_LEN: usize = 255;
 
 /// Why a request's key was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub(crate) enum KeyError {
+pub enum KeyError {
     #[error("this operation requires an Idempotency-Key header")]
     Missing,
     #[error("send exactly one Idempotency-Key header line; got {0}")]

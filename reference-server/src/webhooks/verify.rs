@@ -55,7 +55,7 @@ impl Rules {
 /// Why a delivery was refused: the status says whether it was malformed or not authentic.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{detail}")]
-pub(crate) struct Refused {
+pub struct Refused {
     pub(crate) status: StatusCode,
     pub(crate) detail: String,
 }
@@ -123,16 +123,18 @@ pub(crate) fn verify(
         let at: i64 = timestamp.trim().parse().map_err(|_| {
             Refused::malformed(format!("timestamp {timestamp:?} is not an integer"))
         })?;
-        if rules.past && now - at > TOLERANCE_SECS {
+        // Saturating: a signed timestamp can be any integer, and a difference that does not
+        // fit is still far outside the tolerance.
+        let age = now.saturating_sub(at);
+        if rules.past && age > TOLERANCE_SECS {
             return Err(Refused::unauthentic(format!(
-                "timestamp {at} is {} s old; the tolerance is {TOLERANCE_SECS} s",
-                now - at
+                "timestamp {at} is {age} s old; the tolerance is {TOLERANCE_SECS} s"
             )));
         }
-        if rules.future && at - now > TOLERANCE_SECS {
+        let ahead = at.saturating_sub(now);
+        if rules.future && ahead > TOLERANCE_SECS {
             return Err(Refused::unauthentic(format!(
-                "timestamp {at} is {} s in the future; the tolerance is {TOLERANCE_SECS} s",
-                at - now
+                "timestamp {at} is {ahead} s in the future; the tolerance is {TOLERANCE_SECS} s"
             )));
         }
     }
@@ -260,6 +262,38 @@ mod tests {
             Rules::CORRECT,
         );
         assert_eq!(tampered.unwrap_err().status, StatusCode::UNAUTHORIZED);
+    }
+
+    /// A signed timestamp at either end of the integers is refused for its time, not a
+    /// panic on the difference (the fuzz target `ref_webhook` signs deliveries at any time).
+    #[test]
+    fn timestamps_far_from_now_are_refused_without_overflow() {
+        let secret = "whsec_test";
+        for at in [i64::MIN, i64::MAX] {
+            let body = br#"{"id":"evt_1"}"#;
+            let content = [format!("{at}.").as_bytes(), body].concat();
+            let value = format!(
+                "t={at},v1={}",
+                hex::encode(sign(secret.as_bytes(), &content))
+            );
+            let mut headers = HeaderMap::new();
+            headers.insert("stripe-signature", value.parse().unwrap());
+            for now in [0, 1_700_000_000] {
+                let refused = verify(
+                    Scheme::Stripe,
+                    &headers,
+                    body,
+                    &[(Source::A, secret)],
+                    now,
+                    Rules::CORRECT,
+                );
+                assert_eq!(
+                    refused.unwrap_err().status,
+                    StatusCode::UNAUTHORIZED,
+                    "{at} at {now}"
+                );
+            }
+        }
     }
 
     #[test]

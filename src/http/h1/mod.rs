@@ -12,4 +12,5 @@ mod response;
 
 pub(crate) use request::{host_value, parse_url, request_target, wire_to};
 pub use request::{prepare, to_wire};
+pub use response::read_response_from;
 pub(crate) use response::{asks_to_close, read_keeping, read_response};

@@ -4,9 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt};
 
-use crate::http::connection::{within, Stream};
+use crate::http::connection::within;
 use crate::http::exchange::{Header, ReceivedResponse};
 use crate::http::{HttpError, Phase};
 
@@ -22,7 +22,7 @@ const READ_ROOM: usize = 4 * 1024;
 
 /// Reads one response from `stream`. `method` matters because a response to HEAD has no body.
 pub(crate) async fn read_response(
-    stream: &mut Stream,
+    stream: &mut (impl AsyncRead + Unpin),
     method: &str,
     deadline: Instant,
     timeout: Duration,
@@ -39,8 +39,8 @@ pub(crate) async fn read_response(
 /// (end of stream, a reset) before any byte of a response arrived is
 /// [`HttpError::ClosedBeforeAnyByte`]; a timeout never is, the server may still be working on
 /// the request.
-pub(crate) async fn read_keeping(
-    stream: &mut Stream,
+pub(crate) async fn read_keeping<S: AsyncRead + Unpin>(
+    stream: &mut S,
     method: &str,
     deadline: Instant,
     timeout: Duration,
@@ -74,6 +74,18 @@ pub(crate) async fn read_keeping(
         problem: head.problem,
     };
     Ok((response, reusable))
+}
+
+/// [`read_keeping`] on any byte source: public only so that the fuzz
+/// target `h1_response` (fuzz/) can feed the reader arbitrary bytes in arbitrary splits without
+/// a socket. The engines read their connections through [`read_keeping`] and [`read_response`].
+pub async fn read_response_from(
+    source: &mut (impl AsyncRead + Unpin),
+    method: &str,
+    timeout: Duration,
+    max_body: usize,
+) -> Result<(ReceivedResponse, bool), HttpError> {
+    read_keeping(source, method, Instant::now() + timeout, timeout, max_body).await
 }
 
 /// Whether a response's fields say the server closes the connection after it.
@@ -143,14 +155,14 @@ fn lenient_head(head: &[u8], strict_error: &str) -> Option<Head> {
 }
 
 /// Bytes read from the connection but not consumed yet.
-struct Incoming<'a> {
-    stream: &'a mut Stream,
+struct Incoming<'a, S> {
+    stream: &'a mut S,
     buf: Vec<u8>,
     /// Whether any byte arrived.
     received: bool,
 }
 
-impl Incoming<'_> {
+impl<S: AsyncRead + Unpin> Incoming<'_, S> {
     /// Reads more bytes into the buffer; `Ok(0)` at end of stream. The bytes go straight into
     /// the buffer's spare room: a chunk array here would live in every read's future, and the
     /// runtime copies futures whole as they are wrapped (timeouts, `join_all`).

@@ -92,10 +92,15 @@ pub(crate) struct Conn {
 impl Conn {
     /// A connection on `stream`, before the HTTP/2 handshake.
     pub(crate) fn new(stream: Stream) -> Self {
+        // We never raise SETTINGS_HEADER_TABLE_SIZE from its 4,096: a server may not grow our
+        // HPACK table past it (RFC 7541 §4.2), and a decoder that let it would keep whatever
+        // the server put there.
+        let mut decoder = loona_hpack::Decoder::new();
+        decoder.set_max_allowed_table_size(4096);
         Conn {
             stream,
             input: Vec::with_capacity(16 * 1024),
-            decoder: loona_hpack::Decoder::new(),
+            decoder,
             streams: Vec::new(),
             first_id: 1,
             next_id: 1,

@@ -5,6 +5,13 @@
 use std::time::Instant;
 
 use super::{Conn, MAX_FRAME, STAGED_PING};
+
+/// The most bytes of one header block (a HEADERS frame and its CONTINUATIONs), and of the
+/// fields it decodes to (RFC 9113 §6.5.2 counts 32 bytes per field besides its name and
+/// value): the 64 KiB an HTTP/1.1 response head may have. Without a bound, a server that never
+/// ends a block (a CONTINUATION flood), or whose small block names large table entries again
+/// and again, grows our memory for as long as the timeout lets it.
+const MAX_HEADER_BLOCK: usize = 64 * 1024;
 use crate::http::exchange::{Header, ReceivedResponse};
 use crate::http::h2burst::frame::*;
 use crate::http::HttpError;
@@ -128,6 +135,12 @@ impl Conn {
                     ));
                 };
                 fragments.extend_from_slice(&f.payload);
+                if fragments.len() > MAX_HEADER_BLOCK {
+                    return Err(HttpError::Http2(format!(
+                        "the server's header block is larger than {} KiB",
+                        MAX_HEADER_BLOCK / 1024
+                    )));
+                }
                 if f.flags & END_HEADERS != 0 {
                     self.finish_block()?;
                 }
@@ -163,11 +176,26 @@ impl Conn {
         let Some((id, end_stream, block)) = self.block.take() else {
             return Ok(());
         };
-        let fields = self.decoder.decode(&block).map_err(|e| {
-            HttpError::Http2(format!(
-                "the server's HPACK header block could not be decoded: {e:?}"
-            ))
-        })?;
+        let mut fields = Vec::new();
+        let mut size = 0usize;
+        self.decoder
+            .decode_with_cb(&block, |name, value| {
+                size += name.len() + value.len() + 32;
+                if size <= MAX_HEADER_BLOCK {
+                    fields.push((name.into_owned(), value.into_owned()));
+                }
+            })
+            .map_err(|e| {
+                HttpError::Http2(format!(
+                    "the server's HPACK header block could not be decoded: {e:?}"
+                ))
+            })?;
+        if size > MAX_HEADER_BLOCK {
+            return Err(HttpError::Http2(format!(
+                "the server's header fields take more than {} KiB",
+                MAX_HEADER_BLOCK / 1024
+            )));
+        }
         let Some(i) = self.index(id) else {
             return Ok(());
         };
@@ -228,5 +256,84 @@ impl Conn {
             s.finished = Some(Instant::now());
             s.result = Some(result);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::connection::Stream;
+
+    /// A connection after its handshake, with one stream (id 1) open for an answer; the
+    /// listener is kept so the socket stays connected.
+    async fn open() -> (Conn, tokio::net::TcpListener) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let tcp = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let mut conn = Conn::new(Stream::Plain(tcp));
+        conn.begin_burst(1, 1024).unwrap();
+        (conn, listener)
+    }
+
+    fn on_stream_1(kind: u8, flags: u8, payload: Vec<u8>) -> Frame {
+        Frame {
+            kind,
+            flags,
+            stream: 1,
+            payload,
+        }
+    }
+
+    /// A header block continued forever is refused once it passes 64 KiB.
+    #[tokio::test]
+    async fn a_header_block_that_never_ends_is_refused() {
+        let (mut conn, _listener) = open().await;
+        conn.handle(on_stream_1(HEADERS, 0, vec![0x88; MAX_FRAME]))
+            .unwrap();
+        let refused = (0..8)
+            .find_map(|_| {
+                conn.handle(on_stream_1(CONTINUATION, 0, vec![0x88; MAX_FRAME]))
+                    .err()
+            })
+            .expect("refused");
+        assert!(
+            matches!(&refused, HttpError::Http2(m) if m.contains("larger than 64 KiB")),
+            "{refused}"
+        );
+    }
+
+    /// A small block naming a 4,000-byte table entry a hundred times decodes to 400 KB: it is
+    /// refused, not kept.
+    #[tokio::test]
+    async fn fields_that_expand_past_64_kib_are_refused() {
+        let (mut conn, _listener) = open().await;
+        // A literal with incremental indexing (name "x", a 4,000-byte value), then 100
+        // references to it (index 62, the first entry of the dynamic table).
+        let mut block = vec![0x40, 0x01, b'x', 0x7f, 0xa1, 0x1e];
+        block.extend([b'v'; 4000]);
+        block.extend([0xbe; 100]);
+        let refused = conn
+            .handle(on_stream_1(HEADERS, END_HEADERS, block))
+            .unwrap_err();
+        assert!(
+            matches!(&refused, HttpError::Http2(m) if m.contains("more than 64 KiB")),
+            "{refused}"
+        );
+    }
+
+    /// A server may not grow our HPACK table past the 4,096 bytes we never raised.
+    #[tokio::test]
+    async fn the_hpack_table_stays_at_its_default_size() {
+        let (mut conn, _listener) = open().await;
+        // A dynamic table size update to 1 MiB, then :status 200.
+        let block = vec![0x3f, 0xe1, 0xff, 0x3f, 0x88];
+        let refused = conn
+            .handle(on_stream_1(HEADERS, END_HEADERS | END_STREAM, block))
+            .unwrap_err();
+        assert!(
+            matches!(&refused, HttpError::Http2(m) if m.contains("could not be decoded")),
+            "{refused}"
+        );
     }
 }
