@@ -25,12 +25,14 @@ fn read(
     cap: usize,
 ) -> Result<(ReceivedResponse, bool), String> {
     let mut source = Split::new(bytes, seed);
-    runtime().block_on(read_response_from(
-        &mut source,
-        method,
-        Duration::from_secs(10),
-        cap,
-    ))
+    runtime()
+        .block_on(read_response_from(
+            &mut source,
+            method,
+            Duration::from_secs(10),
+            cap,
+        ))
+        .map_err(|e| e.to_string())
 }
 
 /// The response as a server would write it with a Content-Length.

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use idem_check::discover::{self, init, load, Options};
+use idem_check::discover::{self, document, init, Options};
 use idem_check_fuzz::assert_names;
 use libfuzzer_sys::fuzz_target;
 
@@ -31,7 +31,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let spec = match load::parse("api.yaml", text) {
+    let spec = match document::parse("api.yaml", text) {
         Ok(spec) => spec,
         Err(e) => return assert_names(&e.to_string(), "api.yaml"),
     };
