@@ -217,14 +217,22 @@ fn mismatches(designs: &[&Design]) -> BTreeMap<&'static str, String> {
                 let want = expected(d);
                 let got = observed(&run);
                 let exit = if d.fails.is_empty() { 0 } else { 4 };
-                (got != want || run.exit != Some(exit)).then(|| {
+                // Every provider call is tied to the probe that caused it, the outbox
+                // worker's too: the client's reference travels into the provider request.
+                let stray: Vec<&str> = run
+                    .probes
+                    .iter()
+                    .map(|p| p.0.as_str())
+                    .filter(|id| run.timeline(id).contains("holds no probe's token"))
+                    .collect();
+                (got != want || run.exit != Some(exit) || !stray.is_empty()).then(|| {
                     let lines: Vec<String> = run
                         .probes
                         .iter()
                         .map(|(id, outcome, reason)| format!("  {id}: {outcome} ({reason})"))
                         .collect();
                     let text = format!(
-                        "expected {want:?}\ngot      {got:?}\nexit {:?} (expected {exit})\n{}",
+                        "expected {want:?}\ngot      {got:?}\nexit {:?} (expected {exit})\nunattributed provider calls in {stray:?}\n{}",
                         run.exit,
                         lines.join("\n")
                     );
