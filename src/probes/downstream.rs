@@ -153,6 +153,29 @@ impl ProviderSide {
         ));
     }
 
+    /// Judges the charges of one client request whose tries ended with `last`: one when it
+    /// was answered 2xx (the API said it charged), at most one otherwise — a request answered
+    /// as not (or not yet) charged is as right with no charge as with one; two never are.
+    pub fn expect_request_charges(
+        &self,
+        ctx: &mut ProbeCtx,
+        decl: &CheckDecl,
+        last: Option<&Exchange>,
+    ) {
+        if last.is_some_and(|e| e.response().is_some_and(|r| r.is_success())) {
+            return self.expect_charges(ctx, decl, 1);
+        }
+        let charges = self.charges();
+        let spec = ctx.spec(decl);
+        ctx.push(check::executions_at_most(
+            &spec,
+            "charges in the fake provider's ledger",
+            1,
+            charges.len() as u64,
+            self.cite(&charges),
+        ));
+    }
+
     /// Judges that `calls` all carry one key (`same`) or each another; unjudged without a call.
     /// When none carries a key there is nothing to compare: `prov-key-present` judges that,
     /// and the timeline says why this check is absent.

@@ -75,23 +75,6 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
         &params,
         true,
     ));
-    // A 2xx says the request charged: once. Any other end says it did not, or not yet: at most
-    // once either way.
-    let charged = tries
-        .last()
-        .is_some_and(|e| e.response().is_some_and(|r| r.is_success()));
-    if charged {
-        provider.expect_charges(ctx, &ONE_CHARGE, 1);
-    } else {
-        let charges = provider.charges();
-        let spec = ctx.spec(&ONE_CHARGE);
-        ctx.push(check::executions_at_most(
-            &spec,
-            "charges in the fake provider's ledger",
-            1,
-            charges.len() as u64,
-            provider.cite(&charges),
-        ));
-    }
+    provider.expect_request_charges(ctx, &ONE_CHARGE, tries.last());
     Ok(())
 }

@@ -22,6 +22,9 @@ mod fault_matrix;
 /// `run --reference --provider PROFILE`: every profile PASSes; without a provider the
 /// downstream probes SKIP.
 mod provider;
+/// Payment APIs not built like the reference server (fixtures/provider_apis/): the correct
+/// designs PASS every downstream probe, each defect FAILs exactly its own.
+mod provider_designs;
 /// `concurrent-duplicates` catches a 100 µs check-then-set window every time.
 mod race_detection;
 /// A second, independent implementation in Python: every probe judges the contract, not the
