@@ -280,14 +280,10 @@ async fn answer(state: &Shared, n: usize) -> Result<Reply, &'static str> {
         Step::Unavailable => Ok(Reply::json(
             503,
             profile.error_media_type(),
-            r#"{"error":"service_unavailable"}"#,
+            profile.unavailable,
         )),
         Step::Throttled(s) => {
-            let mut r = Reply::json(
-                429,
-                profile.error_media_type(),
-                r#"{"error":"rate_limited"}"#,
-            );
+            let mut r = Reply::json(429, profile.error_media_type(), profile.throttled);
             r.headers.push(("retry-after".into(), s.to_string()));
             Ok(r)
         }

@@ -22,6 +22,9 @@ mod fault_matrix;
 /// `run --reference --provider PROFILE`: every profile PASSes; without a provider the
 /// downstream probes SKIP.
 mod provider;
+/// The fake provider's profiles against the providers' own SDKs, and design APIs built on
+/// Stripe's SDK with their verdict tables.
+mod provider_sdks;
 /// `concurrent-duplicates` catches a 100 µs check-then-set window every time.
 mod race_detection;
 /// A second, independent implementation in Python: every probe judges the contract, not the
