@@ -61,24 +61,34 @@ struct Sdk {
     tls: bool,
 }
 
+/// `script` of fixtures/provider_sdks/ as a command: under the SDKs' Python, or under Node
+/// with the SDKs' node_modules.
+fn interpreter(dir: &Path, script: &str) -> std::process::Command {
+    let path = fixture(script);
+    let mut c = if script.ends_with(".py") {
+        std::process::Command::new(dir.join("venv/bin/python"))
+    } else {
+        let mut c = std::process::Command::new("node");
+        c.env("NODE_PATH", dir.join("node/node_modules"));
+        c
+    };
+    c.arg(path).env("PYTHONDONTWRITEBYTECODE", "1");
+    c
+}
+
+fn fixture(script: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/provider_sdks")
+        .join(script)
+}
+
 impl Sdk {
     fn command(&self, dir: &Path) -> tokio::process::Command {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("fixtures/provider_sdks")
-            .join(self.script);
-        let mut c = if self.script.ends_with(".py") {
-            tokio::process::Command::new(dir.join("venv/bin/python"))
-        } else {
-            let mut c = tokio::process::Command::new("node");
-            c.env("NODE_PATH", dir.join("node/node_modules"));
-            c
-        };
+        let mut c = tokio::process::Command::from(interpreter(dir, self.script));
         if self.tls {
             c.env("NODE_EXTRA_CA_CERTS", test_cert());
         }
-        c.arg(script)
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .kill_on_drop(true);
+        c.kill_on_drop(true);
         c
     }
 
@@ -150,6 +160,8 @@ struct Seen {
     calls: usize,
     /// Distinct keys among the calls.
     keys: usize,
+    /// Calls without a key in the profile's carrier.
+    keyless: usize,
     charges: usize,
 }
 
@@ -162,6 +174,7 @@ impl Seen {
             answer,
             calls: calls.len(),
             keys: keys.len(),
+            keyless: calls.iter().filter(|c| c.key.is_none()).count(),
             charges,
         }
     }
@@ -361,8 +374,14 @@ async fn cross_check(dir: PathBuf, e: &Expected) -> String {
         // Only a call answered normally charges.
         let charges = usize::from(outcome == "ok");
         assert_eq!(
-            (seen.outcome().as_str(), seen.calls, seen.keys, seen.charges),
-            (outcome, calls, 1, charges),
+            (
+                seen.outcome().as_str(),
+                seen.calls,
+                seen.keys,
+                seen.keyless,
+                seen.charges
+            ),
+            (outcome, calls, 1, 0, charges),
             "{name}: {row}\n{seen:?}"
         );
     }
@@ -520,24 +539,15 @@ impl Drop for Restartable {
 fn run_design(dir: &Path, design: &Design) -> Value {
     let port = free_port();
     let provider = format!("http://127.0.0.1:{port}");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/provider_sdks")
-        .join(design.script);
     let restartable = design.script.ends_with(".py").then(|| {
-        Restartable::new(
-            &dir.join("venv/bin/python"),
-            &script,
-            &provider,
-            design.args,
-        )
+        let python = dir.join("venv/bin/python");
+        Restartable::new(&python, &fixture(design.script), &provider, design.args)
     });
     let command = match &restartable {
         Some(r) => r.launch(),
         None => {
-            let mut c = std::process::Command::new("node");
-            c.env("NODE_PATH", dir.join("node/node_modules"))
-                .arg(&script)
-                .args(["--provider-url", &provider, "--lifetime", "300"])
+            let mut c = interpreter(dir, design.script);
+            c.args(["--provider-url", &provider, "--lifetime", "300"])
                 .args(design.args);
             c
         }
