@@ -99,6 +99,11 @@ pub struct Profile {
     pub in_progress: InProgress,
     pub mismatch: Mismatch,
     pub repeat: Repeat,
+    /// The body of a 503 (the provider down for a moment) and of a 429, in the provider's own
+    /// error shape: an SDK parses them into its error classes, and one that expects an object
+    /// where another provider writes a string fails on them instead of retrying or raising.
+    pub unavailable: &'static str,
+    pub throttled: &'static str,
     /// Where the documentation is silent, and what the fake does there.
     pub silent: &'static str,
 }
@@ -111,6 +116,25 @@ const CHECKOUT_IN_PROGRESS: &str = r#"{"error_type":"request_in_progress"}"#;
 const CHECKOUT_REUSED: &str = r#"{"error_type":"idempotency_key_reused"}"#;
 const GENERIC_IN_PROGRESS: &str = r#"{"type":"about:blank","title":"A request with this Idempotency-Key is being processed","status":409}"#;
 const GENERIC_MISMATCH: &str = r#"{"type":"about:blank","title":"This Idempotency-Key was used with another payload","status":422}"#;
+const STRIPE_UNAVAILABLE: &str = r#"{"error":{"type":"api_error","message":"The server is temporarily unavailable. Please retry."}}"#;
+const STRIPE_THROTTLED: &str = r#"{"error":{"type":"invalid_request_error","code":"rate_limit","message":"Request rate limit exceeded."}}"#;
+const ADYEN_UNAVAILABLE: &str =
+    r#"{"status":503,"errorCode":"000","message":"Service unavailable","errorType":"internal"}"#;
+const ADYEN_THROTTLED: &str =
+    r#"{"status":429,"errorCode":"000","message":"Too many requests","errorType":"security"}"#;
+const SQUARE_UNAVAILABLE: &str = r#"{"errors":[{"category":"API_ERROR","code":"SERVICE_UNAVAILABLE","detail":"Service unavailable."}]}"#;
+const SQUARE_THROTTLED: &str = r#"{"errors":[{"category":"RATE_LIMIT_ERROR","code":"RATE_LIMITED","detail":"Too many requests."}]}"#;
+const PAYPAL_UNAVAILABLE: &str =
+    r#"{"name":"SERVICE_UNAVAILABLE","message":"Service Unavailable.","debug_id":"fake0000000"}"#;
+const PAYPAL_THROTTLED: &str = r#"{"name":"RATE_LIMIT_REACHED","message":"Too many requests. Blocked due to rate limiting.","debug_id":"fake0000000"}"#;
+const CHECKOUT_UNAVAILABLE: &str = r#"{"error_type":"service_unavailable"}"#;
+const CHECKOUT_THROTTLED: &str = r#"{"error_type":"too_many_requests"}"#;
+const GOCARDLESS_UNAVAILABLE: &str = r#"{"error":{"type":"gocardless","code":503,"message":"Service unavailable","errors":[{"reason":"service_unavailable","message":"Service unavailable"}]}}"#;
+const GOCARDLESS_THROTTLED: &str = r#"{"error":{"type":"invalid_api_usage","code":429,"message":"Rate limit exceeded","errors":[{"reason":"rate_limit_exceeded","message":"Rate limit exceeded"}]}}"#;
+const GENERIC_UNAVAILABLE: &str =
+    r#"{"type":"about:blank","title":"Service Unavailable","status":503}"#;
+const GENERIC_THROTTLED: &str =
+    r#"{"type":"about:blank","title":"Too Many Requests","status":429}"#;
 
 /// Every profile, `generic` last.
 pub const PROFILES: &[Profile] = &[
@@ -126,6 +150,8 @@ pub const PROFILES: &[Profile] = &[
         in_progress: InProgress::Refuse(409, STRIPE_IN_PROGRESS),
         mismatch: Mismatch::Refuse(400, STRIPE_MISMATCH),
         repeat: Repeat::Replay(&[("Idempotent-Replayed", "true")]),
+        unavailable: STRIPE_UNAVAILABLE,
+        throttled: STRIPE_THROTTLED,
         silent: "",
     },
     Profile {
@@ -140,6 +166,8 @@ pub const PROFILES: &[Profile] = &[
         in_progress: InProgress::Refuse(422, ADYEN_704),
         mismatch: Mismatch::Refuse(422, ADYEN_704),
         repeat: Repeat::Replay(&[]),
+        unavailable: ADYEN_UNAVAILABLE,
+        throttled: ADYEN_THROTTLED,
         silent: "other parameters with a used key: the fake answers 422 704 as for a key in progress",
     },
     Profile {
@@ -154,6 +182,8 @@ pub const PROFILES: &[Profile] = &[
         in_progress: InProgress::WaitThenRepeat,
         mismatch: Mismatch::Refuse(400, SQUARE_REUSED),
         repeat: Repeat::Replay(&[]),
+        unavailable: SQUARE_UNAVAILABLE,
+        throttled: SQUARE_THROTTLED,
         silent: "a key in progress: the fake holds the second call until the first commits, then replays; no payout creation: a refund whose payment_id is the reference stands for it",
     },
     Profile {
@@ -168,6 +198,8 @@ pub const PROFILES: &[Profile] = &[
         in_progress: InProgress::WaitThenRepeat,
         mismatch: Mismatch::ReplayOriginal,
         repeat: Repeat::Replay(&[]),
+        unavailable: PAYPAL_UNAVAILABLE,
+        throttled: PAYPAL_THROTTLED,
         silent: "a key in progress: the fake holds, then replays; other parameters with a used key: the original answer is replayed",
     },
     Profile {
@@ -182,6 +214,8 @@ pub const PROFILES: &[Profile] = &[
         in_progress: InProgress::Refuse(409, CHECKOUT_IN_PROGRESS),
         mismatch: Mismatch::Refuse(409, CHECKOUT_REUSED),
         repeat: Repeat::ReplaySuccessOnly,
+        unavailable: CHECKOUT_UNAVAILABLE,
+        throttled: CHECKOUT_THROTTLED,
         silent: "the in-progress and reused-key answers are approximations (409 request_in_progress, 409 idempotency_key_reused); the key limit of 64 is assumed",
     },
     Profile {
@@ -196,6 +230,8 @@ pub const PROFILES: &[Profile] = &[
         in_progress: InProgress::WaitThenRepeat,
         mismatch: Mismatch::Refuse(409, ""),
         repeat: Repeat::ConflictNaming,
+        unavailable: GOCARDLESS_UNAVAILABLE,
+        throttled: GOCARDLESS_THROTTLED,
         silent: "a key in progress: the fake holds the second call until the first commits, then answers 409 idempotent_creation_conflict naming it",
     },
     Profile {
@@ -210,6 +246,8 @@ pub const PROFILES: &[Profile] = &[
         in_progress: InProgress::Refuse(409, GENERIC_IN_PROGRESS),
         mismatch: Mismatch::Refuse(422, GENERIC_MISMATCH),
         repeat: Repeat::Replay(&[]),
+        unavailable: GENERIC_UNAVAILABLE,
+        throttled: GENERIC_THROTTLED,
         silent: "",
     },
 ];

@@ -270,6 +270,9 @@ async fn answer(state: &Shared, n: usize) -> Result<Reply, &'static str> {
         (call, step)
     };
     let (Some(op), Some(params)) = (call.operation, call.params.clone()) else {
+        if let Some(found) = read(state, &call.method, &call.path) {
+            return Ok(found);
+        }
         let body = serde_json::json!({
             "error": "not_found",
             "message": format!("the {} profile has no {} {}", profile.name, call.method, call.path),
@@ -280,14 +283,10 @@ async fn answer(state: &Shared, n: usize) -> Result<Reply, &'static str> {
         Step::Unavailable => Ok(Reply::json(
             503,
             profile.error_media_type(),
-            r#"{"error":"service_unavailable"}"#,
+            profile.unavailable,
         )),
         Step::Throttled(s) => {
-            let mut r = Reply::json(
-                429,
-                profile.error_media_type(),
-                r#"{"error":"rate_limited"}"#,
-            );
+            let mut r = Reply::json(429, profile.error_media_type(), profile.throttled);
             r.headers.push(("retry-after".into(), s.to_string()));
             Ok(r)
         }
@@ -315,6 +314,27 @@ async fn answer(state: &Shared, n: usize) -> Result<Reply, &'static str> {
             Ok(r)
         }
     }
+}
+
+/// A read of a committed charge or payout by its id (`GET /payments/PM…`): GoCardless's
+/// libraries answer the 409 naming the resource a key created by reading it, and an API may
+/// confirm an unknown outcome that way. The resource as its creation answered it; `None` for
+/// anything else (answered 404).
+fn read(state: &Shared, method: &str, path: &str) -> Option<Reply> {
+    if method != "GET" {
+        return None;
+    }
+    let profile = state.settings.profile;
+    let inner = state.lock();
+    inner.ledger.charges.iter().find_map(|c| {
+        let id = path
+            .strip_prefix(profile.endpoint(c.operation).path)?
+            .strip_prefix('/')?;
+        (id == c.id).then(|| {
+            let body = profile.success_body(c.operation, &c.id, &c.params);
+            Reply::json(200, "application/json", body.to_string())
+        })
+    })
 }
 
 /// The profile's answer to a key in flight, when it refuses at once; a generic 409 for the

@@ -25,6 +25,9 @@ mod provider;
 /// Payment APIs not built like the reference server (fixtures/provider_apis/): the correct
 /// designs PASS every downstream probe, each defect FAILs exactly its own.
 mod provider_designs;
+/// The fake provider's profiles against the providers' own SDKs, and design APIs built on
+/// Stripe's SDK with their verdict tables.
+mod provider_sdks;
 /// `concurrent-duplicates` catches a 100 µs check-then-set window every time.
 mod race_detection;
 /// A second, independent implementation in Python: every probe judges the contract, not the

@@ -31,15 +31,21 @@ pub fn start(script: &str, args: &[&str]) -> PythonServer {
 /// imports (the webhook senders' own, for fixtures/consumers/vendor_consumer.py).
 pub fn start_with(python: &std::path::Path, script: &str, args: &[&str]) -> PythonServer {
     let path = format!("{}/{script}", env!("CARGO_MANIFEST_DIR"));
-    let mut child = Command::new(python)
-        .arg(&path)
-        .args(args)
+    let mut command = Command::new(python);
+    command.arg(&path).args(args);
+    start_command(command, script)
+}
+
+/// Starts `command`, a server that speaks as the Python ones do (its first line announces its
+/// address; it stops when its stdin closes) whatever its language: `label` names it in panics.
+pub fn start_command(mut command: Command, label: &str) -> PythonServer {
+    let mut child = command
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .expect("python3 runs (CI machines have Python)");
+        .unwrap_or_else(|e| panic!("{label} does not start: {e}"));
     let stdout = child.stdout.take().expect("piped stdout");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -53,11 +59,11 @@ pub fn start_with(python: &std::path::Path, script: &str, args: &[&str]) -> Pyth
     };
     let line = rx
         .recv_timeout(Duration::from_secs(20))
-        .unwrap_or_else(|_| panic!("{script} did not announce its address"));
+        .unwrap_or_else(|_| panic!("{label} did not announce its address"));
     server.base = line
         .trim()
         .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("{script}: unexpected first line {line:?}"))
+        .unwrap_or_else(|| panic!("{label}: unexpected first line {line:?}"))
         .to_string();
     server
 }
