@@ -8,16 +8,14 @@
 //! consumer against all six schemes; the correct consumer and the faults that change what the
 //! store records on PostgreSQL too.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use common::webhook::{
+use crate::common::webhook::{
     delivery, event, handled, signed, unsigned, Event, SECRET, SECRET_B, WRONG_SECRET,
 };
-use common::{start_with, Client, Req, Resp, StoreKind, TestDb, TestServer};
+use crate::common::{start_with, Client, Req, Resp, StoreKind, TestDb, TestServer};
 use idem_reference_server::{Clock, Config, ManualClock, WebhookFault, WebhookScheme as Scheme};
 
 /// The acknowledgement budget `wh-ack-latency` judges with here, and the time the
