@@ -20,7 +20,7 @@
 //! cargo run --release -p idem-reference-server --example bench -- --runs 3 --secs 3
 //! ```
 
-#[path = "../tests/common/pg.rs"]
+#[path = "../tests/suite/common/pg.rs"]
 mod pg;
 
 use std::net::SocketAddr;

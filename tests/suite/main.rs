@@ -5,7 +5,7 @@
 //! Run one module with `cargo test --test suite MODULE::`, one test with its name.
 
 mod common;
-#[path = "../../reference-server/tests/common/pg.rs"]
+#[path = "../../reference-server/tests/suite/common/pg.rs"]
 mod pg;
 
 // The verdicts: correct servers PASS, each defect FAILs exactly its probes.

@@ -2,13 +2,11 @@
 //! mid-burst 20 times while the other keeps serving, and nothing acknowledged is lost or done
 //! twice.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{body, spawn_server, Client, Req, Resp, StoreKind, TestDb};
+use crate::common::{body, spawn_server, Client, Req, Resp, StoreKind, TestDb};
 
 const CYCLES: usize = 20;
 const WORKERS: usize = 8;

@@ -2,8 +2,6 @@
 //! them (header names, signed content, key derivation, encodings), written here from the
 //! senders' documentation rather than from the server's code, so a misreading in either shows.
 
-#![allow(dead_code)] // each test binary uses a different subset of these helpers
-
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use idem_reference_server::WebhookScheme as Scheme;

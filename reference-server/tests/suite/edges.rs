@@ -1,11 +1,9 @@
 //! The HTTP edge: slow clients are cut off within the configured timeouts, oversized and
 //! malformed requests are refused before any body byte is read, every refusal as problem+json.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{parse_response, start_on, Req, StoreKind, TestDb, TestServer, TIMEOUT};
+use crate::common::{parse_response, start_on, Req, StoreKind, TestDb, TestServer, TIMEOUT};
 use idem_reference_server::Limits;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

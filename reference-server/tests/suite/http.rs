@@ -1,11 +1,11 @@
 //! The HTTP contract of the correct server, over real HTTP on 127.0.0.1:0, in-process.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use common::{body, fresh_key, hold_name, start_on, Req, StoreKind, TestDb, HOLD_HEADER, TIMEOUT};
+use crate::common::{
+    body, fresh_key, hold_name, start_on, Req, StoreKind, TestDb, HOLD_HEADER, TIMEOUT,
+};
 use idem_reference_server::{Clock, ManualClock};
 
 const A: &str = "token-a";

@@ -1,13 +1,11 @@
 //! The claim state machine against a temporary database, with a manual clock: lease takeover,
 //! fencing, heartbeats, release and TTL expiry, without sleeping for any of them.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
+use crate::common::{StoreKind, TestDb};
 use axum::body::Bytes;
-use common::{StoreKind, TestDb};
 use idem_reference_server::payments::PaymentRecord;
 use idem_reference_server::store::{
     self, Claimed, Completion, Finish, NewPayment, Owner, Scope, Store, StoredResponse, TakeOver,

@@ -2,15 +2,13 @@
 //! again): while it is down every request is 503 and nothing executes unprotected; once it is
 //! back the replicas serve again on their own; no payment is lost or duplicated.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::pg::PgCluster;
-use common::{body, start_with, Client, Req, Resp};
+use crate::common::pg::PgCluster;
+use crate::common::{body, start_with, Client, Req, Resp};
 use idem_reference_server::{Config, DbLocation};
 
 const WORKERS: usize = 8;

@@ -1,9 +1,7 @@
 //! The server also speaks HTTP/2 over cleartext with prior knowledge (h2c), on the same port as
 //! HTTP/1.1, so the checker's single-packet burst has a local target.
 
-mod common;
-
-use common::{body, fresh_key, start_on, StoreKind, TestDb, TIMEOUT};
+use crate::common::{body, fresh_key, start_on, StoreKind, TestDb, TIMEOUT};
 
 /// A payment over h2c executes once and its retry replays, as over HTTP/1.1.
 #[tokio::test]

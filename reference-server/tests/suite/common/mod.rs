@@ -2,8 +2,6 @@
 //! raw HTTP/1.1 client that can send what a well-behaved client library would refuse to
 //! (two `Idempotency-Key` lines, non-ASCII bytes) and can hang up before the answer.
 
-#![allow(dead_code)] // each test binary uses a different subset of these helpers
-
 pub mod pg;
 pub mod provider;
 pub mod webhook;
@@ -150,7 +148,6 @@ macro_rules! on_both_stores {
 /// A server running in this process.
 pub struct TestServer {
     pub addr: SocketAddr,
-    pub db: DbLocation,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<anyhow::Result<()>>,
 }
@@ -222,7 +219,6 @@ pub async fn start_with(config: Config) -> TestServer {
     }
     TestServer {
         addr,
-        db,
         stop: Some(stop),
         task,
     }

@@ -1,5 +1,5 @@
 //! The provider faults, each shown on the wire: what the provider stand-in received (and
-//! charged) under the fault, where the correct server (`tests/provider.rs`) sends one stable
+//! charged) under the fault, where the correct server (`provider.rs`) sends one stable
 //! key, once, only for a request it accepted.
 
 use std::sync::Arc;

@@ -2,14 +2,14 @@
 //! `demonstrate` match is exhaustive, so a new fault cannot be added without its proof, and the
 //! tests are generated from the catalog (`for_each_fault!`), so each has tests of its own.
 
-mod common;
-#[path = "faults/provider.rs"]
 mod provider;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{body, fresh_key, start_on, Req, StoreKind, TestDb, TestServer, RACE_HOLD_HEADER};
+use crate::common::{
+    body, fresh_key, start_on, Req, StoreKind, TestDb, TestServer, RACE_HOLD_HEADER,
+};
 use idem_reference_server::config::ConfigError;
 use idem_reference_server::{Config, Fault, ManualClock, Outage};
 

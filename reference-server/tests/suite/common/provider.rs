@@ -8,8 +8,6 @@
 //! One request per connection, spoken in raw HTTP/1.1, so that a reset or a commit-then-close
 //! is exactly that on the wire.
 
-#![allow(dead_code)] // each test binary uses a different subset of these helpers
-
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -39,10 +37,6 @@ impl Call {
             .iter()
             .find(|(n, _)| *n == name)
             .map(|(_, v)| v.as_str())
-    }
-
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
     }
 
     pub fn json(&self) -> Value {

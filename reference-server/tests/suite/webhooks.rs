@@ -4,12 +4,10 @@
 //! failed delivery is applied by its redelivery, concurrent duplicates apply once, a dropped
 //! connection loses nothing, and two servers on one database (replicas) share the record.
 
-mod common;
-
-use common::webhook::{
+use crate::common::webhook::{
     delivery, event, handled, now, signed, Event, SECRET, SECRET_B, WRONG_SECRET,
 };
-use common::{start_on, Client, Req, StoreKind, TestDb, TestServer};
+use crate::common::{start_on, Client, Req, StoreKind, TestDb, TestServer};
 use idem_reference_server::{Config, WebhookScheme as Scheme};
 
 fn consumer(config: &mut Config) {
@@ -203,8 +201,8 @@ async fn replica_processes_apply_a_burst_once(kind: StoreKind) {
     const EVENTS: usize = 40;
     let db = TestDb::new(kind);
     let flags = ["--webhook-secret", SECRET];
-    let (_one, a) = common::spawn_server(db.arg(), &flags).await;
-    let (_two, b) = common::spawn_server(db.arg(), &flags).await;
+    let (_one, a) = crate::common::spawn_server(db.arg(), &flags).await;
+    let (_two, b) = crate::common::spawn_server(db.arg(), &flags).await;
     let scheme = Scheme::Svix;
     let events: Vec<Event> = (0..EVENTS).map(|_| handled(scheme)).collect();
     let mut sends = Vec::new();

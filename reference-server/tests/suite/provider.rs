@@ -3,10 +3,10 @@
 //! restarts it takes — reaches it with one key derived from tenant, operation and client key,
 //! and that a request the server refuses never reaches it.
 
-mod common;
-
-use common::provider::{derived_key, ref_pointer, FakeProvider, Step, TlsFront, SHORT_ATTEMPT};
-use common::{body, fresh_key, start_on, Req, StoreKind, TestDb, TestServer};
+use crate::common::provider::{
+    derived_key, ref_pointer, FakeProvider, Step, TlsFront, SHORT_ATTEMPT,
+};
+use crate::common::{body, fresh_key, start_on, Req, StoreKind, TestDb, TestServer};
 use idem_reference_server::{Config, ProviderProfile};
 use serde_json::{json, Value};
 
@@ -422,7 +422,7 @@ on_both_stores!(
 /// `--provider-profile` charges there.
 #[tokio::test]
 async fn the_binary_calls_the_provider_its_flags_name() {
-    let (_dir, path) = common::temp_db();
+    let (_dir, path) = crate::common::temp_db();
     let p = FakeProvider::start(ProviderProfile::Stripe).await;
     let flags = [
         "--provider-url",
@@ -434,7 +434,7 @@ async fn the_binary_calls_the_provider_its_flags_name() {
         "--provider-attempts",
         "2",
     ];
-    let (mut child, c) = common::spawn_server(&path, &flags).await;
+    let (mut child, c) = crate::common::spawn_server(&path, &flags).await;
     p.script([Step::Unavailable]);
     let resp = c.send(&Req::payment(A, &fresh_key(), &body("bin"))).await;
     assert_eq!(resp.status, 201, "{}", resp.text());
@@ -445,7 +445,7 @@ async fn the_binary_calls_the_provider_its_flags_name() {
 /// A CA file that cannot be read stops the start with an error naming `--provider-ca`.
 #[test]
 fn an_unreadable_ca_names_the_flag() {
-    let (_dir, path) = common::temp_db();
+    let (_dir, path) = crate::common::temp_db();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_idem-reference-server"))
         .args(["--listen", "127.0.0.1:0", "--db"])
         .arg(&path)

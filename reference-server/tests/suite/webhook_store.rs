@@ -3,12 +3,10 @@
 //! dead consumer); completion is fenced by the owner and commits the record and the effect
 //! together; the `dedupe-ttl` forgetting and the faults' separate writes do what they say.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use common::{StoreKind, TestDb};
+use crate::common::{StoreKind, TestDb};
 use idem_reference_server::store::webhooks::{Claim, EventKey};
 use idem_reference_server::store::{self, Store};
 use idem_reference_server::{Config, ManualClock};

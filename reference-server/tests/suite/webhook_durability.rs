@@ -9,16 +9,14 @@
 //! (`--webhook-lease`, shortened here so that a cycle does not wait a minute), after which a
 //! redelivery takes it over.
 
-mod common;
-
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::webhook::{handled, now, signed, Event, SECRET};
-use common::{spawn_server, Client, StoreKind, TestDb};
+use crate::common::webhook::{handled, now, signed, Event, SECRET};
+use crate::common::{spawn_server, Client, StoreKind, TestDb};
 use idem_reference_server::WebhookScheme as Scheme;
 use tokio::process::Child;
 

@@ -1,11 +1,9 @@
 //! Many keys, each hit by many simultaneous duplicates: exactly one execution per key.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{body, start_on, Req, StoreKind, TestDb};
+use crate::common::{body, start_on, Req, StoreKind, TestDb};
 use tokio::sync::{Barrier, Semaphore};
 
 const KEYS: usize = 200;

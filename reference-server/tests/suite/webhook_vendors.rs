@@ -2,19 +2,17 @@
 //! libraries (`standardwebhooks`, `svix`, `stripe`, `slack_sdk` from PyPI and
 //! `@octokit/webhooks-methods` from npm, which `scripts/webhook-vendors` installs) are applied
 //! once, and the same deliveries with their body changed are refused. The signers are
-//! `tests/vendors/sign.py` and `sign.mjs`; each library also verifies what it signed.
+//! `tests/suite/vendors/sign.py` and `sign.mjs`; each library also verifies what it signed.
 //!
 //! The libraries are found in `$IDEM_CHECK_WEBHOOK_VENDORS`. Without it the test says so and
 //! passes; `scripts/test` installs them and sets `IDEM_CHECK_REQUIRE_WEBHOOK_VENDORS`, which
 //! turns their absence into a failure.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::webhook::SECRET;
-use common::{start_on, Req, StoreKind, TestDb};
+use crate::common::webhook::SECRET;
+use crate::common::{start_on, Req, StoreKind, TestDb};
 
 /// Where `scripts/webhook-vendors` installed the libraries.
 const VENDORS: &str = "IDEM_CHECK_WEBHOOK_VENDORS";
@@ -47,7 +45,7 @@ fn run_signer(command: &mut Command) -> Vec<serde_json::Value> {
 }
 
 fn signed_by_vendors(dir: &Path) -> Vec<serde_json::Value> {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vendors");
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/suite/vendors");
     let mut deliveries = run_signer(
         Command::new(dir.join("venv/bin/python"))
             .arg(here.join("sign.py"))

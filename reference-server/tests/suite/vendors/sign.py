@@ -1,5 +1,5 @@
 """Signs one webhook delivery per scheme with the senders' own Python libraries and prints each
-as a JSON line: {"scheme", "library", "headers", "body"}. Used by tests/webhook_vendors.rs, which
+as a JSON line: {"scheme", "library", "headers", "body"}. Used by tests/suite/webhook_vendors.rs, which
 sends them to the reference consumer. Usage: python sign.py SECRET
 
 - standardwebhooks: Webhook(secret).sign(msg_id, timestamp, body), the Standard Webhooks reference

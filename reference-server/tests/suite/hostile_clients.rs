@@ -5,11 +5,11 @@
 //! off within its timeout, and every payment acknowledged before, during and after is still
 //! there and replays byte for byte.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{body, fresh_key, parse_response, spawn_server, Client, Req, Resp, StoreKind, TestDb};
+use crate::common::{
+    body, fresh_key, parse_response, spawn_server, Client, Req, Resp, StoreKind, TestDb,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;

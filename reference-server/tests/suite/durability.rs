@@ -1,12 +1,10 @@
 //! kill -9 mid-traffic, restart on the same database, nothing acknowledged is lost: the real
 //! binary, 20 cycles, on SQLite and on PostgreSQL.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{body, spawn_server, Client, Req, Resp, StoreKind, TestDb};
+use crate::common::{body, spawn_server, Client, Req, Resp, StoreKind, TestDb};
 
 const CYCLES: usize = 20;
 const WORKERS: usize = 16;
