@@ -7,7 +7,7 @@
 //! collaborators, the [`Sender`] and the [`Settler`]. The body pushes its checks by naming the
 //! same constants the declaration lists, so what `idem-check list` prints and what a report
 //! judges cannot drift; the runner ([`super::run`]) reads the declaration and never a check's
-//! id. A new check is one new file here and one line in [`CATALOG`].
+//! id. A new check is one new file here and its name in the `catalog!` list.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,25 +23,6 @@ use super::sender::{Sender, Trial};
 use super::settle::Settler;
 
 mod parts;
-
-pub mod ack_latency;
-pub mod bad_signature;
-pub mod byte_replay;
-pub mod concurrent_duplicates;
-pub mod cross_replica;
-pub mod distinct_events;
-pub mod first_delivery;
-pub mod forgery_no_poison;
-pub mod future_timestamp;
-pub mod late_redelivery;
-pub mod lost_ack;
-pub mod raw_body;
-pub mod redelivery;
-pub mod retry_after_failure;
-pub mod rotated_secret;
-pub mod source_isolation;
-pub mod stale_timestamp;
-pub mod unknown_type;
 
 /// The group every webhook check is listed under.
 pub const GROUP: &str = "webhook";
@@ -134,27 +115,37 @@ impl Need {
     }
 }
 
-/// Every check, in the order they run.
-pub const CATALOG: &[WebhookCheck] = &[
-    first_delivery::CHECK,
-    redelivery::CHECK,
-    byte_replay::CHECK,
-    bad_signature::CHECK,
-    distinct_events::CHECK,
-    concurrent_duplicates::CHECK,
-    forgery_no_poison::CHECK,
-    stale_timestamp::CHECK,
-    future_timestamp::CHECK,
-    rotated_secret::CHECK,
-    raw_body::CHECK,
-    unknown_type::CHECK,
-    lost_ack::CHECK,
-    retry_after_failure::CHECK,
-    late_redelivery::CHECK,
-    cross_replica::CHECK,
-    ack_latency::CHECK,
-    source_isolation::CHECK,
-];
+/// Declares each check's module and lists its `CHECK` in [`CATALOG`], in the order given
+/// (the order they run): a new check is its file and one name here.
+macro_rules! catalog {
+    ($($check:ident),* $(,)?) => {
+        $(pub mod $check;)*
+
+        /// Every check, in the order they run.
+        pub const CATALOG: &[WebhookCheck] = &[$($check::CHECK),*];
+    };
+}
+
+catalog! {
+    first_delivery,
+    redelivery,
+    byte_replay,
+    bad_signature,
+    distinct_events,
+    concurrent_duplicates,
+    forgery_no_poison,
+    stale_timestamp,
+    future_timestamp,
+    rotated_secret,
+    raw_body,
+    unknown_type,
+    lost_ack,
+    retry_after_failure,
+    late_redelivery,
+    cross_replica,
+    ack_latency,
+    source_isolation,
+}
 
 /// What the checks need besides the sender and the meter.
 pub struct Extras {
