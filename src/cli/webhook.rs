@@ -112,10 +112,6 @@ pub struct WebhookArgs {
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub quiet_window: Option<Duration>,
 
-    /// The longest a count waits for the counter to be quiet.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "30s")]
-    pub settle_limit: Duration,
-
     /// Per-request timeout: a consumer that does not answer within it is reported, never waited on.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "10s")]
     pub timeout: Duration,

@@ -15,6 +15,7 @@ use idem_check::config::{Config, RunOptions};
 use idem_check::effects::Meter;
 use idem_check::exit::{AppError, ExitCode};
 use idem_check::http::client::Client;
+use idem_check::quiet::Settling;
 use idem_check::redact::Secrets;
 use idem_check::reference::Reference;
 use idem_check::report::terminal::{self, Progress};
@@ -22,10 +23,10 @@ use idem_check::report::{ProbeReport, RenderOptions};
 use idem_check::runner::Observer;
 use idem_check::target::TargetSpec;
 use idem_check::webhook::checks::{self, Env, Extras, Hold, WebhookCheck};
+use idem_check::webhook::counts::Counts;
 use idem_check::webhook::event::Template;
 use idem_check::webhook::run::{self as webhook_run, RunInfo};
-use idem_check::webhook::sender::{Sender, Sent};
-use idem_check::webhook::settle::Settler;
+use idem_check::webhook::sender::{Deliveries, Sender};
 
 /// The variable a reproduce line reads the signing secret from.
 pub const SECRET_VAR: &str = "IDEM_CHECK_WEBHOOK_SECRET";
@@ -193,7 +194,7 @@ async fn check(
     for name in scheme.signature_headers() {
         secrets = secrets.with_header(name);
     }
-    let sent = Sent::default();
+    let sent = Deliveries::default();
     let mut context = vec![
         format!("scheme {}", scheme.name()),
         format!("effects: {}", meter.describe()),
@@ -212,7 +213,15 @@ async fn check(
             key_b,
             sent.clone(),
         ),
-        settler: Settler::new(meter, client, quiet, args.settle_limit, sent),
+        counts: Counts::new(
+            meter,
+            client,
+            Settling {
+                quiet,
+                timeout: args.timeout,
+            },
+            sent,
+        ),
         extras: Extras {
             hold,
             crash: config.crash.as_ref().map(|c| c.header.clone()),

@@ -160,7 +160,7 @@ fn report(
         outcome: verdict.outcome,
         reason: verdict.reason,
         reason_cites: verdict.cites,
-        effect_basis: trial.first_count.map(|_| env.settler.describe()),
+        effect_basis: trial.first_count.map(|_| env.counts.describe()),
         duration_ms: begun.elapsed().as_secs_f64() * 1000.0,
         checks: trial.checks,
         timeline: trial.record.timeline,

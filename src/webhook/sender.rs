@@ -47,6 +47,12 @@ impl Trial {
         }
     }
 
+    /// Keeps a settled count the check read.
+    pub fn counted(&mut self, value: u64) {
+        self.first_count.get_or_insert(value);
+        self.last_count = Some(value);
+    }
+
     /// Records a timeline fact for the evidence.
     pub fn note(&mut self, line: impl Into<String>) {
         self.record.note(line);
@@ -59,11 +65,11 @@ impl Trial {
 }
 
 /// How many deliveries the sender has sent: shared by the sender, which counts, and the
-/// settler, which may carry a quiet window over only while it has not moved.
+/// [`super::counts::Counts`], which may carry a quiet window over only while it has not moved.
 #[derive(Debug, Default, Clone)]
-pub struct Sent(Arc<AtomicU64>);
+pub struct Deliveries(Arc<AtomicU64>);
 
-impl Sent {
+impl Deliveries {
     fn one_more(&self) {
         self.0.fetch_add(1, Ordering::SeqCst);
     }
@@ -99,7 +105,7 @@ pub struct Sender {
     key: Vec<u8>,
     key_b: Option<Vec<u8>>,
     wrong: Vec<u8>,
-    sent: Sent,
+    sent: Deliveries,
 }
 
 impl Sender {
@@ -113,7 +119,7 @@ impl Sender {
         template: Template,
         key: Vec<u8>,
         key_b: Option<Vec<u8>>,
-        sent: Sent,
+        sent: Deliveries,
     ) -> Sender {
         // A key of the same form as a real one, which no consumer was given.
         let wrong = if matches!(scheme, Scheme::Standard | Scheme::Svix) {

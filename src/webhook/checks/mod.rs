@@ -4,7 +4,7 @@
 //! A check is a [`WebhookCheck`]: what it is (id, section, stimulus, requirement), the points
 //! it judges as typed [`GradedCheck`] constants, what it [`Need`]s, whether it calibrates the
 //! run and how much longer than a probe it may take, plus an async `play` over two narrow
-//! collaborators, the [`Sender`] and the [`Settler`]. The body pushes its checks by naming the
+//! collaborators, the [`Sender`] and the [`Counts`]. The body pushes its checks by naming the
 //! same constants the declaration lists, so what `idem-check list` prints and what a report
 //! judges cannot drift; the runner ([`super::run`]) reads the declaration and never a check's
 //! id. A new check is one new file here and its name in the `catalog!` list.
@@ -19,8 +19,8 @@ use crate::config::RestartHook;
 use crate::http::exchange::Header;
 use crate::outcome::Stop;
 
+use super::counts::Counts;
 use super::sender::{Sender, Trial};
-use super::settle::Settler;
 
 mod parts;
 
@@ -30,7 +30,7 @@ pub const GROUP: &str = "webhook";
 /// Where every webhook check's requirement comes from.
 const SECTION: &str = "webhook delivery";
 
-/// The async body of a check: sends through the sender, counts through the settler, pushes
+/// The async body of a check: sends through the sender, counts through the meter, pushes
 /// its checks into the trial, and says how it stopped.
 pub type PlayFn = for<'a> fn(&'a Env, &'a mut Trial) -> BoxFuture<'a, Result<(), Stop>>;
 
@@ -185,7 +185,7 @@ impl Hold {
 /// The collaborators a check plays with.
 pub struct Env {
     pub sender: Sender,
-    pub settler: Settler,
+    pub counts: Counts,
     pub extras: Extras,
 }
 

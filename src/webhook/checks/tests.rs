@@ -14,13 +14,14 @@ use crate::effects::{Counter, Meter};
 use crate::http::client::Client;
 use crate::http::exchange::Header;
 use crate::outcome::Outcome;
+use crate::quiet::Settling;
 use crate::reference::Reference;
 use crate::report::ProbeReport;
+use crate::webhook::counts::Counts;
 use crate::webhook::event::Template;
 use crate::webhook::run::{run, RunInfo};
 use crate::webhook::scheme::Scheme;
-use crate::webhook::sender::{Sender, Sent};
-use crate::webhook::settle::Settler;
+use crate::webhook::sender::{Deliveries, Sender};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const SECRET_B: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
@@ -92,7 +93,7 @@ async fn reports(
         url: url::Url::parse(&format!("{}/webhooks/count", r.base)).unwrap(),
         pointer: "/count".into(),
     };
-    let sent = Sent::default();
+    let sent = Deliveries::default();
     let key_b = (without != Without::SourceB).then(|| scheme.key(SECRET_B).unwrap());
     let hold = match without {
         Without::Hold => None,
@@ -123,11 +124,13 @@ async fn reports(
             key_b,
             sent.clone(),
         ),
-        settler: Settler::new(
+        counts: Counts::new(
             Meter::configured(Some(counter), None, Vec::new(), TIMEOUT),
             client,
-            crate::reference::QUIET_WINDOW,
-            TIMEOUT,
+            Settling {
+                quiet: crate::reference::QUIET_WINDOW,
+                timeout: TIMEOUT,
+            },
             sent,
         ),
         extras: Extras {
