@@ -13,6 +13,7 @@ use crate::http::h2burst::burst_for_target;
 use crate::http::raw::RawResponse;
 use crate::http::Request;
 use crate::probes::kit::recorder::{Recorder, Traffic};
+use crate::runner::each::Ends;
 
 use super::event::{Event, Template};
 use super::scheme::Scheme;
@@ -25,10 +26,10 @@ use super::scheme::Scheme;
 pub struct Trial {
     pub record: Recorder,
     pub checks: Vec<Check>,
-    /// The first and the last settled count the check read: an effect that lands between
-    /// this check's last and the next check's first is this check's.
-    pub first_count: Option<u64>,
-    pub last_count: Option<u64>,
+    /// The first settled count the check read, and whether it sent nothing before it.
+    pub first_count: Option<(u64, bool)>,
+    /// The last settled count, with the deliveries the trial had sent by then.
+    last_count: Option<(u64, usize)>,
 }
 
 impl Default for Trial {
@@ -49,8 +50,21 @@ impl Trial {
 
     /// Keeps a settled count the check read.
     pub fn counted(&mut self, value: u64) {
-        self.first_count.get_or_insert(value);
-        self.last_count = Some(value);
+        let sent = self.record.sent();
+        self.first_count.get_or_insert((value, sent == 0));
+        self.last_count = Some((value, sent));
+    }
+
+    /// The counts the check began and ended on, for the run loop's late-effect rule: an
+    /// effect that lands between this check's last count and the next check's first is this
+    /// check's.
+    pub fn ends(&self) -> Ends {
+        let sent = self.record.sent();
+        Ends {
+            opening: self.first_count.filter(|(_, first)| *first).map(|(v, _)| v),
+            closing: self.last_count.filter(|(_, s)| *s == sent).map(|(v, _)| v),
+            idle: sent == 0 && self.first_count.is_none(),
+        }
     }
 
     /// Records a timeline fact for the evidence.

@@ -28,10 +28,10 @@ pub struct Counting {
     /// Whether this probe has read the counter yet (a first reading before any request of its
     /// own tells whether executions landed after the previous probe ended).
     read_counter: bool,
-    /// Executions that landed between the previous probe's last counter reading and this
-    /// probe's first: (the previous reading, this one). The runner charges them to the
-    /// previous probe.
-    pub(crate) landed_before: Option<(u64, u64)>,
+    /// The probe's first counter value, when it read it before sending anything: executions
+    /// above the previous probe's closing value landed after that probe ended, and the run
+    /// loop charges them to it ([`crate::runner::charge_late_effects`]).
+    pub(crate) opening: Option<u64>,
     /// The probe's last counter value, with the requests it had sent by then.
     last_read: Option<(u64, usize)>,
     /// How the last executions were counted, for the report.
@@ -44,6 +44,11 @@ impl Counting {
     /// probe ended.
     pub fn closing(&self, sent: usize) -> Option<u64> {
         self.last_read.filter(|(_, s)| *s == sent).map(|(v, _)| v)
+    }
+
+    /// Whether the probe read the counter at all.
+    pub fn read_counter(&self) -> bool {
+        self.read_counter
     }
 
     /// Reads the effect counter after settling, recording the read. Without a counter the
@@ -82,10 +87,7 @@ impl Counting {
                 // Only a first reading taken before this probe sent anything can tell that
                 // executions landed after the previous probe ended.
                 if !self.read_counter && sent == 0 {
-                    self.landed_before = session
-                        .last_count
-                        .filter(|last| v > *last)
-                        .map(|last| (last, v));
+                    self.opening = Some(v);
                 }
                 self.read_counter = true;
                 self.last_read = Some((v, sent));

@@ -102,16 +102,18 @@ impl Need {
 
     /// The SKIP of a check that lacks it.
     pub fn skip(self) -> Stop {
-        Stop::Skip(
-            match self {
-                Need::ReleasedHold => "needs a way to hold a delivery in the consumer: pass --hold-header and --hold-release",
-                Need::Crash => "needs a way to make the consumer fail after taking a delivery: pass --crash-header",
-                Need::Replica => "needs a second instance of the consumer: pass --replica URL",
-                Need::SourceB => "needs a second source: pass --source-b-secret (or set $IDEM_CHECK_WEBHOOK_SECRET_B)",
-                Need::LateOrRestart => "--late-after 0s and no --restart-cmd: there is no late redelivery to send",
-            }
-            .into(),
-        )
+        Stop::Skip(self.why_skipped().into())
+    }
+
+    /// Why a check that lacks it SKIPs.
+    pub fn why_skipped(self) -> &'static str {
+        match self {
+            Need::ReleasedHold => "needs a way to hold a delivery in the consumer: pass --hold-header and --hold-release",
+            Need::Crash => "needs a way to make the consumer fail after taking a delivery: pass --crash-header",
+            Need::Replica => "needs a second instance of the consumer: pass --replica URL",
+            Need::SourceB => "needs a second source: pass --source-b-secret (or set $IDEM_CHECK_WEBHOOK_SECRET_B)",
+            Need::LateOrRestart => "--late-after 0s and no --restart-cmd: there is no late redelivery to send",
+        }
     }
 }
 
