@@ -50,6 +50,13 @@ pub struct WebhookArgs {
     #[arg(long, value_name = "FILE")]
     pub event: Option<PathBuf>,
 
+    /// The body wh-unknown-type sends as its unknown event, for a consumer that reads the type
+    /// from the body rather than a header: JSON, with the placeholders of --event, sent as it is
+    /// (for GitHub and Shopify with an unknown type in the header) [default: the --event body
+    /// with an unknown type].
+    #[arg(long, value_name = "FILE")]
+    pub unknown_event: Option<PathBuf>,
+
     /// URL of the consumer's effect counter (GET), read at --count-pointer.
     #[arg(long, value_name = "URL")]
     pub count_url: Option<String>,

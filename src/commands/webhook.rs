@@ -15,6 +15,7 @@ use idem_check::config::{Config, RunOptions};
 use idem_check::effects::Meter;
 use idem_check::exit::{AppError, ExitCode};
 use idem_check::http::client::Client;
+use idem_check::inputs;
 use idem_check::quiet::Settling;
 use idem_check::redact::Secrets;
 use idem_check::reference::Reference;
@@ -72,11 +73,16 @@ pub(super) async fn webhook(args: WebhookArgs) -> Result<ExitCode> {
     let files = report_files(&args.report)?;
     let selection = select(&args)?;
     let template = match &args.event {
-        Some(file) => {
-            Template::load(args.scheme, file).map_err(|e| AppError::InputFile(anyhow!(e)))?
-        }
+        Some(file) => Template::load(args.scheme, file, "--event")
+            .map_err(|e| AppError::InputFile(anyhow!(e)))?,
         None => Template::default_for(args.scheme),
     };
+    let unknown_event = args
+        .unknown_event
+        .as_deref()
+        .map(|file| Template::load_json(args.scheme, file, inputs::UNKNOWN_EVENT.flag))
+        .transpose()
+        .map_err(|e| AppError::InputFile(anyhow!(e)))?;
     let reference = if args.reference {
         let fault = args
             .reference_fault
@@ -102,7 +108,7 @@ pub(super) async fn webhook(args: WebhookArgs) -> Result<ExitCode> {
     };
     let done = check(
         &args,
-        template,
+        (template, unknown_event),
         selection,
         reference.as_ref(),
         &files,
@@ -117,7 +123,7 @@ pub(super) async fn webhook(args: WebhookArgs) -> Result<ExitCode> {
 
 async fn check(
     args: &WebhookArgs,
-    template: Template,
+    (template, unknown_event): (Template, Option<Template>),
     selection: Vec<&'static WebhookCheck>,
     reference: Option<&Reference>,
     files: &[idem_check::report::ReportFile],
@@ -229,6 +235,7 @@ async fn check(
             ack_budget: args.ack_budget.or(reference.map(|_| REFERENCE_BUDGET)),
             late_after,
             restart: config.restart.clone(),
+            unknown_event,
         },
     };
     let mut render = render_options(&args.report, secrets, Place::Header(String::new()));

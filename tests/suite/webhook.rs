@@ -364,6 +364,35 @@ fn bad_input_is_one_line_naming_the_flag() {
     );
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains(":1: no {{event_id}}"), "{err}");
+    // --unknown-event is read and checked as JSON at start: one line naming the flag.
+    let not_json = dir.path().join("unknown.json");
+    std::fs::write(&not_json, "{\"type\": \"x\",\n oops}").unwrap();
+    let missing = dir.path().join("missing.json");
+    for (file, wanted) in [
+        (&not_json, ":2: not JSON once its placeholders are filled"),
+        (&missing, ": cannot read it"),
+    ] {
+        let (code, err) = refused(
+            &with(&[
+                "--scheme",
+                "standard",
+                "--secret",
+                SECRET,
+                "--unknown-event",
+                file.to_str().unwrap(),
+            ])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        );
+        assert_eq!(code, Some(2), "{err}");
+        assert!(
+            err.starts_with("idem-check: --unknown-event ") || err.contains("--unknown-event "),
+            "{err}"
+        );
+        assert!(err.contains(wanted), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
     // The hold and the selection are checked as `run` checks them, before anything is sent.
     let standard = ["--scheme", "standard", "--secret", SECRET];
     for (extra, wanted) in [

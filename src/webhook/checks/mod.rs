@@ -20,6 +20,7 @@ use crate::http::exchange::Header;
 use crate::outcome::Stop;
 
 use super::counts::Counts;
+use super::event::Template;
 use super::sender::{Sender, Trial};
 
 mod parts;
@@ -163,6 +164,8 @@ pub struct Extras {
     pub late_after: Duration,
     /// `--restart-cmd` (with `--ready-url`), or the reference server's in-process restart.
     pub restart: Option<Arc<dyn RestartHook>>,
+    /// `--unknown-event`: the body `wh-unknown-type` sends instead of the template's.
+    pub unknown_event: Option<Template>,
 }
 
 /// How a delivery is held in the consumer: a header, and when its value holds `{{hold}}`, the
