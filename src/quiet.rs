@@ -1,5 +1,5 @@
 //! The one wait until the effect meter is quiet, for every mode that counts effects (`run`'s
-//! probes, `webhook`'s checks, `reproduce`).
+//! probes, `webhook`'s checks, `stress`'s count after its keys, `reproduce`).
 //!
 //! An API or a consumer often answers before its work is done (a queue, a worker, an original
 //! whose answer was dropped and that still runs), so a count read at once misses an execution
