@@ -797,3 +797,30 @@ fn the_connection_flags_reach_the_consumer() {
     let context = report["context"].to_string();
     assert!(context.contains("consumer.idem-check.invalid"), "{context}");
 }
+
+/// `idem-check reproduce` refuses a webhook report in one line saying what replays its
+/// deliveries instead (its reproduce lines sign them again), never a confusing request for a
+/// variable that holds a signature.
+#[test]
+fn reproduce_points_a_webhook_report_to_its_signing_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("webhook.json");
+    let out = bin()
+        .args(["webhook", "--reference", "--scheme", "standard"])
+        .args(["--probe", "wh-redelivery", "--report-json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = bin()
+        .arg("reproduce")
+        .arg(&json)
+        .args(["--probe", "wh-redelivery"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("a report of `idem-check webhook`"), "{err}");
+    assert!(err.contains("$IDEM_CHECK_WEBHOOK_SECRET"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
