@@ -161,11 +161,11 @@ impl Sender {
         &self,
         var: &'static str,
         var_b: &'static str,
-    ) -> super::reproduce::WebhookResigner {
+    ) -> super::resign::WebhookResigner {
         let mut keys = vec![(self.key.clone(), Some(var))];
         keys.extend(self.key_b.clone().map(|k| (k, Some(var_b))));
         keys.push((self.wrong.clone(), None));
-        super::reproduce::WebhookResigner::new(self.scheme, keys)
+        super::resign::WebhookResigner::new(self.scheme, keys)
     }
 
     pub fn has_source_b(&self) -> bool {
