@@ -78,6 +78,10 @@ macro_rules! with_inputs {
                 CERT: "--cert" ["tls"] "cert";
                 CERT_KEY: "--key" ["tls"] "key";
                 INSECURE: "--insecure" ["tls"] "insecure";
+                /// `webhook`'s body of the event `wh-unknown-type` sends, for a consumer that reads
+                /// the type from the body rather than a header: a flag only (read and checked as
+                /// JSON at start, in `commands/webhook.rs`), which no target file holds.
+                UNKNOWN_EVENT: "--unknown-event" top "";
             }
             plain {
                 ID_POINTER: "--id-pointer" top "id-pointer" => id_pointer: Option<String>,

@@ -34,6 +34,7 @@ pub mod matrix;
 pub mod outcome;
 pub mod probes;
 pub mod provider;
+pub mod quiet;
 pub mod redact;
 pub mod reference;
 pub mod report;

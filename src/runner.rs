@@ -25,6 +25,8 @@ use crate::outcome::{decide, Outcome, Stop};
 use crate::probes::{self, ProbeCtx, ProbeDef, Session};
 use crate::report::{FollowsFrom, ProbeReport, ReplayInputs, RunReport, Summary, ToolInfo, SCHEMA};
 
+pub mod each;
+
 /// Longest a single probe may run before it is stopped and reported as ERROR.
 pub const PROBE_TIME_LIMIT: Duration = Duration::from_secs(180);
 
@@ -56,96 +58,23 @@ pub async fn run(
         Client::new(config.connector.clone(), config.timeout, config.max_body)?
             .with_credential(config.auth.clone().map(|a| a as Arc<dyn Renewable>)),
     );
-    let mut probes = Vec::new();
-    let mut interrupted = false;
-    let mut preflight_failure: Option<String> = None;
-    let mut session = Session::new(&config);
-    // The report of the last probe that ran: executions that land after it ended are its own.
-    let mut last_ran: Option<usize> = None;
-    tokio::pin!(interrupt);
     let preflight = probes::first_request::PROBE;
     let mut selection = selection;
     if !selection.is_empty() && !selection.iter().any(|p| p.meta.id == preflight.meta.id) {
         selection.insert(0, preflight);
     }
     let defs = selection.clone();
-
-    let mut selection = selection.into_iter();
-    while let Some(def) = selection.next() {
-        observer.started(def.meta.id);
-        let missing = def.meta.needs.iter().find(|n| !n.provided_by(&config));
-        let report = if let Some(cause) = &preflight_failure {
-            verdict_only(&def, Outcome::Error, cause.clone())
-        } else if let Some(why) = session.stopped() {
-            verdict_only(&def, Outcome::Error, format!("not run: {why}"))
-        } else if let Some(need) = missing {
-            let why = need
-                .not_this_key(&config)
-                .unwrap_or_else(|| match &config.target_file {
-                    Some(file) => {
-                        format!("needs {}: add {} to {file}", need.what(), need.target_key())
-                    }
-                    None => format!("needs {}: pass {}", need.what(), need.option()),
-                });
-            verdict_only(&def, Outcome::Skip, why)
-        } else {
-            let mut ctx = ProbeCtx::new(config.clone(), client.clone(), def.meta, session.clone());
-            let probe_start = Instant::now();
-            let stop = tokio::select! {
-                biased;
-                _ = &mut interrupt => {
-                    interrupted = true;
-                    None
-                }
-                ran = tokio::time::timeout(PROBE_TIME_LIMIT, (def.run)(&mut ctx)) => match ran {
-                    Ok(ran) => ran.err(),
-                    Err(_) => Some(Stop::Error(format!(
-                        "the probe did not finish within {} s; the target may be hanging (raise --timeout?)",
-                        PROBE_TIME_LIMIT.as_secs()
-                    ).into())),
-                },
-            };
-            if interrupted {
-                // Every selected probe is in the report, so no format reads as a green run:
-                // the one Ctrl-C stopped is an ERROR, the ones it kept from starting SKIP.
-                probes.push(verdict_only(
-                    &def,
-                    Outcome::Error,
-                    INTERRUPTED_INSIDE.to_string(),
-                ));
-                probes.extend(selection.by_ref().map(|rest| {
-                    verdict_only(&rest, Outcome::Skip, NOT_RUN_INTERRUPTED.to_string())
-                }));
-                break;
-            }
-            session = ctx.session.clone();
-            session.last_count = ctx.closing_count();
-            if let (Some((last, next)), Some(i)) = (ctx.counting.landed_before, last_ran) {
-                charge_late_effects(&mut probes[i], last, next, def.meta.id);
-            }
-            last_ran = Some(probes.len());
-            // A 401 that --auth-cmd could not answer is the credential's failure, not the
-            // API's: the probe is an ERROR saying so, and nothing more is sent.
-            let auth_failure = config.auth.as_ref().and_then(|a| a.take_failure());
-            let mut report = finish(&def, &config, ctx, stop, probe_start);
-            if let Some(why) = auth_failure {
-                report.outcome = Outcome::Error;
-                report.reason = crate::auth::refused_reason(&why);
-                preflight_failure = Some(format!("not run: {why}"));
-            }
-            if def.meta.id == preflight.meta.id
-                && matches!(report.outcome, Outcome::Fail | Outcome::Error)
-            {
-                preflight_failure = Some(format!(
-                    "not run: the pre-flight first-request did not pass ({})",
-                    report.reason
-                ));
-            }
-            report
-        };
-        observer.finished(&report);
-        probes.push(report);
-    }
+    let mut mode = Probes {
+        session: Session::new(&config),
+        config: config.clone(),
+        client,
+        refused: None,
+    };
+    let each::Ran {
+        reports: mut probes,
+        interrupted,
+    } = each::each(&mut mode, selection, observer, interrupt).await;
+    let session = mode.session;
 
     defer_to_prerequisites(&mut probes, &defs);
     let summary = Summary::of(&probes);
@@ -178,6 +107,115 @@ pub async fn run(
         probes,
         replay: Some(replay_inputs(&config)),
     })
+}
+
+/// `run`'s side of the run loop ([`each::Mode`]): a probe plays with a [`ProbeCtx`] over the
+/// session the previous probes left.
+struct Probes {
+    config: Arc<Config>,
+    client: Arc<Client>,
+    session: Session,
+    /// A 401 that --auth-cmd could not answer: the credential's failure, not the API's.
+    refused: Option<String>,
+}
+
+impl each::Mode for Probes {
+    type Unit = ProbeDef;
+    type Trial = ProbeCtx;
+    const NAMES: (&'static str, &'static str) = ("probe", "target");
+
+    fn id(def: &ProbeDef) -> &'static str {
+        def.meta.id
+    }
+
+    fn not_run(def: &ProbeDef, outcome: Outcome, reason: String) -> ProbeReport {
+        verdict_only(def, outcome, reason)
+    }
+
+    /// Once the target stopped answering, an ERROR saying so; without an input the probe
+    /// needs, a SKIP naming the flag or the target file's key.
+    fn blocked(&self, def: &ProbeDef) -> Option<(Outcome, String)> {
+        if let Some(why) = self.session.stopped() {
+            return Some((Outcome::Error, format!("not run: {why}")));
+        }
+        let config = &self.config;
+        let need = def.meta.needs.iter().find(|n| !n.provided_by(config))?;
+        let why = need
+            .not_this_key(config)
+            .unwrap_or_else(|| match &config.target_file {
+                Some(file) => format!("needs {}: add {} to {file}", need.what(), need.target_key()),
+                None => format!("needs {}: pass {}", need.what(), need.option()),
+            });
+        Some((Outcome::Skip, why))
+    }
+
+    fn limit(&self, _: &ProbeDef) -> Duration {
+        PROBE_TIME_LIMIT
+    }
+
+    fn begin(&self, def: &ProbeDef) -> ProbeCtx {
+        ProbeCtx::new(
+            self.config.clone(),
+            self.client.clone(),
+            def.meta,
+            self.session.clone(),
+        )
+    }
+
+    fn play<'a>(
+        &'a self,
+        def: &'a ProbeDef,
+        ctx: &'a mut ProbeCtx,
+    ) -> futures::future::BoxFuture<'a, Result<(), Stop>> {
+        (def.run)(ctx)
+    }
+
+    fn ends(ctx: &ProbeCtx) -> each::Ends {
+        each::Ends {
+            opening: ctx.counting.opening,
+            closing: ctx.closing_count(),
+            idle: ctx.record.sent() == 0 && !ctx.counting.read_counter(),
+        }
+    }
+
+    /// The probe's report ([`finish`]); a 401 that --auth-cmd could not answer makes it an
+    /// ERROR saying so, and nothing more is sent.
+    fn finish(
+        &mut self,
+        def: &ProbeDef,
+        ctx: ProbeCtx,
+        stop: Option<Stop>,
+        started: Instant,
+    ) -> ProbeReport {
+        self.session = ctx.session.clone();
+        let auth_failure = self.config.auth.as_ref().and_then(|a| a.take_failure());
+        let mut report = finish(def, &self.config, ctx, stop, started);
+        if let Some(why) = auth_failure {
+            report.outcome = Outcome::Error;
+            report.reason = crate::auth::refused_reason(&why);
+            self.refused = Some(format!("not run: {why}"));
+        }
+        report
+    }
+
+    /// A refused credential, or a pre-flight that FAILed or ERRORed: every later probe is one
+    /// ERROR naming that cause instead of twenty confusing FAILs.
+    fn gate(&self, def: &ProbeDef, report: &ProbeReport) -> Option<(Outcome, String)> {
+        if let Some(why) = &self.refused {
+            return Some((Outcome::Error, why.clone()));
+        }
+        (def.meta.id == probes::first_request::PROBE.meta.id
+            && matches!(report.outcome, Outcome::Fail | Outcome::Error))
+        .then(|| {
+            (
+                Outcome::Error,
+                format!(
+                    "not run: the pre-flight first-request did not pass ({})",
+                    report.reason
+                ),
+            )
+        })
+    }
 }
 
 /// The inputs `idem-check reproduce` reads back from the JSON report.
@@ -367,7 +405,7 @@ fn failing(report: &ProbeReport) -> Vec<&crate::check::Check> {
         .collect()
 }
 
-/// The late-effect rule, one for `run` and `webhook`: executions that landed between a probe's
+/// The late-effect rule, one for every mode (applied by the run loop, [`each`]): executions that landed between a probe's
 /// (or webhook check's) last counter reading and the next one's first (`last` → `next`) were
 /// caused by it, never by the next one, whose window starts after them. Its own counts missed
 /// them, so a PASS or WARN built on those counts cannot stand: it becomes INCONCLUSIVE saying

@@ -50,6 +50,13 @@ pub struct WebhookArgs {
     #[arg(long, value_name = "FILE")]
     pub event: Option<PathBuf>,
 
+    /// The body wh-unknown-type sends as its unknown event, for a consumer that reads the type
+    /// from the body rather than a header: JSON, with the placeholders of --event, sent as it is
+    /// (for GitHub and Shopify with an unknown type in the header) [default: the --event body
+    /// with an unknown type].
+    #[arg(long, value_name = "FILE")]
+    pub unknown_event: Option<PathBuf>,
+
     /// URL of the consumer's effect counter (GET), read at --count-pointer.
     #[arg(long, value_name = "URL")]
     pub count_url: Option<String>,
@@ -111,10 +118,6 @@ pub struct WebhookArgs {
     /// How long the effect counter must stay unchanged before a count is read [default: 300ms].
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub quiet_window: Option<Duration>,
-
-    /// The longest a count waits for the counter to be quiet.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "30s")]
-    pub settle_limit: Duration,
 
     /// Per-request timeout: a consumer that does not answer within it is reported, never waited on.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "10s")]

@@ -15,6 +15,8 @@ use idem_check::config::{Config, RunOptions};
 use idem_check::effects::Meter;
 use idem_check::exit::{AppError, ExitCode};
 use idem_check::http::client::Client;
+use idem_check::inputs;
+use idem_check::quiet::Settling;
 use idem_check::redact::Secrets;
 use idem_check::reference::Reference;
 use idem_check::report::terminal::{self, Progress};
@@ -22,10 +24,10 @@ use idem_check::report::{ProbeReport, RenderOptions};
 use idem_check::runner::Observer;
 use idem_check::target::TargetSpec;
 use idem_check::webhook::checks::{self, Env, Extras, Hold, WebhookCheck};
+use idem_check::webhook::counts::Counts;
 use idem_check::webhook::event::Template;
 use idem_check::webhook::run::{self as webhook_run, RunInfo};
-use idem_check::webhook::sender::{Sender, Sent};
-use idem_check::webhook::settle::Settler;
+use idem_check::webhook::sender::{Deliveries, Sender};
 
 /// The variable a reproduce line reads the signing secret from.
 pub const SECRET_VAR: &str = "IDEM_CHECK_WEBHOOK_SECRET";
@@ -71,11 +73,16 @@ pub(super) async fn webhook(args: WebhookArgs) -> Result<ExitCode> {
     let files = report_files(&args.report)?;
     let selection = select(&args)?;
     let template = match &args.event {
-        Some(file) => {
-            Template::load(args.scheme, file).map_err(|e| AppError::InputFile(anyhow!(e)))?
-        }
+        Some(file) => Template::load(args.scheme, file, "--event")
+            .map_err(|e| AppError::InputFile(anyhow!(e)))?,
         None => Template::default_for(args.scheme),
     };
+    let unknown_event = args
+        .unknown_event
+        .as_deref()
+        .map(|file| Template::load_json(args.scheme, file, inputs::UNKNOWN_EVENT.flag))
+        .transpose()
+        .map_err(|e| AppError::InputFile(anyhow!(e)))?;
     let reference = if args.reference {
         let fault = args
             .reference_fault
@@ -101,7 +108,7 @@ pub(super) async fn webhook(args: WebhookArgs) -> Result<ExitCode> {
     };
     let done = check(
         &args,
-        template,
+        (template, unknown_event),
         selection,
         reference.as_ref(),
         &files,
@@ -116,7 +123,7 @@ pub(super) async fn webhook(args: WebhookArgs) -> Result<ExitCode> {
 
 async fn check(
     args: &WebhookArgs,
-    template: Template,
+    (template, unknown_event): (Template, Option<Template>),
     selection: Vec<&'static WebhookCheck>,
     reference: Option<&Reference>,
     files: &[idem_check::report::ReportFile],
@@ -193,7 +200,7 @@ async fn check(
     for name in scheme.signature_headers() {
         secrets = secrets.with_header(name);
     }
-    let sent = Sent::default();
+    let sent = Deliveries::default();
     let mut context = vec![
         format!("scheme {}", scheme.name()),
         format!("effects: {}", meter.describe()),
@@ -212,7 +219,15 @@ async fn check(
             key_b,
             sent.clone(),
         ),
-        settler: Settler::new(meter, client, quiet, args.settle_limit, sent),
+        counts: Counts::new(
+            meter,
+            client,
+            Settling {
+                quiet,
+                timeout: args.timeout,
+            },
+            sent,
+        ),
         extras: Extras {
             hold,
             crash: config.crash.as_ref().map(|c| c.header.clone()),
@@ -220,6 +235,7 @@ async fn check(
             ack_budget: args.ack_budget.or(reference.map(|_| REFERENCE_BUDGET)),
             late_after,
             restart: config.restart.clone(),
+            unknown_event,
         },
     };
     let mut render = render_options(&args.report, secrets, Place::Header(String::new()));

@@ -205,10 +205,13 @@ impl ProbeCtx {
         self.count("count before").await
     }
 
-    /// Waits for unfinished requests to settle ([`super::kit::meter::settle`]).
-    pub async fn settle(&mut self) {
+    /// Waits for unfinished requests to settle ([`super::kit::meter::settle`]); an ERROR
+    /// when the counter never does.
+    pub async fn settle(&mut self) -> Result<(), Stop> {
         let (settling, meter) = (self.settling(), &self.session.meter);
-        settle(&mut self.record, meter, &self.client, settling).await
+        settle(&mut self.record, meter, &self.client, settling)
+            .await
+            .map(drop)
     }
 
     fn settling(&self) -> Settling {

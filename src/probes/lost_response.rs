@@ -150,7 +150,7 @@ async fn scenario(
         // original again). Settle first, so its execution is counted here; then a replay that
         // vanished (a record dropped with the connection) or was replaced by the original's
         // late result shows on one more retry.
-        ctx.settle().await;
+        ctx.settle().await?;
         retries.push(ctx.send("retry after the replay", req.clone()).await);
     }
     let after = ctx.count("count after").await?;

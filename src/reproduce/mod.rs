@@ -25,6 +25,7 @@ use crate::http::client::Client;
 use crate::http::exchange::{version_text, Header};
 use crate::http::raw::{self, RawResponse};
 use crate::http::{h2burst, Connector, HttpError, Request};
+use crate::quiet::{self, Settling};
 use crate::redact::{Secrets, REDACTED};
 use crate::report::ReplayInputs;
 
@@ -245,33 +246,18 @@ impl Replayer {
         }
     }
 
-    /// Reads the counter until it has not changed for the quiet window, bounded by the
-    /// timeout: an execution that lands after its answer is still counted.
+    /// The counter once it has been quiet for the run's quiet window ([`quiet::until_quiet`],
+    /// the wait every mode counts with), so an execution that lands after its answer is still
+    /// counted.
     async fn settled_count(&self, meter: &Meter) -> Result<(u64, String), String> {
-        let quiet = Duration::from_millis(self.inputs.quiet_ms).max(MIN_QUIET);
-        let start = Instant::now();
-        let bound = start + self.timeout().max(quiet * 2);
-        let poll = (quiet / 5).max(Duration::from_millis(5));
-        let mut last = (self.count(meter).await?, Instant::now());
-        loop {
-            tokio::time::sleep(poll).await;
-            let v = self.count(meter).await?;
-            let now = Instant::now();
-            if v != last.0 {
-                last = (v, now);
-            } else if now.duration_since(last.1) >= quiet {
-                return Ok((v, format!("unchanged for {} ms", quiet.as_millis())));
-            }
-            if now >= bound {
-                return Ok((
-                    v,
-                    format!(
-                        "still changing after {:.1} s; read anyway",
-                        now.duration_since(start).as_secs_f64()
-                    ),
-                ));
-            }
-        }
+        let settling = Settling {
+            quiet: Duration::from_millis(self.inputs.quiet_ms).max(MIN_QUIET),
+            timeout: self.timeout(),
+        };
+        quiet::until_quiet(meter, &self.client, settling, None)
+            .await
+            .map(|s| (s.value, s.describe()))
+            .map_err(|u| u.why.to_string())
     }
 
     /// Sends `scenario` again and says what it saw. `exchanges` are the probe's, for the

@@ -33,6 +33,9 @@ pub enum ReadError {
 pub struct RecordedRun {
     pub schema: String,
     pub target: String,
+    /// The suite, `webhook` for a report of `idem-check webhook`.
+    #[serde(default)]
+    pub suite: String,
     /// True for `run --reference`, whose in-process server stopped with the run.
     #[serde(default)]
     pub reference: bool,

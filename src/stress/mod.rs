@@ -25,11 +25,12 @@ use tokio::task::JoinSet;
 
 use crate::check::{CheckSpec, Severity};
 use crate::config::Config;
-use crate::effects::{Meter, Reading};
+use crate::effects::{CounterRead, Meter, Reading};
 use crate::http::client::{Client, Renewable};
 use crate::http::exchange::{Exchange, Role};
 use crate::http::pool::Pool;
 use crate::outcome::{Outcome, Stop};
+use crate::quiet::{self, Settling};
 use crate::report::terminal::Progress;
 use crate::report::ProbeReport;
 
@@ -125,6 +126,7 @@ pub async fn run(
         "count before",
         &mut count_exchanges,
         0,
+        None,
     )
     .await;
     let before = match before {
@@ -200,6 +202,12 @@ pub async fn run(
         "count after",
         &mut count_exchanges,
         sent,
+        // An execution that lands after its answer (a worker, a late retry's original) is
+        // still this run's: the count after waits until the counter is quiet.
+        Some(Settling {
+            quiet: config.quiet_window,
+            timeout: config.timeout,
+        }),
     )
     .await;
 
@@ -428,8 +436,10 @@ fn stress_probe(
     }
 }
 
-/// Reads the counter once through the run's effects meter, recording the read dated from the
-/// run's `start`; `sent` is how many requests had been sent, which bounds a sane delta.
+/// Reads the counter through the run's effects meter, once, or with `settling` once it is
+/// quiet ([`quiet::until_quiet`], its bound and its ERROR when it never settles), recording the
+/// read dated from the run's `start`; `sent` is how many requests had been sent, which bounds a
+/// sane delta.
 async fn read_counter(
     meter: &Meter,
     client: &Client,
@@ -437,11 +447,38 @@ async fn read_counter(
     role: &str,
     out: &mut Vec<Exchange>,
     sent: usize,
+    settling: Option<Settling>,
 ) -> Result<Reading, Stop> {
-    let Some(read) = meter.read(client).await else {
+    let read = match settling {
+        Some(s) if meter.has_counter() => match quiet::until_quiet(meter, client, s, None).await {
+            Ok(settled) => Some(settled.read),
+            Err(unsettled) => {
+                // The read is evidence; why it failed is the stop's reason already.
+                if let Some(read) = unsettled.last {
+                    let _ = record_read(read, start, role, out);
+                }
+                return Err(Stop::Error(unsettled.why.to_string().into()));
+            }
+        },
+        _ => meter.read(client).await,
+    };
+    let Some(read) = read else {
         return Ok(Reading::new(None, sent));
     };
     let unanswered = read.unanswered();
+    let value = record_read(read, start, role, out);
+    value
+        .map(|v| Reading::new(Some(v), sent))
+        .map_err(|e| Stop::Error(meter.unreadable(&e, unanswered).into()))
+}
+
+/// Records a counter read's exchange (a `--count-url` GET) dated from `start`; its value.
+fn record_read(
+    read: CounterRead,
+    start: Instant,
+    role: &str,
+    out: &mut Vec<Exchange>,
+) -> Result<u64, String> {
     if let Some((request, r)) = read.exchange {
         out.push(Exchange {
             n: out.len() + 1,
@@ -461,8 +498,6 @@ async fn read_counter(
         });
     }
     read.value
-        .map(|v| Reading::new(Some(v), sent))
-        .map_err(|e| Stop::Error(meter.unreadable(&e, unanswered).into()))
 }
 
 /// A stress run that the pre-flight ended: its report, and whether Ctrl-C did.

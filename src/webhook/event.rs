@@ -1,4 +1,5 @@
-//! The body template (`--event FILE`) and the events made from it. An event is templated once
+//! The body templates (`--event FILE`, and `--unknown-event FILE` for `wh-unknown-type`) and
+//! the events made from them. An event is templated once
 //! and every delivery of it carries the same bytes, as a real sender's retries do; only the
 //! signature and its timestamp change.
 
@@ -6,16 +7,29 @@ use std::path::Path;
 
 use super::scheme::{EventMeta, Scheme};
 
-/// A body template that cannot make events of the scheme.
+/// A body template that cannot make events of the scheme; `flag` names the option it came
+/// from.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum BadTemplate {
-    #[error("--event {file}: cannot read it ({why})")]
-    Unreadable { file: String, why: String },
-    #[error("--event {file}:1: no {{{{event_id}}}} in the template, but {scheme} keeps the event id in the body ({field}); put \"{field}\": \"{{{{event_id}}}}\" in it")]
+    #[error("{flag} {file}: cannot read it ({why})")]
+    Unreadable {
+        flag: &'static str,
+        file: String,
+        why: String,
+    },
+    #[error("{flag} {file}:1: no {{{{event_id}}}} in the template, but {scheme} keeps the event id in the body ({field}); put \"{field}\": \"{{{{event_id}}}}\" in it")]
     NoEventId {
+        flag: &'static str,
         file: String,
         scheme: &'static str,
         field: &'static str,
+    },
+    #[error("{flag} {file}:{line}: not JSON once its placeholders are filled ({why})")]
+    NotJson {
+        flag: &'static str,
+        file: String,
+        line: usize,
+        why: String,
     },
 }
 
@@ -63,15 +77,17 @@ impl Template {
         }
     }
 
-    /// The template in `file`, checked for what `scheme` needs.
-    pub fn load(scheme: Scheme, file: &Path) -> Result<Template, BadTemplate> {
+    /// The template in `file` (given with `flag`), checked for what `scheme` needs.
+    pub fn load(scheme: Scheme, file: &Path, flag: &'static str) -> Result<Template, BadTemplate> {
         let name = file.display().to_string();
         let text = std::fs::read_to_string(file).map_err(|e| BadTemplate::Unreadable {
+            flag,
             file: name.clone(),
             why: e.to_string(),
         })?;
         if scheme.id_in_body() && !text.contains("{{event_id}}") {
             return Err(BadTemplate::NoEventId {
+                flag,
                 file: name,
                 scheme: scheme.name(),
                 field: if scheme == Scheme::Stripe {
@@ -85,6 +101,27 @@ impl Template {
             text,
             header_kind: default_header_kind(scheme).into(),
         })
+    }
+
+    /// [`Template::load`], and what it makes must be JSON: `--unknown-event`'s body, whose
+    /// consumer reads the type from the body. Checked with an event made now, so a
+    /// placeholder outside quotes (`"created": {{timestamp}}`) is judged filled.
+    pub fn load_json(
+        scheme: Scheme,
+        file: &Path,
+        flag: &'static str,
+    ) -> Result<Template, BadTemplate> {
+        let template = Template::load(scheme, file, flag)?;
+        let sample = template.event(scheme, 0);
+        if let Err(e) = serde_json::from_slice::<serde_json::Value>(&sample.body) {
+            return Err(BadTemplate::NotJson {
+                flag,
+                file: file.display().to_string(),
+                line: e.line(),
+                why: e.to_string(),
+            });
+        }
+        Ok(template)
     }
 
     /// A new event with a fresh id, made at `timestamp`.
@@ -118,25 +155,21 @@ impl Template {
 impl Event {
     /// The event with a type no consumer handles: in the header for GitHub and Shopify, else
     /// the body's `type` (Slack's `event.type`), the body re-encoded compact.
-    pub fn of_unknown_type(mut self, scheme: Scheme) -> Event {
+    pub fn of_unknown_type(self, scheme: Scheme) -> Event {
+        let mut e = self.with_unknown_header_kind(scheme);
+        if !matches!(scheme, Scheme::Github | Scheme::Shopify) {
+            e.body = unknown_in_body(scheme, e.body);
+        }
+        e
+    }
+
+    /// The event with a type no consumer handles in the header, for the schemes that name it
+    /// there (GitHub, Shopify); its body as it is (`--unknown-event`'s).
+    pub fn with_unknown_header_kind(mut self, scheme: Scheme) -> Event {
         match scheme {
             Scheme::Github => self.meta.kind = UNKNOWN_TYPE.into(),
             Scheme::Shopify => self.meta.kind = "idem_check/unknown".into(),
-            _ => {
-                if let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&self.body) {
-                    let slot = if scheme == Scheme::Slack {
-                        v.pointer_mut("/event/type")
-                    } else {
-                        v.pointer_mut("/type")
-                    };
-                    if let Some(slot) = slot {
-                        *slot = UNKNOWN_TYPE.into();
-                    } else if let Some(o) = v.as_object_mut() {
-                        o.insert("type".into(), UNKNOWN_TYPE.into());
-                    }
-                    self.body = v.to_string().into_bytes();
-                }
-            }
+            _ => {}
         }
         self
     }
@@ -174,6 +207,25 @@ fn default_header_kind(scheme: Scheme) -> &'static str {
     }
 }
 
+/// `body` with its type (Slack's `event.type`) replaced by one no consumer handles, re-encoded
+/// compact; a body that is no JSON object as it is.
+fn unknown_in_body(scheme: Scheme, body: Vec<u8>) -> Vec<u8> {
+    let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return body;
+    };
+    let slot = if scheme == Scheme::Slack {
+        v.pointer_mut("/event/type")
+    } else {
+        v.pointer_mut("/type")
+    };
+    if let Some(slot) = slot {
+        *slot = UNKNOWN_TYPE.into();
+    } else if let Some(o) = v.as_object_mut() {
+        o.insert("type".into(), UNKNOWN_TYPE.into());
+    }
+    v.to_string().into_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,5 +255,24 @@ mod tests {
         };
         let loose = empty.event_with_id("e".into(), 1).loosened_body();
         assert_eq!(loose, b"{\"note\": \"caf\\u00e9\"}\n");
+    }
+
+    /// `--unknown-event` is refused at start in one line naming the flag and the file: not
+    /// readable, or not JSON once its placeholders are filled (a bare `{{timestamp}}` is).
+    #[test]
+    fn an_unknown_event_must_be_readable_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.json");
+        let e = Template::load_json(Scheme::Standard, &missing, "--unknown-event").unwrap_err();
+        assert!(matches!(e, BadTemplate::Unreadable { .. }), "{e}");
+        assert!(e.to_string().starts_with("--unknown-event "), "{e}");
+        let text = dir.path().join("text.json");
+        std::fs::write(&text, "{\"type\": \"x\",\n oops}").unwrap();
+        let e = Template::load_json(Scheme::Standard, &text, "--unknown-event").unwrap_err();
+        assert!(matches!(e, BadTemplate::NotJson { line: 2, .. }), "{e}");
+        assert!(!e.to_string().contains('\n'), "{e}");
+        let bare = dir.path().join("bare.json");
+        std::fs::write(&bare, r#"{"type":"x","created":{{timestamp}}}"#).unwrap();
+        assert!(Template::load_json(Scheme::Standard, &bare, "--unknown-event").is_ok());
     }
 }

@@ -1,16 +1,18 @@
 //! Runs the selected webhook checks one at a time (they share one effect meter) and assembles
 //! the run's [`RunReport`], the same model `run` reports with. What the loop decides comes
 //! from each check's declaration ([`WebhookCheck`]: its needs, whether it calibrates, its
-//! extra time), never from its id; the rules it shares with `run` (the time limit, Ctrl-C
-//! marking what did not run, the late-effect rule) are [`crate::runner`]'s.
+//! extra time), never from its id; the loop itself, with the rules it shares with `run` (the
+//! calibration gate, the time limit, Ctrl-C marking what did not run, the late-effect rule),
+//! is [`crate::runner::each`].
 
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
+
+use futures::future::BoxFuture;
 
 use crate::outcome::{decide, Outcome, Stop};
 use crate::report::{ProbeReport, RunReport, Summary, ToolInfo, SCHEMA};
-use crate::runner::{
-    charge_late_effects, Observer, INTERRUPTED_INSIDE, NOT_RUN_INTERRUPTED, PROBE_TIME_LIMIT,
-};
+use crate::runner::each::{each, Ends, Mode, Ran};
+use crate::runner::{Observer, PROBE_TIME_LIMIT};
 
 use super::checks::{self, Env, WebhookCheck, GROUP};
 use super::sender::Trial;
@@ -25,9 +27,10 @@ pub struct RunInfo {
     pub context: Vec<String>,
 }
 
-/// Runs `selection` in catalog order and reports it, the calibrating checks first: if one
-/// does not pass, the others SKIP naming it. Ctrl-C ends the run: the check it stopped is an
-/// ERROR and every one it kept from starting a SKIP saying so, in every report format.
+/// Runs `selection` in catalog order through the run loop ([`crate::runner::each`]) and
+/// reports it, the calibrating checks first: if one does not pass, the others SKIP naming it.
+/// Ctrl-C ends the run: the check it stopped is an ERROR and every one it kept from starting a
+/// SKIP saying so, in every report format.
 pub async fn run(
     env: &Env,
     selection: &[&'static WebhookCheck],
@@ -37,67 +40,14 @@ pub async fn run(
 ) -> RunReport {
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let start = Instant::now();
-    tokio::pin!(interrupt);
-    let mut probes: Vec<ProbeReport> = Vec::new();
-    let mut calibration: Option<String> = None;
-    // The last settled count of the last check that counted, and its report's index.
-    let mut last: Option<(u64, usize)> = None;
-    let mut interrupted = false;
-    let mut order = ordered(selection).into_iter();
-    while let Some(def) = order.next() {
-        observer.started(def.id);
-        let begun = Instant::now();
-        let mut trial = Trial::new();
-        let missing = def.needs.iter().find(|n| !n.met(env));
-        let stop = if let Some(why) = &calibration {
-            Some(Stop::Skip(why.clone().into()))
-        } else if let Some(need) = missing {
-            Some(need.skip())
-        } else {
-            let limit = PROBE_TIME_LIMIT + (def.extra_time)(&env.extras);
-            tokio::select! {
-                biased;
-                () = &mut interrupt => {
-                    interrupted = true;
-                    None
-                }
-                played = tokio::time::timeout(limit, (def.play)(env, &mut trial)) => match played {
-                    Ok(r) => r.err(),
-                    Err(_) => Some(Stop::Error(format!(
-                        "the check did not finish within {} s; the consumer may be hanging (raise --timeout?)",
-                        limit.as_secs()
-                    ).into())),
-                },
-            }
-        };
-        if interrupted {
-            probes.push(not_run(def, Outcome::Error, INTERRUPTED_INSIDE));
-            probes.extend(
-                order
-                    .by_ref()
-                    .map(|rest| not_run(rest, Outcome::Skip, NOT_RUN_INTERRUPTED)),
-            );
-            break;
-        }
-        // Effects that landed after the previous check's last count are that check's.
-        if let (Some((count, i)), Some(first)) = (last, trial.first_count) {
-            if first > count {
-                charge_late_effects(&mut probes[i], count, first, def.id);
-            }
-        }
-        if let Some(c) = trial.last_count {
-            last = Some((c, probes.len()));
-        }
-        let report = report(def, trial, stop, info.strict, begun, env);
-        if def.calibrates && report.outcome != Outcome::Pass {
-            calibration = Some(format!(
-                "not run: the calibration {} did not pass ({})",
-                def.id, report.reason
-            ));
-        }
-        observer.finished(&report);
-        probes.push(report);
-    }
+    let mut mode = Checks {
+        env,
+        strict: info.strict,
+    };
+    let Ran {
+        reports: probes,
+        interrupted,
+    } = each(&mut mode, ordered(selection), observer, interrupt).await;
     RunReport {
         schema: SCHEMA,
         tool: ToolInfo::default(),
@@ -113,6 +63,76 @@ pub async fn run(
         summary: Summary::of(&probes),
         probes,
         replay: None,
+    }
+}
+
+/// `webhook`'s side of the run loop ([`Mode`]): a check plays with a [`Trial`] over the
+/// collaborators of `env`.
+struct Checks<'e> {
+    env: &'e Env,
+    strict: bool,
+}
+
+impl Mode for Checks<'_> {
+    type Unit = &'static WebhookCheck;
+    type Trial = Trial;
+    const NAMES: (&'static str, &'static str) = ("check", "consumer");
+
+    fn id(def: &&'static WebhookCheck) -> &'static str {
+        def.id
+    }
+
+    fn not_run(def: &&'static WebhookCheck, outcome: Outcome, reason: String) -> ProbeReport {
+        not_run(def, outcome, &reason)
+    }
+
+    /// A need its declaration lists and the options do not meet: a SKIP naming the option.
+    fn blocked(&self, def: &&'static WebhookCheck) -> Option<(Outcome, String)> {
+        let need = def.needs.iter().find(|n| !n.met(self.env))?;
+        Some((Outcome::Skip, need.why_skipped().into()))
+    }
+
+    fn limit(&self, def: &&'static WebhookCheck) -> Duration {
+        PROBE_TIME_LIMIT + (def.extra_time)(&self.env.extras)
+    }
+
+    fn begin(&self, _: &&'static WebhookCheck) -> Trial {
+        Trial::new()
+    }
+
+    fn play<'a>(
+        &'a self,
+        def: &'a &'static WebhookCheck,
+        trial: &'a mut Trial,
+    ) -> BoxFuture<'a, Result<(), Stop>> {
+        (def.play)(self.env, trial)
+    }
+
+    fn ends(trial: &Trial) -> Ends {
+        trial.ends()
+    }
+
+    fn finish(
+        &mut self,
+        def: &&'static WebhookCheck,
+        trial: Trial,
+        stop: Option<Stop>,
+        started: Instant,
+    ) -> ProbeReport {
+        report(def, trial, stop, self.strict, started, self.env)
+    }
+
+    /// A calibrating check that did not pass: every later check SKIPs naming it.
+    fn gate(&self, def: &&'static WebhookCheck, report: &ProbeReport) -> Option<(Outcome, String)> {
+        (def.calibrates && report.outcome != Outcome::Pass).then(|| {
+            (
+                Outcome::Skip,
+                format!(
+                    "not run: the calibration {} did not pass ({})",
+                    def.id, report.reason
+                ),
+            )
+        })
     }
 }
 
@@ -160,7 +180,7 @@ fn report(
         outcome: verdict.outcome,
         reason: verdict.reason,
         reason_cites: verdict.cites,
-        effect_basis: trial.first_count.map(|_| env.settler.describe()),
+        effect_basis: trial.first_count.map(|_| env.counts.describe()),
         duration_ms: begun.elapsed().as_secs_f64() * 1000.0,
         checks: trial.checks,
         timeline: trial.record.timeline,

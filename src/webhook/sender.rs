@@ -13,6 +13,7 @@ use crate::http::h2burst::burst_for_target;
 use crate::http::raw::RawResponse;
 use crate::http::Request;
 use crate::probes::kit::recorder::{Recorder, Traffic};
+use crate::runner::each::Ends;
 
 use super::event::{Event, Template};
 use super::scheme::Scheme;
@@ -25,10 +26,10 @@ use super::scheme::Scheme;
 pub struct Trial {
     pub record: Recorder,
     pub checks: Vec<Check>,
-    /// The first and the last settled count the check read: an effect that lands between
-    /// this check's last and the next check's first is this check's.
-    pub first_count: Option<u64>,
-    pub last_count: Option<u64>,
+    /// The first settled count the check read, and whether it sent nothing before it.
+    pub first_count: Option<(u64, bool)>,
+    /// The last settled count, with the deliveries the trial had sent by then.
+    last_count: Option<(u64, usize)>,
 }
 
 impl Default for Trial {
@@ -47,6 +48,25 @@ impl Trial {
         }
     }
 
+    /// Keeps a settled count the check read.
+    pub fn counted(&mut self, value: u64) {
+        let sent = self.record.sent();
+        self.first_count.get_or_insert((value, sent == 0));
+        self.last_count = Some((value, sent));
+    }
+
+    /// The counts the check began and ended on, for the run loop's late-effect rule: an
+    /// effect that lands between this check's last count and the next check's first is this
+    /// check's.
+    pub fn ends(&self) -> Ends {
+        let sent = self.record.sent();
+        Ends {
+            opening: self.first_count.filter(|(_, first)| *first).map(|(v, _)| v),
+            closing: self.last_count.filter(|(_, s)| *s == sent).map(|(v, _)| v),
+            idle: sent == 0 && self.first_count.is_none(),
+        }
+    }
+
     /// Records a timeline fact for the evidence.
     pub fn note(&mut self, line: impl Into<String>) {
         self.record.note(line);
@@ -59,11 +79,11 @@ impl Trial {
 }
 
 /// How many deliveries the sender has sent: shared by the sender, which counts, and the
-/// settler, which may carry a quiet window over only while it has not moved.
+/// [`super::counts::Counts`], which may carry a quiet window over only while it has not moved.
 #[derive(Debug, Default, Clone)]
-pub struct Sent(Arc<AtomicU64>);
+pub struct Deliveries(Arc<AtomicU64>);
 
-impl Sent {
+impl Deliveries {
     fn one_more(&self) {
         self.0.fetch_add(1, Ordering::SeqCst);
     }
@@ -99,7 +119,7 @@ pub struct Sender {
     key: Vec<u8>,
     key_b: Option<Vec<u8>>,
     wrong: Vec<u8>,
-    sent: Sent,
+    sent: Deliveries,
 }
 
 impl Sender {
@@ -113,7 +133,7 @@ impl Sender {
         template: Template,
         key: Vec<u8>,
         key_b: Option<Vec<u8>>,
-        sent: Sent,
+        sent: Deliveries,
     ) -> Sender {
         // A key of the same form as a real one, which no consumer was given.
         let wrong = if matches!(scheme, Scheme::Standard | Scheme::Svix) {
@@ -141,11 +161,11 @@ impl Sender {
         &self,
         var: &'static str,
         var_b: &'static str,
-    ) -> super::reproduce::WebhookResigner {
+    ) -> super::resign::WebhookResigner {
         let mut keys = vec![(self.key.clone(), Some(var))];
         keys.extend(self.key_b.clone().map(|k| (k, Some(var_b))));
         keys.push((self.wrong.clone(), None));
-        super::reproduce::WebhookResigner::new(self.scheme, keys)
+        super::resign::WebhookResigner::new(self.scheme, keys)
     }
 
     pub fn has_source_b(&self) -> bool {

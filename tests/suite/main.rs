@@ -41,6 +41,8 @@ mod skips;
 mod verdicts;
 /// `idem-check webhook` against the reference consumer, its faults, and design consumers.
 mod webhook;
+/// `idem-check webhook`'s bad input, a consumer that never answers, Ctrl-C, and reproduce.
+mod webhook_input;
 
 // What goes on the wire.
 /// What the clients keep of an endless response body: the kept cap, marked cut.

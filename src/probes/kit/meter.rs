@@ -1,26 +1,19 @@
 //! The effect meter as a probe uses it: counter readings, settling before each one, and the
 //! executions counted between two readings.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::recorder::{Recorder, Traffic};
 use super::session::Session;
-use crate::effects::{Executions, Meter, Reading};
+use crate::effects::{CounterRead, Executions, Meter, Reading};
 use crate::http::client::Client;
 use crate::http::exchange::Exchange;
 use crate::outcome::Stop;
+pub use crate::quiet::Settling;
+use crate::quiet::{self, Why};
 
 /// An execution count, or why it cannot be trusted.
 pub type Counted = Result<Executions, String>;
-
-/// How long settling waits at most, and for how long the counter must stay unchanged.
-#[derive(Debug, Clone, Copy)]
-pub struct Settling {
-    /// `--quiet-window`.
-    pub quiet: Duration,
-    /// The request timeout, which bounds the wait (with at least two quiet windows).
-    pub timeout: Duration,
-}
 
 /// Whether two readings straddle a restart of the target, whose counter may have reset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,10 +28,10 @@ pub struct Counting {
     /// Whether this probe has read the counter yet (a first reading before any request of its
     /// own tells whether executions landed after the previous probe ended).
     read_counter: bool,
-    /// Executions that landed between the previous probe's last counter reading and this
-    /// probe's first: (the previous reading, this one). The runner charges them to the
-    /// previous probe.
-    pub(crate) landed_before: Option<(u64, u64)>,
+    /// The probe's first counter value, when it read it before sending anything: executions
+    /// above the previous probe's closing value landed after that probe ended, and the run
+    /// loop charges them to it ([`crate::runner::charge_late_effects`]).
+    pub(crate) opening: Option<u64>,
     /// The probe's last counter value, with the requests it had sent by then.
     last_read: Option<(u64, usize)>,
     /// How the last executions were counted, for the report.
@@ -53,6 +46,11 @@ impl Counting {
         self.last_read.filter(|(_, s)| *s == sent).map(|(v, _)| v)
     }
 
+    /// Whether the probe read the counter at all.
+    pub fn read_counter(&self) -> bool {
+        self.read_counter
+    }
+
     /// Reads the effect counter after settling, recording the read. Without a counter the
     /// reading holds no value and the meter counts from the responses. An unreadable counter
     /// is an ERROR stop, since every effect check would then be guesswork.
@@ -64,10 +62,14 @@ impl Counting {
         client: &Client,
         settling: Settling,
     ) -> Result<Reading, Stop> {
-        settle(record, &session.meter, client, settling).await;
+        let settled = settle(record, &session.meter, client, settling).await?;
         let sent = record.sent();
-        let Some(read) = session.meter.read(client).await else {
-            return Ok(Reading::new(None, sent));
+        let read = match settled {
+            Some(read) => read,
+            None => match session.meter.read(client).await {
+                Some(read) => read,
+                None => return Ok(Reading::new(None, sent)),
+            },
         };
         let mut cited = String::new();
         let mut read_as = None;
@@ -85,10 +87,7 @@ impl Counting {
                 // Only a first reading taken before this probe sent anything can tell that
                 // executions landed after the previous probe ended.
                 if !self.read_counter && sent == 0 {
-                    self.landed_before = session
-                        .last_count
-                        .filter(|last| v > *last)
-                        .map(|last| (last, v));
+                    self.opening = Some(v);
                 }
                 self.read_counter = true;
                 self.last_read = Some((v, sent));
@@ -126,81 +125,71 @@ impl Counting {
 }
 
 /// Before a counter reading that follows unfinished requests: waits until their holds have
-/// ended, then until the counter is unchanged for the quiet window (`--quiet-window`), bounded
-/// by the request timeout, so an execution that lands after the response the checker saw or
-/// dropped is counted in this probe's window and no other. The evidence says how long it took
-/// and why.
-pub async fn settle(record: &mut Recorder, meter: &Meter, client: &Client, s: Settling) {
+/// ended, then until the counter is quiet ([`quiet::until_quiet`], its one bound and its one
+/// answer when it never settles: an ERROR), so an execution that lands after the response the
+/// checker saw or dropped is counted in this probe's window and no other. The evidence says how
+/// long it took and why. Returns the settled read, which is the reading itself; `None` when
+/// nothing was left unfinished or there is no counter (then the quiet window is waited out).
+pub async fn settle(
+    record: &mut Recorder,
+    meter: &Meter,
+    client: &Client,
+    s: Settling,
+) -> Result<Option<CounterRead>, Stop> {
     let unfinished = record.take_unfinished();
     if unfinished.is_empty() {
-        return;
+        return Ok(None);
     }
     let start = Instant::now();
-    let bound = start + s.timeout.max(s.quiet * 2);
     let held_until = unfinished.iter().filter_map(|u| u.hold_ends).max();
     if let Some(until) = held_until {
-        tokio::time::sleep_until(until.min(bound).into()).await;
+        tokio::time::sleep_until(until.min(start + s.bound()).into()).await;
     }
     let which = unfinished
         .iter()
         .map(|u| format!("#{}", u.n))
         .collect::<Vec<_>>()
         .join(" ");
-    let basis = if meter.has_counter() {
-        match watch_quiet(meter, client, s.quiet, bound).await {
-            Ok(Some(v)) => format!("the counter stayed at {v} for {} ms", s.quiet.as_millis()),
-            Ok(None) => format!(
-                "the counter was still changing {:.1} s after; counted anyway",
-                bound.saturating_duration_since(start).as_secs_f64()
-            ),
-            Err(e) => format!("the counter could not be watched ({e})"),
-        }
-    } else {
-        tokio::time::sleep(s.quiet).await;
-        format!(
-            "waited the {} ms quiet window (no counter to watch)",
-            s.quiet.as_millis()
-        )
-    };
     let held = if held_until.is_some() {
         " after the hold ended"
     } else {
         ""
     };
-    record.note(format!(
-        "settled {} ms before counting: {which} left unfinished{held}; {basis}",
-        start.elapsed().as_millis()
-    ));
-}
-
-/// Reads the counter (unrecorded) until it has not changed for `quiet`; `Ok(None)` when it was
-/// still changing at `bound`.
-async fn watch_quiet(
-    meter: &Meter,
-    client: &Client,
-    quiet: Duration,
-    bound: Instant,
-) -> Result<Option<u64>, String> {
-    let poll = (quiet / 5).max(Duration::from_millis(5));
-    let mut last: Option<(u64, Instant)> = None;
-    loop {
-        let Some(read) = meter.read(client).await else {
-            return Ok(None);
-        };
-        let v = read.value?;
-        let now = Instant::now();
-        match last {
-            Some((seen, since)) if seen == v => {
-                if now.duration_since(since) >= quiet {
-                    return Ok(Some(v));
-                }
-            }
-            _ => last = Some((v, now)),
+    let head = format!("{which} left unfinished{held}");
+    if !meter.has_counter() {
+        tokio::time::sleep(s.quiet).await;
+        record.note(format!(
+            "settled {} ms before counting: {head}; waited the {} ms quiet window (no counter to watch)",
+            start.elapsed().as_millis(),
+            s.quiet.as_millis()
+        ));
+        return Ok(None);
+    }
+    match quiet::until_quiet(meter, client, s, None).await {
+        Ok(settled) => {
+            record.note(format!(
+                "settled {} ms before counting: {head}; the counter stayed at {} for {} ms",
+                start.elapsed().as_millis(),
+                settled.value,
+                s.quiet.as_millis()
+            ));
+            Ok(Some(settled.read))
         }
-        if now >= bound {
-            return Ok(None);
+        Err(unsettled) => {
+            record.note(format!("not settled: {head}; {}", unsettled.why));
+            let stop = Stop::Error(unsettled.why.to_string().into());
+            Err(match unsettled.why {
+                // The read that failed is the reading: recorded and cited, as a failed count is.
+                Why::Unreadable(_) => match unsettled.last.and_then(|r| r.exchange) {
+                    Some((sent, raw)) => {
+                        let ex = record.record("count", sent, &raw, Traffic::CounterRead);
+                        stop.citing(Some(ex.n))
+                    }
+                    None => stop,
+                },
+                Why::NoCounter | Why::StillMoving { .. } => stop,
+            })
         }
-        tokio::time::sleep(poll.min(bound.saturating_duration_since(now))).await;
     }
 }
 
@@ -208,6 +197,7 @@ async fn watch_quiet(
 mod tests {
     use super::*;
     use crate::probes::kit::fake;
+    use std::time::Duration;
 
     fn client(config: &crate::config::Config) -> Client {
         Client::new(config.connector.clone(), config.timeout, config.max_body).unwrap()
@@ -224,7 +214,8 @@ mod tests {
         let session = Session::new(&config);
         let mut record = Recorder::new(Instant::now());
         record.record("a", fake::sent(), &fake::answered(201), Traffic::Operation);
-        settle(&mut record, &session.meter, &client(&config), SETTLING).await;
+        let settled = settle(&mut record, &session.meter, &client(&config), SETTLING).await;
+        assert!(matches!(settled, Ok(None)));
         assert!(record.timeline.is_empty());
     }
 
@@ -241,7 +232,8 @@ mod tests {
         );
         let start = Instant::now();
         record.hold_ends(1, start + Duration::from_millis(30));
-        settle(&mut record, &session.meter, &client(&config), SETTLING).await;
+        let settled = settle(&mut record, &session.meter, &client(&config), SETTLING).await;
+        assert!(matches!(settled, Ok(None)));
         assert!(
             start.elapsed() >= Duration::from_millis(50),
             "{:?}",

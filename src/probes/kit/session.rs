@@ -46,9 +46,6 @@ pub struct Session {
     /// Consecutive requests that got no answer, and the last transport error.
     failures: usize,
     last_failure: String,
-    /// The counter value the last probe ended on (see [`super::meter::Counting::closing`]):
-    /// executions that land before the next probe's first reading belong to that probe.
-    pub last_count: Option<u64>,
     /// How long a held request lasts when the server alone ends its hold (learnt from held
     /// originals, see [`super::hold::length`]).
     pub(crate) hold_length: Option<Duration>,
@@ -70,7 +67,6 @@ impl Session {
             key_basis: String::new(),
             failures: 0,
             last_failure: String::new(),
-            last_count: None,
             hold_length: None,
         }
     }

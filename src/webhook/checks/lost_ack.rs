@@ -74,10 +74,10 @@ async fn play(env: &Env, trial: &mut Trial) -> Result<(), Stop> {
     }
     // The held work finishes once released: settled before the redelivery is sent, as a
     // sender's retry comes after its timeout.
-    env.settler
+    env.counts
         .count(trial, "count after the release")
         .await
-        .map_err(|e| Stop::Error(e.into()))?;
+        .map_err(|e| Stop::Error(e.to_string().into()))?;
     // A sender retries until it sees a 2xx: a consumer still working on the dropped delivery
     // may ask it to come back later (Retry-After), as a real sender would.
     let mut retry = 1;

@@ -4,10 +4,10 @@
 //! A check is a [`WebhookCheck`]: what it is (id, section, stimulus, requirement), the points
 //! it judges as typed [`GradedCheck`] constants, what it [`Need`]s, whether it calibrates the
 //! run and how much longer than a probe it may take, plus an async `play` over two narrow
-//! collaborators, the [`Sender`] and the [`Settler`]. The body pushes its checks by naming the
+//! collaborators, the [`Sender`] and the [`Counts`]. The body pushes its checks by naming the
 //! same constants the declaration lists, so what `idem-check list` prints and what a report
 //! judges cannot drift; the runner ([`super::run`]) reads the declaration and never a check's
-//! id. A new check is one new file here and one line in [`CATALOG`].
+//! id. A new check is one new file here and its name in the `catalog!` list.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,29 +19,11 @@ use crate::config::RestartHook;
 use crate::http::exchange::Header;
 use crate::outcome::Stop;
 
+use super::counts::Counts;
+use super::event::Template;
 use super::sender::{Sender, Trial};
-use super::settle::Settler;
 
 mod parts;
-
-pub mod ack_latency;
-pub mod bad_signature;
-pub mod byte_replay;
-pub mod concurrent_duplicates;
-pub mod cross_replica;
-pub mod distinct_events;
-pub mod first_delivery;
-pub mod forgery_no_poison;
-pub mod future_timestamp;
-pub mod late_redelivery;
-pub mod lost_ack;
-pub mod raw_body;
-pub mod redelivery;
-pub mod retry_after_failure;
-pub mod rotated_secret;
-pub mod source_isolation;
-pub mod stale_timestamp;
-pub mod unknown_type;
 
 /// The group every webhook check is listed under.
 pub const GROUP: &str = "webhook";
@@ -49,7 +31,7 @@ pub const GROUP: &str = "webhook";
 /// Where every webhook check's requirement comes from.
 const SECTION: &str = "webhook delivery";
 
-/// The async body of a check: sends through the sender, counts through the settler, pushes
+/// The async body of a check: sends through the sender, counts through the meter, pushes
 /// its checks into the trial, and says how it stopped.
 pub type PlayFn = for<'a> fn(&'a Env, &'a mut Trial) -> BoxFuture<'a, Result<(), Stop>>;
 
@@ -121,40 +103,52 @@ impl Need {
 
     /// The SKIP of a check that lacks it.
     pub fn skip(self) -> Stop {
-        Stop::Skip(
-            match self {
-                Need::ReleasedHold => "needs a way to hold a delivery in the consumer: pass --hold-header and --hold-release",
-                Need::Crash => "needs a way to make the consumer fail after taking a delivery: pass --crash-header",
-                Need::Replica => "needs a second instance of the consumer: pass --replica URL",
-                Need::SourceB => "needs a second source: pass --source-b-secret (or set $IDEM_CHECK_WEBHOOK_SECRET_B)",
-                Need::LateOrRestart => "--late-after 0s and no --restart-cmd: there is no late redelivery to send",
-            }
-            .into(),
-        )
+        Stop::Skip(self.why_skipped().into())
+    }
+
+    /// Why a check that lacks it SKIPs.
+    pub fn why_skipped(self) -> &'static str {
+        match self {
+            Need::ReleasedHold => "needs a way to hold a delivery in the consumer: pass --hold-header and --hold-release",
+            Need::Crash => "needs a way to make the consumer fail after taking a delivery: pass --crash-header",
+            Need::Replica => "needs a second instance of the consumer: pass --replica URL",
+            Need::SourceB => "needs a second source: pass --source-b-secret (or set $IDEM_CHECK_WEBHOOK_SECRET_B)",
+            Need::LateOrRestart => "--late-after 0s and no --restart-cmd: there is no late redelivery to send",
+        }
     }
 }
 
-/// Every check, in the order they run.
-pub const CATALOG: &[WebhookCheck] = &[
-    first_delivery::CHECK,
-    redelivery::CHECK,
-    byte_replay::CHECK,
-    bad_signature::CHECK,
-    distinct_events::CHECK,
-    concurrent_duplicates::CHECK,
-    forgery_no_poison::CHECK,
-    stale_timestamp::CHECK,
-    future_timestamp::CHECK,
-    rotated_secret::CHECK,
-    raw_body::CHECK,
-    unknown_type::CHECK,
-    lost_ack::CHECK,
-    retry_after_failure::CHECK,
-    late_redelivery::CHECK,
-    cross_replica::CHECK,
-    ack_latency::CHECK,
-    source_isolation::CHECK,
-];
+/// Declares each check's module and lists its `CHECK` in [`CATALOG`], in the order given
+/// (the order they run): a new check is its file and one name here.
+macro_rules! catalog {
+    ($($check:ident),* $(,)?) => {
+        $(pub mod $check;)*
+
+        /// Every check, in the order they run.
+        pub const CATALOG: &[WebhookCheck] = &[$($check::CHECK),*];
+    };
+}
+
+catalog! {
+    first_delivery,
+    redelivery,
+    byte_replay,
+    bad_signature,
+    distinct_events,
+    concurrent_duplicates,
+    forgery_no_poison,
+    stale_timestamp,
+    future_timestamp,
+    rotated_secret,
+    raw_body,
+    unknown_type,
+    lost_ack,
+    retry_after_failure,
+    late_redelivery,
+    cross_replica,
+    ack_latency,
+    source_isolation,
+}
 
 /// What the checks need besides the sender and the meter.
 pub struct Extras {
@@ -170,6 +164,8 @@ pub struct Extras {
     pub late_after: Duration,
     /// `--restart-cmd` (with `--ready-url`), or the reference server's in-process restart.
     pub restart: Option<Arc<dyn RestartHook>>,
+    /// `--unknown-event`: the body `wh-unknown-type` sends instead of the template's.
+    pub unknown_event: Option<Template>,
 }
 
 /// How a delivery is held in the consumer: a header, and when its value holds `{{hold}}`, the
@@ -194,7 +190,7 @@ impl Hold {
 /// The collaborators a check plays with.
 pub struct Env {
     pub sender: Sender,
-    pub settler: Settler,
+    pub counts: Counts,
     pub extras: Extras,
 }
 

@@ -71,11 +71,11 @@ pub struct Window(u64);
 
 impl Window {
     pub async fn open(env: &Env, trial: &mut Trial) -> Result<Window, Stop> {
-        env.settler
+        env.counts
             .count(trial, "count before")
             .await
             .map(Window)
-            .map_err(|e| Stop::Error(e.into()))
+            .map_err(|e| Stop::Error(e.to_string().into()))
     }
 
     /// Closes the window and judges `point`: the effects it saw against `expected`.
@@ -102,10 +102,10 @@ impl Window {
         exchanges: &[&Exchange],
     ) -> Result<Window, Stop> {
         let after = env
-            .settler
+            .counts
             .count(trial, "count after")
             .await
-            .map_err(|e| Stop::Error(e.into()))?;
+            .map_err(|e| Stop::Error(e.to_string().into()))?;
         let Some(moved) = after.checked_sub(self.0) else {
             return Err(Stop::Error(format!(
                 "the effect counter went back from {} to {after}: it does not count this consumer's effects",
@@ -114,7 +114,7 @@ impl Window {
         };
         let basis = format!(
             "{} ({} before, {after} after)",
-            env.settler.describe(),
+            env.counts.describe(),
             self.0
         );
         trial.checks.push(check::executions(

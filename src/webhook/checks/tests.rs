@@ -14,13 +14,14 @@ use crate::effects::{Counter, Meter};
 use crate::http::client::Client;
 use crate::http::exchange::Header;
 use crate::outcome::Outcome;
+use crate::quiet::Settling;
 use crate::reference::Reference;
 use crate::report::ProbeReport;
+use crate::webhook::counts::Counts;
 use crate::webhook::event::Template;
 use crate::webhook::run::{run, RunInfo};
 use crate::webhook::scheme::Scheme;
-use crate::webhook::sender::{Sender, Sent};
-use crate::webhook::settle::Settler;
+use crate::webhook::sender::{Deliveries, Sender};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const SECRET_B: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
@@ -82,6 +83,17 @@ async fn reports(
     fault: Option<WebhookFault>,
     without: Without,
 ) -> Vec<ProbeReport> {
+    reports_with(check, scheme, fault, without, None).await
+}
+
+/// [`reports`] with `--unknown-event`'s body.
+async fn reports_with(
+    check: &'static WebhookCheck,
+    scheme: Scheme,
+    fault: Option<WebhookFault>,
+    without: Without,
+    unknown_event: Option<Template>,
+) -> Vec<ProbeReport> {
     let r = Reference::start_webhook(SECRET, SECRET_B, fault, SLOW, Duration::from_millis(400))
         .await
         .unwrap();
@@ -92,7 +104,7 @@ async fn reports(
         url: url::Url::parse(&format!("{}/webhooks/count", r.base)).unwrap(),
         pointer: "/count".into(),
     };
-    let sent = Sent::default();
+    let sent = Deliveries::default();
     let key_b = (without != Without::SourceB).then(|| scheme.key(SECRET_B).unwrap());
     let hold = match without {
         Without::Hold => None,
@@ -123,11 +135,13 @@ async fn reports(
             key_b,
             sent.clone(),
         ),
-        settler: Settler::new(
+        counts: Counts::new(
             Meter::configured(Some(counter), None, Vec::new(), TIMEOUT),
             client,
-            crate::reference::QUIET_WINDOW,
-            TIMEOUT,
+            Settling {
+                quiet: crate::reference::QUIET_WINDOW,
+                timeout: TIMEOUT,
+            },
             sent,
         ),
         extras: Extras {
@@ -138,6 +152,7 @@ async fn reports(
                 vec![url(&r.replica_base)]
             },
             hold,
+            unknown_event,
             ack_budget: Some(BUDGET),
             late_after: if without == Without::LateAndRestart {
                 Duration::ZERO
@@ -368,5 +383,61 @@ async fn a_failed_calibration_skips_the_rest() {
             .starts_with("not run: the calibration wh-first-delivery did not pass"),
         "{}",
         seen[1].reason
+    );
+}
+
+/// `--unknown-event`'s body is what `wh-unknown-type` sends, as it is: a body of a type no
+/// consumer handles passes; a body of a type the reference consumer handles (it reads the type
+/// from the body) is applied, and no-effect fails, which only the given body can cause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_unknown_event_is_the_given_body() {
+    let unknown = super::find("wh-unknown-type").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let body = |name: &str, text: &str| {
+        let file = dir.path().join(name);
+        std::fs::write(&file, text).unwrap();
+        Template::load_json(Scheme::Standard, &file, "--unknown-event").unwrap()
+    };
+    let unhandled = body(
+        "unhandled.json",
+        r#"{"type":"subscription.paused","data":{"id":"sub_{{unique}}"}}"#,
+    );
+    let seen = reports_with(
+        unknown,
+        Scheme::Standard,
+        None,
+        Without::Nothing,
+        Some(unhandled),
+    )
+    .await;
+    assert_eq!(seen[1].outcome, Outcome::Pass, "{}", seen[1].reason);
+    let sent = &seen[1]
+        .exchanges
+        .iter()
+        .find(|e| e.role.label == "unknown type");
+    assert!(
+        String::from_utf8_lossy(&sent.unwrap().request.body).contains("subscription.paused"),
+        "{sent:?}"
+    );
+    let handled = body(
+        "handled.json",
+        r#"{"type":"invoice.paid","data":{"id":"in_{{unique}}","amount":1}}"#,
+    );
+    let seen = reports_with(
+        unknown,
+        Scheme::Standard,
+        None,
+        Without::Nothing,
+        Some(handled),
+    )
+    .await;
+    assert_eq!(seen[1].outcome, Outcome::Fail, "{}", seen[1].reason);
+    assert!(
+        seen[1]
+            .checks
+            .iter()
+            .any(|c| c.id == "no-effect" && !c.passed),
+        "{:?}",
+        seen[1].checks
     );
 }

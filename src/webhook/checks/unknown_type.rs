@@ -1,5 +1,7 @@
 //! `wh-unknown-type`: an event of a type no consumer handles is acknowledged (else the sender
-//! retries it and disables the endpoint) and changes nothing.
+//! retries it and disables the endpoint) and changes nothing. The event is the body template's
+//! with its type replaced, or `--unknown-event`'s body as it is, for a consumer that acts on
+//! the body rather than the type.
 
 use futures::FutureExt;
 
@@ -37,7 +39,12 @@ async fn play(env: &Env, trial: &mut Trial) -> Result<(), Stop> {
     let s = &env.sender;
     let t = Sender::now();
     let w = Window::open(env, trial).await?;
-    let e = s.event().of_unknown_type(s.scheme);
+    let e = match &env.extras.unknown_event {
+        Some(body) => body
+            .event(s.scheme, t)
+            .with_unknown_header_kind(s.scheme),
+        None => s.event().of_unknown_type(s.scheme),
+    };
     let ex = s.send(trial, "unknown type", &s.signed(&e, t, 0)).await;
     acknowledged(trial, &ACKNOWLEDGED, &[&ex]);
     w.judge(env, trial, &NO_EFFECT, 0, &[&ex]).await
