@@ -329,6 +329,10 @@ impl Reference {
                 self.base
             )),
             hold_at_least: Some(HOLD_AT_LEAST),
+            hold_reached: Some(format!(
+                "{}/test-hooks/holds/{{{{hold}}}}?wait=held",
+                self.base
+            )),
             key_ttl_header: Some(SHORT_KEY_TTL_HEADER.into()),
             quiet_window: Some(QUIET_WINDOW),
             invalid_body: Some(

@@ -7,6 +7,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use tokio::sync::Notify;
+
 use super::kit::transport::Transport;
 use crate::config::{Config, HOLD_NAME};
 use crate::http::exchange::{Exchange, Role};
@@ -299,6 +301,48 @@ pub async fn with_waves(
     }
 }
 
+/// Waits until the held original is the one that claimed the key, so that the waves are its
+/// duplicates and not its rivals: until the target says the original is in its hold (the
+/// reference server's test hook, see [`crate::config::HoldRelease::reached`]) or answered it,
+/// else for [`HEAD_START`]. A head start alone is a guess that a loaded machine outruns: the
+/// original reached the server after its first duplicate, and a server with a check-then-set
+/// race executed both (`race` broke loser-does-not-unlock and cross-replica 2 runs in 10).
+async fn head_start(
+    transport: &dyn Transport,
+    config: &Config,
+    name: Option<&str>,
+    done: &AtomicBool,
+    answered: &Notify,
+) {
+    let reached = config
+        .hold_release
+        .as_ref()
+        .zip(name)
+        .and_then(|(release, name)| release.reached_for(name))
+        .and_then(|url| url::Url::parse(&url).ok());
+    let Some(url) = reached else {
+        tokio::time::sleep(HEAD_START).await;
+        return;
+    };
+    let notified = answered.notified();
+    tokio::pin!(notified);
+    notified.as_mut().enable();
+    if done.load(Ordering::SeqCst) {
+        return;
+    }
+    let ask = Request {
+        method: "GET".into(),
+        url,
+        headers: Vec::new(),
+        body: Vec::new(),
+    };
+    // Whatever the hook answers (held, or still pending after its own wait), the waves go.
+    tokio::select! {
+        _ = &mut notified => {}
+        _ = transport.send(&ask) => {}
+    }
+}
+
 /// The shape of one try of [`with_waves`].
 #[derive(Clone, Copy)]
 struct Shape<'a> {
@@ -315,6 +359,7 @@ async fn held_once(
     shape: Shape<'_>,
 ) -> (Exchange, Vec<Exchange>) {
     let done = AtomicBool::new(false);
+    let original_answered = Notify::new();
     let t = ctx.transports.ordinary.inner().clone();
     let config = ctx.config.clone();
     let run_start = ctx.started;
@@ -322,6 +367,7 @@ async fn held_once(
     let original_fut = async {
         let r = t.send(original).await;
         done.store(true, Ordering::SeqCst);
+        original_answered.notify_waiters();
         r
     };
     let waves_fut = async {
@@ -329,10 +375,7 @@ async fn held_once(
         let mut sent = Vec::new();
         let mut answered = 0;
         let mut released = None;
-        // Give the original a head start so it is the one that claims the key; on a loaded
-        // machine 20 ms was sometimes not enough (probes check who owned, see
-        // loser-does-not-unlock).
-        tokio::time::sleep(HEAD_START).await;
+        head_start(t.as_ref(), &config, shape.name, &done, &original_answered).await;
         // A stalled thread wakes to the head start's end and the original's answer together;
         // one yield lets the answer be taken first, so an original answered within its head
         // start (a 429 at once) never has a wave sent after it, whichever is polled first.
@@ -415,6 +458,7 @@ mod tests {
             config.hold_release = Some(HoldRelease {
                 url: format!("http://127.0.0.1:9/release/{HOLD_NAME}"),
                 at_least: Duration::ZERO,
+                reached: None,
             });
         }
         let config = Arc::new(config);
