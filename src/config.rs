@@ -500,12 +500,20 @@ pub struct HoldRelease {
     /// `concurrent-duplicates` holds at least this long before releasing (a lock that expires
     /// while the original runs shows only past the server's lease).
     pub at_least: Duration,
+    /// The URL (with `{{hold}}`) that answers once a held request is in its hold, when the
+    /// target has one (the reference server's test hook).
+    pub reached: Option<String>,
 }
 
 impl HoldRelease {
     /// The release URL of the hold named `name`.
     pub fn url_for(&self, name: &str) -> String {
         self.url.replace(HOLD_NAME, name)
+    }
+
+    /// The URL that answers once the held request `name` is in its hold, when there is one.
+    pub fn reached_for(&self, name: &str) -> Option<String> {
+        Some(self.reached.as_ref()?.replace(HOLD_NAME, name))
     }
 }
 
@@ -558,6 +566,7 @@ fn hold_release(target: &TargetSpec, hold: Option<&Header>) -> Result<Option<Hol
     Ok(Some(HoldRelease {
         url: url.clone(),
         at_least,
+        reached: target.hold_reached.clone(),
     }))
 }
 

@@ -50,9 +50,12 @@ pub const SHORT_KEY_TTL_HEADER: &str = "X-Test-Key-Ttl-Ms: 200";
 /// still refused after it is wedged, not merely waiting for its lease to run out.
 pub const LEASE_WAIT: Duration = Duration::from_secs(2);
 
-/// How long the reference server remembers a completed key here: long enough that every other
-/// probe's retries come well within it, short enough that `key-expiry` waits it out in seconds.
-pub const KEY_TTL: Duration = Duration::from_secs(3);
+/// How long the reference server remembers a completed key here: a day, as its own default.
+/// A stress key's duplicates and late retries are seconds apart on a loaded machine (each waits
+/// its turn among the requests in flight), and a key forgotten between them executes again, as
+/// it should once its key expired: stress would count that second execution against exactly-once.
+/// `key-expiry` asks for a short lifetime per key ([`SHORT_KEY_TTL_HEADER`]) instead.
+pub const KEY_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// A running in-process reference server and its replica. End it with [`Reference::stop`]:
 /// dropped, both instances shut down in the background while its temporary folder is removed,
@@ -326,6 +329,10 @@ impl Reference {
                 self.base
             )),
             hold_at_least: Some(HOLD_AT_LEAST),
+            hold_reached: Some(format!(
+                "{}/test-hooks/holds/{{{{hold}}}}?wait=held",
+                self.base
+            )),
             key_ttl_header: Some(SHORT_KEY_TTL_HEADER.into()),
             quiet_window: Some(QUIET_WINDOW),
             invalid_body: Some(

@@ -282,6 +282,10 @@ crate::with_inputs!(target_spec {
     /// A fake provider already started for the target (`run --reference --provider`, whose
     /// server must know its URL before it starts), used instead of `--provider-listen`.
     provider_started: Option<Arc<crate::provider::FakeProvider>>, shown plain;
+    /// The URL (with `{{hold}}`) that answers once the held request of that name is in its hold
+    /// (the in-process reference server's test hook): held probes send their duplicates then,
+    /// instead of after a head start that a loaded machine can outrun.
+    hold_reached: Option<String>, shown plain;
     /// `(VAR, value)` for every `${VAR}` a target file took from the environment: masked in
     /// every report, and named `$VAR` in reproduce lines.
     secret_vars: Vec<(String, String)>, shown names;

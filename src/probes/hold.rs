@@ -7,6 +7,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use tokio::sync::Notify;
+
 use super::kit::transport::Transport;
 use crate::config::{Config, HOLD_NAME};
 use crate::http::exchange::{Exchange, Role};
@@ -226,9 +228,10 @@ pub struct Waves {
 /// Sends `original` with the run's hold (see [`held`]) and, after a head start, waves of
 /// `wave` every interval until it completes (at most [`MAX_WAVES`] waves, and within the
 /// timeout). Returns the original's exchange and the duplicates' (roles "duplicate i, wave
-/// w/N") that a rate limiter did not throttle. An original it throttled before any wave went
-/// out is sent again after its `Retry-After` (nothing of the scenario reached the server); one
-/// throttled later is INCONCLUSIVE, since the scenario never ran as meant. A hold that can be
+/// w/N") that a rate limiter did not throttle. An original it throttled before any wave got
+/// past it (none went out, or the limiter refused every one too) is sent again after its
+/// `Retry-After`: nothing of the scenario reached the idempotency layer. One throttled after a
+/// wave got through is INCONCLUSIVE, since the scenario never ran as meant. A hold that can be
 /// released ends once [`RELEASE_AFTER`] waves were answered while the original was in flight,
 /// and, with `at_least`, not before `--hold-at-least`: then the waves come faster, since no
 /// fixed hold has to be spread over.
@@ -278,7 +281,10 @@ pub async fn with_waves(
             ));
         };
         ctx.record.mark_throttled(original_ex.n);
-        if !dups.is_empty() || resends >= throttle::RESENDS {
+        // Duplicates the rate limiter refused as well never reached the idempotency layer:
+        // only one it let through means the scenario ran without its original.
+        let reached = super::kit::throttle::admitted(&mut ctx.record, "waves", dups);
+        if !reached.is_empty() || resends >= throttle::RESENDS {
             return Err(Stop::Inconclusive(format!(
                 "the held original #{} was throttled (429) by a rate limiter, so the scenario never ran; raise the rate limit for this client",
                 original_ex.n
@@ -292,6 +298,48 @@ pub async fn with_waves(
             pause.as_secs_f64()
         ));
         tokio::time::sleep(pause).await;
+    }
+}
+
+/// Waits until the held original is the one that claimed the key, so that the waves are its
+/// duplicates and not its rivals: until the target says the original is in its hold (the
+/// reference server's test hook, see [`crate::config::HoldRelease::reached`]) or answered it,
+/// else for [`HEAD_START`]. A head start alone is a guess that a loaded machine outruns: the
+/// original reached the server after its first duplicate, and a server with a check-then-set
+/// race executed both (`race` broke loser-does-not-unlock and cross-replica 2 runs in 10).
+async fn head_start(
+    transport: &dyn Transport,
+    config: &Config,
+    name: Option<&str>,
+    done: &AtomicBool,
+    answered: &Notify,
+) {
+    let reached = config
+        .hold_release
+        .as_ref()
+        .zip(name)
+        .and_then(|(release, name)| release.reached_for(name))
+        .and_then(|url| url::Url::parse(&url).ok());
+    let Some(url) = reached else {
+        tokio::time::sleep(HEAD_START).await;
+        return;
+    };
+    let notified = answered.notified();
+    tokio::pin!(notified);
+    notified.as_mut().enable();
+    if done.load(Ordering::SeqCst) {
+        return;
+    }
+    let ask = Request {
+        method: "GET".into(),
+        url,
+        headers: Vec::new(),
+        body: Vec::new(),
+    };
+    // Whatever the hook answers (held, or still pending after its own wait), the waves go.
+    tokio::select! {
+        _ = &mut notified => {}
+        _ = transport.send(&ask) => {}
     }
 }
 
@@ -311,6 +359,7 @@ async fn held_once(
     shape: Shape<'_>,
 ) -> (Exchange, Vec<Exchange>) {
     let done = AtomicBool::new(false);
+    let original_answered = Notify::new();
     let t = ctx.transports.ordinary.inner().clone();
     let config = ctx.config.clone();
     let run_start = ctx.started;
@@ -318,6 +367,7 @@ async fn held_once(
     let original_fut = async {
         let r = t.send(original).await;
         done.store(true, Ordering::SeqCst);
+        original_answered.notify_waiters();
         r
     };
     let waves_fut = async {
@@ -325,10 +375,11 @@ async fn held_once(
         let mut sent = Vec::new();
         let mut answered = 0;
         let mut released = None;
-        // Give the original a head start so it is the one that claims the key; on a loaded
-        // machine 20 ms was sometimes not enough (probes check who owned, see
-        // loser-does-not-unlock).
-        tokio::time::sleep(HEAD_START).await;
+        head_start(t.as_ref(), &config, shape.name, &done, &original_answered).await;
+        // A stalled thread wakes to the head start's end and the original's answer together;
+        // one yield lets the answer be taken first, so an original answered within its head
+        // start (a 429 at once) never has a wave sent after it, whichever is polled first.
+        tokio::task::yield_now().await;
         for w in 1..=MAX_WAVES {
             if done.load(Ordering::SeqCst) || Instant::now() >= deadline {
                 break;
@@ -407,6 +458,7 @@ mod tests {
             config.hold_release = Some(HoldRelease {
                 url: format!("http://127.0.0.1:9/release/{HOLD_NAME}"),
                 at_least: Duration::ZERO,
+                reached: None,
             });
         }
         let config = Arc::new(config);
@@ -449,12 +501,14 @@ mod tests {
         assert_eq!(length(&mut ctx).await, ctx.session.hold_length);
     }
 
+    /// The 429 comes back just as the head start ends: the two wake together (as a thread
+    /// stalled by a loaded machine wakes to both), and still no wave follows the answer.
     #[tokio::test]
     async fn a_held_original_throttled_before_any_wave_is_sent_again() {
         let throttled_once = Mutex::new(false);
         let fake = Fake::with(move |r| match is_held(r) {
             true if !std::mem::replace(&mut *throttled_once.lock().unwrap(), true) => {
-                (Duration::ZERO, Ok(fake::response(429)))
+                (HEAD_START, Ok(fake::response(429)))
             }
             true => (HELD_FOR, Ok(fake::response(201))),
             false => (Duration::ZERO, Ok(fake::response(409))),
@@ -470,6 +524,38 @@ mod tests {
             "original (held) (throttled)"
         );
         assert!(ctx.record.timeline[0].starts_with("#1 was throttled (429): sent again"));
+    }
+
+    /// Waves the rate limiter refused along with the original reached nothing: the original
+    /// is sent again rather than the probe ending INCONCLUSIVE.
+    #[tokio::test]
+    async fn waves_throttled_with_the_original_do_not_stop_its_resend() {
+        // The limiter refuses everything until the original is sent again.
+        let held_sent = Mutex::new(0);
+        let fake = Fake::with(move |r| {
+            let mut held_sent = held_sent.lock().unwrap();
+            if is_held(r) {
+                *held_sent += 1;
+            }
+            match (is_held(r), *held_sent) {
+                (true, 1) => (HEAD_START * 20, Ok(fake::response(429))),
+                (false, 1) => (Duration::ZERO, Ok(fake::response(429))),
+                (true, _) => (HELD_FOR, Ok(fake::response(201))),
+                (false, _) => (Duration::ZERO, Ok(fake::response(409))),
+            }
+        });
+        let mut ctx = ctx(fake, false);
+        let req = ctx.keyed("k");
+        let (original, dups) = with_waves(&mut ctx, req.clone(), &[req], PACE)
+            .await
+            .unwrap();
+        assert_eq!(original.status(), Some(201));
+        // Everything of the first try was the limiter's: marked, and out of the checks.
+        for n in 1..original.n {
+            let role = ctx.record.get(n).unwrap().role.to_string();
+            assert!(role.ends_with("(throttled)"), "#{n}: {role}");
+        }
+        assert!(dups.iter().all(|d| d.status() == Some(409)));
     }
 
     #[tokio::test]

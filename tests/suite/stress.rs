@@ -150,6 +150,45 @@ async fn http2_carries_the_late_retries_too() {
 /// `--rate` caps the run: key i starts no earlier than i × D / rate seconds in, so the run lasts
 /// at least until the last key started and its own report shows at most the cap (a slow
 /// machine only lowers the rate; nothing here depends on how fast the server answers).
+/// The reference server keeps a stress key far longer than its exchanges can last. With a 3 s
+/// lifetime, a key's late retries that came more than 3 s after its execution on a loaded
+/// machine found the key forgotten and executed it again (rightly: it had expired), and stress
+/// over two PostgreSQL replicas counted keys "executed twice". The lifetime it publishes is a
+/// day; a whole stress key is bounded by a few `--timeout`s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_remembers_a_key_longer_than_a_stress_key_lasts() {
+    let reference = Reference::start(None)
+        .await
+        .expect("reference server starts");
+    let key = uuid::Uuid::new_v4();
+    let sent = std::time::SystemTime::now();
+    let resp = reqwest::Client::new()
+        .post(format!("{}/api/payments", reference.base))
+        .header("Authorization", format!("Bearer {}", reference.token(0)))
+        .header("Idempotency-Key", format!("\"{key}\""))
+        .header("Content-Type", "application/json")
+        .body(format!(
+            r#"{{"amountCents":1250,"currency":"EUR","reference":"{key}"}}"#
+        ))
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .expect("the reference answers");
+    assert_eq!(resp.status(), 201);
+    let published = resp
+        .headers()
+        .get("idempotency-key-expires-at")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| humantime::parse_rfc3339_weak(v).ok())
+        .expect("an RFC 3339 Idempotency-Key-Expires-At");
+    reference.stop().await.expect("reference server stops");
+    let lifetime = published.duration_since(sent).unwrap_or_default();
+    assert!(
+        lifetime >= Duration::from_secs(60 * 60),
+        "the key lives {lifetime:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rate_caps_the_requests_per_second() {
     const RATE: u32 = 400;
