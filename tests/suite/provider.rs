@@ -120,3 +120,38 @@ fn bad_provider_flags_name_the_flag() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("did you mean \"stripe\""), "{err}");
 }
+
+/// `prov-crash-after-call` against `run --reference`: the in-process kill ends the server while
+/// the fake holds its call, the held call commits, the restart brings the server back, and the
+/// retry reaches the provider again. The correct server reuses its persisted provider key (one
+/// charge); under `prov-key-not-persisted` the restarted server has forgotten it and sends
+/// another, so the provider charges twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_mid_call_is_survived_by_a_persisted_provider_key_only() {
+    let probe = "prov-crash-after-call";
+    let report = common::run_reference(None, &[probe], true).await;
+    let p = report.probes.iter().find(|p| p.id == probe).unwrap();
+    assert_eq!(p.outcome, Outcome::Pass, "{}", common::outcomes(&report));
+    assert!(
+        p.timeline
+            .iter()
+            .any(|l| l.starts_with("killed by an in-process kill") && l.contains("--crash-cmd")),
+        "{:?}",
+        p.timeline
+    );
+    // The client saw the server die: no answer on the original's own connection.
+    let original = p.exchanges.iter().find(|e| !e.role.at_provider).unwrap();
+    assert!(original.response().is_none(), "{original:?}");
+
+    let fault = idem_reference_server::Fault::ProvKeyNotPersisted;
+    let report = common::run_reference(Some(fault), &[probe], true).await;
+    let p = report.probes.iter().find(|p| p.id == probe).unwrap();
+    assert_eq!(p.outcome, Outcome::Fail, "{}", common::outcomes(&report));
+    let failed: Vec<&str> = p
+        .checks
+        .iter()
+        .filter(|c| !c.passed)
+        .map(|c| c.id.as_str())
+        .collect();
+    assert_eq!(failed, ["pre-crash-key", "one-charge"], "{p:?}");
+}
