@@ -155,3 +155,55 @@ async fn a_crash_mid_call_is_survived_by_a_persisted_provider_key_only() {
         .collect();
     assert_eq!(failed, ["pre-crash-key", "one-charge"], "{p:?}");
 }
+
+/// `prov-refused-no-call` sends a tenant the API does not know (tenant B's header with a value
+/// no tenant has): the correct server refuses it 401 before any provider call, and the probe
+/// PASSes. Without a second tenant that request is not sent, and the timeline names the input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_tenant_is_refused_without_a_provider_call() {
+    let probe = "prov-refused-no-call";
+    let generic = profile::find("generic");
+    let reference = Reference::start_calling(None, None, None, generic)
+        .await
+        .expect("reference server starts");
+    let run = |target| async {
+        let config = Config::build(
+            target,
+            &common::run_options(),
+            Some(reference.restart_hook()),
+        )
+        .expect("reference target is valid");
+        let report = common::run_quietly(config, &[probe]).await;
+        report.probes.into_iter().find(|p| p.id == probe).unwrap()
+    };
+    let p = run(reference.target()).await;
+    assert_eq!(p.outcome, Outcome::Pass, "{p:?}");
+    let unknown = p
+        .exchanges
+        .iter()
+        .find(|e| e.role == "a tenant no one is")
+        .expect("the unknown tenant was sent");
+    assert_eq!(unknown.status(), Some(401), "{unknown:?}");
+    assert!(
+        p.timeline.iter().any(|l| l
+            == &format!(
+                "#{} (a tenant no one is) got 401 and caused 0 provider calls",
+                unknown.n
+            )),
+        "{:?}",
+        p.timeline
+    );
+    let mut one_tenant = reference.target();
+    one_tenant.tenant_b_headers.clear();
+    let p = run(one_tenant).await;
+    assert_eq!(p.outcome, Outcome::Pass, "{p:?}");
+    assert!(p.exchanges.iter().all(|e| e.role != "a tenant no one is"));
+    assert!(
+        p.timeline
+            .iter()
+            .any(|l| l.starts_with("the wrong tenant: not sent") && l.contains("--tenant-b-header")),
+        "{:?}",
+        p.timeline
+    );
+    reference.stop().await.expect("reference server stops");
+}
