@@ -50,6 +50,15 @@ pub const SHORT_KEY_TTL_HEADER: &str = "X-Test-Key-Ttl-Ms: 200";
 /// still refused after it is wedged, not merely waiting for its lease to run out.
 pub const LEASE_WAIT: Duration = Duration::from_secs(2);
 
+/// How long the reference server waits for one provider attempt here: well past the second a
+/// client waits on the server's `Retry-After: 1` after a 409, so that a retry sent once the
+/// lease ran out reaches the server before a stale owner's own next provider attempt does. At
+/// the server's default (1 s) the two came within tens of milliseconds of each other, and
+/// whichever won decided whether `prov-lease-fencing` saw the takeover at all: an owner whose
+/// next attempt came first got the held call's charge and completed, and the retry was then a
+/// plain replay, so a server that gives a taken-over claim a fresh provider key could PASS.
+pub const PROVIDER_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// How long the reference server remembers a completed key here: long enough that every other
 /// probe's retries come well within it, short enough that `key-expiry` waits it out in seconds.
 pub const KEY_TTL: Duration = Duration::from_secs(3);
@@ -247,6 +256,7 @@ impl Reference {
                 let fake = FakeProvider::bind("127.0.0.1:0", Settings::of(profile))
                     .context("could not start the fake provider")?;
                 config.provider_url = Some(fake.url());
+                config.provider_timeout = PROVIDER_TIMEOUT;
                 config.provider_profile = profile
                     .name
                     .parse::<ProviderProfile>()
