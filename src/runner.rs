@@ -73,20 +73,11 @@ pub async fn run(
     let mut selection = selection.into_iter();
     while let Some(def) = selection.next() {
         observer.started(def.meta.id);
-        let missing = def.meta.needs.iter().find(|n| !n.provided_by(&config));
         let report = if let Some(cause) = &preflight_failure {
             verdict_only(&def, Outcome::Error, cause.clone())
         } else if let Some(why) = session.stopped() {
             verdict_only(&def, Outcome::Error, format!("not run: {why}"))
-        } else if let Some(need) = missing {
-            let why = need
-                .not_this_key(&config)
-                .unwrap_or_else(|| match &config.target_file {
-                    Some(file) => {
-                        format!("needs {}: add {} to {file}", need.what(), need.target_key())
-                    }
-                    None => format!("needs {}: pass {}", need.what(), need.option()),
-                });
+        } else if let Some(why) = missing_need(&def, &config) {
             verdict_only(&def, Outcome::Skip, why)
         } else {
             let mut ctx = ProbeCtx::new(config.clone(), client.clone(), def.meta, session.clone());
@@ -223,12 +214,25 @@ pub fn context(config: &Config) -> Vec<String> {
     context
 }
 
+/// Why `def` SKIPs without running: the first of its needs the config does not provide, and
+/// the input (flag, or target-file key) that provides it.
+pub(crate) fn missing_need(def: &ProbeDef, config: &Config) -> Option<String> {
+    let need = def.meta.needs.iter().find(|n| !n.provided_by(config))?;
+    Some(
+        need.not_this_key(config)
+            .unwrap_or_else(|| match &config.target_file {
+                Some(file) => format!("needs {}: add {} to {file}", need.what(), need.target_key()),
+                None => format!("needs {}: pass {}", need.what(), need.option()),
+            }),
+    )
+}
+
 /// The probe's report. A probe whose target stopped answering is INCONCLUSIVE saying so when
 /// the target had answered it before (it ran, and what it saw is judged), an ERROR when it
 /// could not run at all; one that ended with unjudged checks and no other stop is INCONCLUSIVE
 /// with the first reason; one that ended with neither a check nor a stop judged nothing, which
 /// is a probe defect, never a PASS.
-fn finish(
+pub(crate) fn finish(
     def: &ProbeDef,
     config: &Config,
     ctx: ProbeCtx,
