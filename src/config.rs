@@ -26,7 +26,7 @@ use crate::suite::Suite;
 mod downstream;
 mod operation;
 mod parse;
-pub use crate::target::{OutageHook, TargetSpec};
+pub use crate::target::{KillHook, OutageHook, TargetSpec};
 pub use downstream::{Downstream, DEFAULT_REF_POINTER};
 pub use operation::{BodyTemplate, InvalidBody, Operation};
 pub use parse::parse_header;
@@ -86,6 +86,14 @@ pub struct CommandRestart {
     pub connector: Arc<Connector>,
 }
 
+/// The user's kill: a shell command (shown masked, see [`Masked`]) that ends the target at
+/// once; the restart hook brings it back.
+#[derive(Debug, Clone)]
+pub struct CommandKill {
+    pub command: Masked,
+    pub timeout: Duration,
+}
+
 /// Options that shape the run rather than describe the target.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -140,6 +148,8 @@ pub struct Config {
     /// How long the basis must stay unchanged after requests a probe left unfinished.
     pub quiet_window: Duration,
     pub restart: Option<Arc<dyn RestartHook>>,
+    /// Kills the target mid-request (`--crash-cmd`); only with a restart hook to bring it back.
+    pub kill: Option<Arc<dyn KillHook>>,
     /// `None` when neither `--invalid-body` nor a JSON object template provides one.
     pub invalid_body: Option<InvalidBody>,
     /// A second operation taking the same method and payload; `None` without `--second-url`.
@@ -319,6 +329,20 @@ impl Config {
                 None
             }
         };
+        let kill = match (target.kill_hook.clone(), &target.crash_cmd) {
+            (Some(hook), _) => Some(hook),
+            (None, Some(_)) if restart.is_none() => {
+                return Err(needs(
+                    at(inputs::CRASH_CMD.flag),
+                    at(inputs::RESTART_CMD.flag),
+                ))
+            }
+            (None, Some(cmd)) => Some(Arc::new(CommandKill {
+                command: Masked::new(cmd, &secrets),
+                timeout: target.restart_timeout.unwrap_or(Duration::from_secs(30)),
+            }) as Arc<dyn KillHook>),
+            (None, None) => None,
+        };
         let body = BodyTemplate::new(target.body.clone().unwrap_or_default())
             .keeping_key(&key_carrier.place);
         let invalid_body = match &target.invalid_body {
@@ -446,6 +470,7 @@ impl Config {
             key_ttl_header,
             quiet_window,
             restart,
+            kill,
             invalid_body,
             second_url,
             replicas,
@@ -577,6 +602,26 @@ mod tests {
 
     fn default_options() -> RunOptions {
         RunOptions::new(crate::catalog::load_suite(crate::suite::DEFAULT_SUITE).unwrap())
+    }
+
+    /// `--crash-cmd` kills the target, which only `--restart-cmd` brings back: alone it is
+    /// refused naming both before anything is sent; with it, the run carries a kill.
+    #[test]
+    fn a_crash_command_needs_the_restart_command() {
+        let target = |restart: Option<&str>| TargetSpec {
+            url: "http://127.0.0.1:9/op".into(),
+            crash_cmd: Some("kill -9 1234".into()),
+            restart_cmd: restart.map(str::to_string),
+            ..TargetSpec::default()
+        };
+        let err = Config::build(target(None), &default_options(), None)
+            .err()
+            .map(|e| format!("{e:#}"))
+            .expect("refused");
+        assert!(err.contains("--crash-cmd needs --restart-cmd"), "{err}");
+        let config = Config::build(target(Some("true")), &default_options(), None).unwrap();
+        let kill = config.kill.expect("a kill");
+        assert_eq!(kill.describe(), "`kill -9 1234`");
     }
 
     /// A quiet window is waited out by every probe that left a request unfinished: 0 would

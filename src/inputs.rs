@@ -127,6 +127,12 @@ macro_rules! with_inputs {
                 RESTART_CMD: "--restart-cmd" ["restart"] "command" => restart_cmd: Option<String>,
                     shown text, value "CMD", reference false,
                     help "A shell command that restarts the target (restart-persistence)";
+                CRASH_CMD: "--crash-cmd" ["restart"] "crash-command" => crash_cmd: Option<String>,
+                    shown text, value "CMD", reference false,
+                    help "A shell command that kills the target at once, as a crash would, e.g. \
+                          'kill -9 $(cat api.pid)': prov-crash-after-call runs it while the fake \
+                          provider holds the API's call, lets the call commit, then brings the \
+                          target back with --restart-cmd (which it needs)";
                 READY_URL: "--ready-url" ["restart"] "ready-url" => ready_url: Option<String>,
                     shown url, value "URL", reference false,
                     help "Polled after --restart-cmd until it answers 2xx";

@@ -22,7 +22,7 @@ use tokio::sync::{oneshot, Mutex};
 use tokio::task::JoinHandle;
 
 use crate::carrier::{set_field, Place};
-use crate::config::{OutageHook, RestartHook, TargetSpec};
+use crate::config::{KillHook, OutageHook, RestartHook, TargetSpec};
 use crate::provider::profile::Profile;
 use crate::provider::{FakeProvider, Settings};
 
@@ -50,6 +50,15 @@ pub const SHORT_KEY_TTL_HEADER: &str = "X-Test-Key-Ttl-Ms: 200";
 /// still refused after it is wedged, not merely waiting for its lease to run out.
 pub const LEASE_WAIT: Duration = Duration::from_secs(2);
 
+/// How long the reference server waits for one provider attempt here: well past the second a
+/// client waits on the server's `Retry-After: 1` after a 409, so that a retry sent once the
+/// lease ran out reaches the server before a stale owner's own next provider attempt does. At
+/// the server's default (1 s) the two came within tens of milliseconds of each other, and
+/// whichever won decided whether `prov-lease-fencing` saw the takeover at all: an owner whose
+/// next attempt came first got the held call's charge and completed, and the retry was then a
+/// plain replay, so a server that gives a taken-over claim a fresh provider key could PASS.
+pub const PROVIDER_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// How long the reference server remembers a completed key here: a day, as its own default.
 /// A stress key's duplicates and late retries are seconds apart on a loaded machine (each waits
 /// its turn among the requests in flight), and a key forgotten between them executes again, as
@@ -74,9 +83,13 @@ pub struct Reference {
     _dir: tempfile::TempDir,
 }
 
-/// A serving instance: the sender that stops it and the task that returns once its store is
-/// closed.
-type Running = (oneshot::Sender<()>, JoinHandle<Result<()>>);
+/// A serving instance: the senders that stop it (gracefully) and kill it (at once), and the
+/// task that returns once its store is closed.
+struct Running {
+    stop: oneshot::Sender<()>,
+    kill: oneshot::Sender<()>,
+    task: JoinHandle<Result<()>>,
+}
 
 struct Server {
     listener: std::net::TcpListener,
@@ -111,14 +124,23 @@ impl Server {
             .try_clone()
             .context("could not share the reference server's socket")?;
         let listener = tokio::net::TcpListener::from_std(std_listener)?;
-        let (tx, rx) = oneshot::channel();
+        let (stop, stopped) = oneshot::channel();
+        let (kill, killed) = oneshot::channel::<()>();
         let (ready_tx, ready) = oneshot::channel::<()>();
-        let handle = tokio::spawn(idem_reference_server::run_announcing(
+        let handle = tokio::spawn(idem_reference_server::run_killable(
             listener,
             self.config.clone(),
-            async move {
-                let _ = rx.await;
-            },
+            (
+                async move {
+                    let _ = stopped.await;
+                },
+                // Only a kill sent kills: the sender dropped by a graceful stop does not.
+                async move {
+                    if killed.await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                },
+            ),
             move || {
                 let _ = ready_tx.send(());
                 Ok(())
@@ -138,15 +160,30 @@ impl Server {
                 anyhow::bail!("the reference server's store did not open within {START_TIMEOUT:?}");
             }
         }
-        *self.running.lock().await = Some((tx, handle));
+        *self.running.lock().await = Some(Running {
+            stop,
+            kill,
+            task: handle,
+        });
         Ok(())
     }
 
+    /// Stops serving after the requests in flight were answered, their work done.
     async fn stop(&self) -> Result<()> {
-        if let Some((tx, handle)) = self.running.lock().await.take() {
-            let _ = tx.send(());
-            handle
-                .await
+        self.end(false).await
+    }
+
+    /// Stops serving at once, as a killed process does: requests in flight are dropped
+    /// unanswered, their work (a provider call, a commit) where it stood.
+    async fn kill(&self) -> Result<()> {
+        self.end(true).await
+    }
+
+    /// Stops the running instance, `killed` or gracefully, and waits until its store closed.
+    async fn end(&self, killed: bool) -> Result<()> {
+        if let Some(Running { stop, kill, task }) = self.running.lock().await.take() {
+            let _ = if killed { kill.send(()) } else { stop.send(()) };
+            task.await
                 .context("the reference server task panicked")?
                 .context("the reference server stopped with an error")?;
         }
@@ -222,6 +259,7 @@ impl Reference {
                 let fake = FakeProvider::bind("127.0.0.1:0", Settings::of(profile))
                     .context("could not start the fake provider")?;
                 config.provider_url = Some(fake.url());
+                config.provider_timeout = PROVIDER_TIMEOUT;
                 config.provider_profile = profile
                     .name
                     .parse::<ProviderProfile>()
@@ -354,6 +392,7 @@ impl Reference {
                 _ => None,
             },
             provider_started: self.provider.clone(),
+            kill_hook: Some(Arc::new(InProcessKill(self.server.clone()))),
             ..TargetSpec::default()
         }
     }
@@ -393,6 +432,26 @@ impl RestartHook for InProcessRestart {
             ))
         }
         .boxed()
+    }
+}
+
+/// Kills the in-process server as `kill -9` would a process: its requests in flight and their
+/// work are dropped where they stand; the restart hook serves again from the same store.
+struct InProcessKill(Arc<Server>);
+
+impl std::fmt::Debug for InProcessKill {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InProcessKill")
+    }
+}
+
+impl KillHook for InProcessKill {
+    fn describe(&self) -> String {
+        "an in-process kill of the reference server (requests in flight dropped unanswered)".into()
+    }
+
+    fn kill(&self) -> BoxFuture<'_, Result<()>> {
+        self.0.kill().boxed()
     }
 }
 

@@ -1,5 +1,5 @@
 //! The user's hooks: the restart hook runs a shell command, then polls a readiness URL until it
-//! answers 2xx; the store-outage hook runs one command to take the store down and another to
+//! answers 2xx; the kill runs a shell command that ends the target at once; the store-outage hook runs one command to take the store down and another to
 //! bring it back. What a command prints is shown above the progress bar, or in the error when
 //! it fails.
 
@@ -9,7 +9,9 @@ use anyhow::{bail, Context, Result};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
-use crate::config::{CommandOutage, CommandRestart, OutageHook, RestartHook};
+use crate::config::{
+    CommandKill, CommandOutage, CommandRestart, KillHook, OutageHook, RestartHook,
+};
 
 impl RestartHook for CommandRestart {
     fn describe(&self) -> String {
@@ -54,6 +56,22 @@ impl RestartHook for CommandRestart {
                 "{url} was not ready within {:?} (last: {last})",
                 self.timeout
             )
+        }
+        .boxed()
+    }
+}
+
+impl KillHook for CommandKill {
+    fn describe(&self) -> String {
+        format!("`{}`", self.command.text())
+    }
+
+    fn kill(&self) -> BoxFuture<'_, Result<()>> {
+        async move {
+            for line in run_command(self.command.text(), self.timeout).await? {
+                crate::report::terminal::above_progress(&format!("crash command: {line}"));
+            }
+            Ok(())
         }
         .boxed()
     }

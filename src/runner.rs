@@ -138,15 +138,7 @@ impl each::Mode for Probes {
         if let Some(why) = self.session.stopped() {
             return Some((Outcome::Error, format!("not run: {why}")));
         }
-        let config = &self.config;
-        let need = def.meta.needs.iter().find(|n| !n.provided_by(config))?;
-        let why = need
-            .not_this_key(config)
-            .unwrap_or_else(|| match &config.target_file {
-                Some(file) => format!("needs {}: add {} to {file}", need.what(), need.target_key()),
-                None => format!("needs {}: pass {}", need.what(), need.option()),
-            });
-        Some((Outcome::Skip, why))
+        missing_need(def, &self.config).map(|why| (Outcome::Skip, why))
     }
 
     fn limit(&self, _: &ProbeDef) -> Duration {
@@ -261,12 +253,25 @@ pub fn context(config: &Config) -> Vec<String> {
     context
 }
 
+/// Why `def` SKIPs without running: the first of its needs the config does not provide, and
+/// the input (flag, or target-file key) that provides it.
+pub(crate) fn missing_need(def: &ProbeDef, config: &Config) -> Option<String> {
+    let need = def.meta.needs.iter().find(|n| !n.provided_by(config))?;
+    Some(
+        need.not_this_key(config)
+            .unwrap_or_else(|| match &config.target_file {
+                Some(file) => format!("needs {}: add {} to {file}", need.what(), need.target_key()),
+                None => format!("needs {}: pass {}", need.what(), need.option()),
+            }),
+    )
+}
+
 /// The probe's report. A probe whose target stopped answering is INCONCLUSIVE saying so when
 /// the target had answered it before (it ran, and what it saw is judged), an ERROR when it
 /// could not run at all; one that ended with unjudged checks and no other stop is INCONCLUSIVE
 /// with the first reason; one that ended with neither a check nor a stop judged nothing, which
 /// is a probe defect, never a PASS.
-fn finish(
+pub(crate) fn finish(
     def: &ProbeDef,
     config: &Config,
     ctx: ProbeCtx,

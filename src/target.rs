@@ -31,6 +31,7 @@
 //! headers = ["Authorization: Bearer ${PAYMENTS_TOKEN_B}"]
 //! [restart]
 //! command = "systemctl restart payments"
+//! crash-command = "systemctl kill --signal=KILL payments"
 //! ready-url = "https://api.example.com/healthz"
 //! timeout = "30s"
 //! [crash]
@@ -210,8 +211,17 @@ struct TenantTable {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct RestartTable {
     command: Spanned<String>,
+    crash_command: Option<Spanned<String>>,
     ready_url: Option<Spanned<String>>,
     timeout: Option<Spanned<String>>,
+}
+
+/// Kills the target at once, as a crash would, so that its restart hook brings it back; used
+/// by `prov-crash-after-call` while the fake provider holds the target's call.
+pub trait KillHook: Send + Sync + std::fmt::Debug {
+    /// One line for the evidence ("`kill -9 …`").
+    fn describe(&self) -> String;
+    fn kill(&self) -> BoxFuture<'_, Result<()>>;
 }
 
 /// Takes the target's idempotency store down and brings it back; used by `store-outage`.
@@ -279,6 +289,9 @@ crate::with_inputs!(target_spec {
     /// An outage hook of the target's own (the in-process reference server's), used instead of
     /// the commands.
     store_outage_hook: Option<Arc<dyn OutageHook>>, shown plain;
+    /// A kill of the target's own (the in-process reference server's), used instead of
+    /// `--crash-cmd`.
+    kill_hook: Option<Arc<dyn KillHook>>, shown plain;
     /// A fake provider already started for the target (`run --reference --provider`, whose
     /// server must know its URL before it starts), used instead of `--provider-listen`.
     provider_started: Option<Arc<crate::provider::FakeProvider>>, shown plain;
@@ -508,6 +521,7 @@ pub fn parse(
     }
     if let Some(t) = &file.restart {
         spec.restart_cmd = Some(r.string(&t.command, inputs::RESTART_CMD)?);
+        spec.crash_cmd = r.opt(&t.crash_command, inputs::CRASH_CMD)?;
         spec.ready_url = r.opt(&t.ready_url, inputs::READY_URL)?;
         spec.restart_timeout = r.duration(&t.timeout, inputs::RESTART_TIMEOUT)?;
     }

@@ -3,12 +3,15 @@
 //! all depend on it and not on each other.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::http::HeaderMap;
 
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::auth::Tenants;
@@ -38,8 +41,8 @@ pub(crate) struct App {
     pub(crate) keyed_reads: Mutex<HashMap<(String, Vec<u8>), Bytes>>,
     pub(crate) lease: Duration,
     pub(crate) clock: Arc<dyn Clock>,
-    /// The detached claim → execute → commit tasks; shutdown waits for them.
-    pub(crate) tasks: TaskTracker,
+    /// The detached claim → execute → commit tasks; shutdown waits for them, a kill ends them.
+    pub(crate) tasks: Tasks,
     /// The header the key is read from (see [`crate::Config::key_header`]).
     pub(crate) key_header: String,
     /// The body field the key is read from instead (see [`crate::Config::key_in_body`]).
@@ -84,5 +87,40 @@ impl App {
             .to_owned(),
             key,
         }
+    }
+}
+
+/// The instance's detached work (claim → execute → commit, webhook deliveries). A shutdown
+/// waits for it; a kill ([`crate::run_killable`]) drops it where it stands, as a process that
+/// dies mid-request leaves its work: a provider call cut off, a commit never made.
+#[derive(Debug, Clone)]
+pub(crate) struct Tasks {
+    tracker: TaskTracker,
+    killed: CancellationToken,
+}
+
+impl Tasks {
+    pub(crate) fn new(killed: CancellationToken) -> Tasks {
+        Tasks {
+            tracker: TaskTracker::new(),
+            killed,
+        }
+    }
+
+    /// Runs `work` detached; its output is `None` when the instance was killed first.
+    pub(crate) fn spawn<F>(&self, work: F) -> JoinHandle<Option<F::Output>>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let killed = self.killed.clone();
+        self.tracker
+            .spawn(async move { killed.run_until_cancelled(work).await })
+    }
+
+    /// Waits until every task ended (at once for a killed instance's).
+    pub(crate) async fn wait(&self) {
+        self.tracker.close();
+        self.tracker.wait().await;
     }
 }

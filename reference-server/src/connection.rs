@@ -258,13 +258,14 @@ impl Slots {
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and waits for
-/// the open connections to finish their requests.
+/// the open connections to finish their requests; once `killed`, it stops at once and every
+/// open connection is dropped mid-request, as a dead process's are.
 pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
-    limits: Limits,
-    key_name_spellings: bool,
+    (limits, key_name_spellings): (Limits, bool),
     shutdown: impl Future<Output = ()> + Send + 'static,
+    killed: CancellationToken,
 ) -> io::Result<()> {
     let stop = CancellationToken::new();
     let connections = TaskTracker::new();
@@ -273,6 +274,7 @@ pub(crate) async fn serve(
     loop {
         let (tcp, _peer) = tokio::select! {
             () = &mut shutdown => break,
+            () = killed.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
@@ -291,16 +293,13 @@ pub(crate) async fn serve(
         let close = stop.child_token();
         let slot = tokio::select! {
             () = &mut shutdown => break,
+            () = killed.cancelled() => break,
             slot = slots.take(&state, &close) => slot,
         };
         let key_names = KeyNames::new(key_name_spellings);
-        connections.spawn(serve_one(
-            tcp,
-            key_names,
-            router.clone(),
-            limits,
-            (state, close, slot),
-        ));
+        let one = serve_one(tcp, key_names, router.clone(), limits, (state, close, slot));
+        let killed = killed.clone();
+        connections.spawn(async move { killed.run_until_cancelled(one).await });
     }
     stop.cancel();
     connections.close();

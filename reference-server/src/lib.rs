@@ -68,7 +68,7 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    server::run(listener, config, shutdown, || Ok(())).await
+    server::run(listener, config, (shutdown, never()), || Ok(())).await
 }
 
 /// [`run`], calling `ready` once the store is open, right before the first connection is
@@ -82,5 +82,27 @@ pub async fn run_announcing(
     shutdown: impl Future<Output = ()> + Send + 'static,
     ready: impl FnOnce() -> anyhow::Result<()> + Send,
 ) -> anyhow::Result<()> {
-    server::run(listener, config, shutdown, ready).await
+    server::run(listener, config, (shutdown, never()), ready).await
+}
+
+/// [`run_announcing`], also ended by `kill` as a process is by `kill -9`: nothing is drained,
+/// every open connection and every request's detached work (a provider call in flight, a commit
+/// not yet made) is dropped where it stands, and the store is closed with whatever it had
+/// committed. The checker kills the in-process server this way (`--crash-cmd`), then serves
+/// again from the same database as after a crash.
+pub async fn run_killable(
+    listener: tokio::net::TcpListener,
+    config: Config,
+    (shutdown, kill): (
+        impl Future<Output = ()> + Send + 'static,
+        impl Future<Output = ()> + Send + 'static,
+    ),
+    ready: impl FnOnce() -> anyhow::Result<()> + Send,
+) -> anyhow::Result<()> {
+    server::run(listener, config, (shutdown, kill), ready).await
+}
+
+/// A kill that never comes.
+fn never() -> std::future::Pending<()> {
+    std::future::pending()
 }

@@ -8,9 +8,8 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
-use crate::app::App;
+use crate::app::{App, Tasks};
 use crate::auth::Tenants;
 use crate::behaviour::Behaviour;
 use crate::claims::Claims;
@@ -23,11 +22,14 @@ use crate::webhooks::handler::WebhookConsumer;
 /// How often expired records are deleted, at most.
 const PURGE_EVERY: Duration = Duration::from_secs(60);
 
-/// See [`crate::run`] and [`crate::run_announcing`].
+/// See [`crate::run`], [`crate::run_announcing`] and [`crate::run_killable`].
 pub(crate) async fn run(
     listener: TcpListener,
     config: Config,
-    shutdown: impl Future<Output = ()> + Send + 'static,
+    (shutdown, kill): (
+        impl Future<Output = ()> + Send + 'static,
+        impl Future<Output = ()> + Send + 'static,
+    ),
     ready: impl FnOnce() -> anyhow::Result<()> + Send,
 ) -> anyhow::Result<()> {
     config.validate().context("invalid configuration")?;
@@ -60,7 +62,15 @@ pub(crate) async fn run(
             return Err(e);
         }
     };
-    let tasks = TaskTracker::new();
+    let killed = CancellationToken::new();
+    let on_kill = {
+        let killed = killed.clone();
+        tokio::spawn(async move {
+            kill.await;
+            killed.cancel();
+        })
+    };
+    let tasks = Tasks::new(killed.clone());
     let app = Arc::new(App {
         tenants: Tenants::new(&config.tenants),
         store: Arc::clone(&store),
@@ -109,11 +119,18 @@ pub(crate) async fn run(
     let router = routes::router(Arc::clone(&app), webhooks).layer(axum::middleware::from_fn(
         move |request, next| crate::edge::check(limits, app.style(), request, next),
     ));
-    let served = crate::connection::serve(listener, router, limits, key_name_spellings, shutdown)
-        .await
-        .context("serving HTTP");
-    // In-flight requests are drained; detached work may still be committing.
-    tasks.close();
+    let served = crate::connection::serve(
+        listener,
+        router,
+        (limits, key_name_spellings),
+        shutdown,
+        killed,
+    )
+    .await
+    .context("serving HTTP");
+    on_kill.abort();
+    // In-flight requests are drained (or, killed, dropped); detached work may still be
+    // committing, unless killed too.
     tasks.wait().await;
     stop_purge.cancel();
     if let Err(e) = purge.await {

@@ -336,16 +336,30 @@ pub async fn until_definitive(ctx: &mut ProbeCtx, role: &str, req: &Request) -> 
     tries
 }
 
-/// Sends `req` through the ordinary transport while `meanwhile` runs on the probe (a second
-/// request, a restart), then records it: its exchange is numbered after what `meanwhile`
-/// recorded, its offsets say when it really went.
+/// How [`send_while`] sends its request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Connection {
+    /// The ordinary client, on a kept-alive connection.
+    KeptAlive,
+    /// Exact bytes on a connection of its own: a target that dies mid-request is seen dying,
+    /// where the ordinary client would take the closed connection for a stale one and send the
+    /// request again.
+    Fresh,
+}
+
+/// Sends `req` while `meanwhile` runs on the probe (a second request, a restart), then
+/// records it: its exchange is numbered after what `meanwhile` recorded, its offsets say when
+/// it really went.
 pub async fn send_while<T>(
     ctx: &mut ProbeCtx,
-    role: &str,
+    (role, connection): (&str, Connection),
     req: Request,
     meanwhile: impl AsyncFnOnce(&mut ProbeCtx) -> T,
 ) -> (Exchange, T) {
-    let t = ctx.transports.ordinary.clone();
+    let t = match connection {
+        Connection::KeptAlive => ctx.transports.ordinary.clone(),
+        Connection::Fresh => ctx.transports.exact.clone(),
+    };
     let (attempts, out) = tokio::join!(t.send(&req), meanwhile(ctx));
     let mut last = None;
     for a in attempts {

@@ -24,6 +24,8 @@ pub mod downstream;
 pub mod hold;
 pub mod kit;
 mod need;
+#[cfg(test)]
+mod prov_judging;
 mod shared;
 pub use crate::http::Request;
 pub use ctx::{ProbeCtx, Session};

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
-use super::downstream::{send_while, until_definitive, ProviderSide};
+use super::downstream::{send_while, until_definitive, Connection, ProviderSide};
 use super::{CheckDecl, Group, Need, ProbeCtx, ProbeDef, ProbeMeta};
 use crate::http::exchange::Exchange;
 use crate::outcome::Stop;
@@ -46,7 +46,7 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let retry = req.clone();
     let (original, retries) = send_while(
         ctx,
-        "original (held at the provider)",
+        ("original (held at the provider)", Connection::KeptAlive),
         req,
         async move |ctx| {
             if !fake.wait_for(&token, bound, |c| !c.is_empty()).await {

@@ -1,6 +1,10 @@
-//! `prov-refused-no-call` — requests the API must refuse (no key, an invalid body) reach the
-//! provider never: a refusal is decided before any money moves. A provider call behind a 4xx
-//! is a charge the client was told did not happen.
+//! `prov-refused-no-call` — requests the API must refuse (no key, an invalid body, a tenant it
+//! does not know) reach the provider never: a refusal is decided before any money moves. A
+//! provider call behind a 4xx is a charge the client was told did not happen.
+//!
+//! The wrong tenant is derived from the second tenant's header (`--tenant-b-header`), the one
+//! input that says which header lines make a tenant: each value made one no tenant has. Without
+//! it that request is not sent, and the timeline names the input.
 
 use futures::FutureExt;
 
@@ -21,7 +25,7 @@ pub const PROBE: ProbeDef = ProbeDef {
         id: "prov-refused-no-call",
         group: Group::Downstream,
         section: "CONTRACT production checklist: keys downstream; draft-07 §2.7",
-        stimulus: "Sends the operation with a key, then without one, then with a payload the operation refuses (--invalid-body, or one derived from the body)",
+        stimulus: "Sends the operation with a key, then without one, then with a payload the operation refuses (--invalid-body, or one derived from the body), then as a tenant no one is (tenant B's header, --tenant-b-header, with a value no tenant has)",
         requirement: "A request the API refuses makes no provider call and no charge",
         checks: &[NO_CALL, NO_CHARGE],
         needs: &[Need::Provider],
@@ -52,9 +56,32 @@ async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
             .keyed_body(ctx.session.keys, &ctx.fresh_key(), body);
         stimuli.push(("invalid payload", req));
     }
+    match unknown_tenant(ctx) {
+        Some(req) => stimuli.push(("a tenant no one is", req)),
+        None => ctx.note(format!(
+            "the wrong tenant: not sent, no second tenant's header to make an unknown tenant from (give {})",
+            Need::SecondTenant.option()
+        )),
+    }
     let (refused, behind) = send_each(ctx, &mut provider, stimuli).await;
     judge(ctx, &refused, &behind, (&NO_CALL, &NO_CHARGE))
 }
+
+/// The operation with a fresh key as a tenant the API does not know: tenant B's header lines,
+/// each value changed into one no tenant has; `None` without a second tenant.
+fn unknown_tenant(ctx: &ProbeCtx) -> Option<Request> {
+    let b = ctx.config.tenant_b.as_ref()?;
+    let mut req = ctx.keyed(&ctx.fresh_key());
+    for h in b {
+        let mut value = h.value.clone();
+        value.extend_from_slice(UNKNOWN_TENANT.as_bytes());
+        req = req.without_header(&h.name).with_header(&h.name, value);
+    }
+    Some(req)
+}
+
+/// Appended to tenant B's header values: no tenant is named, or authenticates, like that.
+const UNKNOWN_TENANT: &str = "-not-a-tenant";
 
 /// Sends each request on its own, settled, and returns those refused (4xx) with the provider
 /// calls each caused.

@@ -273,6 +273,59 @@ impl FakeProvider {
         self.state.lock().ledger.unattributed_since(since)
     }
 
+    /// Writes into the ledger, by hand, a call the API under test made for `body` (attributed
+    /// as a real one is, by the token in it) with `key`, answered 200, and a charge it committed
+    /// when `charge`: the probes' unit tests play an API this way without a socket. Returns the
+    /// charge's id.
+    #[cfg(test)]
+    pub(crate) fn seen_by_hand(
+        &self,
+        body: &[u8],
+        key: Option<&str>,
+        charge: bool,
+    ) -> Option<String> {
+        let profile = self.profile();
+        let path = profile.charge.path.to_string();
+        let mut inner = self.state.lock();
+        let token = inner.attribute(&path, body, None, profile);
+        let n = inner.ledger.calls.len() + 1;
+        let id = format!("ch_by_hand_{n}");
+        inner.ledger.calls.push(Call {
+            n,
+            at: Instant::now(),
+            finished: Some(Instant::now()),
+            method: "POST".into(),
+            path,
+            headers: Vec::new(),
+            body: body.to_vec(),
+            key: key.map(str::to_string),
+            key_problem: None,
+            operation: Some(profile::Operation::Charge),
+            params: None,
+            token,
+            scripted: None,
+            answered: ledger::Answered::Status {
+                status: 200,
+                headers: Vec::new(),
+                body: format!(r#"{{"id":"{id}"}}"#).into_bytes(),
+            },
+            committed: None,
+        });
+        let charged = charge.then(|| {
+            inner.ledger.commit(
+                n,
+                id.clone(),
+                "acct".into(),
+                profile::Operation::Charge,
+                profile.params(profile::Operation::Charge, body),
+            );
+            id
+        });
+        drop(inner);
+        self.state.changed();
+        charged
+    }
+
     /// Every call so far (tests).
     pub fn all_calls(&self) -> Vec<Call> {
         self.state.lock().ledger.calls.clone()

@@ -60,6 +60,18 @@ fn behaviour_probe_keys_are_read() {
     assert!(parse("t.toml", &bad, &env(), Path::new(".")).is_err());
 }
 
+
+#[test]
+fn the_crash_command_is_read_from_the_restart_table() {
+    let text = "url = \"http://127.0.0.1:1/p\"\n[restart]\ncommand = \"up\"\ncrash-command = \"kill -9 7\"\n";
+    let t = parse("t.toml", text, &env(), Path::new(".")).unwrap();
+    assert_eq!(t.crash_cmd.as_deref(), Some("kill -9 7"));
+    assert_eq!(t.restart_cmd.as_deref(), Some("up"));
+    let alone = "url = \"http://127.0.0.1:1/p\"\n[restart]\ncrash-command = \"kill -9 7\"\n";
+    let e = parse("t.toml", alone, &env(), Path::new(".")).unwrap_err();
+    assert!(e.message.contains("command"), "{}", e.message);
+}
+
 #[test]
 fn connection_keys_are_read() {
     let text = "url = \"https://api.test/p\"\nproxy = \"http://127.0.0.1:3128\"\nresolve = [\"api.test:443:127.0.0.1\"]\n[tls]\ncacert = \"ca.pem\"\ncert = \"c.pem\"\nkey = \"k.pem\"\ninsecure = true\n";

@@ -66,6 +66,40 @@ fn list_shows_every_probe() {
     }
 }
 
+/// `explain` knows every downstream probe: its stimulus, its requirement, its checks and the
+/// fake provider it needs; `list` shows each in the downstream group with that need.
+#[test]
+fn explain_and_list_know_every_downstream_probe() {
+    let listed = run(&["list"]);
+    let list = String::from_utf8_lossy(&listed.stdout);
+    let catalog = idem_check::probes::catalog();
+    let downstream: Vec<_> = catalog
+        .iter()
+        .filter(|p| p.meta.group == idem_check::probes::Group::Downstream)
+        .collect();
+    assert_eq!(downstream.len(), 16);
+    for p in downstream {
+        let id = p.meta.id;
+        let line = list
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(id))
+            .unwrap_or_else(|| panic!("{id} missing from list"));
+        assert!(
+            line.contains("downstream") && line.contains("--provider-listen"),
+            "{line}"
+        );
+        let o = run(&["explain", id]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains(p.meta.stimulus), "{id}: {out}");
+        assert!(out.contains(p.meta.requirement), "{id}: {out}");
+        assert!(out.contains("--provider-listen"), "{id}: {out}");
+        for c in p.meta.checks {
+            assert!(out.contains(c.id) && out.contains(c.what), "{id}: {out}");
+        }
+    }
+}
+
 /// A bad flag is a usage error: exit 1, with clap's explanation.
 #[test]
 fn bad_flag_exits_1() {

@@ -65,7 +65,8 @@ fn unseen_through_a_body_key(fault: Fault) -> &'static [&'static str] {
 /// key makes the provider refuse the payout that reuses a payment's key (`cross-endpoint` gets
 /// 502); calling the provider before validating calls it before claiming the key, and
 /// the refused invalid body leaves a provider key the valid retry then mismatches; a replay
-/// that calls the provider again does so after a restart too.
+/// that calls the provider again does so after a restart too; the retry after a crash mid-call
+/// takes the dead owner's claim over, which under a fresh key on takeover is a second charge.
 fn also_broken_with_a_provider(fault: Fault) -> &'static [&'static str] {
     match fault {
         Fault::ProvNoKey => &[
@@ -81,6 +82,7 @@ fn also_broken_with_a_provider(fault: Fault) -> &'static [&'static str] {
         Fault::ProvRawClientKey => &["cross-endpoint"],
         Fault::ProvCallBeforeValidate => &["prov-concurrent-duplicates", "error-not-cached"],
         Fault::ProvReplayRecallsProvider => &["prov-restart-replay"],
+        Fault::ProvStaleOwnerNewKey => &["prov-crash-after-call"],
         _ => &[],
     }
 }

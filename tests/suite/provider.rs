@@ -120,3 +120,90 @@ fn bad_provider_flags_name_the_flag() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("did you mean \"stripe\""), "{err}");
 }
+
+/// `prov-crash-after-call` against `run --reference`: the in-process kill ends the server while
+/// the fake holds its call, the held call commits, the restart brings the server back, and the
+/// retry reaches the provider again. The correct server reuses its persisted provider key (one
+/// charge); under `prov-key-not-persisted` the restarted server has forgotten it and sends
+/// another, so the provider charges twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_mid_call_is_survived_by_a_persisted_provider_key_only() {
+    let probe = "prov-crash-after-call";
+    let report = common::run_reference(None, &[probe], true).await;
+    let p = report.probes.iter().find(|p| p.id == probe).unwrap();
+    assert_eq!(p.outcome, Outcome::Pass, "{}", common::outcomes(&report));
+    assert!(
+        p.timeline
+            .iter()
+            .any(|l| l.starts_with("killed by an in-process kill") && l.contains("--crash-cmd")),
+        "{:?}",
+        p.timeline
+    );
+    // The client saw the server die: no answer on the original's own connection.
+    let original = p.exchanges.iter().find(|e| !e.role.at_provider).unwrap();
+    assert!(original.response().is_none(), "{original:?}");
+
+    let fault = idem_reference_server::Fault::ProvKeyNotPersisted;
+    let report = common::run_reference(Some(fault), &[probe], true).await;
+    let p = report.probes.iter().find(|p| p.id == probe).unwrap();
+    assert_eq!(p.outcome, Outcome::Fail, "{}", common::outcomes(&report));
+    let failed: Vec<&str> = p
+        .checks
+        .iter()
+        .filter(|c| !c.passed)
+        .map(|c| c.id.as_str())
+        .collect();
+    assert_eq!(failed, ["pre-crash-key", "one-charge"], "{p:?}");
+}
+
+/// `prov-refused-no-call` sends a tenant the API does not know (tenant B's header with a value
+/// no tenant has): the correct server refuses it 401 before any provider call, and the probe
+/// PASSes. Without a second tenant that request is not sent, and the timeline names the input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_tenant_is_refused_without_a_provider_call() {
+    let probe = "prov-refused-no-call";
+    let generic = profile::find("generic");
+    let reference = Reference::start_calling(None, None, None, generic)
+        .await
+        .expect("reference server starts");
+    let run = |target| async {
+        let config = Config::build(
+            target,
+            &common::run_options(),
+            Some(reference.restart_hook()),
+        )
+        .expect("reference target is valid");
+        let report = common::run_quietly(config, &[probe]).await;
+        report.probes.into_iter().find(|p| p.id == probe).unwrap()
+    };
+    let p = run(reference.target()).await;
+    assert_eq!(p.outcome, Outcome::Pass, "{p:?}");
+    let unknown = p
+        .exchanges
+        .iter()
+        .find(|e| e.role == "a tenant no one is")
+        .expect("the unknown tenant was sent");
+    assert_eq!(unknown.status(), Some(401), "{unknown:?}");
+    assert!(
+        p.timeline.iter().any(|l| l
+            == &format!(
+                "#{} (a tenant no one is) got 401 and caused 0 provider calls",
+                unknown.n
+            )),
+        "{:?}",
+        p.timeline
+    );
+    let mut one_tenant = reference.target();
+    one_tenant.tenant_b_headers.clear();
+    let p = run(one_tenant).await;
+    assert_eq!(p.outcome, Outcome::Pass, "{p:?}");
+    assert!(p.exchanges.iter().all(|e| e.role != "a tenant no one is"));
+    assert!(
+        p.timeline
+            .iter()
+            .any(|l| l.starts_with("the wrong tenant: not sent") && l.contains("--tenant-b-header")),
+        "{:?}",
+        p.timeline
+    );
+    reference.stop().await.expect("reference server stops");
+}

@@ -29,9 +29,8 @@ use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio::task::JoinHandle;
-use tokio_util::task::TaskTracker;
 
-use crate::app::App;
+use crate::app::{App, Tasks};
 use crate::claims::ClaimOutcome;
 use crate::clock::rfc3339;
 use crate::payments::{Operation, Payload, PaymentRecord};
@@ -222,8 +221,8 @@ async fn run_detached(app: &Arc<App>, claim: Claim) -> Response {
 /// fault, a handler dropped before the response was written (the client went away) deletes the
 /// record once the task has finished — although the payment committed.
 struct DisconnectGuard {
-    task: Option<JoinHandle<(Response, Scope)>>,
-    forget: Option<(Arc<dyn Store>, TaskTracker)>,
+    task: Option<JoinHandle<Option<(Response, Scope)>>>,
+    forget: Option<(Arc<dyn Store>, Tasks)>,
 }
 
 impl DisconnectGuard {
@@ -234,7 +233,9 @@ impl DisconnectGuard {
         let result = task.await;
         self.task = None;
         match result {
-            Ok((response, _)) => response,
+            Ok(Some((response, _))) => response,
+            // Killed: the connection is being dropped too, and a dead process answers nothing.
+            Ok(None) => std::future::pending().await,
             Err(e) => {
                 tracing::error!(cause = %e, "request task failed");
                 internal_error("the request failed inside the server").into_response(style)
@@ -249,7 +250,7 @@ impl Drop for DisconnectGuard {
             return;
         };
         tasks.spawn(async move {
-            if let Ok((_, scope)) = task.await {
+            if let Ok(Some((_, scope))) = task.await {
                 if let Err(e) = store.forget(&scope).await {
                     tracing::warn!(cause = %e, "could not forget the record");
                 }

@@ -246,7 +246,7 @@ async fn run_detached(app: &Arc<App>, delivery: Delivery) -> Response {
         store: Arc::clone(&store),
         tasks: app.tasks.clone(),
     };
-    let Ok((response, unrecorded)) = guard.wait().await else {
+    let Some((response, unrecorded)) = guard.wait().await else {
         return internal_error("the delivery failed inside the server").into_response(app.style());
     };
     if let Some((key, owner)) = unrecorded {
@@ -261,17 +261,26 @@ async fn run_detached(app: &Arc<App>, delivery: Delivery) -> Response {
 /// away) leaves the task running; under `record-after-ack` the claim it leaves unrecorded is then
 /// released, as a consumer that records only once it answered would leave no record.
 struct RecordGuard {
-    task: Option<tokio::task::JoinHandle<(Response, Unrecorded)>>,
+    task: Option<tokio::task::JoinHandle<Option<(Response, Unrecorded)>>>,
     store: Arc<dyn crate::store::Store>,
-    tasks: tokio_util::task::TaskTracker,
+    tasks: crate::app::Tasks,
 }
 
 impl RecordGuard {
-    async fn wait(&mut self) -> Result<(Response, Unrecorded), tokio::task::JoinError> {
+    /// The delivery's answer; `None` when its task failed. Killed, it never answers: the
+    /// connection is being dropped too, and a dead process answers nothing.
+    async fn wait(&mut self) -> Option<(Response, Unrecorded)> {
         let task = self.task.as_mut().expect("waited once");
         let result = task.await;
         self.task = None;
-        result.inspect_err(|e| tracing::error!(cause = %e, "webhook task failed"))
+        match result {
+            Ok(Some(done)) => Some(done),
+            Ok(None) => std::future::pending().await,
+            Err(e) => {
+                tracing::error!(cause = %e, "webhook task failed");
+                None
+            }
+        }
     }
 }
 
@@ -280,7 +289,7 @@ impl Drop for RecordGuard {
         let Some(task) = self.task.take() else { return };
         let store = Arc::clone(&self.store);
         self.tasks.spawn(async move {
-            if let Ok((_, Some((key, owner)))) = task.await {
+            if let Ok(Some((_, Some((key, owner))))) = task.await {
                 if let Err(e) = store.webhooks().release_event(&key, &owner).await {
                     tracing::warn!(cause = %format!("{e:#}"), "could not release the claim");
                 }
