@@ -136,8 +136,16 @@ pub async fn run(
             if def.meta.id == preflight.meta.id
                 && matches!(report.outcome, Outcome::Fail | Outcome::Error)
             {
+                // An API failing because it cannot reach its provider (its TLS client refuses
+                // the fake's CA) shows here first: the probes left out say why.
+                let refused = config
+                    .provider
+                    .as_ref()
+                    .and_then(|d| d.fake.refusals_line(probe_start))
+                    .inspect(|line| report.timeline.push(line.clone()))
+                    .map_or(String::new(), |line| format!("; {line}"));
                 preflight_failure = Some(format!(
-                    "not run: the pre-flight first-request did not pass ({})",
+                    "not run: the pre-flight first-request did not pass ({}){refused}",
                     report.reason
                 ));
             }
@@ -220,7 +228,23 @@ pub fn context(config: &Config) -> Vec<String> {
         format!("key: {}", config.key_carrier),
     ];
     context.extend(config.connector.context());
+    if let Some(down) = &config.provider {
+        context.push(provider_line(&down.fake));
+    }
     context
+}
+
+/// Where the fake provider listens and, over HTTPS, where its CA went: the file the API under
+/// test must trust.
+pub fn provider_line(fake: &crate::provider::FakeProvider) -> String {
+    let mut line = format!("provider: {} fake at {}", fake.profile().name, fake.url());
+    if let Some(ca) = fake.ca_file() {
+        line.push_str(&format!(
+            ", its CA certificate written to {} (--provider-tls)",
+            ca.display()
+        ));
+    }
+    line
 }
 
 /// The probe's report. A probe whose target stopped answering is INCONCLUSIVE saying so when

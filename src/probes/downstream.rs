@@ -177,9 +177,26 @@ impl ProviderSide {
         ));
     }
 
+    /// SKIPs the probe when the fake turned the API's connections away since the probe opened
+    /// and no call got through: the API is pointed at the fake but its client does not trust
+    /// the CA `--provider-tls` wrote, or speaks plain HTTP to it.
+    pub fn unless_refused(&self, client: &[&Exchange]) -> Result<(), Stop> {
+        if !self.calls_now().is_empty() {
+            return Ok(());
+        }
+        let Some(refused) = self.down.fake.refusals_line(self.since) else {
+            return Ok(());
+        };
+        Err(
+            Stop::Skip(format!("no provider call got through: {refused}").into())
+                .citing(client.iter().map(|e| e.n)),
+        )
+    }
+
     /// SKIPs the probe when its client requests were answered and no call reached the fake:
     /// the API is not pointed at it.
     pub fn unless_reached(&self, client: &[&Exchange]) -> Result<(), Stop> {
+        self.unless_refused(client)?;
         if !self.seen.is_empty() || !client.iter().any(|e| e.response().is_some()) {
             return Ok(());
         }
