@@ -57,6 +57,9 @@ pub struct Refusal {
     pub why: String,
 }
 
+/// How every probe's and stress key's unique token begins.
+const TOKEN_PREFIX: &str = "idem-check-";
+
 /// Refusals kept: enough to name the cause, bounded under load.
 const KEPT_REFUSALS: usize = 64;
 
@@ -77,6 +80,13 @@ impl Settings {
             correlate: None,
         }
     }
+}
+
+/// One token's calls and charges at the fake.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub calls: usize,
+    pub charges: usize,
 }
 
 /// What the server shares between connections.
@@ -110,12 +120,28 @@ impl Inner {
         profile: &Profile,
     ) -> Option<String> {
         let text = String::from_utf8_lossy(body);
-        let found = self
-            .scripts
-            .tokens()
-            .filter(|t| text.contains(t.as_str()) || path.contains(t.as_str()))
+        // Tokens start with `idem-check-`: the armed ones found where that stands are looked
+        // up, so a stress run's thousands of tokens cost each call a few lookups, not a scan.
+        let found = [path, text.as_ref()]
+            .into_iter()
+            .flat_map(|t| t.match_indices(TOKEN_PREFIX).map(move |(i, _)| &t[i..]))
+            .flat_map(|from| {
+                let end = from
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || "-_.~".contains(c)))
+                    .unwrap_or(from.len());
+                (TOKEN_PREFIX.len()..=end).map(move |n| &from[..n])
+            })
+            .filter(|candidate| self.scripts.is_armed(candidate))
             .max_by_key(|t| t.len())
-            .cloned();
+            .map(str::to_string)
+            .or_else(|| {
+                self.scripts
+                    .tokens()
+                    .filter(|t| !t.starts_with(TOKEN_PREFIX))
+                    .filter(|t| text.contains(t.as_str()) || path.contains(t.as_str()))
+                    .max_by_key(|t| t.len())
+                    .cloned()
+            });
         if found.is_some() {
             return found;
         }
@@ -159,11 +185,11 @@ impl State {
     }
 
     fn charge_id(&self, n: usize) -> Option<String> {
-        self.lock()
+        let inner = self.lock();
+        inner
             .ledger
             .charges
-            .iter()
-            .find(|c| c.n == n)
+            .get(n.checked_sub(1)?)
             .map(|c| c.id.clone())
     }
 
@@ -389,6 +415,57 @@ impl FakeProvider {
                 .is_err()
             {
                 return done(&self.calls(token));
+            }
+        }
+    }
+
+    /// Per token, how many calls held it and how many charges they committed, over the whole
+    /// ledger in one pass: a stress run's count.
+    pub fn tally(&self) -> HashMap<String, Tally> {
+        let inner = self.state.lock();
+        let mut tally: HashMap<String, Tally> = HashMap::new();
+        for call in &inner.ledger.calls {
+            if let Some(t) = &call.token {
+                tally.entry(t.clone()).or_default().calls += 1;
+            }
+        }
+        for charge in &inner.ledger.charges {
+            if let Some(t) = &charge.token {
+                tally.entry(t.clone()).or_default().charges += 1;
+            }
+        }
+        tally
+    }
+
+    /// How many calls reached the fake in all, and how many of them held no armed token.
+    pub fn call_counts(&self) -> (usize, usize) {
+        let inner = self.state.lock();
+        let calls = &inner.ledger.calls;
+        (
+            calls.len(),
+            calls.iter().filter(|c| c.token.is_none()).count(),
+        )
+    }
+
+    /// Waits until every call is answered and none arrived for `quiet`, within `bound`: a
+    /// stress run counts after it. Whether it settled.
+    pub async fn settle_all(&self, quiet: Duration, bound: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            let mut rx = self.state.subscribe();
+            let busy = self.state.lock().ledger.calls.iter().any(|c| !c.finished());
+            if !busy {
+                match tokio::time::timeout(quiet, rx.changed()).await {
+                    Err(_) => return true,
+                    Ok(_) if tokio::time::Instant::now() >= deadline => return false,
+                    Ok(_) => continue,
+                }
+            }
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
+                return false;
             }
         }
     }

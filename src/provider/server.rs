@@ -300,13 +300,7 @@ async fn answer(state: &Shared, n: usize) -> Result<Reply, &'static str> {
     let profile = state.settings.profile;
     let (call, step) = {
         let mut inner = state.lock();
-        let call = inner
-            .ledger
-            .calls
-            .iter()
-            .find(|c| c.n == n)
-            .cloned()
-            .expect("recorded");
+        let call = inner.ledger.call(n).cloned().expect("recorded");
         let step = inner.scripts.next(call.token.as_deref());
         if let Some(c) = inner.ledger.call_mut(n) {
             c.scripted = step.label();
@@ -434,13 +428,7 @@ async fn play(state: &Shared, call: &Call, op: Operation, params: Params, hold: 
         state.held(call.token.as_deref(), deadline).await;
     }
     let reply = charge(state, call, op, params.clone(), &account);
-    let charge_n = state
-        .lock()
-        .ledger
-        .calls
-        .iter()
-        .find(|c| c.n == call.n)
-        .and_then(|c| c.committed);
+    let charge_n = state.lock().ledger.call(call.n).and_then(|c| c.committed);
     state.lock().ledger.keys.insert(
         slot,
         KeyState::Done {
