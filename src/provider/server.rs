@@ -384,7 +384,22 @@ async fn play(state: &Shared, call: &Call, op: Operation, params: Params, hold: 
     let slot = (account.clone(), key);
     loop {
         let mut rx = state.subscribe();
-        let seen = state.lock().ledger.keys.get(&slot).cloned();
+        // Looked up and claimed under one lock: two calls with a new key arriving together
+        // must not both find it free and both charge.
+        let seen = {
+            let mut inner = state.lock();
+            let seen = inner.ledger.keys.get(&slot).cloned();
+            if seen.is_none() {
+                inner.ledger.keys.insert(
+                    slot.clone(),
+                    KeyState::InFlight {
+                        operation: op,
+                        params: params.body.clone(),
+                    },
+                );
+            }
+            seen
+        };
         match seen {
             None => break,
             Some(KeyState::InFlight { .. }) => match profile.in_progress {
@@ -416,13 +431,6 @@ async fn play(state: &Shared, call: &Call, op: Operation, params: Params, hold: 
             }
         }
     }
-    state.lock().ledger.keys.insert(
-        slot.clone(),
-        KeyState::InFlight {
-            operation: op,
-            params: params.body.clone(),
-        },
-    );
     state.changed();
     if hold {
         state.held(call.token.as_deref(), deadline).await;
