@@ -273,3 +273,46 @@ async fn an_api_that_does_not_trust_the_ca_is_told_so() {
     );
     assert!(fake.all_calls().is_empty());
 }
+
+/// A CA file that cannot be written is one line naming `--provider-tls`, and nothing is sent;
+/// `--provider-lost-answers` without a fake provider names what starts one.
+#[test]
+fn bad_tls_and_stress_provider_flags_name_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("missing").join("ca.pem");
+    let ca = ca.to_str().unwrap();
+    let o = common::binary::bin()
+        .args([
+            "run",
+            "http://127.0.0.1:9/pay",
+            "--provider-listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--provider-tls", ca])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "--provider-tls {ca}: cannot write the CA certificate there"
+        )),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let o = common::binary::bin()
+        .args([
+            "stress",
+            "--reference",
+            "--provider-lost-answers",
+            "--keys",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--provider-lost-answers") && err.contains("--provider-listen"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
