@@ -473,6 +473,12 @@ pub struct StressArgs {
     #[arg(long, value_name = "ID", requires = "segment", value_parser = parse_run_id)]
     pub run_id: Option<String>,
 
+    /// With --provider-listen (or --reference --provider): the fake provider commits each
+    /// key's first call and closes the connection without answering, so the API must retry
+    /// with the same provider key; one that draws a new key per attempt charges twice.
+    #[arg(long)]
+    pub provider_lost_answers: bool,
+
     /// Reports; JUnit holds one testcase, `stress`.
     #[command(flatten)]
     pub report: ReportArgs,

@@ -238,6 +238,13 @@ macro_rules! with_inputs {
                     shown plain, value "POINTER", reference false,
                     help "Where the client request's {{unique}} value (or the API's resource id) \
                           sits in the provider request, when it is not found anywhere in it";
+                PROVIDER_TLS: "--provider-tls" ["provider"] "tls" => provider_tls: Option<String>,
+                    shown plain, value "CA_FILE", reference true,
+                    help "The fake provider serves HTTPS with a CA made at start, whose certificate \
+                          (PEM) it writes to CA_FILE for the API under test to trust (e.g. \
+                          SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, REQUESTS_CA_BUNDLE); its server \
+                          certificate covers 127.0.0.1, localhost and the --provider-listen \
+                          host. With --reference the bundled server trusts it";
                 HTTP2: "--http2" top "http2" => http2: bool,
                     shown plain, value "", reference true,
                     help "The target speaks HTTP/2 (for http:// URLs, h2c with prior knowledge): \

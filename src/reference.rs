@@ -9,6 +9,7 @@
 //! under the `memory-store` fault, two servers that share nothing but the payments table. With
 //! `--reference-db postgres://…` both are replicas on that PostgreSQL database.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +25,7 @@ use tokio::task::JoinHandle;
 use crate::carrier::{set_field, Place};
 use crate::config::{KillHook, OutageHook, RestartHook, TargetSpec};
 use crate::provider::profile::Profile;
-use crate::provider::{FakeProvider, Settings};
+use crate::provider::{FakeProvider, ProviderError, Settings};
 
 /// The hold the concurrency probes ask of the reference server: a named hold the checker
 /// releases once it has sent its duplicates (the server ends it after 10 s at the latest).
@@ -192,6 +193,24 @@ impl Server {
 }
 
 /// How long an instance's store may take to open.
+/// The fake provider a reference server calls: the profile it plays and, with `tls_ca`
+/// (`--provider-tls`), HTTPS with a CA made at start, its certificate written there and handed
+/// to the server as `--provider-ca`.
+#[derive(Debug, Clone, Copy)]
+pub struct Calling<'a> {
+    pub profile: &'static Profile,
+    pub tls_ca: Option<&'a Path>,
+}
+
+impl From<&'static Profile> for Calling<'static> {
+    fn from(profile: &'static Profile) -> Self {
+        Calling {
+            profile,
+            tls_ca: None,
+        }
+    }
+}
+
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Reference {
@@ -216,14 +235,14 @@ impl Reference {
         Self::start_calling(fault, postgres, key, None).await
     }
 
-    /// [`Reference::start_with`], the server calling a fake provider playing `provider`
+    /// [`Reference::start_with`], the server calling a fake provider as `provider` says
     /// (started here on 127.0.0.1:0) for every payment and payout: the target then carries
     /// that fake for the `downstream` probes.
     pub async fn start_calling(
         fault: Option<Fault>,
         postgres: Option<&str>,
         key: Option<&Place>,
-        provider: Option<&'static Profile>,
+        provider: Option<Calling<'_>>,
     ) -> Result<Reference> {
         let dir = tempfile::tempdir().context("could not create a temporary directory")?;
         let db = match postgres {
@@ -255,11 +274,21 @@ impl Reference {
             None => {}
         }
         let fake = match provider {
-            Some(profile) => {
-                let fake = FakeProvider::bind("127.0.0.1:0", Settings::of(profile))
-                    .context("could not start the fake provider")?;
+            Some(Calling { profile, tls_ca }) => {
+                let settings = Settings::of(profile);
+                let fake = match tls_ca {
+                    None => FakeProvider::bind("127.0.0.1:0", settings),
+                    Some(ca_file) => FakeProvider::bind_tls("127.0.0.1:0", settings, ca_file),
+                }
+                .map_err(|e| match e {
+                    ProviderError::Tls(e) => anyhow::anyhow!("--provider-tls {e}"),
+                    other => anyhow::Error::from(other),
+                })
+                .context("could not start the fake provider")?;
                 config.provider_url = Some(fake.url());
                 config.provider_timeout = PROVIDER_TIMEOUT;
+                // The server trusts the CA the fake wrote, as an API under test is told to.
+                config.provider_ca = fake.ca_file().map(Path::to_path_buf);
                 config.provider_profile = profile
                     .name
                     .parse::<ProviderProfile>()

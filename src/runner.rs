@@ -69,6 +69,7 @@ pub async fn run(
         config: config.clone(),
         client,
         refused: None,
+        unreachable_provider: None,
     };
     let each::Ran {
         reports: mut probes,
@@ -117,6 +118,8 @@ struct Probes {
     session: Session,
     /// A 401 that --auth-cmd could not answer: the credential's failure, not the API's.
     refused: Option<String>,
+    /// Why the fake provider turned the API's connections away, when the pre-flight failed.
+    unreachable_provider: Option<String>,
 }
 
 impl each::Mode for Probes {
@@ -187,6 +190,20 @@ impl each::Mode for Probes {
             report.reason = crate::auth::refused_reason(&why);
             self.refused = Some(format!("not run: {why}"));
         }
+        if def.meta.id == probes::first_request::PROBE.meta.id
+            && matches!(report.outcome, Outcome::Fail | Outcome::Error)
+        {
+            // An API failing because it cannot reach its provider (its TLS client refuses the
+            // fake's CA) shows here first: the probes left out say why.
+            self.unreachable_provider = self
+                .config
+                .provider
+                .as_ref()
+                .and_then(|d| d.fake.refusals_line(started));
+            if let Some(line) = &self.unreachable_provider {
+                report.timeline.push(line.clone());
+            }
+        }
         report
     }
 
@@ -202,8 +219,11 @@ impl each::Mode for Probes {
             (
                 Outcome::Error,
                 format!(
-                    "not run: the pre-flight first-request did not pass ({})",
-                    report.reason
+                    "not run: the pre-flight first-request did not pass ({}){}",
+                    report.reason,
+                    self.unreachable_provider
+                        .as_ref()
+                        .map_or(String::new(), |line| format!("; {line}"))
                 ),
             )
         })
@@ -250,7 +270,23 @@ pub fn context(config: &Config) -> Vec<String> {
         format!("key: {}", config.key_carrier),
     ];
     context.extend(config.connector.context());
+    if let Some(down) = &config.provider {
+        context.push(provider_line(&down.fake));
+    }
     context
+}
+
+/// Where the fake provider listens and, over HTTPS, where its CA went: the file the API under
+/// test must trust.
+pub fn provider_line(fake: &crate::provider::FakeProvider) -> String {
+    let mut line = format!("provider: {} fake at {}", fake.profile().name, fake.url());
+    if let Some(ca) = fake.ca_file() {
+        line.push_str(&format!(
+            ", its CA certificate written to {} (--provider-tls)",
+            ca.display()
+        ));
+    }
+    line
 }
 
 /// Why `def` SKIPs without running: the first of its needs the config does not provide, and

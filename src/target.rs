@@ -174,6 +174,7 @@ struct ProviderTable {
     key_in_body: Option<Spanned<String>>,
     ref_pointer: Option<Spanned<String>>,
     correlate: Option<Spanned<String>>,
+    tls: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -510,6 +511,10 @@ pub fn parse(
         spec.provider_key_in_body = r.opt(&p.key_in_body, inputs::PROVIDER_KEY_IN_BODY)?;
         spec.provider_ref_pointer = r.opt(&p.ref_pointer, inputs::PROVIDER_REF_POINTER)?;
         spec.provider_correlate = r.opt(&p.correlate, inputs::PROVIDER_CORRELATE)?;
+        // Written where the target file says, as its other paths are read: relative to it.
+        spec.provider_tls = r
+            .opt(&p.tls, inputs::PROVIDER_TLS)?
+            .map(|f| base.join(f).display().to_string());
     }
     if let Some(c) = &file.counter {
         spec.count_url = r.opt(&c.url, inputs::COUNT_URL)?;

@@ -108,6 +108,29 @@ pub fn nothing_behind_errors(spec: &CheckSpec, e: &Executions, errors: &[&Exchan
     )
 }
 
+/// No key of a stress run is `which` (e.g. "charged more than once at the provider"):
+/// `named` are the first such keys with what was seen of each, `exchanges` their evidence.
+pub fn no_keys(
+    spec: &CheckSpec,
+    which: &str,
+    count: usize,
+    named: &[String],
+    exchanges: Vec<usize>,
+) -> Check {
+    let actual = match count {
+        0 => format!("0 keys {which}"),
+        n => format!("{n} keys {which}: {}", named.join("; ")),
+    };
+    Check::from_spec(
+        spec,
+        count == 0,
+        vec![format!("0 keys {which}")],
+        actual,
+        exchanges,
+    )
+    .showing(Symptom::Executions)
+}
+
 /// No key violated exactly-once, as counted by whoever judged the keys (the segments of a
 /// merged stress run): `named` are the first violating keys with their reasons, shown.
 pub fn no_violating_keys(spec: &CheckSpec, violating: usize, named: &[String]) -> Check {

@@ -22,6 +22,13 @@ pub(super) async fn stress(args: StressArgs) -> Result<ExitCode> {
     let files = report_files(&args.report)?;
     let run_opts = run_options(&args.target)?;
     let done = with_target(&args.target, run_opts, &interrupt, async |config| {
+        if args.provider_lost_answers && config.provider.is_none() {
+            return Err(anyhow::anyhow!(
+                "--provider-lost-answers loses the fake provider's answers, which only \
+                 --provider-listen ADDR (or --reference --provider PROFILE) starts"
+            )
+            .into());
+        }
         let mut render = render_options(
             &args.report,
             config.secrets.clone(),
@@ -38,6 +45,7 @@ pub(super) async fn stress(args: StressArgs) -> Result<ExitCode> {
             concurrency: args.concurrency,
             duration: args.duration,
             rate: args.rate,
+            provider_lost_answers: args.provider_lost_answers,
             segment: args.segment.zip(args.run_id.clone()).map(|(s, run_id)| {
                 idem_check::stress::segment::Segment {
                     index: s.index,

@@ -3,6 +3,7 @@
 //! ([`super::flags`] lays the flags over the file that [`idem_check::target`] reads), then the run options and the
 //! suite, and the connection settings applied.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::bail;
@@ -15,7 +16,7 @@ use idem_check::carrier::Place;
 use idem_check::config::{Config, RestartHook, RunOptions, TargetSpec};
 use idem_check::discover::{Discovery, Operation, Skipped};
 use idem_check::exit::AppError;
-use idem_check::reference::Reference;
+use idem_check::reference::{Calling, Reference};
 
 /// Runs `work` with the validated config for the target the user described, starting the
 /// bundled reference server when asked; `None` when Ctrl-C came during setup, with whatever was
@@ -84,9 +85,19 @@ async fn start_target(
                     .map_err(|e| anyhow::anyhow!("--provider {e}"))
             })
             .transpose()?;
+        if let (None, Some(_)) = (provider, &t.inputs.provider_tls) {
+            return Err(anyhow::anyhow!(
+                "--provider-tls serves the fake provider over HTTPS, which --reference calls only \
+                 with --provider PROFILE: idem-check run --reference --provider generic --provider-tls FILE"
+            )
+            .into());
+        }
+        let calling = provider.map(|profile| Calling {
+            profile,
+            tls_ca: t.inputs.provider_tls.as_deref().map(Path::new),
+        });
         let started =
-            Reference::start_calling(fault, t.reference_db.as_deref(), key.as_ref(), provider)
-                .await;
+            Reference::start_calling(fault, t.reference_db.as_deref(), key.as_ref(), calling).await;
         if interrupt.was_pressed() {
             if let Ok(r) = started {
                 r.stop().await.map_err(AppError::runtime)?;

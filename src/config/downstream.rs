@@ -2,6 +2,7 @@
 //! companions validated, and the fake started on that address (or the one `run --reference`
 //! started before its server, which must know the fake's URL).
 
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Result;
@@ -10,6 +11,7 @@ use super::check_pointer;
 use crate::diagnostic::Origins;
 use crate::inputs;
 use crate::provider::profile::{self, KeyCarrier};
+use crate::provider::tls::TlsError;
 use crate::provider::{FakeProvider, ProviderError, Settings};
 use crate::target::TargetSpec;
 
@@ -47,6 +49,7 @@ pub fn start(target: &TargetSpec, origins: &Origins) -> Result<Option<Downstream
             (&target.provider_key_in_body, inputs::PROVIDER_KEY_IN_BODY),
             (&target.provider_correlate, inputs::PROVIDER_CORRELATE),
             (&target.provider_ref_pointer, inputs::PROVIDER_REF_POINTER),
+            (&target.provider_tls, inputs::PROVIDER_TLS),
         ];
         if let Some((_, input)) = given.iter().find(|(v, _)| v.is_some()) {
             let i = at(input.flag);
@@ -60,13 +63,29 @@ pub fn start(target: &TargetSpec, origins: &Origins) -> Result<Option<Downstream
         return Ok(None);
     };
     let settings = settings(target, origins)?;
-    let fake = FakeProvider::bind(listen, settings).map_err(|e| {
-        let i = at(inputs::PROVIDER_LISTEN.flag);
-        match e {
-            ProviderError::Bind { addr, source } => {
-                i.error(format!("{} {addr}: cannot listen there: {source}", i.name))
-            }
-            other => i.error(format!("{}: {other}", i.name)),
+    let fake = match &target.provider_tls {
+        None => FakeProvider::bind(listen, settings),
+        Some(ca_file) => FakeProvider::bind_tls(listen, settings, Path::new(ca_file)),
+    }
+    .map_err(|e| match e {
+        ProviderError::Bind { addr, source } => {
+            let i = at(inputs::PROVIDER_LISTEN.flag);
+            i.error(format!("{} {addr}: cannot listen there: {source}", i.name))
+        }
+        ProviderError::Tls(TlsError::Write { path, source }) => {
+            let i = at(inputs::PROVIDER_TLS.flag);
+            i.error(format!(
+                "{} {path}: cannot write the CA certificate there: {source}",
+                i.name
+            ))
+        }
+        ProviderError::Tls(other) => {
+            let i = at(inputs::PROVIDER_TLS.flag);
+            i.error(format!("{}: {other}", i.name))
+        }
+        other => {
+            let i = at(inputs::PROVIDER_LISTEN.flag);
+            i.error(format!("{}: {other}", i.name))
         }
     })?;
     Ok(Some(Downstream { fake, ref_pointer }))

@@ -7,12 +7,11 @@ use std::time::{Duration, Instant};
 
 use crate::check;
 use crate::config::Downstream;
-use crate::http::exchange::{Exchange, ReceivedResponse, Role, SentRequest};
+use crate::http::exchange::{Exchange, Role};
 use crate::http::Request;
-use crate::http::{HttpError, Phase};
 use crate::outcome::Stop;
 use crate::probes::{CheckDecl, ProbeCtx, Provider};
-use crate::provider::ledger::{Answered, Call, Charge};
+use crate::provider::ledger::{Call, Charge};
 use crate::provider::profile::Profile;
 use crate::provider::script::Script;
 
@@ -200,9 +199,26 @@ impl ProviderSide {
         ));
     }
 
+    /// SKIPs the probe when the fake turned the API's connections away since the probe opened
+    /// and no call got through: the API is pointed at the fake but its client does not trust
+    /// the CA `--provider-tls` wrote, or speaks plain HTTP to it.
+    pub fn unless_refused(&self, client: &[&Exchange]) -> Result<(), Stop> {
+        if !self.calls_now().is_empty() {
+            return Ok(());
+        }
+        let Some(refused) = self.down.fake.refusals_line(self.since) else {
+            return Ok(());
+        };
+        Err(
+            Stop::Skip(format!("no provider call got through: {refused}").into())
+                .citing(client.iter().map(|e| e.n)),
+        )
+    }
+
     /// SKIPs the probe when its client requests were answered and no call reached the fake:
     /// the API is not pointed at it.
     pub fn unless_reached(&self, client: &[&Exchange]) -> Result<(), Stop> {
+        self.unless_refused(client)?;
         if !self.seen.is_empty() || !client.iter().any(|e| e.response().is_some()) {
             return Ok(());
         }
@@ -246,38 +262,6 @@ impl ProviderSide {
 
 /// Records one provider call as an exchange of the probe.
 fn record_call(ctx: &mut ProbeCtx, down: &Downstream, call: &Call) -> usize {
-    let request = SentRequest {
-        method: call.method.clone(),
-        url: format!("{}{}", down.fake.url(), call.path),
-        headers: call.headers.clone(),
-        body: call.body.clone(),
-    };
-    let outcome = match &call.answered {
-        Answered::Status {
-            status,
-            headers,
-            body,
-        } => Ok(ReceivedResponse {
-            status: *status,
-            version: http::Version::HTTP_11,
-            headers: headers
-                .iter()
-                .map(|(k, v)| crate::http::exchange::Header::new(k, v.as_bytes()))
-                .collect(),
-            body: body.clone(),
-            body_truncated: false,
-            problem: None,
-        }),
-        // Closed on purpose by idem-check's own fake: what came of it is known, so checks
-        // citing it are judged (a failure in transport would leave them unjudged).
-        Answered::Closed { why } => Err(HttpError::ClosedByFake(why.to_string())),
-        // Still held when the probe counted: the API's call had no answer yet, which leaves
-        // the checks citing it unjudged, as any unanswered request does.
-        Answered::Pending => Err(HttpError::Timeout {
-            phase: Phase::FirstByte,
-            after: call.at.elapsed(),
-        }),
-    };
     let mut label = format!("provider call {}", call.n);
     if let Some(what) = &call.scripted {
         label.push_str(&format!(", {what}"));
@@ -286,8 +270,8 @@ fn record_call(ctx: &mut ProbeCtx, down: &Downstream, call: &Call) -> usize {
     ctx.record
         .record_at_provider(
             Role::at_provider(label),
-            request,
-            outcome,
+            call.request(&down.fake.url()),
+            call.outcome(),
             (call.at, finished),
         )
         .n
@@ -390,6 +374,7 @@ pub fn keys(calls: &[Seen]) -> Vec<(usize, Option<String>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::HttpError;
     use crate::probes::kit::fake;
 
     #[test]

@@ -35,6 +35,9 @@ pub const PROBE: ProbeDef = ProbeDef {
 async fn run(ctx: &mut ProbeCtx) -> Result<(), Stop> {
     let mut provider = ProviderSide::open(ctx)?;
     let original = ctx.send("original", ctx.keyed(&ctx.fresh_key())).await;
+    // An API that failed because its TLS client refused the fake's certificate is not pointed
+    // at it yet: say so before judging its answer.
+    provider.unless_refused(&[&original])?;
     if let Some(stop) = unless_success(
         &original,
         "the original",

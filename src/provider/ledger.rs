@@ -8,7 +8,8 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::profile::{Operation, Params};
-use crate::http::exchange::Header;
+use crate::http::exchange::{Header, Outcome, ReceivedResponse, SentRequest};
+use crate::http::{HttpError, Phase};
 
 /// How the fake answered a call, once it did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +55,46 @@ pub struct Call {
 }
 
 impl Call {
+    /// The call as a request sent to the fake at `base` (its URL), for the evidence.
+    pub fn request(&self, base: &str) -> SentRequest {
+        SentRequest {
+            method: self.method.clone(),
+            url: format!("{base}{}", self.path),
+            headers: self.headers.clone(),
+            body: self.body.clone(),
+        }
+    }
+
+    /// How the fake answered, as the evidence shows an outcome.
+    pub fn outcome(&self) -> Outcome {
+        match &self.answered {
+            Answered::Status {
+                status,
+                headers,
+                body,
+            } => Ok(ReceivedResponse {
+                status: *status,
+                version: http::Version::HTTP_11,
+                headers: headers
+                    .iter()
+                    .map(|(k, v)| Header::new(k, v.as_bytes()))
+                    .collect(),
+                body: body.clone(),
+                body_truncated: false,
+                problem: None,
+            }),
+            // Closed on purpose by idem-check's own fake: what came of it is known, so checks
+            // citing it are judged (a failure in transport would leave them unjudged).
+            Answered::Closed { why } => Err(HttpError::ClosedByFake(why.to_string())),
+            // Still held when counted: the API's call had no answer yet, which leaves the
+            // checks citing it unjudged, as any unanswered request does.
+            Answered::Pending => Err(HttpError::Timeout {
+                phase: Phase::FirstByte,
+                after: self.at.elapsed(),
+            }),
+        }
+    }
+
     /// A key that is present and parses.
     pub fn key(&self) -> Option<&str> {
         self.key.as_deref()
@@ -134,8 +175,13 @@ impl Ledger {
             .collect()
     }
 
+    /// Call `n`: calls are numbered by their place in the ledger, from 1.
+    pub fn call(&self, n: usize) -> Option<&Call> {
+        self.calls.get(n.checked_sub(1)?)
+    }
+
     pub fn call_mut(&mut self, n: usize) -> Option<&mut Call> {
-        self.calls.iter_mut().find(|c| c.n == n)
+        self.calls.get_mut(n.checked_sub(1)?)
     }
 
     /// Commits a charge for call `n` and returns its number.
@@ -148,7 +194,7 @@ impl Ledger {
         params: Params,
     ) -> usize {
         let charge = self.charges.len() + 1;
-        let (key, token) = match self.calls.iter().find(|c| c.n == n) {
+        let (key, token) = match self.call(n) {
             Some(c) => (c.key.clone(), c.token.clone()),
             None => (None, None),
         };

@@ -11,6 +11,7 @@
 //! | [`ledger`] | calls, charges, the keys the provider remembers |
 //! | [`script`] | what is done to a probe's calls, step by step |
 //! | [`server`] | the HTTP side and the profile's rules |
+//! | [`tls`] | `--provider-tls`: the CA made at start, the HTTPS side |
 //!
 //! A call is tied to the probe whose unique token it holds (anywhere in its path or body, or
 //! at `--provider-correlate`): never to another probe.
@@ -19,9 +20,11 @@ pub mod ledger;
 pub mod profile;
 pub mod script;
 pub mod server;
+pub mod tls;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -41,7 +44,24 @@ pub enum ProviderError {
     },
     #[error("the fake provider needs a running async runtime")]
     NoRuntime,
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
 }
+
+/// A connection the fake turned away before any call: a TLS handshake the API's client broke
+/// off (it does not trust the CA), or plain HTTP on the HTTPS port. Kept so the calibration
+/// can say why nothing reached the fake.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    pub at: Instant,
+    pub why: String,
+}
+
+/// How every probe's and stress key's unique token begins.
+const TOKEN_PREFIX: &str = "idem-check-";
+
+/// Refusals kept: enough to name the cause, bounded under load.
+const KEPT_REFUSALS: usize = 64;
 
 /// How the fake plays: the profile, where it reads keys (the profile's carrier unless
 /// overridden), and where a call's token sits when it is not found anywhere in it.
@@ -62,6 +82,13 @@ impl Settings {
     }
 }
 
+/// One token's calls and charges at the fake.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub calls: usize,
+    pub charges: usize,
+}
+
 /// What the server shares between connections.
 pub(crate) struct State {
     settings: Settings,
@@ -79,6 +106,7 @@ struct Inner {
     /// Other values that stand for a token at `--provider-correlate` (the API's resource id).
     aliases: HashMap<String, String>,
     released: HashSet<String>,
+    refused: Vec<Refusal>,
 }
 
 impl Inner {
@@ -92,12 +120,28 @@ impl Inner {
         profile: &Profile,
     ) -> Option<String> {
         let text = String::from_utf8_lossy(body);
-        let found = self
-            .scripts
-            .tokens()
-            .filter(|t| text.contains(t.as_str()) || path.contains(t.as_str()))
+        // Tokens start with `idem-check-`: the armed ones found where that stands are looked
+        // up, so a stress run's thousands of tokens cost each call a few lookups, not a scan.
+        let found = [path, text.as_ref()]
+            .into_iter()
+            .flat_map(|t| t.match_indices(TOKEN_PREFIX).map(move |(i, _)| &t[i..]))
+            .flat_map(|from| {
+                let end = from
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || "-_.~".contains(c)))
+                    .unwrap_or(from.len());
+                (TOKEN_PREFIX.len()..=end).map(move |n| &from[..n])
+            })
+            .filter(|candidate| self.scripts.is_armed(candidate))
             .max_by_key(|t| t.len())
-            .cloned();
+            .map(str::to_string)
+            .or_else(|| {
+                self.scripts
+                    .tokens()
+                    .filter(|t| !t.starts_with(TOKEN_PREFIX))
+                    .filter(|t| text.contains(t.as_str()) || path.contains(t.as_str()))
+                    .max_by_key(|t| t.len())
+                    .cloned()
+            });
         if found.is_some() {
             return found;
         }
@@ -129,12 +173,23 @@ impl State {
         self.version.subscribe()
     }
 
+    /// Records a connection turned away before any call.
+    fn refuse(&self, why: String) {
+        let mut inner = self.lock();
+        if inner.refused.len() < KEPT_REFUSALS {
+            inner.refused.push(Refusal {
+                at: Instant::now(),
+                why,
+            });
+        }
+    }
+
     fn charge_id(&self, n: usize) -> Option<String> {
-        self.lock()
+        let inner = self.lock();
+        inner
             .ledger
             .charges
-            .iter()
-            .find(|c| c.n == n)
+            .get(n.checked_sub(1)?)
             .map(|c| c.id.clone())
     }
 
@@ -161,6 +216,8 @@ impl State {
 /// A running fake provider. Dropped, it stops serving.
 pub struct FakeProvider {
     addr: SocketAddr,
+    /// `--provider-tls`: served over HTTPS with the CA written there.
+    tls: Option<tls::Tls>,
     state: Shared,
     stop: Mutex<Option<oneshot::Sender<()>>>,
 }
@@ -184,8 +241,26 @@ impl Drop for FakeProvider {
 }
 
 impl FakeProvider {
-    /// Listens on `addr` and serves on the current runtime.
+    /// Listens on `addr` and serves plain HTTP on the current runtime.
     pub fn bind(addr: &str, settings: Settings) -> Result<Arc<FakeProvider>, ProviderError> {
+        Self::listen(addr, settings, None)
+    }
+
+    /// Listens on `addr` and serves HTTPS with a CA made now, its certificate written to
+    /// `ca_file` (PEM) for the API under test to trust.
+    pub fn bind_tls(
+        addr: &str,
+        settings: Settings,
+        ca_file: &Path,
+    ) -> Result<Arc<FakeProvider>, ProviderError> {
+        Self::listen(addr, settings, Some(ca_file))
+    }
+
+    fn listen(
+        addr: &str,
+        settings: Settings,
+        ca_file: Option<&Path>,
+    ) -> Result<Arc<FakeProvider>, ProviderError> {
         let bind_error = |source| ProviderError::Bind {
             addr: addr.to_string(),
             source,
@@ -199,15 +274,20 @@ impl FakeProvider {
             let _entered = runtime.enter();
             tokio::net::TcpListener::from_std(listener).map_err(bind_error)?
         };
+        let tls = ca_file
+            .map(|path| tls::generate(tls::names(addr), path))
+            .transpose()?;
         let state = Arc::new(State {
             settings,
             inner: Mutex::new(Inner::default()),
             version: watch::channel(0).0,
         });
         let (tx, rx) = oneshot::channel();
-        runtime.spawn(server::serve(listener, state.clone(), rx));
+        let acceptor = tls.as_ref().map(|t| t.acceptor.clone());
+        runtime.spawn(server::serve(listener, acceptor, state.clone(), rx));
         Ok(Arc::new(FakeProvider {
             addr: local,
+            tls,
             state,
             stop: Mutex::new(Some(tx)),
         }))
@@ -215,7 +295,46 @@ impl FakeProvider {
 
     /// The base URL the API under test is pointed at.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// Where `--provider-tls` wrote the CA certificate, when the fake serves HTTPS.
+    pub fn ca_file(&self) -> Option<&Path> {
+        self.tls.as_ref().map(|t| t.ca_file.as_path())
+    }
+
+    /// What the connections turned away since `since` say, one line, when there were any:
+    /// how many, the first one's cause, and over HTTPS the CA file the API must trust.
+    pub fn refusals_line(&self, since: Instant) -> Option<String> {
+        let refused = self.refused_since(since);
+        let first = refused.first()?;
+        let trust = match self.ca_file() {
+            Some(ca) => format!(
+                ": make the API trust the CA certificate in {} (e.g. SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, REQUESTS_CA_BUNDLE, or its SDK's CA setting) and call {}",
+                ca.display(),
+                self.url()
+            ),
+            None => String::new(),
+        };
+        Some(format!(
+            "the fake provider at {} turned away {} connection{}, first: {}{trust}",
+            self.url(),
+            refused.len(),
+            if refused.len() == 1 { "" } else { "s" },
+            first.why
+        ))
+    }
+
+    /// The connections turned away since `since` (handshakes broken off, plain HTTP on HTTPS).
+    pub fn refused_since(&self, since: Instant) -> Vec<Refusal> {
+        self.state
+            .lock()
+            .refused
+            .iter()
+            .filter(|r| r.at >= since)
+            .cloned()
+            .collect()
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -349,6 +468,57 @@ impl FakeProvider {
                 .is_err()
             {
                 return done(&self.calls(token));
+            }
+        }
+    }
+
+    /// Per token, how many calls held it and how many charges they committed, over the whole
+    /// ledger in one pass: a stress run's count.
+    pub fn tally(&self) -> HashMap<String, Tally> {
+        let inner = self.state.lock();
+        let mut tally: HashMap<String, Tally> = HashMap::new();
+        for call in &inner.ledger.calls {
+            if let Some(t) = &call.token {
+                tally.entry(t.clone()).or_default().calls += 1;
+            }
+        }
+        for charge in &inner.ledger.charges {
+            if let Some(t) = &charge.token {
+                tally.entry(t.clone()).or_default().charges += 1;
+            }
+        }
+        tally
+    }
+
+    /// How many calls reached the fake in all, and how many of them held no armed token.
+    pub fn call_counts(&self) -> (usize, usize) {
+        let inner = self.state.lock();
+        let calls = &inner.ledger.calls;
+        (
+            calls.len(),
+            calls.iter().filter(|c| c.token.is_none()).count(),
+        )
+    }
+
+    /// Waits until every call is answered and none arrived for `quiet`, within `bound`: a
+    /// stress run counts after it. Whether it settled.
+    pub async fn settle_all(&self, quiet: Duration, bound: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            let mut rx = self.state.subscribe();
+            let busy = self.state.lock().ledger.calls.iter().any(|c| !c.finished());
+            if !busy {
+                match tokio::time::timeout(quiet, rx.changed()).await {
+                    Err(_) => return true,
+                    Ok(_) if tokio::time::Instant::now() >= deadline => return false,
+                    Ok(_) => continue,
+                }
+            }
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
+                return false;
             }
         }
     }

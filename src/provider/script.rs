@@ -118,6 +118,11 @@ impl Scripts {
         step
     }
 
+    /// Whether `token` is armed.
+    pub fn is_armed(&self, token: &str) -> bool {
+        self.armed.contains_key(token)
+    }
+
     /// The tokens armed now, for attribution.
     pub fn tokens(&self) -> impl Iterator<Item = &String> {
         self.armed.keys()

@@ -12,9 +12,11 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use sha2::{Digest, Sha256};
-use tokio::net::TcpListener;
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
 use super::ledger::{Answered, Call, KeyState};
 use super::profile::{InProgress, KeyCarrier, Mismatch, Operation, Params, Repeat};
@@ -35,8 +37,11 @@ pub const HOLD_BOUND: Duration = Duration::from_secs(10);
 pub struct Closed;
 
 /// Serves until `stopped` resolves; dropping the set at the end aborts every open connection.
+/// With `tls`, every connection is a TLS one first (plain HTTP is answered 400 naming the
+/// scheme, a broken-off handshake recorded, so the calibration can say why nothing arrived).
 pub(crate) async fn serve(
     listener: TcpListener,
+    tls: Option<TlsAcceptor>,
     state: Shared,
     mut stopped: oneshot::Receiver<()>,
 ) {
@@ -47,19 +52,58 @@ pub(crate) async fn serve(
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
                 let state = state.clone();
+                let tls = tls.clone();
                 connections.spawn(async move {
-                    let service = hyper::service::service_fn(move |req| {
-                        let state = state.clone();
-                        async move { handle(&state, req).await }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
+                    match tls {
+                        None => serve_connection(stream, state).await,
+                        Some(acceptor) => serve_tls(stream, acceptor, state).await,
+                    }
                 });
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
     }
+}
+
+/// One HTTPS connection: the handshake, then HTTP/1.1 over it.
+async fn serve_tls(stream: TcpStream, acceptor: TlsAcceptor, state: Shared) {
+    let mut first = [0u8; 1];
+    match stream.peek(&mut first).await {
+        Ok(1) if !super::tls::starts_handshake(first[0]) => {
+            let local = stream
+                .local_addr()
+                .map_or_else(|_| "…".to_string(), |a| a.to_string());
+            state.refuse(format!(
+                "a plain-HTTP request reached the HTTPS port: call https://{local}"
+            ));
+            let mut stream = stream;
+            let _ = stream
+                .write_all(&super::tls::plain_http_answer(&local))
+                .await;
+            let _ = stream.shutdown().await;
+            return;
+        }
+        Ok(1) => {}
+        _ => return,
+    }
+    match acceptor.accept(stream).await {
+        Ok(tls) => serve_connection(tls, state).await,
+        Err(e) => state.refuse(format!("TLS handshake failed: {e}")),
+    }
+}
+
+/// HTTP/1.1 on one connection, each call handled by [`handle`].
+async fn serve_connection<S>(stream: S, state: Shared)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req| {
+        let state = state.clone();
+        async move { handle(&state, req).await }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
 }
 
 /// An answer: status, headers, body.
@@ -256,13 +300,7 @@ async fn answer(state: &Shared, n: usize) -> Result<Reply, &'static str> {
     let profile = state.settings.profile;
     let (call, step) = {
         let mut inner = state.lock();
-        let call = inner
-            .ledger
-            .calls
-            .iter()
-            .find(|c| c.n == n)
-            .cloned()
-            .expect("recorded");
+        let call = inner.ledger.call(n).cloned().expect("recorded");
         let step = inner.scripts.next(call.token.as_deref());
         if let Some(c) = inner.ledger.call_mut(n) {
             c.scripted = step.label();
@@ -366,7 +404,22 @@ async fn play(state: &Shared, call: &Call, op: Operation, params: Params, hold: 
     let slot = (account.clone(), key);
     loop {
         let mut rx = state.subscribe();
-        let seen = state.lock().ledger.keys.get(&slot).cloned();
+        // Looked up and claimed under one lock: two calls with a new key arriving together
+        // must not both find it free and both charge.
+        let seen = {
+            let mut inner = state.lock();
+            let seen = inner.ledger.keys.get(&slot).cloned();
+            if seen.is_none() {
+                inner.ledger.keys.insert(
+                    slot.clone(),
+                    KeyState::InFlight {
+                        operation: op,
+                        params: params.body.clone(),
+                    },
+                );
+            }
+            seen
+        };
         match seen {
             None => break,
             Some(KeyState::InFlight { .. }) => match profile.in_progress {
@@ -398,25 +451,12 @@ async fn play(state: &Shared, call: &Call, op: Operation, params: Params, hold: 
             }
         }
     }
-    state.lock().ledger.keys.insert(
-        slot.clone(),
-        KeyState::InFlight {
-            operation: op,
-            params: params.body.clone(),
-        },
-    );
     state.changed();
     if hold {
         state.held(call.token.as_deref(), deadline).await;
     }
     let reply = charge(state, call, op, params.clone(), &account);
-    let charge_n = state
-        .lock()
-        .ledger
-        .calls
-        .iter()
-        .find(|c| c.n == call.n)
-        .and_then(|c| c.committed);
+    let charge_n = state.lock().ledger.call(call.n).and_then(|c| c.committed);
     state.lock().ledger.keys.insert(
         slot,
         KeyState::Done {

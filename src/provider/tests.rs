@@ -258,3 +258,18 @@ async fn a_port_already_taken_is_a_bind_error() {
     let again = FakeProvider::bind(&fake.addr().to_string(), Settings::of(fake.profile()));
     assert!(matches!(again, Err(super::ProviderError::Bind { .. })));
 }
+
+/// Calls with one new key arriving together: one charge, whatever the profile answers the
+/// others (the key is looked up and claimed under one lock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_with_one_new_key_at_once_charge_once() {
+    for p in PROFILES {
+        let fake = start(p);
+        let token = format!("idem-check-together-{}", p.name);
+        fake.arm(&token, Script::normal());
+        let calls =
+            (0..16).map(|_| send(&fake, call(p, Operation::Charge, &token, 1250, Some("k1"))));
+        futures::future::join_all(calls).await;
+        assert_eq!(fake.charges(&token).len(), 1, "{}", p.name);
+    }
+}

@@ -4,6 +4,7 @@
 use std::time::SystemTime;
 
 use super::key::KeyOutcome;
+use super::provider::{KeyRef, ProviderVerdict};
 use super::report::Violation;
 use super::{
     segment, stats, stress_probe, EFFECTS, KEPT_VIOLATIONS, LISTED_VIOLATIONS, SAMPLE_KEYS,
@@ -39,9 +40,26 @@ pub(super) struct Aggregate {
     pub(super) counter_left_to_merge: bool,
     /// The first transport failure of the run, to name when nothing was answered.
     pub(super) first_failure: Option<String>,
+    /// Whether the run has a fake provider, whose charges are counted per key at the end.
+    pub(super) track_provider: bool,
+    /// With one, every finished key's token, key and completion.
+    pub(super) provider_keys: Vec<KeyRef>,
 }
 
 impl Aggregate {
+    /// Adds a finished key whose payload carried `token`.
+    pub(super) fn add_keyed(&mut self, token: String, k: KeyOutcome, progress: &Progress) {
+        if self.track_provider {
+            self.provider_keys.push(KeyRef {
+                token,
+                key: k.key.clone(),
+                completed: k.completed,
+                violated: k.violated(),
+            });
+        }
+        self.add(k, progress);
+    }
+
     pub(super) fn add(&mut self, k: KeyOutcome, progress: &Progress) {
         progress.finish_probe();
         for e in &k.exchanges {
@@ -89,6 +107,7 @@ impl Aggregate {
         before: Reading,
         after: Result<Reading, Stop>,
         count_exchanges: Vec<Exchange>,
+        provider: Option<ProviderVerdict>,
     ) -> ProbeReport {
         let mut exchanges = Vec::new();
         let mut checks = Vec::new();
@@ -135,6 +154,22 @@ impl Aggregate {
                     &self.basis
                 }
             )),
+        }
+        if let Some(p) = provider {
+            let offset = exchanges.len();
+            renumber(p.exchanges, "", &mut exchanges);
+            for mut c in p.checks {
+                c.exchanges.iter_mut().for_each(|n| *n += offset);
+                checks.push(c);
+            }
+            timeline.extend(p.timeline);
+            self.violating += p.newly_violating;
+            for v in p.violations {
+                if self.listed.len() < LISTED_VIOLATIONS {
+                    self.listed.push(v);
+                }
+            }
+            stop = stop.or(p.stop);
         }
         let kept: Vec<KeyOutcome> = self.kept.drain(..).chain(self.sampled.drain(..)).collect();
         for (i, k) in kept.into_iter().enumerate() {

@@ -37,12 +37,13 @@ use crate::report::ProbeReport;
 mod aggregate;
 use aggregate::{timed, Aggregate};
 mod key;
+mod provider;
 mod report;
 pub mod segment;
 mod stats;
 
 pub use key::KeyOutcome;
-pub use report::{render_terminal, StressReport, Violation};
+pub use report::{render_terminal, ProviderTally, StressReport, Violation};
 pub use stats::LatencyRow;
 
 /// The stress report's schema id (same family as the run report).
@@ -67,6 +68,9 @@ pub struct StressOptions {
     pub rate: Option<u32>,
     /// `--segment I/N --run-id ID`: only this segment's keys, the counter left to the merge.
     pub segment: Option<segment::Segment>,
+    /// `--provider-lost-answers`: the fake provider commits each key's first call and loses
+    /// its answer.
+    pub provider_lost_answers: bool,
 }
 
 /// The largest `--rate`: far above what one machine sends, so a larger number is a typo.
@@ -149,11 +153,13 @@ pub async fn run(
     // BENCHMARKS.md). The caller's runtime only waits, and passes on Ctrl-C.
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let (done, mut finished) = tokio::sync::oneshot::channel();
+    let provider = provider::ProviderLoad::of(&config, opts.provider_lost_answers).map(Arc::new);
     let load = Load {
         config: config.clone(),
         opts: opts.clone(),
         progress,
         start,
+        provider: provider.clone(),
     };
     std::thread::Builder::new()
         .name("stress-load".into())
@@ -193,6 +199,14 @@ pub async fn run(
         ));
     }
     let elapsed = start.elapsed();
+    // The provider's ledger is counted once its calls settled, as the counter is read after.
+    let provider_verdict = match &provider {
+        Some(p) => {
+            let bounds = (config.quiet_window, config.timeout * 2);
+            Some(p.judge(&agg.provider_keys, bounds, start).await)
+        }
+        None => None,
+    };
     let sent = agg.stats.requests as usize;
     let after_at = SystemTime::now();
     let after = read_counter(
@@ -225,7 +239,8 @@ pub async fn run(
     });
     // A segment's window holds the other segments' executions too: the merge judges the counter.
     agg.counter_left_to_merge = segment.is_some();
-    let mut result = agg.verdict(&meter, before, after, count_exchanges);
+    let provider_tally = provider_verdict.as_ref().map(|p| p.tally.clone());
+    let mut result = agg.verdict(&meter, before, after, count_exchanges, provider_verdict);
     result.duration_ms = elapsed.as_secs_f64() * 1000.0;
     // A 401 that --auth-cmd could not answer is the credential's failure, not the API's (as
     // in `run`): the keys it refused say nothing of exactly-once. The 401s are left out of the
@@ -252,6 +267,8 @@ pub async fn run(
         violating_keys: agg.violating,
         violations: agg.listed,
         segment,
+        provider: provider_tally,
+        provider_line: provider.as_ref().map(|p| p.line()),
         ..StressReport::unsent(&config, opts, started_at, result)
     })
 }
@@ -263,6 +280,8 @@ struct Load {
     opts: StressOptions,
     progress: Arc<Progress>,
     start: Instant,
+    /// The fake provider each key's token is armed at, when the run has one.
+    provider: Option<Arc<provider::ProviderLoad>>,
 }
 
 /// What the load thread hands back.
@@ -283,6 +302,7 @@ impl Load {
             opts,
             progress,
             start,
+            provider,
         } = self;
         let duplicates = opts.duplicates.max(1);
         let late = if duplicates >= 2 {
@@ -334,7 +354,10 @@ impl Load {
             .rate
             .map(|rate| Duration::from_secs_f64(duplicates as f64 / f64::from(rate.max(1))));
 
-        let mut agg = Aggregate::default();
+        let mut agg = Aggregate {
+            track_provider: provider.is_some(),
+            ..Aggregate::default()
+        };
         let mut tasks = JoinSet::new();
         let mut interrupted = false;
         let owned = (0..opts.keys).filter(|idx| opts.segment.as_ref().is_none_or(|s| s.owns(*idx)));
@@ -354,6 +377,9 @@ impl Load {
             let config = config.clone();
             let pool = pool.clone();
             let unique = format!("idem-check-stress-{run_id}-{idx}");
+            if let Some(p) = &provider {
+                p.arm(&unique);
+            }
             let stopped = stop.clone();
             tasks.spawn(async move {
                 let share = Share(Mutex::new(permit));
@@ -375,14 +401,16 @@ impl Load {
                 )
                 .await;
                 drop(share);
-                outcome
+                (unique, outcome)
             });
             while let Some(done) = tasks.try_join_next() {
-                agg.add(done?, &progress);
+                let (unique, outcome) = done?;
+                agg.add_keyed(unique, outcome, &progress);
             }
         }
         while let Some(done) = tasks.join_next().await {
-            agg.add(done?, &progress);
+            let (unique, outcome) = done?;
+            agg.add_keyed(unique, outcome, &progress);
         }
         // A Ctrl-C after the last key started still cut keys short of their late retries.
         interrupted |= *stop.borrow();
@@ -560,7 +588,7 @@ fn failed_to_start(
     exchanges: Vec<Exchange>,
 ) -> StressReport {
     let mut agg = Aggregate::default();
-    let mut result = agg.verdict(meter, Reading::new(None, 0), Err(stop), exchanges);
+    let mut result = agg.verdict(meter, Reading::new(None, 0), Err(stop), exchanges, None);
     result.outcome = Outcome::Error;
     StressReport::unsent(config, opts, started_at, result)
 }

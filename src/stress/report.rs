@@ -18,6 +18,33 @@ pub struct Violation {
     pub reason: String,
 }
 
+/// What the report says of the provider side.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProviderTally {
+    pub profile: &'static str,
+    pub url: String,
+    /// Where `--provider-tls` wrote the CA certificate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
+    /// Each key's first provider call was committed and its answer lost on purpose.
+    pub lost_answers: bool,
+    pub calls: usize,
+    /// Calls that held no key's token: counted, charged to no key.
+    pub unattributed_calls: usize,
+    pub keys_charged_once: usize,
+    pub keys_never_charged: usize,
+    pub keys_charged_more: usize,
+    /// Keys whose requests reached the provider more than once: a call per duplicate (the
+    /// provider's own key is all that stood between them and a second charge), or a correct
+    /// retry with the same key after the API's own timeout, which the count cannot tell apart:
+    /// shown, not judged (`prov-concurrent-duplicates` judges it on one key).
+    pub keys_called_more: usize,
+    /// Keys answered 2xx that nothing was charged for.
+    pub completed_without_charge: usize,
+    /// Whether every call was answered and none arrived for the quiet window before counting.
+    pub settled: bool,
+}
+
 /// The whole stress result.
 #[derive(Debug, Clone, Serialize)]
 pub struct StressReport {
@@ -64,6 +91,12 @@ pub struct StressReport {
     /// What `idem-check merge` needs of a `--segment` run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub segment: Option<segment::SegmentRecord>,
+    /// With a fake provider: each key's charges counted at its ledger.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ProviderTally>,
+    /// Where the fake provider listened (and its CA went), for the context lines.
+    #[serde(skip)]
+    pub provider_line: Option<String>,
 }
 
 impl StressReport {
@@ -91,6 +124,8 @@ impl StressReport {
             concurrency: opts.concurrency,
             rate: opts.rate,
             segment: None,
+            provider: None,
+            provider_line: None,
             keys_completed: 0,
             connections_opened: 0,
             sent_with_new_credential: 0,
@@ -158,6 +193,7 @@ impl StressReport {
             ))
             .chain(std::iter::once(format!("key: {}", self.key)))
             .chain(self.connection.iter().cloned())
+            .chain(self.provider_line.iter().cloned())
             .collect(),
             summary: Summary::of(&probes),
             probes,
@@ -283,6 +319,32 @@ pub fn render_terminal(r: &StressReport, opts: &crate::report::RenderOptions) ->
             r.bursts.spread_max_us,
             ways.join(", ")
         );
+    }
+    if let Some(p) = &r.provider {
+        let _ = writeln!(
+            out,
+            "provider:    {} calls to the {} fake at {}{}; keys charged once {}, never {}, more than once {}{}",
+            p.calls,
+            p.profile,
+            p.url,
+            p.ca_file
+                .as_ref()
+                .map_or(String::new(), |ca| format!(" (CA in {ca})")),
+            p.keys_charged_once,
+            p.keys_never_charged,
+            p.keys_charged_more,
+            match p.completed_without_charge {
+                0 => String::new(),
+                n => format!("; {n} completed without a charge"),
+            }
+        );
+        if p.keys_called_more > 0 {
+            let _ = writeln!(
+                out,
+                "             {} keys reached the provider more than once",
+                p.keys_called_more
+            );
+        }
     }
     let _ = writeln!(out, "violating keys: {}", r.violating_keys);
     for v in r.violations.iter().take(10) {

@@ -1,3 +1,5 @@
+//! Tests of the target-file reader (kept apart so target.rs stays under 700 lines).
+
 use super::*;
 
 fn env() -> BTreeMap<String, String> {
@@ -59,7 +61,6 @@ fn behaviour_probe_keys_are_read() {
     let bad = text.replace("up-command = \"up\"\n", "");
     assert!(parse("t.toml", &bad, &env(), Path::new(".")).is_err());
 }
-
 
 #[test]
 fn the_crash_command_is_read_from_the_restart_table() {

@@ -110,6 +110,7 @@ async fn stress_on_postgres(url: &str, fault: Option<Fault>, keys: usize) -> Str
         duration: Duration::from_secs(240),
         rate: None,
         segment: None,
+        provider_lost_answers: false,
     };
     stress_reference(reference, &opts).await
 }

@@ -26,6 +26,7 @@ async fn stress_reference(fault: Option<Fault>) -> StressReport {
             duration: Duration::from_secs(60),
             rate: None,
             segment: None,
+            provider_lost_answers: false,
         },
     )
     .await
@@ -113,6 +114,7 @@ async fn http2_carries_the_late_retries_too() {
         duration: Duration::from_secs(60),
         rate: None,
         segment: None,
+        provider_lost_answers: false,
     };
     let r = common::stress::stress_reference_as(reference, target, &opts).await;
     assert_eq!(r.result.outcome, Outcome::Pass, "{}", r.result.reason);
@@ -203,6 +205,7 @@ async fn rate_caps_the_requests_per_second() {
             duration: Duration::from_secs(60),
             rate: Some(RATE),
             segment: None,
+            provider_lost_answers: false,
         },
     )
     .await;
@@ -280,6 +283,7 @@ async fn a_refused_credential_is_an_error_not_a_violation() {
                 count: 1,
                 run_id: run_id.into(),
             }),
+            provider_lost_answers: false,
         };
         let r = common::stress::stress_reference_as(reference, target, &opts).await;
         assert_eq!(r.result.outcome, Outcome::Error, "{}", r.result.reason);
@@ -300,4 +304,88 @@ async fn a_refused_credential_is_an_error_not_a_violation() {
             );
         }
     }
+}
+
+/// `stress --reference --provider`: the reference server calls the fake provider for every
+/// key, and each key is charged exactly once at the provider; against a server that draws a
+/// new provider key per attempt, lost provider answers make keys charged twice, each named with
+/// its provider calls in the evidence.
+async fn stress_calling(fault: Option<Fault>, lost_answers: bool) -> StressReport {
+    let generic = idem_check::provider::profile::find("generic").unwrap();
+    let reference = Reference::start_calling(fault, None, None, Some(generic.into()))
+        .await
+        .expect("reference server starts");
+    let opts = StressOptions {
+        keys: KEYS,
+        duplicates: DUPLICATES,
+        concurrency: CONCURRENCY,
+        duration: Duration::from_secs(60),
+        rate: None,
+        segment: None,
+        provider_lost_answers: lost_answers,
+    };
+    common::stress::stress_reference(reference, &opts).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_key_is_charged_once_at_the_provider() {
+    for lost_answers in [false, true] {
+        let r = stress_calling(None, lost_answers).await;
+        assert_eq!(r.result.outcome, Outcome::Pass, "{}", r.result.reason);
+        let p = r.provider.as_ref().expect("the provider side is reported");
+        assert_eq!(p.keys_charged_once, KEYS, "{p:?}");
+        assert_eq!(p.keys_charged_more + p.keys_never_charged, 0, "{p:?}");
+        // A lost answer is retried with the same key: two calls, one charge.
+        // (More only when the API's own attempt timed out on a loaded machine.)
+        let at_least = if lost_answers { 2 * KEYS } else { KEYS };
+        assert!(p.calls - p.unattributed_calls >= at_least, "{p:?}");
+        let ids: Vec<&str> = r.result.checks.iter().map(|c| c.id.as_str()).collect();
+        assert!(ids.contains(&"provider-at-most-once"), "{ids:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_provider_key_per_attempt_charges_keys_twice_under_load() {
+    let r = stress_calling(Some(Fault::ProvNewKeyPerAttempt), true).await;
+    assert_eq!(r.result.outcome, Outcome::Fail, "{}", r.result.reason);
+    let p = r.provider.as_ref().unwrap();
+    assert!(p.keys_charged_more > 0, "{p:?}");
+    let twice = r
+        .result
+        .checks
+        .iter()
+        .find(|c| c.id == "provider-at-most-once")
+        .unwrap();
+    assert!(!twice.passed);
+    assert!(
+        twice.actual.contains("charged 2 times by provider calls"),
+        "{}",
+        twice.actual
+    );
+    // The calls that charged twice are in the evidence, at the provider.
+    assert!(!twice.exchanges.is_empty());
+    for n in &twice.exchanges {
+        let e = r.result.exchanges.iter().find(|e| e.n == *n).unwrap();
+        assert!(e.role.at_provider, "{:?}", e.role);
+    }
+    assert!(r.violating_keys >= p.keys_charged_more);
+}
+
+/// Calling the provider before the claim: every duplicate of a key reaches it, and the
+/// provider's own key dedupes them. Exactly once to the provider still holds (PASS), and the
+/// report shows the extra calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calling_the_provider_before_the_claim_shows_the_extra_calls() {
+    let r = stress_calling(Some(Fault::ProvCallBeforeClaim), false).await;
+    let p = r.provider.as_ref().unwrap();
+    assert_eq!(p.keys_charged_more, 0, "{p:?}");
+    assert!(p.keys_called_more > KEYS / 2, "{p:?}");
+    assert!(
+        r.result
+            .timeline
+            .iter()
+            .any(|l| l.contains("keys reached the provider more than once")),
+        "{:?}",
+        r.result.timeline
+    );
 }

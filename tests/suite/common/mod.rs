@@ -78,7 +78,7 @@ async fn run_reference_in(
         .is_none_or(|f| f.needs_provider())
         .then(|| idem_check::provider::profile::find("generic"))
         .flatten();
-    let reference = Reference::start_calling(fault, None, key, provider)
+    let reference = Reference::start_calling(fault, None, key, provider.map(Into::into))
         .await
         .expect("reference server starts");
     let opts = RunOptions {
