@@ -86,7 +86,7 @@ impl Api {
             .header_values("idempotency-key")
             .first()
             .map(|k| String::from_utf8_lossy(k).into_owned());
-        let refuses = key.is_none() || String::from_utf8_lossy(&r.body).contains("-1");
+        let refuses = key.is_none() || String::from_utf8_lossy(&r.body).contains("\"amount\":-1");
         let Some(key) = key.filter(|_| !refuses) else {
             if self.defect == Some(Defect::ChargeBehindRefusal) {
                 self.call(&r.body, &format!("pk_refused_{}", self.calls()));
