@@ -688,12 +688,22 @@ fn listen(scenario: &str, defect: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap()
 }
 
+/// The correct client and the defective one, each against its own listener (on its own port),
+/// side by side: each session ends only after its quiet `--listen-idle`, which they wait out
+/// together.
 #[test]
 fn listen_mode_judges_an_external_client_and_can_fail_it() {
-    let good = listen("lost-response", "correct");
+    let (good, bad) = std::thread::scope(|s| {
+        let good = s.spawn(|| listen("lost-response", "correct"));
+        let bad = s.spawn(|| listen("lost-response", "no-retry-on-lost-response"));
+        let join = |h: std::thread::ScopedJoinHandle<'_, Value>| {
+            h.join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        };
+        (join(good), join(bad))
+    });
     assert_eq!(outcomes(&good)["client-lost-response"], "PASS");
     assert!(failed_checks(&good).is_empty(), "{}", good["probes"]);
-    let bad = listen("lost-response", "no-retry-on-lost-response");
     assert_eq!(outcomes(&bad)["client-lost-response"], "FAIL");
     assert!(failed_checks(&bad).contains(&("client-lost-response".into(), "retried".into())));
     // Under --listen idem-check does not run the client, so it judges no exit status.

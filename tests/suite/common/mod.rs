@@ -52,24 +52,29 @@ pub async fn run_reference_with_secrets(
     probes: &[&str],
     strict: bool,
 ) -> (RunReport, Secrets) {
-    run_reference_in(fault, None, probes, strict).await
+    let opts = RunOptions {
+        strict,
+        ..run_options()
+    };
+    run_reference_in(fault, None, probes, opts).await
 }
 
-/// [`run_reference`] with the server and the checker reading the key from `key`.
+/// [`run_reference`] with the server and the checker reading the key from `key`, and the run's
+/// options `opts` (from [`run_options`]).
 pub async fn run_reference_keyed(
     fault: Option<Fault>,
     key: Option<&Place>,
     probes: &[&str],
-    strict: bool,
+    opts: RunOptions,
 ) -> RunReport {
-    run_reference_in(fault, key, probes, strict).await.0
+    run_reference_in(fault, key, probes, opts).await.0
 }
 
 async fn run_reference_in(
     fault: Option<Fault>,
     key: Option<&Place>,
     probes: &[&str],
-    strict: bool,
+    opts: RunOptions,
 ) -> (RunReport, Secrets) {
     // The correct server calls the generic fake, so every probe runs; a provider fault needs
     // the provider it breaks the calls to. Other faults run as they always have, without one
@@ -81,10 +86,6 @@ async fn run_reference_in(
     let reference = Reference::start_calling(fault, None, key, provider.map(Into::into))
         .await
         .expect("reference server starts");
-    let opts = RunOptions {
-        strict,
-        ..run_options()
-    };
     let config = Config::build(reference.target(), &opts, Some(reference.restart_hook()))
         .expect("reference target is valid");
     let secrets = config.secrets.clone();
