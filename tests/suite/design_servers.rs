@@ -1070,8 +1070,8 @@ fn executions_proven_by_ids_are_judged_beside_unanswered_requests() {
 }
 
 /// stress under the same rule: against the server with no lock that resets every third request
-/// finding its key in flight, each key's ids prove several executions while other requests of
-/// the key went unanswered, so every key is violating and the run FAILs; the counter check
+/// finding its key in flight, a key's ids prove several executions while other requests of the
+/// key went unanswered, so that key is violating and the run FAILs; the counter check
 /// allows one unseen execution per key left unanswered, never one more.
 #[test]
 fn stress_judges_keys_whose_ids_prove_executions_beside_resets() {
@@ -1085,11 +1085,16 @@ fn stress_judges_keys_whose_ids_prove_executions_beside_resets() {
         "the resets are seen: {}",
         report["statuses"]
     );
-    assert_eq!(report["violating_keys"], 4, "{report}");
+    // The server has no lock, so how many of a key's duplicates meet it in flight is the
+    // machine's timing: on a loaded one a key's duplicates can arrive one after another and find
+    // it done (a replay, no second execution). Every key whose ids prove a second execution is
+    // violating, whichever keys those are; a run where none did proves nothing and fails here.
+    let violating = report["violating_keys"].as_u64().unwrap_or(0);
+    assert!((1..=4).contains(&violating), "{report}");
     assert_says(
         result["reason"].as_str().unwrap_or_default(),
-        "4 of 4 keys violated exactly-once",
-        "every key's ids prove a duplicate",
+        &format!("{violating} of 4 keys violated exactly-once"),
+        "the keys whose ids prove a duplicate",
     );
 }
 

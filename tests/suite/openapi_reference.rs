@@ -40,6 +40,9 @@ async fn run_document(
         idem_check::reference::HOLD_HEADER.into(),
         "--hold-release".into(),
         format!("{}/test-hooks/holds/{{{{hold}}}}/release", reference.base),
+        // The reference server keeps keys a day; key-expiry asks this one for 200 ms.
+        "--key-ttl-header".into(),
+        idem_check::reference::SHORT_KEY_TTL_HEADER.into(),
         "--report-json".into(),
         json.display().to_string(),
         "--report-junit".into(),

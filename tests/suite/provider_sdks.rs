@@ -12,7 +12,6 @@
 
 use crate::common;
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,7 +54,8 @@ struct Sdk {
     name: &'static str,
     profile: &'static str,
     script: &'static str,
-    /// The SDK speaks only HTTPS: it reaches the fake through [`tls_front`].
+    /// The SDK speaks only HTTPS: the fake serves it with `--provider-tls`'s CA, which the SDK
+    /// is told to trust.
     tls: bool,
 }
 
@@ -81,10 +81,10 @@ fn fixture(script: &str) -> PathBuf {
 }
 
 impl Sdk {
-    fn command(&self, dir: &Path) -> tokio::process::Command {
+    fn command(&self, dir: &Path, ca: Option<&Path>) -> tokio::process::Command {
         let mut c = tokio::process::Command::from(interpreter(dir, self.script));
-        if self.tls {
-            c.env("NODE_EXTRA_CA_CERTS", test_cert());
+        if let Some(ca) = ca {
+            c.env("NODE_EXTRA_CA_CERTS", ca);
         }
         c.kill_on_drop(true);
         c
@@ -94,12 +94,13 @@ impl Sdk {
     async fn create(
         &self,
         dir: &Path,
+        ca: Option<&Path>,
         base: &str,
         key: &str,
         amount: u32,
         reference: &str,
     ) -> Value {
-        let mut c = self.command(dir);
+        let mut c = self.command(dir, ca);
         c.args([base, key, &amount.to_string(), reference]);
         let out = tokio::time::timeout(SCRIPT_LIMIT, c.output())
             .await
@@ -118,37 +119,6 @@ impl Sdk {
                 )
             })
     }
-}
-
-/// The certificate [`tls_front`] presents, for the SDK to trust.
-fn test_cert() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/race_engine/cert.pem")
-}
-
-/// A TLS terminator in front of the fake at `to`, for an SDK that refuses plain HTTP (the fake
-/// has no `--provider-tls` yet): each connection is decrypted and piped to the fake as it is,
-/// so a connection the fake closes is closed to the SDK too. Its base URL.
-async fn tls_front(to: SocketAddr) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("a free port");
-    let port = listener.local_addr().unwrap().port();
-    let acceptor = common::tls::test_acceptor(&[b"http/1.1"]);
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let Ok(mut fake) = tokio::net::TcpStream::connect(to).await else {
-                    return;
-                };
-                let _ = tokio::io::copy_bidirectional(&mut tls, &mut fake).await;
-            });
-        }
-    });
-    format!("https://127.0.0.1:{port}")
 }
 
 /// What one scenario showed: the SDK's answer, and what reached the fake.
@@ -200,24 +170,31 @@ struct CrossCheck {
     sdk: Sdk,
     dir: PathBuf,
     fake: Arc<FakeProvider>,
-    /// Where the SDK is pointed: the fake, or the TLS terminator in front of it.
-    base: String,
+    /// The folder the fake wrote its CA certificate to, when it serves HTTPS: kept for as long
+    /// as the fake, which the SDK is told to trust through it.
+    _ca_folder: Option<tempfile::TempDir>,
 }
 
 impl CrossCheck {
     async fn start(sdk: Sdk, dir: PathBuf) -> CrossCheck {
         let p = profile::find(sdk.profile).expect("a profile");
-        let fake = FakeProvider::bind("127.0.0.1:0", Settings::of(p)).expect("the fake starts");
-        let base = if sdk.tls {
-            tls_front(fake.addr()).await
-        } else {
-            fake.url()
-        };
+        let ca = sdk
+            .tls
+            .then(|| tempfile::tempdir().expect("a temporary folder"));
+        let fake = match &ca {
+            Some(folder) => FakeProvider::bind_tls(
+                "127.0.0.1:0",
+                Settings::of(p),
+                &folder.path().join("provider-ca.pem"),
+            ),
+            None => FakeProvider::bind("127.0.0.1:0", Settings::of(p)),
+        }
+        .expect("the fake starts");
         CrossCheck {
             sdk,
             dir,
             fake,
-            base,
+            _ca_folder: ca,
         }
     }
 
@@ -233,8 +210,9 @@ impl CrossCheck {
     }
 
     async fn create(&self, key: &str, amount: u32, token: &str) -> Value {
+        let ca = self.fake.ca_file();
         self.sdk
-            .create(&self.dir, &self.base, key, amount, token)
+            .create(&self.dir, ca, &self.fake.url(), key, amount, token)
             .await
     }
 
