@@ -10,7 +10,6 @@
 //!
 //! Then design APIs built on Stripe's SDK ([`designs`]).
 
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
