@@ -42,7 +42,7 @@ fuzz_target!(|data: &[u8]| {
     let scheme = SCHEMES[usize::from(*pick) % SCHEMES.len()];
     let path = template_path();
     std::fs::write(path, text).expect("the template is written");
-    let template = match Template::load(scheme, path) {
+    let template = match Template::load(scheme, path, "--event") {
         Ok(t) => t,
         Err(e) => return assert_names(&e.to_string(), "event.json"),
     };
