@@ -23,10 +23,7 @@ impl Replayer {
     /// was signed, as recorded otherwise.
     pub(super) fn resent(&self, ex: &RecordedExchange) -> Result<Resent, RestoreError> {
         let Some(signing) = &ex.signing else {
-            return Ok(Resent::Ready(
-                self.restore(ex)?,
-                "unsigned, as recorded".into(),
-            ));
+            return Ok(Resent::Ready(self.restore(ex)?, "as recorded".into()));
         };
         if signing.keys.is_empty() {
             return Ok(Resent::Unsignable);

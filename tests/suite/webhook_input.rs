@@ -284,7 +284,7 @@ fn answer_to(stdout: &str, n: usize) -> String {
 /// `idem-check reproduce` sends a webhook report's check again: every delivery signed afresh
 /// from `$IDEM_CHECK_WEBHOOK_SECRET` (the report keeps which key signed it, never the secret),
 /// so the consumer accepts the genuine ones now as it did then, while a forgery goes out still
-/// forged and is refused. Without the variable it is one line naming it, exit 2, and nothing is
+/// forged and is refused; the counter is read around them as the run read it. Without the variable it is one line naming it, exit 2, and nothing is
 /// sent; a `webhook --reference` report, whose consumer is gone, is refused in one line.
 #[test]
 fn reproduce_signs_a_webhook_reports_deliveries_again() {
@@ -330,6 +330,11 @@ fn reproduce_signs_a_webhook_reports_deliveries_again() {
         stdout.contains("signed afresh with $IDEM_CHECK_WEBHOOK_SECRET, timestamp now"),
         "{stdout}"
     );
+    // The recorded event ids, already applied: the consumer applies nothing again.
+    assert!(
+        stdout.contains("count before: ") && stdout.contains("the counter rose by 0"),
+        "{stdout}"
+    );
 
     let out = reproduce("wh-bad-signature", Some(SECRET));
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -342,6 +347,7 @@ fn reproduce_signs_a_webhook_reports_deliveries_again() {
     );
     assert!(answer_to(&stdout, 4).starts_with('4'), "{stdout}");
     assert!(answer_to(&stdout, 2).contains("not sent"), "{stdout}");
+    assert!(stdout.contains("the counter rose by 0"), "{stdout}");
 
     let out = reproduce("wh-redelivery", None);
     let err = String::from_utf8_lossy(&out.stderr);
