@@ -499,7 +499,7 @@ const REPRODUCE_HELP: &str = "Exit codes:
 /// `idem-check reproduce`.
 #[derive(Args)]
 pub struct ReproduceArgs {
-    /// A JSON report of `idem-check run` (--report-json FILE).
+    /// A JSON report of `idem-check run` or `idem-check webhook` (--report-json FILE).
     #[arg(value_name = "REPORT.json")]
     pub report: PathBuf,
 

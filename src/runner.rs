@@ -230,8 +230,8 @@ impl each::Mode for Probes {
     }
 }
 
-/// The inputs `idem-check reproduce` reads back from the JSON report.
-fn replay_inputs(config: &Config) -> ReplayInputs {
+/// The inputs `idem-check reproduce` reads back from the JSON report (`run`'s and `webhook`'s).
+pub fn replay_inputs(config: &Config) -> ReplayInputs {
     let (count_url, count_pointer, count_cmd) = match &config.counter {
         Some(Counter::Url { url, pointer }) => (Some(url.to_string()), Some(pointer.clone()), None),
         Some(Counter::Command(cmd)) => (None, None, Some(cmd.text().to_string())),

@@ -1,5 +1,6 @@
 //! `idem-check reproduce REPORT.json --probe ID [--exchange N]`: one probe's scenario sent
 //! again (see [`idem_check::reproduce`]); the exit code says whether a key executed more than once.
+//! A webhook report's probe is its deliveries, each signed afresh from the exported secrets.
 
 use super::{emit, Result};
 use crate::cli::ReproduceArgs;
@@ -9,17 +10,14 @@ use idem_check::reproduce::{plan, PlanError, RecordedRun, Replayer, RestoreError
 
 pub(super) async fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
     let run = RecordedRun::read(&args.report).map_err(AppError::input_file)?;
-    // A delivery is only accepted signed afresh, and the report keeps no signature nor which
-    // key made it: what replays one is its reproduce line, which signs in the shell.
-    if run.suite == "webhook" {
-        return Err(AppError::input_file(anyhow::anyhow!(
-            "{} is a report of `idem-check webhook`, whose deliveries reproduce cannot sign again: use the reproduce lines of its text or HTML report, which recompute each signature from $IDEM_CHECK_WEBHOOK_SECRET",
-            args.report.display()
-        )));
-    }
     if run.reference {
+        let (command, server) = if run.suite == "webhook" {
+            ("webhook", "consumer")
+        } else {
+            ("run", "server")
+        };
         return Err(AppError::input_file(anyhow::anyhow!(
-            "{} is a report of `run --reference`, whose in-process server stopped with that run: run idem-reference-server, check it with `run URL … --report-json FILE`, and reproduce from that report",
+            "{} is a report of `{command} --reference`, whose in-process {server} stopped with that run: run idem-reference-server, check it with `{command} URL … --report-json FILE`, and reproduce from that report",
             args.report.display()
         )));
     }

@@ -250,6 +250,7 @@ async fn check(
         target: format!("POST {url}"),
         strict: args.strict,
         context,
+        replay: Some(idem_check::runner::replay_inputs(&config)),
     };
     let progress = Progress::new(selection.len() as u64, std::io::stderr().is_terminal());
     progress.line(&terminal::header(

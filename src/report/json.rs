@@ -15,12 +15,19 @@
 //! cut, and the object gains `body_size` (bytes on the wire) and `body_sha256` (of the whole
 //! body) beside it; any other string longer than the cap is cut with its size and digest.
 //! Every exchange stays in the report.
+//!
+//! A webhook delivery's exchange gains `signing` ([`crate::report::replay_lines::Signing`]):
+//! the scheme, the variable (or, for a forgery's wrong key, the literal key) behind each of its
+//! signatures, and how far from the sender's clock it was signed, so `idem-check reproduce`
+//! signs it afresh from the exported secrets; nothing in it is secret.
 
 use base64::Engine as _;
 use serde_json::Value;
 
 use crate::http::curl::value_template;
+use crate::http::exchange::{Header, SentRequest};
 use crate::redact::{cut_line, sha256_hex, Secrets};
+use crate::report::replay_lines::Resigner;
 use crate::report::{RenderOptions, RunReport};
 
 /// The report as pretty JSON with a trailing newline.
@@ -35,11 +42,62 @@ pub fn render_value<T: serde::Serialize>(
     opts: &RenderOptions,
 ) -> anyhow::Result<String> {
     let mut tree = serde_json::to_value(report)?;
+    if let Some(resigner) = &opts.resigner {
+        sign_exchanges(&mut tree, resigner.as_ref());
+    }
     template_requests(&mut tree, &opts.secrets);
     scrub(&mut tree, &opts.secrets, opts.max_body);
     let mut out = serde_json::to_string_pretty(&tree)?;
     out.push('\n');
     Ok(out)
+}
+
+/// Gives every exchange whose request carries a signature `signing`: how `idem-check reproduce`
+/// signs it again ([`Resigner::signing`]). Read before masking, which hides the signatures.
+fn sign_exchanges(v: &mut Value, resigner: &dyn Resigner) {
+    match v {
+        Value::Array(items) => items.iter_mut().for_each(|i| sign_exchanges(i, resigner)),
+        Value::Object(map) => {
+            let signing = map
+                .get("request")
+                .and_then(sent_request)
+                .and_then(|req| resigner.signing(&req))
+                .and_then(|s| serde_json::to_value(s).ok());
+            match signing {
+                Some(signing) => {
+                    map.insert("signing".into(), signing);
+                }
+                None => map.values_mut().for_each(|i| sign_exchanges(i, resigner)),
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The request a serialised `{"method", "url", "headers", "body"}` object is.
+fn sent_request(v: &Value) -> Option<SentRequest> {
+    let bytes = |v: &Value| match v {
+        Value::String(s) => Some(s.as_bytes().to_vec()),
+        Value::Object(inner) => base64_body(inner),
+        _ => None,
+    };
+    let headers = v
+        .get("headers")?
+        .as_array()?
+        .iter()
+        .map(|h| {
+            Some(Header::new(
+                h.get("name")?.as_str()?,
+                bytes(h.get("value")?)?,
+            ))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(SentRequest {
+        method: v.get("method")?.as_str()?.to_string(),
+        url: v.get("url")?.as_str()?.to_string(),
+        headers,
+        body: bytes(v.get("body")?)?,
+    })
 }
 
 /// Gives every masked header of every request (an object with `method`, `url` and `headers`) a

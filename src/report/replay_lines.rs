@@ -28,6 +28,33 @@ pub trait Resigner: Send + Sync + std::fmt::Debug {
     /// The assignments for `req`, or `None` when its signatures cannot be recomputed from the
     /// exported secrets (a tampered body's signature is over other bytes).
     fn resign(&self, req: &SentRequest) -> Option<Resigned>;
+
+    /// What signing `req` again takes, for the JSON report (`signing`), from which `idem-check
+    /// reproduce` signs it afresh; `None` for a request that carries no signature.
+    fn signing(&self, req: &SentRequest) -> Option<Signing>;
+}
+
+/// How a delivery was signed, without anything secret: the JSON report keeps it per exchange so
+/// `idem-check reproduce` can sign the delivery again at a fresh time, with the same keys and
+/// the same distance from its own clock (a stale or future timestamp stays stale or future).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Signing {
+    /// The scheme, as `--scheme` names it.
+    pub scheme: String,
+    /// The key of each signature, in the header's order. Empty when no known key made them: a
+    /// signature over other bytes than those sent (a tampered body) cannot be made again.
+    pub keys: Vec<SigningKey>,
+    /// The signed timestamp minus the sender's clock when it signed, in seconds.
+    pub timestamp_offset_s: i64,
+}
+
+/// One signature's key: the variable its secret is exported as, or a key no consumer knows
+/// (the forgeries' wrong secret), written as it is since it is no secret.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SigningKey {
+    Var(String),
+    Literal(String),
 }
 
 /// The reproduce lines of the exchanges shown in full: one curl line per distinct request, under

@@ -10,8 +10,10 @@
 //! recorded one is used up; a single exchange keeps its own. The effect counter is read before
 //! and, once it has been unchanged for the run's quiet window, after, with the same request the
 //! probe read it with. Secrets come from the environment or `--var`, as the report's
-//! `value_template`s name them; what is printed is masked like any report.
+//! `value_template`s name them; what is printed is masked like any report. A webhook check's
+//! deliveries are sent again in order, each signed afresh (`deliveries.rs`).
 
+mod deliveries;
 pub mod plan;
 pub mod recorded;
 
@@ -49,6 +51,14 @@ pub enum RestoreError {
     Url { n: usize, url: String, why: String },
     #[error("exchange #{n}'s key ({place}) holds no UUID to replace with a fresh key; send it as recorded with --exchange {n}")]
     NoFreshKey { n: usize, place: String },
+    #[error("exchange #{n} is signed again with ${var}, the secret it was signed with: export it or pass --var {var}=VALUE")]
+    MissingSecret { n: usize, var: String },
+    #[error("${var}: {why}")]
+    BadSecret { var: String, why: String },
+    #[error(
+        "exchange #{n} was signed by the scheme {scheme:?}, which this idem-check does not know"
+    )]
+    UnknownScheme { n: usize, scheme: String },
 }
 
 /// Looks a variable up by name: `--var` first, then the environment.
@@ -282,8 +292,14 @@ impl Replayer {
             Scenario::Burst { .. } if meter.is_some() => attempts.max(1),
             _ => 1,
         };
-        let (one_key, mut unanswered, mut counts) =
-            (!matches!(scenario, Scenario::Single { .. }), false, None);
+        let (one_key, mut unanswered, mut counts) = (
+            matches!(
+                scenario,
+                Scenario::Burst { .. } | Scenario::LostResponse { .. }
+            ),
+            false,
+            None,
+        );
         for attempt in 1..=tries {
             if tries > 1 {
                 lines.push(format!("attempt {attempt} of at most {tries}:"));
@@ -303,6 +319,7 @@ impl Replayer {
                         .await?
                 }
                 Scenario::Single { exchange } => self.single(exchange, &mut lines).await?,
+                Scenario::Deliveries { members } => self.deliveries(members, &mut lines).await?,
             };
             if let (Some(m), Some(b)) = (&meter, before) {
                 let (after, how) = self.settled_count(m).await.map_err(unreadable)?;
@@ -421,10 +438,16 @@ impl Replayer {
     }
 
     async fn single(&self, ex: &RecordedExchange, lines: &mut Vec<String>) -> anyhow::Result<bool> {
-        let req = self.restore(ex)?;
+        let (req, how) = match self.resent(ex)? {
+            deliveries::Resent::Ready(req, how) => (req, how),
+            deliveries::Resent::Unsignable => {
+                lines.push(format!("#{} {}: its signature is over other bytes than those sent, which no key signs again: not sent", ex.n, ex.role));
+                return Ok(false);
+            }
+        };
         let (sent, r) = self.client.send(&req).await;
         lines.push(format!(
-            "#{} {} sent as recorded: {} {}",
+            "#{} {} sent again ({how}): {} {}",
             ex.n, ex.role, sent.method, sent.url
         ));
         for h in &sent.headers {
@@ -553,7 +576,7 @@ mod tests {
         }
     }
 
-    fn replayer(vars: &[(&str, &str)]) -> Replayer {
+    pub(super) fn replayer(vars: &[(&str, &str)]) -> Replayer {
         let vars: Vec<(String, String)> = vars
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -21,6 +21,9 @@ pub enum Scenario {
     },
     /// One exchange, exactly as recorded (its key too).
     Single { exchange: RecordedExchange },
+    /// A webhook check's deliveries (the exchanges that are not counter reads), in order, each
+    /// signed again afresh as its `signing` says.
+    Deliveries { members: Vec<RecordedExchange> },
 }
 
 /// Why a probe's exchanges offer nothing to send.
@@ -72,6 +75,17 @@ pub fn plan(
         return Err(PlanError::Empty {
             probe: probe.id.clone(),
             outcome: probe.outcome.clone(),
+        });
+    }
+    // Signed deliveries are a webhook check's: all of them are sent again, in order; its
+    // counter reads are GETs, and no delivery is one.
+    if exchanges.iter().any(|e| e.signing.is_some()) {
+        return Ok(Scenario::Deliveries {
+            members: exchanges
+                .iter()
+                .filter(|e| e.request.method != "GET")
+                .cloned()
+                .collect(),
         });
     }
     if let Some(original) = exchanges.iter().find(|e| e.dropped()) {

@@ -9,6 +9,7 @@ use std::path::Path;
 use base64::Engine as _;
 use serde::Deserialize;
 
+use crate::report::replay_lines::Signing;
 use crate::report::{ReplayInputs, SCHEMA};
 
 /// What went wrong reading a report.
@@ -74,6 +75,10 @@ pub struct RecordedExchange {
     /// written before the kinds were told apart).
     #[serde(default)]
     pub error_kind: Option<String>,
+    /// How a webhook delivery was signed, so it is signed again afresh (absent for other
+    /// exchanges, and in reports written before reproduce replayed webhook reports).
+    #[serde(default)]
+    pub signing: Option<Signing>,
 }
 
 impl RecordedExchange {

@@ -6,7 +6,10 @@
 
 use crate::http::curl::{header_var, shell_word};
 use crate::http::exchange::SentRequest;
-use crate::report::replay_lines::{Resigned, Resigner};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::report::replay_lines::{Resigned, Resigner, Signing, SigningKey};
 
 use super::scheme::{b64, mac, Scheme};
 
@@ -25,11 +28,49 @@ struct Key {
     word: KeyWord,
 }
 
-/// The webhook run's [`Resigner`]: its scheme and the keys it signs with.
+/// The timestamp offset of every delivery the sender signed, by its signature header's value:
+/// the JSON report's [`Signing`] says how far from its clock each delivery was signed, which the
+/// delivery's bytes cannot tell.
+#[derive(Debug, Clone, Default)]
+pub struct SignedAt(Arc<Mutex<HashMap<String, i64>>>);
+
+impl SignedAt {
+    /// Notes that the delivery whose signature header is `value` was signed `offset_s` seconds
+    /// from the sender's clock.
+    pub fn note(&self, value: &str, offset_s: i64) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(value.to_string(), offset_s);
+    }
+
+    fn offset(&self, value: &str) -> Option<i64> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(value)
+            .copied()
+    }
+}
+
+/// The webhook run's [`Resigner`]: its scheme, the keys it signs with, and when it signed.
 #[derive(Clone)]
 pub struct WebhookResigner {
     scheme: Scheme,
     keys: Vec<Key>,
+    signed_at: SignedAt,
+}
+
+/// A delivery's signature header taken apart: what is signed, the signatures, and how the
+/// header joins them back (`prefix`, then each signature after `each`, joined by `sep`).
+struct Parsed<'a> {
+    name: &'static str,
+    value: &'a str,
+    content: Vec<u8>,
+    sigs: Vec<&'a str>,
+    prefix: String,
+    each: &'static str,
+    sep: &'static str,
 }
 
 /// Names the scheme only: the keys are secrets.
@@ -50,7 +91,16 @@ impl WebhookResigner {
                 bytes,
             })
             .collect();
-        WebhookResigner { scheme, keys }
+        WebhookResigner {
+            scheme,
+            keys,
+            signed_at: SignedAt::default(),
+        }
+    }
+
+    /// The same, reading each delivery's timestamp offset from what the sender noted.
+    pub fn signed_at(self, signed_at: SignedAt) -> Self {
+        WebhookResigner { signed_at, ..self }
     }
 
     /// The `openssl` options that make the HMAC key of `key`: Standard Webhooks and Svix
@@ -97,16 +147,11 @@ fn header<'a>(req: &'a SentRequest, name: &str) -> Option<&'a str> {
         .and_then(|v| std::str::from_utf8(v).ok())
 }
 
-impl Resigner for WebhookResigner {
-    fn resign(&self, req: &SentRequest) -> Option<Resigned> {
+impl WebhookResigner {
+    fn parse<'a>(&self, req: &'a SentRequest) -> Option<Parsed<'a>> {
         let name = self.scheme.signature_headers()[0];
         let value = header(req, name)?;
         let body = &req.body;
-        // A NUL byte cannot be a shell argument: such a body is not signed by hand.
-        if body.contains(&0) {
-            return None;
-        }
-        // What is signed, the signatures, and how the header joins them back.
         let (content, sigs, prefix, each, sep): (Vec<u8>, Vec<&str>, String, &str, &str) =
             match self.scheme {
                 Scheme::Standard | Scheme::Svix => {
@@ -149,22 +194,63 @@ impl Resigner for WebhookResigner {
                     )
                 }
             };
+        Some(Parsed {
+            name,
+            value,
+            content,
+            sigs,
+            prefix,
+            each,
+            sep,
+        })
+    }
+}
+
+impl Resigner for WebhookResigner {
+    fn resign(&self, req: &SentRequest) -> Option<Resigned> {
+        // A NUL byte cannot be a shell argument: such a body is not signed by hand.
+        if req.body.contains(&0) {
+            return None;
+        }
+        let p = self.parse(req)?;
         let mut reads = Vec::new();
         let mut signed = Vec::new();
-        for sig in sigs {
-            let key = self.signer(&content, sig)?;
+        for sig in p.sigs {
+            let key = self.signer(&p.content, sig)?;
             if let KeyWord::Var(v) = key.word {
                 if !reads.iter().any(|r| r == v) {
                     reads.push(v.to_string());
                 }
             }
-            signed.push(format!("{each}{}", self.signature_cmd(&content, key)));
+            signed.push(format!("{}{}", p.each, self.signature_cmd(&p.content, key)));
         }
-        let var = header_var(name);
+        let var = header_var(p.name);
         Some(Resigned {
-            assignments: format!("{var}=\"{prefix}{}\"", signed.join(sep)),
+            assignments: format!("{var}=\"{}{}\"", p.prefix, signed.join(p.sep)),
             sets: vec![var],
             reads,
+        })
+    }
+
+    fn signing(&self, req: &SentRequest) -> Option<Signing> {
+        let p = self.parse(req)?;
+        let keys = p
+            .sigs
+            .iter()
+            .map(|sig| {
+                self.signer(&p.content, sig).map(|k| match &k.word {
+                    KeyWord::Var(v) => SigningKey::Var(v.to_string()),
+                    KeyWord::Literal(b) => {
+                        SigningKey::Literal(String::from_utf8_lossy(b).into_owned())
+                    }
+                })
+            })
+            .collect::<Option<Vec<_>>>()
+            .unwrap_or_default();
+        Some(Signing {
+            scheme: self.scheme.name().to_string(),
+            keys,
+            timestamp_offset_s: self.signed_at.offset(p.value).unwrap_or(0),
         })
     }
 }

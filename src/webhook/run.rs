@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use futures::future::BoxFuture;
 
 use crate::outcome::{decide, Outcome, Stop};
-use crate::report::{ProbeReport, RunReport, Summary, ToolInfo, SCHEMA};
+use crate::report::{ProbeReport, ReplayInputs, RunReport, Summary, ToolInfo, SCHEMA};
 use crate::runner::each::{each, Ends, Mode, Ran};
 use crate::runner::{Observer, PROBE_TIME_LIMIT};
 
@@ -25,6 +25,8 @@ pub struct RunInfo {
     pub target: String,
     pub strict: bool,
     pub context: Vec<String>,
+    /// What `idem-check reproduce` reads back: the counter, so it counts a replay's effects.
+    pub replay: Option<ReplayInputs>,
 }
 
 /// Runs `selection` in catalog order through the run loop ([`crate::runner::each`]) and
@@ -62,7 +64,7 @@ pub async fn run(
         context: info.context,
         summary: Summary::of(&probes),
         probes,
-        replay: None,
+        replay: info.replay,
     }
 }
 

@@ -187,6 +187,27 @@ impl Scheme {
         h
     }
 
+    /// The header that carries the signed timestamp beside the signature (Stripe's is inside
+    /// it; GitHub and Shopify sign none).
+    pub fn timestamp_header(self) -> Option<&'static str> {
+        match self {
+            Scheme::Standard => Some("webhook-timestamp"),
+            Scheme::Svix => Some("svix-timestamp"),
+            Scheme::Slack => Some("X-Slack-Request-Timestamp"),
+            Scheme::Stripe | Scheme::Github | Scheme::Shopify => None,
+        }
+    }
+
+    /// The header whose event id the signature covers (Standard Webhooks and Svix sign the id
+    /// header; the others sign the body, which holds it).
+    pub fn signed_id_header(self) -> Option<&'static str> {
+        match self {
+            Scheme::Standard => Some("webhook-id"),
+            Scheme::Svix => Some("svix-id"),
+            Scheme::Stripe | Scheme::Github | Scheme::Shopify | Scheme::Slack => None,
+        }
+    }
+
     /// The names of the headers that carry the signature: what an unsigned delivery lacks.
     pub fn signature_headers(self) -> &'static [&'static str] {
         match self {

@@ -16,6 +16,7 @@ use crate::probes::kit::recorder::{Recorder, Traffic};
 use crate::runner::each::Ends;
 
 use super::event::{Event, Template};
+use super::resign::SignedAt;
 use super::scheme::Scheme;
 
 /// What one check sent and saw, and what it judged. Its exchanges and timeline are kept by
@@ -120,6 +121,8 @@ pub struct Sender {
     key_b: Option<Vec<u8>>,
     wrong: Vec<u8>,
     sent: Deliveries,
+    /// How far from this sender's clock each delivery was signed, for the JSON report.
+    signed_at: SignedAt,
 }
 
 impl Sender {
@@ -152,6 +155,7 @@ impl Sender {
             key_b,
             wrong,
             sent,
+            signed_at: SignedAt::default(),
         }
     }
 
@@ -165,7 +169,7 @@ impl Sender {
         let mut keys = vec![(self.key.clone(), Some(var))];
         keys.extend(self.key_b.clone().map(|k| (k, Some(var_b))));
         keys.push((self.wrong.clone(), None));
-        super::resign::WebhookResigner::new(self.scheme, keys)
+        super::resign::WebhookResigner::new(self.scheme, keys).signed_at(self.signed_at.clone())
     }
 
     pub fn has_source_b(&self) -> bool {
@@ -202,12 +206,20 @@ impl Sender {
         retry: u32,
     ) -> Request {
         let keys: Vec<&[u8]> = signers.iter().map(|s| self.key(*s)).collect();
+        let headers = self
+            .scheme
+            .headers(&event.meta, body, timestamp, &keys, retry);
+        let signature = self.scheme.signature_headers()[0];
+        if let Some(h) = headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(signature))
+        {
+            self.signed_at.note(&h.value_str(), timestamp - Self::now());
+        }
         Request {
             method: "POST".into(),
             url: self.url.clone(),
-            headers: self
-                .scheme
-                .headers(&event.meta, body, timestamp, &keys, retry),
+            headers,
             body: body.to_vec(),
         }
     }

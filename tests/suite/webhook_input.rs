@@ -1,7 +1,7 @@
 //! `idem-check webhook`'s inputs, interruption and reports through the real binary: bad input
 //! ends with one line naming the flag, before anything is sent; a consumer that never answers
-//! is an ERROR, not a hang; Ctrl-C marks what did not run in every report; `reproduce` points a
-//! webhook report to its signing lines. The verdict tables are in `webhook.rs`.
+//! is an ERROR, not a hang; Ctrl-C marks what did not run in every report; `reproduce` signs a
+//! webhook report's deliveries again. The verdict tables are in `webhook.rs`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -270,29 +270,108 @@ fn ctrl_c_marks_the_unrun_checks_in_every_report() {
     common::junit_schema::assert_valid(&[junit]);
 }
 
-/// `idem-check reproduce` refuses a webhook report in one line saying what replays its
-/// deliveries instead (its reproduce lines sign them again), never a confusing request for a
-/// variable that holds a signature.
+/// The answer a reproduce line shows for the exchange numbered `n`: what follows `): `.
+fn answer_to(stdout: &str, n: usize) -> String {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("#{n} ")))
+        .unwrap_or_else(|| panic!("no line for #{n}\n{stdout}"));
+    line.split_once("): ")
+        .map(|(_, a)| a.to_string())
+        .unwrap_or_else(|| line.to_string())
+}
+
+/// `idem-check reproduce` sends a webhook report's check again: every delivery signed afresh
+/// from `$IDEM_CHECK_WEBHOOK_SECRET` (the report keeps which key signed it, never the secret),
+/// so the consumer accepts the genuine ones now as it did then, while a forgery goes out still
+/// forged and is refused; the counter is read around them as the run read it. Without the variable it is one line naming it, exit 2, and nothing is
+/// sent; a `webhook --reference` report, whose consumer is gone, is refused in one line.
 #[test]
-fn reproduce_points_a_webhook_report_to_its_signing_lines() {
+fn reproduce_signs_a_webhook_reports_deliveries_again() {
+    let consumer = python::start(
+        "fixtures/consumers/queue_consumer.py",
+        &["--secret", SECRET],
+    );
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("webhook.json");
+    let count = format!("{}/count", consumer.base);
+    let out = bin()
+        .arg("webhook")
+        .arg(format!("{}/webhooks", consumer.base))
+        .args(["--scheme", "standard", "--secret", SECRET])
+        .args(["--count-url", &count, "--count-pointer", "/count"])
+        .args(["--probe", "wh-redelivery", "--probe", "wh-bad-signature"])
+        .arg("--report-json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report = std::fs::read_to_string(&json).unwrap();
+    assert!(!report.contains(SECRET), "{report}");
+    let reproduce = |probe: &str, secret: Option<&str>| {
+        let mut cmd = bin();
+        cmd.arg("reproduce").arg(&json).args(["--probe", probe]);
+        cmd.env_remove("IDEM_CHECK_WEBHOOK_SECRET");
+        if let Some(secret) = secret {
+            cmd.env("IDEM_CHECK_WEBHOOK_SECRET", secret);
+        }
+        cmd.output().unwrap()
+    };
+
+    let out = reproduce("wh-redelivery", Some(SECRET));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!stdout.contains(SECRET), "{stdout}");
+    for n in [2, 3] {
+        let answer = answer_to(&stdout, n);
+        assert!(answer.starts_with('2'), "#{n}: {answer}\n{stdout}");
+    }
+    assert!(
+        stdout.contains("signed afresh with $IDEM_CHECK_WEBHOOK_SECRET, timestamp now"),
+        "{stdout}"
+    );
+    // The recorded event ids, already applied: the consumer applies nothing again.
+    assert!(
+        stdout.contains("count before: ") && stdout.contains("the counter rose by 0"),
+        "{stdout}"
+    );
+
+    let out = reproduce("wh-bad-signature", Some(SECRET));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let wrong = answer_to(&stdout, 3);
+    assert!(
+        stdout.contains("signed afresh with a key the consumer does not know")
+            && wrong.starts_with('4'),
+        "{stdout}"
+    );
+    assert!(answer_to(&stdout, 4).starts_with('4'), "{stdout}");
+    assert!(answer_to(&stdout, 2).contains("not sent"), "{stdout}");
+    assert!(stdout.contains("the counter rose by 0"), "{stdout}");
+
+    let out = reproduce("wh-redelivery", None);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("$IDEM_CHECK_WEBHOOK_SECRET"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(out.stdout.is_empty(), "{}", text(&out));
+
+    let reference = dir.path().join("reference.json");
     let out = bin()
         .args(["webhook", "--reference", "--scheme", "standard"])
         .args(["--probe", "wh-redelivery", "--report-json"])
-        .arg(&json)
+        .arg(&reference)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let out = bin()
         .arg("reproduce")
-        .arg(&json)
+        .arg(&reference)
         .args(["--probe", "wh-redelivery"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("a report of `idem-check webhook`"), "{err}");
-    assert!(err.contains("$IDEM_CHECK_WEBHOOK_SECRET"), "{err}");
+    assert!(err.contains("a report of `webhook --reference`"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }

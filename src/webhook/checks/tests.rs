@@ -168,6 +168,7 @@ async fn reports_with(
         target: "POST reference".into(),
         strict: true,
         context: Vec::new(),
+        replay: None,
     };
     let report = run(&env, &[check], info, &Quiet, std::future::pending()).await;
     drop(env);
