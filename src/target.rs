@@ -679,5 +679,8 @@ fn substitute(
     Ok(out)
 }
 
+// The tests sit beside this file rather than under src/target/, a folder name that reads as
+// build output to tools that look for one.
 #[cfg(test)]
+#[path = "target_file_tests.rs"]
 mod tests;

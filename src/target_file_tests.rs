@@ -1,4 +1,4 @@
-//! Tests of the target-file reader (kept apart so target.rs stays under 700 lines).
+//! Tests of the target-file reader (`target.rs`), kept apart so that file stays under 700 lines.
 
 use super::*;
 
