@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use futures::future::BoxFuture;
 
-use crate::auth::{self, AuthError, Credential};
+use crate::auth_cmd::{self, AuthError, Credential};
 use crate::carrier::{KeyCarrier, KeyShape, Place, Syntax};
 use crate::diagnostic::{FileError, Input, Origins};
 pub use crate::effects::Counter;

@@ -17,7 +17,7 @@
 // --document-private-items`): a module's overview links to the private items it is made of.
 #![allow(rustdoc::private_intra_doc_links)]
 
-pub mod auth;
+pub mod auth_cmd;
 pub mod carrier;
 pub mod catalog;
 pub mod check;

@@ -187,7 +187,7 @@ impl each::Mode for Probes {
         let mut report = finish(def, &self.config, ctx, stop, started);
         if let Some(why) = auth_failure {
             report.outcome = Outcome::Error;
-            report.reason = crate::auth::refused_reason(&why);
+            report.reason = crate::auth_cmd::refused_reason(&why);
             self.refused = Some(format!("not run: {why}"));
         }
         if def.meta.id == probes::first_request::PROBE.meta.id

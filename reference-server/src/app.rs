@@ -14,7 +14,6 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::auth::Tenants;
 use crate::behaviour::Behaviour;
 use crate::claims::Claims;
 use crate::clock::Clock;
@@ -24,6 +23,7 @@ use crate::payments::Operation;
 use crate::problem::ErrorStyle;
 use crate::provider::Provider;
 use crate::store::{Scope, Store};
+use crate::tenants::Tenants;
 
 /// The shared state of one server instance.
 #[derive(Debug)]

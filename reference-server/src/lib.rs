@@ -28,7 +28,6 @@
 #![allow(rustdoc::private_intra_doc_links)]
 
 mod app;
-mod auth;
 mod behaviour;
 mod claims;
 pub mod clock;
@@ -47,6 +46,7 @@ pub mod provider;
 mod routes;
 mod server;
 pub mod store;
+mod tenants;
 pub mod untrusted;
 pub mod webhooks;
 

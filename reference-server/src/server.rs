@@ -10,13 +10,13 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::{App, Tasks};
-use crate::auth::Tenants;
 use crate::behaviour::Behaviour;
 use crate::claims::Claims;
 use crate::config::Config;
 use crate::provider::{self, Provider};
 use crate::routes;
 use crate::store;
+use crate::tenants::Tenants;
 use crate::webhooks::handler::WebhookConsumer;
 
 /// How often expired records are deleted, at most.

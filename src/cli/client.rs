@@ -75,7 +75,7 @@ pub struct ClientArgs {
     /// [default: bearer for /api/payments, the document's scheme with --openapi, any with
     /// --path]
     #[arg(long, value_name = "KIND")]
-    pub auth: Option<idem_check::client::auth::Auth>,
+    pub auth: Option<idem_check::client::credential_rule::Auth>,
 
     /// The body of every error the fake API answers, or with STATUS= of that status's errors
     /// (repeatable), with {{status}}, {{message}}, {{type}}, {{code}} and {{id}} (the resource

@@ -35,11 +35,11 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
-use super::auth::Auth;
-use super::carrier::KeyCarrier;
-pub use super::carrier::SentKey;
+use super::credential_rule::Auth;
 use super::error_body::ErrorBody;
 use super::operation::{parse_payload, Operation};
+use super::sent_key::KeyCarrier;
+pub use super::sent_key::SentKey;
 use crate::http::exchange::{Exchange, Header, ReceivedResponse, Role, SentRequest};
 
 /// Bodies larger than this are refused with 413 (a create request is a few hundred bytes).

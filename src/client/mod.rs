@@ -24,15 +24,15 @@ use crate::outcome;
 use crate::report::{ProbeReport, RunReport, Summary, ToolInfo};
 use crate::suite::Suite;
 
-pub mod auth;
-pub mod carrier;
 pub mod checks;
 pub mod command;
+pub mod credential_rule;
 pub mod error_body;
 pub mod fake_api;
 pub mod operation;
 mod report;
 pub mod scenario;
+pub mod sent_key;
 
 use checks::{ClientProbe, Judging};
 use command::{Exit, RunRecord};

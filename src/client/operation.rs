@@ -15,7 +15,7 @@ use crate::discover::body::Generator;
 use crate::discover::refs::resolve;
 use crate::discover::security::Credential;
 
-use super::auth::Auth;
+use super::credential_rule::Auth;
 
 /// The path of the built-in operation.
 pub const PAYMENTS_PATH: &str = "/api/payments";

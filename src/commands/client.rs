@@ -10,7 +10,7 @@ use super::{finish, render_options, report_files, Result};
 use crate::cli::ClientArgs;
 use idem_check::carrier::{KeyCarrier, Place};
 use idem_check::catalog::load_suite;
-use idem_check::client::auth::Auth;
+use idem_check::client::credential_rule::Auth;
 use idem_check::client::error_body::ErrorBody;
 use idem_check::client::fake_api::ApiConfig;
 use idem_check::client::operation::{self, Operation};

@@ -207,13 +207,13 @@ pub fn parse_header(line: &str, input: Input) -> Result<Header> {
 
 /// Runs `--auth-cmd` and adds the header line it prints to tenant A's, in place of a same-named
 /// `-H`; its value becomes a secret, masked in every output even where no header name says so.
-/// Returns the credential, which the run fetches again on a 401 ([`crate::auth`]).
+/// Returns the credential, which the run fetches again on a 401 ([`crate::auth_cmd`]).
 pub(super) fn add_auth_header(target: &mut TargetSpec, cmd: &str) -> Result<Arc<Credential>> {
     let input = target.origins.input(inputs::AUTH_CMD.flag);
     let fail = |why: AuthError| input.error(format!("{} {why}", input.name));
-    let line = auth::run(cmd).map_err(fail)?;
+    let line = auth_cmd::run(cmd).map_err(fail)?;
     // Not parse_header's own error: it would quote the line, credential and all.
-    let header = auth::header_of(&line).map_err(fail)?;
+    let header = auth_cmd::header_of(&line).map_err(fail)?;
     let name = header.name.clone();
     target.headers.retain(|h| {
         h.split_once(':')

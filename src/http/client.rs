@@ -40,7 +40,7 @@ pub struct Client {
     credential: Option<Arc<dyn Renewable>>,
 }
 
-/// A credential the client keeps current (`--auth-cmd`, [`crate::auth`]): every request that
+/// A credential the client keeps current (`--auth-cmd`, [`crate::auth_cmd`]): every request that
 /// carries it gets its current value, and a 401 to such a request asks for a new one. A trait,
 /// so the transport knows nothing of how a credential is fetched.
 pub trait Renewable: Send + Sync + std::fmt::Debug {
@@ -81,7 +81,7 @@ impl Client {
         })
     }
 
-    /// This client, carrying `credential` ([`crate::auth`]) when there is one.
+    /// This client, carrying `credential` ([`crate::auth_cmd`]) when there is one.
     pub fn with_credential(mut self, credential: Option<Arc<dyn Renewable>>) -> Client {
         self.credential = credential;
         self

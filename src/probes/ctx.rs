@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use super::kit::meter::{settle, Counted, Counting, Settling, Span};
 use super::kit::relation::KeyFactory;
+use super::kit::resending::Transports;
 use super::kit::session::Streak;
-use super::kit::throttle::Transports;
 use super::kit::transport::DropAfter;
 use super::kit::{judge::Judge, recorder::Recorder, requests::Requests, send::Outbox};
 use crate::check::{Check, CheckSpec};
@@ -158,7 +158,7 @@ impl ProbeCtx {
     }
 
     /// Sends through the ordinary client (HTTP/1.1 or HTTP/2) and records the exchange; a 429
-    /// is sent again ([`super::kit::throttle`]), each attempt recorded.
+    /// is sent again ([`super::kit::resending`]), each attempt recorded.
     pub async fn send(&mut self, role: impl Into<Role>, req: Request) -> Exchange {
         let t = self.transports.ordinary.clone();
         self.outbox()

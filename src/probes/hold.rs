@@ -277,13 +277,13 @@ pub async fn with_waves(
         else {
             return Ok((
                 original_ex,
-                super::kit::throttle::admitted(&mut ctx.record, "waves", dups),
+                super::kit::resending::admitted(&mut ctx.record, "waves", dups),
             ));
         };
         ctx.record.mark_throttled(original_ex.n);
         // Duplicates the rate limiter refused as well never reached the idempotency layer:
         // only one it let through means the scenario ran without its original.
-        let reached = super::kit::throttle::admitted(&mut ctx.record, "waves", dups);
+        let reached = super::kit::resending::admitted(&mut ctx.record, "waves", dups);
         if !reached.is_empty() || resends >= throttle::RESENDS {
             return Err(Stop::Inconclusive(format!(
                 "the held original #{} was throttled (429) by a rate limiter, so the scenario never ran; raise the rate limit for this client",
@@ -440,8 +440,8 @@ mod tests {
     use crate::http::client::Client;
     use crate::http::exchange::{Header, SentRequest};
     use crate::probes::kit::fake::{self, Fake};
+    use crate::probes::kit::resending::Transports;
     use crate::probes::kit::session::Session;
-    use crate::probes::kit::throttle::Transports;
 
     const HELD_FOR: Duration = Duration::from_millis(300);
 

@@ -31,7 +31,7 @@ use crate::http::exchange::{Header, SentRequest};
 use crate::http::HttpError;
 use crate::outcome::Outcome;
 use crate::probes::kit::fake::{self, Fake};
-use crate::probes::kit::throttle::Transports;
+use crate::probes::kit::resending::Transports;
 use crate::probes::{ProbeCtx, ProbeDef, Session};
 use crate::provider::profile;
 use crate::provider::{FakeProvider, Settings};

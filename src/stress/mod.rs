@@ -248,7 +248,7 @@ pub async fn run(
     let auth_failure = config.auth.as_ref().and_then(|a| a.take_failure());
     if let Some(why) = auth_failure.filter(|_| result.outcome != Outcome::Fail) {
         result.outcome = Outcome::Error;
-        result.reason = crate::auth::refused_reason(&why);
+        result.reason = crate::auth_cmd::refused_reason(&why);
     }
     Ok(StressReport {
         duration_ms: elapsed.as_secs_f64() * 1000.0,

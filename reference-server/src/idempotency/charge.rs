@@ -20,7 +20,7 @@ use crate::app::App;
 use crate::payments::{Operation, Payload};
 use crate::problem::Problem;
 use crate::provider::profile::Params;
-use crate::provider::{Call, CallPoint, Outcome, Provider};
+use crate::provider::{Call, CallEnd, CallPoint, Provider};
 use crate::store::{Completion, Finish, Owner};
 
 impl Claim {
@@ -39,7 +39,7 @@ impl Claim {
     }
 
     /// This request's call, by an owner that took over an expired claim or not.
-    async fn call(&self, provider: &Provider, taken_over: bool) -> Outcome {
+    async fn call(&self, provider: &Provider, taken_over: bool) -> CallEnd {
         let params = self.params();
         let call = Call {
             tenant: &self.tenant,
@@ -84,14 +84,14 @@ impl Claim {
             None => self.call(provider, taken_over).await,
         };
         let problem = match outcome {
-            Outcome::Done { reference } => {
+            CallEnd::Done { reference } => {
                 return Ok(provider.decisions.reference_in_answer.then_some(reference))
             }
-            Outcome::Unknown { detail } if provider.decisions.unknown_is_failure => {
+            CallEnd::Unknown { detail } if provider.decisions.unknown_is_failure => {
                 tracing::warn!(key = %key::mask(&self.scope.key), %detail, "provider outcome unknown; stored as a failure (fault prov-timeout-is-failure)");
                 return Err(self.store_failure(owner).await);
             }
-            Outcome::Unknown { detail } => {
+            CallEnd::Unknown { detail } => {
                 tracing::warn!(key = %key::mask(&self.scope.key), %detail, "provider outcome unknown");
                 Problem::new(
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -104,7 +104,7 @@ impl Claim {
                 )
                 .retry_after()
             }
-            Outcome::Refused { status } => Problem::new(
+            CallEnd::Refused { status } => Problem::new(
                 StatusCode::BAD_GATEWAY,
                 "provider-refused",
                 "Payment provider refused",
@@ -166,7 +166,7 @@ pub(super) async fn call_before_validation(
     app: &Arc<App>,
     operation: Operation,
     request: Request,
-) -> Result<(Request, Option<Outcome>), Problem> {
+) -> Result<(Request, Option<CallEnd>), Problem> {
     let Some(provider) = app
         .provider
         .as_ref()
@@ -189,7 +189,7 @@ async fn call_unvalidated(
     operation: Operation,
     headers: &HeaderMap,
     body: &Bytes,
-) -> Option<Outcome> {
+) -> Option<CallEnd> {
     let tenant = app.tenants.authenticate(headers).ok()?;
     let mut json: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let client_key = match &app.key_in_body {

@@ -73,7 +73,7 @@ struct Claim {
     payload: Payload,
     hooks: TestHooks,
     /// The provider's outcome, when a fault called it before the owner would have.
-    early: Option<crate::provider::Outcome>,
+    early: Option<crate::provider::CallEnd>,
 }
 
 enum Admitted {

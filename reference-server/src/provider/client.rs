@@ -87,7 +87,7 @@ pub(crate) struct Call<'a> {
 
 /// How a call ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Outcome {
+pub(crate) enum CallEnd {
     /// The provider created (or had already created) the resource with this id.
     Done {
         /// The provider's id, read at the profile's ref pointer.
@@ -155,7 +155,7 @@ impl Provider {
     /// Makes `call` at the provider: every attempt with the same key and parameters (unless a
     /// fault says otherwise), waiting out in-progress answers, until a definitive answer or
     /// the last attempt.
-    pub(crate) async fn call(&self, call: &Call<'_>) -> Outcome {
+    pub(crate) async fn call(&self, call: &Call<'_>) -> CallEnd {
         let endpoint = match call.operation {
             Operation::CreatePayment => &self.declaration.charge,
             Operation::CreatePayout => &self.declaration.payout,
@@ -165,25 +165,25 @@ impl Provider {
         loop {
             let answer = self.attempt(endpoint, call.params, key.as_deref()).await;
             match answer {
-                Answer::Done(reference) => return Outcome::Done { reference },
-                Answer::Refused(status) => return Outcome::Refused { status },
+                Answer::Done(reference) => return CallEnd::Done { reference },
+                Answer::Refused(status) => return CallEnd::Refused { status },
                 Answer::InProgress(status) if self.decisions.in_progress_is_failure => {
-                    return Outcome::Refused { status }
+                    return CallEnd::Refused { status }
                 }
                 Answer::InProgress(status) => {
                     if waited == IN_PROGRESS_WAITS {
-                        return Outcome::Unknown {
+                        return CallEnd::Unknown {
                             detail: format!("the provider still answered {status} in progress"),
                         };
                     }
                     tokio::time::sleep(FIRST_IN_PROGRESS_WAIT * 2u32.pow(waited)).await;
                     waited += 1;
                 }
-                Answer::Unreadable(detail) => return Outcome::Unknown { detail },
+                Answer::Unreadable(detail) => return CallEnd::Unknown { detail },
                 Answer::Retry(wait, detail) => {
                     failed += 1;
                     if failed >= self.attempts {
-                        return Outcome::Unknown { detail };
+                        return CallEnd::Unknown { detail };
                     }
                     let backoff = FIRST_BACKOFF * 2u32.pow(failed - 1);
                     tokio::time::sleep(wait.unwrap_or(backoff).min(MAX_RETRY_AFTER)).await;

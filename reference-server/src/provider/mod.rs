@@ -16,7 +16,7 @@ pub mod profile;
 
 use std::time::Duration;
 
-pub(crate) use client::{Call, Outcome, Provider, Settings};
+pub(crate) use client::{Call, CallEnd, Provider, Settings};
 pub use profile::{ProviderProfile, UnknownProfile};
 
 /// Why the provider settings of a `Config` were rejected; each message names the flag.

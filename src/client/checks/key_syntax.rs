@@ -1,7 +1,7 @@
 //! `client-key-syntax`: the key is written as its carrier requires.
 
 use crate::check::{GradedCheck, Severity};
-use crate::client::carrier::Syntax;
+use crate::client::sent_key::Syntax;
 use crate::keys::KeySyntax;
 use crate::outcome::Stop;
 

@@ -24,9 +24,9 @@ use crate::check::{Check, GradedCheck, Severity};
 use crate::keys::KeySyntax;
 use crate::outcome::Stop;
 
-use super::carrier::{KeyCarrier, Place};
 use super::fake_api::{Attempt, Wait};
 use super::scenario::ScenarioRecord;
+use super::sent_key::{KeyCarrier, Place};
 
 pub mod key_per_operation;
 pub mod key_present;

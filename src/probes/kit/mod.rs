@@ -8,7 +8,7 @@
 //! | [`recorder`] | the one numbering and store of a probe's exchanges, its timeline, what is unfinished |
 //! | [`transport`] | the ways of sending (ordinary, exact bytes, drop unread, burst) behind one trait |
 //! | [`send`] | sending and recording as one step, and the answer streak that stops a run |
-//! | [`throttle`] | the 429 rule, a wrapper every transport gets, and the transports under it |
+//! | [`resending`] | the 429 rule, a wrapper every transport gets, and the transports under it |
 //! | [`meter`] | counter readings, settling before them, executions counted between them |
 //! | [`judge`] | check settings, which failures stand and which are unjudged |
 //! | [`requests`] | the operation with this probe's payloads and keys |
@@ -23,8 +23,8 @@ pub mod meter;
 pub mod recorder;
 pub mod relation;
 pub mod requests;
+pub mod resending;
 pub mod send;
 pub mod session;
 pub mod shape;
-pub mod throttle;
 pub mod transport;

@@ -5,8 +5,8 @@
 use std::time::Instant;
 
 use super::recorder::{Recorder, Traffic};
+use super::resending::{admitted, Throttled};
 use super::session::{Session, Streak, NOT_SENT};
-use super::throttle::{admitted, Throttled};
 use super::transport::{Sent, Shared};
 use crate::http::exchange::{Exchange, Role};
 use crate::http::raw::RawResponse;

@@ -1,5 +1,5 @@
 //! Transports: the ways a probe puts requests on the wire, behind one trait so the parts above
-//! them (the 429 rule in [`super::throttle`], holds, the recorder) neither know nor care which
+//! them (the 429 rule in [`super::resending`], holds, the recorder) neither know nor care which
 //! one sent, and unit tests can swap in a fake that opens no socket.
 //!
 //! - [`Ordinary`]: the ordinary client (HTTP/1.1 or HTTP/2, kept-alive connections);
