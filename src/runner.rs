@@ -125,7 +125,7 @@ struct Probes {
 impl each::Mode for Probes {
     type Unit = ProbeDef;
     type Trial = ProbeCtx;
-    const NAMES: (&'static str, &'static str) = ("probe", "target");
+    const NAMES: (&'static str, &'static str, &'static str) = ("probe", "target", "--timeout");
 
     fn id(def: &ProbeDef) -> &'static str {
         def.meta.id

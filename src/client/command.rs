@@ -4,14 +4,15 @@
 //!
 //! The group matters because a client command is often a shell or an interpreter that starts
 //! the real client as a child: killing only the direct child would leave the grandchild retrying
-//! against the next scenario's server, or holding the output pipes open forever.
+//! against the next scenario's server, or holding the output pipes open forever. It is killed
+//! however the run ends, also when the future running it is dropped (Ctrl-C, the run loop's
+//! time limit: see [`crate::runner::each`]), so the user's command is never left running.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt as _};
-use tokio::sync::watch;
 
 /// Bytes of stdout and of stderr kept per run; the rest is counted, not stored.
 pub const OUTPUT_CAP: usize = 64 * 1024;
@@ -19,6 +20,10 @@ pub const OUTPUT_CAP: usize = 64 * 1024;
 /// How long the output pipes may stay open after the group was killed (a process that left the
 /// group, e.g. with setsid, can hold them).
 const DRAIN_GRACE: Duration = Duration::from_secs(5);
+
+/// How long a run may last past its deadline: the group killed, then each of the two output
+/// pipes given [`DRAIN_GRACE`] to close.
+pub const PAST_DEADLINE: Duration = Duration::from_secs(2 * DRAIN_GRACE.as_secs() + 1);
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -30,8 +35,6 @@ pub enum Exit {
     Signal(i32),
     /// The deadline passed; the group was killed.
     Timeout,
-    /// Ctrl-C; the group was killed.
-    Interrupted,
 }
 
 impl Exit {
@@ -46,7 +49,6 @@ impl Exit {
             Exit::Code(c) => format!("exit {c}"),
             Exit::Signal(s) => format!("ended by signal {s}"),
             Exit::Timeout => format!("killed after the {} s timeout", timeout.as_secs()),
-            Exit::Interrupted => "killed by Ctrl-C".into(),
         }
     }
 }
@@ -73,15 +75,14 @@ pub struct RunRecord {
     pub stderr: Output,
 }
 
-/// Runs `argv` with `env` added to the inherited environment, until it exits, `timeout`
-/// passes, or `interrupt` turns true. `origin` is the scenario's start.
+/// Runs `argv` with `env` added to the inherited environment, until it exits or `timeout`
+/// passes. `origin` is the scenario's start. Dropping the future kills the command's group.
 pub async fn run(
     argv: &[String],
     env: &[(&str, String)],
     timeout: Duration,
     origin: Instant,
     run: usize,
-    interrupt: &mut watch::Receiver<bool>,
 ) -> Result<RunRecord> {
     let (program, args) = argv.split_first().context("no command given after --")?;
     let started = Instant::now();
@@ -98,7 +99,7 @@ pub async fn run(
     let mut child = cmd
         .spawn()
         .with_context(|| format!("could not start the client command {program:?}"))?;
-    let pid = child.id();
+    let group = Group(child.id());
     let stdout = tokio::spawn(capture(child.stdout.take()));
     let stderr = tokio::spawn(capture(child.stderr.take()));
     let exit = tokio::select! {
@@ -111,10 +112,9 @@ pub async fn run(
             }
         }
         () = tokio::time::sleep(timeout) => Exit::Timeout,
-        _ = interrupt.wait_for(|stop| *stop) => Exit::Interrupted,
     };
     // Whatever the command left running (a background retry, a timed-out child) ends with it.
-    end_process_group(pid);
+    group.end();
     let _ = child.kill().await;
     let _ = child.wait().await;
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -141,6 +141,23 @@ fn signal_of(_status: std::process::ExitStatus) -> Option<i32> {
     None
 }
 
+/// The process group the command leads (its pid): killed when dropped, so that a run whose
+/// future is dropped halfway (Ctrl-C, a time limit) leaves nothing running either.
+struct Group(Option<u32>);
+
+impl Group {
+    /// Kills the group now, once: after this its id may be reused, so dropping does nothing.
+    fn end(mut self) {
+        end_process_group(self.0.take());
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        end_process_group(self.0.take());
+    }
+}
+
 /// Kills the process group the command led, so nothing it started outlives it.
 #[cfg(unix)]
 fn end_process_group(pid: Option<u32>) {
@@ -152,7 +169,8 @@ fn end_process_group(pid: Option<u32>) {
     }
 }
 
-/// Without process groups only the command itself is ended (by `kill` after this).
+/// Without process groups only the command itself is ended (by `kill_on_drop`, or `kill` after
+/// this).
 #[cfg(not(unix))]
 fn end_process_group(_pid: Option<u32>) {}
 
@@ -193,7 +211,7 @@ async fn capture(stream: Option<impl AsyncRead + Unpin>) -> Output {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     fn sh(script: &str) -> Vec<String> {
@@ -202,14 +220,12 @@ mod tests {
 
     #[tokio::test]
     async fn captures_exit_status_output_and_environment() {
-        let (_tx, mut rx) = watch::channel(false);
         let r = run(
             &sh("echo \"base=$IDEM_CHECK_BASE_URL\"; echo oops >&2; exit 3"),
             &[("IDEM_CHECK_BASE_URL", "http://127.0.0.1:9".into())],
             Duration::from_secs(10),
             Instant::now(),
             1,
-            &mut rx,
         )
         .await
         .unwrap();
@@ -219,7 +235,7 @@ mod tests {
     }
 
     /// True while `pid` runs (a zombie waiting for its reaper counts as ended).
-    fn running(pid: &str) -> bool {
+    pub(in crate::client) fn running(pid: &str) -> bool {
         std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
             stat.rsplit(") ")
                 .next()
@@ -231,10 +247,9 @@ mod tests {
     async fn a_timeout_kills_the_whole_group_including_grandchildren() {
         let dir = tempfile::tempdir().unwrap();
         let pidfile = dir.path().join("grandchild.pid");
-        let (_tx, mut rx) = watch::channel(false);
         let script = format!("sleep 30 & echo $! > '{}'; wait", pidfile.to_string_lossy());
         let t = Instant::now();
-        let r = run(&sh(&script), &[], Duration::from_millis(500), t, 1, &mut rx)
+        let r = run(&sh(&script), &[], Duration::from_millis(500), t, 1)
             .await
             .unwrap();
         assert_eq!(r.exit, Exit::Timeout);
@@ -253,16 +268,46 @@ mod tests {
         }
     }
 
+    /// Polls (every 10 ms, at most 20 s) until `done` holds.
+    pub(in crate::client) async fn until(what: &str, done: impl Fn() -> bool) {
+        let bound = Instant::now() + Duration::from_secs(20);
+        while !done() {
+            assert!(Instant::now() < bound, "{what}: not within 20 s");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// A run whose future is dropped (as the run loop drops it on Ctrl-C) kills the whole group
+    /// too: the user's command is never left running.
+    #[tokio::test]
+    async fn dropping_the_run_kills_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("grandchild.pid");
+        let script = format!("sleep 30 & echo $! > '{}'; wait", pidfile.to_string_lossy());
+        let argv = sh(&script);
+        tokio::select! {
+            r = run(&argv, &[], Duration::from_secs(60), Instant::now(), 1) => {
+                panic!("the run ended by itself: {r:?}")
+            }
+            () = until("the grandchild's pid", || pidfile.exists()) => {}
+        }
+        // The pid is written once the file exists but perhaps not yet flushed: wait for a line.
+        until("the whole pid", || {
+            std::fs::read_to_string(&pidfile).is_ok_and(|p| p.ends_with('\n'))
+        })
+        .await;
+        let pid = std::fs::read_to_string(&pidfile).unwrap();
+        until("the grandchild's end", || !running(pid.trim())).await;
+    }
+
     #[tokio::test]
     async fn a_missing_program_is_an_error_naming_it() {
-        let (_tx, mut rx) = watch::channel(false);
         let err = run(
             &["/nonexistent/client".to_string()],
             &[],
             Duration::from_secs(1),
             Instant::now(),
             1,
-            &mut rx,
         )
         .await
         .unwrap_err();

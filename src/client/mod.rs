@@ -3,24 +3,24 @@
 //!
 //! The pipeline: the [`operation`]s to serve are chosen (the built-in payments operation, one
 //! given by `--method`/`--path`, or the keyed operations of an API description), with the
-//! credential rule of [`auth`] and the error shape of [`error_body`]; for each [`scenario`] a
-//! fresh [`fake_api`] (an empty store, one injected behaviour) is started on 127.0.0.1, the
-//! user's command is run against it by [`command`] (`IDEM_CHECK_BASE_URL`, `IDEM_CHECK_TOKEN`
-//! and `IDEM_CHECK_OPERATIONS` in its environment, its process group killed at the deadline),
-//! every attempt is recorded, and [`checks`] judges the recordings. The result is a [`ClientReport`] (JSON schema `idem-check.client/1`), which also
-//! converts to the [`RunReport`] the terminal, JUnit and Markdown renderers read, so a client
-//! report looks exactly like a server one.
+//! credential rule of [`credential_rule`] and the error shape of [`error_body`]; the probes of [`checks`]
+//! run one at a time through the run loop `run` and `webhook` use ([`crate::runner::each`], the
+//! client's side of it in `run.rs`), each playing the [`scenario`]s it reads that have not been
+//! played yet: a fresh [`fake_api`] (an empty store, one injected behaviour) started on
+//! 127.0.0.1, the user's command run against it by [`command`] (`IDEM_CHECK_BASE_URL`,
+//! `IDEM_CHECK_TOKEN` and `IDEM_CHECK_OPERATIONS` in its environment, its process group killed
+//! at the deadline or on Ctrl-C), every attempt recorded; then the probe judges the recordings.
+//! The result is a [`ClientReport`] (JSON schema `idem-check.client/1`), which also converts to
+//! the [`RunReport`] the terminal, JUnit and Markdown renderers read, so a client report looks
+//! exactly like a server one.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use anyhow::Result;
 use serde::Serialize;
-use tokio::sync::watch;
 
 use crate::check::Severity;
-use crate::outcome;
+use crate::outcome::{self, Outcome, Stop};
 use crate::report::{ProbeReport, RunReport, Summary, ToolInfo};
 use crate::suite::Suite;
 
@@ -31,12 +31,15 @@ pub mod error_body;
 pub mod fake_api;
 pub mod operation;
 mod report;
+mod run;
 pub mod scenario;
 pub mod sent_key;
 
-use checks::{ClientProbe, Judging};
-use command::{Exit, RunRecord};
-use fake_api::{ApiConfig, FakeApi};
+pub use run::{listen, run};
+
+use checks::{ClientProbe, Findings, Judging};
+use command::RunRecord;
+use fake_api::ApiConfig;
 use scenario::{Scenario, ScenarioRecord};
 
 /// The JSON schema id of a client report.
@@ -48,11 +51,6 @@ pub const ENV_BASE_URL: &str = "IDEM_CHECK_BASE_URL";
 pub const ENV_TOKEN: &str = "IDEM_CHECK_TOKEN";
 /// The environment variable that says how many operations one run performs.
 pub const ENV_OPERATIONS: &str = "IDEM_CHECK_OPERATIONS";
-
-/// Under `--listen`, how long no request may arrive after the scenario's last final answer
-/// before it counts as complete (a retry after a refusal must have had time to show up), at
-/// most `--listen-idle`.
-const LISTEN_QUIET: Duration = Duration::from_secs(3);
 
 /// What `idem-check client` was asked to do.
 pub struct ClientOptions {
@@ -112,10 +110,12 @@ pub struct ClientReport {
     /// RFC 3339, UTC.
     pub started_at: String,
     pub duration_ms: f64,
-    /// True when Ctrl-C stopped the run: only finished scenarios are judged.
+    /// True when Ctrl-C stopped the run: the probe it stopped is an ERROR, every probe it kept
+    /// from starting a SKIP, and only the scenarios that ended are reported.
     pub interrupted: bool,
     pub summary: Summary,
-    /// The client checks, in catalog order, each with the attempts it judged.
+    /// The client checks that read a selected scenario, in catalog order, each with the
+    /// attempts it judged.
     pub probes: Vec<ProbeReport>,
     pub scenarios: Vec<ScenarioReport>,
 }
@@ -203,131 +203,16 @@ impl ClientReport {
     }
 }
 
-/// A watch that turns true on Ctrl-C, for the runs to stop on.
-pub fn interrupt_watch() -> watch::Receiver<bool> {
-    let (tx, rx) = watch::channel(false);
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            let _ = tx.send(true);
-        }
-        // Keep the sender alive so receivers never see a closed channel as a stop.
-        tx.closed().await;
-    });
-    rx
-}
-
-/// Runs the command once per operation of every selected scenario, then judges.
-pub async fn run(
-    opts: &ClientOptions,
-    mut interrupt: watch::Receiver<bool>,
-) -> Result<ClientReport> {
-    let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-    let started = Instant::now();
-    let mut records = Vec::new();
-    let mut interrupted = false;
-    'scenarios: for &s in &opts.scenarios {
-        let api = FakeApi::start(
-            SocketAddr::from(([127, 0, 0, 1], 0)),
-            s.behaviour,
-            opts.api.clone(),
-        )
-        .await?;
-        let env = [
-            (ENV_BASE_URL, api.base_url()),
-            (ENV_TOKEN, opts.api.token.clone()),
-            (ENV_OPERATIONS, s.operations.to_string()),
-        ];
-        let mut runs = Vec::new();
-        let deadline = Instant::now() + opts.timeout;
-        for n in 1..=s.runs {
-            api.set_run(Some(n), s.operations == 1);
-            let record = command::run(
-                &opts.command,
-                &env,
-                deadline.saturating_duration_since(Instant::now()),
-                api.origin(),
-                n,
-                &mut interrupt,
-            )
-            .await?;
-            let stop = record.exit == Exit::Interrupted;
-            runs.push(record);
-            if stop {
-                interrupted = true;
-                break 'scenarios;
-            }
-        }
-        let base_url = api.base_url();
-        let rec = api.finish().await;
-        records.push(ScenarioRecord {
-            scenario: s,
-            base_url,
-            attempts: rec.attempts,
-            runs,
-            payments: rec.payments,
-        });
-    }
-    Ok(build(opts, records, started_at, started, interrupted))
-}
-
-/// Serves one scenario on `addr` for a client idem-check does not run, until the scenario is
-/// complete (its operations got their final answers and then 3 s passed without a request),
-/// the client fell silent for 10 s, the timeout passes, or Ctrl-C; then judges what came.
-/// `ready` is told the base URL once the server listens.
-pub async fn listen(
-    opts: &ClientOptions,
-    addr: SocketAddr,
-    ready: impl FnOnce(&str),
-    mut interrupt: watch::Receiver<bool>,
-) -> Result<ClientReport> {
-    let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-    let started = Instant::now();
-    let s = opts
-        .scenarios
-        .first()
-        .copied()
-        .ok_or_else(|| anyhow::anyhow!("--listen needs --scenario ID"))?;
-    let api = FakeApi::start(addr, s.behaviour, opts.api.clone()).await?;
-    api.set_run(None, false);
-    ready(&api.base_url());
-    let deadline = tokio::time::Instant::now() + opts.timeout;
-    loop {
-        let p = api.progress();
-        let silent = p.last_attempt.map(|t| t.elapsed());
-        let quiet = LISTEN_QUIET.min(opts.listen_idle);
-        let complete = p.finals >= s.total_operations() && silent.is_some_and(|q| q >= quiet);
-        if complete || silent.is_some_and(|q| q >= opts.listen_idle) {
-            break;
-        }
-        tokio::select! {
-            () = tokio::time::sleep(Duration::from_millis(100)) => {}
-            () = tokio::time::sleep_until(deadline) => break,
-            _ = interrupt.wait_for(|stop| *stop) => break,
-        }
-    }
-    let base_url = api.base_url();
-    let rec = api.finish().await;
-    let record = ScenarioRecord {
-        scenario: s,
-        base_url,
-        attempts: rec.attempts,
-        runs: Vec::new(),
-        payments: rec.payments,
-    };
-    Ok(build(opts, vec![record], started_at, started, false))
-}
-
+/// The report of a run: the probes' reports (in catalog order) and the scenarios that were
+/// played.
 fn build(
     opts: &ClientOptions,
     records: Vec<ScenarioRecord>,
+    probes: Vec<ProbeReport>,
     started_at: String,
     started: Instant,
     interrupted: bool,
 ) -> ClientReport {
-    let probes: Vec<ProbeReport> = checks::CATALOG
-        .iter()
-        .filter_map(|p| judge(p, &records, opts))
-        .collect();
     ClientReport {
         schema: SCHEMA,
         tool: ToolInfo::default(),
@@ -426,16 +311,20 @@ fn lane(r: &ScenarioRecord, timeout: Duration) -> crate::report::html::Lane {
     }
 }
 
-/// One probe's report from the scenarios it reads, or `None` when none of them ran.
-fn judge(p: &ClientProbe, records: &[ScenarioRecord], opts: &ClientOptions) -> Option<ProbeReport> {
+/// One probe's report from the scenarios it reads that were played. `stop` is why its play
+/// ended early (a scenario could not be played, the time limit): then nothing is judged, and
+/// the scenarios that were played are its evidence.
+fn judge(
+    p: &ClientProbe,
+    records: &[ScenarioRecord],
+    opts: &ClientOptions,
+    stop: Option<Stop>,
+) -> ProbeReport {
     let mut mine: Vec<ScenarioRecord> = records
         .iter()
         .filter(|r| p.scenarios.contains(&r.scenario.id))
         .cloned()
         .collect();
-    if mine.is_empty() {
-        return None;
-    }
     // Number the attempts across the probe's scenarios, as the evidence cites them. (Keys that
     // all start alike are told apart where they are shown: see `report::exchange_line::Keys`.)
     let mut n = 0;
@@ -456,25 +345,24 @@ fn judge(p: &ClientProbe, records: &[ScenarioRecord], opts: &ClientOptions) -> O
         }
     }
     let served: Vec<String> = opts.api.operations.iter().map(|o| o.describe()).collect();
-    let judged = (p.judge)(&Judging {
-        records: &mine,
-        key_syntax: opts.suite.key_syntax,
-        carrier: &opts.api.carrier,
-        timeout: opts.timeout,
-        served: &served.join(" or "),
-    });
+    let judged = match stop {
+        None => (p.judge)(&Judging {
+            records: &mine,
+            key_syntax: opts.suite.key_syntax,
+            carrier: &opts.api.carrier,
+            timeout: opts.timeout,
+            served: &served.join(" or "),
+        }),
+        Some(stop) => Findings {
+            checks: Vec::new(),
+            stop: Some(stop),
+        },
+    };
     let mut verdict = outcome::decide(&judged.checks, judged.stop.as_ref(), opts.strict);
     verdict.reason = one_line_reason(&verdict.reason, &judged.checks);
-    Some(ProbeReport {
-        id: p.id,
-        group: "client",
-        section: p.section,
-        stimulus: p.stimulus,
-        requirement: p.requirement,
+    ProbeReport {
         outcome: verdict.outcome,
         reason: verdict.reason,
-        reason_cites: Vec::new(),
-        follows_from: None,
         effect_basis: Some("resources in the fake API's store".into()),
         duration_ms: mine.iter().map(ScenarioRecord::duration_ms).sum(),
         checks: judged.checks,
@@ -486,7 +374,29 @@ fn judge(p: &ClientProbe, records: &[ScenarioRecord], opts: &ClientOptions) -> O
             .into_iter()
             .flat_map(|r| r.attempts.into_iter().map(|a| a.exchange))
             .collect(),
-    })
+        ..verdict_only(p, Outcome::Skip, String::new())
+    }
+}
+
+/// The report of `p` with its verdict and nothing else: a probe that did not run, or the
+/// identity a judged probe's evidence is added to.
+fn verdict_only(p: &ClientProbe, outcome: Outcome, reason: String) -> ProbeReport {
+    ProbeReport {
+        id: p.id,
+        group: "client",
+        section: p.section,
+        stimulus: p.stimulus,
+        requirement: p.requirement,
+        outcome,
+        reason,
+        reason_cites: Vec::new(),
+        follows_from: None,
+        effect_basis: None,
+        duration_ms: 0.0,
+        checks: Vec::new(),
+        timeline: Vec::new(),
+        exchanges: Vec::new(),
+    }
 }
 
 /// The reason a verdict gives, on one line that no renderer needs to cut: the failed check's

@@ -54,7 +54,7 @@ pub(super) async fn client(args: ClientArgs) -> Result<ExitCode> {
         scenarios,
         api: Arc::new(api),
     };
-    let interrupt = idem_check::client::interrupt_watch();
+    let interrupt = super::Interrupt::watch();
     let report = match args.listen {
         Some(addr) => {
             let ready = |base: &str| {
@@ -69,11 +69,11 @@ pub(super) async fn client(args: ClientArgs) -> Result<ExitCode> {
                     opts.scenarios[0].operations,
                 );
             };
-            idem_check::client::listen(&opts, addr, ready, interrupt)
+            idem_check::client::listen(&opts, addr, &ready, interrupt.pressed())
                 .await
                 .map_err(AppError::runtime)?
         }
-        None => idem_check::client::run(&opts, interrupt)
+        None => idem_check::client::run(&opts, interrupt.pressed())
             .await
             .map_err(AppError::runtime)?,
     };

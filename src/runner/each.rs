@@ -1,6 +1,7 @@
-//! The one run loop of every mode: `run`'s probes and `webhook`'s checks run through it one at
-//! a time (they share one effect counter, and two in flight would count each other's
-//! executions). It owns what the modes share, so it is written once:
+//! The one run loop of every mode: `run`'s probes, `webhook`'s checks and `client`'s probes run
+//! through it one at a time (`run`'s and `webhook`'s share one effect counter, and two in flight
+//! would count each other's executions; `client`'s share the scenarios they read). It owns what
+//! the modes share, so it is written once:
 //!
 //! - the **calibration gate**: once a unit's report says the rest cannot be trusted (`run`'s
 //!   pre-flight did not pass, or its credential was refused; `webhook`'s first delivery did not
@@ -30,9 +31,9 @@ pub trait Mode {
     type Unit;
     type Trial;
 
-    /// What a unit is called and what it talks to, for the time-limit error: `("probe",
-    /// "target")`.
-    const NAMES: (&'static str, &'static str);
+    /// What a unit is called, what it talks to and the flag that gives it more time, for the
+    /// time-limit error: `("probe", "target", "--timeout")`.
+    const NAMES: (&'static str, &'static str, &'static str);
 
     fn id(unit: &Self::Unit) -> &'static str;
 
@@ -81,6 +82,15 @@ pub struct Ends {
     pub idle: bool,
 }
 
+/// The observer of a run whose progress nobody is shown (`client`'s, reported at its end; the
+/// pre-flight of a stress run).
+pub struct Quiet;
+
+impl Observer for Quiet {
+    fn started(&self, _: &str) {}
+    fn finished(&self, _: &ProbeReport) {}
+}
+
 /// The reports of every unit, in order, and whether Ctrl-C ended the run.
 pub struct Ran {
     pub reports: Vec<ProbeReport>,
@@ -119,10 +129,11 @@ pub async fn each<M: Mode>(
                     played = tokio::time::timeout(limit, mode.play(&unit, &mut trial)) => match played {
                         Ok(r) => r.err(),
                         Err(_) => Some(Stop::Error(format!(
-                            "the {} did not finish within {} s; the {} may be hanging (raise --timeout?)",
+                            "the {} did not finish within {} s; the {} may be hanging (raise {}?)",
                             M::NAMES.0,
                             limit.as_secs(),
                             M::NAMES.1,
+                            M::NAMES.2,
                         ).into())),
                     },
                 };

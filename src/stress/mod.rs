@@ -534,14 +534,6 @@ struct Stopped {
     interrupted: bool,
 }
 
-/// The progress of a pre-flight run inside `stress`: none is shown.
-struct Quiet;
-
-impl crate::runner::Observer for Quiet {
-    fn started(&self, _: &str) {}
-    fn finished(&self, _: &ProbeReport) {}
-}
-
 /// Runs `run`'s pre-flight probe (`first-request`) on its own: `None` unless it FAILed or
 /// ERRORed; else the stress run's report, which is the pre-flight's verdict, checks and
 /// exchanges (a FAIL stays a FAIL: one request executing twice is the API's), with its reason.
@@ -552,7 +544,7 @@ async fn preflight(
     let run = crate::runner::run(
         config.clone(),
         vec![crate::probes::first_request::PROBE],
-        &Quiet,
+        &crate::runner::each::Quiet,
         interrupt,
     )
     .await?;

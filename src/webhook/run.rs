@@ -78,7 +78,7 @@ struct Checks<'e> {
 impl Mode for Checks<'_> {
     type Unit = &'static WebhookCheck;
     type Trial = Trial;
-    const NAMES: (&'static str, &'static str) = ("check", "consumer");
+    const NAMES: (&'static str, &'static str, &'static str) = ("check", "consumer", "--timeout");
 
     fn id(def: &&'static WebhookCheck) -> &'static str {
         def.id

@@ -633,6 +633,108 @@ fn a_hanging_client_is_killed_at_the_timeout_with_its_output_kept() {
     assert!(!run.terminal.contains("more probes"), "{}", run.terminal);
 }
 
+/// Polls (every 10 ms, at most 20 s) until `done` holds.
+fn until(what: &str, done: impl Fn() -> bool) {
+    let bound = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < bound, "{what}: not within 20 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Ctrl-C while the client command runs: exit 130, and the JUnit lists every probe of the
+/// selection, the one it stopped as an error and the ones it kept from starting as skipped
+/// (before, they were left out and the JUnit read as a complete run); the command's whole
+/// group is killed.
+#[test]
+fn ctrl_c_marks_the_probes_that_did_not_run_in_the_junit() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("client.json");
+    let junit = dir.path().join("client.xml");
+    let grandchild = dir.path().join("grandchild");
+    // The client starts a grandchild, says its pid (written whole, then renamed), and waits.
+    let script = format!(
+        "sleep 60 & echo $! > '{g}.new'; mv '{g}.new' '{g}'; wait",
+        g = grandchild.display()
+    );
+    let mut child = bin()
+        .args([
+            "client",
+            "--scenario",
+            "created",
+            "--scenario",
+            "lost-response",
+        ])
+        .args(["--color", "never", "--report-json"])
+        .arg(&json)
+        .arg("--report-junit")
+        .arg(&junit)
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Interrupt only once the client runs: the run is then inside the first probe's scenario.
+    until("the client's grandchild", || grandchild.exists());
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(
+        wait_bounded(&mut child, Duration::from_secs(20)).code(),
+        Some(130)
+    );
+
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["interrupted"], true, "{report}");
+    let probes: Vec<(&str, &str, &str)> = report["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let field = |k: &str| p[k].as_str().unwrap();
+            (field("id"), field("outcome"), field("reason"))
+        })
+        .collect();
+    assert_eq!(
+        probes,
+        [
+            (
+                "client-key-present",
+                "ERROR",
+                idem_check::runner::INTERRUPTED_INSIDE
+            ),
+            (
+                "client-key-syntax",
+                "SKIP",
+                idem_check::runner::NOT_RUN_INTERRUPTED
+            ),
+            (
+                "client-lost-response",
+                "SKIP",
+                idem_check::runner::NOT_RUN_INTERRUPTED
+            ),
+        ]
+    );
+    assert_eq!(report["scenarios"], serde_json::json!([]), "{report}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains(r#"tests="3""#), "{xml}");
+    assert!(xml.contains(r#"errors="1""#), "{xml}");
+    assert!(xml.contains(r#"skipped="2""#), "{xml}");
+    assert!(
+        xml.contains(r#"name="client-lost-response""#) && xml.contains("<skipped "),
+        "{xml}"
+    );
+    common::junit_schema::assert_valid(&[junit]);
+    let pid = std::fs::read_to_string(&grandchild).unwrap();
+    until("the grandchild's end", || {
+        std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).map_or(true, |stat| {
+            stat.rsplit(") ").next().is_some_and(|s| s.starts_with('Z'))
+        })
+    });
+}
+
 /// `--listen`: idem-check serves one scenario on the given address and judges whoever comes;
 /// the base URL and token are printed for the user to export.
 fn listen(scenario: &str, defect: &str) -> Value {

@@ -49,13 +49,6 @@ enum Without {
 /// A secret of the right form the consumer was not given.
 const OTHER_SECRET: &str = "whsec_dGhpcyBpcyBub3QgdGhlIGNvbnN1bWVyJ3Mga2V5";
 
-struct Quiet;
-
-impl crate::runner::Observer for Quiet {
-    fn started(&self, _: &str) {}
-    fn finished(&self, _: &ProbeReport) {}
-}
-
 /// Plays `check` (after the calibration, which must pass) with `scheme` against the reference
 /// consumer with `fault`, with every option but `without`; its report.
 async fn play(
@@ -170,7 +163,14 @@ async fn reports_with(
         context: Vec::new(),
         replay: None,
     };
-    let report = run(&env, &[check], info, &Quiet, std::future::pending()).await;
+    let report = run(
+        &env,
+        &[check],
+        info,
+        &crate::runner::each::Quiet,
+        std::future::pending(),
+    )
+    .await;
     drop(env);
     r.stop().await.unwrap();
     report.probes

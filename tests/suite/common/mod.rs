@@ -18,26 +18,23 @@ use idem_check::config::{Config, RunOptions};
 use idem_check::probes::select;
 use idem_check::redact::Secrets;
 use idem_check::reference::Reference;
-use idem_check::report::{ProbeReport, RunReport};
-use idem_check::runner::{self, Observer};
+use idem_check::report::RunReport;
+use idem_check::runner;
 use idem_reference_server::Fault;
-
-/// The progress observer of a run nobody watches.
-struct Quiet;
-
-impl Observer for Quiet {
-    fn started(&self, _id: &str) {}
-    fn finished(&self, _report: &ProbeReport) {}
-}
 
 /// Runs `only` (all when empty) of `config`'s suite, as `idem-check run` would but without
 /// progress output.
 pub async fn run_quietly(config: Config, only: &[&str]) -> RunReport {
     let only: Vec<String> = only.iter().map(|p| p.to_string()).collect();
     let selection = select(&config.suite, &only, &[]).expect("known probes");
-    runner::run(Arc::new(config), selection, &Quiet, std::future::pending())
-        .await
-        .expect("run completes")
+    runner::run(
+        Arc::new(config),
+        selection,
+        &runner::each::Quiet,
+        std::future::pending(),
+    )
+    .await
+    .expect("run completes")
 }
 
 /// Runs `probes` (all when empty) of the default suite against the reference server.
