@@ -135,7 +135,7 @@ pub struct ClientProbe {
     pub section: &'static str,
     pub stimulus: &'static str,
     pub requirement: &'static str,
-    /// The scenarios it is judged from; it is left out when none of them ran.
+    /// The scenarios it is judged from; it is left out of a run that selects none of them.
     pub scenarios: &'static [&'static str],
     /// Every check it can make, for `idem-check list`.
     pub checks: &'static [GradedCheck],
