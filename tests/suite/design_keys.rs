@@ -201,7 +201,8 @@ fn a_lost_answer_does_not_make_an_optional_key_required() {
 
 /// A store client whose offline queue is flushed after a reconnect backoff that grows with
 /// every outage: after the first outage the race window is 20 ms wide and the retry lands in it
-/// by chance; after the second it is open from the moment the store is back. store-outage
+/// by chance; after a later one the queue drains only after the first request that reaches the
+/// store again, so the retry lands in it however long the store-up hook took. store-outage
 /// repeats the outage while the request during it was held open and executed once, so the
 /// double payment is found in every run, and the evidence says which round caught it. (A
 /// single outage found it in about one run of three.)
