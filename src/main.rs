@@ -14,7 +14,7 @@ mod commands;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    let opts = match cli::Opts::try_parse() {
+    let opts = match commands::Opts::try_parse() {
         Ok(opts) => opts,
         Err(mut e) if e.use_stderr() => {
             // A usage error is exit 1 (documented), not clap's default 2, which means a bad file.
@@ -56,7 +56,7 @@ fn suggest_subcommand(e: &mut clap::Error) {
     let Some(ContextValue::String(typed)) = e.get(ContextKind::InvalidSubcommand) else {
         return;
     };
-    let command = <cli::Opts as clap::CommandFactory>::command();
+    let command = <commands::Opts as clap::CommandFactory>::command();
     let names = command.get_subcommands().map(|c| c.get_name());
     if let Some(near) = idem_check::suggest::closest(typed, names) {
         let near = near.to_string();

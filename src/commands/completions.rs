@@ -6,8 +6,7 @@ use std::path::Path;
 use anyhow::Context as _;
 use clap::CommandFactory as _;
 
-use super::Result;
-use crate::cli::Opts;
+use super::{Opts, Result};
 use idem_check::exit::ExitCode;
 
 /// Prints the completion script for `shell`.

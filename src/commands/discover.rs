@@ -7,12 +7,42 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use clap::Args;
 
 use super::{emit, Result};
-use crate::cli::{ConnectionArgs, DiscoverArgs, DiscoverFormat, OpenApiArgs};
+use crate::cli::{ConnectionArgs, OpenApiArgs};
 use idem_check::discover::{Discovery, Operation, Options, Spec};
 use idem_check::exit::ExitCode;
 use idem_check::http::Connector;
+
+/// How `discover` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum DiscoverFormat {
+    /// One aligned line per operation.
+    #[default]
+    Table,
+    /// JSON, schema idem-check.discover/1.
+    Json,
+}
+
+/// `idem-check discover`.
+#[derive(Args)]
+pub struct DiscoverArgs {
+    /// The API description: an OpenAPI 3.0/3.1 or Swagger 2.0 document, JSON or YAML, a file
+    /// path or an http(s) URL.
+    #[arg(value_name = "SPEC")]
+    pub spec: String,
+
+    #[command(flatten)]
+    pub openapi: OpenApiArgs,
+
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = DiscoverFormat::Table, value_name = "FORMAT")]
+    pub format: DiscoverFormat,
+}
 
 /// How long fetching a document may take when no `--timeout` applies.
 pub(super) const FETCH_TIMEOUT: Duration = Duration::from_secs(30);

@@ -255,7 +255,7 @@ impl Lay for bool {
 }
 
 /// A flag's value, when given, in place of `slot`'s.
-fn over<T: Clone, U: Clone + Into<T>>(
+pub fn over<T: Clone, U: Clone + Into<T>>(
     slot: &mut T,
     flag: &Option<U>,
     name: &'static str,
@@ -325,7 +325,7 @@ fn with_key_field(text: &str, key: &Place) -> String {
 }
 
 /// TLS and route flags, over the target file's `[tls]`, `proxy` and `resolve`.
-fn connection_from_args(args: &ConnectionArgs, t: &mut TargetSpec) {
+pub fn connection_from_args(args: &ConnectionArgs, t: &mut TargetSpec) {
     let o = &mut t.origins;
     over(&mut t.tls.cacert, &args.cacert, inputs::CACERT.flag, o);
     if args.cert.is_some() {
@@ -357,86 +357,6 @@ pub fn connection_spec(args: &ConnectionArgs, env: &dyn Fn(&str) -> Option<Strin
     connection_from_args(args, &mut t);
     t.net.proxy_env = NetOptions::proxy_environment(env);
     t
-}
-
-/// `webhook`'s shared inputs: its `--target FILE` (read as `run` reads one), the connection
-/// flags and `flags` laid over it, each flag given recorded as the value's origin so an error
-/// names the flag, and a value from the file its line.
-pub fn webhook_spec(
-    file: Option<&std::path::Path>,
-    connection: &ConnectionArgs,
-    flags: &crate::cli::WebhookArgs,
-) -> Result<TargetSpec, AppError> {
-    let mut t = match file {
-        Some(path) => load(path, &std::env::vars().collect())?,
-        None => TargetSpec::default(),
-    };
-    connection_from_args(connection, &mut t);
-    t.net.proxy_env = NetOptions::proxy_environment(&|name| std::env::var(name).ok());
-    let o = &mut t.origins;
-    if let Some(url) = &flags.url {
-        t.url.clone_from(url);
-        o.flag(inputs::URL.flag);
-    }
-    over(
-        &mut t.count_url,
-        &flags.count_url.clone().map(Some),
-        inputs::COUNT_URL.flag,
-        o,
-    );
-    over(
-        &mut t.count_pointer,
-        &flags.count_pointer.clone().map(Some),
-        inputs::COUNT_POINTER.flag,
-        o,
-    );
-    over(
-        &mut t.count_cmd,
-        &flags.count_cmd.clone().map(Some),
-        inputs::COUNT_CMD.flag,
-        o,
-    );
-    over(
-        &mut t.crash_header,
-        &flags.crash_header.clone().map(Some),
-        inputs::CRASH_HEADER.flag,
-        o,
-    );
-    over(
-        &mut t.hold_header,
-        &flags.hold_header.clone().map(Some),
-        inputs::HOLD_HEADER.flag,
-        o,
-    );
-    over(
-        &mut t.hold_release,
-        &flags.hold_release.clone().map(Some),
-        inputs::HOLD_RELEASE.flag,
-        o,
-    );
-    over(
-        &mut t.restart_cmd,
-        &flags.restart_cmd.clone().map(Some),
-        inputs::RESTART_CMD.flag,
-        o,
-    );
-    over(
-        &mut t.ready_url,
-        &flags.ready_url.clone().map(Some),
-        inputs::READY_URL.flag,
-        o,
-    );
-    over(
-        &mut t.quiet_window,
-        &flags.quiet_window.map(Some),
-        inputs::QUIET_WINDOW.flag,
-        o,
-    );
-    if !flags.replica.is_empty() {
-        t.replicas.clone_from(&flags.replica);
-        o.flag(inputs::REPLICA.flag);
-    }
-    Ok(t)
 }
 
 /// A body given inline or as `@FILE`; `what` names the option in the error.

@@ -1,12 +1,33 @@
 //! `idem-check init --openapi SPEC --out DIR`: one commented target file per keyed operation,
 //! to edit before `run --target FILE`.
 
+use std::path::PathBuf;
+
 use anyhow::Context as _;
+use clap::Args;
 
 use super::discover::{load, FETCH_TIMEOUT};
 use super::Result;
-use crate::cli::InitArgs;
+use crate::cli::{ConnectionArgs, OpenApiArgs};
 use idem_check::exit::ExitCode;
+
+/// `idem-check init`.
+#[derive(Args)]
+pub struct InitArgs {
+    /// The API description (file path or http(s) URL).
+    #[arg(long = "openapi", value_name = "SPEC")]
+    pub spec: String,
+
+    /// The folder to write the target files to (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    #[command(flatten)]
+    pub openapi: OpenApiArgs,
+
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+}
 
 pub(super) async fn init(args: &InitArgs) -> Result<ExitCode> {
     let (spec, found) = load(&args.spec, &args.openapi, &args.connection, FETCH_TIMEOUT).await?;

@@ -3,11 +3,20 @@
 
 use std::fmt::Write as _;
 
+use clap::Args;
+
 use super::{emit, Result};
-use crate::cli::ListArgs;
 use idem_check::catalog::load_suite;
 use idem_check::exit::ExitCode;
 use idem_check::probes;
+
+/// `idem-check list`.
+#[derive(Args)]
+pub struct ListArgs {
+    /// The suite whose expectations to show.
+    #[arg(long, default_value = idem_check::suite::DEFAULT_SUITE, value_name = "NAME|FILE")]
+    pub suite: String,
+}
 
 pub(super) fn list(args: &ListArgs) -> Result<ExitCode> {
     let suite = load_suite(&args.suite)?;

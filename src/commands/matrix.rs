@@ -1,14 +1,30 @@
 //! `idem-check matrix REPORT…`: one table across implementations, as Markdown (printed or
 //! written) and optionally a self-contained HTML page.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use clap::Args;
 
 use super::{emit, Result};
-use crate::cli::MatrixArgs;
 use idem_check::exit::{AppError, ExitCode};
 use idem_check::report::{self, Format, ReportFile};
+
+/// `idem-check matrix`.
+#[derive(Args)]
+pub struct MatrixArgs {
+    /// JSON reports (`run --report-json`), or folders of them; `NAME=FILE` titles a column.
+    #[arg(value_name = "REPORT", required = true)]
+    pub reports: Vec<String>,
+
+    /// Write the table as Markdown here (default: print it).
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+
+    /// Write the table as a self-contained HTML page here.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
 
 pub(super) fn matrix(args: &MatrixArgs) -> Result<ExitCode> {
     let m = idem_check::matrix::build(

@@ -2,17 +2,31 @@
 //! run (see [`idem_check::stress::segment`]), with the same terminal output, reports and exit codes
 //! as `stress`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use clap::Args;
 
 use super::{finish, render_options, report_files, Result};
-use crate::cli::MergeArgs;
+use crate::cli::ReportArgs;
 use idem_check::carrier::Place;
 use idem_check::exit::{AppError, ExitCode};
 use idem_check::redact::Secrets;
 use idem_check::report::terminal;
 use idem_check::stress::segment::{self, SegmentReport};
+
+/// `idem-check merge`.
+#[derive(Args)]
+pub struct MergeArgs {
+    /// The JSON reports of every segment of one run (`stress --segment I/N --run-id ID
+    /// --report-json FILE`).
+    #[arg(value_name = "REPORT.json", required = true)]
+    pub reports: Vec<PathBuf>,
+
+    /// Reports of the merged run; JUnit holds one testcase, `stress`.
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
 
 pub(super) fn merge(args: &MergeArgs) -> Result<ExitCode> {
     let files = report_files(&args.report)?;

@@ -1,13 +1,23 @@
-//! One file per subcommand, from parsed options to an exit code, and what they share: where
-//! output and reports go, how they are rendered, Ctrl-C.
+//! The command line (`Opts`), one file per subcommand from its own options to an exit code, and
+//! what they share: where output and reports go, how they are rendered, Ctrl-C. Option groups
+//! two or more commands flatten are in `cli.rs`.
 //!
 //! The libraries below (`runner`, `stress`, `client`, `discover`, `matrix`, `report`) never
 //! read options; the command files turn options into their inputs, and the target flags become
 //! a validated [`idem_check::config::Config`] in `target.rs`.
+//!
+//! None of the option structs (here, in each command's file and in `cli.rs`) implements
+//! `Debug`: they hold the command line as typed, `-H` credentials, `--secret` values and proxy
+//! passwords included, and a `{:?}` of them in a log line or a panic message would print those.
+//! What a run shows of its target goes through [`idem_check::target::TargetSpec`], whose `Debug`
+//! masks them.
 
 use std::io::Write as _;
+use std::path::PathBuf;
 
-use crate::cli::{Command, Opts, ReportArgs};
+use clap::{Parser, Subcommand};
+
+use crate::cli::ReportArgs;
 use idem_check::carrier::Place;
 use idem_check::exit::{AppError, ExitCode};
 use idem_check::redact::Secrets;
@@ -29,6 +39,77 @@ mod target;
 mod webhook;
 
 type Result<T, E = AppError> = std::result::Result<T, E>;
+
+/// Checks that an HTTP API really survives a retried POST: black-box probes of its
+/// Idempotency-Key support (missing key, replays, concurrent duplicates, payload mismatch, key
+/// syntax, tenant scope, persistence across restarts), with the exact exchanges as evidence.
+#[derive(Parser)]
+#[command(name = "idem-check", version, max_term_width = 98, after_long_help = idem_check::exit::HELP)]
+pub struct Opts {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run the probes against a URL, a target file, or the bundled reference server.
+    #[command(after_long_help = idem_check::exit::HELP)]
+    Run(Box<run::RunArgs>),
+    /// List every probe: id, group, section, check severities and what it needs.
+    List(list::ListArgs),
+    /// Check a webhook consumer: play its sender (signed as the scheme's real senders sign)
+    /// and judge that every redelivered, replayed or concurrent event is applied exactly once
+    /// and every forgery refused.
+    #[command(after_long_help = idem_check::exit::HELP)]
+    Webhook(Box<webhook::WebhookArgs>),
+    /// Check exactly-once under load: many keys, each sent as a burst of duplicates plus late
+    /// retries, with many requests in flight. Not part of `run`.
+    #[command(after_long_help = idem_check::exit::HELP)]
+    Stress(Box<stress::StressArgs>),
+    /// Judge the JSON reports of `stress --segment` runs as one run: every key once across the
+    /// segments, and the effect counter over the union of their windows.
+    #[command(after_long_help = idem_check::exit::HELP)]
+    Merge(merge::MergeArgs),
+    /// Check a client or SDK instead of a server: run its command against a fake API that drops
+    /// responses, refuses and throttles, and judge how it retries.
+    #[command(
+        after_long_help = idem_check::exit::HELP,
+        mut_arg("json", |a| a.help("Write a JSON report (schema idem-check.client/1)."))
+    )]
+    Client(Box<client::ClientArgs>),
+    /// Build one table across implementations from JSON reports (files or folders).
+    Matrix(matrix::MatrixArgs),
+    /// Send one probe's scenario from a JSON report again, against the same target: its burst,
+    /// its dropped answer and retries, or one exchange; prints the counter before and after.
+    #[command(after_long_help = reproduce::REPRODUCE_HELP)]
+    Reproduce(reproduce::ReproduceArgs),
+    /// List the operations of an OpenAPI or Swagger document that take an idempotency key.
+    #[command(after_long_help = idem_check::exit::HELP)]
+    Discover(discover::DiscoverArgs),
+    /// Write one commented target file per operation of an OpenAPI or Swagger document that
+    /// takes an idempotency key, to edit before `run --target FILE`.
+    #[command(after_long_help = idem_check::exit::HELP)]
+    Init(init::InitArgs),
+    /// Print a shell completion script: `idem-check completions bash > /etc/bash_completion.d/idem-check`.
+    Completions {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page, or write one page per command into DIR.
+    Man {
+        /// Write idem-check.1, idem-check-run.1, … here instead of printing idem-check.1.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Explain one probe: what it sends, what it expects, and why.
+    Explain {
+        /// The probe id (see `idem-check list`).
+        id: String,
+        /// The suite whose expectations to show.
+        #[arg(long, default_value = idem_check::suite::DEFAULT_SUITE, value_name = "NAME|FILE")]
+        suite: String,
+    },
+}
 
 /// Runs the parsed command.
 pub async fn run(opts: Opts) -> Result<ExitCode> {
@@ -177,4 +258,68 @@ pub(super) fn with_credentials(secrets: Secrets, config: &idem_check::config::Co
                 "a credential --auth-cmd printed",
             )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli;
+
+    /// Asks whether `T` implements `Debug`: see [`implements_debug`].
+    struct DebugProbe<T>(std::marker::PhantomData<T>);
+
+    /// The answer when `T` does not: method lookup falls back to the trait.
+    trait NoDebug {
+        fn implements_debug(&self) -> bool {
+            false
+        }
+    }
+
+    impl<T> NoDebug for DebugProbe<T> {}
+
+    impl<T: std::fmt::Debug> DebugProbe<T> {
+        /// The answer when `T` does: an inherent method wins over the trait's.
+        fn implements_debug(&self) -> bool {
+            true
+        }
+    }
+
+    /// Whether the type implements `Debug`, decided where the type is named (in a generic
+    /// function the bound would be unknown and the answer always no).
+    macro_rules! implements_debug {
+        ($t:ty) => {
+            DebugProbe::<$t>(std::marker::PhantomData).implements_debug()
+        };
+    }
+
+    /// The parsed command line holds what was typed: `-H` credentials, `--secret` values, proxy
+    /// passwords, commands with secrets in them. None of its structs can be shown with `{:?}`, so
+    /// no log line or panic message can print them; what a run shows goes through its
+    /// [`TargetSpec`](idem_check::target::TargetSpec), whose `Debug` masks them.
+    #[test]
+    fn the_parsed_command_line_has_no_debug() {
+        let debug = [
+            ("Opts", implements_debug!(Opts)),
+            ("Command", implements_debug!(Command)),
+            ("RunArgs", implements_debug!(run::RunArgs)),
+            ("ListArgs", implements_debug!(list::ListArgs)),
+            ("WebhookArgs", implements_debug!(webhook::WebhookArgs)),
+            ("StressArgs", implements_debug!(stress::StressArgs)),
+            ("MergeArgs", implements_debug!(merge::MergeArgs)),
+            ("ClientArgs", implements_debug!(client::ClientArgs)),
+            ("MatrixArgs", implements_debug!(matrix::MatrixArgs)),
+            ("ReproduceArgs", implements_debug!(reproduce::ReproduceArgs)),
+            ("DiscoverArgs", implements_debug!(discover::DiscoverArgs)),
+            ("InitArgs", implements_debug!(init::InitArgs)),
+            ("TargetArgs", implements_debug!(cli::TargetArgs)),
+            ("InputFlags", implements_debug!(cli::InputFlags)),
+            ("ConnectionArgs", implements_debug!(cli::ConnectionArgs)),
+            ("OpenApiArgs", implements_debug!(cli::OpenApiArgs)),
+            ("ReportArgs", implements_debug!(cli::ReportArgs)),
+        ];
+        let shown: Vec<&str> = debug.iter().filter(|(_, d)| *d).map(|(n, _)| *n).collect();
+        assert!(shown.is_empty(), "Debug on {shown:?}");
+        // The probe tells the two apart.
+        assert!(implements_debug!(idem_check::config::TargetSpec));
+    }
 }

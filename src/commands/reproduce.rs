@@ -2,11 +2,59 @@
 //! again (see [`idem_check::reproduce`]); the exit code says whether a key executed more than once.
 //! A webhook report's probe is its deliveries, each signed afresh from the exported secrets.
 
+use std::path::PathBuf;
+
+use clap::Args;
+
 use super::{emit, Result};
-use crate::cli::ReproduceArgs;
 use idem_check::exit::{AppError, ExitCode};
 use idem_check::report::ReplayInputs;
 use idem_check::reproduce::{plan, PlanError, RecordedRun, Replayer, RestoreError};
+
+/// Exit codes of `reproduce`.
+pub(super) const REPRODUCE_HELP: &str = "Exit codes:
+  0    sent; the counter rose by at most one (or one exchange was sent again)
+  1    usage error (an unknown probe or exchange, a variable not set)
+  2    the report is missing, is not a run report, or cannot be sent again
+  3    the target did not answer
+  4    a burst or a lost response executed more than once: the counter rose by more than one";
+
+/// `idem-check reproduce`.
+#[derive(Args)]
+pub struct ReproduceArgs {
+    /// A JSON report of `idem-check run` or `idem-check webhook` (--report-json FILE).
+    #[arg(value_name = "REPORT.json")]
+    pub report: PathBuf,
+
+    /// The probe whose scenario to send again.
+    #[arg(long, value_name = "ID")]
+    pub probe: String,
+
+    /// Send only this exchange of the probe again, exactly as recorded (its key too).
+    #[arg(long, value_name = "N")]
+    pub exchange: Option<usize>,
+
+    /// How many bursts to send at most, each with a fresh key and its own counter reads,
+    /// stopping at the first that executes twice: a race shows by chance (as many as the
+    /// probe sends).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub attempts: usize,
+
+    /// The value of a variable the report's masked values name (IDEM_TOKEN_A=…), instead of
+    /// the environment's (repeatable).
+    #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+    pub vars: Vec<(String, String)>,
+}
+
+/// `--var NAME=VALUE`: the name trimmed, the value as typed (it may hold `=` or spaces).
+fn parse_var(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.trim().is_empty() => {
+            Ok((name.trim().to_string(), value.to_string()))
+        }
+        _ => Err(format!("{s:?} is not NAME=VALUE")),
+    }
+}
 
 pub(super) async fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
     let run = RecordedRun::read(&args.report).map_err(AppError::input_file)?;

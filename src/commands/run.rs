@@ -7,12 +7,13 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use anyhow::Context as _;
+use clap::Args;
 
 use super::target::{openapi_targets, run_options, with_target};
 use super::{
     finish, interrupted_in_setup, render_options, report_files, with_credentials, Interrupt, Result,
 };
-use crate::cli::RunArgs;
+use crate::cli::{ReportArgs, TargetArgs};
 use idem_check::carrier::Place;
 use idem_check::config::{Config, RunOptions};
 use idem_check::discover::run::{OpenApiReport, OperationReport};
@@ -23,6 +24,35 @@ use idem_check::redact::Secrets;
 use idem_check::report::terminal::{self, Progress};
 use idem_check::report::{ProbeReport, RenderOptions, RunReport};
 use idem_check::runner::{self, Observer};
+
+/// `idem-check run`.
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+
+    /// Run only this probe, or this group: key-syntax, enforcement, scope, durability
+    /// (repeatable, or a comma-separated list).
+    #[arg(long, value_name = "ID|GROUP", value_delimiter = ',')]
+    pub probe: Vec<String>,
+
+    /// Do not run this probe or group (repeatable, or a comma-separated list).
+    #[arg(long, value_name = "ID|GROUP", value_delimiter = ',')]
+    pub skip: Vec<String>,
+
+    /// Fail on recommended checks too (WARN becomes FAIL).
+    #[arg(long)]
+    pub strict: bool,
+
+    /// How keys are written: quoted (RFC 8941 Strings), bare, or auto — the suite's form, falling
+    /// back to bare keys when the API refuses the quoted form at the pre-flight (quoted-key then
+    /// FAILs and every report says so)
+    #[arg(long, value_name = "FORM", default_value = "auto")]
+    pub key_form: idem_check::keys::KeyForm,
+
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
 
 pub(super) async fn run(args: RunArgs) -> Result<ExitCode> {
     let interrupt = Interrupt::watch();
