@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::binary::{bin, wait_bounded};
+use common::python;
 use serde_json::Value;
 
 fn client_py() -> String {
@@ -22,7 +23,7 @@ fn client_py() -> String {
 
 /// The sample client with `defect` switched on ("correct" for none), as a command line.
 fn sample(defect: &str) -> Vec<String> {
-    let mut argv = vec!["python3".to_string(), client_py()];
+    let mut argv = vec![python::interpreter_word(), client_py()];
     if defect != "correct" {
         argv.extend(["--defect".to_string(), defect.to_string()]);
     }
@@ -216,7 +217,7 @@ c.request("POST", "{path}", body='{body}', headers={headers})
 raise SystemExit(0 if c.getresponse().status < 300 else 1)
 "#
     );
-    vec!["python3".into(), "-c".into(), script]
+    vec![python::interpreter_word(), "-c".into(), script]
 }
 
 fn outcomes(json: &Value) -> BTreeMap<String, String> {
@@ -773,7 +774,7 @@ fn listen(scenario: &str, defect: &str) -> Value {
         .split_whitespace()
         .filter_map(|w| w.split_once('='))
         .collect();
-    let client = Command::new("python3")
+    let client = Command::new(python::interpreter())
         .arg(client_py())
         .args(if defect == "correct" {
             vec![]
@@ -1126,7 +1127,7 @@ print(read, missing)
 raise SystemExit(0 if (status, read, missing) == (200, 200, 404) and json.loads(again) == created else 1)
 "#
         );
-        vec!["python3".to_string(), "-c".to_string(), script]
+        vec![python::interpreter_word(), "-c".to_string(), script]
     };
     let spec = client_fixture("openapi/square-payments.yaml");
     let run = check_client(
@@ -1249,7 +1250,11 @@ sys.exit(1)
             "--scenario",
             "lost-response",
         ],
-        &["python3".to_string(), "-c".to_string(), script.to_string()],
+        &[
+            python::interpreter_word(),
+            "-c".to_string(),
+            script.to_string(),
+        ],
     );
     let o = outcomes(&run.json);
     assert_eq!(o["client-lost-response"], "PASS", "{}", run.json["probes"]);
