@@ -43,7 +43,7 @@ const RUN_LIMIT: Duration = Duration::from_secs(150);
 pub(crate) fn start(design: &str, args: &[&str]) -> PythonServer {
     let mut args = args.to_vec();
     args.extend(["--lifetime", "300"]);
-    python::start(&format!("fixtures/servers/{design}.py"), &args)
+    python::start_stdlib(&format!("fixtures/servers/{design}.py"), &args)
 }
 
 /// What one checker run produced.

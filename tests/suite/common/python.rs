@@ -58,6 +58,17 @@ pub fn start(script: &str, args: &[&str]) -> PythonServer {
     start_with(interpreter(), script, args)
 }
 
+/// [`start`] for a script that imports the standard library only (the design servers): `-S`
+/// leaves out site-packages and its `.pth` hooks, which every start would otherwise pay for.
+pub fn start_stdlib(script: &str, args: &[&str]) -> PythonServer {
+    let mut command = Command::new(interpreter());
+    command
+        .arg("-S")
+        .arg(format!("{}/{script}", env!("CARGO_MANIFEST_DIR")))
+        .args(args);
+    start_command(command, script)
+}
+
 /// [`start`] with another Python: one whose environment holds the libraries the script
 /// imports (the webhook senders' own, for fixtures/consumers/vendor_consumer.py).
 pub fn start_with(python: &Path, script: &str, args: &[&str]) -> PythonServer {
