@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::binary::{bin, wait_bounded};
+use common::python;
 use serde_json::Value;
 
 fn client_py() -> String {
@@ -20,9 +21,18 @@ fn client_py() -> String {
         .into_owned()
 }
 
+/// A Python client that uses the standard library only, as a command line: the interpreter with
+/// `-S`, so none of the hundreds of client starts in this module scans site-packages or runs its
+/// `.pth` hooks, then `args`.
+fn python_client(args: &[&str]) -> Vec<String> {
+    let mut argv = vec![python::interpreter_word(), "-S".to_string()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    argv
+}
+
 /// The sample client with `defect` switched on ("correct" for none), as a command line.
 fn sample(defect: &str) -> Vec<String> {
-    let mut argv = vec!["python3".to_string(), client_py()];
+    let mut argv = python_client(&[&client_py()]);
     if defect != "correct" {
         argv.extend(["--defect".to_string(), defect.to_string()]);
     }
@@ -216,7 +226,7 @@ c.request("POST", "{path}", body='{body}', headers={headers})
 raise SystemExit(0 if c.getresponse().status < 300 else 1)
 "#
     );
-    vec!["python3".into(), "-c".into(), script]
+    python_client(&["-c", &script])
 }
 
 fn outcomes(json: &Value) -> BTreeMap<String, String> {
@@ -773,8 +783,8 @@ fn listen(scenario: &str, defect: &str) -> Value {
         .split_whitespace()
         .filter_map(|w| w.split_once('='))
         .collect();
-    let client = Command::new("python3")
-        .arg(client_py())
+    let client = Command::new(python::interpreter())
+        .args(["-S", &client_py()])
         .args(if defect == "correct" {
             vec![]
         } else {
@@ -1126,7 +1136,7 @@ print(read, missing)
 raise SystemExit(0 if (status, read, missing) == (200, 200, 404) and json.loads(again) == created else 1)
 "#
         );
-        vec!["python3".to_string(), "-c".to_string(), script]
+        python_client(&["-c", &script])
     };
     let spec = client_fixture("openapi/square-payments.yaml");
     let run = check_client(
@@ -1160,7 +1170,8 @@ raise SystemExit(0 if (status, read, missing) == (200, 200, 404) and json.loads(
     .unwrap();
     let doc = doc.to_string_lossy().into_owned();
     let mut pointed = client("/things", r#"["data"]["ref"]"#, "/things/");
-    pointed[2] = pointed[2].replace(
+    let script = pointed.last_mut().expect("the script");
+    *script = script.replace(
         "(status, read, missing) == (200,",
         "(status, read, missing) == (201,",
     );
@@ -1249,7 +1260,7 @@ sys.exit(1)
             "--scenario",
             "lost-response",
         ],
-        &["python3".to_string(), "-c".to_string(), script.to_string()],
+        &python_client(&["-c", script]),
     );
     let o = outcomes(&run.json);
     assert_eq!(o["client-lost-response"], "PASS", "{}", run.json["probes"]);

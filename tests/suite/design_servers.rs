@@ -43,7 +43,7 @@ const RUN_LIMIT: Duration = Duration::from_secs(150);
 pub(crate) fn start(design: &str, args: &[&str]) -> PythonServer {
     let mut args = args.to_vec();
     args.extend(["--lifetime", "300"]);
-    python::start(&format!("fixtures/servers/{design}.py"), &args)
+    python::start_stdlib(&format!("fixtures/servers/{design}.py"), &args)
 }
 
 /// What one checker run produced.
@@ -869,7 +869,9 @@ fn cached_500_for_an_executed_request_is_an_orphaned_payment() {
 /// A shell command that POSTs to `{base}PATH` (Python is on every CI machine; curl may not be).
 pub(crate) fn post_cmd(path: &str) -> String {
     format!(
-        "python3 -c \"import urllib.request as u; u.urlopen(u.Request('{{base}}{path}', method='POST'), timeout=5)\""
+        "{} -c \"import urllib.request as u; u.urlopen(u.Request('{{base}}{path}', method='POST'), timeout=5)\""
+,
+        python::interpreter_in_shell()
     )
 }
 

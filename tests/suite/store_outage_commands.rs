@@ -13,7 +13,9 @@ use idem_reference_server::Fault;
 /// A shell command that POSTs to `url` (Python is on every CI machine; curl may not be).
 fn post(url: &str) -> String {
     format!(
-        "python3 -c \"import urllib.request as u; u.urlopen(u.Request('{url}', method='POST'), timeout=5)\""
+        "{} -c \"import urllib.request as u; u.urlopen(u.Request('{url}', method='POST'), timeout=5)\""
+,
+        common::python::interpreter_in_shell()
     )
 }
 

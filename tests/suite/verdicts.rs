@@ -419,7 +419,8 @@ fn a_restart_must_be_seen() {
 fn a_counter_reset_by_the_restart_is_judged_by_ids() {
     let (_s, base) = start(&["--memory-counter"]);
     let restart = format!(
-        "python3 -c \"import urllib.request as u; u.urlopen(u.Request('{base}/restart', data=b''))\""
+        "{} -c \"import urllib.request as u; u.urlopen(u.Request('{base}/restart', data=b''))\"",
+        python::interpreter_in_shell()
     );
     let ready = format!("{base}/ready");
     let args = |ids: bool| {

@@ -267,7 +267,8 @@ fn queue_consumer_rows(rows: std::ops::Range<usize>) {
         let url = format!("{}/webhooks", consumer.base);
         let count = format!("{}/count", consumer.base);
         let restart = format!(
-            "python3 -c \"import urllib.request as u; u.urlopen(u.Request('{}/restart', data=b''))\"",
+            "{} -c \"import urllib.request as u; u.urlopen(u.Request('{}/restart', data=b''))\"",
+            python::interpreter_in_shell(),
             consumer.base
         );
         let ready = format!("{}/ready", consumer.base);
