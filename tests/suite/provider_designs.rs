@@ -10,7 +10,6 @@
 //! on what it observes, and the designs wait on their own conditions.
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 
 use crate::common;
 use crate::design_servers::{check, Run};
@@ -105,20 +104,12 @@ const DEFECTS: [Design; 8] = [
     },
 ];
 
-/// A free port for the fake provider: the design must know the provider's URL before it
-/// starts, and `--provider-listen` takes an address, so the port is chosen here and released
-/// just before the checker binds it.
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().unwrap().port()
-}
-
 /// Starts `design` pointed at a fake provider on a free port and runs the downstream probes
 /// (strict: the recommended checks count) with every option they need.
 fn run(design: &Design) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("record.sqlite");
-    let port = free_port();
+    let port = crate::common::port::unused();
     let provider_url = format!("http://127.0.0.1:{port}");
     let server = python::start(
         &format!("fixtures/provider_apis/{}.py", design.file),

@@ -6,6 +6,7 @@
 pub mod binary;
 pub mod json_report;
 pub mod junit_schema;
+pub mod port;
 pub mod python;
 pub mod stress;
 pub mod target_flags;

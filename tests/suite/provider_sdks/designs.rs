@@ -27,13 +27,6 @@ const NEEDS_RESTART: [&str; 2] = ["prov-crash-after-call", "prov-restart-replay"
 /// The longest one checker run may take.
 const RUN_LIMIT: Duration = Duration::from_secs(180);
 
-/// A free port on 127.0.0.1 for the fake provider: the API must be told the fake's address
-/// before the checker starts the fake there.
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    l.local_addr().unwrap().port()
-}
-
 /// A Python design started through a launch script that records the running instance's pid,
 /// with a restart script for `--restart-cmd`: it stops that instance, waits until it no longer
 /// answers, and launches another on the same port and database (retrying while the port is not
@@ -46,7 +39,7 @@ struct Restartable {
 impl Restartable {
     fn new(python: &Path, script: &Path, provider: &str, args: &[&str]) -> Restartable {
         let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
+        let port = crate::common::port::unused();
         let at = |name: &str| dir.path().join(name).display().to_string();
         let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
         let launch = format!(
@@ -94,7 +87,7 @@ impl Drop for Restartable {
 /// with the fake playing `stripe` there (a Python design restartable through
 /// `--restart-cmd`), and returns the JSON report.
 fn run_design(dir: &Path, design: &Design) -> Value {
-    let port = free_port();
+    let port = crate::common::port::unused();
     let provider = format!("http://127.0.0.1:{port}");
     let restartable = design.script.ends_with(".py").then(|| {
         let python = dir.join("venv/bin/python");
