@@ -51,14 +51,14 @@ pub const SHORT_KEY_TTL_HEADER: &str = "X-Test-Key-Ttl-Ms: 200";
 /// still refused after it is wedged, not merely waiting for its lease to run out.
 pub const LEASE_WAIT: Duration = Duration::from_secs(2);
 
-/// How long the reference server waits for one provider attempt here: well past the second a
-/// client waits on the server's `Retry-After: 1` after a 409, so that a retry sent once the
-/// lease ran out reaches the server before a stale owner's own next provider attempt does. At
-/// the server's default (1 s) the two came within tens of milliseconds of each other, and
-/// whichever won decided whether `prov-lease-fencing` saw the takeover at all: an owner whose
-/// next attempt came first got the held call's charge and completed, and the retry was then a
-/// plain replay, so a server that gives a taken-over claim a fresh provider key could PASS.
-pub const PROVIDER_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long the reference server waits for one provider attempt here: the server's own default.
+/// Past [`LEASE`], so that when the server calls the provider again after a held call, a lease
+/// it did not renew has run out — `prov-lease-fencing` sends its retry at that moment and sees
+/// any takeover; and past the half second `prov-concurrent-duplicates` holds a call at most, with
+/// room for a loaded machine, where an attempt that times out by itself turns an ordinary
+/// payment into an unknown outcome. The probes that hold a call past the server's deadline
+/// wait this long once.
+pub const PROVIDER_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How long the reference server remembers a completed key here: a day, as its own default.
 /// A stress key's duplicates and late retries are seconds apart on a loaded machine (each waits

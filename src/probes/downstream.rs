@@ -5,6 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use tokio::sync::watch;
+
 use crate::check;
 use crate::config::Downstream;
 use crate::http::exchange::{Exchange, Role};
@@ -301,23 +303,46 @@ fn pause_after(ex: &Exchange) -> Duration {
 /// Sends `req` as a real client does: again with the same key while the answer is not
 /// definitive, honouring `Retry-After`, within twice the run's timeout and [`MAX_TRIES`].
 pub async fn until_definitive(ctx: &mut ProbeCtx, role: &str, req: &Request) -> Vec<Exchange> {
+    keep_trying(ctx, role, req, Vec::new()).await
+}
+
+/// [`until_definitive`] for a request already tried as `tries`: first the pause the last try
+/// asks for (none when there is no try yet), then the client's next tries.
+pub async fn keep_trying(
+    ctx: &mut ProbeCtx,
+    role: &str,
+    req: &Request,
+    mut tries: Vec<Exchange>,
+) -> Vec<Exchange> {
     let deadline = Instant::now() + ctx.config.timeout * 2;
-    let mut tries: Vec<Exchange> = Vec::new();
     loop {
+        if let Some(last) = tries.last() {
+            let pause = pause_after(last);
+            if definitive(last) || tries.len() >= MAX_TRIES || Instant::now() + pause >= deadline {
+                break;
+            }
+            tokio::time::sleep(pause).await;
+        }
         let label = match tries.len() {
             0 => role.to_string(),
             n => format!("{role}, try {}", n + 1),
         };
         let ex = ctx.send(label, req.clone()).await;
-        let pause = pause_after(&ex);
-        let done = definitive(&ex);
         tries.push(ex);
-        if done || tries.len() >= MAX_TRIES || Instant::now() + pause >= deadline {
-            break;
-        }
-        tokio::time::sleep(pause).await;
     }
     tries
+}
+
+/// Resolves once the request [`send_while`] sends was answered (or failed): what `meanwhile`
+/// can wait on besides the provider's calls.
+pub struct Answered(watch::Receiver<bool>);
+
+impl Answered {
+    /// Waits until the request was answered.
+    pub async fn wait(&mut self) {
+        // The sender is dropped only after it sent `true`.
+        let _ = self.0.wait_for(|answered| *answered).await;
+    }
 }
 
 /// How [`send_while`] sends its request.
@@ -331,20 +356,26 @@ pub enum Connection {
     Fresh,
 }
 
-/// Sends `req` while `meanwhile` runs on the probe (a second request, a restart), then
-/// records it: its exchange is numbered after what `meanwhile` recorded, its offsets say when
-/// it really went.
+/// Sends `req` while `meanwhile` runs on the probe (a second request, a restart), told when
+/// `req` was answered, then records it: its exchange is numbered after what `meanwhile`
+/// recorded, its offsets say when it really went.
 pub async fn send_while<T>(
     ctx: &mut ProbeCtx,
     (role, connection): (&str, Connection),
     req: Request,
-    meanwhile: impl AsyncFnOnce(&mut ProbeCtx) -> T,
+    meanwhile: impl AsyncFnOnce(&mut ProbeCtx, Answered) -> T,
 ) -> (Exchange, T) {
     let t = match connection {
         Connection::KeptAlive => ctx.transports.ordinary.clone(),
         Connection::Fresh => ctx.transports.exact.clone(),
     };
-    let (attempts, out) = tokio::join!(t.send(&req), meanwhile(ctx));
+    let (answered, seen) = watch::channel(false);
+    let send = async {
+        let attempts = t.send(&req).await;
+        answered.send_replace(true);
+        attempts
+    };
+    let (attempts, out) = tokio::join!(send, meanwhile(ctx, Answered(seen)));
     let mut last = None;
     for a in attempts {
         let ex = ctx.record.record_attempt(role, a);

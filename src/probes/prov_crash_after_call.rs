@@ -80,7 +80,7 @@ async fn crash_while_held(
             Connection::Fresh,
         ),
         req.clone(),
-        async move |_| {
+        async move |_, _| {
             if !fake.wait_for(&token, bound, |c| !c.is_empty()).await {
                 return None;
             }
