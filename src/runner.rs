@@ -23,7 +23,9 @@ use crate::http::client::{Client, Renewable};
 use crate::keys::{KeySyntax, FELL_BACK};
 use crate::outcome::{decide, Outcome, Stop};
 use crate::probes::{self, ProbeCtx, ProbeDef, Session};
-use crate::report::{FollowsFrom, ProbeReport, ReplayInputs, RunReport, Summary, ToolInfo, SCHEMA};
+use crate::report::{
+    FollowsFrom, Identity, ProbeReport, ReplayInputs, RunReport, Summary, ToolInfo, SCHEMA,
+};
 
 pub mod each;
 
@@ -471,22 +473,14 @@ pub fn charge_late_effects(report: &mut ProbeReport, last: u64, next: u64, next_
 /// The report of `def` with its verdict and nothing else: a probe that did not run, or the
 /// identity a finished probe's evidence is added to.
 fn verdict_only(def: &ProbeDef, outcome: Outcome, reason: String) -> ProbeReport {
-    ProbeReport {
+    let who = Identity {
         id: def.meta.id,
         group: def.meta.group.as_str(),
         section: def.meta.section,
         stimulus: def.meta.stimulus,
         requirement: def.meta.requirement,
-        outcome,
-        reason,
-        reason_cites: Vec::new(),
-        follows_from: None,
-        effect_basis: None,
-        duration_ms: 0.0,
-        checks: Vec::new(),
-        timeline: Vec::new(),
-        exchanges: Vec::new(),
-    }
+    };
+    ProbeReport::verdict_only(who, outcome, reason)
 }
 
 #[cfg(test)]

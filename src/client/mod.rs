@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use crate::check::Severity;
 use crate::outcome::{self, Outcome, Stop};
-use crate::report::{ProbeReport, RunReport, Summary, ToolInfo};
+use crate::report::{Identity, ProbeReport, RunReport, Summary, ToolInfo};
 use crate::suite::Suite;
 
 pub mod checks;
@@ -381,22 +381,14 @@ fn judge(
 /// The report of `p` with its verdict and nothing else: a probe that did not run, or the
 /// identity a judged probe's evidence is added to.
 fn verdict_only(p: &ClientProbe, outcome: Outcome, reason: String) -> ProbeReport {
-    ProbeReport {
+    let who = Identity {
         id: p.id,
         group: "client",
         section: p.section,
         stimulus: p.stimulus,
         requirement: p.requirement,
-        outcome,
-        reason,
-        reason_cites: Vec::new(),
-        follows_from: None,
-        effect_basis: None,
-        duration_ms: 0.0,
-        checks: Vec::new(),
-        timeline: Vec::new(),
-        exchanges: Vec::new(),
-    }
+    };
+    ProbeReport::verdict_only(who, outcome, reason)
 }
 
 /// The reason a verdict gives, on one line that no renderer needs to cut: the failed check's

@@ -185,7 +185,39 @@ pub struct ProbeReport {
     pub exchanges: Vec<Exchange>,
 }
 
+/// What a report says a unit is, in every mode (a probe, a webhook check, a client check).
+#[derive(Debug, Clone, Copy)]
+pub struct Identity {
+    pub id: &'static str,
+    pub group: &'static str,
+    pub section: &'static str,
+    pub stimulus: &'static str,
+    pub requirement: &'static str,
+}
+
 impl ProbeReport {
+    /// The report of `who` with its verdict and nothing else: a unit that did not run, or the
+    /// identity a finished unit's evidence is added to. One constructor for every mode, so a
+    /// field added to reports is filled in one place.
+    pub fn verdict_only(who: Identity, outcome: Outcome, reason: impl Into<String>) -> Self {
+        ProbeReport {
+            id: who.id,
+            group: who.group,
+            section: who.section,
+            stimulus: who.stimulus,
+            requirement: who.requirement,
+            outcome,
+            reason: reason.into(),
+            reason_cites: Vec::new(),
+            follows_from: None,
+            effect_basis: None,
+            duration_ms: 0.0,
+            checks: Vec::new(),
+            timeline: Vec::new(),
+            exchanges: Vec::new(),
+        }
+    }
+
     /// The exchange numbered `n`.
     pub fn exchange(&self, n: usize) -> Option<&Exchange> {
         self.exchanges.iter().find(|e| e.n == n)

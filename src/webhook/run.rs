@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use futures::future::BoxFuture;
 
 use crate::outcome::{decide, Outcome, Stop};
-use crate::report::{ProbeReport, ReplayInputs, RunReport, Summary, ToolInfo, SCHEMA};
+use crate::report::{Identity, ProbeReport, ReplayInputs, RunReport, Summary, ToolInfo, SCHEMA};
 use crate::runner::each::{each, Ends, Mode, Ran};
 use crate::runner::{Observer, PROBE_TIME_LIMIT};
 
@@ -194,20 +194,12 @@ fn report(
 /// The report of `def` with its verdict and nothing else: a check that did not run, or the
 /// identity a finished check's evidence is added to.
 fn not_run(def: &WebhookCheck, outcome: Outcome, reason: &str) -> ProbeReport {
-    ProbeReport {
+    let who = Identity {
         id: def.id,
         group: GROUP,
         section: def.section,
         stimulus: def.stimulus,
         requirement: def.requirement,
-        outcome,
-        reason: reason.into(),
-        reason_cites: Vec::new(),
-        follows_from: None,
-        effect_basis: None,
-        duration_ms: 0.0,
-        checks: Vec::new(),
-        timeline: Vec::new(),
-        exchanges: Vec::new(),
-    }
+    };
+    ProbeReport::verdict_only(who, outcome, reason)
 }
