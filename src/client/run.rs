@@ -22,7 +22,7 @@ use anyhow::Result;
 use futures::future::{BoxFuture, FutureExt as _};
 
 use super::checks::{self, ClientProbe};
-use super::command::{self, PAST_DEADLINE};
+use super::command::{self, RunRecord, PAST_DEADLINE};
 use super::fake_api::FakeApi;
 use super::scenario::{Scenario, ScenarioRecord};
 use super::{
@@ -276,15 +276,7 @@ async fn run_command(opts: &ClientOptions, s: &'static Scenario) -> Result<Scena
         let left = deadline.saturating_duration_since(Instant::now());
         runs.push(command::run(&opts.command, &env, left, api.origin(), n).await?);
     }
-    let base_url = api.base_url();
-    let rec = api.finish().await;
-    Ok(ScenarioRecord {
-        scenario: s,
-        base_url,
-        attempts: rec.attempts,
-        runs,
-        payments: rec.payments,
-    })
+    Ok(recorded(api, s, runs).await)
 }
 
 /// Serves scenario `s` on `addr` until it is complete, the client fell silent for
@@ -312,15 +304,20 @@ async fn serve(
             () = tokio::time::sleep_until(deadline) => break,
         }
     }
+    Ok(recorded(api, s, Vec::new()).await)
+}
+
+/// Stops the fake API of scenario `s` and keeps what it saw, with the command's `runs`.
+async fn recorded(api: FakeApi, s: &'static Scenario, runs: Vec<RunRecord>) -> ScenarioRecord {
     let base_url = api.base_url();
     let rec = api.finish().await;
-    Ok(ScenarioRecord {
+    ScenarioRecord {
         scenario: s,
         base_url,
         attempts: rec.attempts,
-        runs: Vec::new(),
+        runs,
         payments: rec.payments,
-    })
+    }
 }
 
 #[cfg(test)]
