@@ -216,9 +216,12 @@ impl PgCluster {
         // Tests run with fsync=off: every crash they cause is the server process's (`-m
         // immediate`, kill -9), never the machine's, and the kernel keeps what a dead process
         // wrote; a commit is still written to the WAL before it is acknowledged.
+        // Every test shares this cluster, and every reference server opens its whole pool (16
+        // connections) at start, two or three of them for the replica tests: with ten tests at
+        // a time (.cargo/config.toml) 200 connections ran out ("too many clients already").
         let options = format!(
             "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} \
-             -c max_connections=200 -c synchronous_commit=on -c fsync={}",
+             -c max_connections=1000 -c synchronous_commit=on -c fsync={}",
             self.port,
             self.dir.path().display(),
             if self.fsync { "on" } else { "off" }
