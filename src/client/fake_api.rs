@@ -656,4 +656,4 @@ fn read_back(s: &State, i: usize, id: &str) -> Answer {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -322,15 +322,9 @@ async fn recorded(api: FakeApi, s: &'static Scenario, runs: Vec<RunRecord>) -> S
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
 
     use super::*;
-    use crate::carrier::KeyCarrier;
     use crate::client::command::tests::{running, until};
-    use crate::client::credential_rule::Auth;
-    use crate::client::error_body::ErrorBody;
-    use crate::client::fake_api::ApiConfig;
-    use crate::client::operation::Operation;
     use crate::client::scenario;
     use crate::runner::{INTERRUPTED_INSIDE, NOT_RUN_INTERRUPTED};
 
@@ -345,14 +339,7 @@ mod tests {
                 .iter()
                 .map(|id| scenario::find(id).unwrap())
                 .collect(),
-            api: Arc::new(ApiConfig {
-                operations: vec![Operation::payments()],
-                carrier: KeyCarrier::ietf_header(),
-                token: "t".into(),
-                auth: Auth::Bearer,
-                errors: ErrorBody::Problem,
-                conflict_on_replay: false,
-            }),
+            api: crate::client::fake_api::tests::payments(),
         }
     }
 

@@ -29,7 +29,8 @@ async fn send(base: &str, key: &str, body: &str, ct: &str) -> std::io::Result<St
 const BODY: &str = r#"{"amountCents":1250,"currency":"EUR","reference":"r1"}"#;
 const LOCAL: &str = "127.0.0.1:0";
 
-fn payments() -> Arc<ApiConfig> {
+/// The built-in payments operation with a bearer token and problem+json errors.
+pub(crate) fn payments() -> Arc<ApiConfig> {
     Arc::new(ApiConfig {
         operations: vec![Operation::payments()],
         carrier: KeyCarrier::ietf_header(),

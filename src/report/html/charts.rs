@@ -363,21 +363,16 @@ mod tests {
         let b = bursts(&ex);
         assert_eq!(b.len(), 1, "one burst, one chart");
         assert_eq!(b[0].exchanges.len(), 5);
-        let p = crate::report::ProbeReport {
+        let who = crate::report::Identity {
             id: "concurrent-duplicates",
             group: "enforcement",
             section: "draft-07 §2.6",
             stimulus: "s",
             requirement: "r",
-            outcome: crate::outcome::Outcome::Pass,
-            reason: String::new(),
-            reason_cites: Vec::new(),
-            follows_from: None,
-            effect_basis: None,
-            duration_ms: 0.0,
-            checks: Vec::new(),
-            timeline: Vec::new(),
+        };
+        let p = crate::report::ProbeReport {
             exchanges: ex.clone(),
+            ..crate::report::ProbeReport::verdict_only(who, crate::outcome::Outcome::Pass, "")
         };
         let chart = arrival(&p, &b[0], &Secrets::default());
         assert!(
